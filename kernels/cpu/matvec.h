@@ -1,0 +1,76 @@
+// Matrix times activations for quantized weights: y = x * W^T.
+//
+// W is `rows` rows of `cols` elements of type `wtype`; row r starts at
+// w + r * RowBytes(wtype, cols) (rows are contiguous, as in a GGUF tensor
+// whose ne[0] == cols). x is n_tok rows of cols f32 values (row-major,
+// [n_tok][cols]); y is [n_tok][rows] f32, y[t][r] = sum_c W[r][c] * x[t][c].
+// Decode uses n_tok == 1; prefill passes the whole batch so every weight row
+// is read once per call rather than once per token.
+//
+// Numerics follow ggml's CPU backend (llama.cpp's goldens were made by it):
+//   F32 weights:  f32 dot product of x and W.
+//   F16 / BF16:   x is first rounded to fp16 / bf16 (nearest-even), then
+//                 products of exactly converted values are summed in f32.
+//   quantized:    each activation row is quantized once per call to the
+//                 weight type's partner format (Q8_0 for Q8_0, Q4_0, Q5_0,
+//                 Q1_0, Q2_0, IQ4_NL, MXFP4, NVFP4; Q8_1 for Q4_1, Q5_1;
+//                 Q8_K for the K-quants, IQ1/IQ2/IQ3, IQ4_XS, TQ1_0, TQ2_0)
+//                 exactly as ggml's x86 quantize_row_* does, and blocks are
+//                 combined as in ggml's vec_dot (integer sums per sub-block,
+//                 scaled by the block scales). This reproduces ggml's
+//                 activation rounding exactly; only float summation order
+//                 differs (see docs/QUANT_FORMATS.md for the bounds).
+//
+// Thread-safety: MatMul and MatMulReference are reentrant; concurrent calls
+// on different outputs are fine (calls sharing a ThreadPool are serialized
+// by the pool). Inputs are read only.
+#ifndef SLUICE_KERNELS_CPU_MATVEC_H_
+#define SLUICE_KERNELS_CPU_MATVEC_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "kernels/cpu/thread_pool.h"
+#include "loader/ggml_type.h"
+
+namespace sluice::kernels {
+
+// True if MatMul / MatMulReference accept `wtype` as a weight type: F32,
+// F16, BF16 and every quantized weight type (not the activation-only Q8_1 /
+// Q8_K, not integer types, not F64).
+bool IsMatMulSupported(GgmlType wtype);
+
+// The optimized product: SIMD kernels chosen at run time from the CPU's
+// features (AVX-512 > AVX2+FMA+F16C > portable scalar), rows split over
+// `pool` (nullptr = run on the caller's thread only). Results do not depend
+// on the number of threads (each y element is computed by one thread with a
+// fixed order).
+//
+// Preconditions: w holds rows * RowBytes(wtype, cols) bytes, x holds
+// n_tok * cols floats, y holds n_tok * rows floats; y does not overlap w or
+// x. No alignment is required.
+// Errors (nothing is written to y on error):
+//   InvalidArgument naming the type and the value if rows, cols or n_tok
+//     is negative, or cols is not a multiple of the type's block size (for
+//     Q8_K-paired types: of 256);
+//   Unimplemented "<type>: matmul not supported" for unsupported types.
+// rows == 0 or n_tok == 0 is OK and writes nothing; cols == 0 writes zeros.
+absl::Status MatMul(GgmlType wtype, const void* w, int64_t rows, int64_t cols,
+                    const float* x, int64_t n_tok, float* y, ThreadPool* pool);
+
+// The obviously correct reference: each weight row is dequantized with
+// DequantizeRow and dotted with the unquantized x in double precision, then
+// rounded to f32. Single-threaded; slow. Same contract and errors as MatMul.
+// Differs from MatMul by the activation quantization MatMul applies (that
+// is what llama.cpp does); tests bound the difference per type.
+absl::Status MatMulReference(GgmlType wtype, const void* w, int64_t rows,
+                             int64_t cols, const float* x, int64_t n_tok,
+                             float* y);
+
+// Which implementation MatMul uses on this machine: "avx512", "avx2" or
+// "scalar". For logs and benchmarks.
+const char* MatMulIsa();
+
+}  // namespace sluice::kernels
+
+#endif  // SLUICE_KERNELS_CPU_MATVEC_H_

@@ -1,0 +1,75 @@
+// A fixed-size pool of worker threads for data-parallel loops.
+//
+// The pool is the project's own (no OpenMP): kernels split work over rows
+// with ParallelFor, and the caller's thread takes a share of the work, so a
+// pool of N threads owns N-1 workers.
+//
+// Thread-safety: ParallelFor may be called from any thread; concurrent
+// calls are serialized (one loop runs at a time). A ParallelFor issued from
+// inside a running loop body runs inline on the calling thread instead of
+// deadlocking. Destruction must not race with ParallelFor.
+#ifndef SLUICE_KERNELS_CPU_THREAD_POOL_H_
+#define SLUICE_KERNELS_CPU_THREAD_POOL_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+
+namespace sluice::kernels {
+
+class ThreadPool {
+ public:
+  // `num_threads` threads take part in each loop, the caller included.
+  // Values < 1 are treated as 1; 1 means everything runs inline on the
+  // caller and no thread is started.
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();
+
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int num_threads() const { return num_threads_; }
+
+  // Calls fn(begin, end) on disjoint, contiguous, non-empty ranges that
+  // together cover [0, n) exactly once, at most num_threads() ranges of
+  // near-equal size (they differ by at most one), and returns once all
+  // calls have returned. n <= 0 calls nothing. `fn` must not throw.
+  // Range i always goes to the same participant for a given (n, threads),
+  // so results do not depend on scheduling.
+  void ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)> fn);
+
+  // Like ParallelFor, but the range boundaries are multiples of `grain`
+  // (except the final end == n), so each range holds whole groups of
+  // `grain` items. grain < 1 is treated as 1.
+  void ParallelForGrain(int64_t n, int64_t grain,
+                        absl::FunctionRef<void(int64_t, int64_t)> fn);
+
+ private:
+  void WorkerLoop(int index);
+  void RunShare(int index);
+
+  const int num_threads_;
+  std::vector<std::thread> workers_;
+
+  std::mutex call_mu_;  // serializes ParallelFor calls
+
+  std::mutex mu_;
+  std::condition_variable start_cv_;
+  std::condition_variable done_cv_;
+  uint64_t generation_ = 0;  // guarded by mu_
+  int pending_ = 0;          // workers still running the current loop
+  bool stop_ = false;
+  // The current loop (valid while pending_ > 0 or the caller runs).
+  int64_t n_ = 0;
+  int64_t grain_ = 1;
+  const absl::FunctionRef<void(int64_t, int64_t)>* fn_ = nullptr;
+};
+
+}  // namespace sluice::kernels
+
+#endif  // SLUICE_KERNELS_CPU_THREAD_POOL_H_
