@@ -1,0 +1,102 @@
+// Deterministic random-weight GGUF models for tests, demos and benchmarks.
+//
+// WriteModel() writes a qwen35moe or qwen3moe model with the metadata keys,
+// tensor names and shapes of the goldens (/work/shared/goldens/README.md,
+// "Tensor names and shapes"), a small byte-level BPE vocabulary (256 byte
+// tokens in GPT-2 byte-to-unicode spelling, then merges, then the control
+// tokens <|endoftext|> <|im_start|> <|im_end|>; tokenizer.ggml.model "gpt2",
+// pre "qwen2"), and weights drawn from a seeded generator: matrices
+// N(0,1)/sqrt(fan_in) (residual output projections 0.3x), norms 1 + small
+// noise, ssm_a negative, ssm_dt.bias small. The same options give the same
+// bytes on every machine (the generator is splitmix64 + Box-Muller in double).
+//
+// Tensors are generated and written one at a time (a tensor's data is the only
+// large allocation), so output size is bounded by disk, not RAM, apart from
+// the largest single tensor.
+//
+// Types: kF32, kF16 or kQ8_0. With kF16/kQ8_0, every 2-D/3-D ".weight" tensor
+// takes that type (Q8_0 falls back to F32 where ne[0] % 32 != 0); norms, the
+// routers (ffn_gate_inp*), ssm_conv1d, ssm_a and ssm_dt.bias stay F32, as in
+// the golden q8_0 files.
+//
+// Thread-safety: WriteModel is reentrant (no global state).
+#ifndef SLUICE_TOOLS_MKMODEL_LIB_H_
+#define SLUICE_TOOLS_MKMODEL_LIB_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "loader/ggml_type.h"
+
+namespace sluice::mkmodel {
+
+enum class Arch { kQwen35Moe, kQwen3Moe };
+
+// Hyper-parameters. Fields that do not apply to an arch are ignored
+// (ssm_*, full_attention_interval, shared_ff and rope_sections for qwen3moe).
+struct ModelShape {
+  uint32_t n_embd = 0;
+  uint32_t n_layer = 0;
+  uint32_t n_head = 0;
+  uint32_t n_head_kv = 0;
+  uint32_t head_dim = 0;
+  uint32_t n_expert = 0;
+  uint32_t n_expert_used = 0;
+  uint32_t expert_ff = 0;
+  uint32_t shared_ff = 0;         // qwen35moe shared expert
+  uint32_t feed_forward = 0;      // qwen3moe feed_forward_length (unused)
+  uint32_t ssm_conv_kernel = 0;
+  uint32_t ssm_state = 0;
+  uint32_t ssm_group = 0;
+  uint32_t ssm_dt_rank = 0;       // v heads; ssm.inner_size = state * dt_rank
+  uint32_t full_attention_interval = 0;
+  uint32_t rope_dims = 0;         // qwen35moe rope.dimension_count
+  std::array<int32_t, 4> rope_sections = {0, 0, 0, 0};
+  uint32_t context_length = 4096;
+  float rope_freq_base = 0;
+  float rms_eps = 1e-6f;
+  uint32_t n_merges = 64;         // BPE merges; n_vocab = 256 + n_merges + 3
+};
+
+// "tiny" (the golden tiny shapes) and "micro" (the golden micro shapes) per
+// arch; InvalidArgument for any other name.
+absl::StatusOr<ModelShape> NamedShape(Arch arch, const std::string& name);
+absl::StatusOr<Arch> ParseArch(const std::string& name);  // "qwen35moe"...
+const char* ArchName(Arch arch);
+
+struct Options {
+  Arch arch = Arch::kQwen35Moe;
+  ModelShape shape;            // e.g. from NamedShape
+  GgmlType type = GgmlType::kF32;
+  uint64_t seed = 1;
+  uint32_t split_count = 1;    // > 1: "<out minus .gguf>-NNNNN-of-MMMMM.gguf"
+  std::string name;            // general.name; defaults to "<arch>-sluice"
+};
+
+// Checks the shape (divisibility, head counts, block sizes) and writes the
+// model to `out_path` (or to the split set derived from it). Returns the
+// paths written, in shard order.
+absl::StatusOr<std::vector<std::string>> WriteModel(const Options& options,
+                                                    const std::string& out_path);
+
+// The vocabulary WriteModel embeds (tokens in id order and the merges),
+// exposed so tokenizer tests can assert against it.
+struct Vocab {
+  std::vector<std::string> tokens;
+  std::vector<int32_t> token_types;  // 1 normal, 3 control
+  std::vector<std::string> merges;   // "a b" pairs in rank order
+};
+Vocab BuildVocab(uint32_t n_merges);
+
+// IEEE half from float, round-to-nearest-even (used for F16 and Q8_0 scales).
+uint16_t FloatToHalf(float f);
+// Quantizes `n` floats (n % 32 == 0) to Q8_0 blocks appended to `out`:
+// per block d = max|x| / 127 stored as fp16, q = round(x / d).
+void QuantizeQ8_0(const float* x, uint64_t n, std::vector<uint8_t>& out);
+
+}  // namespace sluice::mkmodel
+
+#endif  // SLUICE_TOOLS_MKMODEL_LIB_H_
