@@ -1,0 +1,48 @@
+# The two commands of a fresh machine (see README.md):
+#   make demo   install what is missing, build, run the demo
+#   make test   install what is missing, build, run every test
+SHELL := /bin/bash
+.DEFAULT_GOAL := test
+
+GOLDENS ?= $(abspath ../shared/goldens)
+
+# Debian bookworm packages the build, the tests and the demo need.
+APT_PACKAGES := \
+  bazel-bootstrap bazel-rules-java g++ clang libclang-rt-14-dev \
+  libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc \
+  python3-grpcio python3-protobuf \
+  libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev \
+  libcpp-httplib-dev libsystemd-dev prometheus
+
+# Without nvcc the CUDA targets are switched off; everything else still builds.
+BAZEL_CONFIG := $(if $(wildcard /usr/local/cuda/bin/nvcc),,--config=nocuda)
+BAZEL := bazel
+
+.PHONY: deps build test demo fuzz bench clean
+
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+build: deps
+	$(BAZEL) build $(BAZEL_CONFIG) //...
+
+test: deps
+	SLUICE_GOLDENS=$(GOLDENS) tests/run_all.sh $(BAZEL) $(BAZEL_CONFIG)
+
+demo: deps
+	SLUICE_GOLDENS=$(GOLDENS) tools/demo.sh $(BAZEL) $(BAZEL_CONFIG)
+
+fuzz: deps
+	fuzz/run.sh 300
+
+bench: deps
+	$(BAZEL) run -c opt $(BAZEL_CONFIG) //bench:matvec_bench
+
+clean:
+	$(BAZEL) clean
