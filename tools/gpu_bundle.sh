@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Copies built binaries and the shared libraries they need that an Ubuntu
+# CUDA image lacks (Debian's Abseil, gRPC, protobuf, ...) into one folder, for
+# running on the GPU machine, which has no Bazel. Usage:
+#   tools/gpu_bundle.sh OUT_DIR bazel-bin/tools/cuda_probe [more binaries]
+# On the GPU machine: LD_LIBRARY_PATH=OUT_DIR/lib OUT_DIR/bin/cuda_probe
+set -euo pipefail
+out="$1"; shift
+mkdir -p "$out/bin" "$out/lib"
+for bin in "$@"; do
+  cp -f "$bin" "$out/bin/"
+  # libc, libm, libstdc++ (newer there), the CUDA driver, cudart and cuBLASLt
+  # come with the target image;
+  # everything else the binary links travels with it.
+  ldd "$bin" | awk '/=> \// {print $3}' | while read -r lib; do
+    case "$(basename "$lib")" in
+      libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libgcc_s.so*|libstdc++.so*) ;;
+      libcuda.so*|libcudart.so*|libcublas*) ;;  # the CUDA image has these
+      *) cp -fL "$lib" "$out/lib/" ;;
+    esac
+  done
+done
+du -sh "$out"
