@@ -97,6 +97,14 @@ class GgufValue {
   // An array of a fixed-size scalar type from packed little-endian bytes.
   // Precondition: raw.size() == count * GgufTypeSize(element_type).
   static GgufValue PackedArray(GgufType element_type, std::vector<uint8_t> raw);
+  // Low level: a fixed-size scalar from its parts (unsigned types and bool
+  // use `u`, signed types `i`, float types `f`), truncated to what `type`
+  // holds, exactly as if written to a file and read back.
+  // Precondition: GgufTypeSize(type) > 0.
+  static GgufValue MakeScalar(GgufType type, uint64_t u, int64_t i, double f);
+  // Decodes one little-endian scalar of fixed-size `type` at `p`.
+  // Precondition: GgufTypeSize(type) readable bytes at p.
+  static GgufValue DecodeScalar(GgufType type, const uint8_t* p);
 
   GgufType type() const { return type_; }
   bool is_array() const { return type_ == GgufType::kArray; }
@@ -136,8 +144,6 @@ class GgufValue {
   std::vector<uint8_t> raw_;
   std::vector<std::string> strings_;
   std::vector<GgufValue> arrays_;
-
-  friend class GgufValueBuilder;  // parser access (gguf_file.cc)
 };
 
 struct GgufKv {
@@ -242,22 +248,21 @@ template <> struct TypeOf<uint64_t> { static constexpr GgufType kType = GgufType
 template <> struct TypeOf<int64_t> { static constexpr GgufType kType = GgufType::kInt64; };
 template <> struct TypeOf<double> { static constexpr GgufType kType = GgufType::kFloat64; };
 
-// Packs `v` little-endian into `out` (the host is little-endian; checked in
-// gguf_file.cc).
+// Packs one scalar of `type` little-endian into `out`: unsigned types and
+// bool take `u`, signed types `i`, float types `f`.
 void AppendScalarBytes(GgufType type, uint64_t u, int64_t i, double f,
                        std::vector<uint8_t>& out);
-GgufValue MakeScalar(GgufType type, uint64_t u, int64_t i, double f);
 }  // namespace gguf_internal
 
 template <typename T>
 GgufValue GgufValue::Scalar(T v) {
   constexpr GgufType kType = gguf_internal::TypeOf<T>::kType;
   if constexpr (std::is_floating_point_v<T>) {
-    return gguf_internal::MakeScalar(kType, 0, 0, static_cast<double>(v));
+    return MakeScalar(kType, 0, 0, static_cast<double>(v));
   } else if constexpr (std::is_signed_v<T>) {
-    return gguf_internal::MakeScalar(kType, 0, static_cast<int64_t>(v), 0);
+    return MakeScalar(kType, 0, static_cast<int64_t>(v), 0);
   } else {
-    return gguf_internal::MakeScalar(kType, static_cast<uint64_t>(v), 0, 0);
+    return MakeScalar(kType, static_cast<uint64_t>(v), 0, 0);
   }
 }
 
