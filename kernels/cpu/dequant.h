@@ -12,6 +12,7 @@
 #define SLUICE_KERNELS_CPU_DEQUANT_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -34,6 +35,9 @@ float Bf16ToF32(uint16_t b);
 // binary32 -> bfloat16, round to nearest, ties to even; NaN becomes a quiet
 // NaN with the same sign (as ggml_compute_fp32_to_bf16 does).
 uint16_t F32ToBf16(float f);
+
+// The lower-case ggml name of `type` ("q4_k"), for messages.
+std::string TypeName(GgmlType type);
 
 // True if DequantizeRow can decode `type`: F32, F16, BF16 and every
 // quantized type (the activation formats Q8_1 and Q8_K included); false for

@@ -1,0 +1,68 @@
+// Building blocks of MatMul (internal to kernels/cpu; tests and benchmarks
+// use them to pin an instruction set).
+//
+// A weight row is multiplied with an activation row that has first been
+// converted to the weight type's partner format (ActFormat). A VecDot kernel
+// takes one weight row and one converted activation row.
+#ifndef SLUICE_KERNELS_CPU_MATVEC_INTERNAL_H_
+#define SLUICE_KERNELS_CPU_MATVEC_INTERNAL_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "kernels/cpu/thread_pool.h"
+#include "loader/ggml_type.h"
+
+namespace sluice::kernels::internal {
+
+enum class Isa { kScalar, kAvx2, kAvx512 };
+
+// The best instruction set this CPU supports (and this build has code for).
+Isa DetectIsa();
+const char* IsaName(Isa isa);
+
+// What an activation row is converted to before the dot products:
+//   kF32  - unchanged f32;
+//   kF16R / kBf16R - f32 values rounded to fp16 / bf16 (stored as f32,
+//          which is exact) so kernels need not convert x per weight row;
+//   kQ8_0 / kQ8_1 / kQ8_K - ggml's 8-bit activation blocks.
+enum class ActFormat { kF32, kF16R, kBf16R, kQ8_0, kQ8_1, kQ8_K };
+
+// The partner format of weight type `wtype` (as in ggml's vec_dot_type).
+// Precondition: IsMatMulSupported(wtype).
+ActFormat ActFormatFor(GgmlType wtype);
+
+// Bytes of one converted activation row of `cols` elements. Precondition:
+// cols is a multiple of the format's block (32, or 256 for kQ8_K).
+int64_t ActRowBytes(ActFormat format, int64_t cols);
+int ActBlock(ActFormat format);
+
+// Converts x[0..cols) into `out` (ActRowBytes(format, cols) bytes), exactly
+// as ggml's x86 CPU backend does (quantize_row_q8_0 / q8_1 AVX path,
+// quantize_row_q8_K reference path, fp16 / bf16 round to nearest even).
+void ConvertActivation(ActFormat format, const float* x, int64_t cols, void* out);
+
+// y = <weight row, converted activation row> over `cols` elements.
+using VecDotFn = float (*)(const void* w, const void* act, int64_t cols);
+
+// A dedicated kernel for `wtype` on `isa`, or nullptr: then MatMul decodes
+// the weight row to f32 (DequantizeRow) and dots it with the activation row
+// decoded back to f32, which gives the same activation rounding.
+VecDotFn FindVecDot(GgmlType wtype, Isa isa);
+
+// Plain f32 dot product used by the generic path (and by F32 weights).
+float DotF32Scalar(const float* a, const float* b, int64_t n);
+float DotF32Avx2(const float* a, const float* b, int64_t n);
+
+// MatMul with a fixed instruction set; `isa` must be supported by the CPU.
+absl::Status MatMulWithIsa(Isa isa, GgmlType wtype, const void* w, int64_t rows,
+                           int64_t cols, const float* x, int64_t n_tok, float* y,
+                           ThreadPool* pool);
+
+// Per-ISA kernel tables (defined in vec_dot_scalar.cc / vec_dot_avx2.cc).
+VecDotFn FindVecDotScalar(GgmlType wtype);
+VecDotFn FindVecDotAvx2(GgmlType wtype);
+
+}  // namespace sluice::kernels::internal
+
+#endif  // SLUICE_KERNELS_CPU_MATVEC_INTERNAL_H_
