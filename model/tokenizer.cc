@@ -1,0 +1,362 @@
+#include "model/tokenizer.h"
+
+#include <algorithm>
+#include <array>
+#include <queue>
+#include <utility>
+
+#include "absl/memory/memory.h"
+#include "absl/status/status.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+
+namespace sluice {
+namespace {
+
+using tokenizer_internal::PreTokenizer;
+
+// GPT-2's byte-level alphabet: printable Latin-1 bytes stand for themselves,
+// the other 68 bytes are moved to U+0100.. in byte order, so every byte has
+// a visible, non-space spelling.
+bool IsPrintableLatin1(int b) {
+  return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) ||
+         (b >= 0xAE && b <= 0xFF);
+}
+
+struct ByteAlphabet {
+  std::array<std::string, 256> spelling;  // byte -> UTF-8 of its code point
+  std::array<int16_t, 0x200> byte_of;     // code point -> byte, or -1
+
+  ByteAlphabet() {
+    byte_of.fill(-1);
+    int next = 0x100;
+    for (int b = 0; b < 256; ++b) {
+      const uint32_t cp = IsPrintableLatin1(b) ? b : next++;
+      AppendUtf8(cp, spelling[b]);
+      byte_of[cp] = static_cast<int16_t>(b);
+    }
+  }
+};
+
+const ByteAlphabet& Alphabet() {
+  static const ByteAlphabet* alphabet = new ByteAlphabet();
+  return *alphabet;
+}
+
+// Bytes a byte-level spelled token stands for. A code point outside the
+// alphabet cannot come from a converted vocabulary; it is shown marked, as
+// llama.cpp does, rather than dropped.
+std::string UnspellBytes(std::string_view text) {
+  const ByteAlphabet& alphabet = Alphabet();
+  std::string out;
+  for (const uint32_t cp : tokenizer_internal::DecodeLenient(text)) {
+    if (cp < alphabet.byte_of.size() && alphabet.byte_of[cp] >= 0) {
+      out.push_back(static_cast<char>(alphabet.byte_of[cp]));
+      continue;
+    }
+    std::string utf8;
+    AppendUtf8(cp, utf8);
+    absl::StrAppend(&out, "[UNK_BYTE_0x");
+    for (const char c : utf8) {
+      absl::StrAppendFormat(&out, "%02x", static_cast<uint8_t>(c));
+    }
+    out.append(text);
+    out.push_back(']');
+  }
+  return out;
+}
+
+bool IsSpecialType(TokenType type) {
+  return type == TokenType::kControl || type == TokenType::kUnknown;
+}
+
+absl::Status CheckOptionalId(const char* field, int32_t id, size_t n_vocab) {
+  if (id < -1 || id >= static_cast<int64_t>(n_vocab)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tokenizer: %s = %d is outside the vocabulary [0, %d)", field, id,
+        n_vocab));
+  }
+  return absl::OkStatus();
+}
+
+// One symbol of a word during merging: a byte range of the spelled word,
+// linked to its neighbours. A symbol merged into its left neighbour has
+// length 0.
+struct Symbol {
+  size_t start;
+  size_t length;
+  int prev;
+  int next;
+};
+
+struct Bigram {
+  int32_t rank;
+  int left;
+  int right;
+  size_t length;  // left + right length when queued; detects stale entries
+};
+
+// Lowest rank first, leftmost first among equal ranks.
+struct LaterBigram {
+  bool operator()(const Bigram& a, const Bigram& b) const {
+    return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
+  }
+};
+
+size_t Utf8Length(char lead) {
+  const uint8_t b = static_cast<uint8_t>(lead);
+  if (b < 0xC0) return 1;
+  if (b < 0xE0) return 2;
+  if (b < 0xF0) return 3;
+  return 4;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(VocabData vocab) {
+  if (vocab.model != "gpt2") {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "unsupported tokenizer model \"%s\" (tokenizer.ggml.model); only "
+        "\"gpt2\" (byte-level BPE) is supported",
+        vocab.model));
+  }
+  auto tokenizer = absl::WrapUnique(new Tokenizer());
+  if (vocab.pre == "qwen2") {
+    tokenizer->pre_ = PreTokenizer::kQwen2;
+  } else if (vocab.pre == "qwen35") {
+    tokenizer->pre_ = PreTokenizer::kQwen35;
+  } else {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "unsupported pre-tokenizer \"%s\" (tokenizer.ggml.pre); supported: "
+        "\"qwen2\", \"qwen35\"",
+        vocab.pre));
+  }
+  const size_t n = vocab.tokens.size();
+  if (n == 0 || n > static_cast<size_t>(INT32_MAX)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tokenizer.ggml.tokens has %d entries; need 1 to 2^31-1", n));
+  }
+  if (!vocab.token_types.empty() && vocab.token_types.size() != n) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tokenizer.ggml.token_type has %d entries but tokenizer.ggml.tokens "
+        "has %d",
+        vocab.token_types.size(), n));
+  }
+  RETURN_IF_ERROR(CheckOptionalId("bos", vocab.bos, n));
+  RETURN_IF_ERROR(CheckOptionalId("eos", vocab.eos, n));
+  RETURN_IF_ERROR(CheckOptionalId("pad", vocab.pad, n));
+
+  Tokenizer& t = *tokenizer;
+  t.types_.assign(n, TokenType::kNormal);
+  for (size_t id = 0; id < vocab.token_types.size(); ++id) {
+    const int32_t type = vocab.token_types[id];
+    if (type < 0 || type > static_cast<int32_t>(TokenType::kByte)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "tokenizer.ggml.token_type[%d] = %d is not a token type (0..6)", id,
+          type));
+    }
+    t.types_[id] = static_cast<TokenType>(type);
+  }
+  for (size_t rank = 0; rank < vocab.merges.size(); ++rank) {
+    const std::string& merge = vocab.merges[rank];
+    // The separator is the first space after the first byte, so a left
+    // side that is itself a space still parses.
+    const size_t space = merge.find(' ', 1);
+    if (space == std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "tokenizer.ggml.merges[%d] = \"%s\" has no space between its two "
+          "parts",
+          rank, absl::CEscape(merge)));
+    }
+    t.ranks_.try_emplace(
+        std::make_pair(merge.substr(0, space), merge.substr(space + 1)),
+        static_cast<int32_t>(rank));
+  }
+  t.tokens_ = std::move(vocab.tokens);
+  t.ids_.reserve(n);
+  t.pieces_.resize(n);
+  for (size_t id = 0; id < n; ++id) {
+    // A repeated text maps to its last id, as in llama.cpp.
+    t.ids_[t.tokens_[id]] = static_cast<int32_t>(id);
+    const TokenType type = t.types_[id];
+    if (IsSpecialType(type) || type == TokenType::kUserDefined) {
+      t.pieces_[id] = t.tokens_[id];
+      if (!t.tokens_[id].empty()) t.specials_.push_back(static_cast<int32_t>(id));
+    } else if (type == TokenType::kNormal || type == TokenType::kByte) {
+      t.pieces_[id] = UnspellBytes(t.tokens_[id]);
+    }
+  }
+  std::stable_sort(t.specials_.begin(), t.specials_.end(),
+                   [&t](int32_t a, int32_t b) {
+                     return t.tokens_[a].size() > t.tokens_[b].size();
+                   });
+  t.bos_ = vocab.bos;
+  t.eos_ = vocab.eos;
+  t.pad_ = vocab.pad;
+  t.add_bos_ = vocab.add_bos;
+  return tokenizer;
+}
+
+int32_t Tokenizer::Lookup(std::string_view text) const {
+  // Debian's Abseil has its own string_view type.
+  const auto it = ids_.find(absl::string_view(text.data(), text.size()));
+  return it == ids_.end() ? -1 : it->second;
+}
+
+int32_t Tokenizer::MergeRank(std::string_view left,
+                             std::string_view right) const {
+  const auto it =
+      ranks_.find(std::make_pair(std::string(left), std::string(right)));
+  return it == ranks_.end() ? -1 : it->second;
+}
+
+void Tokenizer::EncodeWord(std::string_view word,
+                           std::vector<int32_t>& out) const {
+  std::vector<Symbol> symbols;
+  for (size_t pos = 0; pos < word.size();) {
+    const size_t length = std::min(Utf8Length(word[pos]), word.size() - pos);
+    const int index = static_cast<int>(symbols.size());
+    symbols.push_back({pos, length, index - 1,
+                       pos + length == word.size() ? -1 : index + 1});
+    pos += length;
+  }
+  const auto text = [&](int i) {
+    return word.substr(symbols[i].start, symbols[i].length);
+  };
+  std::priority_queue<Bigram, std::vector<Bigram>, LaterBigram> queue;
+  const auto enqueue = [&](int left, int right) {
+    if (left < 0 || right < 0) return;
+    const int32_t rank = MergeRank(text(left), text(right));
+    if (rank < 0) return;
+    queue.push({rank, left, right,
+                symbols[left].length + symbols[right].length});
+  };
+  for (int i = 1; i < static_cast<int>(symbols.size()); ++i) enqueue(i - 1, i);
+
+  while (!queue.empty()) {
+    const Bigram bigram = queue.top();
+    queue.pop();
+    Symbol& left = symbols[bigram.left];
+    Symbol& right = symbols[bigram.right];
+    // Both sides unchanged since queued <=> neither is empty and the lengths
+    // still add up (a side only ever grows, or empties into its left).
+    if (left.length == 0 || right.length == 0 ||
+        left.length + right.length != bigram.length) {
+      continue;
+    }
+    left.length += right.length;
+    right.length = 0;
+    left.next = right.next;
+    if (right.next >= 0) symbols[right.next].prev = bigram.left;
+    enqueue(left.prev, bigram.left);
+    enqueue(bigram.left, left.next);
+  }
+
+  for (int i = 0; i >= 0 && i < static_cast<int>(symbols.size());
+       i = symbols[i].next) {
+    const std::string_view piece = text(i);
+    if (const int32_t id = Lookup(piece); id >= 0) {
+      out.push_back(id);
+      continue;
+    }
+    // Not in the vocabulary: one token per byte, where the raw byte is a
+    // token (the reference tokenizer's fallback).
+    for (const char c : piece) {
+      if (const int32_t id = Lookup(std::string_view(&c, 1)); id >= 0) {
+        out.push_back(id);
+      }
+    }
+  }
+}
+
+void Tokenizer::EncodeText(std::string_view text,
+                           std::vector<int32_t>& out) const {
+  const ByteAlphabet& alphabet = Alphabet();
+  std::string spelled;
+  for (const std::string& word : tokenizer_internal::SplitWords(text, pre_)) {
+    spelled.clear();
+    for (const char c : word) {
+      spelled.append(alphabet.spelling[static_cast<uint8_t>(c)]);
+    }
+    EncodeWord(spelled, out);
+  }
+}
+
+std::vector<int32_t> Tokenizer::Encode(std::string_view text,
+                                       bool parse_special) const {
+  // Fragments of `text`: raw byte ranges still to tokenize, or a special
+  // token already found.
+  struct Fragment {
+    int32_t token;  // -1 for raw text
+    size_t begin;
+    size_t end;
+  };
+  std::vector<Fragment> fragments;
+  if (!text.empty()) fragments.push_back({-1, 0, text.size()});
+  std::vector<Fragment> next;
+  for (const int32_t special : specials_) {
+    if (!parse_special && IsSpecialType(types_[special])) continue;
+    const std::string& needle = tokens_[special];
+    next.clear();
+    for (const Fragment& f : fragments) {
+      if (f.token >= 0) {
+        next.push_back(f);
+        continue;
+      }
+      const std::string_view raw = text.substr(0, f.end);
+      size_t begin = f.begin;
+      for (size_t match; (match = raw.find(needle, begin)) != raw.npos;) {
+        if (match > begin) next.push_back({-1, begin, match});
+        next.push_back({special, match, match + needle.size()});
+        begin = match + needle.size();
+      }
+      if (begin < f.end) next.push_back({-1, begin, f.end});
+    }
+    fragments.swap(next);
+  }
+  std::vector<int32_t> ids;
+  for (const Fragment& f : fragments) {
+    if (f.token >= 0) {
+      ids.push_back(f.token);
+    } else {
+      EncodeText(text.substr(f.begin, f.end - f.begin), ids);
+    }
+  }
+  return ids;
+}
+
+const std::string& Tokenizer::TokenPiece(int32_t id,
+                                         bool render_special) const {
+  static const std::string* const kEmpty = new std::string();
+  if (id < 0 || id >= n_vocab()) return *kEmpty;
+  if (!render_special && IsSpecialType(types_[id])) return *kEmpty;
+  return pieces_[id];
+}
+
+std::string Tokenizer::Decode(absl::Span<const int32_t> ids,
+                              bool render_special) const {
+  std::string out;
+  for (const int32_t id : ids) out.append(TokenPiece(id, render_special));
+  return out;
+}
+
+const std::string& Tokenizer::TokenText(int32_t id) const {
+  static const std::string* const kEmpty = new std::string();
+  return (id >= 0 && id < n_vocab()) ? tokens_[id] : *kEmpty;
+}
+
+TokenType Tokenizer::GetTokenType(int32_t id) const {
+  return (id >= 0 && id < n_vocab()) ? types_[id] : TokenType::kUndefined;
+}
+
+bool Tokenizer::IsControl(int32_t id) const {
+  return IsSpecialType(GetTokenType(id));
+}
+
+std::string TokenStreamDecoder::Push(int32_t id) {
+  return utf8_.Push(tokenizer_.TokenPiece(id, render_special_));
+}
+
+}  // namespace sluice
