@@ -152,22 +152,16 @@ absl::StatusOr<std::unique_ptr<ModelFiles>> ModelFiles::Open(
     }
     fds.push_back(ShardFd{p, fd});
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<ModelFiles> files, FromFds(std::move(fds)));
-  if (!ParseSplitName(any_shard_path) && files->shard_count() == 1) {
-    // A file without the split suffix must not claim to be part of a set.
-    ASSIGN_OR_RETURN(uint64_t count, files->metadata().GetU64Or(kSplitCount, 1));
-    if (count > 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          any_shard_path, ": metadata key 'split.count' is ", count,
-          " but the file name has no -NNNNN-of-MMMMM.gguf suffix to find the "
-          "other shards by"));
-    }
-  }
-  return files;
+  return FromFdsImpl(std::move(fds), /*unsplit_name=*/!ParseSplitName(any_shard_path));
 }
 
 absl::StatusOr<std::unique_ptr<ModelFiles>> ModelFiles::FromFds(
     std::vector<ShardFd> shards) {
+  return FromFdsImpl(std::move(shards), /*unsplit_name=*/false);
+}
+
+absl::StatusOr<std::unique_ptr<ModelFiles>> ModelFiles::FromFdsImpl(
+    std::vector<ShardFd> shards, bool unsplit_name) {
   std::unique_ptr<ModelFiles> files(new ModelFiles());
   // Take ownership first so every return path closes them.
   for (const ShardFd& s : shards) files->fds_.push_back(s.fd);
@@ -192,11 +186,11 @@ absl::StatusOr<std::unique_ptr<ModelFiles>> ModelFiles::FromFds(
     ShardInfo& added = files->shards_.back();
     ASSIGN_OR_RETURN(added.file, GgufFile::Parse(s.name, added.base, added.size));
   }
-  return FromOpenShards(std::move(files));
+  return FromOpenShards(std::move(files), unsplit_name);
 }
 
 absl::StatusOr<std::unique_ptr<ModelFiles>> ModelFiles::FromOpenShards(
-    std::unique_ptr<ModelFiles> files) {
+    std::unique_ptr<ModelFiles> files, bool unsplit_name) {
   const uint32_t n = static_cast<uint32_t>(files->shards_.size());
   std::vector<ShardView> views;
   for (const ShardInfo& s : files->shards_) views.push_back({s.file.get(), s.base});
@@ -212,6 +206,12 @@ absl::StatusOr<std::unique_ptr<ModelFiles>> ModelFiles::FromOpenShards(
     ASSIGN_OR_RETURN(uint64_t count, f.GetU64(kSplitCount));
     ASSIGN_OR_RETURN(uint64_t no, f.GetU64Or(kSplitNo, 0));
     if (n == 1 && count <= 1 && no == 0) break;  // a 1-shard set
+    if (unsplit_name && count > 1) {
+      // Without the name suffix there is no way to find the other shards.
+      return mismatch(kSplitCount, count,
+                      "the file name has no -NNNNN-of-MMMMM.gguf suffix to find the "
+                      "other shards by");
+    }
     if (count != n) {
       return mismatch(kSplitCount, count,
                       absl::StrCat("the set has ", n, " shards"));

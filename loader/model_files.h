@@ -94,8 +94,11 @@ class ModelFiles {
 
  private:
   ModelFiles() = default;
+  // `unsplit_name`: opened by a path without the -NNNNN-of-MMMMM suffix.
+  static absl::StatusOr<std::unique_ptr<ModelFiles>> FromFdsImpl(
+      std::vector<ShardFd> shards, bool unsplit_name);
   static absl::StatusOr<std::unique_ptr<ModelFiles>> FromOpenShards(
-      std::unique_ptr<ModelFiles> files);
+      std::unique_ptr<ModelFiles> files, bool unsplit_name);
 
   std::vector<ShardInfo> shards_;
   std::vector<int> fds_;
