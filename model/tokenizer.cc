@@ -199,7 +199,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(VocabData vocab) {
   return tokenizer;
 }
 
-int32_t Tokenizer::Lookup(std::string_view text) const {
+int32_t Tokenizer::TokenId(std::string_view text) const {
   // Debian's Abseil has its own string_view type.
   const auto it = ids_.find(absl::string_view(text.data(), text.size()));
   return it == ids_.end() ? -1 : it->second;
@@ -257,14 +257,14 @@ void Tokenizer::EncodeWord(std::string_view word,
   for (int i = 0; i >= 0 && i < static_cast<int>(symbols.size());
        i = symbols[i].next) {
     const std::string_view piece = text(i);
-    if (const int32_t id = Lookup(piece); id >= 0) {
+    if (const int32_t id = TokenId(piece); id >= 0) {
       out.push_back(id);
       continue;
     }
     // Not in the vocabulary: one token per byte, where the raw byte is a
     // token (the reference tokenizer's fallback).
     for (const char c : piece) {
-      if (const int32_t id = Lookup(std::string_view(&c, 1)); id >= 0) {
+      if (const int32_t id = TokenId(std::string_view(&c, 1)); id >= 0) {
         out.push_back(id);
       }
     }

@@ -87,6 +87,9 @@ class Tokenizer {
 
   // The bytes token `id` contributes to Decode() (empty for invalid ids).
   const std::string& TokenPiece(int32_t id, bool render_special = true) const;
+  // The id whose stored text is exactly `text` (byte-level spelled for
+  // normal tokens, verbatim for special ones), or -1.
+  int32_t TokenId(std::string_view text) const;
   // The stored vocabulary text (byte-level spelled); empty for invalid ids.
   const std::string& TokenText(int32_t id) const;
   TokenType GetTokenType(int32_t id) const;
@@ -103,7 +106,6 @@ class Tokenizer {
   Tokenizer() = default;
   void EncodeWord(std::string_view word, std::vector<int32_t>& out) const;
   void EncodeText(std::string_view text, std::vector<int32_t>& out) const;
-  int32_t Lookup(std::string_view text) const;
   int32_t MergeRank(std::string_view left, std::string_view right) const;
 
   std::vector<std::string> tokens_;

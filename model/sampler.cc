@@ -1,0 +1,144 @@
+#include "model/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_format.h"
+
+namespace sluice {
+namespace {
+
+absl::Status OutOfRange(const char* field, double value, const char* range) {
+  return absl::InvalidArgumentError(
+      absl::StrFormat("sampler: %s = %g is outside %s", field, value, range));
+}
+
+bool Before(float a_logit, int32_t a_id, float b_logit, int32_t b_id) {
+  return a_logit > b_logit || (a_logit == b_logit && a_id < b_id);
+}
+
+}  // namespace
+
+absl::Status ValidateSamplerParams(const SamplerParams& p) {
+  // Written as !(in range) so that NaN fails every check.
+  if (!(p.temperature >= 0) || std::isinf(p.temperature)) {
+    return OutOfRange("temperature", p.temperature, "[0, inf)");
+  }
+  if (p.top_k < 0) return OutOfRange("top_k", p.top_k, "[0, inf)");
+  if (!(p.top_p > 0 && p.top_p <= 1)) {
+    return OutOfRange("top_p", p.top_p, "(0, 1]");
+  }
+  if (!(p.min_p >= 0 && p.min_p <= 1)) {
+    return OutOfRange("min_p", p.min_p, "[0, 1]");
+  }
+  if (!(p.repetition_penalty > 0) || std::isinf(p.repetition_penalty)) {
+    return OutOfRange("repetition_penalty", p.repetition_penalty, "(0, inf)");
+  }
+  if (p.repetition_window < 0) {
+    return OutOfRange("repetition_window", p.repetition_window, "[0, inf)");
+  }
+  return absl::OkStatus();
+}
+
+Sampler::Sampler(const SamplerParams& params)
+    : params_(params), rng_state_(params.seed) {}
+
+void Sampler::Accept(int32_t token) {
+  if (params_.repetition_window == 0) return;
+  history_.push_back(token);
+  while (history_.size() > static_cast<size_t>(params_.repetition_window)) {
+    history_.pop_front();
+  }
+}
+
+double Sampler::NextUniform() {
+  // SplitMix64 (Steele, Lea, Flood 2014): a full-period 64-bit generator.
+  uint64_t z = (rng_state_ += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
+
+void Sampler::ApplyRepetitionPenalty(std::vector<Candidate>& candidates) const {
+  if (params_.repetition_penalty == 1 || history_.empty()) return;
+  // Each distinct recent token once, however often it occurred; positive
+  // logits shrink and negative ones grow, so the penalty always lowers.
+  const absl::flat_hash_set<int32_t> seen(history_.begin(), history_.end());
+  for (const int32_t id : seen) {
+    if (id < 0 || id >= static_cast<int32_t>(candidates.size())) continue;
+    float& logit = candidates[id].logit;
+    logit = logit <= 0 ? logit * params_.repetition_penalty
+                       : logit / params_.repetition_penalty;
+  }
+}
+
+int32_t Sampler::Sample(absl::Span<const float> logits) {
+  if (logits.empty()) return -1;
+  std::vector<Candidate> c(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const float x = logits[i];
+    c[i] = {static_cast<int32_t>(i),
+            std::isnan(x) ? -std::numeric_limits<float>::infinity() : x};
+  }
+  ApplyRepetitionPenalty(c);
+  const auto before = [](const Candidate& a, const Candidate& b) {
+    return Before(a.logit, a.id, b.logit, b.id);
+  };
+  if (params_.temperature == 0) {
+    return std::min_element(c.begin(), c.end(), before)->id;
+  }
+  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < c.size()) {
+    std::partial_sort(c.begin(), c.begin() + params_.top_k, c.end(), before);
+    c.resize(params_.top_k);
+  } else {
+    std::sort(c.begin(), c.end(), before);
+  }
+  const double max_logit = c.front().logit;
+  if (std::isinf(max_logit)) return c.front().id;  // nothing is finite
+
+  // top-p and min-p on the temperature-1 softmax; c is sorted, so both
+  // keep a prefix (at least the first candidate).
+  std::vector<double> p(c.size());
+  double sum = 0;
+  for (size_t i = 0; i < c.size(); ++i) {
+    p[i] = std::exp(static_cast<double>(c[i].logit) - max_logit);
+    sum += p[i];
+  }
+  size_t keep = c.size();
+  if (params_.top_p < 1) {
+    double cumulative = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+      cumulative += p[i] / sum;
+      if (cumulative >= params_.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+  }
+  if (params_.min_p > 0) {
+    // p[0] is the largest, with unnormalized value 1.
+    size_t n = 1;
+    while (n < keep && p[n] >= params_.min_p) ++n;
+    keep = n;
+  }
+  c.resize(keep);
+
+  double total = 0;
+  for (size_t i = 0; i < keep; ++i) {
+    p[i] = std::exp((static_cast<double>(c[i].logit) - max_logit) /
+                    params_.temperature);
+    total += p[i];
+  }
+  const double target = NextUniform() * total;
+  double cumulative = 0;
+  for (size_t i = 0; i < keep; ++i) {
+    cumulative += p[i];
+    if (target < cumulative) return c[i].id;
+  }
+  return c[keep - 1].id;  // rounding left target == total
+}
+
+}  // namespace sluice
