@@ -1,0 +1,69 @@
+// Pieces every architecture file uses: reading "<arch>.<key>" hyper-
+// parameters with validation, the token embedding lookup and the LM head.
+#ifndef SLUICE_MODEL_ARCH_UTIL_H_
+#define SLUICE_MODEL_ARCH_UTIL_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "kernels/cpu/thread_pool.h"
+#include "model/model.h"
+#include "model/weights.h"
+
+namespace sluice {
+
+class GgufFile;
+
+// Reads "<arch>.<suffix>" keys of a model's metadata. Errors name the file,
+// the key and the offending value.
+class ArchKeys {
+ public:
+  ArchKeys(const GgufFile& meta, std::string arch);
+
+  // A required integer key with value >= min_value.
+  absl::StatusOr<int64_t> Int(std::string_view suffix, int64_t min_value = 1) const;
+  // An optional integer key (fallback when absent), value >= min_value.
+  absl::StatusOr<int64_t> IntOr(std::string_view suffix, int64_t fallback,
+                                int64_t min_value = 1) const;
+  // A required positive float key.
+  absl::StatusOr<float> PositiveFloat(std::string_view suffix) const;
+  // A required array of integers.
+  absl::StatusOr<std::vector<int32_t>> IntArray(std::string_view suffix) const;
+
+  // InvalidArgument "<file>: <arch>.<suffix> = <value>: <why>".
+  absl::Status Invalid(std::string_view suffix, int64_t value,
+                       std::string_view why) const;
+
+  const std::string& arch() const { return arch_; }
+  std::string Key(std::string_view suffix) const;
+
+ private:
+  const GgufFile& meta_;
+  std::string arch_;
+};
+
+// Fills the fields of ModelInfo that come from the files themselves (arch,
+// name, file name, vocabulary size, all_f32, weight bytes). InvalidArgument
+// when tokenizer.ggml.tokens is missing.
+absl::Status FillFileInfo(const ModelFiles& files, ModelInfo* info);
+
+// x[t] = row tokens[t] of the embedding table (ne = [n_embd, n_vocab]),
+// dequantized.
+absl::Status EmbedTokens(const Matrix& table, absl::Span<const int32_t> tokens,
+                         float* x);
+
+// The LM head: RMSNorm(h; norm) then output, for the rows `rows` selects.
+// h is [n_tok][n_embd] and is normalized in place.
+absl::Status ComputeLogits(const Matrix& output, const float* norm, float eps,
+                           float* h, int64_t n_tok, LogitRows rows,
+                           std::vector<float>* logits,
+                           kernels::ThreadPool* pool);
+
+}  // namespace sluice
+
+#endif  // SLUICE_MODEL_ARCH_UTIL_H_

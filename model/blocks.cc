@@ -1,0 +1,86 @@
+#include "model/blocks.h"
+
+#include <algorithm>
+
+#include "kernels/cpu/matvec.h"
+
+namespace sluice {
+
+absl::Status Project(const Matrix& w, const float* x, int64_t n_tok, float* y,
+                     kernels::ThreadPool* pool) {
+  return kernels::MatMul(w.type, w.data, w.rows, w.cols, x, n_tok, y, pool);
+}
+
+void ParallelRange(kernels::ThreadPool* pool, int64_t n,
+                   absl::FunctionRef<void(int64_t, int64_t)> fn) {
+  if (pool == nullptr) {
+    if (n > 0) fn(0, n);
+    return;
+  }
+  pool->ParallelFor(n, fn);
+}
+
+void RmsNorm(const float* x, int64_t n, const float* w, float eps, float* y) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  if (w == nullptr) {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * scale) * w[i];
+  }
+}
+
+void L2Normalize(float* x, int64_t n, float eps) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  const float scale =
+      1.0f / std::max(static_cast<float>(std::sqrt(sum)), eps);
+  for (int64_t i = 0; i < n; ++i) x[i] *= scale;
+}
+
+namespace {
+
+// Which of the four position streams pair i of a multi-section rope uses.
+int SectionStream(const std::array<int32_t, 4>& sections, int64_t i) {
+  const int64_t total = sections[0] + sections[1] + sections[2] + sections[3];
+  const int64_t s = total > 0 ? i % total : i;
+  if (s % 3 == 1 && s < 3 * sections[1]) return 1;
+  if (s % 3 == 2 && s < 3 * sections[2]) return 2;
+  if (s % 3 == 0 && s < 3 * sections[0]) return 0;
+  return 3;
+}
+
+}  // namespace
+
+void RopeAngles(const RopeConfig& config, const std::array<int32_t, 4>& pos,
+                float* cos_out, float* sin_out) {
+  const int64_t half = config.n_rot / 2;
+  const float theta_scale =
+      std::pow(config.freq_base, -2.0f / static_cast<float>(config.n_rot));
+  // One running theta per stream, each multiplied at every pair, so pair i's
+  // angle is pos * theta_scale^i rounded as ggml rounds it.
+  std::array<float, 4> theta;
+  for (int s = 0; s < 4; ++s) theta[s] = static_cast<float>(pos[s]);
+  for (int64_t i = 0; i < half; ++i) {
+    const int stream =
+        config.multi_section ? SectionStream(config.sections, i) : 0;
+    cos_out[i] = std::cos(theta[stream]);
+    sin_out[i] = std::sin(theta[stream]);
+    for (float& t : theta) t *= theta_scale;
+  }
+}
+
+void ApplyRope(float* head, int64_t n_rot, const float* cos_v,
+               const float* sin_v) {
+  const int64_t half = n_rot / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const float x0 = head[i];
+    const float x1 = head[i + half];
+    head[i] = x0 * cos_v[i] - x1 * sin_v[i];
+    head[i + half] = x0 * sin_v[i] + x1 * cos_v[i];
+  }
+}
+
+}  // namespace sluice

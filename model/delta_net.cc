@@ -1,0 +1,119 @@
+#include "model/delta_net.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "base/status_macros.h"
+#include "model/blocks.h"
+
+namespace sluice {
+namespace {
+
+// Causal depthwise conv + SiLU over the batch, in place on qkv
+// ([n_tok][channels]); the state holds the previous conv_kernel - 1 inputs
+// (oldest first) and is advanced past the batch.
+void ConvSilu(const DeltaNetConfig& c, const float* kernel, float* qkv,
+              int64_t n_tok, float* conv_state, kernels::ThreadPool* pool) {
+  const int64_t ch = c.conv_channels();
+  const int64_t taps = c.conv_kernel;
+  const int64_t hist = taps - 1;
+  ParallelRange(pool, ch, [&](int64_t begin, int64_t end) {
+    std::vector<float> window(hist + n_tok);
+    for (int64_t ci = begin; ci < end; ++ci) {
+      for (int64_t j = 0; j < hist; ++j) window[j] = conv_state[j * ch + ci];
+      for (int64_t t = 0; t < n_tok; ++t) window[hist + t] = qkv[t * ch + ci];
+      const float* wk = kernel + ci * taps;
+      for (int64_t t = 0; t < n_tok; ++t) {
+        float sum = 0.0f;
+        for (int64_t j = 0; j < taps; ++j) sum += window[t + j] * wk[j];
+        qkv[t * ch + ci] = Silu(sum);
+      }
+      for (int64_t j = 0; j < hist; ++j) {
+        conv_state[j * ch + ci] = window[n_tok + j];
+      }
+    }
+  });
+}
+
+// The delta-rule recurrence of v head j over the batch; writes o rows.
+void ScanHead(const DeltaNetConfig& c, int64_t j, const float* qkv,
+              const float* beta, const float* g, int64_t n_tok, float* s_mat,
+              float* o) {
+  const int64_t n = c.state_size;
+  const int64_t ch = c.conv_channels();
+  const int64_t kh = j % c.n_k_heads;
+  for (int64_t t = 0; t < n_tok; ++t) {
+    const float* q = qkv + t * ch + kh * n;
+    const float* k = qkv + t * ch + c.key_dim() + kh * n;
+    const float* v = qkv + t * ch + 2 * c.key_dim() + j * n;
+    const float decay = std::exp(g[t * c.n_v_heads + j]);
+    const float b = beta[t * c.n_v_heads + j];
+    float* oj = o + t * c.value_dim() + j * n;
+    for (int64_t vi = 0; vi < n; ++vi) {
+      float* row = s_mat + vi * n;
+      float kv_mem = 0.0f;
+      for (int64_t ki = 0; ki < n; ++ki) {
+        row[ki] *= decay;
+        kv_mem += row[ki] * k[ki];
+      }
+      const float delta = (v[vi] - kv_mem) * b;
+      float out = 0.0f;
+      for (int64_t ki = 0; ki < n; ++ki) {
+        row[ki] += k[ki] * delta;
+        out += row[ki] * q[ki];
+      }
+      oj[vi] = out;
+    }
+  }
+}
+
+}  // namespace
+
+absl::Status RunDeltaNet(const DeltaNetConfig& c, const DeltaNetWeights& w,
+                         const float* x, int64_t n_tok, BlockState& st,
+                         float* out, kernels::ThreadPool* pool) {
+  const int64_t ch = c.conv_channels();
+  const int64_t n = c.state_size;
+  const int64_t r = c.n_v_heads;
+  std::vector<float> qkv(n_tok * ch), z(n_tok * c.value_dim());
+  std::vector<float> beta(n_tok * r), g(n_tok * r);
+  RETURN_IF_ERROR(Project(w.qkv, x, n_tok, qkv.data(), pool));
+  RETURN_IF_ERROR(Project(w.gate, x, n_tok, z.data(), pool));
+  RETURN_IF_ERROR(Project(w.beta, x, n_tok, beta.data(), pool));
+  RETURN_IF_ERROR(Project(w.alpha, x, n_tok, g.data(), pool));
+  for (int64_t i = 0; i < n_tok * r; ++i) {
+    beta[i] = Sigmoid(beta[i]);
+    g[i] = Softplus(g[i] + w.dt_bias[i % r]) * w.a[i % r];
+  }
+
+  ConvSilu(c, w.conv, qkv.data(), n_tok, st.conv.data(), pool);
+  const float q_scale = 1.0f / std::sqrt(static_cast<float>(n));
+  for (int64_t t = 0; t < n_tok; ++t) {
+    float* row = qkv.data() + t * ch;
+    for (int64_t h = 0; h < 2 * c.n_k_heads; ++h) {
+      L2Normalize(row + h * n, n, c.eps);
+    }
+    for (int64_t i = 0; i < c.key_dim(); ++i) row[i] *= q_scale;
+  }
+
+  std::vector<float> o(n_tok * c.value_dim());
+  ParallelRange(pool, r, [&](int64_t begin, int64_t end) {
+    for (int64_t j = begin; j < end; ++j) {
+      ScanHead(c, j, qkv.data(), beta.data(), g.data(), n_tok,
+               st.ssm.data() + j * n * n, o.data());
+    }
+  });
+
+  for (int64_t t = 0; t < n_tok; ++t) {
+    for (int64_t j = 0; j < r; ++j) {
+      float* oh = o.data() + t * c.value_dim() + j * n;
+      const float* zh = z.data() + t * c.value_dim() + j * n;
+      RmsNorm(oh, n, w.norm, c.eps, oh);
+      for (int64_t i = 0; i < n; ++i) oh[i] *= Silu(zh[i]);
+    }
+  }
+  return Project(w.out, o.data(), n_tok, out, pool);
+}
+
+}  // namespace sluice

@@ -1,0 +1,181 @@
+// The CPU inference engine: the API the worker process drives.
+//
+// An Engine owns one loaded architecture (weights read in place from the
+// read-only mapping held by ModelFiles), the tokenizer built from the GGUF
+// vocabulary and a thread pool. A Session is one sequence: its KV cache and
+// recurrent (DeltaNet) state, and the position reached so far.
+//
+//   ASSIGN_OR_RETURN(auto files, ModelFiles::Open(path));
+//   ASSIGN_OR_RETURN(auto engine, Engine::Create(*files, {.threads = 2}));
+//   auto session = engine->NewSession();
+//   ASSIGN_OR_RETURN(GenerateResult r,
+//                    Generate(*session, params, [](int32_t id, std::string_view piece) {
+//                      std::cout << piece;
+//                      return true;  // keep going
+//                    }));
+//
+// Lifetimes: the ModelFiles passed to Engine::Create must outlive the Engine
+// (weights point into its mapping); an Engine must outlive its Sessions.
+//
+// Thread-safety: Engine's const methods may be called concurrently. A
+// Session is not thread-safe: one thread at a time. Several sessions of one
+// engine may run on different threads; their kernels share the engine's
+// thread pool, which serializes parallel loops, so they are correct but do
+// not run faster together.
+#ifndef SLUICE_MODEL_ENGINE_H_
+#define SLUICE_MODEL_ENGINE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "model/model.h"
+#include "model/sampler.h"
+#include "model/tokenizer.h"
+
+namespace sluice {
+
+class ModelFiles;
+
+namespace kernels {
+class ThreadPool;
+}  // namespace kernels
+
+struct EngineOptions {
+  // Threads taking part in every kernel (the caller's thread included).
+  int threads = 1;
+  // Tokens one session can hold (prompt plus generated). The KV cache of
+  // every session is sized for it up front.
+  int context_length = 4096;
+};
+
+class Session;
+
+class Engine {
+ public:
+  // Reads the architecture's hyper-parameters, binds and shape-checks every
+  // tensor, builds the tokenizer. Errors: InvalidArgument for an unsupported
+  // general.architecture, a missing or malformed key, a tensor of the wrong
+  // shape or type (messages name the file, the key or tensor and the value);
+  // InvalidArgument when options.threads < 1 or options.context_length < 1.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(
+      const ModelFiles& files, EngineOptions options);
+
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const ModelInfo& info() const { return model_->info(); }
+  const Model& model() const { return *model_; }
+  const EngineOptions& options() const { return options_; }
+
+  // A fresh sequence at position 0 with zeroed state.
+  std::unique_ptr<Session> NewSession() const;
+
+  // Bytes one session allocates for its KV cache and recurrent state.
+  uint64_t SessionStateBytes() const;
+
+ private:
+  friend class Session;
+  Engine() = default;
+
+  EngineOptions options_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<kernels::ThreadPool> pool_;
+};
+
+class Session {
+ public:
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Evaluates `ids` as one batch at positions position()..position()+n-1 and
+  // writes the logits of the last one (n_vocab floats) into *last_logits
+  // (resized). Errors: InvalidArgument for an empty batch or an id outside
+  // [0, n_vocab); OutOfRange when position() + ids.size() exceeds the
+  // context length (the session is left unchanged).
+  absl::Status Prefill(absl::Span<const int32_t> ids,
+                       std::vector<float>* last_logits);
+
+  // As Prefill, but *all_logits receives every row: ids.size() x n_vocab,
+  // row-major.
+  absl::Status PrefillAll(absl::Span<const int32_t> ids,
+                          std::vector<float>* all_logits);
+
+  // One token at position(); same errors as Prefill.
+  absl::Status Decode(int32_t id, std::vector<float>* logits);
+
+  // Tokens evaluated so far (the position the next token takes).
+  int position() const;
+  int context_length() const;
+
+  // Back to position 0 with zeroed state (reuses the allocation).
+  void Reset();
+
+  const Engine& engine() const { return engine_; }
+
+ private:
+  friend class Engine;
+  Session(const Engine& engine, std::unique_ptr<State> state);
+
+  const Engine& engine_;
+  std::unique_ptr<State> state_;
+};
+
+struct GenerateParams {
+  // Fed as one prefill batch on top of what the session already holds.
+  std::vector<int32_t> prompt;
+  SamplerParams sampler;
+  // Generated tokens at most (the eos or stop token included).
+  int max_tokens = 256;
+  // Generation ends when the decoded text contains one of these; the stop
+  // string and anything after it are not passed to the callback.
+  std::vector<std::string> stop;
+  // End at the vocabulary's end-of-generation tokens (eos, eot).
+  bool stop_at_eos = true;
+};
+
+enum class FinishReason { kLength, kStop, kEos, kCancelled };
+
+// "length", "stop", "eos", "cancelled".
+std::string_view FinishReasonName(FinishReason reason);
+
+struct GenerateResult {
+  int prompt_tokens = 0;
+  int generated_tokens = 0;
+  FinishReason finish_reason = FinishReason::kLength;
+  // Seconds from the call to the first sampled token (prefill included).
+  double ttft_s = 0;
+  double prefill_tok_per_s = 0;
+  // Decode steps after the first token, per second (0 when fewer than two
+  // tokens were generated).
+  double decode_tok_per_s = 0;
+};
+
+// Called once per generated token with its id and the text it completes
+// (UTF-8; may be empty while a multi-byte character or a possible stop
+// string is pending). Return false to cancel.
+using TokenCallback = std::function<bool(int32_t id, std::string_view piece)>;
+
+// Prefills params.prompt, then samples and decodes until max_tokens, a stop
+// string, an end-of-generation token or cancellation. The session keeps
+// everything evaluated (the final sampled token is not fed back).
+// Errors: those of Prefill/Decode (OutOfRange when the prompt does not fit;
+// when generation reaches the context length it ends with kLength instead);
+// InvalidArgument for an empty prompt or max_tokens < 0.
+absl::StatusOr<GenerateResult> Generate(Session& session,
+                                        const GenerateParams& params,
+                                        const TokenCallback& on_token);
+
+}  // namespace sluice
+
+#endif  // SLUICE_MODEL_ENGINE_H_

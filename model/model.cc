@@ -1,0 +1,56 @@
+#include "model/model.h"
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "loader/model_files.h"
+
+namespace sluice {
+
+std::unique_ptr<State> Model::CreateState(int capacity) const {
+  return std::make_unique<State>(capacity, StateShapes());
+}
+
+uint64_t Model::StateBytes(int capacity) const {
+  return State::BytesFor(capacity, StateShapes());
+}
+
+absl::Status Model::Forward(absl::Span<const int32_t> tokens, State& state,
+                            LogitRows rows, std::vector<float>* logits,
+                            kernels::ThreadPool* pool) const {
+  if (tokens.empty()) {
+    return absl::InvalidArgumentError("Forward: empty batch");
+  }
+  const int64_t n_vocab = info().n_vocab;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= n_vocab) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Forward: token id ", tokens[i], " at batch index ", i,
+                       " is outside the vocabulary [0, ", n_vocab, ")"));
+    }
+  }
+  const int64_t end = static_cast<int64_t>(state.position()) +
+                      static_cast<int64_t>(tokens.size());
+  if (end > state.capacity()) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "context length exceeded: ", state.position(), " tokens held + ",
+        tokens.size(), " new > context length ", state.capacity()));
+  }
+  if (rows != LogitRows::kNone && logits == nullptr) {
+    return absl::InvalidArgumentError("Forward: logits requested but null");
+  }
+  RETURN_IF_ERROR(ForwardImpl(tokens, state, rows, logits, pool));
+  state.Advance(static_cast<int>(tokens.size()));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Model>> LoadModel(const ModelFiles& files) {
+  ASSIGN_OR_RETURN(const std::string arch,
+                   files.metadata().GetString("general.architecture"));
+  if (arch == "qwen3moe") return LoadQwen3Moe(files);
+  if (arch == "qwen35moe") return LoadQwen35Moe(files);
+  return absl::InvalidArgumentError(
+      absl::StrCat(files.shard(0).path, ": general.architecture = \"", arch,
+                   "\" is not supported (supported: qwen3moe, qwen35moe)"));
+}
+
+}  // namespace sluice

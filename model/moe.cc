@@ -1,0 +1,126 @@
+#include "model/moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "base/status_macros.h"
+#include "model/blocks.h"
+
+namespace sluice {
+namespace {
+
+// ggml clamps the sum of the selected weights from below before dividing.
+constexpr float kMinWeightSum = 6.103515625e-5f;
+
+// down(silu(gate x) * up x) for m gathered rows x [m][n_embd] -> y [m][n_embd].
+absl::Status SwiGlu(const Matrix& gate, const Matrix& up, const Matrix& down,
+                    const float* x, int64_t m, float* y,
+                    std::vector<float>& g_buf, std::vector<float>& u_buf,
+                    kernels::ThreadPool* pool) {
+  const int64_t ff = gate.rows;
+  g_buf.resize(m * ff);
+  u_buf.resize(m * ff);
+  RETURN_IF_ERROR(Project(gate, x, m, g_buf.data(), pool));
+  RETURN_IF_ERROR(Project(up, x, m, u_buf.data(), pool));
+  for (int64_t i = 0; i < m * ff; ++i) g_buf[i] = Silu(g_buf[i]) * u_buf[i];
+  return Project(down, g_buf.data(), m, y, pool);
+}
+
+}  // namespace
+
+void RouteToken(const float* logits, int64_t n_expert, int64_t k,
+                Routing* routing) {
+  std::vector<float> p(n_expert);
+  const float max_l = *std::max_element(logits, logits + n_expert);
+  double sum = 0.0;
+  for (int64_t e = 0; e < n_expert; ++e) {
+    p[e] = std::exp(logits[e] - max_l);
+    sum += p[e];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (float& v : p) v *= inv;
+
+  std::vector<int32_t> order(n_expert);
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](int32_t a, int32_t b) {
+                      return p[a] > p[b] || (p[a] == p[b] && a < b);
+                    });
+  float total = 0.0f;
+  for (int64_t i = 0; i < k; ++i) {
+    routing->expert[i] = order[i];
+    routing->weight[i] = p[order[i]];
+    total += p[order[i]];
+  }
+  total = std::max(total, kMinWeightSum);
+  for (int64_t i = 0; i < k; ++i) routing->weight[i] /= total;
+}
+
+absl::Status RunMoe(const MoeConfig& c, const MoeWeights& w, const float* x,
+                    int64_t n_tok, float* out, kernels::ThreadPool* pool) {
+  const int64_t e_dim = c.n_embd;
+  const int64_t k = c.n_expert_used;
+  std::vector<float> logits(n_tok * c.n_expert);
+  RETURN_IF_ERROR(Project(w.router, x, n_tok, logits.data(), pool));
+  std::vector<Routing> routes(n_tok);
+  // slots[e] lists (token, slot) pairs routed to expert e, token-ordered.
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> slots(c.n_expert);
+  for (int64_t t = 0; t < n_tok; ++t) {
+    RouteToken(logits.data() + t * c.n_expert, c.n_expert, k, &routes[t]);
+    for (int64_t s = 0; s < k; ++s) {
+      slots[routes[t].expert[s]].push_back({t, s});
+    }
+  }
+
+  // Per (token, slot) expert outputs, summed below in slot order.
+  std::vector<float> slot_out(n_tok * k * e_dim);
+  std::vector<float> xe, ye, g_buf, u_buf;
+  for (int64_t e = 0; e < c.n_expert; ++e) {
+    const auto& list = slots[e];
+    if (list.empty()) continue;
+    const int64_t m = static_cast<int64_t>(list.size());
+    xe.resize(m * e_dim);
+    ye.resize(m * e_dim);
+    for (int64_t i = 0; i < m; ++i) {
+      std::memcpy(xe.data() + i * e_dim, x + list[i].first * e_dim,
+                  e_dim * sizeof(float));
+    }
+    RETURN_IF_ERROR(SwiGlu(w.gate.expert(e), w.up.expert(e), w.down.expert(e),
+                           xe.data(), m, ye.data(), g_buf, u_buf, pool));
+    for (int64_t i = 0; i < m; ++i) {
+      const auto [t, s] = list[i];
+      const float wt = routes[t].weight[s];
+      float* dst = slot_out.data() + (t * k + s) * e_dim;
+      const float* src = ye.data() + i * e_dim;
+      for (int64_t j = 0; j < e_dim; ++j) dst[j] = src[j] * wt;
+    }
+  }
+  for (int64_t t = 0; t < n_tok; ++t) {
+    float* o = out + t * e_dim;
+    std::memcpy(o, slot_out.data() + t * k * e_dim, e_dim * sizeof(float));
+    for (int64_t s = 1; s < k; ++s) {
+      const float* src = slot_out.data() + (t * k + s) * e_dim;
+      for (int64_t j = 0; j < e_dim; ++j) o[j] += src[j];
+    }
+  }
+  if (c.shared_ff == 0) return absl::OkStatus();
+
+  std::vector<float> shared(n_tok * e_dim);
+  RETURN_IF_ERROR(SwiGlu(w.shared_gate, w.shared_up, w.shared_down, x, n_tok,
+                         shared.data(), g_buf, u_buf, pool));
+  for (int64_t t = 0; t < n_tok; ++t) {
+    const float* xt = x + t * e_dim;
+    float dot = 0.0f;
+    for (int64_t j = 0; j < e_dim; ++j) dot += w.shared_gate_inp[j] * xt[j];
+    const float gate = Sigmoid(dot);
+    for (int64_t j = 0; j < e_dim; ++j) {
+      out[t * e_dim + j] += shared[t * e_dim + j] * gate;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sluice

@@ -1,0 +1,65 @@
+// The mixture-of-experts feed-forward block (qwen3moe, qwen35moe).
+//
+//   p      = softmax(Wrouter x) over all experts
+//   top    = the k most probable experts; their p renormalised to sum 1
+//   expert = Wdown_e (silu(Wgate_e x) * Wup_e x)        (SwiGLU)
+//   out    = sum over the k slots, in order of decreasing p, of p_e expert_e
+//   shared (qwen35moe): out += sigmoid(w_shexp_gate . x) * SwiGLU_shared(x)
+//
+// Routed experts are read in place from the expert tensors (one slice per
+// expert); the tokens of a batch routed to the same expert are gathered and
+// multiplied together.
+#ifndef SLUICE_MODEL_MOE_H_
+#define SLUICE_MODEL_MOE_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "kernels/cpu/thread_pool.h"
+#include "model/weights.h"
+
+namespace sluice {
+
+struct MoeConfig {
+  int64_t n_embd = 0;
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t expert_ff = 0;
+  int64_t shared_ff = 0;  // 0: no shared expert
+};
+
+struct MoeWeights {
+  Matrix router;      // n_embd -> n_expert
+  ExpertMatrix gate;  // n_embd -> expert_ff, per expert
+  ExpertMatrix up;    // n_embd -> expert_ff, per expert
+  ExpertMatrix down;  // expert_ff -> n_embd, per expert
+  // Shared expert (used when MoeConfig::shared_ff > 0).
+  const float* shared_gate_inp = nullptr;  // [n_embd]
+  Matrix shared_gate;  // n_embd -> shared_ff
+  Matrix shared_up;    // n_embd -> shared_ff
+  Matrix shared_down;  // shared_ff -> n_embd
+};
+
+// Upper bound on experts used per token (checked when a model loads).
+inline constexpr int64_t kMaxExpertsUsed = 64;
+
+// Routing of one token: the chosen experts (decreasing probability) and
+// their renormalised weights; entries [0, k) are set.
+struct Routing {
+  int32_t expert[kMaxExpertsUsed];
+  float weight[kMaxExpertsUsed];
+};
+
+// Softmax over the n_expert router logits, top-k, renormalisation.
+// Precondition: 0 < k <= min(kMaxExpertsUsed, n_expert).
+void RouteToken(const float* logits, int64_t n_expert, int64_t k,
+                Routing* routing);
+
+// x: normed input [n_tok][n_embd]; out: [n_tok][n_embd] (no alias).
+absl::Status RunMoe(const MoeConfig& config, const MoeWeights& w,
+                    const float* x, int64_t n_tok, float* out,
+                    kernels::ThreadPool* pool);
+
+}  // namespace sluice
+
+#endif  // SLUICE_MODEL_MOE_H_

@@ -1,0 +1,325 @@
+// qwen35moe: a hybrid of Gated DeltaNet blocks and gated full-attention
+// blocks (every full_attention_interval-th block), each followed by a routed
+// MoE FFN with a sigmoid-gated shared expert.
+//
+//   h   = x + Mixer(RMSNorm(x; attn_norm))      Mixer: DeltaNet or attention
+//   out = h + MoE(RMSNorm(h; post_attention_norm))
+#include <array>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "loader/model_files.h"
+#include "model/arch_util.h"
+#include "model/attention.h"
+#include "model/blocks.h"
+#include "model/delta_net.h"
+#include "model/model.h"
+#include "model/moe.h"
+#include "model/weights.h"
+
+namespace sluice {
+namespace {
+
+// ---- Part 1: hyper-parameters ---------------------------------------------
+
+struct Params {
+  int64_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_rot;
+  int64_t n_expert, n_expert_used, expert_ff, shared_ff, context_length;
+  int64_t full_attention_interval;
+  std::array<int32_t, 4> sections;
+  DeltaNetConfig ssm;
+  float eps, freq_base;
+
+  bool is_recurrent(int64_t il) const {
+    return (il + 1) % full_attention_interval != 0;
+  }
+};
+
+absl::Status ReadSsmParams(const ArchKeys& keys, Params& p) {
+  ASSIGN_OR_RETURN(p.ssm.conv_kernel, keys.Int("ssm.conv_kernel"));
+  ASSIGN_OR_RETURN(p.ssm.state_size, keys.Int("ssm.state_size"));
+  ASSIGN_OR_RETURN(p.ssm.n_k_heads, keys.Int("ssm.group_count"));
+  ASSIGN_OR_RETURN(p.ssm.n_v_heads, keys.Int("ssm.time_step_rank"));
+  ASSIGN_OR_RETURN(const int64_t inner, keys.Int("ssm.inner_size"));
+  p.ssm.n_embd = p.n_embd;
+  p.ssm.eps = p.eps;
+  if (inner != p.ssm.state_size * p.ssm.n_v_heads) {
+    return keys.Invalid("ssm.inner_size", inner,
+                        absl::StrCat("must equal state_size * time_step_rank = ",
+                                     p.ssm.state_size * p.ssm.n_v_heads));
+  }
+  if (p.ssm.n_v_heads % p.ssm.n_k_heads != 0) {
+    return keys.Invalid("ssm.group_count", p.ssm.n_k_heads,
+                        absl::StrCat("must divide time_step_rank ",
+                                     p.ssm.n_v_heads));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadRopeParams(const ArchKeys& keys, Params& p) {
+  ASSIGN_OR_RETURN(p.n_rot, keys.IntOr("rope.dimension_count", p.head_dim));
+  if (p.n_rot % 2 != 0 || p.n_rot > p.head_dim) {
+    return keys.Invalid("rope.dimension_count", p.n_rot,
+                        absl::StrCat("must be even and <= key_length ",
+                                     p.head_dim));
+  }
+  ASSIGN_OR_RETURN(const std::vector<int32_t> sections,
+                   keys.IntArray("rope.dimension_sections"));
+  if (sections.size() < 3 || sections.size() > 4) {
+    return keys.Invalid("rope.dimension_sections",
+                        static_cast<int64_t>(sections.size()),
+                        "must hold 3 or 4 entries");
+  }
+  p.sections = {0, 0, 0, 0};
+  for (size_t i = 0; i < sections.size(); ++i) {
+    if (sections[i] < 0) {
+      return keys.Invalid("rope.dimension_sections", sections[i],
+                          "entries must be >= 0");
+    }
+    p.sections[i] = sections[i];
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Params> ReadParams(const ModelFiles& files) {
+  const ArchKeys keys(files.metadata(), "qwen35moe");
+  Params p;
+  ASSIGN_OR_RETURN(p.n_embd, keys.Int("embedding_length"));
+  ASSIGN_OR_RETURN(p.n_layer, keys.Int("block_count"));
+  ASSIGN_OR_RETURN(p.n_head, keys.Int("attention.head_count"));
+  ASSIGN_OR_RETURN(p.n_head_kv, keys.Int("attention.head_count_kv"));
+  ASSIGN_OR_RETURN(p.head_dim,
+                   keys.IntOr("attention.key_length", p.n_embd / p.n_head));
+  ASSIGN_OR_RETURN(const int64_t v_dim,
+                   keys.IntOr("attention.value_length", p.head_dim));
+  ASSIGN_OR_RETURN(p.n_expert, keys.Int("expert_count"));
+  ASSIGN_OR_RETURN(p.n_expert_used, keys.Int("expert_used_count"));
+  ASSIGN_OR_RETURN(p.expert_ff, keys.Int("expert_feed_forward_length"));
+  ASSIGN_OR_RETURN(p.shared_ff, keys.Int("expert_shared_feed_forward_length"));
+  ASSIGN_OR_RETURN(p.context_length, keys.Int("context_length"));
+  ASSIGN_OR_RETURN(p.full_attention_interval,
+                   keys.IntOr("full_attention_interval", 4));
+  ASSIGN_OR_RETURN(p.eps, keys.PositiveFloat("attention.layer_norm_rms_epsilon"));
+  ASSIGN_OR_RETURN(p.freq_base, keys.PositiveFloat("rope.freq_base"));
+  if (p.n_head % p.n_head_kv != 0) {
+    return keys.Invalid("attention.head_count_kv", p.n_head_kv,
+                        absl::StrCat("must divide head_count ", p.n_head));
+  }
+  if (v_dim != p.head_dim) {
+    return keys.Invalid("attention.value_length", v_dim,
+                        absl::StrCat("must equal key_length ", p.head_dim));
+  }
+  if (p.n_expert_used > p.n_expert || p.n_expert_used > kMaxExpertsUsed) {
+    return keys.Invalid("expert_used_count", p.n_expert_used,
+                        absl::StrCat("must be <= expert_count ", p.n_expert,
+                                     " and <= ", kMaxExpertsUsed));
+  }
+  RETURN_IF_ERROR(ReadRopeParams(keys, p));
+  RETURN_IF_ERROR(ReadSsmParams(keys, p));
+  return p;
+}
+
+// ---- Part 2: tensors ------------------------------------------------------
+
+struct Layer {
+  bool recurrent;
+  const float* attn_norm;
+  const float* post_attention_norm;
+  AttentionWeights attn;   // full-attention blocks
+  DeltaNetWeights delta;   // recurrent blocks
+  MoeWeights moe;
+};
+
+struct Weights {
+  Matrix token_embd;
+  const float* output_norm;
+  Matrix output;
+  std::vector<Layer> layers;
+};
+
+using NameFn = std::function<std::string(std::string_view)>;
+
+absl::Status BindAttention(TensorBinder& b, const Params& p, const NameFn& name,
+                           AttentionWeights& a) {
+  const int64_t e = p.n_embd, q_dim = p.n_head * p.head_dim;
+  const int64_t kv_dim = p.n_head_kv * p.head_dim;
+  ASSIGN_OR_RETURN(a.wq, b.GetMatrix(name("attn_q.weight"), e, 2 * q_dim));
+  ASSIGN_OR_RETURN(a.wk, b.GetMatrix(name("attn_k.weight"), e, kv_dim));
+  ASSIGN_OR_RETURN(a.wv, b.GetMatrix(name("attn_v.weight"), e, kv_dim));
+  ASSIGN_OR_RETURN(a.wo, b.GetMatrix(name("attn_output.weight"), q_dim, e));
+  ASSIGN_OR_RETURN(a.q_norm, b.GetF32Vector(name("attn_q_norm.weight"), p.head_dim));
+  ASSIGN_OR_RETURN(a.k_norm, b.GetF32Vector(name("attn_k_norm.weight"), p.head_dim));
+  return absl::OkStatus();
+}
+
+absl::Status BindDeltaNet(TensorBinder& b, const Params& p, const NameFn& name,
+                          DeltaNetWeights& d) {
+  const int64_t e = p.n_embd, r = p.ssm.n_v_heads;
+  const int64_t ch = p.ssm.conv_channels(), vd = p.ssm.value_dim();
+  ASSIGN_OR_RETURN(d.qkv, b.GetMatrix(name("attn_qkv.weight"), e, ch));
+  ASSIGN_OR_RETURN(d.gate, b.GetMatrix(name("attn_gate.weight"), e, vd));
+  ASSIGN_OR_RETURN(d.beta, b.GetMatrix(name("ssm_beta.weight"), e, r));
+  ASSIGN_OR_RETURN(d.alpha, b.GetMatrix(name("ssm_alpha.weight"), e, r));
+  ASSIGN_OR_RETURN(d.conv, b.GetF32Matrix(name("ssm_conv1d.weight"),
+                                          p.ssm.conv_kernel, ch));
+  ASSIGN_OR_RETURN(d.dt_bias, b.GetF32Vector(name("ssm_dt.bias"), r));
+  ASSIGN_OR_RETURN(d.a, b.GetF32Vector(name("ssm_a"), r));
+  ASSIGN_OR_RETURN(d.norm, b.GetF32Vector(name("ssm_norm.weight"), p.ssm.state_size));
+  ASSIGN_OR_RETURN(d.out, b.GetMatrix(name("ssm_out.weight"), vd, e));
+  return absl::OkStatus();
+}
+
+absl::Status BindMoe(TensorBinder& b, const Params& p, const NameFn& name,
+                     MoeWeights& m) {
+  const int64_t e = p.n_embd, x = p.n_expert, f = p.expert_ff, fs = p.shared_ff;
+  ASSIGN_OR_RETURN(m.router, b.GetMatrix(name("ffn_gate_inp.weight"), e, x));
+  ASSIGN_OR_RETURN(m.gate, b.GetExperts(name("ffn_gate_exps.weight"), e, f, x));
+  ASSIGN_OR_RETURN(m.up, b.GetExperts(name("ffn_up_exps.weight"), e, f, x));
+  ASSIGN_OR_RETURN(m.down, b.GetExperts(name("ffn_down_exps.weight"), f, e, x));
+  ASSIGN_OR_RETURN(m.shared_gate_inp,
+                   b.GetF32Vector(name("ffn_gate_inp_shexp.weight"), e));
+  ASSIGN_OR_RETURN(m.shared_gate, b.GetMatrix(name("ffn_gate_shexp.weight"), e, fs));
+  ASSIGN_OR_RETURN(m.shared_up, b.GetMatrix(name("ffn_up_shexp.weight"), e, fs));
+  ASSIGN_OR_RETURN(m.shared_down, b.GetMatrix(name("ffn_down_shexp.weight"), fs, e));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Weights> BindWeights(TensorBinder& b, const Params& p,
+                                    int64_t n_vocab) {
+  Weights w;
+  ASSIGN_OR_RETURN(w.token_embd,
+                   b.GetMatrix("token_embd.weight", p.n_embd, n_vocab));
+  ASSIGN_OR_RETURN(w.output_norm, b.GetF32Vector("output_norm.weight", p.n_embd));
+  ASSIGN_OR_RETURN(w.output, b.GetMatrix("output.weight", p.n_embd, n_vocab));
+  for (int64_t il = 0; il < p.n_layer; ++il) {
+    const NameFn name = [il](std::string_view n) {
+      return absl::StrCat("blk.", il, ".", std::string(n));
+    };
+    Layer l;
+    l.recurrent = p.is_recurrent(il);
+    ASSIGN_OR_RETURN(l.attn_norm, b.GetF32Vector(name("attn_norm.weight"), p.n_embd));
+    ASSIGN_OR_RETURN(l.post_attention_norm,
+                     b.GetF32Vector(name("post_attention_norm.weight"), p.n_embd));
+    if (l.recurrent) {
+      RETURN_IF_ERROR(BindDeltaNet(b, p, name, l.delta));
+    } else {
+      RETURN_IF_ERROR(BindAttention(b, p, name, l.attn));
+    }
+    RETURN_IF_ERROR(BindMoe(b, p, name, l.moe));
+    w.layers.push_back(l);
+  }
+  return w;
+}
+
+// ---- Part 3: forward pass -------------------------------------------------
+
+class Qwen35Moe final : public Model {
+ public:
+  Qwen35Moe(ModelInfo info, Params p, Weights w)
+      : info_(std::move(info)), p_(p), w_(std::move(w)) {
+    attn_.n_embd = p.n_embd;
+    attn_.n_head = p.n_head;
+    attn_.n_head_kv = p.n_head_kv;
+    attn_.head_dim = p.head_dim;
+    attn_.eps = p.eps;
+    attn_.gated = true;
+    attn_.rope.n_rot = p.n_rot;
+    attn_.rope.freq_base = p.freq_base;
+    attn_.rope.multi_section = true;
+    attn_.rope.sections = p.sections;
+    moe_.n_embd = p.n_embd;
+    moe_.n_expert = p.n_expert;
+    moe_.n_expert_used = p.n_expert_used;
+    moe_.expert_ff = p.expert_ff;
+    moe_.shared_ff = p.shared_ff;
+  }
+
+  const ModelInfo& info() const override { return info_; }
+
+ protected:
+  std::vector<BlockStateShape> StateShapes() const override {
+    std::vector<BlockStateShape> shapes(p_.n_layer);
+    for (int64_t il = 0; il < p_.n_layer; ++il) {
+      BlockStateShape& s = shapes[il];
+      if (p_.is_recurrent(il)) {
+        s.conv_kernel = p_.ssm.conv_kernel;
+        s.conv_channels = p_.ssm.conv_channels();
+        s.v_heads = p_.ssm.n_v_heads;
+        s.state_size = p_.ssm.state_size;
+      } else {
+        s.kv_dim = p_.n_head_kv * p_.head_dim;
+      }
+    }
+    return shapes;
+  }
+
+  absl::Status ForwardImpl(absl::Span<const int32_t> tokens, State& state,
+                           LogitRows rows, std::vector<float>* logits,
+                           kernels::ThreadPool* pool) const override {
+    const int64_t n = static_cast<int64_t>(tokens.size()), e = p_.n_embd;
+    std::vector<float> x(n * e), xn(n * e), y(n * e);
+    RETURN_IF_ERROR(EmbedTokens(w_.token_embd, tokens, x.data()));
+    for (int64_t il = 0; il < p_.n_layer; ++il) {
+      const Layer& l = w_.layers[il];
+      for (int64_t t = 0; t < n; ++t) {
+        RmsNorm(&x[t * e], e, l.attn_norm, p_.eps, &xn[t * e]);
+      }
+      if (l.recurrent) {
+        RETURN_IF_ERROR(RunDeltaNet(p_.ssm, l.delta, xn.data(), n,
+                                    state.block(il), y.data(), pool));
+      } else {
+        RETURN_IF_ERROR(RunAttention(attn_, l.attn, xn.data(), n,
+                                     state.position(), state.block(il),
+                                     y.data(), pool));
+      }
+      for (int64_t i = 0; i < n * e; ++i) x[i] += y[i];
+      for (int64_t t = 0; t < n; ++t) {
+        RmsNorm(&x[t * e], e, l.post_attention_norm, p_.eps, &xn[t * e]);
+      }
+      RETURN_IF_ERROR(RunMoe(moe_, l.moe, xn.data(), n, y.data(), pool));
+      for (int64_t i = 0; i < n * e; ++i) x[i] += y[i];
+    }
+    return ComputeLogits(w_.output, w_.output_norm, p_.eps, x.data(), n, rows,
+                         logits, pool);
+  }
+
+ private:
+  ModelInfo info_;
+  Params p_;
+  Weights w_;
+  AttentionConfig attn_;
+  MoeConfig moe_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Model>> LoadQwen35Moe(const ModelFiles& files) {
+  ModelInfo info;
+  RETURN_IF_ERROR(FillFileInfo(files, &info));
+  ASSIGN_OR_RETURN(const Params p, ReadParams(files));
+  TensorBinder binder(files);
+  ASSIGN_OR_RETURN(Weights w, BindWeights(binder, p, info.n_vocab));
+  info.n_embd = p.n_embd;
+  info.n_layer = p.n_layer;
+  info.n_head = p.n_head;
+  info.n_head_kv = p.n_head_kv;
+  info.head_dim = p.head_dim;
+  info.n_rot = p.n_rot;
+  info.n_expert = p.n_expert;
+  info.n_expert_used = p.n_expert_used;
+  info.expert_ff = p.expert_ff;
+  info.shared_ff = p.shared_ff;
+  for (int64_t il = 0; il < p.n_layer; ++il) {
+    (p.is_recurrent(il) ? info.n_recurrent_layers : info.n_attention_layers)++;
+  }
+  info.train_context_length = p.context_length;
+  return std::unique_ptr<Model>(
+      std::make_unique<Qwen35Moe>(std::move(info), p, std::move(w)));
+}
+
+}  // namespace sluice

@@ -1,0 +1,61 @@
+#include "model/state.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace sluice {
+namespace {
+
+struct Sizes {
+  uint64_t kv;
+  uint64_t conv;
+  uint64_t ssm;
+};
+
+Sizes SizesOf(int capacity, const BlockStateShape& s) {
+  Sizes z;
+  z.kv = static_cast<uint64_t>(capacity) * s.kv_dim;
+  z.conv = s.conv_channels > 0
+               ? static_cast<uint64_t>(s.conv_kernel - 1) * s.conv_channels
+               : 0;
+  z.ssm = static_cast<uint64_t>(s.v_heads) * s.state_size * s.state_size;
+  return z;
+}
+
+}  // namespace
+
+State::State(int capacity, std::vector<BlockStateShape> shapes)
+    : capacity_(capacity), shapes_(std::move(shapes)) {
+  blocks_.resize(shapes_.size());
+  for (size_t i = 0; i < shapes_.size(); ++i) {
+    const Sizes z = SizesOf(capacity_, shapes_[i]);
+    blocks_[i].k.assign(z.kv, 0.0f);
+    blocks_[i].v.assign(z.kv, 0.0f);
+    blocks_[i].conv.assign(z.conv, 0.0f);
+    blocks_[i].ssm.assign(z.ssm, 0.0f);
+  }
+}
+
+void State::Reset() {
+  position_ = 0;
+  for (BlockState& b : blocks_) {
+    std::fill(b.k.begin(), b.k.end(), 0.0f);
+    std::fill(b.v.begin(), b.v.end(), 0.0f);
+    std::fill(b.conv.begin(), b.conv.end(), 0.0f);
+    std::fill(b.ssm.begin(), b.ssm.end(), 0.0f);
+  }
+}
+
+uint64_t State::bytes() const { return BytesFor(capacity_, shapes_); }
+
+uint64_t State::BytesFor(int capacity,
+                         const std::vector<BlockStateShape>& shapes) {
+  uint64_t floats = 0;
+  for (const BlockStateShape& s : shapes) {
+    const Sizes z = SizesOf(capacity, s);
+    floats += 2 * z.kv + z.conv + z.ssm;
+  }
+  return floats * sizeof(float);
+}
+
+}  // namespace sluice

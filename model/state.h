@@ -1,0 +1,79 @@
+// Per-sequence state of a model: the KV cache of each attention block and
+// the conv / recurrent state of each Gated DeltaNet block.
+//
+// Layout (all f32, allocated once at creation, zeroed by Reset):
+//   attention block: k[capacity][kv_dim], v[capacity][kv_dim] with
+//     kv_dim = n_head_kv * head_dim; row p holds the (normed, rotated) key
+//     and the value of the token at position p.
+//   DeltaNet block:  conv[conv_kernel - 1][conv_channels], the projected
+//     q|k|v inputs of the last conv_kernel - 1 tokens, oldest first (zero
+//     before the sequence starts); ssm[v_heads][state][state], per value
+//     head the matrix S indexed [value][key] (key contiguous), so that
+//     S^T k and S^T q of the reference are row dot products here.
+//
+// Thread-safety: none; a State belongs to one sequence, used by one thread
+// at a time.
+#ifndef SLUICE_MODEL_STATE_H_
+#define SLUICE_MODEL_STATE_H_
+
+#include <cstdint>
+#include <vector>
+
+namespace sluice {
+
+// What one block keeps between calls. A block has either KV (kv_dim > 0) or
+// conv/recurrent state (conv_channels > 0), never both.
+struct BlockStateShape {
+  int64_t kv_dim = 0;
+  int64_t conv_kernel = 0;
+  int64_t conv_channels = 0;
+  int64_t v_heads = 0;
+  int64_t state_size = 0;
+};
+
+struct BlockState {
+  std::vector<float> k;
+  std::vector<float> v;
+  std::vector<float> conv;
+  std::vector<float> ssm;
+};
+
+class State {
+ public:
+  // Precondition: capacity >= 1.
+  State(int capacity, std::vector<BlockStateShape> shapes);
+
+  // Tokens evaluated so far; the next token takes this position.
+  int position() const { return position_; }
+  // Tokens the KV cache can hold.
+  int capacity() const { return capacity_; }
+  int num_blocks() const { return static_cast<int>(blocks_.size()); }
+
+  BlockState& block(int i) { return blocks_[i]; }
+  const BlockState& block(int i) const { return blocks_[i]; }
+  const BlockStateShape& shape(int i) const { return shapes_[i]; }
+
+  // Called by the model after a batch has been written.
+  // Precondition: position() + n <= capacity().
+  void Advance(int n) { position_ += n; }
+
+  // Position 0, every buffer zeroed; the allocation is kept.
+  void Reset();
+
+  // Bytes allocated for all buffers.
+  uint64_t bytes() const;
+
+  // What State(capacity, shapes).bytes() would be, without allocating.
+  static uint64_t BytesFor(int capacity,
+                           const std::vector<BlockStateShape>& shapes);
+
+ private:
+  int capacity_;
+  int position_ = 0;
+  std::vector<BlockStateShape> shapes_;
+  std::vector<BlockState> blocks_;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_MODEL_STATE_H_

@@ -1,0 +1,273 @@
+#include "tools/parity_lib.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "kernels/cpu/thread_pool.h"
+#include "loader/model_files.h"
+#include "model/model.h"
+#include "nlohmann/json.hpp"
+
+namespace sluice::parity {
+namespace {
+
+constexpr int kDecodeSteps = 32;
+// The reference ran with n_ctx 256; the state is sized the same (or larger
+// when a prompt needs it).
+constexpr int kReferenceContext = 256;
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+absl::StatusOr<std::vector<float>> ReadF32(const std::string& path,
+                                           int64_t expected) {
+  ASSIGN_OR_RETURN(const std::string bytes, ReadFile(path));
+  if (bytes.size() != static_cast<size_t>(expected) * sizeof(float)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": size ", bytes.size(), " bytes, expected ",
+                     expected * sizeof(float)));
+  }
+  std::vector<float> v(expected);
+  std::memcpy(v.data(), bytes.data(), bytes.size());
+  return v;
+}
+
+absl::StatusOr<nlohmann::json> ReadJson(const std::string& path) {
+  ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
+  }
+  return j;
+}
+
+absl::StatusOr<std::vector<int32_t>> IdArray(const nlohmann::json& j,
+                                             const std::string& where) {
+  if (!j.is_array()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": not an array"));
+  }
+  std::vector<int32_t> ids;
+  for (const auto& v : j) {
+    if (!v.is_number_integer()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": element is not an integer"));
+    }
+    ids.push_back(v.get<int32_t>());
+  }
+  return ids;
+}
+
+std::string Stem(const std::string& path) {
+  std::string base = path.substr(path.find_last_of('/') + 1);
+  if (base.size() > 5 && base.substr(base.size() - 5) == ".gguf") {
+    base.resize(base.size() - 5);
+  }
+  return base;
+}
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since)
+      .count();
+}
+
+struct PromptRun {
+  std::vector<RowStats> rows;
+  double prefill_s = 0;
+  double decode_s = 0;
+};
+
+absl::StatusOr<PromptRun> RunPrompt(const Model& model,
+                                    const std::vector<int32_t>& ids,
+                                    const std::vector<int32_t>& decode_tokens,
+                                    const std::vector<float>& ref_prefill,
+                                    const std::vector<float>& ref_decode,
+                                    kernels::ThreadPool* pool) {
+  const int64_t v = model.info().n_vocab;
+  const int capacity = std::max<int>(
+      kReferenceContext, static_cast<int>(ids.size()) + kDecodeSteps);
+  std::unique_ptr<State> state = model.CreateState(capacity);
+  PromptRun run;
+  std::vector<float> logits;
+  auto start = std::chrono::steady_clock::now();
+  RETURN_IF_ERROR(model.Forward(ids, *state, LogitRows::kAll, &logits, pool));
+  run.prefill_s = Seconds(start);
+  for (size_t r = 0; r < ids.size(); ++r) {
+    run.rows.push_back(CompareRow(&logits[r * v], &ref_prefill[r * v], v));
+  }
+  start = std::chrono::steady_clock::now();
+  for (int k = 0; k < kDecodeSteps; ++k) {
+    const int32_t tok = decode_tokens[k];
+    RETURN_IF_ERROR(model.Forward(absl::MakeConstSpan(&tok, 1), *state,
+                                  LogitRows::kLast, &logits, pool));
+    run.rows.push_back(CompareRow(logits.data(), &ref_decode[k * v], v));
+  }
+  run.decode_s = Seconds(start);
+  return run;
+}
+
+int64_t ArgMax(const float* x, int64_t n) {
+  return std::max_element(x, x + n) - x;  // first maximum: lowest id on ties
+}
+
+}  // namespace
+
+Gates Tighten(const Gates& requested) {
+  const Gates d;
+  Gates g;
+  g.f32_max = std::min(d.f32_max, requested.f32_max);
+  g.quant_rms = std::min(d.quant_rms, requested.quant_rms);
+  g.quant_median = std::min(d.quant_median, requested.quant_median);
+  g.quant_top1 = std::max(d.quant_top1, requested.quant_top1);
+  return g;
+}
+
+RowStats CompareRow(const float* ours, const float* ref, int64_t n) {
+  RowStats s;
+  for (int64_t i = 0; i < n; ++i) {
+    const double d = static_cast<double>(ours[i]) - ref[i];
+    s.max_abs = std::max(s.max_abs, std::fabs(d));
+    s.sum_sq += d * d;
+  }
+  if (std::isnan(s.sum_sq)) s.max_abs = s.sum_sq;
+  s.top1_agree = ArgMax(ours, n) == ArgMax(ref, n);
+  return s;
+}
+
+double StdDev(absl::Span<const float> values) {
+  if (values.empty()) return 0;
+  double mean = 0;
+  for (float v : values) mean += v;
+  mean /= values.size();
+  double var = 0;
+  for (float v : values) var += (v - mean) * (v - mean);
+  return std::sqrt(var / values.size());
+}
+
+PromptReport Summarize(std::string name, const std::vector<RowStats>& rows,
+                       int64_t n, double std, bool all_f32,
+                       const Gates& gates) {
+  PromptReport p;
+  p.name = std::move(name);
+  p.rows = static_cast<int>(rows.size());
+  p.std = std;
+  double sum_sq = 0;
+  std::vector<double> row_max;
+  for (const RowStats& r : rows) {
+    p.max = std::max(p.max, r.max_abs / std);
+    if (std::isnan(r.max_abs)) p.max = r.max_abs;
+    sum_sq += r.sum_sq;
+    row_max.push_back(r.max_abs / std);
+    p.top1 += r.top1_agree ? 1 : 0;
+  }
+  if (!rows.empty()) {
+    p.rms = std::sqrt(sum_sq / (static_cast<double>(rows.size()) * n)) / std;
+    std::sort(row_max.begin(), row_max.end());
+    const size_t m = row_max.size();
+    p.median = m % 2 == 1 ? row_max[m / 2]
+                          : 0.5 * (row_max[m / 2 - 1] + row_max[m / 2]);
+  }
+  if (all_f32) {
+    p.passed = p.max <= gates.f32_max && p.top1 == p.rows;
+  } else {
+    p.passed = p.rms <= gates.quant_rms && p.median <= gates.quant_median &&
+               p.top1 >= gates.quant_top1 * p.rows;
+  }
+  if (rows.empty() || !(p.max == p.max)) p.passed = false;
+  return p;
+}
+
+absl::StatusOr<ModelReport> RunParity(const std::string& model_path,
+                                      const std::string& goldens_dir,
+                                      const Options& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<ModelFiles> files,
+                   ModelFiles::Open(model_path));
+  ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(*files));
+  kernels::ThreadPool pool(options.threads);
+  const std::string stem = goldens_dir + "/" + Stem(model_path);
+  ASSIGN_OR_RETURN(const nlohmann::json prompts,
+                   ReadJson(stem + ".prompts.json"));
+  if (!prompts.contains("prompts") || !prompts["prompts"].is_array()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(stem, ".prompts.json: no \"prompts\" array"));
+  }
+  ModelReport report;
+  report.model = Stem(model_path);
+  report.all_f32 = model->info().all_f32;
+  const int64_t v = model->info().n_vocab;
+  for (const nlohmann::json& pj : prompts["prompts"]) {
+    const std::string name = pj.value("name", "");
+    const std::string base = absl::StrCat(stem, ".", name);
+    ASSIGN_OR_RETURN(const std::vector<int32_t> ids,
+                     IdArray(pj["ids"], base + " ids"));
+    ASSIGN_OR_RETURN(const nlohmann::json dj,
+                     ReadJson(base + ".decode_tokens.json"));
+    ASSIGN_OR_RETURN(const std::vector<int32_t> dec,
+                     IdArray(dj, base + ".decode_tokens.json"));
+    if (dec.size() != kDecodeSteps) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          base, ".decode_tokens.json: ", dec.size(), " ids, expected 32"));
+    }
+    ASSIGN_OR_RETURN(const std::vector<float> ref_prefill,
+                     ReadF32(base + ".prefill_logits.f32", ids.size() * v));
+    ASSIGN_OR_RETURN(const std::vector<float> ref_decode,
+                     ReadF32(base + ".decode_logits.f32", kDecodeSteps * v));
+    ASSIGN_OR_RETURN(const PromptRun run,
+                     RunPrompt(*model, ids, dec, ref_prefill, ref_decode,
+                               &pool));
+    PromptReport p = Summarize(absl::StrCat(report.model, ".", name), run.rows,
+                               v, StdDev(ref_prefill), report.all_f32,
+                               options.gates);
+    p.n_prompt = static_cast<int>(ids.size());
+    p.prefill_s = run.prefill_s;
+    p.decode_s = run.decode_s;
+    report.prompts.push_back(p);
+  }
+  report.passed = !report.prompts.empty();
+  for (const PromptReport& p : report.prompts) {
+    report.passed = report.passed && p.passed;
+  }
+  return report;
+}
+
+std::string FormatReport(const std::vector<ModelReport>& reports) {
+  std::string out;
+  double worst_max = 0, worst_rms = 0, worst_median = 0;
+  int agree = 0, total = 0;
+  for (const ModelReport& m : reports) {
+    for (const PromptReport& p : m.prompts) {
+      absl::StrAppendFormat(
+          &out,
+          "%s: rows=%d std=%.4f max=%.6f rms=%.6f median=%.6f top1=%d/%d %s "
+          "(%s gate; prefill %d tok %.1f tok/s, decode %.1f tok/s)\n",
+          p.name, p.rows, p.std, p.max, p.rms, p.median, p.top1, p.rows,
+          p.passed ? "PASS" : "FAIL", m.all_f32 ? "f32" : "quantized",
+          p.n_prompt, p.n_prompt / std::max(p.prefill_s, 1e-9),
+          kDecodeSteps / std::max(p.decode_s, 1e-9));
+      worst_max = std::max(worst_max, p.max);
+      worst_rms = std::max(worst_rms, p.rms);
+      worst_median = std::max(worst_median, p.median);
+      agree += p.top1;
+      total += p.rows;
+    }
+  }
+  absl::StrAppendFormat(&out,
+                        "worst_max=%.6f worst_rms=%.6f worst_median=%.6f "
+                        "top1_agree=%d/%d\n",
+                        worst_max, worst_rms, worst_median, agree, total);
+  return out;
+}
+
+}  // namespace sluice::parity

@@ -1,0 +1,98 @@
+// Logit parity of the CPU engine against the llama.cpp goldens.
+//
+// For each prompt of <goldens>/<model>.prompts.json the whole prompt is
+// evaluated as ONE batch (logits of every row), then the 32 reference decode
+// tokens are fed one at a time (teacher forcing), so n_prompt + 32 rows are
+// compared with <model>.<p>.prefill_logits.f32 and .decode_logits.f32.
+//
+// Metrics, per prompt, all divided by `std` = the population standard
+// deviation of that prompt's reference PREFILL logits (n_prompt x n_vocab
+// values; this reproduces margins.json's logit_std):
+//   max     = max over all compared values of |ours - ref| / std
+//   rms     = sqrt(mean over all compared values of (ours - ref)^2) / std
+//   median  = median over rows of the row's max |ours - ref| / std
+//   top1    = rows whose argmax (lowest id on ties) equals the reference's
+// Gates (a prompt passes when all hold):
+//   all-F32 model: max <= 0.005 and top-1 agreement on every row;
+//   otherwise:     rms <= 0.03, median <= 0.15, top-1 on >= 95% of rows.
+#ifndef SLUICE_TOOLS_PARITY_LIB_H_
+#define SLUICE_TOOLS_PARITY_LIB_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace sluice::parity {
+
+struct Gates {
+  double f32_max = 0.005;
+  double quant_rms = 0.03;
+  double quant_median = 0.15;
+  double quant_top1 = 0.95;
+};
+
+// Gates tightened by the flags' values: each field is the minimum of the
+// default and the requested value (a looser request is ignored).
+Gates Tighten(const Gates& requested);
+
+struct RowStats {
+  double max_abs = 0;  // max |d| over the row (not divided by std)
+  double sum_sq = 0;   // sum of d^2 over the row
+  bool top1_agree = false;
+};
+
+// Compares one row of n logits.
+RowStats CompareRow(const float* ours, const float* ref, int64_t n);
+
+// Population standard deviation of `values`.
+double StdDev(absl::Span<const float> values);
+
+struct PromptReport {
+  std::string name;
+  int rows = 0;
+  int n_prompt = 0;
+  double std = 0;
+  double max = 0;     // / std
+  double rms = 0;     // / std
+  double median = 0;  // / std
+  int top1 = 0;
+  bool passed = false;
+  double prefill_s = 0;  // wall time of the one-batch prefill
+  double decode_s = 0;   // wall time of the 32 decode steps
+};
+
+// Aggregates per-row stats (n values per row) into a prompt report and
+// applies the gates.
+PromptReport Summarize(std::string name, const std::vector<RowStats>& rows,
+                       int64_t n, double std, bool all_f32, const Gates& gates);
+
+struct ModelReport {
+  std::string model;
+  bool all_f32 = false;
+  std::vector<PromptReport> prompts;
+  bool passed = false;
+};
+
+struct Options {
+  int threads = 1;
+  Gates gates;
+};
+
+// Runs every prompt of the model. `model_path` is a .gguf file (or shard 1
+// of a split set); the goldens are found by its file name minus ".gguf" in
+// `goldens_dir`. Errors: NotFound / InvalidArgument naming the missing or
+// malformed golden file; the engine's errors.
+absl::StatusOr<ModelReport> RunParity(const std::string& model_path,
+                                      const std::string& goldens_dir,
+                                      const Options& options);
+
+// "<name>: rows=.. max=.. rms=.. median=.. top1=a/b PASS|FAIL ..." lines and
+// the final "worst_max=X worst_rms=Y worst_median=Z top1_agree=A/B" line.
+std::string FormatReport(const std::vector<ModelReport>& reports);
+
+}  // namespace sluice::parity
+
+#endif  // SLUICE_TOOLS_PARITY_LIB_H_
