@@ -1,0 +1,135 @@
+#include "daemon/config.h"
+
+#include <cctype>
+#include <fstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+namespace sluice::daemon {
+namespace {
+
+absl::Status CheckAddress(const std::string& flag, const std::string& value) {
+  const size_t colon = value.rfind(':');
+  uint32_t port = 0;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(value.substr(colon + 1), &port) || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag, "='", value,
+        "': expected HOST:PORT with a port in 0..65535 (e.g. 127.0.0.1:50051)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckRange(const std::string& flag, int64_t value, int64_t lo,
+                        int64_t hi) {
+  if (value < lo || value > hi) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag, "=", value, ": must be in ", lo, "..", hi));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> ParseByteSize(const std::string& what,
+                                       const std::string& value) {
+  std::string v(absl::StripAsciiWhitespace(value));
+  if (absl::EndsWithIgnoreCase(v, "ib")) {
+    v.resize(v.size() - 2);
+  } else if (absl::EndsWithIgnoreCase(v, "b")) {
+    v.resize(v.size() - 1);
+  }
+  uint64_t scale = 1;
+  if (!v.empty() && std::isalpha(static_cast<unsigned char>(v.back()))) {
+    switch (std::toupper(static_cast<unsigned char>(v.back()))) {
+      case 'K': scale = 1ull << 10; break;
+      case 'M': scale = 1ull << 20; break;
+      case 'G': scale = 1ull << 30; break;
+      case 'T': scale = 1ull << 40; break;
+      default: scale = 0;
+    }
+    v.pop_back();
+  }
+  uint64_t n = 0;
+  if (scale == 0 || v.empty() || !absl::SimpleAtoi(v, &n) ||
+      (n != 0 && scale > UINT64_MAX / n)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, "='", value, "': expected a byte count such as 536870912, 512M or 8G"));
+  }
+  return n * scale;
+}
+
+absl::Status ValidateConfig(const Config& c) {
+  if (absl::Status s = CheckAddress("grpc_address", c.grpc_address); !s.ok()) {
+    return s;
+  }
+  if (!c.metrics_address.empty() && c.metrics_address != "none") {
+    if (absl::Status s = CheckAddress("metrics_address", c.metrics_address);
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (absl::Status s = CheckRange("threads", c.threads, 1, 1024); !s.ok()) return s;
+  if (absl::Status s = CheckRange("context_length", c.context_length, 16, 1 << 20);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckRange("queue_limit", c.queue_limit, 0, 1 << 20); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          CheckRange("worker_start_timeout_s", c.worker_start_timeout_s, 1, 86400);
+      !s.ok()) {
+    return s;
+  }
+  if (c.worker_memory_limit != 0 && c.worker_memory_limit < (16ull << 20)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--worker_memory_limit=", c.worker_memory_limit,
+        ": below 16M no worker can start; use 0 for no limit"));
+  }
+  if (c.cgroup_mode != "auto" && c.cgroup_mode != "v2" && c.cgroup_mode != "v1" &&
+      c.cgroup_mode != "none") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--cgroup_mode='", c.cgroup_mode, "': expected auto, v2, v1 or none"));
+  }
+  if (c.worker_kind == WorkerKindConfig::kCuda) {
+    return absl::InvalidArgumentError(
+        "--worker_kind=cuda: this build has only the cpu worker");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> ReadConfigFile(
+    const std::string& path, bool (*known_flag)(const std::string& name)) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--config='", path, "': cannot open the file"));
+  }
+  std::vector<std::string> args;
+  std::string line;
+  for (int line_no = 1; std::getline(in, line); ++line_no) {
+    const size_t hash = line.find('#');
+    if (hash != std::string::npos) line.resize(hash);
+    absl::string_view text = absl::StripAsciiWhitespace(line);
+    if (text.empty()) continue;
+    const size_t eq = text.find('=');
+    if (eq == absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ":", line_no, ": expected 'key = value', got '", text, "'"));
+    }
+    std::string key(absl::StripAsciiWhitespace(text.substr(0, eq)));
+    std::string value(absl::StripAsciiWhitespace(text.substr(eq + 1)));
+    if (key == "config" || !known_flag(key)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ":", line_no, ": unknown key '", key, "'"));
+    }
+    args.push_back(absl::StrCat("--", key, "=", value));
+  }
+  return args;
+}
+
+}  // namespace sluice::daemon

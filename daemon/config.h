@@ -1,0 +1,53 @@
+// sluiced configuration: command-line flags, optionally preceded by a config
+// file of the same keys.
+//
+// The config file (--config=PATH) holds one `key = value` per line, where key
+// is a flag name without the dashes; '#' starts a comment. Flags given on the
+// command line override the file. Every value is validated by
+// ValidateConfig(); errors name the flag (or file and line) and the value.
+#ifndef SLUICE_DAEMON_CONFIG_H_
+#define SLUICE_DAEMON_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace sluice::daemon {
+
+enum class WorkerKindConfig { kCpu, kCuda };
+
+struct Config {
+  std::string grpc_address = "127.0.0.1:50051";
+  std::string metrics_address = "127.0.0.1:9464";  // "" or "none": disabled
+  std::string model_path;  // "" : start with no model
+  std::string model_id;    // "" : the file stem
+  WorkerKindConfig worker_kind = WorkerKindConfig::kCpu;
+  int threads = 1;
+  int context_length = 4096;
+  int queue_limit = 64;             // requests waiting, not counting the running one
+  uint64_t worker_memory_limit = 0; // bytes; 0: no limit
+  std::string cgroup_mode = "auto"; // auto | v2 | v1 | none
+  std::string cgroup_path;          // "" : discovered from /proc/self/cgroup
+  std::string worker_binary;        // "" : next to the sluiced binary
+  int worker_start_timeout_s = 300;
+  std::string port_file;            // write bound ports here once serving
+};
+
+// Parses "123", "64K", "512M", "8G", "1T" (powers of 1024; optional
+// trailing 'B' or 'iB'). InvalidArgument naming `what` and the value.
+absl::StatusOr<uint64_t> ParseByteSize(const std::string& what,
+                                       const std::string& value);
+
+// Checks ranges and formats (host:port addresses, threads, ...).
+absl::Status ValidateConfig(const Config& config);
+
+// Reads a config file into "--key=value" arguments. `known_flag` is asked
+// whether a key names a flag. Errors name the file, line and key.
+absl::StatusOr<std::vector<std::string>> ReadConfigFile(
+    const std::string& path, bool (*known_flag)(const std::string& name));
+
+}  // namespace sluice::daemon
+
+#endif  // SLUICE_DAEMON_CONFIG_H_

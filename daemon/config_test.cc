@@ -1,0 +1,86 @@
+#include "daemon/config.h"
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace sluice::daemon {
+namespace {
+
+TEST(ParseByteSizeTest, AcceptsSuffixes) {
+  EXPECT_EQ(*ParseByteSize("x", "123"), 123u);
+  EXPECT_EQ(*ParseByteSize("x", "64K"), 64u << 10);
+  EXPECT_EQ(*ParseByteSize("x", "512M"), 512ull << 20);
+  EXPECT_EQ(*ParseByteSize("x", "8GiB"), 8ull << 30);
+  EXPECT_EQ(*ParseByteSize("x", "1t"), 1ull << 40);
+}
+
+TEST(ParseByteSizeTest, RejectsGarbageNamingTheFlag) {
+  auto r = ParseByteSize("--worker_memory_limit", "lots");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("--worker_memory_limit='lots'"), std::string::npos)
+      << r.status();
+  EXPECT_FALSE(ParseByteSize("x", "5Q").ok());
+  EXPECT_FALSE(ParseByteSize("x", "").ok());
+  EXPECT_FALSE(ParseByteSize("x", "99999999999T").ok());
+}
+
+TEST(ValidateConfigTest, DefaultsAreValid) { EXPECT_TRUE(ValidateConfig(Config{}).ok()); }
+
+TEST(ValidateConfigTest, ErrorsNameTheFlagAndValue) {
+  Config c;
+  c.grpc_address = "localhost";
+  absl::Status s = ValidateConfig(c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--grpc_address='localhost'"), std::string::npos) << s;
+
+  c = Config{};
+  c.threads = 0;
+  s = ValidateConfig(c);
+  EXPECT_NE(s.message().find("--threads=0: must be in 1..1024"), std::string::npos) << s;
+
+  c = Config{};
+  c.worker_memory_limit = 1024;
+  s = ValidateConfig(c);
+  EXPECT_NE(s.message().find("--worker_memory_limit=1024"), std::string::npos) << s;
+
+  c = Config{};
+  c.cgroup_mode = "v3";
+  s = ValidateConfig(c);
+  EXPECT_NE(s.message().find("--cgroup_mode='v3'"), std::string::npos) << s;
+
+  c = Config{};
+  c.worker_kind = WorkerKindConfig::kCuda;
+  EXPECT_EQ(ValidateConfig(c).code(), absl::StatusCode::kInvalidArgument);
+}
+
+bool OnlyThreadsAndModel(const std::string& name) {
+  return name == "threads" || name == "model";
+}
+
+TEST(ReadConfigFileTest, TurnsLinesIntoFlags) {
+  const std::string path = std::string(getenv("TEST_TMPDIR")) + "/sluiced.conf";
+  std::ofstream(path) << "# comment\n\nthreads = 4  # trailing\nmodel=/m/x.gguf\n";
+  auto args = ReadConfigFile(path, &OnlyThreadsAndModel);
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_EQ(*args, (std::vector<std::string>{"--threads=4", "--model=/m/x.gguf"}));
+}
+
+TEST(ReadConfigFileTest, UnknownKeyNamesFileAndLine) {
+  const std::string path = std::string(getenv("TEST_TMPDIR")) + "/bad.conf";
+  std::ofstream(path) << "threads = 2\nthreadz = 4\n";
+  auto args = ReadConfigFile(path, &OnlyThreadsAndModel);
+  EXPECT_EQ(args.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(args.status().message().find(path + ":2: unknown key 'threadz'"),
+            std::string::npos)
+      << args.status();
+  std::ofstream(path) << "threads 2\n";
+  EXPECT_NE(ReadConfigFile(path, &OnlyThreadsAndModel).status().message().find(":1: expected"),
+            std::string::npos);
+  EXPECT_FALSE(ReadConfigFile(path + ".missing", &OnlyThreadsAndModel).ok());
+}
+
+}  // namespace
+}  // namespace sluice::daemon

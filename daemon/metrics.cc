@@ -1,0 +1,203 @@
+#include "daemon/metrics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+
+namespace sluice::daemon {
+namespace {
+
+void Family(std::string* out, absl::string_view name, absl::string_view type,
+            absl::string_view help) {
+  absl::StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
+}
+
+std::string FormatValue(double v) {
+  if (v == std::floor(v) && std::fabs(v) < 9e15) {
+    return absl::StrCat(static_cast<int64_t>(v));
+  }
+  return absl::StrFormat("%.9g", v);
+}
+
+void Sample(std::string* out, absl::string_view name, double value,
+            absl::string_view labels = "") {
+  absl::StrAppend(out, name, labels.empty() ? "" : "{", labels,
+                  labels.empty() ? "" : "}", " ", FormatValue(value), "\n");
+}
+
+void Metric(std::string* out, absl::string_view name, absl::string_view type,
+            absl::string_view help, double value) {
+  Family(out, name, type, help);
+  Sample(out, name, value);
+}
+
+std::string FormatBound(double b) { return FormatValue(b); }
+
+void RenderHistogram(std::string* out, absl::string_view name, absl::string_view help,
+                     const Histogram::Data& d) {
+  Family(out, name, "histogram", help);
+  const std::string bucket = absl::StrCat(name, "_bucket");
+  for (size_t i = 0; i < d.bounds.size(); ++i) {
+    Sample(out, bucket, static_cast<double>(d.cumulative[i]),
+           absl::StrCat("le=\"", FormatBound(d.bounds[i]), "\""));
+  }
+  Sample(out, bucket, static_cast<double>(d.count), "le=\"+Inf\"");
+  Sample(out, absl::StrCat(name, "_sum"), d.sum);
+  Sample(out, absl::StrCat(name, "_count"), static_cast<double>(d.count));
+}
+
+std::vector<double> LatencyBounds() {
+  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+          0.5,   1,      2.5,   5,    10,    30,   60};
+}
+
+}  // namespace
+
+Histogram::Histogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::Observe(double value) {
+  const size_t i = std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
+  absl::MutexLock lock(&mu_);
+  ++counts_[i];
+  sum_ += value;
+  ++count_;
+}
+
+Histogram::Data Histogram::Get() const {
+  absl::MutexLock lock(&mu_);
+  Data d;
+  d.bounds = bounds_;
+  uint64_t running = 0;
+  for (uint64_t c : counts_) {
+    running += c;
+    d.cumulative.push_back(running);
+  }
+  d.sum = sum_;
+  d.count = count_;
+  return d;
+}
+
+HostMemory ReadHostMemory(const std::string& meminfo_path) {
+  std::ifstream in(meminfo_path);
+  std::string line;
+  uint64_t swap_total = 0, swap_free = 0, cached = 0;
+  while (std::getline(in, line)) {
+    std::vector<absl::string_view> f =
+        absl::StrSplit(line, absl::ByAnyChar(": "), absl::SkipEmpty());
+    uint64_t kib = 0;
+    if (f.size() < 2 || !absl::SimpleAtoi(f[1], &kib)) continue;
+    if (f[0] == "SwapTotal") swap_total = kib;
+    if (f[0] == "SwapFree") swap_free = kib;
+    if (f[0] == "Cached") cached = kib;
+  }
+  HostMemory h;
+  h.swap_used_bytes = (swap_total > swap_free ? swap_total - swap_free : 0) * 1024;
+  h.page_cache_bytes = cached * 1024;
+  return h;
+}
+
+Metrics::Metrics() : ttft_(LatencyBounds()), itl_(LatencyBounds()) {
+  absl::MutexLock lock(&mu_);
+  for (const char* r : {"exit", "signal", "oom_kill"}) restarts_[r] = 0;
+}
+
+void Metrics::AddTokens(uint64_t prompt, uint64_t generated) {
+  prompt_tokens_ += prompt;
+  generated_tokens_ += generated;
+}
+
+void Metrics::AddRestart(absl::string_view reason) {
+  absl::MutexLock lock(&mu_);
+  ++restarts_[std::string(reason)];
+}
+
+void Metrics::AddRequest(absl::string_view outcome) {
+  absl::MutexLock lock(&mu_);
+  ++requests_[std::string(outcome)];
+}
+
+uint64_t Metrics::restarts_total() const {
+  absl::MutexLock lock(&mu_);
+  uint64_t n = 0;
+  for (const auto& [reason, count] : restarts_) n += count;
+  return n;
+}
+
+std::string Metrics::Render(const MetricsSnapshot& s, const HostMemory& host) const {
+  std::string out;
+  Metric(&out, "sluice_requests_running", "gauge",
+         "Generate requests running on the worker.", s.requests_running);
+  Metric(&out, "sluice_requests_waiting", "gauge",
+         "Generate requests waiting in the queue.", s.requests_waiting);
+  {
+    absl::MutexLock lock(&mu_);
+    Family(&out, "sluice_requests_total", "counter",
+           "Finished Generate requests by outcome.");
+    for (const char* o : {"ok", "cancelled", "deadline_exceeded", "unavailable",
+                          "rejected", "error"}) {
+      auto it = requests_.find(o);
+      Sample(&out, "sluice_requests_total", it == requests_.end() ? 0 : it->second,
+             absl::StrCat("outcome=\"", o, "\""));
+    }
+    Family(&out, "sluice_worker_restarts_total", "counter",
+           "Unexpected worker exits followed by a restart, by reason.");
+    for (const auto& [reason, count] : restarts_) {
+      Sample(&out, "sluice_worker_restarts_total", count,
+             absl::StrCat("reason=\"", reason, "\""));
+    }
+  }
+  Metric(&out, "sluice_prompt_tokens_total", "counter",
+         "Prompt tokens of completed generations.", prompt_tokens_);
+  Metric(&out, "sluice_generated_tokens_total", "counter",
+         "Tokens generated by completed generations.", generated_tokens_);
+  RenderHistogram(&out, "sluice_time_to_first_token_seconds",
+                  "Time from accepting a request to its first token.", ttft_.Get());
+  RenderHistogram(&out, "sluice_inter_token_latency_seconds",
+                  "Time between consecutive tokens of a stream.", itl_.Get());
+  Metric(&out, "sluice_worker_up", "gauge", "1 while a worker is ready to serve.",
+         s.worker.up() ? 1 : 0);
+  Metric(&out, "sluice_worker_rss_anon_bytes", "gauge",
+         "Worker resident anonymous memory (RssAnon).", s.worker.rss_anon_bytes());
+  Metric(&out, "sluice_worker_rss_file_bytes", "gauge",
+         "Worker resident file-backed memory (RssFile).", s.worker.rss_file_bytes());
+  Metric(&out, "sluice_worker_swap_bytes", "gauge", "Worker swapped-out memory (VmSwap).",
+         s.worker.swap_bytes());
+  Metric(&out, "sluice_worker_major_faults_total", "counter",
+         "Major page faults of the current worker process.", s.worker.major_faults());
+  Metric(&out, "sluice_host_swap_used_bytes", "gauge",
+         "Host swap in use (SwapTotal - SwapFree).", host.swap_used_bytes);
+  Metric(&out, "sluice_host_page_cache_bytes", "gauge",
+         "Host page cache (Cached in /proc/meminfo).", host.page_cache_bytes);
+  const v1::SlotCacheStats& c = s.slot_cache;
+  Metric(&out, "sluice_expert_slots_total", "gauge", "Expert slots in the arena.",
+         c.slots_total());
+  Metric(&out, "sluice_expert_slots_used", "gauge", "Expert slots holding an expert.",
+         c.slots_used());
+  Metric(&out, "sluice_expert_slot_hits_total", "counter",
+         "Expert lookups served from a slot.", c.hits());
+  Metric(&out, "sluice_expert_slot_misses_total", "counter",
+         "Expert lookups that had to stream the expert in.", c.misses());
+  Metric(&out, "sluice_expert_slot_evictions_total", "counter",
+         "Experts evicted from a slot.", c.evictions());
+  Metric(&out, "sluice_expert_slot_exhausted_total", "counter",
+         "Times no slot was evictable.", c.exhausted());
+  Metric(&out, "sluice_expert_slot_forced_total", "counter",
+         "Times the in-place fallback was used instead of a slot.", c.forced());
+  Metric(&out, "sluice_expert_bytes_streamed_total", "counter",
+         "Expert bytes copied into slots.", c.bytes_streamed());
+  Family(&out, "sluice_oom_containment_mode", "gauge",
+         "1 for the out-of-memory containment mode in use.");
+  for (const char* m : {"cgroup_v2", "cgroup_v1", "none"}) {
+    Sample(&out, "sluice_oom_containment_mode", s.oom_mode == m ? 1 : 0,
+           absl::StrCat("mode=\"", m, "\""));
+  }
+  return out;
+}
+
+}  // namespace sluice::daemon

@@ -1,0 +1,93 @@
+// Prometheus metrics of the supervisor: the instruments the request path
+// updates (histograms, counters) and the text exposition of everything,
+// including gauges sampled at scrape time (queue, worker, host memory).
+//
+// Families (all in the `sluice_` namespace, units as suffixes) are listed in
+// docs/OPERATIONS.md.
+//
+// Thread-safety: all methods may be called concurrently.
+#ifndef SLUICE_DAEMON_METRICS_H_
+#define SLUICE_DAEMON_METRICS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "proto/sluice/v1/sluice.pb.h"
+
+namespace sluice::daemon {
+
+class Histogram {
+ public:
+  // `bounds` are the upper bounds of the buckets, ascending; +Inf is implied.
+  explicit Histogram(std::vector<double> bounds);
+  void Observe(double value);
+
+  struct Data {
+    std::vector<double> bounds;
+    std::vector<uint64_t> cumulative;  // per bound, then +Inf
+    double sum = 0;
+    uint64_t count = 0;
+  };
+  Data Get() const;
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_ ABSL_GUARDED_BY(mu_);
+  double sum_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t count_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Memory figures of the host from /proc/meminfo.
+struct HostMemory {
+  uint64_t swap_used_bytes = 0;   // SwapTotal - SwapFree
+  uint64_t page_cache_bytes = 0;  // Cached
+};
+HostMemory ReadHostMemory(const std::string& meminfo_path = "/proc/meminfo");
+
+// What the supervisor knows at scrape time.
+struct MetricsSnapshot {
+  uint64_t requests_running = 0;
+  uint64_t requests_waiting = 0;
+  v1::WorkerStats worker;
+  v1::SlotCacheStats slot_cache;
+  std::string oom_mode;  // OomModeName()
+};
+
+class Metrics {
+ public:
+  Metrics();
+
+  Histogram& time_to_first_token() { return ttft_; }
+  Histogram& inter_token_latency() { return itl_; }
+  void AddTokens(uint64_t prompt, uint64_t generated);
+  // `reason` is a label value: exit, signal, oom_kill.
+  void AddRestart(absl::string_view reason);
+  // outcome: ok, cancelled, deadline_exceeded, unavailable, error, rejected.
+  void AddRequest(absl::string_view outcome);
+
+  uint64_t prompt_tokens_total() const { return prompt_tokens_; }
+  uint64_t generated_tokens_total() const { return generated_tokens_; }
+  uint64_t restarts_total() const;
+
+  // The whole exposition (text format 0.0.4).
+  std::string Render(const MetricsSnapshot& snapshot, const HostMemory& host) const;
+
+ private:
+  Histogram ttft_;
+  Histogram itl_;
+  std::atomic<uint64_t> prompt_tokens_{0};
+  std::atomic<uint64_t> generated_tokens_{0};
+  mutable absl::Mutex mu_;
+  std::map<std::string, uint64_t, std::less<>> restarts_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, uint64_t, std::less<>> requests_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace sluice::daemon
+
+#endif  // SLUICE_DAEMON_METRICS_H_

@@ -1,0 +1,76 @@
+#include "daemon/metrics.h"
+
+#include <fstream>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace sluice::daemon {
+namespace {
+
+bool Contains(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
+
+TEST(HistogramTest, CumulativeBuckets) {
+  Histogram h({0.1, 1});
+  h.Observe(0.05);
+  h.Observe(0.1);
+  h.Observe(0.5);
+  h.Observe(7);
+  Histogram::Data d = h.Get();
+  EXPECT_EQ(d.cumulative, (std::vector<uint64_t>{2, 3, 4}));
+  EXPECT_EQ(d.count, 4u);
+  EXPECT_DOUBLE_EQ(d.sum, 7.65);
+}
+
+TEST(ReadHostMemoryTest, ParsesMeminfo) {
+  const std::string path = std::string(getenv("TEST_TMPDIR")) + "/meminfo";
+  std::ofstream(path) << "MemTotal:       24684000 kB\nCached:          1000 kB\n"
+                         "SwapCached:        7 kB\nSwapTotal:       4096 kB\n"
+                         "SwapFree:        1024 kB\n";
+  HostMemory m = ReadHostMemory(path);
+  EXPECT_EQ(m.page_cache_bytes, 1000u * 1024);
+  EXPECT_EQ(m.swap_used_bytes, 3072u * 1024);
+}
+
+TEST(MetricsTest, RendersEveryFamily) {
+  Metrics metrics;
+  metrics.AddTokens(5, 7);
+  metrics.AddRestart("oom_kill");
+  metrics.AddRequest("ok");
+  metrics.time_to_first_token().Observe(0.02);
+  MetricsSnapshot s;
+  s.requests_running = 1;
+  s.requests_waiting = 3;
+  s.worker.set_up(true);
+  s.worker.set_rss_anon_bytes(25769803776ull);
+  s.oom_mode = "cgroup_v1";
+  const std::string text = metrics.Render(s, HostMemory{4096, 8192});
+  for (const char* line : {
+           "sluice_requests_running 1\n", "sluice_requests_waiting 3\n",
+           "sluice_prompt_tokens_total 5\n", "sluice_generated_tokens_total 7\n",
+           "sluice_worker_restarts_total{reason=\"oom_kill\"} 1\n",
+           "sluice_worker_restarts_total{reason=\"signal\"} 0\n",
+           "sluice_requests_total{outcome=\"ok\"} 1\n",
+           "sluice_time_to_first_token_seconds_bucket{le=\"0.025\"} 1\n",
+           "sluice_time_to_first_token_seconds_bucket{le=\"0.01\"} 0\n",
+           "sluice_time_to_first_token_seconds_count 1\n",
+           "sluice_inter_token_latency_seconds_bucket{le=\"+Inf\"} 0\n",
+           "sluice_worker_up 1\n", "sluice_worker_rss_anon_bytes 25769803776\n",
+           "sluice_worker_rss_file_bytes 0\n", "sluice_worker_swap_bytes 0\n",
+           "sluice_worker_major_faults_total 0\n", "sluice_host_swap_used_bytes 4096\n",
+           "sluice_host_page_cache_bytes 8192\n", "sluice_expert_slots_total 0\n",
+           "sluice_expert_slots_used 0\n", "sluice_expert_slot_hits_total 0\n",
+           "sluice_expert_slot_misses_total 0\n", "sluice_expert_slot_evictions_total 0\n",
+           "sluice_expert_slot_exhausted_total 0\n", "sluice_expert_slot_forced_total 0\n",
+           "sluice_expert_bytes_streamed_total 0\n",
+           "sluice_oom_containment_mode{mode=\"cgroup_v1\"} 1\n",
+           "sluice_oom_containment_mode{mode=\"none\"} 0\n",
+           "# TYPE sluice_time_to_first_token_seconds histogram\n"}) {
+    EXPECT_TRUE(Contains(text, line)) << "missing: " << line << "\nin:\n" << text;
+  }
+}
+
+}  // namespace
+}  // namespace sluice::daemon

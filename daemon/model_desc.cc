@@ -1,0 +1,94 @@
+#include "daemon/model_desc.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace sluice::daemon {
+
+std::string DefaultModelId(const std::string& path) {
+  std::string stem = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
+  if (std::optional<SplitName> split = ParseSplitName(stem)) stem = split->prefix;
+  if (absl::EndsWith(stem, ".gguf")) stem.resize(stem.size() - 5);
+  return stem.empty() ? "model" : stem;
+}
+
+absl::StatusOr<ModelDesc> DescribeModel(const v1::LoadModelRequest& request,
+                                        const LoadSettings& defaults) {
+  if (request.path().empty()) {
+    return absl::InvalidArgumentError("LoadModel: path is empty");
+  }
+  if (request.worker_kind() == v1::WORKER_KIND_CUDA) {
+    return absl::InvalidArgumentError(
+        "LoadModel: worker_kind=WORKER_KIND_CUDA: this build has only the cpu worker");
+  }
+  if (request.worker_kind() != v1::WORKER_KIND_CPU &&
+      request.worker_kind() != v1::WORKER_KIND_UNSPECIFIED) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("LoadModel: worker_kind=", request.worker_kind(), " is unknown"));
+  }
+  const uint32_t threads = request.threads() != 0 ? request.threads() : defaults.threads;
+  const uint32_t context =
+      request.context_length() != 0 ? request.context_length() : defaults.context_length;
+  if (threads > 1024) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("LoadModel: threads=", threads, ": must be in 1..1024"));
+  }
+  if (context < 16 || context > (1u << 20)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LoadModel: context_length=", context, ": must be in 16..1048576"));
+  }
+  absl::StatusOr<std::unique_ptr<ModelFiles>> files = ModelFiles::Open(request.path());
+  if (!files.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LoadModel path='", request.path(), "': ", files.status().message()));
+  }
+  const GgufFile& meta = (*files)->metadata();
+  absl::StatusOr<std::string> arch = meta.GetString("general.architecture");
+  if (!arch.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LoadModel path='", request.path(), "': ", arch.status().message()));
+  }
+  ModelDesc d;
+  const TensorTable& table = (*files)->tensors();
+  v1::ModelInfo& info = d.info;
+  info.set_model_id(request.model_id().empty() ? DefaultModelId(request.path())
+                                               : request.model_id());
+  info.set_path(request.path());
+  info.set_architecture(*arch);
+  info.set_worker_kind(v1::WORKER_KIND_CPU);
+  info.set_shard_count((*files)->shard_count());
+  info.set_tensor_bytes(table.total_bytes());
+  info.set_dense_bytes(table.dense_bytes());
+  info.set_expert_bytes(table.expert_bytes());
+  info.set_context_length(context);
+  if (const GgufValue* tokens = meta.Find("tokenizer.ggml.tokens");
+      tokens != nullptr && tokens->is_array()) {
+    info.set_vocab_size(static_cast<uint32_t>(tokens->array_size()));
+  }
+
+  worker::v1::WorkerConfig* config = d.hello.mutable_config();
+  config->set_model_id(info.model_id());
+  config->set_kind(v1::WORKER_KIND_CPU);
+  config->set_threads(threads);
+  config->set_context_length(context);
+  for (int i = 0; i < (*files)->shard_count(); ++i) {
+    worker::v1::ShardDesc* s = d.hello.add_shards();
+    s->set_name((*files)->shard(i).path);
+    s->set_size_bytes((*files)->shard(i).size);
+    s->set_index(i);
+  }
+  for (const TensorEntry& e : table.entries()) {
+    worker::v1::TensorDesc* t = d.hello.add_tensors();
+    t->set_name(e.name);
+    t->set_ggml_type(static_cast<uint32_t>(e.type));
+    for (uint32_t k = 0; k < e.n_dims; ++k) t->add_ne(e.ne[k]);
+    t->set_shard(e.shard);
+    t->set_file_offset(e.file_offset);
+    t->set_n_bytes(e.n_bytes);
+    t->set_routed_expert(e.kind == TensorKind::kRoutedExpert);
+  }
+  d.files = std::move(*files);
+  return d;
+}
+
+}  // namespace sluice::daemon

@@ -1,0 +1,139 @@
+#include "daemon/service.h"
+
+#include <chrono>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace sluice::daemon {
+namespace {
+
+// How often a waiting Generate handler looks at its call for a cancellation
+// (gRPC's sync API has no wake-up for it).
+constexpr absl::Duration kCancelPoll = absl::Milliseconds(5);
+
+absl::Time DeadlineOf(const grpc::ServerContext& context) {
+  const auto d = context.deadline();
+  if (d == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
+  return absl::FromChrono(d);
+}
+
+}  // namespace
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      std::string(status.message()));
+}
+
+grpc::Status SluiceService::LoadModel(grpc::ServerContext*,
+                                      const v1::LoadModelRequest* request,
+                                      v1::LoadModelResponse* response) {
+  absl::StatusOr<v1::ModelInfo> info = supervisor_->LoadModel(*request);
+  if (!info.ok()) return ToGrpcStatus(info.status());
+  *response->mutable_model() = *std::move(info);
+  return grpc::Status::OK;
+}
+
+grpc::Status SluiceService::UnloadModel(grpc::ServerContext*,
+                                        const v1::UnloadModelRequest* request,
+                                        v1::UnloadModelResponse*) {
+  return ToGrpcStatus(supervisor_->UnloadModel(*request));
+}
+
+grpc::Status SluiceService::ListModels(grpc::ServerContext*, const v1::ListModelsRequest*,
+                                       v1::ListModelsResponse* response) {
+  for (v1::ModelInfo& m : supervisor_->ListModels()) *response->add_models() = std::move(m);
+  return grpc::Status::OK;
+}
+
+grpc::Status SluiceService::Generate(grpc::ServerContext* context,
+                                     const v1::GenerateRequest* request,
+                                     grpc::ServerWriter<v1::GenerateResponse>* writer) {
+  absl::StatusOr<std::shared_ptr<RequestHandle>> handle =
+      supervisor_->SubmitGenerate(*request);
+  if (!handle.ok()) return ToGrpcStatus(handle.status());
+  const absl::Time deadline = DeadlineOf(*context);
+  RequestHandle::Event event;
+  while (true) {
+    if (!(*handle)->Next(&event, kCancelPoll)) {
+      if (absl::Now() >= deadline) {
+        supervisor_->Cancel(*handle);
+        metrics_->AddRequest("deadline_exceeded");
+        return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                            "the deadline expired before the generation finished");
+      }
+      if (context->IsCancelled()) {
+        supervisor_->Cancel(*handle);
+        metrics_->AddRequest("cancelled");
+        return grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled");
+      }
+      continue;
+    }
+    v1::GenerateResponse response;
+    switch (event.type) {
+      case RequestHandle::Event::Type::kChunk:
+        *response.mutable_chunk() = std::move(event.chunk);
+        if (!writer->Write(response)) {
+          supervisor_->Cancel(*handle);
+          metrics_->AddRequest("cancelled");
+          return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
+        }
+        break;
+      case RequestHandle::Event::Type::kDone:
+        *response.mutable_done() = std::move(event.done);
+        writer->Write(response);
+        return grpc::Status::OK;
+      case RequestHandle::Event::Type::kError:
+        if (event.status.code() != absl::StatusCode::kUnavailable) {
+          metrics_->AddRequest(event.status.code() == absl::StatusCode::kCancelled
+                                   ? "cancelled"
+                                   : "error");
+        }
+        return ToGrpcStatus(event.status);
+      case RequestHandle::Event::Type::kTokenized:
+        return grpc::Status(grpc::StatusCode::INTERNAL, "unexpected tokenize reply");
+    }
+  }
+}
+
+grpc::Status SluiceService::Tokenize(grpc::ServerContext* context,
+                                     const v1::TokenizeRequest* request,
+                                     v1::TokenizeResponse* response) {
+  absl::StatusOr<std::shared_ptr<RequestHandle>> handle =
+      supervisor_->SubmitTokenize(*request);
+  if (!handle.ok()) return ToGrpcStatus(handle.status());
+  const absl::Time deadline = DeadlineOf(*context);
+  RequestHandle::Event event;
+  while (!(*handle)->Next(&event, kCancelPoll)) {
+    if (context->IsCancelled() || absl::Now() >= deadline) {
+      supervisor_->Cancel(*handle);
+      return absl::Now() >= deadline
+                 ? grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline expired")
+                 : grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled");
+    }
+  }
+  if (event.type == RequestHandle::Event::Type::kError) return ToGrpcStatus(event.status);
+  *response = std::move(event.tokenized);
+  return grpc::Status::OK;
+}
+
+std::string SluiceService::PrometheusText() {
+  return metrics_->Render(supervisor_->Snapshot(), ReadHostMemory());
+}
+
+grpc::Status SluiceService::GetMetrics(grpc::ServerContext*, const v1::GetMetricsRequest*,
+                                       v1::GetMetricsResponse* response) {
+  MetricsSnapshot s = supervisor_->Snapshot();
+  response->set_requests_running(s.requests_running);
+  response->set_requests_waiting(s.requests_waiting);
+  response->set_prompt_tokens_total(metrics_->prompt_tokens_total());
+  response->set_generated_tokens_total(metrics_->generated_tokens_total());
+  *response->mutable_worker() = s.worker;
+  response->mutable_worker()->set_restarts(metrics_->restarts_total());
+  *response->mutable_slot_cache() = s.slot_cache;
+  response->set_prometheus_text(metrics_->Render(s, ReadHostMemory()));
+  return grpc::Status::OK;
+}
+
+}  // namespace sluice::daemon

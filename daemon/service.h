@@ -1,0 +1,52 @@
+// The sluice.v1.Sluice gRPC service on top of the Supervisor.
+//
+// absl::Status codes map 1:1 onto grpc::StatusCode. Generate streams the
+// worker's chunks as they arrive; it polls the call for cancellation and its
+// deadline every few milliseconds while waiting, and on either tells the
+// supervisor to cancel (the worker stops within one decode step).
+//
+// Thread-safety: gRPC calls the handlers concurrently; all state lives in the
+// Supervisor and Metrics, which are thread-safe.
+#ifndef SLUICE_DAEMON_SERVICE_H_
+#define SLUICE_DAEMON_SERVICE_H_
+
+#include "absl/status/status.h"
+#include "daemon/metrics.h"
+#include "daemon/supervisor.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/sluice/v1/sluice.grpc.pb.h"
+
+namespace sluice::daemon {
+
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+class SluiceService final : public v1::Sluice::Service {
+ public:
+  SluiceService(Supervisor* supervisor, Metrics* metrics)
+      : supervisor_(supervisor), metrics_(metrics) {}
+
+  grpc::Status LoadModel(grpc::ServerContext* context, const v1::LoadModelRequest* request,
+                         v1::LoadModelResponse* response) override;
+  grpc::Status UnloadModel(grpc::ServerContext* context,
+                           const v1::UnloadModelRequest* request,
+                           v1::UnloadModelResponse* response) override;
+  grpc::Status ListModels(grpc::ServerContext* context, const v1::ListModelsRequest* request,
+                          v1::ListModelsResponse* response) override;
+  grpc::Status Generate(grpc::ServerContext* context, const v1::GenerateRequest* request,
+                        grpc::ServerWriter<v1::GenerateResponse>* writer) override;
+  grpc::Status Tokenize(grpc::ServerContext* context, const v1::TokenizeRequest* request,
+                        v1::TokenizeResponse* response) override;
+  grpc::Status GetMetrics(grpc::ServerContext* context, const v1::GetMetricsRequest* request,
+                          v1::GetMetricsResponse* response) override;
+
+  // The Prometheus exposition (also served on the metrics HTTP endpoint).
+  std::string PrometheusText();
+
+ private:
+  Supervisor* const supervisor_;
+  Metrics* const metrics_;
+};
+
+}  // namespace sluice::daemon
+
+#endif  // SLUICE_DAEMON_SERVICE_H_

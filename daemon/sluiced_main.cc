@@ -1,0 +1,264 @@
+// sluiced: the Sluice supervisor daemon. See docs/OPERATIONS.md.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "daemon/cgroup.h"
+#include "daemon/config.h"
+#include "daemon/metrics.h"
+#include "daemon/metrics_http.h"
+#include "daemon/notify.h"
+#include "daemon/service.h"
+#include "daemon/supervisor.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+
+ABSL_FLAG(std::string, config, "", "Config file of 'key = value' lines (flag names).");
+ABSL_FLAG(std::string, grpc_address, "127.0.0.1:50051", "gRPC listen address HOST:PORT.");
+ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
+          "Prometheus /metrics listen address HOST:PORT; 'none' disables it.");
+ABSL_FLAG(std::string, model, "", "GGUF file (any shard of a split set) to load at start.");
+ABSL_FLAG(std::string, model_id, "", "Model id for --model (default: the file stem).");
+ABSL_FLAG(std::string, worker_kind, "cpu", "Worker kind: cpu.");
+ABSL_FLAG(int, threads, 1, "Compute threads per worker.");
+ABSL_FLAG(int, context_length, 4096, "Tokens per sequence (prompt plus generated).");
+ABSL_FLAG(int, queue_limit, 64, "Generate requests that may wait; more get RESOURCE_EXHAUSTED.");
+ABSL_FLAG(std::string, worker_memory_limit, "0",
+          "Memory limit of each worker's cgroup (e.g. 8G); 0: none.");
+ABSL_FLAG(std::string, cgroup_mode, "auto", "OOM containment: auto, v2, v1 or none.");
+ABSL_FLAG(std::string, cgroup_path, "",
+          "Cgroup directory to create worker cgroups under (default: our own).");
+ABSL_FLAG(std::string, worker_binary, "",
+          "Path of sluice-worker (default: beside sluiced, or ../worker/).");
+ABSL_FLAG(int, worker_start_timeout_s, 300, "Seconds a worker may take to load a model.");
+ABSL_FLAG(std::string, port_file, "",
+          "Once serving, write 'grpc=PORT' and 'metrics=PORT' lines here.");
+
+namespace sluice::daemon {
+namespace {
+
+void Log(const std::string& line) { std::cerr << "sluiced: " << line << std::endl; }
+
+bool KnownFlag(const std::string& name) { return absl::FindCommandLineFlag(name) != nullptr; }
+
+// Config file entries go first so that command-line flags override them.
+absl::StatusOr<std::vector<std::string>> ExpandConfig(int argc, char** argv) {
+  std::vector<std::string> args = {argv[0]};
+  std::string path;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--config=", 0) == 0) path = a.substr(9);
+    if (a == "--config" && i + 1 < argc) path = argv[i + 1];
+  }
+  if (!path.empty()) {
+    auto file_args = ReadConfigFile(path, &KnownFlag);
+    if (!file_args.ok()) return file_args.status();
+    args.insert(args.end(), file_args->begin(), file_args->end());
+  }
+  for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
+  return args;
+}
+
+absl::StatusOr<Config> ConfigFromFlags() {
+  Config c;
+  c.grpc_address = absl::GetFlag(FLAGS_grpc_address);
+  c.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  c.model_path = absl::GetFlag(FLAGS_model);
+  c.model_id = absl::GetFlag(FLAGS_model_id);
+  const std::string kind = absl::GetFlag(FLAGS_worker_kind);
+  if (kind == "cpu") {
+    c.worker_kind = WorkerKindConfig::kCpu;
+  } else if (kind == "cuda") {
+    c.worker_kind = WorkerKindConfig::kCuda;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--worker_kind='", kind, "': expected cpu"));
+  }
+  c.threads = absl::GetFlag(FLAGS_threads);
+  c.context_length = absl::GetFlag(FLAGS_context_length);
+  c.queue_limit = absl::GetFlag(FLAGS_queue_limit);
+  auto limit = ParseByteSize("--worker_memory_limit", absl::GetFlag(FLAGS_worker_memory_limit));
+  if (!limit.ok()) return limit.status();
+  c.worker_memory_limit = *limit;
+  c.cgroup_mode = absl::GetFlag(FLAGS_cgroup_mode);
+  c.cgroup_path = absl::GetFlag(FLAGS_cgroup_path);
+  c.worker_binary = absl::GetFlag(FLAGS_worker_binary);
+  c.worker_start_timeout_s = absl::GetFlag(FLAGS_worker_start_timeout_s);
+  c.port_file = absl::GetFlag(FLAGS_port_file);
+  if (absl::Status s = ValidateConfig(c); !s.ok()) return s;
+  return c;
+}
+
+absl::StatusOr<std::string> FindWorkerBinary(const std::string& configured) {
+  std::vector<std::string> candidates;
+  if (!configured.empty()) {
+    candidates.push_back(configured);
+  } else {
+    char self[4096];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    std::string dir = n > 0 ? std::string(self, n) : std::string(".");
+    dir = dir.substr(0, dir.rfind('/'));
+    candidates = {dir + "/sluice-worker", dir + "/../worker/sluice-worker"};
+  }
+  for (const std::string& c : candidates) {
+    if (access(c.c_str(), X_OK) == 0) return c;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--worker_binary: no executable sluice-worker at ", candidates.front(),
+      configured.empty() ? " (nor in ../worker/)" : ""));
+}
+
+absl::Status WritePortFile(const std::string& path, int grpc_port, int metrics_port) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << "grpc=" << grpc_port << "\nmetrics=" << metrics_port << "\n";
+    if (!out) return absl::InternalError(absl::StrCat("cannot write --port_file=", path));
+  }
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+int Run(const Config& config, const std::string& worker_binary, sigset_t signals) {
+  auto oom = OomContainment::Create(config.cgroup_mode, config.cgroup_path,
+                                    config.worker_memory_limit);
+  if (!oom.ok()) {
+    Log(absl::StrCat("fatal: --cgroup_mode=", config.cgroup_mode, ": ", oom.status().message()));
+    return 1;
+  }
+  Log(absl::StrCat("out-of-memory containment: ", (*oom)->description()));
+  Metrics metrics;
+  std::unique_ptr<grpc::Server> server;
+  absl::Mutex server_mu;
+  SupervisorOptions options;
+  options.worker_binary = worker_binary;
+  options.threads = config.threads;
+  options.context_length = config.context_length;
+  options.queue_limit = config.queue_limit;
+  options.worker_start_timeout = absl::Seconds(config.worker_start_timeout_s);
+  Supervisor supervisor(options, oom->get(), &metrics, [&](bool serving) {
+    absl::MutexLock lock(&server_mu);
+    if (server) server->GetHealthCheckService()->SetServingStatus(serving);
+    NotifyStatus(serving ? "serving" : "no worker ready");
+  });
+  SluiceService service(&supervisor, &metrics);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int grpc_port = 0;
+  builder.AddListeningPort(config.grpc_address, grpc::InsecureServerCredentials(), &grpc_port);
+  builder.RegisterService(&service);
+  {
+    absl::MutexLock lock(&server_mu);
+    server = builder.BuildAndStart();
+    if (server == nullptr || grpc_port == 0) {
+      Log(absl::StrCat("fatal: cannot listen on --grpc_address=", config.grpc_address));
+      return 1;
+    }
+    server->GetHealthCheckService()->SetServingStatus(false);
+  }
+  Log(absl::StrCat("gRPC listening on port ", grpc_port));
+
+  std::unique_ptr<MetricsHttpServer> http;
+  if (!config.metrics_address.empty() && config.metrics_address != "none") {
+    auto started = MetricsHttpServer::Start(config.metrics_address,
+                                            [&service] { return service.PrometheusText(); });
+    if (!started.ok()) {
+      Log(absl::StrCat("fatal: ", started.status().message()));
+      return 1;
+    }
+    http = std::move(*started);
+    Log(absl::StrCat("metrics on http://", config.metrics_address.substr(
+                                               0, config.metrics_address.rfind(':')),
+                     ":", http->port(), "/metrics"));
+  }
+
+  if (!config.model_path.empty()) {
+    v1::LoadModelRequest load;
+    load.set_path(config.model_path);
+    load.set_model_id(config.model_id);
+    auto info = supervisor.LoadModel(load);
+    if (!info.ok()) {
+      Log(absl::StrCat("fatal: --model: ", info.status().message()));
+      return 1;
+    }
+    Log(absl::StrCat("model '", info->model_id(), "' (", info->architecture(), ") ready"));
+  }
+  if (!config.port_file.empty()) {
+    if (absl::Status s = WritePortFile(config.port_file, grpc_port, http ? http->port() : 0);
+        !s.ok()) {
+      Log(absl::StrCat("fatal: ", s.message()));
+      return 1;
+    }
+  }
+  NotifyReady(config.model_path.empty() ? "serving, no model loaded" : "serving");
+
+  const absl::Duration watchdog = WatchdogInterval();
+  const absl::Duration tick =
+      watchdog > absl::ZeroDuration() ? watchdog / 3 : absl::Seconds(1);
+  int signal_number = 0;
+  while (signal_number <= 0) {
+    const timespec ts = absl::ToTimespec(tick);
+    signal_number = sigtimedwait(&signals, nullptr, &ts);
+    if (watchdog > absl::ZeroDuration()) NotifyWatchdog();
+  }
+  Log(absl::StrCat("signal ", signal_number, " (", sigabbrev_np(signal_number),
+                   "): shutting down"));
+  NotifyStopping();
+  supervisor.Shutdown();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (http) http->Stop();
+  Log("stopped");
+  return 0;
+}
+
+}  // namespace
+}  // namespace sluice::daemon
+
+int main(int argc, char** argv) {
+  using namespace sluice::daemon;
+  absl::SetProgramUsageMessage("Sluice supervisor daemon. See docs/OPERATIONS.md.");
+  auto args = ExpandConfig(argc, argv);
+  if (!args.ok()) {
+    Log(absl::StrCat("fatal: ", args.status().message()));
+    return 2;
+  }
+  std::vector<char*> argp;
+  for (std::string& a : *args) argp.push_back(a.data());
+  absl::ParseCommandLine(static_cast<int>(argp.size()), argp.data());
+  auto config = ConfigFromFlags();
+  if (!config.ok()) {
+    Log(absl::StrCat("fatal: bad configuration: ", config.status().message()));
+    return 2;
+  }
+  auto worker = FindWorkerBinary(config->worker_binary);
+  if (!worker.ok()) {
+    Log(absl::StrCat("fatal: bad configuration: ", worker.status().message()));
+    return 2;
+  }
+  // Blocked before any thread starts, so that only sigtimedwait sees them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  return Run(*config, *worker, signals);
+}

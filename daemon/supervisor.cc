@@ -1,0 +1,485 @@
+#include "daemon/supervisor.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "daemon/model_desc.h"
+#include "loader/model_files.h"
+
+namespace sluice::daemon {
+
+using worker::v1::SupervisorMessage;
+using worker::v1::WorkerMessage;
+
+struct Supervisor::Model {
+  std::unique_ptr<ModelFiles> files;
+  v1::ModelInfo info;
+  worker::v1::Hello hello;
+  std::vector<int> fds;
+};
+
+bool RequestHandle::Push(Event event) {
+  absl::MutexLock lock(&mu_);
+  if (finished_) return false;
+  finished_ = event.type != Event::Type::kChunk;
+  events_.push_back(std::move(event));
+  return true;
+}
+
+bool RequestHandle::Next(Event* event, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !events_.empty(); };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&ready), timeout)) return false;
+  *event = std::move(events_.front());
+  events_.pop_front();
+  return true;
+}
+
+namespace {
+
+RequestHandle::Event ErrorEvent(absl::Status status) {
+  RequestHandle::Event e;
+  e.type = RequestHandle::Event::Type::kError;
+  e.status = std::move(status);
+  return e;
+}
+
+double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
+
+}  // namespace
+
+Supervisor::Supervisor(SupervisorOptions options, const OomContainment* oom,
+                       Metrics* metrics, std::function<void(bool)> on_serving)
+    : options_(std::move(options)),
+      oom_(oom),
+      metrics_(metrics),
+      on_serving_(std::move(on_serving)) {
+  control_ = std::thread([this] { ControlLoop(); });
+}
+
+Supervisor::~Supervisor() { Shutdown(); }
+
+void Supervisor::Shutdown() {
+  std::unique_ptr<WorkerProcess> worker;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutdown_) return;
+    shutdown_ = true;
+    worker = DetachLocked(absl::UnavailableError("sluiced is shutting down"));
+  }
+  if (worker) worker->Stop(absl::Seconds(5));
+  control_.join();
+}
+
+absl::Status Supervisor::CheckModelId(const std::string& model_id) {
+  if (model_ == nullptr) {
+    return absl::FailedPreconditionError("no model is loaded; call LoadModel first");
+  }
+  if (!model_id.empty() && model_id != model_->info.model_id()) {
+    return absl::NotFoundError(absl::StrCat("model_id '", model_id, "' is not loaded (loaded: '",
+                                            model_->info.model_id(), "')"));
+  }
+  if (model_->info.state() == v1::MODEL_STATE_FAILED) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "model '", model_->info.model_id(), "' failed: ", model_->info.last_error()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::ModelInfo> Supervisor::LoadModel(const v1::LoadModelRequest& request) {
+  LoadSettings settings{options_.threads, options_.context_length};
+  ASSIGN_OR_RETURN(ModelDesc desc, DescribeModel(request, settings));
+  absl::MutexLock load_lock(&load_mu_);
+  std::unique_ptr<WorkerProcess> old;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutdown_) return absl::UnavailableError("sluiced is shutting down");
+    if (model_ != nullptr) {
+      old = DetachLocked(absl::UnavailableError(
+          absl::StrCat("model '", model_->info.model_id(), "' was replaced by '",
+                       desc.info.model_id(), "'")));
+      model_.reset();
+    }
+  }
+  if (old) old->Stop(absl::Seconds(5));
+
+  absl::MutexLock lock(&mu_);
+  model_ = std::make_unique<Model>();
+  model_->files = std::move(desc.files);
+  model_->info = std::move(desc.info);
+  model_->hello = std::move(desc.hello);
+  for (const ShardFd& s : model_->files->fds()) model_->fds.push_back(s.fd);
+  consecutive_failures_ = 0;
+  worker_stats_.set_restarts(0);
+  loading_ = true;
+  absl::Status spawned = SpawnLocked();
+  const uint64_t serial = serial_;
+  auto settled = [this, serial]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return serial_ != serial || phase_ != WorkerPhase::kStarting;
+  };
+  if (spawned.ok() &&
+      !mu_.AwaitWithTimeout(absl::Condition(&settled), options_.worker_start_timeout)) {
+    worker_->Kill();
+    mu_.Await(absl::Condition(&settled));
+    fatal_message_ = absl::StrCat("the worker did not report ready within ",
+                                  absl::FormatDuration(options_.worker_start_timeout));
+  }
+  loading_ = false;
+  if (spawned.ok() && serial_ == serial && phase_ == WorkerPhase::kReady) {
+    return model_->info;
+  }
+  absl::Status error = !spawned.ok() ? spawned
+                       : !fatal_message_.empty()
+                           ? absl::Status(fatal_code_, fatal_message_)
+                           : absl::UnavailableError(model_->info.last_error());
+  model_.reset();
+  phase_ = WorkerPhase::kNone;
+  return absl::Status(error.code(),
+                      absl::StrCat("LoadModel path='", request.path(), "': ", error.message()));
+}
+
+absl::Status Supervisor::UnloadModel(const v1::UnloadModelRequest& request) {
+  absl::MutexLock load_lock(&load_mu_);
+  std::unique_ptr<WorkerProcess> old;
+  {
+    absl::MutexLock lock(&mu_);
+    if (model_ == nullptr) {
+      return absl::FailedPreconditionError("UnloadModel: no model is loaded");
+    }
+    RETURN_IF_ERROR(CheckModelIdForUnload(request.model_id()));
+    old = DetachLocked(absl::UnavailableError(
+        absl::StrCat("model '", model_->info.model_id(), "' was unloaded")));
+    model_.reset();
+  }
+  if (old) old->Stop(absl::Seconds(5));
+  return absl::OkStatus();
+}
+
+absl::Status Supervisor::CheckModelIdForUnload(const std::string& model_id) {
+  if (!model_id.empty() && model_id != model_->info.model_id()) {
+    return absl::NotFoundError(absl::StrCat("UnloadModel: model_id '", model_id,
+                                            "' is not loaded (loaded: '",
+                                            model_->info.model_id(), "')"));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<v1::ModelInfo> Supervisor::ListModels() {
+  absl::MutexLock lock(&mu_);
+  if (model_ == nullptr) return {};
+  return {model_->info};
+}
+
+absl::Status Supervisor::SpawnLocked() {
+  const uint64_t serial = ++serial_;
+  WorkerSpawnOptions spawn{options_.worker_binary, options_.worker_args, oom_, serial};
+  fatal_message_.clear();
+  auto worker = WorkerProcess::Spawn(
+      spawn, model_->hello, model_->fds,
+      [this, serial](WorkerMessage msg) { OnMessage(serial, std::move(msg)); },
+      [this, serial](const WorkerExit& exit) { OnExit(serial, exit); });
+  if (!worker.ok()) {
+    phase_ = WorkerPhase::kDead;
+    model_->info.set_last_error(std::string(worker.status().message()));
+    return worker.status();
+  }
+  worker_ = std::move(*worker);
+  phase_ = WorkerPhase::kStarting;
+  worker_started_ = absl::Now();
+  model_->info.set_state(v1::MODEL_STATE_LOADING);
+  worker_stats_.set_pid(worker_->pid());
+  return absl::OkStatus();
+}
+
+void Supervisor::OnMessage(uint64_t serial, WorkerMessage msg) {
+  absl::MutexLock lock(&mu_);
+  if (serial != serial_ || model_ == nullptr) return;
+  switch (msg.body_case()) {
+    case WorkerMessage::kReady: {
+      phase_ = WorkerPhase::kReady;
+      const v1::ModelInfo& w = msg.ready().model();
+      if (w.vocab_size() != 0) model_->info.set_vocab_size(w.vocab_size());
+      if (w.context_length() != 0) model_->info.set_context_length(w.context_length());
+      model_->info.set_state(v1::MODEL_STATE_READY);
+      worker_stats_.set_up(true);
+      SetServingLocked(true);
+      DispatchLocked();
+      return;
+    }
+    case WorkerMessage::kFatal:
+      fatal_message_ = msg.fatal().message();
+      fatal_code_ = static_cast<absl::StatusCode>(msg.fatal().code());
+      return;
+    case WorkerMessage::kStats: {
+      const worker::v1::Stats& s = msg.stats();
+      worker_stats_.set_rss_anon_bytes(s.rss_anon_bytes());
+      worker_stats_.set_rss_file_bytes(s.rss_file_bytes());
+      worker_stats_.set_swap_bytes(s.swap_bytes());
+      worker_stats_.set_major_faults(s.major_faults());
+      slot_stats_ = s.slot_cache();
+      ++stats_seq_;
+      return;
+    }
+    default:
+      OnRequestMessage(msg);
+  }
+}
+
+void Supervisor::OnRequestMessage(WorkerMessage& msg) {
+  const uint64_t id = msg.request_id();
+  if (running_ != nullptr && running_->id() == id) {
+    RequestHandle& h = *running_;
+    const absl::Time now = absl::Now();
+    if (msg.has_chunk()) {
+      if (!h.first_token_seen_) {
+        metrics_->time_to_first_token().Observe(absl::ToDoubleSeconds(now - h.accepted_));
+        h.first_token_ = now;
+        h.first_token_seen_ = true;
+      } else {
+        metrics_->inter_token_latency().Observe(absl::ToDoubleSeconds(now - h.last_token_));
+      }
+      h.last_token_ = now;
+      RequestHandle::Event e;
+      e.type = RequestHandle::Event::Type::kChunk;
+      e.chunk = std::move(*msg.mutable_chunk());
+      h.Push(std::move(e));
+    } else if (msg.has_done()) {
+      RequestHandle::Event e;
+      e.type = RequestHandle::Event::Type::kDone;
+      e.done = std::move(*msg.mutable_done());
+      v1::Timings* t = e.done.mutable_timings();
+      t->set_queue_ms(Ms(h.started_ - h.accepted_));
+      if (h.first_token_seen_) t->set_time_to_first_token_ms(Ms(h.first_token_ - h.accepted_));
+      metrics_->AddTokens(e.done.usage().prompt_tokens(), e.done.usage().completion_tokens());
+      metrics_->AddRequest("ok");
+      consecutive_failures_ = 0;
+      FinishRunningLocked(std::move(e));
+    } else if (msg.has_error()) {
+      FinishRunningLocked(ErrorEvent(absl::Status(
+          static_cast<absl::StatusCode>(msg.error().code()), msg.error().message())));
+    }
+    return;
+  }
+  auto it = tokenizing_.find(id);
+  if (it == tokenizing_.end()) return;  // a request cancelled meanwhile
+  if (msg.has_tokenized()) {
+    RequestHandle::Event e;
+    e.type = RequestHandle::Event::Type::kTokenized;
+    e.tokenized = std::move(*msg.mutable_tokenized());
+    it->second->Push(std::move(e));
+  } else if (msg.has_error()) {
+    it->second->Push(ErrorEvent(absl::Status(
+        static_cast<absl::StatusCode>(msg.error().code()), msg.error().message())));
+  }
+  tokenizing_.erase(it);
+}
+
+void Supervisor::FinishRunningLocked(RequestHandle::Event event) {
+  running_->Push(std::move(event));
+  running_.reset();
+  DispatchLocked();
+}
+
+void Supervisor::DispatchLocked() {
+  if (phase_ != WorkerPhase::kReady || running_ != nullptr || worker_ == nullptr ||
+      queue_.empty()) {
+    return;
+  }
+  running_ = std::move(queue_.front());
+  queue_.pop_front();
+  running_->started_ = absl::Now();
+  // A failed send means the worker is dying: its exit fails the request.
+  (void)worker_->Send(running_->message_);
+}
+
+void Supervisor::OnExit(uint64_t serial, const WorkerExit& exit) {
+  absl::MutexLock lock(&mu_);
+  if (serial != serial_ || model_ == nullptr) return;
+  const bool was_ready = phase_ == WorkerPhase::kReady;
+  const absl::Duration uptime = absl::Now() - worker_started_;
+  phase_ = WorkerPhase::kDead;
+  if (worker_ != nullptr) dead_.push_back(std::move(worker_));
+  SetServingLocked(false);
+  const std::string cause =
+      absl::StrCat("worker (pid ", worker_stats_.pid(), ") ", exit.description);
+  model_->info.set_last_error(cause);
+  worker_stats_.set_up(false);
+  worker_stats_.set_last_exit(exit.description);
+  FailAllLocked(absl::UnavailableError(
+      absl::StrCat(cause, (was_ready ? "" : " while starting"),
+                   "; the request did not complete")));
+  if (loading_) return;  // LoadModel reports the failure instead
+  metrics_->AddRestart(ExitReasonLabel(exit.reason));
+  worker_stats_.set_restarts(worker_stats_.restarts() + 1);
+  if (uptime > absl::Seconds(60)) consecutive_failures_ = 0;
+  ++consecutive_failures_;
+  ScheduleRestartLocked();
+}
+
+void Supervisor::ScheduleRestartLocked() {
+  if (consecutive_failures_ > options_.max_consecutive_failures) {
+    model_->info.set_state(v1::MODEL_STATE_FAILED);
+    model_->info.set_last_error(absl::StrCat(model_->info.last_error(), "; gave up after ",
+                                             consecutive_failures_, " consecutive failures"));
+    restart_at_ = absl::InfiniteFuture();
+    return;
+  }
+  absl::Duration backoff = options_.restart_backoff_initial;
+  for (int i = 1; i < consecutive_failures_ && backoff < options_.restart_backoff_max; ++i) {
+    backoff *= 2;
+  }
+  backoff = std::min(backoff, options_.restart_backoff_max);
+  model_->info.set_state(v1::MODEL_STATE_RESTARTING);
+  restart_at_ = absl::Now() + backoff;
+}
+
+void Supervisor::FailAllLocked(const absl::Status& status) {
+  if (running_ != nullptr) {
+    if (running_->Push(ErrorEvent(status))) metrics_->AddRequest("unavailable");
+    running_.reset();
+  }
+  for (auto& h : queue_) {
+    if (h->Push(ErrorEvent(status))) metrics_->AddRequest("unavailable");
+  }
+  queue_.clear();
+  for (auto& [id, h] : tokenizing_) h->Push(ErrorEvent(status));
+  tokenizing_.clear();
+}
+
+void Supervisor::SetServingLocked(bool serving) {
+  if (serving == serving_) return;
+  serving_ = serving;
+  if (on_serving_) on_serving_(serving);
+}
+
+std::unique_ptr<WorkerProcess> Supervisor::DetachLocked(const absl::Status& why) {
+  ++serial_;  // handlers of the detached worker are ignored from now on
+  FailAllLocked(why);
+  SetServingLocked(false);
+  phase_ = WorkerPhase::kNone;
+  restart_at_ = absl::InfiniteFuture();
+  worker_stats_.set_up(false);
+  return std::move(worker_);
+}
+
+void Supervisor::ControlLoop() {
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    auto wake = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return shutdown_ || !dead_.empty() || absl::Now() >= restart_at_;
+    };
+    absl::Time deadline = restart_at_;
+    if (phase_ == WorkerPhase::kStarting && !loading_) {
+      deadline = std::min(deadline, worker_started_ + options_.worker_start_timeout);
+    }
+    mu_.AwaitWithDeadline(absl::Condition(&wake), deadline);
+    if (!dead_.empty()) {
+      std::vector<std::unique_ptr<WorkerProcess>> dead = std::move(dead_);
+      dead_.clear();
+      mu_.Unlock();
+      dead.clear();  // joins the monitor threads
+      mu_.Lock();
+      continue;
+    }
+    if (shutdown_) return;
+    const absl::Time now = absl::Now();
+    if (phase_ == WorkerPhase::kStarting && !loading_ && worker_ != nullptr &&
+        now >= worker_started_ + options_.worker_start_timeout) {
+      worker_->Kill();  // its exit schedules the next attempt
+    }
+    if (now >= restart_at_) {
+      restart_at_ = absl::InfiniteFuture();
+      if (model_ != nullptr && phase_ == WorkerPhase::kDead && !SpawnLocked().ok()) {
+        ++consecutive_failures_;
+        ScheduleRestartLocked();
+      }
+    }
+  }
+}
+
+absl::StatusOr<std::shared_ptr<RequestHandle>> Supervisor::SubmitGenerate(
+    const v1::GenerateRequest& request) {
+  if (request.input_case() == v1::GenerateRequest::INPUT_NOT_SET) {
+    return absl::InvalidArgumentError(
+        "GenerateRequest.input: set one of prompt, token_ids or chat");
+  }
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(CheckModelId(request.model_id()));
+  const bool runs_now = phase_ == WorkerPhase::kReady && running_ == nullptr && queue_.empty();
+  if (!runs_now && queue_.size() >= static_cast<size_t>(options_.queue_limit)) {
+    metrics_->AddRequest("rejected");
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "request queue is full: ", queue_.size(), " requests waiting (queue_limit ",
+        options_.queue_limit, "); retry later"));
+  }
+  std::shared_ptr<RequestHandle> h(new RequestHandle(next_request_id_++, true));
+  h->message_.set_request_id(h->id());
+  *h->message_.mutable_generate() = request;
+  h->accepted_ = absl::Now();
+  queue_.push_back(h);
+  DispatchLocked();
+  return h;
+}
+
+absl::StatusOr<std::shared_ptr<RequestHandle>> Supervisor::SubmitTokenize(
+    const v1::TokenizeRequest& request) {
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(CheckModelId(request.model_id()));
+  if (phase_ != WorkerPhase::kReady || worker_ == nullptr) {
+    return absl::UnavailableError(absl::StrCat(
+        "the worker of model '", model_->info.model_id(), "' is not ready (",
+        v1::ModelState_Name(model_->info.state()), ")"));
+  }
+  std::shared_ptr<RequestHandle> h(new RequestHandle(next_request_id_++, false));
+  SupervisorMessage msg;
+  msg.set_request_id(h->id());
+  *msg.mutable_tokenize() = request;
+  tokenizing_[h->id()] = h;
+  (void)worker_->Send(msg);
+  return h;
+}
+
+void Supervisor::Cancel(const std::shared_ptr<RequestHandle>& handle) {
+  absl::MutexLock lock(&mu_);
+  auto it = std::find(queue_.begin(), queue_.end(), handle);
+  if (it != queue_.end()) {
+    queue_.erase(it);
+    handle->Push(ErrorEvent(absl::CancelledError("cancelled while waiting in the queue")));
+    return;
+  }
+  tokenizing_.erase(handle->id());
+  if (running_ == handle && !handle->cancel_sent_ && worker_ != nullptr) {
+    handle->cancel_sent_ = true;
+    SupervisorMessage msg;
+    msg.set_request_id(handle->id());
+    msg.mutable_cancel();
+    (void)worker_->Send(msg);
+  }
+}
+
+MetricsSnapshot Supervisor::Snapshot(absl::Duration stats_timeout) {
+  absl::MutexLock lock(&mu_);
+  if (phase_ == WorkerPhase::kReady && worker_ != nullptr) {
+    const uint64_t seq = stats_seq_;
+    SupervisorMessage msg;
+    msg.mutable_stats_query();
+    if (worker_->Send(msg).ok()) {
+      auto fresh = [this, seq]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stats_seq_ != seq || phase_ != WorkerPhase::kReady;
+      };
+      mu_.AwaitWithTimeout(absl::Condition(&fresh), stats_timeout);
+    }
+  }
+  MetricsSnapshot s;
+  s.requests_running = running_ != nullptr ? 1 : 0;
+  s.requests_waiting = queue_.size();
+  s.worker = worker_stats_;
+  s.worker.set_up(phase_ == WorkerPhase::kReady);
+  s.slot_cache = slot_stats_;
+  s.oom_mode = std::string(OomModeName(oom_->mode()));
+  return s;
+}
+
+}  // namespace sluice::daemon

@@ -1,0 +1,183 @@
+// The supervisor: one model at a time, its worker process, and the request
+// queue in front of it.
+//
+// Model lifecycle: LoadModel opens and validates the shards (loader) in the
+// supervisor, then spawns a worker with the fds and the tensor table and waits
+// until the worker reports Ready (or fails: its fatal message becomes the
+// error). Loading another model replaces the current one; a model that fails
+// to open leaves the current one serving.
+//
+// Requests: Generate requests queue (bounded by queue_limit waiting requests,
+// beyond which ResourceExhausted) and run one at a time on the worker;
+// Tokenize requests go to the worker at once (it answers them between
+// decode steps). Each request is a RequestHandle from which the caller pulls
+// events; Cancel() removes a waiting request or tells the worker to stop
+// after the current step.
+//
+// Worker death: every in-flight and waiting request ends with Unavailable
+// naming the cause; the worker is restarted with exponential back-off (100 ms
+// doubling to 30 s, reset after a request completes or 60 s of uptime) and
+// the model is marked FAILED after 10 consecutive failed starts.
+//
+// Thread-safety: all public methods may be called concurrently. The serving
+// callback is called with no supervisor lock held being required by callers,
+// but it runs under the supervisor's lock: it must not call back into it.
+#ifndef SLUICE_DAEMON_SUPERVISOR_H_
+#define SLUICE_DAEMON_SUPERVISOR_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/cgroup.h"
+#include "daemon/metrics.h"
+#include "daemon/worker_process.h"
+#include "proto/sluice/v1/sluice.pb.h"
+#include "proto/sluice/worker/v1/worker.pb.h"
+
+namespace sluice {
+class ModelFiles;
+}
+
+namespace sluice::daemon {
+
+struct SupervisorOptions {
+  std::string worker_binary;
+  std::vector<std::string> worker_args;  // extra arguments for every worker
+  int threads = 1;
+  int context_length = 4096;
+  int queue_limit = 64;
+  absl::Duration worker_start_timeout = absl::Minutes(5);
+  absl::Duration restart_backoff_initial = absl::Milliseconds(100);
+  absl::Duration restart_backoff_max = absl::Seconds(30);
+  int max_consecutive_failures = 10;
+};
+
+// One Generate or Tokenize request's stream of events.
+class RequestHandle {
+ public:
+  struct Event {
+    enum class Type { kChunk, kDone, kTokenized, kError };
+    Type type = Type::kError;
+    v1::TokenChunk chunk;
+    v1::GenerateDone done;
+    v1::TokenizeResponse tokenized;
+    absl::Status status;
+  };
+
+  // Waits up to `timeout` for the next event; false on timeout. After a
+  // kDone, kTokenized or kError event there are no more.
+  bool Next(Event* event, absl::Duration timeout);
+  uint64_t id() const { return id_; }
+
+ private:
+  friend class Supervisor;
+  RequestHandle(uint64_t id, bool generate) : id_(id), generate_(generate) {}
+  // Returns false when the request had already finished.
+  bool Push(Event event);
+
+  const uint64_t id_;
+  const bool generate_;
+  absl::Mutex mu_;
+  std::deque<Event> events_ ABSL_GUARDED_BY(mu_);
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  // Supervisor-side bookkeeping (guarded by the supervisor's lock).
+  worker::v1::SupervisorMessage message_;
+  absl::Time accepted_;
+  absl::Time started_;
+  absl::Time first_token_;
+  absl::Time last_token_;
+  bool first_token_seen_ = false;
+  bool cancel_sent_ = false;
+};
+
+class Supervisor {
+ public:
+  Supervisor(SupervisorOptions options, const OomContainment* oom, Metrics* metrics,
+             std::function<void(bool serving)> on_serving);
+  ~Supervisor();  // Shutdown()
+
+  absl::StatusOr<v1::ModelInfo> LoadModel(const v1::LoadModelRequest& request);
+  absl::Status UnloadModel(const v1::UnloadModelRequest& request);
+  std::vector<v1::ModelInfo> ListModels();
+
+  absl::StatusOr<std::shared_ptr<RequestHandle>> SubmitGenerate(
+      const v1::GenerateRequest& request);
+  absl::StatusOr<std::shared_ptr<RequestHandle>> SubmitTokenize(
+      const v1::TokenizeRequest& request);
+  // Idempotent. A waiting request ends with Cancelled at once; a running one
+  // when the worker acknowledges (within one decode step).
+  void Cancel(const std::shared_ptr<RequestHandle>& handle);
+
+  // Queue figures plus fresh worker statistics (asks the worker, waiting at
+  // most `stats_timeout`; stale figures after that).
+  MetricsSnapshot Snapshot(absl::Duration stats_timeout = absl::Milliseconds(250));
+
+  // Stops the worker (graceful, then SIGKILL) and fails what is in flight.
+  void Shutdown();
+
+ private:
+  struct Model;
+  enum class WorkerPhase { kNone, kStarting, kReady, kDead };
+
+  void ControlLoop();
+  absl::Status SpawnLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnMessage(uint64_t serial, worker::v1::WorkerMessage msg);
+  void OnExit(uint64_t serial, const WorkerExit& exit);
+  void OnRequestMessage(worker::v1::WorkerMessage& msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DispatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FailAllLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetServingLocked(bool serving) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishRunningLocked(RequestHandle::Event event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Detaches the current worker and model for the caller to stop unlocked.
+  std::unique_ptr<WorkerProcess> DetachLocked(const absl::Status& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckModelId(const std::string& model_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckModelIdForUnload(const std::string& model_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ScheduleRestartLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const SupervisorOptions options_;
+  const OomContainment* const oom_;
+  Metrics* const metrics_;
+  const std::function<void(bool)> on_serving_;
+
+  absl::Mutex load_mu_;  // one LoadModel/UnloadModel at a time
+  absl::Mutex mu_;
+  std::unique_ptr<Model> model_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<WorkerProcess> worker_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<WorkerProcess>> dead_ ABSL_GUARDED_BY(mu_);
+  WorkerPhase phase_ ABSL_GUARDED_BY(mu_) = WorkerPhase::kNone;
+  uint64_t serial_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time worker_started_ ABSL_GUARDED_BY(mu_);
+  absl::Time restart_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  int consecutive_failures_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string fatal_message_ ABSL_GUARDED_BY(mu_);
+  absl::StatusCode fatal_code_ ABSL_GUARDED_BY(mu_) = absl::StatusCode::kInternal;
+  bool loading_ ABSL_GUARDED_BY(mu_) = false;  // LoadModel waits for the worker
+  bool serving_ ABSL_GUARDED_BY(mu_) = false;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+
+  uint64_t next_request_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::deque<std::shared_ptr<RequestHandle>> queue_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<RequestHandle> running_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, std::shared_ptr<RequestHandle>> tokenizing_ ABSL_GUARDED_BY(mu_);
+
+  v1::WorkerStats worker_stats_ ABSL_GUARDED_BY(mu_);
+  v1::SlotCacheStats slot_stats_ ABSL_GUARDED_BY(mu_);
+  uint64_t stats_seq_ ABSL_GUARDED_BY(mu_) = 0;
+
+  std::thread control_;
+};
+
+}  // namespace sluice::daemon
+
+#endif  // SLUICE_DAEMON_SUPERVISOR_H_

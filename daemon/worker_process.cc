@@ -1,0 +1,230 @@
+#include "daemon/worker_process.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "worker/channel.h"
+
+namespace sluice::daemon {
+namespace {
+
+constexpr int kChildSocketFd = 3;
+
+// Async-signal-safe pieces for the child between fork and exec.
+void WriteSmall(const char* path, const char* text, size_t n) {
+  const int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t ignored = write(fd, text, n);
+  (void)ignored;
+  close(fd);
+}
+
+bool WritePidTo(const char* path) {
+  char digits[24];
+  int n = 0;
+  for (long v = getpid(); v > 0; v /= 10) digits[n++] = static_cast<char>('0' + v % 10);
+  char text[24];
+  for (int i = 0; i < n; ++i) text[i] = digits[n - 1 - i];
+  const int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = write(fd, text, n) == n;
+  close(fd);
+  return ok;
+}
+
+[[noreturn]] void ExecChild(pid_t parent, int socket_fd, const char* procs_file,
+                            char* const argv[]) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(125);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  signal(SIGPIPE, SIG_DFL);
+  WriteSmall("/proc/self/oom_score_adj", "1000", 4);
+  if (procs_file != nullptr && !WritePidTo(procs_file)) _exit(126);
+  if (socket_fd == kChildSocketFd) {
+    fcntl(socket_fd, F_SETFD, 0);
+  } else if (dup2(socket_fd, kChildSocketFd) < 0) {
+    _exit(125);
+  }
+  if (syscall(SYS_close_range, kChildSocketFd + 1, ~0u, 0) != 0) {
+    for (int fd = kChildSocketFd + 1; fd < 4096; ++fd) close(fd);
+  }
+  execv(argv[0], argv);
+  _exit(127);
+}
+
+std::string SignalName(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev != nullptr ? absl::StrCat("SIG", abbrev) : "unknown signal";
+}
+
+}  // namespace
+
+absl::string_view ExitReasonLabel(WorkerExit::Reason reason) {
+  switch (reason) {
+    case WorkerExit::Reason::kExit: return "exit";
+    case WorkerExit::Reason::kSignal: return "signal";
+    case WorkerExit::Reason::kOomKill: return "oom_kill";
+  }
+  return "exit";
+}
+
+absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(
+    const WorkerSpawnOptions& options, const worker::v1::Hello& hello,
+    const std::vector<int>& shard_fds, MessageHandler on_message,
+    ExitHandler on_exit) {
+  std::unique_ptr<WorkerProcess> w(new WorkerProcess());
+  w->oom_ = options.oom;
+  w->on_message_ = std::move(on_message);
+  w->on_exit_ = std::move(on_exit);
+  auto cgroup = options.oom->PrepareWorker(options.serial);
+  if (!cgroup.ok()) return cgroup.status();
+  w->cgroup_ = *cgroup;
+
+  std::vector<std::string> args = {options.binary,
+                                   absl::StrCat("--socket_fd=", kChildSocketFd)};
+  args.insert(args.end(), options.args.begin(), options.args.end());
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+    options.oom->Remove(w->cgroup_);
+    return absl::InternalError(absl::StrCat("socketpair: ", strerror(errno)));
+  }
+  const char* procs =
+      w->cgroup_.procs_file.empty() ? nullptr : w->cgroup_.procs_file.c_str();
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    const int err = errno;
+    close(sv[0]);
+    close(sv[1]);
+    options.oom->Remove(w->cgroup_);
+    return absl::InternalError(absl::StrCat("fork: ", strerror(err)));
+  }
+  if (pid == 0) ExecChild(parent, sv[1], procs, argv.data());
+  close(sv[1]);
+  w->pid_ = pid;
+  w->socket_fd_ = sv[0];
+  w->pidfd_ = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+
+  worker::v1::SupervisorMessage msg;
+  *msg.mutable_hello() = hello;
+  // A worker that dies before reading the Hello is reported by the monitor.
+  (void)worker::SendFrame(w->socket_fd_, msg, shard_fds);
+  WorkerProcess* raw = w.get();
+  w->monitor_ = std::thread([raw] { raw->Monitor(); });
+  return w;
+}
+
+void WorkerProcess::Monitor() {
+  bool socket_open = true;
+  while (true) {
+    pollfd pfds[2];
+    int n = 0;
+    if (socket_open) pfds[n++] = {socket_fd_, POLLIN, 0};
+    if (pidfd_ >= 0) pfds[n++] = {pidfd_, POLLIN, 0};
+    if (n == 0) break;  // socket closed and no pidfd: waitpid blocks below
+    if (poll(pfds, n, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    const bool child_gone = pidfd_ >= 0 && (pfds[n - 1].revents & POLLIN);
+    if (socket_open && pfds[0].revents != 0) {
+      worker::v1::WorkerMessage wm;
+      absl::StatusOr<bool> got = worker::ReceiveFrame(socket_fd_, &wm, nullptr);
+      if (got.ok() && *got) {
+        on_message_(std::move(wm));
+        continue;
+      }
+      socket_open = false;
+      // A worker that broke the protocol is not trusted to exit by itself.
+      if (!got.ok()) SendKill();
+    }
+    if (child_gone && !socket_open) break;
+    if (child_gone) continue;  // keep draining until the socket reports EOF
+  }
+  WorkerExit exit = Reap();
+  {
+    absl::MutexLock lock(&exit_mu_);
+    exited_ = true;
+  }
+  on_exit_(exit);
+}
+
+WorkerExit WorkerProcess::Reap() {
+  int status = 0;
+  while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  WorkerExit exit;
+  if (WIFSIGNALED(status)) {
+    exit.reason = WorkerExit::Reason::kSignal;
+    exit.code = WTERMSIG(status);
+    exit.description = absl::StrCat("killed by signal ", exit.code, " (",
+                                    SignalName(exit.code), ")");
+  } else {
+    exit.code = WEXITSTATUS(status);
+    exit.description = absl::StrCat("exited with code ", exit.code);
+    if (exit.code == 127) absl::StrAppend(&exit.description, " (could not exec the worker binary)");
+    if (exit.code == 126) absl::StrAppend(&exit.description, " (could not join its cgroup)");
+  }
+  if (oom_->OomKilled(cgroup_)) {
+    exit.reason = WorkerExit::Reason::kOomKill;
+    exit.description = absl::StrCat(
+        "killed by the kernel OOM killer (", OomModeName(oom_->mode()),
+        " memory limit of its cgroup; ", exit.description, ")");
+  }
+  oom_->Remove(cgroup_);
+  return exit;
+}
+
+absl::Status WorkerProcess::Send(const worker::v1::SupervisorMessage& msg) {
+  absl::MutexLock lock(&send_mu_);
+  return worker::SendFrame(socket_fd_, msg);
+}
+
+void WorkerProcess::Kill() {
+  absl::MutexLock lock(&exit_mu_);
+  if (!exited_) SendKill();
+}
+
+void WorkerProcess::SendKill() {
+  // Through the pidfd the signal cannot reach a recycled pid.
+  if (pidfd_ < 0 || syscall(SYS_pidfd_send_signal, pidfd_, SIGKILL, nullptr, 0) != 0) {
+    kill(pid_, SIGKILL);
+  }
+}
+
+void WorkerProcess::Stop(absl::Duration grace) {
+  if (monitor_.joinable()) {
+    worker::v1::SupervisorMessage msg;
+    msg.mutable_shutdown();
+    (void)Send(msg);
+    auto done = [this]() ABSL_SHARED_LOCKS_REQUIRED(exit_mu_) { return exited_; };
+    {
+      absl::MutexLock lock(&exit_mu_);
+      exit_mu_.AwaitWithTimeout(absl::Condition(&done), grace);
+    }
+    Kill();
+    monitor_.join();
+  }
+  if (socket_fd_ >= 0) close(socket_fd_);
+  if (pidfd_ >= 0) close(pidfd_);
+  socket_fd_ = pidfd_ = -1;
+}
+
+WorkerProcess::~WorkerProcess() { Stop(absl::ZeroDuration()); }
+
+}  // namespace sluice::daemon

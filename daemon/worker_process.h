@@ -1,0 +1,105 @@
+// One worker process as seen from the supervisor: spawn (fork + exec with a
+// Unix socketpair), the Hello hand-off (shard fds as SCM_RIGHTS), message
+// traffic, and death detection.
+//
+// Death is noticed at once: a monitor thread polls the socket and a pidfd
+// (pidfd_open) of the child; when the child exits it drains what the worker
+// still wrote, reaps it (waitpid), classifies the exit (exit code, signal,
+// kernel OOM kill from the worker's cgroup) and calls the exit handler once.
+//
+// The child runs with oom_score_adj 1000, in its own cgroup where the
+// OomContainment has one, dies with the supervisor (PR_SET_PDEATHSIG) and
+// inherits no fd but the socket (as fd 3).
+//
+// Thread-safety: Send() and Kill() may be called from any thread. Handlers run
+// on the monitor thread; they must not call Stop() or destroy the object.
+// Stop() and the destructor join the monitor thread, so they must not be
+// called while holding a lock that a handler takes.
+#ifndef SLUICE_DAEMON_WORKER_PROCESS_H_
+#define SLUICE_DAEMON_WORKER_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/cgroup.h"
+#include "proto/sluice/worker/v1/worker.pb.h"
+
+namespace sluice::daemon {
+
+struct WorkerExit {
+  enum class Reason { kExit, kSignal, kOomKill };
+  Reason reason = Reason::kExit;
+  int code = 0;  // exit status, or the signal number
+  // "exited with code 3", "killed by signal 9 (SIGKILL)",
+  // "killed by the kernel OOM killer (cgroup_v1 memory limit)".
+  std::string description;
+};
+
+// "exit", "signal", "oom_kill": the label of sluice_worker_restarts_total.
+absl::string_view ExitReasonLabel(WorkerExit::Reason reason);
+
+struct WorkerSpawnOptions {
+  std::string binary;
+  std::vector<std::string> args;          // after argv[0] and --socket_fd=3
+  const OomContainment* oom = nullptr;    // required
+  uint64_t serial = 0;                    // names the worker's cgroup
+};
+
+class WorkerProcess {
+ public:
+  using MessageHandler = std::function<void(worker::v1::WorkerMessage)>;
+  using ExitHandler = std::function<void(const WorkerExit&)>;
+
+  // Forks and execs the worker, sends `hello` with `shard_fds` (which stay
+  // owned by the caller) and starts the monitor thread. Errors: Internal for
+  // a failed fork/socketpair, FailedPrecondition for a cgroup that cannot be
+  // set up. An exec failure shows up as an exit with code 127.
+  static absl::StatusOr<std::unique_ptr<WorkerProcess>> Spawn(
+      const WorkerSpawnOptions& options, const worker::v1::Hello& hello,
+      const std::vector<int>& shard_fds, MessageHandler on_message,
+      ExitHandler on_exit);
+
+  ~WorkerProcess();  // Stop(absl::ZeroDuration())
+  WorkerProcess(const WorkerProcess&) = delete;
+  WorkerProcess& operator=(const WorkerProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  // Unavailable once the worker is gone.
+  absl::Status Send(const worker::v1::SupervisorMessage& msg);
+  void Kill();
+  // Sends Shutdown, waits up to `grace` for the exit, then SIGKILLs, and
+  // joins the monitor thread (the exit handler has run when this returns).
+  void Stop(absl::Duration grace);
+
+ private:
+  WorkerProcess() = default;
+  void Monitor();
+  WorkerExit Reap();
+  void SendKill();
+
+  pid_t pid_ = -1;
+  int socket_fd_ = -1;
+  int pidfd_ = -1;
+  const OomContainment* oom_ = nullptr;
+  WorkerCgroup cgroup_;
+  MessageHandler on_message_;
+  ExitHandler on_exit_;
+  absl::Mutex send_mu_;
+  absl::Mutex exit_mu_;
+  bool exited_ ABSL_GUARDED_BY(exit_mu_) = false;
+  std::thread monitor_;
+};
+
+}  // namespace sluice::daemon
+
+#endif  // SLUICE_DAEMON_WORKER_PROCESS_H_

@@ -1,0 +1,93 @@
+#include "worker/channel.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "gtest/gtest.h"
+#include "proto/sluice/worker/v1/worker.pb.h"
+
+namespace sluice::worker {
+namespace {
+
+class ChannelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv_), 0);
+  }
+  void TearDown() override {
+    if (sv_[0] >= 0) close(sv_[0]);
+    if (sv_[1] >= 0) close(sv_[1]);
+  }
+  int sv_[2] = {-1, -1};
+};
+
+TEST_F(ChannelTest, RoundTripsMessagesAndFds) {
+  v1::SupervisorMessage out;
+  out.set_request_id(42);
+  out.mutable_hello()->mutable_config()->set_model_id("tiny");
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  ASSERT_TRUE(SendFrame(sv_[0], out, {pipe_fds[1]}).ok());
+  v1::SupervisorMessage second;
+  second.set_request_id(43);
+  second.mutable_cancel();
+  ASSERT_TRUE(SendFrame(sv_[0], second).ok());
+
+  v1::SupervisorMessage in;
+  std::vector<int> fds;
+  auto got = ReceiveFrame(sv_[1], &in, &fds);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(*got);
+  EXPECT_EQ(in.request_id(), 42u);
+  EXPECT_EQ(in.hello().config().model_id(), "tiny");
+  ASSERT_EQ(fds.size(), 1u);
+  // The received fd is the pipe's write end: a byte written through it
+  // arrives at the read end.
+  ASSERT_EQ(write(fds[0], "x", 1), 1);
+  char c = 0;
+  ASSERT_EQ(read(pipe_fds[0], &c, 1), 1);
+  EXPECT_EQ(c, 'x');
+  EXPECT_NE(fcntl(fds[0], F_GETFD) & FD_CLOEXEC, 0);
+
+  got = ReceiveFrame(sv_[1], &in, nullptr);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(in.request_id(), 43u);
+  EXPECT_TRUE(in.has_cancel());
+  close(fds[0]);
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
+}
+
+TEST_F(ChannelTest, CleanEofIsFalse) {
+  close(sv_[0]);
+  sv_[0] = -1;
+  v1::SupervisorMessage in;
+  auto got = ReceiveFrame(sv_[1], &in, nullptr);
+  ASSERT_TRUE(got.ok());
+  EXPECT_FALSE(*got);
+}
+
+TEST_F(ChannelTest, TruncatedFrameIsDataLoss) {
+  const unsigned char partial[] = {10, 0, 0, 0, 1, 2};
+  ASSERT_EQ(write(sv_[0], partial, sizeof(partial)), 6);
+  close(sv_[0]);
+  sv_[0] = -1;
+  v1::SupervisorMessage in;
+  auto got = ReceiveFrame(sv_[1], &in, nullptr);
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(got.status().message().find("after 2 of 10"), std::string::npos)
+      << got.status();
+}
+
+TEST_F(ChannelTest, OversizedLengthIsRejected) {
+  const unsigned char huge[] = {0xff, 0xff, 0xff, 0x7f};
+  ASSERT_EQ(write(sv_[0], huge, sizeof(huge)), 4);
+  v1::SupervisorMessage in;
+  auto got = ReceiveFrame(sv_[1], &in, nullptr);
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(got.status().message().find("exceeds"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sluice::worker
