@@ -75,6 +75,36 @@ void Sampler::ApplyRepetitionPenalty(std::vector<Candidate>& candidates) const {
   }
 }
 
+size_t Sampler::KeepByProbability(const std::vector<Candidate>& c) const {
+  // Probabilities at temperature 1, unnormalized with the first (largest)
+  // at exactly 1; c is sorted, so top-p and min-p both keep a prefix of at
+  // least one candidate.
+  const double max_logit = c.front().logit;
+  std::vector<double> p(c.size());
+  double sum = 0;
+  for (size_t i = 0; i < c.size(); ++i) {
+    p[i] = std::exp(static_cast<double>(c[i].logit) - max_logit);
+    sum += p[i];
+  }
+  size_t keep = c.size();
+  if (params_.top_p < 1) {
+    double cumulative = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+      cumulative += p[i] / sum;
+      if (cumulative >= params_.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+  }
+  if (params_.min_p > 0) {
+    size_t n = 1;
+    while (n < keep && p[n] >= params_.min_p) ++n;
+    keep = n;
+  }
+  return keep;
+}
+
 int32_t Sampler::Sample(absl::Span<const float> logits) {
   if (logits.empty()) return -1;
   std::vector<Candidate> c(logits.size());
@@ -98,47 +128,22 @@ int32_t Sampler::Sample(absl::Span<const float> logits) {
   }
   const double max_logit = c.front().logit;
   if (std::isinf(max_logit)) return c.front().id;  // nothing is finite
+  c.resize(KeepByProbability(c));
 
-  // top-p and min-p on the temperature-1 softmax; c is sorted, so both
-  // keep a prefix (at least the first candidate).
-  std::vector<double> p(c.size());
-  double sum = 0;
-  for (size_t i = 0; i < c.size(); ++i) {
-    p[i] = std::exp(static_cast<double>(c[i].logit) - max_logit);
-    sum += p[i];
-  }
-  size_t keep = c.size();
-  if (params_.top_p < 1) {
-    double cumulative = 0;
-    for (size_t i = 0; i < c.size(); ++i) {
-      cumulative += p[i] / sum;
-      if (cumulative >= params_.top_p) {
-        keep = i + 1;
-        break;
-      }
-    }
-  }
-  if (params_.min_p > 0) {
-    // p[0] is the largest, with unnormalized value 1.
-    size_t n = 1;
-    while (n < keep && p[n] >= params_.min_p) ++n;
-    keep = n;
-  }
-  c.resize(keep);
-
+  std::vector<double> weight(c.size());
   double total = 0;
-  for (size_t i = 0; i < keep; ++i) {
-    p[i] = std::exp((static_cast<double>(c[i].logit) - max_logit) /
-                    params_.temperature);
-    total += p[i];
+  for (size_t i = 0; i < c.size(); ++i) {
+    weight[i] = std::exp((static_cast<double>(c[i].logit) - max_logit) /
+                         params_.temperature);
+    total += weight[i];
   }
   const double target = NextUniform() * total;
   double cumulative = 0;
-  for (size_t i = 0; i < keep; ++i) {
-    cumulative += p[i];
+  for (size_t i = 0; i < c.size(); ++i) {
+    cumulative += weight[i];
     if (target < cumulative) return c[i].id;
   }
-  return c[keep - 1].id;  // rounding left target == total
+  return c.back().id;  // rounding left target == total
 }
 
 }  // namespace sluice

@@ -62,6 +62,8 @@ class Sampler {
     float logit;
   };
   void ApplyRepetitionPenalty(std::vector<Candidate>& candidates) const;
+  // How many of the sorted candidates top-p and min-p keep.
+  size_t KeepByProbability(const std::vector<Candidate>& candidates) const;
   // Uniform double in [0, 1), advancing the generator.
   double NextUniform();
 

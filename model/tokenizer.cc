@@ -113,25 +113,21 @@ size_t Utf8Length(char lead) {
   return 4;
 }
 
-}  // namespace
+absl::StatusOr<PreTokenizer> ParsePreTokenizer(const std::string& pre) {
+  if (pre == "qwen2") return PreTokenizer::kQwen2;
+  if (pre == "qwen35") return PreTokenizer::kQwen35;
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "unsupported pre-tokenizer \"%s\" (tokenizer.ggml.pre); supported: "
+      "\"qwen2\", \"qwen35\"",
+      pre));
+}
 
-absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(VocabData vocab) {
+absl::Status CheckShape(const VocabData& vocab) {
   if (vocab.model != "gpt2") {
     return absl::InvalidArgumentError(absl::StrFormat(
         "unsupported tokenizer model \"%s\" (tokenizer.ggml.model); only "
         "\"gpt2\" (byte-level BPE) is supported",
         vocab.model));
-  }
-  auto tokenizer = absl::WrapUnique(new Tokenizer());
-  if (vocab.pre == "qwen2") {
-    tokenizer->pre_ = PreTokenizer::kQwen2;
-  } else if (vocab.pre == "qwen35") {
-    tokenizer->pre_ = PreTokenizer::kQwen35;
-  } else {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "unsupported pre-tokenizer \"%s\" (tokenizer.ggml.pre); supported: "
-        "\"qwen2\", \"qwen35\"",
-        vocab.pre));
   }
   const size_t n = vocab.tokens.size();
   if (n == 0 || n > static_cast<size_t>(INT32_MAX)) {
@@ -146,21 +142,29 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(VocabData vocab) {
   }
   RETURN_IF_ERROR(CheckOptionalId("bos", vocab.bos, n));
   RETURN_IF_ERROR(CheckOptionalId("eos", vocab.eos, n));
-  RETURN_IF_ERROR(CheckOptionalId("pad", vocab.pad, n));
+  return CheckOptionalId("pad", vocab.pad, n);
+}
 
-  Tokenizer& t = *tokenizer;
-  t.types_.assign(n, TokenType::kNormal);
-  for (size_t id = 0; id < vocab.token_types.size(); ++id) {
-    const int32_t type = vocab.token_types[id];
-    if (type < 0 || type > static_cast<int32_t>(TokenType::kByte)) {
+absl::StatusOr<std::vector<TokenType>> ParseTypes(
+    const std::vector<int32_t>& raw, size_t n) {
+  std::vector<TokenType> types(n, TokenType::kNormal);
+  for (size_t id = 0; id < raw.size(); ++id) {
+    if (raw[id] < 0 || raw[id] > static_cast<int32_t>(TokenType::kByte)) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "tokenizer.ggml.token_type[%d] = %d is not a token type (0..6)", id,
-          type));
+          raw[id]));
     }
-    t.types_[id] = static_cast<TokenType>(type);
+    types[id] = static_cast<TokenType>(raw[id]);
   }
-  for (size_t rank = 0; rank < vocab.merges.size(); ++rank) {
-    const std::string& merge = vocab.merges[rank];
+  return types;
+}
+
+}  // namespace
+
+absl::Status Tokenizer::IndexMerges(const std::vector<std::string>& merges) {
+  ranks_.reserve(merges.size());
+  for (size_t rank = 0; rank < merges.size(); ++rank) {
+    const std::string& merge = merges[rank];
     // The separator is the first space after the first byte, so a left
     // side that is itself a space still parses.
     const size_t space = merge.find(' ', 1);
@@ -170,33 +174,49 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(VocabData vocab) {
           "parts",
           rank, absl::CEscape(merge)));
     }
-    t.ranks_.try_emplace(
+    // A repeated pair keeps its first (best) rank.
+    ranks_.try_emplace(
         std::make_pair(merge.substr(0, space), merge.substr(space + 1)),
         static_cast<int32_t>(rank));
   }
-  t.tokens_ = std::move(vocab.tokens);
-  t.ids_.reserve(n);
-  t.pieces_.resize(n);
+  return absl::OkStatus();
+}
+
+void Tokenizer::IndexTokens() {
+  const size_t n = tokens_.size();
+  ids_.reserve(n);
+  pieces_.resize(n);
   for (size_t id = 0; id < n; ++id) {
     // A repeated text maps to its last id, as in llama.cpp.
-    t.ids_[t.tokens_[id]] = static_cast<int32_t>(id);
-    const TokenType type = t.types_[id];
+    ids_[tokens_[id]] = static_cast<int32_t>(id);
+    const TokenType type = types_[id];
     if (IsSpecialType(type) || type == TokenType::kUserDefined) {
-      t.pieces_[id] = t.tokens_[id];
-      if (!t.tokens_[id].empty()) t.specials_.push_back(static_cast<int32_t>(id));
+      pieces_[id] = tokens_[id];
+      if (!tokens_[id].empty()) specials_.push_back(static_cast<int32_t>(id));
     } else if (type == TokenType::kNormal || type == TokenType::kByte) {
-      t.pieces_[id] = UnspellBytes(t.tokens_[id]);
+      pieces_[id] = UnspellBytes(tokens_[id]);
     }
   }
-  std::stable_sort(t.specials_.begin(), t.specials_.end(),
-                   [&t](int32_t a, int32_t b) {
-                     return t.tokens_[a].size() > t.tokens_[b].size();
+  std::stable_sort(specials_.begin(), specials_.end(),
+                   [this](int32_t a, int32_t b) {
+                     return tokens_[a].size() > tokens_[b].size();
                    });
-  t.bos_ = vocab.bos;
-  t.eos_ = vocab.eos;
-  t.pad_ = vocab.pad;
-  t.add_bos_ = vocab.add_bos;
-  return tokenizer;
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(VocabData vocab) {
+  RETURN_IF_ERROR(CheckShape(vocab));
+  auto t = absl::WrapUnique(new Tokenizer());
+  ASSIGN_OR_RETURN(t->pre_, ParsePreTokenizer(vocab.pre));
+  ASSIGN_OR_RETURN(t->types_,
+                   ParseTypes(vocab.token_types, vocab.tokens.size()));
+  RETURN_IF_ERROR(t->IndexMerges(vocab.merges));
+  t->tokens_ = std::move(vocab.tokens);
+  t->IndexTokens();
+  t->bos_ = vocab.bos;
+  t->eos_ = vocab.eos;
+  t->pad_ = vocab.pad;
+  t->add_bos_ = vocab.add_bos;
+  return t;
 }
 
 int32_t Tokenizer::TokenId(std::string_view text) const {

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "model/tokenizer_unicode.h"
@@ -104,6 +105,8 @@ class Tokenizer {
 
  private:
   Tokenizer() = default;
+  absl::Status IndexMerges(const std::vector<std::string>& merges);
+  void IndexTokens();
   void EncodeWord(std::string_view word, std::vector<int32_t>& out) const;
   void EncodeText(std::string_view text, std::vector<int32_t>& out) const;
   int32_t MergeRank(std::string_view left, std::string_view right) const;
