@@ -1,0 +1,171 @@
+#include "kernels/cpu/matvec.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/dequant.h"
+#include "kernels/cpu/matvec_internal.h"
+
+namespace sluice::kernels {
+namespace internal {
+namespace {
+
+absl::Status CheckArgs(GgmlType wtype, int64_t rows, int64_t cols, int64_t n_tok) {
+  if (!IsMatMulSupported(wtype)) {
+    return absl::UnimplementedError(absl::StrCat(TypeName(wtype), ": matmul not supported"));
+  }
+  if (rows < 0 || cols < 0 || n_tok < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(TypeName(wtype), ": negative shape rows=",
+                                                   rows, " cols=", cols, " n_tok=", n_tok));
+  }
+  const int64_t block = std::max<int64_t>(TraitsOf(wtype).block_size,
+                                          ActBlock(ActFormatFor(wtype)));
+  if (cols % block != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        TypeName(wtype), ": cols=", cols, " is not a multiple of the block size ", block));
+  }
+  return absl::OkStatus();
+}
+
+using DotF32Fn = float (*)(const float*, const float*, int64_t);
+
+// Rows [begin, end) for every token, weight row decoded to f32 once.
+void GenericRows(GgmlType wtype, const uint8_t* w, int64_t row_bytes, int64_t rows,
+                 int64_t cols, const float* act, int64_t n_tok, float* y, DotF32Fn dot,
+                 int64_t begin, int64_t end) {
+  std::vector<float> wrow(cols);
+  for (int64_t r = begin; r < end; ++r) {
+    // Cannot fail: type and cols were validated by CheckArgs.
+    DequantizeRow(wtype, w + r * row_bytes, cols, wrow.data()).IgnoreError();
+    for (int64_t t = 0; t < n_tok; ++t) {
+      y[t * rows + r] = dot(wrow.data(), act + t * cols, cols);
+    }
+  }
+}
+
+}  // namespace
+
+Isa DetectIsa() {
+  static const Isa isa = [] {
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c")) {
+      return Isa::kAvx2;
+    }
+#endif
+    return Isa::kScalar;
+  }();
+  return isa;
+}
+
+const char* IsaName(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512: return "avx512";
+    case Isa::kAvx2: return "avx2";
+    default: return "scalar";
+  }
+}
+
+VecDotFn FindVecDot(GgmlType wtype, Isa isa) {
+  if (isa != Isa::kScalar) {
+    if (VecDotFn fn = FindVecDotAvx2(wtype)) return fn;
+  }
+  return FindVecDotScalar(wtype);
+}
+
+absl::Status MatMulWithIsa(Isa isa, GgmlType wtype, const void* w, int64_t rows, int64_t cols,
+                           const float* x, int64_t n_tok, float* y, ThreadPool* pool) {
+  if (absl::Status status = CheckArgs(wtype, rows, cols, n_tok); !status.ok()) return status;
+  if (rows == 0 || n_tok == 0) return absl::OkStatus();
+  if (cols == 0) {
+    std::fill(y, y + rows * n_tok, 0.f);
+    return absl::OkStatus();
+  }
+  const ActFormat format = ActFormatFor(wtype);
+  const int64_t act_bytes = ActRowBytes(format, cols);
+  std::vector<uint8_t> act(static_cast<size_t>(act_bytes * n_tok));
+  for (int64_t t = 0; t < n_tok; ++t) {
+    ConvertActivation(format, x + t * cols, cols, act.data() + t * act_bytes);
+  }
+  const int64_t row_bytes = *RowBytes(wtype, cols);
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const VecDotFn dot = FindVecDot(wtype, isa);
+  // Small groups of rows keep per-task overhead low without unbalancing.
+  const int64_t grain = 4;
+  if (dot != nullptr) {
+    auto body = [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const uint8_t* wrow = wb + r * row_bytes;
+        for (int64_t t = 0; t < n_tok; ++t) {
+          y[t * rows + r] = dot(wrow, act.data() + t * act_bytes, cols);
+        }
+      }
+    };
+    if (pool != nullptr) {
+      pool->ParallelForGrain(rows, grain, body);
+    } else {
+      body(0, rows);
+    }
+    return absl::OkStatus();
+  }
+  // Generic path: activation decoded back to f32 once per row.
+  std::vector<float> act_f32(static_cast<size_t>(cols * n_tok));
+  const GgmlType act_type = format == ActFormat::kQ8_0   ? GgmlType::kQ8_0
+                            : format == ActFormat::kQ8_1 ? GgmlType::kQ8_1
+                                                         : GgmlType::kQ8_K;
+  for (int64_t t = 0; t < n_tok; ++t) {
+    DequantizeRow(act_type, act.data() + t * act_bytes, cols, act_f32.data() + t * cols)
+        .IgnoreError();
+  }
+  const DotF32Fn fdot = isa == Isa::kScalar ? DotF32Scalar : DotF32Avx2;
+  auto body = [&](int64_t begin, int64_t end) {
+    GenericRows(wtype, wb, row_bytes, rows, cols, act_f32.data(), n_tok, y, fdot, begin, end);
+  };
+  if (pool != nullptr) {
+    pool->ParallelForGrain(rows, grain, body);
+  } else {
+    body(0, rows);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace internal
+
+bool IsMatMulSupported(GgmlType wtype) {
+  return IsDequantizable(wtype) && wtype != GgmlType::kQ8_1 && wtype != GgmlType::kQ8_K;
+}
+
+absl::Status MatMul(GgmlType wtype, const void* w, int64_t rows, int64_t cols, const float* x,
+                    int64_t n_tok, float* y, ThreadPool* pool) {
+  return internal::MatMulWithIsa(internal::DetectIsa(), wtype, w, rows, cols, x, n_tok, y, pool);
+}
+
+absl::Status MatMulReference(GgmlType wtype, const void* w, int64_t rows, int64_t cols,
+                             const float* x, int64_t n_tok, float* y) {
+  absl::Status status = internal::CheckArgs(wtype, rows, cols, n_tok);
+  if (!status.ok()) return status;
+  if (rows == 0 || n_tok == 0) return absl::OkStatus();
+  const int64_t row_bytes = *RowBytes(wtype, cols);
+  std::vector<float> wrow(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    // Cannot fail: type and cols were validated by CheckArgs.
+    DequantizeRow(wtype, static_cast<const uint8_t*>(w) + r * row_bytes, cols, wrow.data())
+        .IgnoreError();
+    for (int64_t t = 0; t < n_tok; ++t) {
+      double sum = 0.0;
+      for (int64_t c = 0; c < cols; ++c) {
+        sum += static_cast<double>(wrow[c]) * static_cast<double>(x[t * cols + c]);
+      }
+      y[t * rows + r] = static_cast<float>(sum);
+    }
+  }
+  return absl::OkStatus();
+}
+
+const char* MatMulIsa() { return internal::IsaName(internal::DetectIsa()); }
+
+}  // namespace sluice::kernels

@@ -1,0 +1,281 @@
+#include "kernels/cpu/matvec.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/dequant.h"
+#include "kernels/cpu/matvec_internal.h"
+
+namespace sluice::kernels {
+namespace {
+
+using internal::ActFormat;
+using internal::Isa;
+
+// Where each type keeps its fp16 scales (byte offsets in a block): random
+// bytes there could be inf/NaN, so tests overwrite them with sane values.
+std::vector<int> Fp16ScaleOffsets(GgmlType t) {
+  switch (t) {
+    case GgmlType::kQ4_1:
+    case GgmlType::kQ5_1:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K: return {0, 2};
+    case GgmlType::kQ2_K: return {80, 82};
+    case GgmlType::kQ3_K: return {108};
+    case GgmlType::kQ6_K: return {208};
+    case GgmlType::kTQ1_0: return {52};
+    case GgmlType::kTQ2_0: return {64};
+    case GgmlType::kQ2_0: return {0, 18};  // two 64-element blocks per table block
+    case GgmlType::kMXFP4:
+    case GgmlType::kNVFP4:
+    case GgmlType::kIQ1_M: return {};
+    default: return {0};
+  }
+}
+
+// Random but well-formed weights: `rows` rows of `cols` elements.
+std::vector<uint8_t> RandomWeights(GgmlType t, int64_t rows, int64_t cols, std::mt19937& rng) {
+  const int64_t row_bytes = *RowBytes(t, cols);
+  std::vector<uint8_t> w(rows * row_bytes);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.002f, 0.02f), val(-1.f, 1.f);
+  if (t == GgmlType::kF32 || t == GgmlType::kF16 || t == GgmlType::kBF16) {
+    for (int64_t i = 0; i < rows * cols; ++i) {
+      const float v = val(rng);
+      const uint16_t h = t == GgmlType::kF16 ? F32ToFp16(v) : F32ToBf16(v);
+      if (t == GgmlType::kF32) {
+        std::memcpy(&w[4 * i], &v, 4);
+      } else {
+        std::memcpy(&w[2 * i], &h, 2);
+      }
+    }
+    return w;
+  }
+  for (uint8_t& b : w) b = static_cast<uint8_t>(byte(rng));
+  const GgmlTypeTraits& tr = TraitsOf(t);
+  for (int64_t off = 0; off < static_cast<int64_t>(w.size()); off += tr.bytes_per_block) {
+    for (int o : Fp16ScaleOffsets(t)) {
+      const uint16_t h = F32ToFp16(scale(rng));
+      std::memcpy(&w[off + o], &h, 2);
+    }
+    if (t == GgmlType::kMXFP4) w[off] = static_cast<uint8_t>(118 + byte(rng) % 8);
+    if (t == GgmlType::kIQ1_M) {
+      // The fp16 scale lives in the top nibble of each of 4 uint16 at 48.
+      const uint16_t h = F32ToFp16(scale(rng));
+      for (int k = 0; k < 4; ++k) {
+        uint8_t& hi = w[off + 48 + 2 * k + 1];
+        hi = static_cast<uint8_t>((hi & 0x0F) | (((h >> (4 * k)) & 0xF) << 4));
+      }
+    }
+  }
+  return w;
+}
+
+// Worst-case |x - x'| for one element when x is converted to `format`;
+// `amax` is the largest |x| in the element's activation block.
+double ActRoundingBound(ActFormat format, float x, float amax) {
+  switch (format) {
+    case ActFormat::kF32: return 0.0;
+    case ActFormat::kF16R: return std::fabs(x) * 0x1p-11;
+    case ActFormat::kBf16R: return std::fabs(x) * 0x1p-8;
+    case ActFormat::kQ8_K: return amax / 254.0 * (1 + 1e-6);
+    default: return amax * (1 / 254.0 + 0x1p-11) * (1 + 1e-6);  // + fp16 scale rounding
+  }
+}
+
+struct Case {
+  int64_t rows, cols, n_tok;
+};
+
+// Per row and token, the bound that MatMul must meet against the
+// reference: sum |w| * (activation rounding) + f32 summation slack.
+std::vector<double> Bounds(GgmlType t, const uint8_t* w, const float* x, const Case& c) {
+  const ActFormat format = internal::ActFormatFor(t);
+  const int block = std::max(internal::ActBlock(format), 32);
+  const int64_t row_bytes = *RowBytes(t, c.cols);
+  std::vector<double> bounds(c.rows * c.n_tok);
+  std::vector<float> wrow(c.cols);
+  for (int64_t r = 0; r < c.rows; ++r) {
+    EXPECT_TRUE(DequantizeRow(t, w + r * row_bytes, c.cols, wrow.data()).ok());
+    for (int64_t tok = 0; tok < c.n_tok; ++tok) {
+      const float* xr = x + tok * c.cols;
+      double bound = 0, mag = 0;
+      for (int64_t b0 = 0; b0 < c.cols; b0 += block) {
+        float amax = 0;
+        for (int j = 0; j < block; ++j) amax = std::max(amax, std::fabs(xr[b0 + j]));
+        for (int j = 0; j < block; ++j) {
+          const double wv = std::fabs(wrow[b0 + j]);
+          bound += wv * ActRoundingBound(format, xr[b0 + j], amax);
+          mag += wv * (std::fabs(xr[b0 + j]) + amax / 64);
+        }
+      }
+      bounds[tok * c.rows + r] = bound + 2e-6 * mag + 1e-30;
+    }
+  }
+  return bounds;
+}
+
+// x as MatMul sees it: converted to the partner format and decoded back.
+std::vector<float> AsSeenByKernels(GgmlType t, const std::vector<float>& x, int64_t cols) {
+  const ActFormat format = internal::ActFormatFor(t);
+  const int64_t n_tok = static_cast<int64_t>(x.size()) / cols;
+  const int64_t bytes = internal::ActRowBytes(format, cols);
+  std::vector<uint8_t> buf(bytes);
+  std::vector<float> out(x.size());
+  for (int64_t tok = 0; tok < n_tok; ++tok) {
+    internal::ConvertActivation(format, x.data() + tok * cols, cols, buf.data());
+    float* dst = out.data() + tok * cols;
+    switch (format) {
+      case ActFormat::kQ8_0: EXPECT_TRUE(DequantizeRow(GgmlType::kQ8_0, buf.data(), cols, dst).ok()); break;
+      case ActFormat::kQ8_1: EXPECT_TRUE(DequantizeRow(GgmlType::kQ8_1, buf.data(), cols, dst).ok()); break;
+      case ActFormat::kQ8_K: EXPECT_TRUE(DequantizeRow(GgmlType::kQ8_K, buf.data(), cols, dst).ok()); break;
+      default: std::memcpy(dst, buf.data(), cols * sizeof(float));
+    }
+  }
+  return out;
+}
+
+// Q4_1 / Q5_1 use the Q8_1 block sum s = d * sum(q), stored in fp16:
+// each block contributes m * s, off by up to |m * s| * 2^-11.
+double Q8_1SumSlack(GgmlType t, const uint8_t* wrow, const float* x_seen, int64_t cols) {
+  if (internal::ActFormatFor(t) != ActFormat::kQ8_1) return 0.0;
+  const int block_bytes = TraitsOf(t).bytes_per_block;
+  double slack = 0;
+  for (int64_t b = 0; b < cols / 32; ++b) {
+    uint16_t m;
+    std::memcpy(&m, wrow + b * block_bytes + 2, 2);
+    double sum = 0;
+    for (int j = 0; j < 32; ++j) sum += x_seen[32 * b + j];
+    slack += std::fabs(Fp16ToF32(m) * sum) * 0x1p-11 * 1.01;
+  }
+  return slack;
+}
+
+std::vector<GgmlType> MatMulTypes() {
+  std::vector<GgmlType> types;
+  int n = 0;
+  const GgmlTypeTraits* all = AllGgmlTypes(&n);
+  for (int i = 0; i < n; ++i) {
+    if (IsMatMulSupported(all[i].type)) types.push_back(all[i].type);
+  }
+  return types;
+}
+
+class MatMulTypedTest : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(MatMulTypedTest, OptimizedMatchesReferenceWithinActivationRounding) {
+  const GgmlType t = GetParam();
+  const int64_t unit = std::max<int64_t>(TraitsOf(t).block_size,
+                                         internal::ActBlock(internal::ActFormatFor(t)));
+  std::mt19937 rng(1234 + static_cast<int>(t));
+  std::normal_distribution<float> normal(0.f, 1.f);
+  const Case cases[] = {{1, unit, 1}, {7, 2 * unit, 1}, {13, 3 * unit, 3}, {33, unit, 2}};
+  ThreadPool pool3(3);
+  double worst_ratio = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(testing::Message() << "rows=" << c.rows << " cols=" << c.cols
+                                    << " n_tok=" << c.n_tok);
+    const std::vector<uint8_t> w = RandomWeights(t, c.rows, c.cols, rng);
+    std::vector<float> x(c.n_tok * c.cols);
+    for (float& v : x) v = normal(rng);
+    std::vector<float> ref(c.rows * c.n_tok), opt1(ref.size()), opt3(ref.size()),
+        scalar(ref.size());
+    ASSERT_TRUE(MatMulReference(t, w.data(), c.rows, c.cols, x.data(), c.n_tok, ref.data()).ok());
+    ThreadPool pool1(1);
+    ASSERT_TRUE(MatMul(t, w.data(), c.rows, c.cols, x.data(), c.n_tok, opt1.data(), &pool1).ok());
+    ASSERT_TRUE(MatMul(t, w.data(), c.rows, c.cols, x.data(), c.n_tok, opt3.data(), &pool3).ok());
+    ASSERT_TRUE(internal::MatMulWithIsa(Isa::kScalar, t, w.data(), c.rows, c.cols, x.data(),
+                                        c.n_tok, scalar.data(), nullptr)
+                    .ok());
+    const std::vector<double> bounds = Bounds(t, w.data(), x.data(), c);
+    // The same product with the activation rounded as MatMul rounds it:
+    // only float summation order (and Q8_1's fp16 block sums) may differ.
+    const std::vector<float> x_seen = AsSeenByKernels(t, x, c.cols);
+    std::vector<float> ref_seen(ref.size());
+    ASSERT_TRUE(MatMulReference(t, w.data(), c.rows, c.cols, x_seen.data(), c.n_tok,
+                                ref_seen.data())
+                    .ok());
+    for (size_t i = 0; i < ref.size(); ++i) {
+      // Thread count never changes a result.
+      ASSERT_EQ(opt1[i], opt3[i]) << i;
+      const double err = std::fabs(static_cast<double>(opt1[i]) - ref[i]);
+      ASSERT_LE(err, bounds[i]) << "index " << i << " opt " << opt1[i] << " ref " << ref[i];
+      const int64_t tok = i / c.rows, r = i % c.rows;
+      const double order_slack =
+          1e-3 * bounds[i] + 1e-6 * std::fabs(ref[i]) +
+          Q8_1SumSlack(t, w.data() + r * *RowBytes(t, c.cols), x_seen.data() + tok * c.cols,
+                       c.cols);
+      ASSERT_NEAR(opt1[i], ref_seen[i], order_slack) << "index " << i;
+      ASSERT_NEAR(scalar[i], ref_seen[i], order_slack) << "index " << i;
+      worst_ratio = std::max(worst_ratio, err / bounds[i]);
+    }
+    // A batch gives exactly what one call per token gives.
+    for (int64_t tok = 0; tok < c.n_tok; ++tok) {
+      std::vector<float> single(c.rows);
+      ASSERT_TRUE(MatMul(t, w.data(), c.rows, c.cols, x.data() + tok * c.cols, 1, single.data(),
+                         &pool3)
+                      .ok());
+      for (int64_t r = 0; r < c.rows; ++r) ASSERT_EQ(single[r], opt1[tok * c.rows + r]);
+    }
+  }
+  std::printf("%-8s isa=%s worst |opt-ref| / bound = %.3f\n", TypeName(t).c_str(), MatMulIsa(),
+              worst_ratio);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, MatMulTypedTest, ::testing::ValuesIn(MatMulTypes()),
+                         [](const ::testing::TestParamInfo<GgmlType>& info) {
+                           return TypeName(info.param);
+                         });
+
+TEST(MatMulTest, ActivationQuantizationIsWhatMakesTheDifference) {
+  // With an activation that Q8_0 represents exactly (integers times a
+  // power of two, max 127), Q8_0 MatMul equals the reference exactly.
+  std::mt19937 rng(7);
+  const int64_t rows = 5, cols = 64;
+  const std::vector<uint8_t> w = RandomWeights(GgmlType::kQ8_0, rows, cols, rng);
+  std::vector<float> x(cols);
+  for (int64_t c = 0; c < cols; ++c) x[c] = static_cast<float>((c * 37) % 255 - 127) * 0.25f;
+  x[0] = x[32] = 127 * 0.25f;
+  std::vector<float> ref(rows), opt(rows);
+  ASSERT_TRUE(MatMulReference(GgmlType::kQ8_0, w.data(), rows, cols, x.data(), 1, ref.data()).ok());
+  ASSERT_TRUE(MatMul(GgmlType::kQ8_0, w.data(), rows, cols, x.data(), 1, opt.data(), nullptr).ok());
+  for (int64_t r = 0; r < rows; ++r) EXPECT_NEAR(opt[r], ref[r], 1e-6 * std::fabs(ref[r])) << r;
+}
+
+TEST(MatMulTest, Errors) {
+  std::vector<uint8_t> w(4096);
+  std::vector<float> x(512), y(64);
+  absl::Status s = MatMul(GgmlType::kQ4_K, w.data(), 2, 100, x.data(), 1, y.data(), nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "q4_k: cols=100 is not a multiple of the block size 256");
+  // The unit is the larger of the weight block and the activation block.
+  s = MatMul(GgmlType::kQ1_0, w.data(), 2, 96, x.data(), 1, y.data(), nullptr);
+  EXPECT_EQ(s.message(), "q1_0: cols=96 is not a multiple of the block size 128");
+  s = MatMul(GgmlType::kQ8_K, w.data(), 1, 256, x.data(), 1, y.data(), nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(s.message(), "q8_k: matmul not supported");
+  s = MatMulReference(GgmlType::kI32, w.data(), 1, 16, x.data(), 1, y.data());
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  s = MatMul(GgmlType::kF32, w.data(), -1, 16, x.data(), 1, y.data(), nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "f32: negative shape rows=-1 cols=16 n_tok=1");
+}
+
+TEST(MatMulTest, EmptyShapes) {
+  std::vector<float> y(4, 5.f);
+  const float x = 1.f;
+  EXPECT_TRUE(MatMul(GgmlType::kF32, nullptr, 0, 1, &x, 1, y.data(), nullptr).ok());
+  EXPECT_EQ(y[0], 5.f);  // nothing written
+  EXPECT_TRUE(MatMul(GgmlType::kQ8_0, nullptr, 4, 0, nullptr, 1, y.data(), nullptr).ok());
+  EXPECT_EQ(y[0], 0.f);
+  EXPECT_EQ(y[3], 0.f);
+}
+
+}  // namespace
+}  // namespace sluice::kernels

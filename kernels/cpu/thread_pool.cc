@@ -1,0 +1,98 @@
+#include "kernels/cpu/thread_pool.h"
+
+#include <algorithm>
+
+namespace sluice::kernels {
+namespace {
+
+// Set while a thread runs a loop body, so nested ParallelFor runs inline.
+thread_local bool in_parallel_region = false;
+
+// Bounds of range `index` of `parts` when [0, n) is cut into groups of
+// `grain` and the groups are dealt out as evenly as possible.
+void RangeOf(int64_t n, int64_t grain, int parts, int index, int64_t* begin,
+             int64_t* end) {
+  const int64_t groups = (n + grain - 1) / grain;
+  const int64_t base = groups / parts;
+  const int64_t extra = groups % parts;
+  const int64_t g0 = index * base + std::min<int64_t>(index, extra);
+  const int64_t g1 = g0 + base + (index < extra ? 1 : 0);
+  *begin = std::min(n, g0 * grain);
+  *end = std::min(n, g1 * grain);
+}
+
+}  // namespace
+
+ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
+  workers_.reserve(num_threads_ - 1);
+  for (int i = 1; i < num_threads_; ++i) {
+    workers_.emplace_back([this, i] { WorkerLoop(i); });
+  }
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  start_cv_.notify_all();
+  for (std::thread& t : workers_) t.join();
+}
+
+void ThreadPool::RunShare(int index) {
+  int64_t begin, end;
+  RangeOf(n_, grain_, num_threads_, index, &begin, &end);
+  if (begin < end) (*fn_)(begin, end);
+}
+
+void ThreadPool::WorkerLoop(int index) {
+  uint64_t seen = 0;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+    }
+    in_parallel_region = true;
+    RunShare(index);
+    in_parallel_region = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (--pending_ == 0) done_cv_.notify_one();
+    }
+  }
+}
+
+void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)> fn) {
+  ParallelForGrain(n, 1, fn);
+}
+
+void ThreadPool::ParallelForGrain(int64_t n, int64_t grain,
+                                  absl::FunctionRef<void(int64_t, int64_t)> fn) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(1, grain);
+  const int64_t groups = (n + grain - 1) / grain;
+  if (num_threads_ == 1 || groups == 1 || in_parallel_region) {
+    fn(0, n);
+    return;
+  }
+  std::lock_guard<std::mutex> call_lock(call_mu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    n_ = n;
+    grain_ = grain;
+    fn_ = &fn;
+    pending_ = num_threads_ - 1;
+    ++generation_;
+  }
+  start_cv_.notify_all();
+  in_parallel_region = true;
+  RunShare(0);
+  in_parallel_region = false;
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [&] { return pending_ == 0; });
+  fn_ = nullptr;
+}
+
+}  // namespace sluice::kernels

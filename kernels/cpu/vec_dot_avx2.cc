@@ -1,0 +1,227 @@
+// AVX2 + FMA + F16C dot-product kernels. This file alone is compiled with
+// -mavx2 -mfma -mf16c; callers reach it only after DetectIsa() saw those
+// features, so nothing here runs on an older CPU.
+//
+// Integer parts are exact (as in the scalar kernels); float accumulation
+// runs in 8 lanes and is reduced at the end, so results differ from the
+// scalar kernels only by float summation order.
+#include <immintrin.h>
+
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/cpu/blocks.h"
+#include "kernels/cpu/dequant.h"
+#include "kernels/cpu/matvec_internal.h"
+
+namespace sluice::kernels::internal {
+namespace {
+
+float H(uint16_t h) { return Fp16ToF32(h); }
+
+float HSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+__m256i Load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// Sum of signed products of 32 unsigned bytes `u` (< 128) and signed bytes
+// `s`, as 8 int32 lanes.
+__m256i DotU8I8(__m256i u, __m256i s) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+// Sum of products of two signed byte vectors (|a| <= 127), as 8 int32 lanes.
+__m256i DotI8I8(__m256i a, __m256i b) {
+  return DotU8I8(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
+}
+
+float DotF32(const void* w, const void* a, int64_t n) {
+  return DotF32Avx2(static_cast<const float*>(w), static_cast<const float*>(a), n);
+}
+
+template <bool kBf16>
+float DotHalf(const void* w, const void* a, int64_t n) {
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const auto* af = static_cast<const float*>(a);
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  auto load = [&](int64_t k) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb + 2 * k));
+    if constexpr (kBf16) {
+      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    } else {
+      return _mm256_cvtph_ps(h);
+    }
+  };
+  for (; i + 16 <= n; i += 16) {
+    acc0 = _mm256_fmadd_ps(load(i), _mm256_loadu_ps(af + i), acc0);
+    acc1 = _mm256_fmadd_ps(load(i + 8), _mm256_loadu_ps(af + i + 8), acc1);
+  }
+  float sum = HSum(_mm256_add_ps(acc0, acc1));
+  for (; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, wb + 2 * i, 2);
+    sum += (kBf16 ? Bf16ToF32(h) : Fp16ToF32(h)) * af[i];
+  }
+  return sum;
+}
+
+float DotQ8_0(const void* w, const void* a, int64_t n) {
+  const auto* x = static_cast<const BlockQ8_0*>(w);
+  const auto* y = static_cast<const BlockQ8_0*>(a);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / 32; ++i) {
+    const __m256i p = DotI8I8(Load256(x[i].qs), Load256(y[i].qs));
+    const __m256 d = _mm256_set1_ps(H(x[i].d) * H(y[i].d));
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+  }
+  return HSum(acc);
+}
+
+// Expands 32 bits into 32 bytes: 0xFF where the bit is set, else 0.
+__m256i BitsToMask(uint32_t bits) {
+  const __m256i shuffle = _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL,
+                                             0x0303030303030303LL);
+  const __m256i select = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
+  const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), shuffle);
+  return _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select);
+}
+
+float DotQ1_0(const void* w, const void* a, int64_t n) {
+  const auto* x = static_cast<const BlockQ1_0*>(w);
+  const auto* y = static_cast<const BlockQ8_0*>(a);
+  const __m256i ones = _mm256_set1_epi8(1);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / 128; ++i) {
+    const float d0 = H(x[i].d);
+    for (int k = 0; k < 4; ++k) {
+      const BlockQ8_0& yb = y[4 * i + k];
+      uint32_t bits;
+      std::memcpy(&bits, x[i].qs + 4 * k, 4);
+      // +1 where the bit is set, -1 elsewhere; sign_epi8 applies it.
+      const __m256i sign =
+          _mm256_or_si256(_mm256_andnot_si256(BitsToMask(bits), _mm256_set1_epi8(-1)), ones);
+      const __m256i signed_a = _mm256_sign_epi8(Load256(yb.qs), sign);
+      const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(ones, signed_a),
+                                          _mm256_set1_epi16(1));
+      acc = _mm256_fmadd_ps(_mm256_set1_ps(d0 * H(yb.d)), _mm256_cvtepi32_ps(p), acc);
+    }
+  }
+  return HSum(acc);
+}
+
+// Q4_K / Q5_K: per super-block, 8 sub-blocks of 32 with 6-bit scale/min.
+template <bool kFiveBit>
+float DotQxK(const void* w, const void* a, int64_t n) {
+  using Block = std::conditional_t<kFiveBit, BlockQ5_K, BlockQ4_K>;
+  const auto* x = static_cast<const Block*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(a);
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i one = _mm256_set1_epi8(1);
+  __m256 acc = _mm256_setzero_ps();
+  float mins_acc = 0.f;
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    uint8_t sc[8], mn[8];
+    for (int s = 0; s < 8; ++s) KScaleMin(s, x[i].scales, &sc[s], &mn[s]);
+    int msum = 0;
+    for (int s = 0; s < 8; ++s) msum += mn[s] * (y[i].bsums[2 * s] + y[i].bsums[2 * s + 1]);
+    __m256i hbits;
+    if constexpr (kFiveBit) hbits = Load256(x[i].qh);
+    __m256i isum = _mm256_setzero_si256();
+    for (int p = 0; p < 4; ++p) {
+      const __m256i q = Load256(x[i].qs + 32 * p);
+      __m256i lo = _mm256_and_si256(q, low4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+      if constexpr (kFiveBit) {
+        const __m256i b0 = _mm256_and_si256(_mm256_srli_epi16(hbits, 2 * p), one);
+        const __m256i b1 = _mm256_and_si256(_mm256_srli_epi16(hbits, 2 * p + 1), one);
+        lo = _mm256_or_si256(lo, _mm256_slli_epi16(b0, 4));
+        hi = _mm256_or_si256(hi, _mm256_slli_epi16(b1, 4));
+      }
+      const __m256i plo = _mm256_maddubs_epi16(lo, Load256(y[i].qs + 64 * p));
+      const __m256i phi = _mm256_maddubs_epi16(hi, Load256(y[i].qs + 64 * p + 32));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(plo, _mm256_set1_epi16(sc[2 * p])));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(phi, _mm256_set1_epi16(sc[2 * p + 1])));
+    }
+    const float d = H(x[i].d) * y[i].d;
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum), acc);
+    mins_acc += H(x[i].dmin) * y[i].d * static_cast<float>(msum);
+  }
+  return HSum(acc) - mins_acc;
+}
+
+float DotQ6_K(const void* w, const void* a, int64_t n) {
+  const auto* x = static_cast<const BlockQ6_K*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(a);
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i three = _mm256_set1_epi8(3);
+  const __m256i offset = _mm256_set1_epi8(32);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    __m256i isum = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      const __m256i qh = Load256(x[i].qh + 32 * h);
+      const __m256i ql0 = Load256(x[i].ql + 64 * h);
+      const __m256i ql1 = Load256(x[i].ql + 64 * h + 32);
+      const __m256i lows[4] = {_mm256_and_si256(ql0, low4), _mm256_and_si256(ql1, low4),
+                               _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                               _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4)};
+      for (int k = 0; k < 4; ++k) {
+        const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), three);
+        // q + 32 in [0, 64): unsigned for maddubs; the 32 * a is taken off.
+        const __m256i qu = _mm256_or_si256(lows[k], _mm256_slli_epi16(high, 4));
+        const __m256i a8 = Load256(y[i].qs + 128 * h + 32 * k);
+        const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(qu, a8),
+                                           _mm256_maddubs_epi16(offset, a8));
+        const int8_t* sc = x[i].scales + 8 * h + 2 * k;
+        const __m256i scale = _mm256_setr_epi16(sc[0], sc[0], sc[0], sc[0], sc[0], sc[0], sc[0],
+                                                sc[0], sc[1], sc[1], sc[1], sc[1], sc[1], sc[1],
+                                                sc[1], sc[1]);
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, scale));
+      }
+    }
+    const float d = H(x[i].d) * y[i].d;
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum), acc);
+  }
+  return HSum(acc);
+}
+
+}  // namespace
+
+float DotF32Avx2(const float* a, const float* b, int64_t n) {
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    for (int k = 0; k < 4; ++k) {
+      acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * k), _mm256_loadu_ps(b + i + 8 * k),
+                               acc[k]);
+    }
+  }
+  for (; i + 8 <= n; i += 8) {
+    acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc[0]);
+  }
+  float sum = HSum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+  for (; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+VecDotFn FindVecDotAvx2(GgmlType wtype) {
+  switch (wtype) {
+    case GgmlType::kF32: return DotF32;
+    case GgmlType::kF16: return DotHalf<false>;
+    case GgmlType::kBF16: return DotHalf<true>;
+    case GgmlType::kQ8_0: return DotQ8_0;
+    case GgmlType::kQ1_0: return DotQ1_0;
+    case GgmlType::kQ4_K: return DotQxK<false>;
+    case GgmlType::kQ5_K: return DotQxK<true>;
+    case GgmlType::kQ6_K: return DotQ6_K;
+    default: return nullptr;
+  }
+}
+
+}  // namespace sluice::kernels::internal
