@@ -1,0 +1,353 @@
+#include "clients/sluicectl.h"
+
+#include <algorithm>
+#include <chrono>
+#include <iomanip>
+#include <memory>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "clients/proto/health.grpc.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/sluice/v1/sluice.grpc.pb.h"
+
+namespace sluice::ctl {
+namespace {
+
+constexpr char kUsage[] = R"(usage: sluicectl [--addr=HOST:PORT] [--timeout=SECONDS] COMMAND ...
+
+commands:
+  health                       SERVING / NOT_SERVING (exit 1 unless serving)
+  load PATH [--model_id=ID] [--threads=N] [--context_length=N]
+  unload [MODEL_ID]
+  models                       the loaded model and its state
+  generate PROMPT... [--chat] [--system=TEXT] [--json] [--max_tokens=N]
+           [--temperature=F] [--top_k=N] [--top_p=F] [--min_p=F]
+           [--repetition_penalty=F] [--repetition_window=N] [--seed=N]
+           [--stop=TEXT] [--ignore_eos] [--parse_special] [--model_id=ID]
+                               streams text as it is generated; --json prints
+                               one JSON object per streamed message
+  tokenize TEXT... [--parse_special] [--json]
+  metrics                      Prometheus text of the daemon's metrics
+defaults: --addr=127.0.0.1:50051, --timeout=0 (no deadline)
+)";
+
+const std::vector<std::string> kFlags = {
+    "addr", "timeout", "model_id", "threads", "context_length", "chat", "system", "json",
+    "max_tokens", "temperature", "top_k", "top_p", "min_p", "repetition_penalty",
+    "repetition_window", "seed", "stop", "ignore_eos", "parse_special", "help"};
+const std::vector<std::string> kBoolFlags = {"chat", "json", "ignore_eos", "parse_special",
+                                             "help"};
+
+int Fail(std::ostream& err, const grpc::Status& s) {
+  err << "sluicectl: " << s.error_code() << " ("
+      << absl::StrCat(static_cast<int>(s.error_code())) << "): " << s.error_message() << "\n";
+  return 1;
+}
+
+std::string Json(const google::protobuf::Message& m) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions o;
+  o.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(m, &out, o);
+  return out;
+}
+
+class Command {
+ public:
+  Command(const Args& args, std::ostream& out, std::ostream& err)
+      : args_(args), out_(out), err_(err) {
+    const std::string addr = Flag("addr", "127.0.0.1:50051");
+    channel_ = grpc::CreateChannel(addr, grpc::InsecureChannelCredentials());
+    stub_ = v1::Sluice::NewStub(channel_);
+  }
+
+  int Dispatch();
+
+ private:
+  std::string Flag(const std::string& name, const std::string& fallback = "") const {
+    auto it = args_.flags.find(name);
+    return it == args_.flags.end() ? fallback : it->second;
+  }
+  bool Has(const std::string& name) const { return args_.flags.count(name) > 0; }
+  template <typename T>
+  bool Number(const std::string& name, T* value) {
+    if (!Has(name)) return true;
+    if (!absl::SimpleAtoi(Flag(name), value)) {
+      err_ << "sluicectl: --" << name << "='" << Flag(name) << "' is not a number\n";
+      return false;
+    }
+    return true;
+  }
+  bool Real(const std::string& name, float* value) {
+    if (!Has(name)) return true;
+    if (!absl::SimpleAtof(Flag(name), value)) {
+      err_ << "sluicectl: --" << name << "='" << Flag(name) << "' is not a number\n";
+      return false;
+    }
+    return true;
+  }
+  void Prepare(grpc::ClientContext* ctx) {
+    double seconds = 0;
+    if (absl::SimpleAtod(Flag("timeout", "0"), &seconds) && seconds > 0) {
+      ctx->set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
+    }
+  }
+  int Health();
+  int Load();
+  int Unload();
+  int Models();
+  int Generate();
+  bool BuildGenerate(v1::GenerateRequest* request);
+  int Tokenize();
+  int Metrics();
+  void PrintModel(const v1::ModelInfo& m);
+
+  const Args& args_;
+  std::ostream& out_;
+  std::ostream& err_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Sluice::Stub> stub_;
+};
+
+int Command::Dispatch() {
+  const std::string& c = args_.command;
+  if (c == "health") return Health();
+  if (c == "load") return Load();
+  if (c == "unload") return Unload();
+  if (c == "models") return Models();
+  if (c == "generate") return Generate();
+  if (c == "tokenize") return Tokenize();
+  if (c == "metrics") return Metrics();
+  err_ << "sluicectl: unknown command '" << c << "'\n" << kUsage;
+  return 2;
+}
+
+int Command::Health() {
+  auto health = grpc::health::v1::Health::NewStub(channel_);
+  grpc::ClientContext ctx;
+  Prepare(&ctx);
+  grpc::health::v1::HealthCheckRequest req;
+  grpc::health::v1::HealthCheckResponse resp;
+  grpc::Status s = health->Check(&ctx, req, &resp);
+  if (!s.ok()) return Fail(err_, s);
+  out_ << grpc::health::v1::HealthCheckResponse::ServingStatus_Name(resp.status()) << "\n";
+  return resp.status() == grpc::health::v1::HealthCheckResponse::SERVING ? 0 : 1;
+}
+
+void Command::PrintModel(const v1::ModelInfo& m) {
+  if (Has("json")) {
+    out_ << Json(m) << "\n";
+    return;
+  }
+  out_ << m.model_id() << "\t" << v1::ModelState_Name(m.state()) << "\t" << m.architecture()
+       << "\tshards=" << m.shard_count() << "\ttensor_bytes=" << m.tensor_bytes()
+       << "\tcontext=" << m.context_length() << "\tvocab=" << m.vocab_size() << "\t"
+       << m.path();
+  if (!m.last_error().empty()) out_ << "\tlast_error=" << m.last_error();
+  out_ << "\n";
+}
+
+int Command::Load() {
+  if (args_.positional.size() != 1) {
+    err_ << "sluicectl: load takes one PATH\n";
+    return 2;
+  }
+  v1::LoadModelRequest req;
+  req.set_path(args_.positional[0]);
+  req.set_model_id(Flag("model_id"));
+  uint32_t threads = 0, context = 0;
+  if (!Number("threads", &threads) || !Number("context_length", &context)) return 2;
+  req.set_threads(threads);
+  req.set_context_length(context);
+  grpc::ClientContext ctx;
+  Prepare(&ctx);
+  v1::LoadModelResponse resp;
+  grpc::Status s = stub_->LoadModel(&ctx, req, &resp);
+  if (!s.ok()) return Fail(err_, s);
+  PrintModel(resp.model());
+  return 0;
+}
+
+int Command::Unload() {
+  v1::UnloadModelRequest req;
+  if (!args_.positional.empty()) req.set_model_id(args_.positional[0]);
+  grpc::ClientContext ctx;
+  Prepare(&ctx);
+  v1::UnloadModelResponse resp;
+  grpc::Status s = stub_->UnloadModel(&ctx, req, &resp);
+  return s.ok() ? 0 : Fail(err_, s);
+}
+
+int Command::Models() {
+  grpc::ClientContext ctx;
+  Prepare(&ctx);
+  v1::ListModelsResponse resp;
+  grpc::Status s = stub_->ListModels(&ctx, v1::ListModelsRequest(), &resp);
+  if (!s.ok()) return Fail(err_, s);
+  if (resp.models().empty() && !Has("json")) out_ << "no model loaded\n";
+  for (const v1::ModelInfo& m : resp.models()) PrintModel(m);
+  return 0;
+}
+
+bool Command::BuildGenerate(v1::GenerateRequest* req) {
+  const std::string text = absl::StrJoin(args_.positional, " ");
+  req->set_model_id(Flag("model_id"));
+  if (Has("chat")) {
+    if (Has("system")) {
+      v1::ChatMessage* m = req->mutable_chat()->add_messages();
+      m->set_role("system");
+      m->set_content(Flag("system"));
+    }
+    v1::ChatMessage* m = req->mutable_chat()->add_messages();
+    m->set_role("user");
+    m->set_content(text);
+  } else {
+    req->set_prompt(text);
+  }
+  req->set_parse_special(Has("parse_special"));
+  req->set_ignore_eos(Has("ignore_eos"));
+  if (Has("stop")) req->add_stop(Flag("stop"));
+  uint32_t max_tokens = 0, top_k = 0, window = 0;
+  uint64_t seed = 0;
+  float temperature = 0, top_p = 0, min_p = 0, penalty = 0;
+  if (!Number("max_tokens", &max_tokens) || !Number("top_k", &top_k) ||
+      !Number("repetition_window", &window) || !Number("seed", &seed) ||
+      !Real("temperature", &temperature) || !Real("top_p", &top_p) ||
+      !Real("min_p", &min_p) || !Real("repetition_penalty", &penalty)) {
+    return false;
+  }
+  req->set_max_tokens(max_tokens);
+  v1::SamplingParams* sp = req->mutable_sampling();
+  if (Has("temperature")) sp->set_temperature(temperature);
+  if (Has("top_k")) sp->set_top_k(top_k);
+  if (Has("top_p")) sp->set_top_p(top_p);
+  if (Has("min_p")) sp->set_min_p(min_p);
+  if (Has("repetition_penalty")) sp->set_repetition_penalty(penalty);
+  if (Has("repetition_window")) sp->set_repetition_window(window);
+  if (Has("seed")) sp->set_seed(seed);
+  return true;
+}
+
+int Command::Generate() {
+  if (args_.positional.empty()) {
+    err_ << "sluicectl: generate needs a PROMPT\n";
+    return 2;
+  }
+  v1::GenerateRequest req;
+  if (!BuildGenerate(&req)) return 2;
+  grpc::ClientContext ctx;
+  Prepare(&ctx);
+  auto reader = stub_->Generate(&ctx, req);
+  v1::GenerateResponse resp;
+  const bool json = Has("json");
+  while (reader->Read(&resp)) {
+    if (json) {
+      out_ << Json(resp) << "\n" << std::flush;
+    } else if (resp.has_chunk()) {
+      out_ << resp.chunk().text() << std::flush;
+    } else if (resp.has_done()) {
+      const v1::GenerateDone& d = resp.done();
+      out_ << "\n";
+      err_ << "[" << v1::FinishReason_Name(d.finish_reason())
+           << "] prompt_tokens=" << d.usage().prompt_tokens()
+           << " completion_tokens=" << d.usage().completion_tokens() << std::fixed
+           << std::setprecision(1) << " ttft_ms=" << d.timings().time_to_first_token_ms()
+           << " decode_tok/s=" << d.timings().decode_tokens_per_second() << "\n";
+    }
+  }
+  grpc::Status s = reader->Finish();
+  if (!s.ok()) {
+    if (!json) out_ << "\n";
+    return Fail(err_, s);
+  }
+  return 0;
+}
+
+int Command::Tokenize() {
+  v1::TokenizeRequest req;
+  req.set_text(absl::StrJoin(args_.positional, " "));
+  req.set_parse_special(Has("parse_special"));
+  req.set_model_id(Flag("model_id"));
+  grpc::ClientContext ctx;
+  Prepare(&ctx);
+  v1::TokenizeResponse resp;
+  grpc::Status s = stub_->Tokenize(&ctx, req, &resp);
+  if (!s.ok()) return Fail(err_, s);
+  if (Has("json")) {
+    out_ << Json(resp) << "\n";
+    return 0;
+  }
+  for (int i = 0; i < resp.token_ids_size(); ++i) {
+    out_ << resp.token_ids(i) << "\t" << std::quoted(resp.pieces(i)) << "\n";
+  }
+  return 0;
+}
+
+int Command::Metrics() {
+  grpc::ClientContext ctx;
+  Prepare(&ctx);
+  v1::GetMetricsResponse resp;
+  grpc::Status s = stub_->GetMetrics(&ctx, v1::GetMetricsRequest(), &resp);
+  if (!s.ok()) return Fail(err_, s);
+  out_ << resp.prometheus_text();
+  return 0;
+}
+
+}  // namespace
+
+absl::StatusOr<Args> ParseArgs(const std::vector<std::string>& argv,
+                               const std::vector<std::string>& known,
+                               const std::vector<std::string>& boolean) {
+  Args args;
+  bool flags_done = false;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (!flags_done && a == "--") {
+      flags_done = true;
+      continue;
+    }
+    if (flags_done || a.size() < 3 || a.rfind("--", 0) != 0) {
+      if (args.command.empty()) {
+        args.command = a;
+      } else {
+        args.positional.push_back(a);
+      }
+      continue;
+    }
+    const size_t eq = a.find('=');
+    std::string name = a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
+    }
+    const bool is_bool = std::find(boolean.begin(), boolean.end(), name) != boolean.end();
+    if (eq != std::string::npos) {
+      args.flags[name] = a.substr(eq + 1);
+    } else if (is_bool) {
+      args.flags[name] = "true";
+    } else if (i + 1 < argv.size()) {
+      args.flags[name] = argv[++i];
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("flag --", name, " needs a value"));
+    }
+  }
+  return args;
+}
+
+int Run(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<Args> args = ParseArgs(argv, kFlags, kBoolFlags);
+  if (!args.ok()) {
+    err << "sluicectl: " << args.status().message() << "\n" << kUsage;
+    return 2;
+  }
+  if (args->command.empty() || args->command == "help" || args->flags.count("help")) {
+    (args->command.empty() ? err : out) << kUsage;
+    return args->command.empty() ? 2 : 0;
+  }
+  return Command(*args, out, err).Dispatch();
+}
+
+}  // namespace sluice::ctl

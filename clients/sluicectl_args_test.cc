@@ -1,0 +1,51 @@
+#include <sstream>
+
+#include "clients/sluicectl.h"
+#include "gtest/gtest.h"
+
+namespace sluice::ctl {
+namespace {
+
+TEST(ParseArgsTest, FlagsAnywhere) {
+  auto a = ParseArgs({"--addr=h:1", "generate", "hello", "--max_tokens", "5", "--json",
+                      "world"},
+                     {"addr", "max_tokens", "json"}, {"json"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->command, "generate");
+  EXPECT_EQ(a->positional, (std::vector<std::string>{"hello", "world"}));
+  EXPECT_EQ(a->flags.at("addr"), "h:1");
+  EXPECT_EQ(a->flags.at("max_tokens"), "5");
+  EXPECT_EQ(a->flags.at("json"), "true");
+}
+
+TEST(ParseArgsTest, DoubleDashEndsFlags) {
+  auto a = ParseArgs({"tokenize", "--", "--not-a-flag"}, {}, {});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->positional, (std::vector<std::string>{"--not-a-flag"}));
+}
+
+TEST(ParseArgsTest, UnknownFlagAndMissingValue) {
+  EXPECT_EQ(ParseArgs({"--bogus"}, {"addr"}, {}).status().message(), "unknown flag --bogus");
+  EXPECT_EQ(ParseArgs({"--addr"}, {"addr"}, {}).status().message(), "flag --addr needs a value");
+}
+
+TEST(RunTest, UsageErrorsExitTwo) {
+  std::ostringstream out, err;
+  EXPECT_EQ(ctl::Run({}, out, err), 2);
+  EXPECT_NE(err.str().find("usage: sluicectl"), std::string::npos);
+  std::ostringstream out2, err2;
+  EXPECT_EQ(ctl::Run({"frobnicate"}, out2, err2), 2);
+  EXPECT_NE(err2.str().find("unknown command 'frobnicate'"), std::string::npos);
+  std::ostringstream out3, err3;
+  EXPECT_EQ(ctl::Run({"help"}, out3, err3), 0);
+  EXPECT_NE(out3.str().find("generate PROMPT"), std::string::npos);
+}
+
+TEST(RunTest, UnreachableDaemonIsExitOne) {
+  std::ostringstream out, err;
+  EXPECT_EQ(ctl::Run({"--addr=127.0.0.1:1", "--timeout=2", "models"}, out, err), 1);
+  EXPECT_NE(err.str().find("sluicectl: "), std::string::npos) << err.str();
+}
+
+}  // namespace
+}  // namespace sluice::ctl

@@ -1,0 +1,37 @@
+// From the public request messages to the engine's parameters, with the
+// validation the API promises (out-of-range values are InvalidArgument
+// naming the field and value, never clamped).
+#ifndef SLUICE_WORKER_REQUEST_CONVERT_H_
+#define SLUICE_WORKER_REQUEST_CONVERT_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "model/engine.h"
+#include "model/sampler.h"
+#include "model/tokenizer.h"
+#include "proto/sluice/v1/sluice.pb.h"
+
+namespace sluice::worker {
+
+absl::StatusOr<SamplerParams> ToSamplerParams(const v1::SamplingParams& sampling);
+
+// The prompt as token ids: raw text (no BOS), ids checked against the
+// vocabulary, or chat messages formatted with ChatML.
+absl::StatusOr<std::vector<int32_t>> PromptIds(const Tokenizer& tokenizer,
+                                               const v1::GenerateRequest& request);
+
+// The whole GenerateParams; max_tokens 0 means "until the context is full".
+absl::StatusOr<GenerateParams> ToGenerateParams(const Tokenizer& tokenizer,
+                                                int context_length,
+                                                const v1::GenerateRequest& request);
+
+v1::FinishReason ToProtoFinishReason(FinishReason reason);
+
+// Usage and timings of a finished generation.
+v1::GenerateDone ToGenerateDone(const GenerateResult& result);
+
+}  // namespace sluice::worker
+
+#endif  // SLUICE_WORKER_REQUEST_CONVERT_H_

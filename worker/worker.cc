@@ -1,0 +1,286 @@
+#include "worker/worker.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <iostream>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "loader/model_files.h"
+#include "model/engine.h"
+#include "proto/sluice/worker/v1/worker.pb.h"
+#include "worker/channel.h"
+#include "worker/proc_stats.h"
+#include "worker/request_convert.h"
+
+namespace sluice::worker {
+namespace {
+
+using v1::SupervisorMessage;
+using v1::WorkerMessage;
+
+void Log(const std::string& line) { std::cerr << "sluice-worker: " << line << std::endl; }
+
+int EnvInt(const char* name) {
+  const char* v = getenv(name);
+  int n = 0;
+  return v != nullptr && absl::SimpleAtoi(v, &n) ? n : 0;
+}
+
+[[noreturn]] void HogMemory() {
+  std::vector<char*> blocks;
+  while (true) {
+    constexpr size_t kBlock = 16u << 20;
+    char* p = static_cast<char*>(malloc(kBlock));
+    if (p == nullptr) continue;
+    memset(p, 0x5a, kBlock);
+    blocks.push_back(p);
+  }
+}
+
+class Worker {
+ public:
+  explicit Worker(int fd) : fd_(fd) {}
+  int Run();
+
+ private:
+  absl::Status Load(const SupervisorMessage& hello, std::vector<int> fds);
+  void Send(const WorkerMessage& msg);
+  void SendError(uint64_t id, const absl::Status& status, bool fatal = false);
+  void GenerationLoop();
+  void RunGenerate(uint64_t id, const sluice::v1::GenerateRequest& request);
+  void AnswerTokenize(uint64_t id, const sluice::v1::TokenizeRequest& request);
+  void AnswerStats();
+
+  const int fd_;
+  absl::Mutex send_mu_;
+  std::unique_ptr<ModelFiles> files_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<Session> session_;
+  v1::WorkerConfig config_;
+  const int step_delay_ms_ = EnvInt("SLUICE_WORKER_TEST_STEP_DELAY_MS");
+  const bool test_hooks_ = EnvInt("SLUICE_WORKER_TEST_HOOKS") == 1;
+
+  absl::Mutex mu_;
+  std::deque<std::pair<uint64_t, sluice::v1::GenerateRequest>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<uint64_t> running_id_{0};
+  std::atomic<uint64_t> cancel_id_{0};
+  std::atomic<uint64_t> prompt_tokens_{0};
+  std::atomic<uint64_t> generated_tokens_{0};
+};
+
+void Worker::Send(const WorkerMessage& msg) {
+  absl::MutexLock lock(&send_mu_);
+  // A failed send means the supervisor is gone; the read loop sees the EOF.
+  (void)SendFrame(fd_, msg);
+}
+
+void Worker::SendError(uint64_t id, const absl::Status& status, bool fatal) {
+  WorkerMessage msg;
+  msg.set_request_id(id);
+  v1::Error* e = fatal ? msg.mutable_fatal() : msg.mutable_error();
+  e->set_code(static_cast<int>(status.code()));
+  e->set_message(std::string(status.message()));
+  Send(msg);
+}
+
+absl::Status Worker::Load(const SupervisorMessage& msg, std::vector<int> fds) {
+  const v1::Hello& hello = msg.hello();
+  config_ = hello.config();
+  if (fds.size() != static_cast<size_t>(hello.shards_size())) {
+    for (int fd : fds) close(fd);
+    return absl::InvalidArgumentError(absl::StrCat("Hello announced ", hello.shards_size(),
+                                                   " shards but carried ", fds.size(), " fds"));
+  }
+  std::vector<ShardFd> shards;
+  for (int i = 0; i < hello.shards_size(); ++i) shards.push_back({hello.shards(i).name(), fds[i]});
+  absl::StatusOr<std::unique_ptr<ModelFiles>> files = ModelFiles::FromFds(std::move(shards));
+  if (!files.ok()) return files.status();
+  files_ = *std::move(files);
+  const std::vector<TensorEntry>& entries = files_->tensors().entries();
+  if (entries.size() != static_cast<size_t>(hello.tensors_size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the shards hold ", entries.size(), " tensors; the supervisor's table has ",
+        hello.tensors_size()));
+  }
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const v1::TensorDesc& t = hello.tensors(static_cast<int>(i));
+    if (t.name() != entries[i].name || t.file_offset() != entries[i].file_offset ||
+        t.n_bytes() != entries[i].n_bytes || t.shard() != entries[i].shard) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor ", i, " '", entries[i].name, "' disagrees with the supervisor's table ('",
+          t.name(), "' at shard ", t.shard(), " offset ", t.file_offset(), ")"));
+    }
+  }
+  EngineOptions options;
+  options.threads = static_cast<int>(std::max<uint32_t>(1, config_.threads()));
+  options.context_length = static_cast<int>(config_.context_length());
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(*files_, options);
+  if (!engine.ok()) return engine.status();
+  engine_ = *std::move(engine);
+  session_ = engine_->NewSession();
+  return absl::OkStatus();
+}
+
+void Worker::RunGenerate(uint64_t id, const sluice::v1::GenerateRequest& request) {
+  if (test_hooks_ && request.input_case() == sluice::v1::GenerateRequest::kPrompt &&
+      request.prompt() == kHogMemoryPrompt) {
+    Log("test hook: allocating memory until killed");
+    HogMemory();
+  }
+  absl::StatusOr<GenerateParams> params =
+      ToGenerateParams(engine_->tokenizer(), session_->context_length(), request);
+  if (!params.ok()) {
+    SendError(id, params.status());
+    return;
+  }
+  session_->Reset();
+  auto on_token = [&](int32_t token, std::string_view piece) {
+    if (cancel_id_.load() == id) return false;
+    WorkerMessage msg;
+    msg.set_request_id(id);
+    msg.mutable_chunk()->add_token_ids(token);
+    msg.mutable_chunk()->set_text(std::string(piece));
+    Send(msg);
+    if (step_delay_ms_ > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(step_delay_ms_));
+    }
+    return cancel_id_.load() != id;
+  };
+  absl::StatusOr<GenerateResult> result = Generate(*session_, *params, on_token);
+  if (!result.ok()) {
+    SendError(id, result.status());
+    return;
+  }
+  prompt_tokens_ += result->prompt_tokens;
+  generated_tokens_ += result->generated_tokens;
+  if (result->finish_reason == FinishReason::kCancelled) {
+    SendError(id, absl::CancelledError("cancelled by the client"));
+    return;
+  }
+  WorkerMessage msg;
+  msg.set_request_id(id);
+  *msg.mutable_done() = ToGenerateDone(*result);
+  Send(msg);
+}
+
+void Worker::GenerationLoop() {
+  while (true) {
+    std::pair<uint64_t, sluice::v1::GenerateRequest> job;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || !queue_.empty();
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (stop_) return;
+      job = std::move(queue_.front());
+      queue_.pop_front();
+      running_id_ = job.first;
+    }
+    if (cancel_id_.load() == job.first) {
+      SendError(job.first, absl::CancelledError("cancelled by the client"));
+    } else {
+      RunGenerate(job.first, job.second);
+    }
+    running_id_ = 0;
+  }
+}
+
+void Worker::AnswerTokenize(uint64_t id, const sluice::v1::TokenizeRequest& request) {
+  const Tokenizer& tok = engine_->tokenizer();
+  WorkerMessage msg;
+  msg.set_request_id(id);
+  sluice::v1::TokenizeResponse* r = msg.mutable_tokenized();
+  for (int32_t t : tok.Encode(request.text(), request.parse_special())) {
+    r->add_token_ids(t);
+    r->add_pieces(tok.TokenPiece(t, true));
+  }
+  Send(msg);
+}
+
+void Worker::AnswerStats() {
+  const ProcStats p = ReadProcStats();
+  WorkerMessage msg;
+  v1::Stats* s = msg.mutable_stats();
+  s->set_rss_anon_bytes(p.rss_anon_bytes);
+  s->set_rss_file_bytes(p.rss_file_bytes);
+  s->set_swap_bytes(p.swap_bytes);
+  s->set_major_faults(p.major_faults);
+  s->set_prompt_tokens_total(prompt_tokens_);
+  s->set_generated_tokens_total(generated_tokens_);
+  s->mutable_slot_cache();  // the CPU worker has no expert slot arena
+  Send(msg);
+}
+
+int Worker::Run() {
+  SupervisorMessage msg;
+  std::vector<int> fds;
+  absl::StatusOr<bool> got = ReceiveFrame(fd_, &msg, &fds);
+  if (!got.ok() || !*got || !msg.has_hello()) {
+    for (int fd : fds) close(fd);
+    Log("expected a Hello from the supervisor");
+    return 2;
+  }
+  if (absl::Status s = Load(msg, std::move(fds)); !s.ok()) {
+    Log(absl::StrCat("cannot build the model: ", s.message()));
+    SendError(0, s, /*fatal=*/true);
+    return 2;
+  }
+  WorkerMessage ready;
+  sluice::v1::ModelInfo* info = ready.mutable_ready()->mutable_model();
+  info->set_model_id(config_.model_id());
+  info->set_vocab_size(engine_->tokenizer().n_vocab());
+  info->set_context_length(session_->context_length());
+  Send(ready);
+
+  std::thread generation([this] { GenerationLoop(); });
+  while (true) {
+    got = ReceiveFrame(fd_, &msg, nullptr);
+    if (!got.ok() || !*got || msg.has_shutdown()) break;
+    const uint64_t id = msg.request_id();
+    switch (msg.body_case()) {
+      case SupervisorMessage::kGenerate: {
+        absl::MutexLock lock(&mu_);
+        queue_.emplace_back(id, msg.generate());
+        break;
+      }
+      case SupervisorMessage::kCancel:
+        cancel_id_ = id;
+        break;
+      case SupervisorMessage::kTokenize:
+        AnswerTokenize(id, msg.tokenize());
+        break;
+      case SupervisorMessage::kStatsQuery:
+        AnswerStats();
+        break;
+      default:
+        SendError(id, absl::InvalidArgumentError(absl::StrCat(
+                          "unexpected message ", static_cast<int>(msg.body_case()))));
+    }
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+    cancel_id_ = running_id_.load();
+  }
+  generation.join();
+  return got.ok() ? 0 : 3;
+}
+
+}  // namespace
+
+int RunWorker(int socket_fd) { return Worker(socket_fd).Run(); }
+
+}  // namespace sluice::worker
