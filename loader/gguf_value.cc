@@ -223,7 +223,7 @@ GgufValue GgufValue::Element(uint64_t i) const {
 
 std::string GgufValue::DebugString(uint64_t max_elements) const {
   switch (type_) {
-    case GgufType::kString: return absl::StrCat("\"", absl::CEscape(str_), "\"");
+    case GgufType::kString: return absl::StrCat("\"", absl::Utf8SafeCEscape(str_), "\"");
     case GgufType::kBool: return u_ != 0 ? "true" : "false";
     case GgufType::kFloat32:
     case GgufType::kFloat64: return absl::StrFormat("%.9g", f_);

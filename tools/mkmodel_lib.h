@@ -74,6 +74,9 @@ struct Options {
   uint64_t seed = 1;
   uint32_t split_count = 1;    // > 1: "<out minus .gguf>-NNNNN-of-MMMMM.gguf"
   std::string name;            // general.name; defaults to "<arch>-sluice"
+  // Rows of random values generated per write call; bounds memory for very
+  // large tensors. Does not change the output.
+  uint64_t chunk_elements = 1 << 20;
 };
 
 // Checks the shape (divisibility, head counts, block sizes) and writes the
@@ -82,6 +85,12 @@ struct Options {
 absl::StatusOr<std::vector<std::string>> WriteModel(const Options& options,
                                                     const std::string& out_path);
 
+// The values of tensor `name` as WriteModel draws them (before conversion to
+// the file type), in ggml order (ne[0] fastest). NotFound for a name the
+// model does not have. Lets tests check a written model's bytes.
+absl::StatusOr<std::vector<float>> GenerateTensor(const Options& options,
+                                                  const std::string& name);
+
 // The vocabulary WriteModel embeds (tokens in id order and the merges),
 // exposed so tokenizer tests can assert against it.
 struct Vocab {
@@ -89,12 +98,17 @@ struct Vocab {
   std::vector<int32_t> token_types;  // 1 normal, 3 control
   std::vector<std::string> merges;   // "a b" pairs in rank order
 };
-Vocab BuildVocab(uint32_t n_merges);
+// Merges are learned by a small deterministic BPE trainer over an embedded
+// English text; InvalidArgument if that text supports fewer than n_merges.
+absl::StatusOr<Vocab> BuildVocab(uint32_t n_merges);
+// GPT-2's byte-to-unicode spelling of byte b (UTF-8), e.g. ' ' -> "Ġ".
+std::string ByteToUnicode(uint8_t b);
 
 // IEEE half from float, round-to-nearest-even (used for F16 and Q8_0 scales).
 uint16_t FloatToHalf(float f);
 // Quantizes `n` floats (n % 32 == 0) to Q8_0 blocks appended to `out`:
-// per block d = max|x| / 127 stored as fp16, q = round(x / d).
+// per block d = max|x| / 127 stored as fp16, q = round(x / d) with the
+// unrounded d (as ggml's reference quantizer does), halves away from zero.
 void QuantizeQ8_0(const float* x, uint64_t n, std::vector<uint8_t>& out);
 
 }  // namespace sluice::mkmodel

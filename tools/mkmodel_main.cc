@@ -1,0 +1,137 @@
+// mkmodel: writes a deterministic random-weight GGUF model.
+//
+//   bazel run //tools:mkmodel -- --arch qwen35moe --out /tmp/m.gguf
+//   mkmodel --arch qwen3moe --shape micro --type q8_0 --seed 7
+//           --out /tmp/q3.gguf --split-count 3
+//
+// Flags (--name value or --name=value; '-' and '_' are interchangeable):
+//   --arch qwen35moe|qwen3moe (default qwen35moe)  --shape tiny|micro (tiny)
+//   --type f32|f16|q8_0 (f32)  --seed N (1)  --out FILE (required)
+//   --split-count N (1)  --name STR (general.name)
+// and overrides of the named shape: --n-embd --n-layer --n-head --n-head-kv
+//   --head-dim --n-expert --n-expert-used --expert-ff --shared-ff
+//   --feed-forward --ssm-conv-kernel --ssm-state --ssm-group --ssm-dt-rank
+//   --full-attention-interval --rope-dims --rope-sections a,b,c,d
+//   --context-length --n-merges
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "tools/mkmodel_lib.h"
+
+namespace sluice::mkmodel {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: mkmodel --out FILE [--arch qwen35moe|qwen3moe] [--shape tiny|micro]\n"
+    "               [--type f32|f16|q8_0] [--seed N] [--split-count N] [--name S]\n"
+    "               [--n-embd N --n-layer N ... shape overrides, see mkmodel_main.cc]\n";
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "mkmodel: %s\n%s", message.c_str(), kUsage);
+  return 2;
+}
+
+// Shape fields settable by flag.
+std::map<std::string, uint32_t ModelShape::*> ShapeFlags() {
+  return {
+      {"n_embd", &ModelShape::n_embd},
+      {"n_layer", &ModelShape::n_layer},
+      {"n_head", &ModelShape::n_head},
+      {"n_head_kv", &ModelShape::n_head_kv},
+      {"head_dim", &ModelShape::head_dim},
+      {"n_expert", &ModelShape::n_expert},
+      {"n_expert_used", &ModelShape::n_expert_used},
+      {"expert_ff", &ModelShape::expert_ff},
+      {"shared_ff", &ModelShape::shared_ff},
+      {"feed_forward", &ModelShape::feed_forward},
+      {"ssm_conv_kernel", &ModelShape::ssm_conv_kernel},
+      {"ssm_state", &ModelShape::ssm_state},
+      {"ssm_group", &ModelShape::ssm_group},
+      {"ssm_dt_rank", &ModelShape::ssm_dt_rank},
+      {"full_attention_interval", &ModelShape::full_attention_interval},
+      {"rope_dims", &ModelShape::rope_dims},
+      {"context_length", &ModelShape::context_length},
+      {"n_merges", &ModelShape::n_merges},
+  };
+}
+
+int Main(int argc, char** argv) {
+  std::map<std::string, std::string> flags;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (arg.rfind("--", 0) != 0) return Fail("unexpected argument '" + arg + "'");
+    arg = arg.substr(2);
+    std::string value;
+    if (size_t eq = arg.find('='); eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg.resize(eq);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      return Fail("flag --" + arg + " needs a value");
+    }
+    for (char& c : arg) c = c == '-' ? '_' : c;
+    flags[arg] = value;
+  }
+  auto take = [&](const std::string& k, const std::string& fallback) {
+    auto it = flags.find(k);
+    if (it == flags.end()) return fallback;
+    std::string v = it->second;
+    flags.erase(it);
+    return v;
+  };
+  Options o;
+  const std::string out = take("out", "");
+  if (out.empty()) return Fail("--out is required");
+  absl::StatusOr<Arch> arch = ParseArch(take("arch", "qwen35moe"));
+  if (!arch.ok()) return Fail(std::string(arch.status().message()));
+  o.arch = *arch;
+  absl::StatusOr<ModelShape> shape = NamedShape(o.arch, take("shape", "tiny"));
+  if (!shape.ok()) return Fail(std::string(shape.status().message()));
+  o.shape = *shape;
+  const std::string type = take("type", "f32");
+  std::optional<GgmlTypeTraits> traits = LookupGgmlTypeByName(type);
+  if (!traits) return Fail("--type '" + type + "' is not a ggml type name");
+  o.type = traits->type;
+  o.name = take("name", "");
+  if (!absl::SimpleAtoi(take("seed", "1"), &o.seed)) return Fail("--seed needs an integer");
+  if (!absl::SimpleAtoi(take("split_count", "1"), &o.split_count)) {
+    return Fail("--split-count needs an integer");
+  }
+  if (flags.count("rope_sections")) {
+    std::vector<std::string> parts = absl::StrSplit(take("rope_sections", ""), ',');
+    if (parts.size() != 4) return Fail("--rope-sections needs 4 comma-separated integers");
+    for (int i = 0; i < 4; ++i) {
+      if (!absl::SimpleAtoi(parts[i], &o.shape.rope_sections[i])) {
+        return Fail("--rope-sections needs 4 comma-separated integers");
+      }
+    }
+  }
+  for (const auto& [name, field] : ShapeFlags()) {
+    if (!flags.count(name)) continue;
+    if (!absl::SimpleAtoi(take(name, ""), &(o.shape.*field))) {
+      return Fail("--" + name + " needs a non-negative integer");
+    }
+  }
+  if (!flags.empty()) return Fail("unknown flag --" + flags.begin()->first);
+  absl::StatusOr<std::vector<std::string>> paths = WriteModel(o, out);
+  if (!paths.ok()) {
+    std::fprintf(stderr, "mkmodel: %s\n", std::string(paths.status().message()).c_str());
+    return 1;
+  }
+  for (const std::string& p : *paths) std::printf("%s\n", p.c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace sluice::mkmodel
+
+int main(int argc, char** argv) { return sluice::mkmodel::Main(argc, argv); }
