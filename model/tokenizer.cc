@@ -175,9 +175,7 @@ absl::Status Tokenizer::IndexMerges(const std::vector<std::string>& merges) {
           rank, absl::CEscape(merge)));
     }
     // A repeated pair keeps its first (best) rank.
-    ranks_.try_emplace(
-        std::make_pair(merge.substr(0, space), merge.substr(space + 1)),
-        static_cast<int32_t>(rank));
+    ranks_.try_emplace(merge, static_cast<int32_t>(rank));
   }
   return absl::OkStatus();
 }
@@ -225,10 +223,12 @@ int32_t Tokenizer::TokenId(std::string_view text) const {
   return it == ids_.end() ? -1 : it->second;
 }
 
-int32_t Tokenizer::MergeRank(std::string_view left,
-                             std::string_view right) const {
-  const auto it =
-      ranks_.find(std::make_pair(std::string(left), std::string(right)));
+int32_t Tokenizer::MergeRank(std::string_view left, std::string_view right,
+                             std::string& key) const {
+  key.assign(left);
+  key.push_back(' ');
+  key.append(right);
+  const auto it = ranks_.find(absl::string_view(key));
   return it == ranks_.end() ? -1 : it->second;
 }
 
@@ -246,9 +246,10 @@ void Tokenizer::EncodeWord(std::string_view word,
     return word.substr(symbols[i].start, symbols[i].length);
   };
   std::priority_queue<Bigram, std::vector<Bigram>, LaterBigram> queue;
+  std::string key;
   const auto enqueue = [&](int left, int right) {
     if (left < 0 || right < 0) return;
-    const int32_t rank = MergeRank(text(left), text(right));
+    const int32_t rank = MergeRank(text(left), text(right), key);
     if (rank < 0) return;
     queue.push({rank, left, right,
                 symbols[left].length + symbols[right].length});

@@ -29,7 +29,6 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -109,14 +108,18 @@ class Tokenizer {
   void IndexTokens();
   void EncodeWord(std::string_view word, std::vector<int32_t>& out) const;
   void EncodeText(std::string_view text, std::vector<int32_t>& out) const;
-  int32_t MergeRank(std::string_view left, std::string_view right) const;
+  // Rank of merging `left` and `right`, or -1; `key` is scratch space.
+  int32_t MergeRank(std::string_view left, std::string_view right,
+                    std::string& key) const;
 
   std::vector<std::string> tokens_;
   tokenizer_internal::PreTokenizer pre_;
   std::vector<TokenType> types_;
   std::vector<std::string> pieces_;  // decoded bytes, specials as text
   absl::flat_hash_map<std::string, int32_t> ids_;
-  absl::flat_hash_map<std::pair<std::string, std::string>, int32_t> ranks_;
+  // "left right" -> rank. Symbols being merged are byte-level spelled and
+  // never contain a space, so the joined key is unambiguous.
+  absl::flat_hash_map<std::string, int32_t> ranks_;
   // Ids of CONTROL/UNKNOWN/USER_DEFINED tokens, longest text first.
   std::vector<int32_t> specials_;
   int32_t bos_ = -1, eos_ = -1, pad_ = -1;
