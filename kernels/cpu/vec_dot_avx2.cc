@@ -17,7 +17,8 @@
 namespace sluice::kernels::internal {
 namespace {
 
-float H(uint16_t h) { return Fp16ToF32(h); }
+// F16C conversion: exact like Fp16ToF32, but inline and one instruction.
+inline float H(uint16_t h) { return _cvtsh_ss(h); }
 
 float HSum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
