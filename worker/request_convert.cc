@@ -5,7 +5,7 @@
 
 namespace sluice::worker {
 
-absl::StatusOr<SamplerParams> ToSamplerParams(const v1::SamplingParams& s) {
+absl::StatusOr<SamplerParams> ToSamplerParams(const sluice::v1::SamplingParams& s) {
   SamplerParams p;
   if (s.has_temperature()) p.temperature = s.temperature();
   if (s.has_top_k()) {
@@ -35,13 +35,13 @@ absl::StatusOr<SamplerParams> ToSamplerParams(const v1::SamplingParams& s) {
 }
 
 absl::StatusOr<std::vector<int32_t>> PromptIds(const Tokenizer& tokenizer,
-                                               const v1::GenerateRequest& request) {
+                                               const sluice::v1::GenerateRequest& request) {
   std::vector<int32_t> ids;
   switch (request.input_case()) {
-    case v1::GenerateRequest::kPrompt:
+    case sluice::v1::GenerateRequest::kPrompt:
       ids = tokenizer.Encode(request.prompt(), request.parse_special());
       break;
-    case v1::GenerateRequest::kTokenIds:
+    case sluice::v1::GenerateRequest::kTokenIds:
       ids.assign(request.token_ids().ids().begin(), request.token_ids().ids().end());
       for (size_t i = 0; i < ids.size(); ++i) {
         if (ids[i] < 0 || ids[i] >= tokenizer.n_vocab()) {
@@ -51,9 +51,9 @@ absl::StatusOr<std::vector<int32_t>> PromptIds(const Tokenizer& tokenizer,
         }
       }
       break;
-    case v1::GenerateRequest::kChat: {
+    case sluice::v1::GenerateRequest::kChat: {
       std::vector<ChatMessage> messages;
-      for (const v1::ChatMessage& m : request.chat().messages()) {
+      for (const sluice::v1::ChatMessage& m : request.chat().messages()) {
         messages.push_back({m.role(), m.content()});
       }
       absl::StatusOr<std::vector<int32_t>> chat =
@@ -65,7 +65,7 @@ absl::StatusOr<std::vector<int32_t>> PromptIds(const Tokenizer& tokenizer,
       ids = *std::move(chat);
       break;
     }
-    case v1::GenerateRequest::INPUT_NOT_SET:
+    case sluice::v1::GenerateRequest::INPUT_NOT_SET:
       return absl::InvalidArgumentError(
           "GenerateRequest.input: set one of prompt, token_ids or chat");
   }
@@ -77,7 +77,7 @@ absl::StatusOr<std::vector<int32_t>> PromptIds(const Tokenizer& tokenizer,
 
 absl::StatusOr<GenerateParams> ToGenerateParams(const Tokenizer& tokenizer,
                                                 int context_length,
-                                                const v1::GenerateRequest& request) {
+                                                const sluice::v1::GenerateRequest& request) {
   GenerateParams params;
   absl::StatusOr<std::vector<int32_t>> ids = PromptIds(tokenizer, request);
   if (!ids.ok()) return ids.status();
@@ -99,22 +99,22 @@ absl::StatusOr<GenerateParams> ToGenerateParams(const Tokenizer& tokenizer,
   return params;
 }
 
-v1::FinishReason ToProtoFinishReason(FinishReason reason) {
+sluice::v1::FinishReason ToProtoFinishReason(FinishReason reason) {
   switch (reason) {
-    case FinishReason::kLength: return v1::FINISH_REASON_LENGTH;
-    case FinishReason::kStop: return v1::FINISH_REASON_STOP;
-    case FinishReason::kEos: return v1::FINISH_REASON_EOS;
-    case FinishReason::kCancelled: return v1::FINISH_REASON_UNSPECIFIED;
+    case FinishReason::kLength: return sluice::v1::FINISH_REASON_LENGTH;
+    case FinishReason::kStop: return sluice::v1::FINISH_REASON_STOP;
+    case FinishReason::kEos: return sluice::v1::FINISH_REASON_EOS;
+    case FinishReason::kCancelled: return sluice::v1::FINISH_REASON_UNSPECIFIED;
   }
-  return v1::FINISH_REASON_UNSPECIFIED;
+  return sluice::v1::FINISH_REASON_UNSPECIFIED;
 }
 
-v1::GenerateDone ToGenerateDone(const GenerateResult& r) {
-  v1::GenerateDone done;
+sluice::v1::GenerateDone ToGenerateDone(const GenerateResult& r) {
+  sluice::v1::GenerateDone done;
   done.set_finish_reason(ToProtoFinishReason(r.finish_reason));
   done.mutable_usage()->set_prompt_tokens(r.prompt_tokens);
   done.mutable_usage()->set_completion_tokens(r.generated_tokens);
-  v1::Timings* t = done.mutable_timings();
+  sluice::v1::Timings* t = done.mutable_timings();
   const double prompt_ms =
       r.prefill_tok_per_s > 0 ? 1000.0 * r.prompt_tokens / r.prefill_tok_per_s : 0;
   const double decode_ms = r.decode_tok_per_s > 0 && r.generated_tokens > 1

@@ -15,22 +15,22 @@
 
 namespace sluice::worker {
 
-absl::StatusOr<SamplerParams> ToSamplerParams(const v1::SamplingParams& sampling);
+absl::StatusOr<SamplerParams> ToSamplerParams(const sluice::v1::SamplingParams& sampling);
 
 // The prompt as token ids: raw text (no BOS), ids checked against the
 // vocabulary, or chat messages formatted with ChatML.
 absl::StatusOr<std::vector<int32_t>> PromptIds(const Tokenizer& tokenizer,
-                                               const v1::GenerateRequest& request);
+                                               const sluice::v1::GenerateRequest& request);
 
 // The whole GenerateParams; max_tokens 0 means "until the context is full".
 absl::StatusOr<GenerateParams> ToGenerateParams(const Tokenizer& tokenizer,
                                                 int context_length,
-                                                const v1::GenerateRequest& request);
+                                                const sluice::v1::GenerateRequest& request);
 
-v1::FinishReason ToProtoFinishReason(FinishReason reason);
+sluice::v1::FinishReason ToProtoFinishReason(FinishReason reason);
 
 // Usage and timings of a finished generation.
-v1::GenerateDone ToGenerateDone(const GenerateResult& result);
+sluice::v1::GenerateDone ToGenerateDone(const GenerateResult& result);
 
 }  // namespace sluice::worker
 
