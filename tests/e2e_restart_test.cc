@@ -1,0 +1,180 @@
+// End-to-end: worker death and restart, cancellation, deadlines and the
+// bounded queue. The worker runs with the test-only step delay
+// (SLUICE_WORKER_TEST_STEP_DELAY_MS) so that streams last long enough to be
+// interrupted.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/e2e_harness.h"
+
+namespace sluice::testing {
+namespace {
+
+class E2eRestartTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string dir = MakeTempDir("e2e-restart");
+    auto path = WriteMicroModel(dir);
+    ASSERT_TRUE(path.ok()) << path.status();
+    DaemonOptions options;
+    options.model_path = *path;
+    options.flags = {"--queue_limit=1"};
+    options.env = {{"SLUICE_WORKER_TEST_STEP_DELAY_MS", "5"}};
+    auto d = Daemon::Start(options);
+    ASSERT_TRUE(d.ok()) << d.status();
+    daemon_ = std::move(*d);
+  }
+  void TearDown() override {
+    if (daemon_ != nullptr) {
+      const std::string log = daemon_->Log();
+      EXPECT_EQ(daemon_->Stop(), 0) << log;
+    }
+  }
+
+  pid_t WorkerPid() {
+    std::vector<pid_t> children = ChildrenOf(daemon_->pid());
+    return children.size() == 1 ? children[0] : -1;
+  }
+
+  std::unique_ptr<Daemon> daemon_;
+};
+
+// Reads health transitions from a Watch stream into `seen` until SERVING
+// follows NOT_SERVING or the deadline passes.
+void WatchUntilServingAgain(grpc::health::v1::Health::Stub& health,
+                            std::vector<std::string>* seen, std::atomic<bool>* first) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  auto reader = health.Watch(&ctx, grpc::health::v1::HealthCheckRequest());
+  grpc::health::v1::HealthCheckResponse resp;
+  bool down = false;
+  while (reader->Read(&resp)) {
+    const std::string s = grpc::health::v1::HealthCheckResponse::ServingStatus_Name(resp.status());
+    seen->push_back(s);
+    *first = true;
+    down |= s == "NOT_SERVING";
+    if (down && s == "SERVING") break;
+  }
+  ctx.TryCancel();
+  (void)reader->Finish();
+}
+
+TEST_F(E2eRestartTest, SigkillMidStreamTwentyTimes) {
+  // Let the daemon settle its own fds (gRPC pollers, first connection).
+  ASSERT_TRUE(RunGenerate(daemon_->stub(), GreedyRequest("warm up", 2)).status.ok());
+  const int daemon_fds_before = CountFds(daemon_->pid());
+  const int own_fds_before = CountFds(getpid());
+  auto health = grpc::health::v1::Health::NewStub(daemon_->channel());
+  std::vector<pid_t> killed;
+  for (int round = 0; round < 20; ++round) {
+    SCOPED_TRACE(absl::StrCat("round ", round));
+    std::vector<std::string> transitions;
+    std::thread watcher;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+    auto reader = daemon_->stub().Generate(&ctx, GreedyRequest("a long story", 400));
+    v1::GenerateResponse resp;
+    ASSERT_TRUE(reader->Read(&resp)) << daemon_->Log();
+    ASSERT_TRUE(resp.has_chunk());
+    const pid_t worker = WorkerPid();
+    ASSERT_GT(worker, 0);
+    std::atomic<bool> first{false};
+    watcher = std::thread([&] { WatchUntilServingAgain(*health, &transitions, &first); });
+    // The watcher's first message is the current status (SERVING); wait for
+    // it so that the NOT_SERVING transition cannot be missed.
+    while (!first) std::this_thread::yield();
+    ASSERT_EQ(kill(worker, SIGKILL), 0);
+    killed.push_back(worker);
+    while (reader->Read(&resp)) {
+    }
+    grpc::Status status = reader->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_NE(status.error_message().find("killed by signal 9 (SIGKILL)"), std::string::npos)
+        << status.error_message();
+    EXPECT_NE(status.error_message().find(absl::StrCat("pid ", worker)), std::string::npos)
+        << status.error_message();
+    watcher.join();
+    ASSERT_GE(transitions.size(), 3u);
+    EXPECT_EQ(transitions.front(), "SERVING");
+    EXPECT_NE(std::find(transitions.begin(), transitions.end(), "NOT_SERVING"),
+              transitions.end());
+    EXPECT_EQ(transitions.back(), "SERVING");
+    Generation next = RunGenerate(daemon_->stub(), GreedyRequest("after the crash", 3));
+    ASSERT_TRUE(next.status.ok()) << next.status.error_message();
+    EXPECT_EQ(next.final.usage().completion_tokens(), 3u);
+  }
+  // Exactly one live worker, not one of the killed ones, no zombies.
+  std::vector<pid_t> children = ChildrenOf(daemon_->pid());
+  ASSERT_EQ(children.size(), 1u);
+  EXPECT_EQ(std::find(killed.begin(), killed.end(), children[0]), killed.end());
+  EXPECT_NE(ProcessState(children[0]), 'Z');
+  for (pid_t k : killed) EXPECT_EQ(ProcessState(k), 0) << "pid " << k << " lingers";
+  EXPECT_EQ(CountFds(daemon_->pid()), daemon_fds_before);
+  EXPECT_EQ(CountFds(getpid()), own_fds_before);
+  const std::string metrics = daemon_->HttpGet("/metrics");
+  EXPECT_NE(metrics.find("sluice_worker_restarts_total{reason=\"signal\"} 20\n"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("sluice_worker_up 1\n"), std::string::npos);
+}
+
+TEST_F(E2eRestartTest, CancelStopsTheGenerationWithinAStep) {
+  grpc::ClientContext ctx;
+  auto reader = daemon_->stub().Generate(&ctx, GreedyRequest("cancel me", 400));
+  v1::GenerateResponse resp;
+  ASSERT_TRUE(reader->Read(&resp));
+  ctx.TryCancel();
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  // 400 tokens at >= 5 ms each would take >= 2 s; a stopped worker serves
+  // the next request at once.
+  const absl::Time start = absl::Now();
+  Generation next = RunGenerate(daemon_->stub(), GreedyRequest("next", 2));
+  ASSERT_TRUE(next.status.ok()) << next.status.error_message();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1.5));
+  EXPECT_NE(daemon_->HttpGet("/metrics").find("sluice_requests_total{outcome=\"cancelled\"} 1\n"),
+            std::string::npos);
+}
+
+TEST_F(E2eRestartTest, DeadlineIsHonoured) {
+  const absl::Time start = absl::Now();
+  Generation g = RunGenerate(daemon_->stub(), GreedyRequest("slow", 400), absl::Milliseconds(300));
+  EXPECT_EQ(g.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_GT(g.chunks, 0);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1.5));
+  Generation next = RunGenerate(daemon_->stub(), GreedyRequest("next", 2));
+  EXPECT_TRUE(next.status.ok()) << next.status.error_message();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+}
+
+TEST_F(E2eRestartTest, FullQueueIsResourceExhausted) {
+  // One running, one waiting (queue_limit 1): the third is refused.
+  grpc::ClientContext running_ctx, waiting_ctx;
+  auto running = daemon_->stub().Generate(&running_ctx, GreedyRequest("first", 400));
+  v1::GenerateResponse resp;
+  ASSERT_TRUE(running->Read(&resp));
+  auto waiting = daemon_->stub().Generate(&waiting_ctx, GreedyRequest("second", 2));
+  // The waiting request is queued once the gauge says so.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (daemon_->HttpGet("/metrics").find("sluice_requests_waiting 1\n") == std::string::npos) {
+    ASSERT_LT(absl::Now(), deadline) << "the second request never queued";
+  }
+  Generation third = RunGenerate(daemon_->stub(), GreedyRequest("third", 2));
+  EXPECT_EQ(third.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(third.status.error_message().find("request queue is full: 1 requests waiting"),
+            std::string::npos)
+      << third.status.error_message();
+  running_ctx.TryCancel();
+  (void)running->Finish();
+  while (waiting->Read(&resp)) {
+  }
+  EXPECT_TRUE(waiting->Finish().ok());
+}
+
+}  // namespace
+}  // namespace sluice::testing
