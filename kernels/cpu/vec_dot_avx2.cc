@@ -92,25 +92,37 @@ __m256i BitsToMask(uint32_t bits) {
   return _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select);
 }
 
+// Sum over each 32 of -(+-a) as 8 int32 lanes: (a ^ m) - m negates a where
+// m = 0xFF (bit set), so the sign is folded into the block scale instead.
+__m256i NegSignedSum(const uint8_t* bits4, const int8_t* a) {
+  uint32_t bits;
+  std::memcpy(&bits, bits4, 4);
+  const __m256i m = BitsToMask(bits);
+  const __m256i r = _mm256_sub_epi8(_mm256_xor_si256(Load256(a), m), m);
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), r), _mm256_set1_epi16(1));
+}
+
+// A 128-element Q1_0 block spans four Q8_0 activation blocks. The four
+// integer sums are reduced together (hadd) so one multiply-add with the
+// vector of the four activation scales handles the whole block.
 float DotQ1_0(const void* w, const void* a, int64_t n) {
   const auto* x = static_cast<const BlockQ1_0*>(w);
   const auto* y = static_cast<const BlockQ8_0*>(a);
-  const __m256i ones = _mm256_set1_epi8(1);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / 128; ++i) {
-    const float d0 = H(x[i].d);
-    for (int k = 0; k < 4; ++k) {
-      const BlockQ8_0& yb = y[4 * i + k];
-      uint32_t bits;
-      std::memcpy(&bits, x[i].qs + 4 * k, 4);
-      // +1 where the bit is set, -1 elsewhere; sign_epi8 applies it.
-      const __m256i sign =
-          _mm256_or_si256(_mm256_andnot_si256(BitsToMask(bits), _mm256_set1_epi8(-1)), ones);
-      const __m256i signed_a = _mm256_sign_epi8(Load256(yb.qs), sign);
-      const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(ones, signed_a),
-                                          _mm256_set1_epi16(1));
-      acc = _mm256_fmadd_ps(_mm256_set1_ps(d0 * H(yb.d)), _mm256_cvtepi32_ps(p), acc);
-    }
+    const BlockQ8_0* yb = y + 4 * i;
+    const __m256i p0 = NegSignedSum(x[i].qs, yb[0].qs);
+    const __m256i p1 = NegSignedSum(x[i].qs + 4, yb[1].qs);
+    const __m256i p2 = NegSignedSum(x[i].qs + 8, yb[2].qs);
+    const __m256i p3 = NegSignedSum(x[i].qs + 12, yb[3].qs);
+    // Per 128-bit half: [sum p0, sum p1, sum p2, sum p3] of that half.
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3));
+    const __m128 d4 = _mm_mul_ps(
+        _mm_cvtph_ps(_mm_setr_epi16(static_cast<int16_t>(yb[0].d), static_cast<int16_t>(yb[1].d),
+                                    static_cast<int16_t>(yb[2].d), static_cast<int16_t>(yb[3].d),
+                                    0, 0, 0, 0)),
+        _mm_set1_ps(-H(x[i].d)));
+    acc = _mm256_fmadd_ps(_mm256_set_m128(d4, d4), _mm256_cvtepi32_ps(h), acc);
   }
   return HSum(acc);
 }
