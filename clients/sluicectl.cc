@@ -41,9 +41,19 @@ const std::vector<std::string> kFlags = {
 const std::vector<std::string> kBoolFlags = {"chat", "json", "ignore_eos", "parse_special",
                                              "help"};
 
+const char* CodeName(grpc::StatusCode code) {
+  static constexpr const char* kNames[] = {
+      "OK",        "CANCELLED",          "UNKNOWN",           "INVALID_ARGUMENT",
+      "DEADLINE_EXCEEDED", "NOT_FOUND",  "ALREADY_EXISTS",    "PERMISSION_DENIED",
+      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+      "UNIMPLEMENTED", "INTERNAL",       "UNAVAILABLE",       "DATA_LOSS",
+      "UNAUTHENTICATED"};
+  const int i = static_cast<int>(code);
+  return i >= 0 && i < 17 ? kNames[i] : "UNKNOWN_CODE";
+}
+
 int Fail(std::ostream& err, const grpc::Status& s) {
-  err << "sluicectl: " << s.error_code() << " ("
-      << absl::StrCat(static_cast<int>(s.error_code())) << "): " << s.error_message() << "\n";
+  err << "sluicectl: " << CodeName(s.error_code()) << ": " << s.error_message() << "\n";
   return 1;
 }
 

@@ -175,7 +175,7 @@ std::string Metrics::Render(const MetricsSnapshot& s, const HostMemory& host) co
   Metric(&out, "sluice_host_page_cache_bytes", "gauge",
          "Host page cache (Cached in /proc/meminfo).", host.page_cache_bytes);
   const v1::SlotCacheStats& c = s.slot_cache;
-  Metric(&out, "sluice_expert_slots_total", "gauge", "Expert slots in the arena.",
+  Metric(&out, "sluice_expert_slots_capacity", "gauge", "Expert slots in the arena.",
          c.slots_total());
   Metric(&out, "sluice_expert_slots_used", "gauge", "Expert slots holding an expert.",
          c.slots_used());

@@ -231,6 +231,43 @@ char ProcessState(pid_t pid) {
   return paren == std::string::npos || paren + 2 >= stat.size() ? 0 : stat[paren + 2];
 }
 
+CommandResult RunCommand(const std::vector<std::string>& argv,
+                         const std::map<std::string, std::string>& env,
+                         const std::string& stdin_path, absl::Duration timeout) {
+  CommandResult r;
+  const std::string dir = MakeTempDir("cmd");
+  const std::string out_path = dir + "/out", err_path = dir + "/err";
+  std::vector<std::string> args = argv;
+  std::vector<char*> cargv;
+  for (std::string& a : args) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) return r;
+  if (pid == 0) {
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    const int in = open(stdin_path.c_str(), O_RDONLY);
+    const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(in, 0);
+    dup2(out, 1);
+    dup2(err, 2);
+    execv(cargv[0], cargv.data());
+    _exit(127);
+  }
+  int status = 0;
+  const bool exited = PollUntil(timeout, [&] { return waitpid(pid, &status, WNOHANG) == pid; });
+  if (!exited) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    r.exit_code = -1000;
+  } else {
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+  }
+  r.out = ReadAll(out_path);
+  r.err = ReadAll(err_path);
+  return r;
+}
+
 Generation RunGenerate(v1::Sluice::Stub& stub, const v1::GenerateRequest& request,
                        absl::Duration timeout) {
   Generation g;

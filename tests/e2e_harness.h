@@ -83,6 +83,18 @@ int CountFds(pid_t pid);
 // The process state letter from /proc/PID/stat ('Z' for a zombie), or 0.
 char ProcessState(pid_t pid);
 
+// Runs a command to completion (up to `timeout`), stdin from `stdin_path`
+// (or /dev/null), with `env` added to the environment.
+struct CommandResult {
+  int exit_code = -1;  // -signal when killed; -1000 on a timeout
+  std::string out;
+  std::string err;
+};
+CommandResult RunCommand(const std::vector<std::string>& argv,
+                         const std::map<std::string, std::string>& env = {},
+                         const std::string& stdin_path = "/dev/null",
+                         absl::Duration timeout = absl::Seconds(120));
+
 // The result of one Generate call, collected.
 struct Generation {
   grpc::Status status;
