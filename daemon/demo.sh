@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Demo of the serving path: writes the tiny qwen35moe model with mkmodel (once),
+# starts sluiced with a CPU worker on free ports, streams a generation through
+# sluicectl, prints a few metrics and stops the daemon with SIGTERM.
+# Usage: daemon/demo.sh BAZEL [bazel flags...]   (make demo passes both)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bazel_bin="${1:-bazel}"; shift || true
+"$bazel_bin" build "$@" //tools:mkmodel //daemon:sluiced //worker:sluice-worker //clients:sluicectl
+mkdir -p out
+model=out/demo-qwen35moe.gguf
+if [ ! -f "$model" ]; then
+  bazel-bin/tools/mkmodel --arch qwen35moe --shape tiny --out "$model"
+fi
+run=$(mktemp -d)
+daemon_pid=""
+cleanup() {
+  if [ -n "$daemon_pid" ] && kill -0 "$daemon_pid" 2>/dev/null; then kill -KILL "$daemon_pid"; fi
+  rm -rf "$run"
+}
+trap cleanup EXIT
+
+bazel-bin/daemon/sluiced --model="$model" --model_id=demo --threads=2 \
+  --grpc_address=127.0.0.1:0 --metrics_address=127.0.0.1:0 \
+  --port_file="$run/ports" 2>"$run/sluiced.log" &
+daemon_pid=$!
+for _ in $(seq 600); do
+  [ -f "$run/ports" ] && break
+  kill -0 "$daemon_pid" 2>/dev/null || { cat "$run/sluiced.log"; exit 1; }
+  sleep 0.1
+done
+[ -f "$run/ports" ] || { echo "sluiced did not start"; cat "$run/sluiced.log"; exit 1; }
+grpc_port=$(sed -n 's/^grpc=//p' "$run/ports")
+metrics_port=$(sed -n 's/^metrics=//p' "$run/ports")
+ctl=(bazel-bin/clients/sluicectl --addr="127.0.0.1:$grpc_port" --timeout=120)
+
+echo "== sluiced log"; cat "$run/sluiced.log"
+echo "== sluicectl health";  "${ctl[@]}" health
+echo "== sluicectl models";  "${ctl[@]}" models
+echo "== sluicectl generate (greedy, 48 tokens; random weights, so the text is noise)"
+"${ctl[@]}" generate --max_tokens=48 --ignore_eos "The sluice gate opened and"
+echo "== sluicectl generate --chat (temperature 0.8, seed 7)"
+"${ctl[@]}" generate --chat --max_tokens=24 --ignore_eos --temperature=0.8 --seed=7 "Hello!"
+echo "== metrics (http://127.0.0.1:$metrics_port/metrics, excerpt)"
+"${ctl[@]}" metrics | grep -E '^sluice_(generated_tokens_total|prompt_tokens_total|worker_up|worker_rss_(anon|file)_bytes|oom_containment_mode|time_to_first_token_seconds_(sum|count)|requests_total\{outcome="ok"\})'
+
+kill -TERM "$daemon_pid"
+status=0
+wait "$daemon_pid" || status=$?
+daemon_pid=""
+echo "== sluiced stopped with exit status $status"
+tail -n 2 "$run/sluiced.log"
+exit "$status"
