@@ -1,0 +1,104 @@
+// End-to-end: sluiced's configuration (flags and config file) and its exit
+// status: clear errors and a non-zero exit for every fatal problem, 0 after
+// a clean SIGTERM.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/e2e_harness.h"
+
+namespace sluice::testing {
+namespace {
+
+CommandResult Sluiced(std::vector<std::string> flags) {
+  flags.insert(flags.begin(), {RunfilePath("daemon/sluiced"),
+                               "--worker_binary=" + RunfilePath("worker/sluice-worker"),
+                               "--grpc_address=127.0.0.1:0", "--metrics_address=none"});
+  return RunCommand(flags, {}, "/dev/null", absl::Seconds(60));
+}
+
+TEST(E2eConfigTest, BadFlagsExitTwoNamingTheFlag) {
+  CommandResult r = Sluiced({"--threads=0"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("bad configuration: --threads=0: must be in 1..1024"), std::string::npos)
+      << r.err;
+  r = Sluiced({"--worker_memory_limit=lots"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--worker_memory_limit='lots'"), std::string::npos) << r.err;
+  r = Sluiced({"--worker_kind=tpu"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--worker_kind='tpu'"), std::string::npos) << r.err;
+  r = Sluiced({"--worker_binary=/nonexistent/sluice-worker"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("no executable sluice-worker at /nonexistent/sluice-worker"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(E2eConfigTest, BadConfigFileNamesFileAndLine) {
+  const std::string dir = MakeTempDir("e2e-config");
+  const std::string conf = dir + "/sluiced.conf";
+  std::ofstream(conf) << "# sluiced\nthreads = 2\nthreadz = 3\n";
+  CommandResult r = Sluiced({"--config=" + conf});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(conf + ":3: unknown key 'threadz'"), std::string::npos) << r.err;
+}
+
+TEST(E2eConfigTest, CorruptModelAtStartIsFatal) {
+  const std::string dir = MakeTempDir("e2e-config");
+  const std::string bad = dir + "/bad.gguf";
+  std::ofstream(bad) << "GGUF but not really";
+  CommandResult r = Sluiced({"--model=" + bad});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(absl::StrCat("fatal: --model: LoadModel path='", bad, "'")),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(E2eConfigTest, PortInUseIsFatal) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int port = ntohs(addr.sin_port);
+  CommandResult r = Sluiced({absl::StrCat("--grpc_address=127.0.0.1:", port)});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(absl::StrCat("fatal: cannot listen on --grpc_address=127.0.0.1:", port)),
+            std::string::npos)
+      << r.err;
+  close(fd);
+}
+
+TEST(E2eConfigTest, ConfigFileStartsTheDaemonAndFlagsOverrideIt) {
+  const std::string dir = MakeTempDir("e2e-config");
+  auto model = WriteMicroModel(dir);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const std::string conf = dir + "/sluiced.conf";
+  std::ofstream(conf) << "model = " << *model << "\nmodel_id = from-file\n"
+                      << "context_length = 64\nqueue_limit = 3\n";
+  DaemonOptions options;
+  options.context_length = 128;  // the command line wins over the file's 64
+  options.flags = {"--config=" + conf};
+  auto d = Daemon::Start(options);
+  ASSERT_TRUE(d.ok()) << d.status();
+  grpc::ClientContext ctx;
+  v1::ListModelsResponse resp;
+  ASSERT_TRUE((*d)->stub().ListModels(&ctx, v1::ListModelsRequest(), &resp).ok());
+  ASSERT_EQ(resp.models_size(), 1);
+  EXPECT_EQ(resp.models(0).model_id(), "from-file");
+  EXPECT_EQ(resp.models(0).context_length(), 128u);
+  EXPECT_EQ((*d)->Health(), "SERVING");
+  EXPECT_EQ((*d)->Stop(), 0);
+}
+
+}  // namespace
+}  // namespace sluice::testing
