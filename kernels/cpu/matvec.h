@@ -46,8 +46,8 @@ bool IsMatMulSupported(GgmlType wtype);
 // thread only). Results do not depend on the number of threads (each y
 // element is computed by one thread in a fixed order), and a batch gives
 // exactly what n_tok single-token calls give.
-// Dedicated kernels: F32, F16, BF16, Q8_0, Q1_0, Q4_K, Q5_K, Q6_K (SIMD),
-// Q4_1, Q5_1 (scalar); other types decode each weight row to f32 and dot
+// Dedicated kernels: F32, F16, BF16, Q8_0, Q1_0, Q4_0, IQ4_NL, MXFP4, Q4_K,
+// Q5_K, Q6_K (SIMD), Q4_1, Q5_1 (scalar); other types decode each weight row to f32 and dot
 // it with the activation decoded from its 8-bit blocks (same rounding,
 // slower).
 //

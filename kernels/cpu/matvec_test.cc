@@ -58,7 +58,8 @@ std::vector<double> Bounds(GgmlType t, const uint8_t* w, const float* x, const C
           mag += wv * (std::fabs(xr[b0 + j]) + amax / 64);
         }
       }
-      bounds[tok * c.rows + r] = bound + 2e-6 * mag + 1e-30;
+      // f32 accumulation error is at most ~cols ulps of sum |w x|.
+      bounds[tok * c.rows + r] = bound + (c.cols * 0x1p-23 + 1e-6) * mag + 1e-30;
     }
   }
   return bounds;

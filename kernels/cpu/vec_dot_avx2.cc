@@ -127,6 +127,57 @@ float DotQ1_0(const void* w, const void* a, int64_t n) {
   return HSum(acc);
 }
 
+// 32 nibbles (16 bytes, low nibbles = elements 0..15, high = 16..31) mapped
+// through a 16-entry signed table.
+__m256i NibblesThrough(const uint8_t* qs, __m256i table) {
+  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
+  return _mm256_shuffle_epi8(table, _mm256_and_si256(both, _mm256_set1_epi8(0x0F)));
+}
+
+__m256i Table16(const int8_t (&levels)[16]) {
+  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(levels));
+  return _mm256_set_m128i(t, t);
+}
+
+// Q4_0, IQ4_NL and MXFP4 against Q8_0: a nibble looked up in a table of
+// levels (|level| <= 127), one scale per 32.
+template <typename Block, float (*kScale)(const Block&)>
+float DotNibbleTable(const void* w, const void* a, int64_t n, const int8_t (&levels)[16]) {
+  const auto* x = static_cast<const Block*>(w);
+  const auto* y = static_cast<const BlockQ8_0*>(a);
+  const __m256i table = Table16(levels);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / 32; ++i) {
+    const __m256i p = DotI8I8(NibblesThrough(x[i].qs, table), Load256(y[i].qs));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(kScale(x[i]) * H(y[i].d)), _mm256_cvtepi32_ps(p), acc);
+  }
+  return HSum(acc);
+}
+
+constexpr int8_t kQ4_0Levels[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
+
+float HalfScale(const BlockQ4_0& b) { return H(b.d); }
+float Iq4NlScale(const BlockIq4Nl& b) { return H(b.d); }
+// 2^(e-128): the block scale halved for the doubled FP4 levels (e >= 2;
+// e < 2 are subnormal scales, built from bits as in the dequantizer).
+float Mxfp4Scale(const BlockMxfp4& b) {
+  const uint32_t bits = b.e < 2 ? (0x00200000u << b.e) : (static_cast<uint32_t>(b.e) - 1) << 23;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+float DotQ4_0(const void* w, const void* a, int64_t n) {
+  return DotNibbleTable<BlockQ4_0, HalfScale>(w, a, n, kQ4_0Levels);
+}
+float DotIq4Nl(const void* w, const void* a, int64_t n) {
+  return DotNibbleTable<BlockIq4Nl, Iq4NlScale>(w, a, n, kIq4NlLevels);
+}
+float DotMxfp4(const void* w, const void* a, int64_t n) {
+  return DotNibbleTable<BlockMxfp4, Mxfp4Scale>(w, a, n, kFp4Levels);
+}
+
 // Q4_K / Q5_K: per super-block, 8 sub-blocks of 32 with 6-bit scale/min.
 template <bool kFiveBit>
 float DotQxK(const void* w, const void* a, int64_t n) {
@@ -230,6 +281,9 @@ VecDotFn FindVecDotAvx2(GgmlType wtype) {
     case GgmlType::kBF16: return DotHalf<true>;
     case GgmlType::kQ8_0: return DotQ8_0;
     case GgmlType::kQ1_0: return DotQ1_0;
+    case GgmlType::kQ4_0: return DotQ4_0;
+    case GgmlType::kIQ4_NL: return DotIq4Nl;
+    case GgmlType::kMXFP4: return DotMxfp4;
     case GgmlType::kQ4_K: return DotQxK<false>;
     case GgmlType::kQ5_K: return DotQxK<true>;
     case GgmlType::kQ6_K: return DotQ6_K;
