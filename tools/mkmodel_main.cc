@@ -59,15 +59,17 @@ std::map<std::string, uint32_t ModelShape::*> ShapeFlags() {
   };
 }
 
-int Main(int argc, char** argv) {
-  std::map<std::string, std::string> flags;
+// Parses "--name value" / "--name=value" into `flags` ('-' -> '_' in names).
+// Returns an error message, or "" on success; sets *help for --help.
+std::string ParseArgs(int argc, char** argv, std::map<std::string, std::string>& flags,
+                      bool* help) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
+      *help = true;
+      return "";
     }
-    if (arg.rfind("--", 0) != 0) return Fail("unexpected argument '" + arg + "'");
+    if (arg.rfind("--", 0) != 0) return "unexpected argument '" + arg + "'";
     arg = arg.substr(2);
     std::string value;
     if (size_t eq = arg.find('='); eq != std::string::npos) {
@@ -76,11 +78,16 @@ int Main(int argc, char** argv) {
     } else if (i + 1 < argc) {
       value = argv[++i];
     } else {
-      return Fail("flag --" + arg + " needs a value");
+      return "flag --" + arg + " needs a value";
     }
     for (char& c : arg) c = c == '-' ? '_' : c;
     flags[arg] = value;
   }
+  return "";
+}
+
+// Fills `o` from `flags`, consuming them. Returns an error message or "".
+std::string ApplyFlags(std::map<std::string, std::string>& flags, Options& o) {
   auto take = [&](const std::string& k, const std::string& fallback) {
     auto it = flags.find(k);
     if (it == flags.end()) return fallback;
@@ -88,40 +95,53 @@ int Main(int argc, char** argv) {
     flags.erase(it);
     return v;
   };
-  Options o;
-  const std::string out = take("out", "");
-  if (out.empty()) return Fail("--out is required");
   absl::StatusOr<Arch> arch = ParseArch(take("arch", "qwen35moe"));
-  if (!arch.ok()) return Fail(std::string(arch.status().message()));
+  if (!arch.ok()) return std::string(arch.status().message());
   o.arch = *arch;
   absl::StatusOr<ModelShape> shape = NamedShape(o.arch, take("shape", "tiny"));
-  if (!shape.ok()) return Fail(std::string(shape.status().message()));
+  if (!shape.ok()) return std::string(shape.status().message());
   o.shape = *shape;
   const std::string type = take("type", "f32");
   std::optional<GgmlTypeTraits> traits = LookupGgmlTypeByName(type);
-  if (!traits) return Fail("--type '" + type + "' is not a ggml type name");
+  if (!traits) return "--type '" + type + "' is not a ggml type name";
   o.type = traits->type;
   o.name = take("name", "");
-  if (!absl::SimpleAtoi(take("seed", "1"), &o.seed)) return Fail("--seed needs an integer");
+  if (!absl::SimpleAtoi(take("seed", "1"), &o.seed)) return "--seed needs an integer";
   if (!absl::SimpleAtoi(take("split_count", "1"), &o.split_count)) {
-    return Fail("--split-count needs an integer");
+    return "--split-count needs an integer";
   }
   if (flags.count("rope_sections")) {
     std::vector<std::string> parts = absl::StrSplit(take("rope_sections", ""), ',');
-    if (parts.size() != 4) return Fail("--rope-sections needs 4 comma-separated integers");
-    for (int i = 0; i < 4; ++i) {
-      if (!absl::SimpleAtoi(parts[i], &o.shape.rope_sections[i])) {
-        return Fail("--rope-sections needs 4 comma-separated integers");
-      }
+    bool ok = parts.size() == 4;
+    for (size_t i = 0; ok && i < 4; ++i) {
+      ok = absl::SimpleAtoi(parts[i], &o.shape.rope_sections[i]);
     }
+    if (!ok) return "--rope-sections needs 4 comma-separated integers";
   }
   for (const auto& [name, field] : ShapeFlags()) {
-    if (!flags.count(name)) continue;
-    if (!absl::SimpleAtoi(take(name, ""), &(o.shape.*field))) {
-      return Fail("--" + name + " needs a non-negative integer");
+    if (flags.count(name) && !absl::SimpleAtoi(take(name, ""), &(o.shape.*field))) {
+      return "--" + name + " needs a non-negative integer";
     }
   }
-  if (!flags.empty()) return Fail("unknown flag --" + flags.begin()->first);
+  if (!flags.empty()) return "unknown flag --" + flags.begin()->first;
+  return "";
+}
+
+int Main(int argc, char** argv) {
+  std::map<std::string, std::string> flags;
+  bool help = false;
+  if (std::string error = ParseArgs(argc, argv, flags, &help); !error.empty()) {
+    return Fail(error);
+  }
+  if (help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  const std::string out = flags.count("out") ? flags["out"] : "";
+  flags.erase("out");
+  if (out.empty()) return Fail("--out is required");
+  Options o;
+  if (std::string error = ApplyFlags(flags, o); !error.empty()) return Fail(error);
   absl::StatusOr<std::vector<std::string>> paths = WriteModel(o, out);
   if (!paths.ok()) {
     std::fprintf(stderr, "mkmodel: %s\n", std::string(paths.status().message()).c_str());
