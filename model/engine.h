@@ -161,9 +161,11 @@ struct GenerateResult {
   double decode_tok_per_s = 0;
 };
 
-// Called once per generated token with its id and the text it completes
-// (UTF-8; may be empty while a multi-byte character or a possible stop
-// string is pending). Return false to cancel.
+// Called once per generated token with its id and the text released with it
+// (valid UTF-8; empty while a multi-byte character or a possible start of a
+// stop string is held back; an end-of-generation token contributes no text
+// of its own, but its call carries whatever was still held back). Return
+// false to cancel.
 using TokenCallback = std::function<bool(int32_t id, std::string_view piece)>;
 
 // Prefills params.prompt, then samples and decodes until max_tokens, a stop

@@ -196,7 +196,9 @@ absl::StatusOr<ModelReport> RunParity(const std::string& model_path,
                    ModelFiles::Open(model_path));
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(*files));
   kernels::ThreadPool pool(options.threads);
-  const std::string stem = goldens_dir + "/" + Stem(model_path);
+  const std::string golden_name =
+      options.golden_name.empty() ? Stem(model_path) : options.golden_name;
+  const std::string stem = goldens_dir + "/" + golden_name;
   ASSIGN_OR_RETURN(const nlohmann::json prompts,
                    ReadJson(stem + ".prompts.json"));
   if (!prompts.contains("prompts") || !prompts["prompts"].is_array()) {

@@ -79,6 +79,10 @@ struct ModelReport {
 struct Options {
   int threads = 1;
   Gates gates;
+  // Name of the goldens to compare with; empty: the model's file name minus
+  // ".gguf" (a split set's shard 1 can thus be checked against the goldens
+  // of the unsplit file).
+  std::string golden_name;
 };
 
 // Runs every prompt of the model. `model_path` is a .gguf file (or shard 1

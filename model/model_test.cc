@@ -1,0 +1,264 @@
+// Loading and forward-pass behaviour of both architectures on small random
+// models written by tools/mkmodel (hermetic: no goldens needed). Logit
+// parity with llama.cpp is tools/parity_test.
+#include "model/model.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "loader/gguf_file.h"
+#include "loader/gguf_writer.h"
+#include "loader/model_files.h"
+#include "tools/mkmodel_lib.h"
+
+namespace sluice {
+namespace {
+
+std::string TempPath(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return absl::StrCat(dir != nullptr ? dir : "/tmp", "/", name);
+}
+
+std::string WriteMicro(mkmodel::Arch arch, GgmlType type,
+                       const std::string& name) {
+  mkmodel::Options o;
+  o.arch = arch;
+  o.shape = *mkmodel::NamedShape(arch, "micro");
+  o.type = type;
+  o.seed = 7;
+  const std::string path = TempPath(name);
+  auto written = mkmodel::WriteModel(o, path);
+  EXPECT_TRUE(written.ok()) << written.status();
+  return path;
+}
+
+// Copies `src` to `dst`, letting `edit_key` drop (return false) or rewrite
+// metadata and `edit_ne` change a tensor's shape (its data is truncated or
+// zero-padded to the new size).
+void Rewrite(const std::string& src, const std::string& dst,
+             const std::function<bool(GgufKv&)>& edit_key,
+             const std::function<void(const std::string&, std::vector<uint64_t>&)>&
+                 edit_ne) {
+  auto files = ModelFiles::Open(src);
+  ASSERT_TRUE(files.ok()) << files.status();
+  auto w = GgufWriter::Create(dst);
+  ASSERT_TRUE(w.ok()) << w.status();
+  for (GgufKv kv : (*files)->metadata().metadata()) {
+    if (edit_key(kv)) {
+      ASSERT_TRUE((*w)->Add(kv.key, kv.value).ok());
+    }
+  }
+  std::vector<std::vector<uint8_t>> data;
+  for (const TensorEntry& t : (*files)->tensors().entries()) {
+    std::vector<uint64_t> ne(t.ne.begin(), t.ne.begin() + t.n_dims);
+    edit_ne(t.name, ne);
+    ASSERT_TRUE((*w)->AddTensorInfo(t.name, t.type, ne).ok());
+    std::vector<uint8_t> bytes(t.data, t.data + t.n_bytes);
+    bytes.resize((*w)->TensorBytes(t.name), 0);
+    data.push_back(std::move(bytes));
+  }
+  size_t i = 0;
+  for (const TensorEntry& t : (*files)->tensors().entries()) {
+    ASSERT_TRUE((*w)->WriteTensor(t.name, data[i++]).ok());
+  }
+  ASSERT_TRUE((*w)->Finish().ok());
+}
+
+struct Loaded {
+  std::unique_ptr<ModelFiles> files;
+  std::unique_ptr<Model> model;
+};
+
+Loaded Load(const std::string& path) {
+  Loaded l;
+  auto files = ModelFiles::Open(path);
+  EXPECT_TRUE(files.ok()) << files.status();
+  l.files = *std::move(files);
+  auto model = LoadModel(*l.files);
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (model.ok()) l.model = *std::move(model);
+  return l;
+}
+
+double MaxAbsDiff(const float* a, const float* b, int64_t n) {
+  double m = 0;
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(double(a[i]) - b[i]));
+  return m;
+}
+
+struct Case {
+  mkmodel::Arch arch;
+  GgmlType type;
+  const char* name;
+};
+
+class ForwardTest : public ::testing::TestWithParam<Case> {};
+
+// One batch, two batches and token-by-token decoding must agree: the KV
+// cache, the conv state and the recurrent state carry across calls.
+TEST_P(ForwardTest, BatchEqualsSplitEqualsTokenByToken) {
+  const Case c = GetParam();
+  Loaded l = Load(WriteMicro(c.arch, c.type, absl::StrCat(c.name, ".gguf")));
+  ASSERT_NE(l.model, nullptr);
+  const int64_t v = l.model->info().n_vocab;
+  const std::vector<int32_t> ids = {5, 300, 17, 42, 1, 99, 250, 7, 8, 310, 2, 64};
+  const int n = static_cast<int>(ids.size());
+
+  auto batch_state = l.model->CreateState(32);
+  std::vector<float> batch;
+  ASSERT_TRUE(l.model->Forward(ids, *batch_state, LogitRows::kAll, &batch, nullptr).ok());
+  ASSERT_EQ(batch.size(), static_cast<size_t>(n * v));
+  EXPECT_EQ(batch_state->position(), n);
+
+  kernels::ThreadPool pool(2);
+  auto split_state = l.model->CreateState(32);
+  std::vector<float> first, second;
+  const absl::Span<const int32_t> all(ids);
+  ASSERT_TRUE(l.model->Forward(all.subspan(0, 7), *split_state, LogitRows::kNone, &first, &pool).ok());
+  EXPECT_TRUE(first.empty());
+  ASSERT_TRUE(l.model->Forward(all.subspan(7), *split_state, LogitRows::kLast, &second, &pool).ok());
+  ASSERT_EQ(second.size(), static_cast<size_t>(v));
+  const double split_diff = MaxAbsDiff(second.data(), &batch[(n - 1) * v], v);
+  EXPECT_LT(split_diff, 1e-4) << c.name;
+
+  auto step_state = l.model->CreateState(32);
+  double worst = 0;
+  for (int t = 0; t < n; ++t) {
+    std::vector<float> row;
+    ASSERT_TRUE(l.model->Forward(all.subspan(t, 1), *step_state, LogitRows::kLast, &row, nullptr).ok());
+    worst = std::max(worst, MaxAbsDiff(row.data(), &batch[t * v], v));
+  }
+  std::printf("%s: max |batch - split| %.3g, max |batch - stepwise| %.3g\n",
+              c.name, split_diff, worst);
+  EXPECT_LT(worst, 1e-4) << c.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Archs, ForwardTest,
+    ::testing::Values(Case{mkmodel::Arch::kQwen3Moe, GgmlType::kF32, "q3_f32"},
+                      Case{mkmodel::Arch::kQwen35Moe, GgmlType::kF32, "q35_f32"},
+                      Case{mkmodel::Arch::kQwen35Moe, GgmlType::kQ8_0, "q35_q8"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(ModelTest, InfoDescribesTheHybridLayout) {
+  Loaded l = Load(WriteMicro(mkmodel::Arch::kQwen35Moe, GgmlType::kF32, "info.gguf"));
+  ASSERT_NE(l.model, nullptr);
+  const ModelInfo& i = l.model->info();
+  EXPECT_EQ(i.arch, "qwen35moe");
+  EXPECT_EQ(i.n_layer, 4);
+  EXPECT_EQ(i.n_attention_layers, 1);  // block 3 (interval 4)
+  EXPECT_EQ(i.n_recurrent_layers, 3);
+  EXPECT_EQ(i.n_rot, 8);
+  EXPECT_TRUE(i.all_f32);
+  // 1 attention block: KV 2 x 10 x (2 heads x 32); 3 DeltaNet blocks: conv
+  // 3 x (2*32*2 + 32*4) and state 4 x 32 x 32.
+  EXPECT_EQ(l.model->StateBytes(10),
+            (2 * 10 * 64 + 3 * (3 * 256 + 4 * 32 * 32)) * sizeof(float));
+}
+
+TEST(ModelTest, ContextOverflowIsOutOfRangeAndLeavesStateUnchanged) {
+  Loaded l = Load(WriteMicro(mkmodel::Arch::kQwen3Moe, GgmlType::kF32, "ctx.gguf"));
+  ASSERT_NE(l.model, nullptr);
+  auto state = l.model->CreateState(4);
+  std::vector<float> logits;
+  const std::vector<int32_t> three = {1, 2, 3};
+  ASSERT_TRUE(l.model->Forward(three, *state, LogitRows::kLast, &logits, nullptr).ok());
+  const absl::Status s =
+      l.model->Forward(three, *state, LogitRows::kLast, &logits, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(s.message(),
+            "context length exceeded: 3 tokens held + 3 new > context length 4");
+  EXPECT_EQ(state->position(), 3);
+}
+
+TEST(ModelTest, RejectsBadTokenAndEmptyBatch) {
+  Loaded l = Load(WriteMicro(mkmodel::Arch::kQwen3Moe, GgmlType::kF32, "tok.gguf"));
+  ASSERT_NE(l.model, nullptr);
+  auto state = l.model->CreateState(8);
+  std::vector<float> logits;
+  const int32_t n_vocab = static_cast<int32_t>(l.model->info().n_vocab);
+  const std::vector<int32_t> bad = {1, n_vocab};
+  absl::Status s = l.model->Forward(bad, *state, LogitRows::kLast, &logits, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), absl::StrCat("Forward: token id ", n_vocab,
+                                      " at batch index 1 is outside the "
+                                      "vocabulary [0, ", n_vocab, ")"));
+  s = l.model->Forward({}, *state, LogitRows::kLast, &logits, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(state->position(), 0);
+}
+
+TEST(ModelTest, WrongTensorShapeNamesFileTensorAndBothShapes) {
+  const std::string src = WriteMicro(mkmodel::Arch::kQwen35Moe, GgmlType::kF32, "shape_src.gguf");
+  const std::string dst = TempPath("shape_bad.gguf");
+  Rewrite(
+      src, dst, [](GgufKv&) { return true; },
+      [](const std::string& name, std::vector<uint64_t>& ne) {
+        if (name == "blk.0.ssm_out.weight") ne[0] = 64;
+      });
+  auto files = ModelFiles::Open(dst);
+  ASSERT_TRUE(files.ok()) << files.status();
+  auto model = LoadModel(**files);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model.status().message(),
+            absl::StrCat(dst, ": tensor 'blk.0.ssm_out.weight': expected shape "
+                              "[128, 128], got [64, 128]"));
+}
+
+TEST(ModelTest, UnsupportedArchitectureAndBadKeys) {
+  const std::string src = WriteMicro(mkmodel::Arch::kQwen3Moe, GgmlType::kF32, "arch_src.gguf");
+  const std::string llama = TempPath("arch_llama.gguf");
+  Rewrite(
+      src, llama,
+      [](GgufKv& kv) {
+        if (kv.key == "general.architecture") kv.value = GgufValue::String("llama");
+        return true;
+      },
+      [](const std::string&, std::vector<uint64_t>&) {});
+  auto files = ModelFiles::Open(llama);
+  ASSERT_TRUE(files.ok());
+  auto model = LoadModel(**files);
+  EXPECT_EQ(model.status().message(),
+            absl::StrCat(llama, ": general.architecture = \"llama\" is not "
+                                "supported (supported: qwen3moe, qwen35moe)"));
+
+  const std::string gqa = TempPath("arch_gqa.gguf");
+  Rewrite(
+      src, gqa,
+      [](GgufKv& kv) {
+        if (kv.key == "qwen3moe.attention.head_count_kv") {
+          kv.value = GgufValue::Scalar<uint32_t>(3);
+        }
+        return true;
+      },
+      [](const std::string&, std::vector<uint64_t>&) {});
+  files = ModelFiles::Open(gqa);
+  ASSERT_TRUE(files.ok());
+  model = LoadModel(**files);
+  EXPECT_EQ(model.status().message(),
+            absl::StrCat(gqa, ": qwen3moe.attention.head_count_kv = 3: must "
+                              "divide head_count 8"));
+
+  const std::string missing = TempPath("arch_missing.gguf");
+  Rewrite(
+      src, missing,
+      [](GgufKv& kv) { return kv.key != "qwen3moe.expert_count"; },
+      [](const std::string&, std::vector<uint64_t>&) {});
+  files = ModelFiles::Open(missing);
+  ASSERT_TRUE(files.ok());
+  model = LoadModel(**files);
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(model.status().message().find("qwen3moe.expert_count"),
+            std::string::npos)
+      << model.status();
+}
+
+}  // namespace
+}  // namespace sluice

@@ -1,0 +1,139 @@
+// generate: prompt text in, streamed text out, on the CPU engine.
+//
+//   bazel run //tools:generate -- --model M.gguf --prompt "Hello"
+//       [--chat] [--temperature 0.7 --top-k 40 --top-p 0.9 --min-p 0.05
+//        --repeat-penalty 1.1 --seed 1] [--max-tokens 64] [--threads 2]
+//
+// Flags may be spelled with '-' or '_' (--top-k or --top_k). At the end it
+// prints to stderr: prompt/generated tokens, the finish reason, time to
+// first token, prefill and decode tokens/s, and the process's peak RSS
+// (VmHWM) and anonymous RSS (RssAnon) read from /proc/self/status after
+// decoding, next to the session's KV/state size.
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_split.h"
+#include "loader/model_files.h"
+#include "model/chat_template.h"
+#include "model/engine.h"
+
+ABSL_FLAG(std::string, model, "", "GGUF model (or any shard of a split set)");
+ABSL_FLAG(std::string, prompt, "", "prompt text");
+ABSL_FLAG(bool, chat, false,
+          "wrap the prompt as a ChatML user turn plus the assistant header");
+ABSL_FLAG(float, temperature, 0.0f, "0 = greedy");
+ABSL_FLAG(int, top_k, 0, "0 = off");
+ABSL_FLAG(float, top_p, 1.0f, "1 = off");
+ABSL_FLAG(float, min_p, 0.0f, "0 = off");
+ABSL_FLAG(float, repeat_penalty, 1.0f, "1 = off");
+ABSL_FLAG(uint64_t, seed, 0, "sampler seed");
+ABSL_FLAG(int, max_tokens, 64, "tokens to generate at most");
+ABSL_FLAG(int, threads, 1, "CPU threads");
+ABSL_FLAG(int, ctx, 4096, "context length (KV cache size)");
+ABSL_FLAG(std::string, stop, "", "stop strings, separated by '|'");
+ABSL_FLAG(bool, ignore_eos, false, "keep generating past end-of-generation");
+
+namespace {
+
+// Value of a "Key:   123 kB" line of /proc/self/status, in kB (-1 if absent).
+long StatusKb(const std::string& key) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key + ":", 0) == 0) return std::stol(line.substr(key.size() + 1));
+  }
+  return -1;
+}
+
+// absl flags take '_' in names; accept the '-' spelling too.
+std::vector<char*> NormalizeFlagNames(int argc, char** argv,
+                                      std::vector<std::string>& storage) {
+  storage.assign(argv, argv + argc);
+  for (std::string& a : storage) {
+    if (a.rfind("--", 0) != 0) continue;
+    const size_t end = std::min(a.find('='), a.size());
+    for (size_t i = 2; i < end; ++i) {
+      if (a[i] == '-') a[i] = '_';
+    }
+  }
+  std::vector<char*> out;
+  for (std::string& a : storage) out.push_back(a.data());
+  return out;
+}
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "generate: %s\n", s.ToString().c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("generate --model M.gguf --prompt TEXT [flags]");
+  std::vector<std::string> storage;
+  std::vector<char*> args = NormalizeFlagNames(argc, argv, storage);
+  absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+
+  auto files = sluice::ModelFiles::Open(absl::GetFlag(FLAGS_model));
+  if (!files.ok()) return Fail(files.status());
+  sluice::EngineOptions options;
+  options.threads = absl::GetFlag(FLAGS_threads);
+  options.context_length = absl::GetFlag(FLAGS_ctx);
+  auto engine = sluice::Engine::Create(**files, options);
+  if (!engine.ok()) return Fail(engine.status());
+  const sluice::Tokenizer& tok = (*engine)->tokenizer();
+
+  sluice::GenerateParams params;
+  const std::string prompt = absl::GetFlag(FLAGS_prompt);
+  if (absl::GetFlag(FLAGS_chat)) {
+    const sluice::ChatMessage user{"user", prompt};
+    auto ids = sluice::EncodeChatML(tok, absl::MakeConstSpan(&user, 1), true);
+    if (!ids.ok()) return Fail(ids.status());
+    params.prompt = *std::move(ids);
+  } else {
+    params.prompt = tok.Encode(prompt, /*parse_special=*/true);
+  }
+  params.sampler.temperature = absl::GetFlag(FLAGS_temperature);
+  params.sampler.top_k = absl::GetFlag(FLAGS_top_k);
+  params.sampler.top_p = absl::GetFlag(FLAGS_top_p);
+  params.sampler.min_p = absl::GetFlag(FLAGS_min_p);
+  params.sampler.repetition_penalty = absl::GetFlag(FLAGS_repeat_penalty);
+  params.sampler.seed = absl::GetFlag(FLAGS_seed);
+  params.max_tokens = absl::GetFlag(FLAGS_max_tokens);
+  params.stop_at_eos = !absl::GetFlag(FLAGS_ignore_eos);
+  if (!absl::GetFlag(FLAGS_stop).empty()) {
+    params.stop = absl::StrSplit(absl::GetFlag(FLAGS_stop), '|');
+  }
+
+  std::unique_ptr<sluice::Session> session = (*engine)->NewSession();
+  long anon_decoding_kb = -1;
+  auto result = sluice::Generate(
+      *session, params, [&](int32_t, std::string_view piece) {
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+        anon_decoding_kb = std::max(anon_decoding_kb, StatusKb("RssAnon"));
+        return true;
+      });
+  std::printf("\n");
+  if (!result.ok()) return Fail(result.status());
+  std::fprintf(stderr,
+               "prompt_tokens=%d generated_tokens=%d finish=%s ttft_ms=%.2f "
+               "prefill_tok_s=%.1f decode_tok_s=%.1f\n",
+               result->prompt_tokens, result->generated_tokens,
+               std::string(sluice::FinishReasonName(result->finish_reason)).c_str(),
+               result->ttft_s * 1e3, result->prefill_tok_per_s,
+               result->decode_tok_per_s);
+  std::fprintf(stderr,
+               "peak_rss_kb=%ld rss_anon_kb=%ld (max while decoding %ld) "
+               "kv_state_kb=%llu model_file_kb=%llu threads=%d\n",
+               StatusKb("VmHWM"), StatusKb("RssAnon"), anon_decoding_kb,
+               static_cast<unsigned long long>((*engine)->SessionStateBytes() / 1024),
+               static_cast<unsigned long long>((*files)->total_file_bytes() / 1024),
+               options.threads);
+  return 0;
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs the parity binary on every golden model in one call and checks the
+# exit status and the format of the last line.
+set -uo pipefail
+parity="$1"
+if [ -z "${SLUICE_GOLDENS:-}" ] || [ ! -d "${SLUICE_GOLDENS}" ]; then
+  if [ "${CI:-}" = "true" ]; then
+    echo "FAIL: SLUICE_GOLDENS unset or not a directory under CI=true"; exit 1
+  fi
+  echo "SKIP: SLUICE_GOLDENS unset or not a directory"; exit 0
+fi
+models=""
+for m in qwen3moe-micro-f32 qwen3moe-tiny-q8_0 qwen3moe-tiny-mixed \
+         qwen35moe-micro-f32 qwen35moe-tiny-q8_0 qwen35moe-tiny-mixed; do
+  models="${models:+$models,}$SLUICE_GOLDENS/$m.gguf"
+done
+out=$("$parity" --model "$models" --goldens "$SLUICE_GOLDENS" --threads 2)
+rc=$?
+echo "$out"
+last=$(echo "$out" | tail -n 1)
+if ! [[ "$last" =~ ^worst_max=[0-9.]+\ worst_rms=[0-9.]+\ worst_median=[0-9.]+\ top1_agree=([0-9]+)/([0-9]+)$ ]]; then
+  echo "FAIL: unexpected last line: $last"; exit 1
+fi
+if [ "${BASH_REMATCH[2]}" -ne 864 ]; then
+  echo "FAIL: expected 864 rows (6 models x (33 + 39 + 72)), got ${BASH_REMATCH[2]}"; exit 1
+fi
+if [ "$rc" -ne 0 ]; then echo "FAIL: parity exited $rc"; exit 1; fi
+# Missing goldens are an error (exit != 0), never a pass.
+"$parity" --model "$SLUICE_GOLDENS/qwen3moe-micro-f32.gguf" --goldens /nonexistent >/dev/null 2>&1
+if [ $? -eq 0 ]; then echo "FAIL: missing goldens did not fail"; exit 1; fi
+echo PASS
