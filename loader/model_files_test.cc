@@ -277,6 +277,24 @@ TEST(ModelFilesTest, HostileFileFailsThroughOpen) {
               HasSubstr(tmp + "/h.gguf: tensor 'w' data: offset 0 + n_bytes 4096"));
 }
 
+TEST(ModelFilesTest, EmptyFileIsTruncated) {
+  const std::string tmp = testing::MakeTempDir();
+  testing::WriteFileOrDie(tmp + "/empty.gguf", "");
+  auto m = ModelFiles::Open(tmp + "/empty.gguf");
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(m.status().message(),
+            tmp + "/empty.gguf: header magic: file truncated: need 4 bytes at offset 0, "
+                  "only 0 remain (file size 0)");
+}
+
+TEST(ModelFilesDeathTest, MappingIsReadOnly) {
+  SLUICE_REQUIRE_GOLDENS(dir);
+  auto m = ModelFiles::Open(dir + "/qwen3moe-micro-f32.gguf");
+  ASSERT_TRUE(m.ok()) << m.status();
+  uint8_t* p = const_cast<uint8_t*>((*m)->tensors().entries()[0].data);
+  EXPECT_DEATH(*reinterpret_cast<volatile uint8_t*>(p) = 1, "");
+}
+
 TEST(ModelFilesTest, FromFdsMatchesOpen) {
   SLUICE_REQUIRE_GOLDENS(dir);
   auto opened = ModelFiles::Open(Shard(dir + kSplitDir, 2));
