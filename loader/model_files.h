@@ -72,7 +72,8 @@ class ModelFiles {
       const std::string& any_shard_path);
 
   // Maps shards received as fds (e.g. over SCM_RIGHTS), in shard order,
-  // without opening any path. Ownership of EVERY fd passes to this call: on
+  // without opening any path. The fds must be distinct, open for reading and
+  // refer to regular files. Ownership of EVERY fd passes to this call: on
   // success the ModelFiles closes them on destruction, on failure they are
   // closed before returning. The same split checks as Open apply, except the
   // sibling search (there are no paths).
