@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -96,6 +97,46 @@ TEST(E2eConfigTest, ConfigFileStartsTheDaemonAndFlagsOverrideIt) {
   ASSERT_EQ(resp.models_size(), 1);
   EXPECT_EQ(resp.models(0).model_id(), "from-file");
   EXPECT_EQ(resp.models(0).context_length(), 128u);
+  EXPECT_EQ((*d)->Health(), "SERVING");
+  EXPECT_EQ((*d)->Stop(), 0);
+}
+
+// A file that validates but whose architecture the worker cannot build: the
+// worker's fatal message comes back as INVALID_ARGUMENT, no worker is left
+// behind, and a good model loads afterwards.
+TEST(E2eConfigTest, UnbuildableModelFailsLoadWithTheWorkersMessage) {
+  const std::string dir = MakeTempDir("e2e-config");
+  auto good = WriteMicroModel(dir);
+  ASSERT_TRUE(good.ok()) << good.status();
+  std::ifstream in(*good, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string key = "general.architecture";
+  const size_t at = bytes.find(key);
+  ASSERT_NE(at, std::string::npos);
+  // key, then the value: u32 type (8 = string), u64 length, the text.
+  const size_t text = at + key.size() + 4 + 8;
+  ASSERT_EQ(bytes.substr(text, 9), "qwen35moe");
+  bytes.replace(text, 9, "qwen99moe");
+  const std::string bad = dir + "/unknown-arch.gguf";
+  std::ofstream(bad, std::ios::binary) << bytes;
+
+  auto d = Daemon::Start(DaemonOptions{});
+  ASSERT_TRUE(d.ok()) << d.status();
+  grpc::ClientContext ctx;
+  v1::LoadModelRequest load;
+  load.set_path(bad);
+  v1::LoadModelResponse resp;
+  grpc::Status s = (*d)->stub().LoadModel(&ctx, load, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_NE(s.error_message().find(absl::StrCat("LoadModel path='", bad, "'")), std::string::npos)
+      << s.error_message();
+  EXPECT_NE(s.error_message().find("qwen99moe"), std::string::npos) << s.error_message();
+  EXPECT_EQ((*d)->Health(), "NOT_SERVING");
+  EXPECT_TRUE(ChildrenOf((*d)->pid()).empty());
+
+  grpc::ClientContext ctx2;
+  load.set_path(*good);
+  ASSERT_TRUE((*d)->stub().LoadModel(&ctx2, load, &resp).ok());
   EXPECT_EQ((*d)->Health(), "SERVING");
   EXPECT_EQ((*d)->Stop(), 0);
 }
