@@ -1,7 +1,8 @@
 // Locating the shared reference goldens from tests.
 //
 // Tests find goldens through env SLUICE_GOLDENS (an absolute directory; the
-// Makefile sets it). When it is unset or absent a test skips with a message,
+// Makefile sets it), else ../shared/goldens beside the repository root. When
+// neither is a directory a test skips with a message,
 // except under CI=true, where a missing goldens directory is a failure.
 //
 //   TEST(Foo, Bar) {
@@ -11,6 +12,7 @@
 #ifndef SLUICE_TESTS_GOLDENS_H_
 #define SLUICE_TESTS_GOLDENS_H_
 
+#include <climits>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -20,14 +22,32 @@
 
 namespace sluice::testing {
 
-// The goldens directory, or nullopt when SLUICE_GOLDENS is unset, empty or
-// not a directory.
+// The goldens directory: env SLUICE_GOLDENS when set, else `../shared/goldens`
+// beside the repository root (found through the WORKSPACE file in a Bazel
+// test's runfiles, or from the working directory outside Bazel); nullopt when
+// that is not a directory.
 inline std::optional<std::string> GoldensDir() {
+  auto is_dir = [](const std::string& path) {
+    struct stat st;
+    return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  };
   const char* env = std::getenv("SLUICE_GOLDENS");
-  if (env == nullptr || env[0] == '\0') return std::nullopt;
-  struct stat st;
-  if (stat(env, &st) != 0 || !S_ISDIR(st.st_mode)) return std::nullopt;
-  return std::string(env);
+  if (env != nullptr && env[0] != '\0') {
+    if (is_dir(env)) return std::string(env);
+    return std::nullopt;
+  }
+  std::string root = ".";
+  if (const char* srcdir = std::getenv("TEST_SRCDIR"); srcdir != nullptr) {
+    std::string workspace = std::string(srcdir) + "/sluice/WORKSPACE";
+    if (char* real = realpath(workspace.c_str(), nullptr); real != nullptr) {
+      root = real;
+      free(real);
+      root.resize(root.rfind('/'));
+    }
+  }
+  std::string fallback = root + "/../shared/goldens";
+  if (is_dir(fallback)) return fallback;
+  return std::nullopt;
 }
 
 // True when env CI is "true" (missing goldens must then fail, not skip).
@@ -47,9 +67,9 @@ inline bool InCi() {
         ::sluice::testing::GoldensDir();                                   \
     if (!sluice_goldens_.has_value()) {                                    \
       if (::sluice::testing::InCi()) {                                     \
-        FAIL() << "SLUICE_GOLDENS unset or not a directory under CI=true"; \
+        FAIL() << "no goldens directory (SLUICE_GOLDENS or ../shared/goldens) under CI=true"; \
       }                                                                    \
-      GTEST_SKIP() << "SLUICE_GOLDENS unset or not a directory; skipping"; \
+      GTEST_SKIP() << "no goldens directory (SLUICE_GOLDENS or ../shared/goldens); skipping"; \
     }                                                                      \
     var = *sluice_goldens_;                                                \
   } while (false)
