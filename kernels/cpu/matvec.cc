@@ -48,17 +48,28 @@ void GenericRows(GgmlType wtype, const uint8_t* w, int64_t row_bytes, int64_t ro
 
 }  // namespace
 
-Isa DetectIsa() {
-  static const Isa isa = [] {
+bool IsaSupported(Isa isa) {
 #if defined(__x86_64__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c")) {
-      return Isa::kAvx2;
-    }
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                    __builtin_cpu_supports("f16c");
+  switch (isa) {
+    case Isa::kScalar: return true;
+    case Isa::kAvx2: return avx2;
+    case Isa::kAvx512:
+      return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  }
+  return false;
+#else
+  return isa == Isa::kScalar;
 #endif
-    return Isa::kScalar;
-  }();
+}
+
+Isa DetectIsa() {
+  static const Isa isa = IsaSupported(Isa::kAvx512) ? Isa::kAvx512
+                         : IsaSupported(Isa::kAvx2) ? Isa::kAvx2
+                                                    : Isa::kScalar;
   return isa;
 }
 
@@ -71,6 +82,9 @@ const char* IsaName(Isa isa) {
 }
 
 VecDotFn FindVecDot(GgmlType wtype, Isa isa) {
+  if (isa == Isa::kAvx512) {
+    if (VecDotFn fn = FindVecDotAvx512(wtype)) return fn;
+  }
   if (isa != Isa::kScalar) {
     if (VecDotFn fn = FindVecDotAvx2(wtype)) return fn;
   }

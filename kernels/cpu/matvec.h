@@ -41,15 +41,15 @@ namespace sluice::kernels {
 bool IsMatMulSupported(GgmlType wtype);
 
 // The optimized product: SIMD kernels chosen at run time from the CPU's
-// features (AVX2+FMA+F16C, else portable scalar; AVX-512 machines run the
-// AVX2 kernels), rows split over `pool` (nullptr = run on the caller's
-// thread only). Results do not depend on the number of threads (each y
-// element is computed by one thread in a fixed order), and a batch gives
-// exactly what n_tok single-token calls give.
-// Dedicated kernels: F32, F16, BF16, Q8_0, Q1_0, Q4_0, IQ4_NL, MXFP4, Q4_K,
-// Q5_K, Q6_K (SIMD), Q4_1, Q5_1 (scalar); other types decode each weight row to f32 and dot
-// it with the activation decoded from its 8-bit blocks (same rounding,
-// slower).
+// features (AVX-512 F/BW/VL/VNNI, else AVX2+FMA+F16C, else portable
+// scalar), rows split over `pool` (nullptr = run on the caller's thread
+// only). Results do not depend on the number of threads (each y element is
+// computed by one thread in a fixed order), and a batch gives exactly what
+// n_tok single-token calls give.
+// Dedicated kernels: F32, Q8_0, Q1_0 (AVX-512); F16, BF16, Q4_0, IQ4_NL,
+// MXFP4, Q4_K, Q5_K, Q6_K (AVX2); Q4_1, Q5_1 (scalar); other types decode
+// each weight row to f32 and dot it with the activation decoded from its
+// 8-bit blocks (same rounding, slower). docs/QUANT_FORMATS.md has details.
 //
 // Preconditions: w holds rows * RowBytes(wtype, cols) bytes, x holds
 // n_tok * cols floats, y holds n_tok * rows floats; y does not overlap w or
@@ -72,8 +72,8 @@ absl::Status MatMulReference(GgmlType wtype, const void* w, int64_t rows,
                              int64_t cols, const float* x, int64_t n_tok,
                              float* y);
 
-// Which implementation MatMul uses on this machine: "avx2" or "scalar".
-// For logs and benchmarks.
+// Which implementation MatMul uses on this machine: "avx512", "avx2" or
+// "scalar". For logs and benchmarks.
 const char* MatMulIsa();
 
 }  // namespace sluice::kernels

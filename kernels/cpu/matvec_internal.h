@@ -17,16 +17,30 @@ namespace sluice::kernels::internal {
 
 enum class Isa { kScalar, kAvx2, kAvx512 };
 
-// The best instruction set this CPU supports (and this build has code for).
+// The best instruction set this CPU supports (and this build has code for):
+// kAvx512 needs AVX-512 F, BW, VL and VNNI (plus AVX2, FMA, F16C); kAvx2 needs
+// AVX2, FMA and F16C.
 Isa DetectIsa();
+// True if kernels for `isa` may run on this CPU.
+bool IsaSupported(Isa isa);
 const char* IsaName(Isa isa);
 
 // What an activation row is converted to before the dot products:
 //   kF32  - unchanged f32;
 //   kF16R / kBf16R - f32 values rounded to fp16 / bf16 (stored as f32,
 //          which is exact) so kernels need not convert x per weight row;
-//   kQ8_0 / kQ8_1 / kQ8_K - ggml's 8-bit activation blocks.
+//   kQ8_0 / kQ8_1 / kQ8_K - ggml's 8-bit activation blocks. A kQ8_0 row is
+//          followed by the same data laid out for wide vectors: the cols
+//          int8 values contiguous, then one f32 scale per block (unaligned).
 enum class ActFormat { kF32, kF16R, kBf16R, kQ8_0, kQ8_1, kQ8_K };
+
+// The wide-vector copy inside a kQ8_0 activation row of `cols` elements.
+inline const int8_t* ActQ8_0Values(const void* act, int64_t cols) {
+  return static_cast<const int8_t*>(act) + cols / 32 * 34;
+}
+inline const uint8_t* ActQ8_0Scales(const void* act, int64_t cols) {
+  return reinterpret_cast<const uint8_t*>(ActQ8_0Values(act, cols) + cols);
+}
 
 // The partner format of weight type `wtype` (as in ggml's vec_dot_type).
 // Precondition: IsMatMulSupported(wtype).
@@ -59,9 +73,12 @@ absl::Status MatMulWithIsa(Isa isa, GgmlType wtype, const void* w, int64_t rows,
                            int64_t cols, const float* x, int64_t n_tok, float* y,
                            ThreadPool* pool);
 
-// Per-ISA kernel tables (defined in vec_dot_scalar.cc / vec_dot_avx2.cc).
+// Per-ISA kernel tables (vec_dot_scalar.cc, vec_dot_avx2.cc,
+// vec_dot_avx512.cc); nullptr where that ISA has no kernel for the type.
+// FindVecDot falls back from AVX-512 to AVX2 to scalar kernels.
 VecDotFn FindVecDotScalar(GgmlType wtype);
 VecDotFn FindVecDotAvx2(GgmlType wtype);
+VecDotFn FindVecDotAvx512(GgmlType wtype);
 
 }  // namespace sluice::kernels::internal
 

@@ -111,6 +111,8 @@ std::vector<GgmlType> MatMulTypes() {
   return types;
 }
 
+constexpr Isa kSimdIsas[] = {Isa::kAvx2, Isa::kAvx512};
+
 class MatMulTypedTest : public ::testing::TestWithParam<GgmlType> {};
 
 TEST_P(MatMulTypedTest, OptimizedMatchesReferenceWithinActivationRounding) {
@@ -137,6 +139,18 @@ TEST_P(MatMulTypedTest, OptimizedMatchesReferenceWithinActivationRounding) {
     ASSERT_TRUE(internal::MatMulWithIsa(Isa::kScalar, t, w.data(), c.rows, c.cols, x.data(),
                                         c.n_tok, scalar.data(), nullptr)
                     .ok());
+    // Every SIMD level this CPU has, not only the one MatMul picks.
+    std::vector<std::vector<float>> per_isa;
+    for (Isa isa : kSimdIsas) {
+      per_isa.emplace_back(ref.size());
+      if (!internal::IsaSupported(isa)) {
+        per_isa.back() = opt1;  // nothing to check on this CPU
+        continue;
+      }
+      ASSERT_TRUE(internal::MatMulWithIsa(isa, t, w.data(), c.rows, c.cols, x.data(), c.n_tok,
+                                          per_isa.back().data(), &pool3)
+                      .ok());
+    }
     const std::vector<double> bounds = Bounds(t, w.data(), x.data(), c);
     // The same product with the activation rounded as MatMul rounds it:
     // only float summation order (and Q8_1's fp16 block sums) may differ.
@@ -157,6 +171,10 @@ TEST_P(MatMulTypedTest, OptimizedMatchesReferenceWithinActivationRounding) {
                        c.cols);
       ASSERT_NEAR(opt1[i], ref_seen[i], order_slack) << "index " << i;
       ASSERT_NEAR(scalar[i], ref_seen[i], order_slack) << "index " << i;
+      for (size_t k = 0; k < per_isa.size(); ++k) {
+        ASSERT_NEAR(per_isa[k][i], ref_seen[i], order_slack)
+            << "isa " << internal::IsaName(kSimdIsas[k]) << " index " << i;
+      }
       worst_ratio = std::max(worst_ratio, err / bounds[i]);
     }
     // A batch gives exactly what one call per token gives.
@@ -168,8 +186,10 @@ TEST_P(MatMulTypedTest, OptimizedMatchesReferenceWithinActivationRounding) {
       for (int64_t r = 0; r < c.rows; ++r) ASSERT_EQ(single[r], opt1[tok * c.rows + r]);
     }
   }
-  std::printf("%-8s isa=%s worst |opt-ref| / bound = %.3f\n", TypeName(t).c_str(), MatMulIsa(),
-              worst_ratio);
+  std::printf("%-8s isa=%s (avx2 %s, avx512 %s) worst |opt-ref| / bound = %.3f\n",
+              TypeName(t).c_str(), MatMulIsa(),
+              internal::IsaSupported(Isa::kAvx2) ? "checked" : "absent",
+              internal::IsaSupported(Isa::kAvx512) ? "checked" : "absent", worst_ratio);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, MatMulTypedTest, ::testing::ValuesIn(MatMulTypes()),

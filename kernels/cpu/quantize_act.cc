@@ -42,10 +42,20 @@ int QuantizeBlock32(const float* x, int8_t* q, uint16_t* d_fp16, float* d_out) {
 }
 
 void ToQ8_0(const float* x, int64_t cols, void* out) {
+  const int64_t nb = cols / 32;
   auto* b = static_cast<BlockQ8_0*>(out);
-  for (int64_t i = 0; i < cols / 32; ++i) {
+  for (int64_t i = 0; i < nb; ++i) {
     float d;
     QuantizeBlock32(x + 32 * i, b[i].qs, &b[i].d, &d);
+  }
+  // The wide-vector copy: values contiguous, scales as f32 (see
+  // ActQ8_0Values / ActQ8_0Scales).
+  auto* values = reinterpret_cast<int8_t*>(b + nb);
+  auto* scales = reinterpret_cast<uint8_t*>(values + cols);
+  for (int64_t i = 0; i < nb; ++i) {
+    std::memcpy(values + 32 * i, b[i].qs, 32);
+    const float d = Fp16ToF32(b[i].d);
+    std::memcpy(scales + 4 * i, &d, 4);
   }
 }
 
@@ -100,7 +110,8 @@ int ActBlock(ActFormat format) {
 
 int64_t ActRowBytes(ActFormat format, int64_t cols) {
   switch (format) {
-    case ActFormat::kQ8_0: return cols / 32 * static_cast<int64_t>(sizeof(BlockQ8_0));
+    case ActFormat::kQ8_0:
+      return cols / 32 * static_cast<int64_t>(sizeof(BlockQ8_0) + 32 + sizeof(float));
     case ActFormat::kQ8_1: return cols / 32 * static_cast<int64_t>(sizeof(BlockQ8_1));
     case ActFormat::kQ8_K: return cols / kQK * static_cast<int64_t>(sizeof(BlockQ8_K));
     default: return cols * static_cast<int64_t>(sizeof(float));
