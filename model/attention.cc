@@ -41,9 +41,7 @@ void AttendOne(const float* q, const BlockState& kv, int64_t kv_dim,
   float max_s = -INFINITY;
   for (int64_t j = 0; j < n_ctx; ++j) {
     const float* kj = kv.k.data() + j * kv_dim + g * d;
-    float dot = 0.0f;
-    for (int64_t i = 0; i < d; ++i) dot += q[i] * kj[i];
-    scores[j] = dot * scale;
+    scores[j] = Dot(q, kj, d) * scale;
     max_s = std::max(max_s, scores[j]);
   }
   double sum = 0.0;
@@ -55,8 +53,7 @@ void AttendOne(const float* q, const BlockState& kv, int64_t kv_dim,
   std::fill(o, o + d, 0.0f);
   for (int64_t j = 0; j < n_ctx; ++j) {
     const float p = scores[j] * inv;
-    const float* vj = kv.v.data() + j * kv_dim + g * d;
-    for (int64_t i = 0; i < d; ++i) o[i] += p * vj[i];
+    Axpy(p, kv.v.data() + j * kv_dim + g * d, o, d);
   }
 }
 
@@ -87,7 +84,8 @@ absl::Status RunAttention(const AttentionConfig& c, const AttentionWeights& w,
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const int64_t group = c.n_head / c.n_head_kv;
   std::vector<float> o(n_tok * o_width);
-  ParallelRange(pool, n_tok * c.n_head, [&](int64_t begin, int64_t end) {
+  const int64_t work = n_tok * c.n_head * (pos0 + n_tok) * d * 2;
+  ParallelRange(pool, n_tok * c.n_head, work, [&](int64_t begin, int64_t end) {
     std::vector<float> scores(pos0 + n_tok);
     for (int64_t i = begin; i < end; ++i) {
       const int64_t t = i / c.n_head;

@@ -8,12 +8,14 @@ namespace sluice {
 
 absl::Status Project(const Matrix& w, const float* x, int64_t n_tok, float* y,
                      kernels::ThreadPool* pool) {
-  return kernels::MatMul(w.type, w.data, w.rows, w.cols, x, n_tok, y, pool);
+  const int64_t work = w.rows * w.cols * n_tok;
+  return kernels::MatMul(w.type, w.data, w.rows, w.cols, x, n_tok, y,
+                         work < kMinParallelMatMulWork ? nullptr : pool);
 }
 
-void ParallelRange(kernels::ThreadPool* pool, int64_t n,
+void ParallelRange(kernels::ThreadPool* pool, int64_t n, int64_t work,
                    absl::FunctionRef<void(int64_t, int64_t)> fn) {
-  if (pool == nullptr) {
+  if (pool == nullptr || pool->num_threads() == 1 || work < kMinParallelWork) {
     if (n > 0) fn(0, n);
     return;
   }

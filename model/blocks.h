@@ -21,14 +21,41 @@
 
 namespace sluice {
 
+// Products smaller than this many multiply-adds run on the calling thread:
+// waking the pool (tens of microseconds) costs more than it saves, and a
+// decode step of a small model issues dozens of such products.
+inline constexpr int64_t kMinParallelMatMulWork = 1 << 18;
+
 // y[t][r] = sum_c W[r][c] x[t][c] for n_tok rows of x ([n_tok][w.cols]);
 // y is [n_tok][w.rows]. Errors are the kernel's.
 absl::Status Project(const Matrix& w, const float* x, int64_t n_tok, float* y,
                      kernels::ThreadPool* pool);
 
-// Runs fn over [0, n) split across the pool (inline when pool is null).
-void ParallelRange(kernels::ThreadPool* pool, int64_t n,
+// Runs fn over [0, n) split across the pool; inline when pool is null or
+// the loop's estimated total `work` (multiply-adds) is below
+// kMinParallelWork, where waking the workers costs more than it saves.
+inline constexpr int64_t kMinParallelWork = 1 << 15;
+void ParallelRange(kernels::ThreadPool* pool, int64_t n, int64_t work,
                    absl::FunctionRef<void(int64_t, int64_t)> fn);
+
+// sum_i a[i] * b[i] in f32 with eight interleaved partial sums (a shape the
+// compiler vectorizes; the order differs from a serial sum by rounding only).
+inline float Dot(const float* a, const float* b, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
+  }
+  float tail = 0;
+  for (; i < n; ++i) tail += a[i] * b[i];
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) +
+         ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
+}
+
+// y[i] += a * x[i].
+inline void Axpy(float a, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
 
 // y = x / sqrt(mean(x^2) + eps) * w over n elements (w may be null: no
 // scale). y may alias x.

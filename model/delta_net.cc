@@ -18,7 +18,7 @@ void ConvSilu(const DeltaNetConfig& c, const float* kernel, float* qkv,
   const int64_t ch = c.conv_channels();
   const int64_t taps = c.conv_kernel;
   const int64_t hist = taps - 1;
-  ParallelRange(pool, ch, [&](int64_t begin, int64_t end) {
+  ParallelRange(pool, ch, ch * n_tok * taps, [&](int64_t begin, int64_t end) {
     std::vector<float> window(hist + n_tok);
     for (int64_t ci = begin; ci < end; ++ci) {
       for (int64_t j = 0; j < hist; ++j) window[j] = conv_state[j * ch + ci];
@@ -52,18 +52,10 @@ void ScanHead(const DeltaNetConfig& c, int64_t j, const float* qkv,
     float* oj = o + t * c.value_dim() + j * n;
     for (int64_t vi = 0; vi < n; ++vi) {
       float* row = s_mat + vi * n;
-      float kv_mem = 0.0f;
-      for (int64_t ki = 0; ki < n; ++ki) {
-        row[ki] *= decay;
-        kv_mem += row[ki] * k[ki];
-      }
-      const float delta = (v[vi] - kv_mem) * b;
-      float out = 0.0f;
-      for (int64_t ki = 0; ki < n; ++ki) {
-        row[ki] += k[ki] * delta;
-        out += row[ki] * q[ki];
-      }
-      oj[vi] = out;
+      for (int64_t ki = 0; ki < n; ++ki) row[ki] *= decay;
+      const float delta = (v[vi] - Dot(row, k, n)) * b;
+      Axpy(delta, k, row, n);
+      oj[vi] = Dot(row, q, n);
     }
   }
 }
@@ -98,7 +90,7 @@ absl::Status RunDeltaNet(const DeltaNetConfig& c, const DeltaNetWeights& w,
   }
 
   std::vector<float> o(n_tok * c.value_dim());
-  ParallelRange(pool, r, [&](int64_t begin, int64_t end) {
+  ParallelRange(pool, r, r * n_tok * n * n * 3, [&](int64_t begin, int64_t end) {
     for (int64_t j = begin; j < end; ++j) {
       ScanHead(c, j, qkv.data(), beta.data(), g.data(), n_tok,
                st.ssm.data() + j * n * n, o.data());

@@ -29,6 +29,57 @@ absl::Status SwiGlu(const Matrix& gate, const Matrix& up, const Matrix& down,
   return Project(down, g_buf.data(), m, y, pool);
 }
 
+struct ExpertScratch {
+  std::vector<float> x, y, g, u;
+};
+
+// Expert e applied to the tokens routed to it (`list`: (token, slot)
+// pairs); each result, scaled by its routing weight, goes to its slot row
+// of slot_out ([n_tok][k][n_embd]).
+absl::Status RunExpert(const MoeWeights& w, int32_t e,
+                       const std::vector<std::pair<int64_t, int64_t>>& list,
+                       const std::vector<Routing>& routes, const float* x,
+                       int64_t e_dim, int64_t k, ExpertScratch& s,
+                       float* slot_out, kernels::ThreadPool* pool) {
+  const int64_t m = static_cast<int64_t>(list.size());
+  s.x.resize(m * e_dim);
+  s.y.resize(m * e_dim);
+  for (int64_t i = 0; i < m; ++i) {
+    std::memcpy(s.x.data() + i * e_dim, x + list[i].first * e_dim,
+                e_dim * sizeof(float));
+  }
+  RETURN_IF_ERROR(SwiGlu(w.gate.expert(e), w.up.expert(e), w.down.expert(e),
+                         s.x.data(), m, s.y.data(), s.g, s.u, pool));
+  for (int64_t i = 0; i < m; ++i) {
+    const auto [t, slot] = list[i];
+    const float wt = routes[t].weight[slot];
+    float* dst = slot_out + (t * k + slot) * e_dim;
+    const float* src = s.y.data() + i * e_dim;
+    for (int64_t j = 0; j < e_dim; ++j) dst[j] = src[j] * wt;
+  }
+  return absl::OkStatus();
+}
+
+// Routes every token; slots[e] lists the (token, slot) pairs sent to
+// expert e in token order, `active` the experts with at least one.
+void RouteBatch(const MoeConfig& c, const float* logits, int64_t n_tok,
+                std::vector<Routing>& routes,
+                std::vector<std::vector<std::pair<int64_t, int64_t>>>& slots,
+                std::vector<int32_t>& active) {
+  slots.assign(c.n_expert, {});
+  for (int64_t t = 0; t < n_tok; ++t) {
+    RouteToken(logits + t * c.n_expert, c.n_expert, c.n_expert_used,
+               &routes[t]);
+    for (int64_t s = 0; s < c.n_expert_used; ++s) {
+      slots[routes[t].expert[s]].push_back({t, s});
+    }
+  }
+  active.clear();
+  for (int64_t e = 0; e < c.n_expert; ++e) {
+    if (!slots[e].empty()) active.push_back(static_cast<int32_t>(e));
+  }
+}
+
 }  // namespace
 
 void RouteToken(const float* logits, int64_t n_expert, int64_t k,
@@ -66,37 +117,34 @@ absl::Status RunMoe(const MoeConfig& c, const MoeWeights& w, const float* x,
   std::vector<float> logits(n_tok * c.n_expert);
   RETURN_IF_ERROR(Project(w.router, x, n_tok, logits.data(), pool));
   std::vector<Routing> routes(n_tok);
-  // slots[e] lists (token, slot) pairs routed to expert e, token-ordered.
-  std::vector<std::vector<std::pair<int64_t, int64_t>>> slots(c.n_expert);
-  for (int64_t t = 0; t < n_tok; ++t) {
-    RouteToken(logits.data() + t * c.n_expert, c.n_expert, k, &routes[t]);
-    for (int64_t s = 0; s < k; ++s) {
-      slots[routes[t].expert[s]].push_back({t, s});
-    }
-  }
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> slots;
+  std::vector<int32_t> active;
+  RouteBatch(c, logits.data(), n_tok, routes, slots, active);
 
   // Per (token, slot) expert outputs, summed below in slot order.
   std::vector<float> slot_out(n_tok * k * e_dim);
-  std::vector<float> xe, ye, g_buf, u_buf;
-  for (int64_t e = 0; e < c.n_expert; ++e) {
-    const auto& list = slots[e];
-    if (list.empty()) continue;
-    const int64_t m = static_cast<int64_t>(list.size());
-    xe.resize(m * e_dim);
-    ye.resize(m * e_dim);
-    for (int64_t i = 0; i < m; ++i) {
-      std::memcpy(xe.data() + i * e_dim, x + list[i].first * e_dim,
-                  e_dim * sizeof(float));
-    }
-    RETURN_IF_ERROR(SwiGlu(w.gate.expert(e), w.up.expert(e), w.down.expert(e),
-                           xe.data(), m, ye.data(), g_buf, u_buf, pool));
-    for (int64_t i = 0; i < m; ++i) {
-      const auto [t, s] = list[i];
-      const float wt = routes[t].weight[s];
-      float* dst = slot_out.data() + (t * k + s) * e_dim;
-      const float* src = ye.data() + i * e_dim;
-      for (int64_t j = 0; j < e_dim; ++j) dst[j] = src[j] * wt;
-    }
+  const auto run_expert = [&](int32_t e, ExpertScratch& scratch,
+                              kernels::ThreadPool* inner) {
+    return RunExpert(w, e, slots[e], routes, x, e_dim, k, scratch,
+                     slot_out.data(), inner);
+  };
+  // Many small experts (decode, small models): one expert per task, so a
+  // token costs one parallel loop instead of three per expert. Few large
+  // ones: each product is split across the pool instead.
+  const int threads = pool != nullptr ? pool->num_threads() : 1;
+  if (threads > 1 && static_cast<int>(active.size()) >= 2 * threads) {
+    std::vector<absl::Status> status(active.size());
+    pool->ParallelFor(static_cast<int64_t>(active.size()),
+                      [&](int64_t begin, int64_t end) {
+                        ExpertScratch scratch;
+                        for (int64_t i = begin; i < end; ++i) {
+                          status[i] = run_expert(active[i], scratch, nullptr);
+                        }
+                      });
+    for (const absl::Status& st : status) RETURN_IF_ERROR(st);
+  } else {
+    ExpertScratch scratch;
+    for (int32_t e : active) RETURN_IF_ERROR(run_expert(e, scratch, pool));
   }
   for (int64_t t = 0; t < n_tok; ++t) {
     float* o = out + t * e_dim;
@@ -108,14 +156,12 @@ absl::Status RunMoe(const MoeConfig& c, const MoeWeights& w, const float* x,
   }
   if (c.shared_ff == 0) return absl::OkStatus();
 
-  std::vector<float> shared(n_tok * e_dim);
+  std::vector<float> shared(n_tok * e_dim), g_buf, u_buf;
   RETURN_IF_ERROR(SwiGlu(w.shared_gate, w.shared_up, w.shared_down, x, n_tok,
                          shared.data(), g_buf, u_buf, pool));
   for (int64_t t = 0; t < n_tok; ++t) {
     const float* xt = x + t * e_dim;
-    float dot = 0.0f;
-    for (int64_t j = 0; j < e_dim; ++j) dot += w.shared_gate_inp[j] * xt[j];
-    const float gate = Sigmoid(dot);
+    const float gate = Sigmoid(Dot(w.shared_gate_inp, xt, e_dim));
     for (int64_t j = 0; j < e_dim; ++j) {
       out[t * e_dim + j] += shared[t * e_dim + j] * gate;
     }

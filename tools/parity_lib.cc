@@ -226,9 +226,15 @@ absl::StatusOr<ModelReport> RunParity(const std::string& model_path,
                      ReadF32(base + ".prefill_logits.f32", ids.size() * v));
     ASSIGN_OR_RETURN(const std::vector<float> ref_decode,
                      ReadF32(base + ".decode_logits.f32", kDecodeSteps * v));
-    ASSIGN_OR_RETURN(const PromptRun run,
-                     RunPrompt(*model, ids, dec, ref_prefill, ref_decode,
-                               &pool));
+    ASSIGN_OR_RETURN(PromptRun run, RunPrompt(*model, ids, dec, ref_prefill,
+                                              ref_decode, &pool));
+    for (int r = 1; r < options.repeat; ++r) {
+      ASSIGN_OR_RETURN(const PromptRun again,
+                       RunPrompt(*model, ids, dec, ref_prefill, ref_decode,
+                                 &pool));
+      run.prefill_s = std::min(run.prefill_s, again.prefill_s);
+      run.decode_s = std::min(run.decode_s, again.decode_s);
+    }
     PromptReport p = Summarize(absl::StrCat(report.model, ".", name), run.rows,
                                v, StdDev(ref_prefill), report.all_f32,
                                options.gates);

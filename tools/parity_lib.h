@@ -79,6 +79,9 @@ struct ModelReport {
 struct Options {
   int threads = 1;
   Gates gates;
+  // Times each prompt's prefill and decode this many times (>= 1) and
+  // reports the fastest run; logits are compared on the first.
+  int repeat = 1;
   // Name of the goldens to compare with; empty: the model's file name minus
   // ".gguf" (a split set's shard 1 can thus be checked against the goldens
   // of the unsplit file).

@@ -7,6 +7,7 @@
 // The last line printed is always
 //   worst_max=X worst_rms=Y worst_median=Z top1_agree=A/B
 // Exit status 0 only when every prompt of every model passes its gate.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -23,6 +24,8 @@ ABSL_FLAG(std::string, goldens, "",
           "directory holding <model>.prompts.json and the reference logits");
 ABSL_FLAG(std::string, device, "cpu", "backend; only 'cpu' exists");
 ABSL_FLAG(int, threads, 1, "threads for the CPU kernels");
+ABSL_FLAG(int, repeat, 1,
+          "run each prompt this many times and report the fastest timings");
 ABSL_FLAG(double, max_gate, 0.005,
           "all-F32 models: max |dlogit|/std allowed (can only tighten)");
 ABSL_FLAG(double, rms_gate, 0.03,
@@ -58,6 +61,7 @@ int main(int argc, char** argv) {
   }
   sluice::parity::Options options;
   options.threads = absl::GetFlag(FLAGS_threads);
+  options.repeat = std::max(1, absl::GetFlag(FLAGS_repeat));
   sluice::parity::Gates requested;
   requested.f32_max = absl::GetFlag(FLAGS_max_gate);
   requested.quant_rms = absl::GetFlag(FLAGS_rms_gate);
