@@ -46,6 +46,33 @@ void GenericRows(GgmlType wtype, const uint8_t* w, int64_t row_bytes, int64_t ro
   }
 }
 
+// The generic path's activation: the 8-bit blocks decoded back to f32, so
+// it carries exactly the rounding the dedicated kernels see.
+std::vector<float> DecodeActivations(ActFormat format, const std::vector<uint8_t>& act,
+                                     int64_t act_bytes, int64_t cols, int64_t n_tok) {
+  std::vector<float> out(static_cast<size_t>(cols * n_tok));
+  const GgmlType act_type = format == ActFormat::kQ8_0   ? GgmlType::kQ8_0
+                            : format == ActFormat::kQ8_1 ? GgmlType::kQ8_1
+                                                         : GgmlType::kQ8_K;
+  for (int64_t t = 0; t < n_tok; ++t) {
+    // Cannot fail: cols is a multiple of the activation block.
+    DequantizeRow(act_type, act.data() + t * act_bytes, cols, out.data() + t * cols)
+        .IgnoreError();
+  }
+  return out;
+}
+
+// Rows split over the pool in groups of 4 (little per-task overhead, still
+// balanced), or all on the caller without a pool.
+void RunOverRows(ThreadPool* pool, int64_t rows,
+                 absl::FunctionRef<void(int64_t, int64_t)> body) {
+  if (pool != nullptr) {
+    pool->ParallelForGrain(rows, 4, body);
+  } else {
+    body(0, rows);
+  }
+}
+
 }  // namespace
 
 bool IsaSupported(Isa isa) {
@@ -107,43 +134,22 @@ absl::Status MatMulWithIsa(Isa isa, GgmlType wtype, const void* w, int64_t rows,
   }
   const int64_t row_bytes = *RowBytes(wtype, cols);
   const auto* wb = static_cast<const uint8_t*>(w);
-  const VecDotFn dot = FindVecDot(wtype, isa);
-  // Small groups of rows keep per-task overhead low without unbalancing.
-  const int64_t grain = 4;
-  if (dot != nullptr) {
-    auto body = [&](int64_t begin, int64_t end) {
+  if (const VecDotFn dot = FindVecDot(wtype, isa)) {
+    RunOverRows(pool, rows, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         const uint8_t* wrow = wb + r * row_bytes;
         for (int64_t t = 0; t < n_tok; ++t) {
           y[t * rows + r] = dot(wrow, act.data() + t * act_bytes, cols);
         }
       }
-    };
-    if (pool != nullptr) {
-      pool->ParallelForGrain(rows, grain, body);
-    } else {
-      body(0, rows);
-    }
+    });
     return absl::OkStatus();
   }
-  // Generic path: activation decoded back to f32 once per row.
-  std::vector<float> act_f32(static_cast<size_t>(cols * n_tok));
-  const GgmlType act_type = format == ActFormat::kQ8_0   ? GgmlType::kQ8_0
-                            : format == ActFormat::kQ8_1 ? GgmlType::kQ8_1
-                                                         : GgmlType::kQ8_K;
-  for (int64_t t = 0; t < n_tok; ++t) {
-    DequantizeRow(act_type, act.data() + t * act_bytes, cols, act_f32.data() + t * cols)
-        .IgnoreError();
-  }
+  const std::vector<float> act_f32 = DecodeActivations(format, act, act_bytes, cols, n_tok);
   const DotF32Fn fdot = isa == Isa::kScalar ? DotF32Scalar : DotF32Avx2;
-  auto body = [&](int64_t begin, int64_t end) {
+  RunOverRows(pool, rows, [&](int64_t begin, int64_t end) {
     GenericRows(wtype, wb, row_bytes, rows, cols, act_f32.data(), n_tok, y, fdot, begin, end);
-  };
-  if (pool != nullptr) {
-    pool->ParallelForGrain(rows, grain, body);
-  } else {
-    body(0, rows);
-  }
+  });
   return absl::OkStatus();
 }
 

@@ -40,7 +40,8 @@ struct Case {
 // reference: sum |w| * (activation rounding) + f32 summation slack.
 std::vector<double> Bounds(GgmlType t, const uint8_t* w, const float* x, const Case& c) {
   const ActFormat format = internal::ActFormatFor(t);
-  const int block = std::max(internal::ActBlock(format), 32);
+  // Plain types have no activation block; 32 (or the whole row) stands in.
+  const int64_t block = std::min<int64_t>(c.cols, std::max(internal::ActBlock(format), 32));
   const int64_t row_bytes = *RowBytes(t, c.cols);
   std::vector<double> bounds(c.rows * c.n_tok);
   std::vector<float> wrow(c.cols);
