@@ -112,7 +112,39 @@ std::vector<GgmlType> MatMulTypes() {
   return types;
 }
 
-constexpr Isa kSimdIsas[] = {Isa::kAvx2, Isa::kAvx512};
+constexpr Isa kIsas[] = {Isa::kScalar, Isa::kAvx2, Isa::kAvx512};
+
+// One case computed every way: the exact reference, the reference on the
+// activation as the kernels see it, MatMul with 1 and 3 threads, and each
+// instruction-set level this CPU has (others copy opt1: nothing to check).
+struct Results {
+  std::vector<float> ref, ref_seen, opt1, opt3;
+  std::vector<std::vector<float>> per_isa;
+};
+
+void ComputeAll(GgmlType t, const std::vector<uint8_t>& w, const std::vector<float>& x,
+                const Case& c, ThreadPool* pool3, Results* out) {
+  const size_t n = c.rows * c.n_tok;
+  out->ref.resize(n);
+  out->ref_seen.resize(n);
+  out->opt1.resize(n);
+  out->opt3.resize(n);
+  ASSERT_TRUE(MatMulReference(t, w.data(), c.rows, c.cols, x.data(), c.n_tok, out->ref.data()).ok());
+  const std::vector<float> x_seen = AsSeenByKernels(t, x, c.cols);
+  ASSERT_TRUE(MatMulReference(t, w.data(), c.rows, c.cols, x_seen.data(), c.n_tok,
+                              out->ref_seen.data())
+                  .ok());
+  ThreadPool pool1(1);
+  ASSERT_TRUE(MatMul(t, w.data(), c.rows, c.cols, x.data(), c.n_tok, out->opt1.data(), &pool1).ok());
+  ASSERT_TRUE(MatMul(t, w.data(), c.rows, c.cols, x.data(), c.n_tok, out->opt3.data(), pool3).ok());
+  for (Isa isa : kIsas) {
+    out->per_isa.push_back(out->opt1);
+    if (!internal::IsaSupported(isa)) continue;
+    ASSERT_TRUE(internal::MatMulWithIsa(isa, t, w.data(), c.rows, c.cols, x.data(), c.n_tok,
+                                        out->per_isa.back().data(), pool3)
+                    .ok());
+  }
+}
 
 class MatMulTypedTest : public ::testing::TestWithParam<GgmlType> {};
 
@@ -131,52 +163,26 @@ TEST_P(MatMulTypedTest, OptimizedMatchesReferenceWithinActivationRounding) {
     const std::vector<uint8_t> w = RandomWeights(t, c.rows, c.cols, rng);
     std::vector<float> x(c.n_tok * c.cols);
     for (float& v : x) v = normal(rng);
-    std::vector<float> ref(c.rows * c.n_tok), opt1(ref.size()), opt3(ref.size()),
-        scalar(ref.size());
-    ASSERT_TRUE(MatMulReference(t, w.data(), c.rows, c.cols, x.data(), c.n_tok, ref.data()).ok());
-    ThreadPool pool1(1);
-    ASSERT_TRUE(MatMul(t, w.data(), c.rows, c.cols, x.data(), c.n_tok, opt1.data(), &pool1).ok());
-    ASSERT_TRUE(MatMul(t, w.data(), c.rows, c.cols, x.data(), c.n_tok, opt3.data(), &pool3).ok());
-    ASSERT_TRUE(internal::MatMulWithIsa(Isa::kScalar, t, w.data(), c.rows, c.cols, x.data(),
-                                        c.n_tok, scalar.data(), nullptr)
-                    .ok());
-    // Every SIMD level this CPU has, not only the one MatMul picks.
-    std::vector<std::vector<float>> per_isa;
-    for (Isa isa : kSimdIsas) {
-      per_isa.emplace_back(ref.size());
-      if (!internal::IsaSupported(isa)) {
-        per_isa.back() = opt1;  // nothing to check on this CPU
-        continue;
-      }
-      ASSERT_TRUE(internal::MatMulWithIsa(isa, t, w.data(), c.rows, c.cols, x.data(), c.n_tok,
-                                          per_isa.back().data(), &pool3)
-                      .ok());
-    }
+    Results res;
+    ASSERT_NO_FATAL_FAILURE(ComputeAll(t, w, x, c, &pool3, &res));
     const std::vector<double> bounds = Bounds(t, w.data(), x.data(), c);
-    // The same product with the activation rounded as MatMul rounds it:
-    // only float summation order (and Q8_1's fp16 block sums) may differ.
     const std::vector<float> x_seen = AsSeenByKernels(t, x, c.cols);
-    std::vector<float> ref_seen(ref.size());
-    ASSERT_TRUE(MatMulReference(t, w.data(), c.rows, c.cols, x_seen.data(), c.n_tok,
-                                ref_seen.data())
-                    .ok());
-    for (size_t i = 0; i < ref.size(); ++i) {
-      // Thread count never changes a result.
-      ASSERT_EQ(opt1[i], opt3[i]) << i;
-      const double err = std::fabs(static_cast<double>(opt1[i]) - ref[i]);
-      ASSERT_LE(err, bounds[i]) << "index " << i << " opt " << opt1[i] << " ref " << ref[i];
+    for (size_t i = 0; i < res.ref.size(); ++i) {
+      ASSERT_EQ(res.opt1[i], res.opt3[i]) << "thread count changed index " << i;
+      const double err = std::fabs(static_cast<double>(res.opt1[i]) - res.ref[i]);
+      ASSERT_LE(err, bounds[i]) << "index " << i << " opt " << res.opt1[i] << " ref " << res.ref[i];
+      worst_ratio = std::max(worst_ratio, err / bounds[i]);
+      // Against the rounded activation only float summation order (and
+      // Q8_1's fp16 block sums) may differ.
       const int64_t tok = i / c.rows, r = i % c.rows;
       const double order_slack =
-          1e-3 * bounds[i] + 1e-6 * std::fabs(ref[i]) +
+          1e-3 * bounds[i] + 1e-6 * std::fabs(res.ref[i]) +
           Q8_1SumSlack(t, w.data() + r * *RowBytes(t, c.cols), x_seen.data() + tok * c.cols,
                        c.cols);
-      ASSERT_NEAR(opt1[i], ref_seen[i], order_slack) << "index " << i;
-      ASSERT_NEAR(scalar[i], ref_seen[i], order_slack) << "index " << i;
-      for (size_t k = 0; k < per_isa.size(); ++k) {
-        ASSERT_NEAR(per_isa[k][i], ref_seen[i], order_slack)
-            << "isa " << internal::IsaName(kSimdIsas[k]) << " index " << i;
+      for (size_t k = 0; k < res.per_isa.size(); ++k) {
+        ASSERT_NEAR(res.per_isa[k][i], res.ref_seen[i], order_slack)
+            << "isa " << internal::IsaName(kIsas[k]) << " index " << i;
       }
-      worst_ratio = std::max(worst_ratio, err / bounds[i]);
     }
     // A batch gives exactly what one call per token gives.
     for (int64_t tok = 0; tok < c.n_tok; ++tok) {
@@ -184,7 +190,7 @@ TEST_P(MatMulTypedTest, OptimizedMatchesReferenceWithinActivationRounding) {
       ASSERT_TRUE(MatMul(t, w.data(), c.rows, c.cols, x.data() + tok * c.cols, 1, single.data(),
                          &pool3)
                       .ok());
-      for (int64_t r = 0; r < c.rows; ++r) ASSERT_EQ(single[r], opt1[tok * c.rows + r]);
+      for (int64_t r = 0; r < c.rows; ++r) ASSERT_EQ(single[r], res.opt1[tok * c.rows + r]);
     }
   }
   std::printf("%-8s isa=%s (avx2 %s, avx512 %s) worst |opt-ref| / bound = %.3f\n",
