@@ -8,9 +8,16 @@
 // calls are serialized (one loop runs at a time). A ParallelFor issued from
 // inside a running loop body runs inline on the calling thread instead of
 // deadlocking. Destruction must not race with ParallelFor.
+//
+// Cost: after a loop, idle workers (and a caller waiting for them) poll for
+// a few microseconds before sleeping, so back-to-back loops, as in decode,
+// start in about a microsecond instead of a futex wake-up (measured on the
+// development machine: 0.5-1.5 us per empty 2-thread loop, 7 us without
+// polling).
 #ifndef SLUICE_KERNELS_CPU_THREAD_POOL_H_
 #define SLUICE_KERNELS_CPU_THREAD_POOL_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -58,13 +65,17 @@ class ThreadPool {
 
   std::mutex call_mu_;  // serializes ParallelFor calls
 
+  // Workers and the caller spin briefly on these before sleeping on the
+  // condition variables, because decode issues many short loops back to
+  // back and a futex wake-up costs microseconds.
   std::mutex mu_;
   std::condition_variable start_cv_;
   std::condition_variable done_cv_;
-  uint64_t generation_ = 0;  // guarded by mu_
-  int pending_ = 0;          // workers still running the current loop
-  bool stop_ = false;
-  // The current loop (valid while pending_ > 0 or the caller runs).
+  std::atomic<uint64_t> generation_{0};  // bumped under mu_ per loop
+  std::atomic<int> pending_{0};          // workers still in the current loop
+  bool stop_ = false;                    // guarded by mu_
+  std::atomic<bool> stopping_{false};    // stop_ for spinning readers
+  // The current loop, written before generation_ is bumped.
   int64_t n_ = 0;
   int64_t grain_ = 1;
   const absl::FunctionRef<void(int64_t, int64_t)>* fn_ = nullptr;

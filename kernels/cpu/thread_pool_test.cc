@@ -91,6 +91,23 @@ TEST(ThreadPoolTest, UsesSeveralThreadsAndEveryItemOnce) {
   EXPECT_EQ(threads.size(), 3u);
 }
 
+TEST(ThreadPoolTest, ManyShortLoopsBackToBack) {
+  // Decode-style use: thousands of tiny loops; every one must see exactly
+  // its own items (a worker must never run a stale or skipped loop).
+  ThreadPool pool(3);
+  int64_t total = 0;
+  for (int64_t round = 0; round < 20000; ++round) {
+    std::atomic<int64_t> sum{0};
+    const int64_t n = 1 + round % 7;
+    pool.ParallelFor(n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) sum.fetch_add(round * 10 + i);
+    });
+    ASSERT_EQ(sum.load(), n * round * 10 + n * (n - 1) / 2) << "round " << round;
+    total += n;
+  }
+  EXPECT_EQ(total, 79997);  // sum over rounds of 1 + round % 7
+}
+
 TEST(ThreadPoolTest, NestedCallRunsInline) {
   ThreadPool pool(2);
   std::atomic<int> inner_calls{0};
