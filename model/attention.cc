@@ -70,9 +70,15 @@ absl::Status RunAttention(const AttentionConfig& c, const AttentionWeights& w,
   const int64_t o_width = c.n_head * d;
 
   std::vector<float> q(n_tok * q_width), k(n_tok * kv_dim), v(n_tok * kv_dim);
-  RETURN_IF_ERROR(Project(w.wq, x, n_tok, q.data(), pool));
-  RETURN_IF_ERROR(Project(w.wk, x, n_tok, k.data(), pool));
-  RETURN_IF_ERROR(Project(w.wv, x, n_tok, v.data(), pool));
+  if (n_tok == 1) {
+    const RowJob jobs[] = {{&w.wq, x, q.data()}, {&w.wk, x, k.data()},
+                           {&w.wv, x, v.data()}};
+    RETURN_IF_ERROR(ProjectRows(jobs, pool));
+  } else {
+    RETURN_IF_ERROR(Project(w.wq, x, n_tok, q.data(), pool));
+    RETURN_IF_ERROR(Project(w.wk, x, n_tok, k.data(), pool));
+    RETURN_IF_ERROR(Project(w.wv, x, n_tok, v.data(), pool));
+  }
 
   std::vector<float> cos_v(c.rope.n_rot / 2), sin_v(c.rope.n_rot / 2);
   for (int64_t t = 0; t < n_tok; ++t) {

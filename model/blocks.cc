@@ -1,6 +1,8 @@
 #include "model/blocks.h"
 
 #include <algorithm>
+#include <atomic>
+#include <vector>
 
 #include "kernels/cpu/matvec.h"
 
@@ -11,6 +13,43 @@ absl::Status Project(const Matrix& w, const float* x, int64_t n_tok, float* y,
   const int64_t work = w.rows * w.cols * n_tok;
   return kernels::MatMul(w.type, w.data, w.rows, w.cols, x, n_tok, y,
                          work < kMinParallelMatMulWork ? nullptr : pool);
+}
+
+absl::Status ProjectRows(absl::Span<const RowJob> jobs,
+                         kernels::ThreadPool* pool) {
+  int64_t total_rows = 0, work = 0;
+  for (const RowJob& j : jobs) {
+    total_rows += j.w->rows;
+    work += j.w->rows * j.w->cols;
+  }
+  // Rows [begin, end) of the concatenation, one MatMul per job touched.
+  const auto run = [&](int64_t begin, int64_t end) -> absl::Status {
+    int64_t base = 0;
+    for (const RowJob& j : jobs) {
+      const int64_t lo = std::max(begin, base) - base;
+      const int64_t hi = std::min(end, base + j.w->rows) - base;
+      base += j.w->rows;
+      if (lo >= hi) continue;
+      absl::Status s = kernels::MatMul(j.w->type, j.w->data + lo * j.w->row_bytes,
+                                       hi - lo, j.w->cols, j.x, 1, j.y + lo,
+                                       nullptr);
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  };
+  if (pool == nullptr || pool->num_threads() == 1 ||
+      work < kMinParallelMatMulWork) {
+    return run(0, total_rows);
+  }
+  std::vector<absl::Status> status(pool->num_threads());
+  std::atomic<int> next{0};
+  pool->ParallelFor(total_rows, [&](int64_t begin, int64_t end) {
+    status[next.fetch_add(1)] = run(begin, end);
+  });
+  for (const absl::Status& s : status) {
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 void ParallelRange(kernels::ThreadPool* pool, int64_t n, int64_t work,

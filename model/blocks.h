@@ -16,6 +16,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "kernels/cpu/thread_pool.h"
 #include "model/weights.h"
 
@@ -56,6 +57,23 @@ inline float Dot(const float* a, const float* b, int64_t n) {
 inline void Axpy(float a, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
+
+// One product of a single-token step: y = W x (x has w->cols floats, y
+// w->rows).
+struct RowJob {
+  const Matrix* w;
+  const float* x;
+  float* y;
+};
+
+// Runs independent single-token products in ONE parallel loop: the rows of
+// all jobs are concatenated and split evenly over the pool, each share
+// computed by MatMul on the calling worker. A decode step thereby wakes the
+// pool once for, say, the gate and up products of all chosen experts instead
+// of twice per expert. Each output row is computed exactly as by Project
+// (same kernel, same order), so results do not depend on the split.
+absl::Status ProjectRows(absl::Span<const RowJob> jobs,
+                         kernels::ThreadPool* pool);
 
 // y = x / sqrt(mean(x^2) + eps) * w over n elements (w may be null: no
 // scale). y may alias x.

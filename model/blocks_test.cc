@@ -110,6 +110,35 @@ TEST(RopeTest, MultiSectionMapsUncoveredPairsToTheFourthStream) {
   EXPECT_FLOAT_EQ(sn[3], 0);
 }
 
+TEST(ProjectRowsTest, OneParallelLoopEqualsSeparateProducts) {
+  // Three F32 matrices of different heights, enough work to use the pool.
+  std::vector<std::vector<float>> data;
+  std::vector<Matrix> mats;
+  const int64_t cols = 256;
+  for (int64_t rows : {300, 5, 900}) {
+    std::vector<float> m(rows * cols);
+    for (size_t i = 0; i < m.size(); ++i) m[i] = std::sin(0.37 * i + rows);
+    data.push_back(std::move(m));
+    mats.push_back(Matrix{GgmlType::kF32,
+                          reinterpret_cast<const uint8_t*>(data.back().data()),
+                          rows, cols, cols * sizeof(float)});
+  }
+  ASSERT_GE((300 + 5 + 900) * cols, kMinParallelMatMulWork);
+  std::vector<float> x(cols);
+  for (int64_t i = 0; i < cols; ++i) x[i] = std::cos(0.11 * i);
+  std::vector<std::vector<float>> expected(3), got(3);
+  std::vector<RowJob> jobs;
+  for (int j = 0; j < 3; ++j) {
+    expected[j].resize(mats[j].rows);
+    got[j].assign(mats[j].rows, -1.0f);
+    ASSERT_TRUE(Project(mats[j], x.data(), 1, expected[j].data(), nullptr).ok());
+    jobs.push_back({&mats[j], x.data(), got[j].data()});
+  }
+  kernels::ThreadPool pool(3);
+  ASSERT_TRUE(ProjectRows(jobs, &pool).ok());
+  for (int j = 0; j < 3; ++j) EXPECT_EQ(got[j], expected[j]) << j;
+}
+
 TEST(RouteTokenTest, SoftmaxTopKRenormalised) {
   const float logits[4] = {0, 2, 1, -1};
   Routing r;

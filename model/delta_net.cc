@@ -70,10 +70,16 @@ absl::Status RunDeltaNet(const DeltaNetConfig& c, const DeltaNetWeights& w,
   const int64_t r = c.n_v_heads;
   std::vector<float> qkv(n_tok * ch), z(n_tok * c.value_dim());
   std::vector<float> beta(n_tok * r), g(n_tok * r);
-  RETURN_IF_ERROR(Project(w.qkv, x, n_tok, qkv.data(), pool));
-  RETURN_IF_ERROR(Project(w.gate, x, n_tok, z.data(), pool));
-  RETURN_IF_ERROR(Project(w.beta, x, n_tok, beta.data(), pool));
-  RETURN_IF_ERROR(Project(w.alpha, x, n_tok, g.data(), pool));
+  if (n_tok == 1) {
+    const RowJob jobs[] = {{&w.qkv, x, qkv.data()}, {&w.gate, x, z.data()},
+                           {&w.beta, x, beta.data()}, {&w.alpha, x, g.data()}};
+    RETURN_IF_ERROR(ProjectRows(jobs, pool));
+  } else {
+    RETURN_IF_ERROR(Project(w.qkv, x, n_tok, qkv.data(), pool));
+    RETURN_IF_ERROR(Project(w.gate, x, n_tok, z.data(), pool));
+    RETURN_IF_ERROR(Project(w.beta, x, n_tok, beta.data(), pool));
+    RETURN_IF_ERROR(Project(w.alpha, x, n_tok, g.data(), pool));
+  }
   for (int64_t i = 0; i < n_tok * r; ++i) {
     beta[i] = Sigmoid(beta[i]);
     g[i] = Softplus(g[i] + w.dt_bias[i % r]) * w.a[i % r];

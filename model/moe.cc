@@ -80,6 +80,67 @@ void RouteBatch(const MoeConfig& c, const float* logits, int64_t n_tok,
   }
 }
 
+// out[t] += sigmoid(w_shexp_gate . x[t]) * SwiGLU_shared(x[t]).
+absl::Status AddSharedExpert(const MoeWeights& w, int64_t e_dim,
+                             const float* x, int64_t n_tok, float* out,
+                             kernels::ThreadPool* pool) {
+  std::vector<float> shared(n_tok * e_dim), g_buf, u_buf;
+  RETURN_IF_ERROR(SwiGlu(w.shared_gate, w.shared_up, w.shared_down, x, n_tok,
+                         shared.data(), g_buf, u_buf, pool));
+  for (int64_t t = 0; t < n_tok; ++t) {
+    const float gate = Sigmoid(Dot(w.shared_gate_inp, x + t * e_dim, e_dim));
+    for (int64_t j = 0; j < e_dim; ++j) {
+      out[t * e_dim + j] += shared[t * e_dim + j] * gate;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The single-token step: the gate and up products of every chosen expert
+// (and of the shared one) run as one parallel loop, the down products as a
+// second. Same arithmetic per element as the batched path.
+absl::Status MoeOneToken(const MoeConfig& c, const MoeWeights& w,
+                         const float* x, const float* logits, float* out,
+                         kernels::ThreadPool* pool) {
+  const int64_t k = c.n_expert_used, e_dim = c.n_embd, ff = c.expert_ff;
+  const int64_t sff = c.shared_ff;
+  Routing r;
+  RouteToken(logits, c.n_expert, k, &r);
+  std::vector<Matrix> mats;
+  for (int64_t s = 0; s < k; ++s) {
+    mats.push_back(w.gate.expert(r.expert[s]));
+    mats.push_back(w.up.expert(r.expert[s]));
+    mats.push_back(w.down.expert(r.expert[s]));
+  }
+  std::vector<float> g(k * ff + sff), u(k * ff + sff), y((k + 1) * e_dim);
+  std::vector<RowJob> jobs;
+  for (int64_t s = 0; s < k; ++s) {
+    jobs.push_back({&mats[3 * s], x, &g[s * ff]});
+    jobs.push_back({&mats[3 * s + 1], x, &u[s * ff]});
+  }
+  if (sff > 0) {
+    jobs.push_back({&w.shared_gate, x, &g[k * ff]});
+    jobs.push_back({&w.shared_up, x, &u[k * ff]});
+  }
+  RETURN_IF_ERROR(ProjectRows(jobs, pool));
+  for (size_t i = 0; i < g.size(); ++i) g[i] = Silu(g[i]) * u[i];
+  jobs.clear();
+  for (int64_t s = 0; s < k; ++s) {
+    jobs.push_back({&mats[3 * s + 2], &g[s * ff], &y[s * e_dim]});
+  }
+  if (sff > 0) jobs.push_back({&w.shared_down, &g[k * ff], &y[k * e_dim]});
+  RETURN_IF_ERROR(ProjectRows(jobs, pool));
+  for (int64_t j = 0; j < e_dim; ++j) out[j] = y[j] * r.weight[0];
+  for (int64_t s = 1; s < k; ++s) {
+    for (int64_t j = 0; j < e_dim; ++j) out[j] += y[s * e_dim + j] * r.weight[s];
+  }
+  if (sff > 0) {
+    const float gate = Sigmoid(Dot(w.shared_gate_inp, x, e_dim));
+    for (int64_t j = 0; j < e_dim; ++j) out[j] += y[k * e_dim + j] * gate;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void RouteToken(const float* logits, int64_t n_expert, int64_t k,
@@ -116,6 +177,7 @@ absl::Status RunMoe(const MoeConfig& c, const MoeWeights& w, const float* x,
   const int64_t k = c.n_expert_used;
   std::vector<float> logits(n_tok * c.n_expert);
   RETURN_IF_ERROR(Project(w.router, x, n_tok, logits.data(), pool));
+  if (n_tok == 1) return MoeOneToken(c, w, x, logits.data(), out, pool);
   std::vector<Routing> routes(n_tok);
   std::vector<std::vector<std::pair<int64_t, int64_t>>> slots;
   std::vector<int32_t> active;
@@ -128,9 +190,9 @@ absl::Status RunMoe(const MoeConfig& c, const MoeWeights& w, const float* x,
     return RunExpert(w, e, slots[e], routes, x, e_dim, k, scratch,
                      slot_out.data(), inner);
   };
-  // Many small experts (decode, small models): one expert per task, so a
-  // token costs one parallel loop instead of three per expert. Few large
-  // ones: each product is split across the pool instead.
+  // Many experts per thread (short batches, small models): one expert per
+  // task, one parallel loop instead of three per expert. Few: each product
+  // is split across the pool instead.
   const int threads = pool != nullptr ? pool->num_threads() : 1;
   if (threads > 1 && static_cast<int>(active.size()) >= 2 * threads) {
     std::vector<absl::Status> status(active.size());
@@ -155,18 +217,7 @@ absl::Status RunMoe(const MoeConfig& c, const MoeWeights& w, const float* x,
     }
   }
   if (c.shared_ff == 0) return absl::OkStatus();
-
-  std::vector<float> shared(n_tok * e_dim), g_buf, u_buf;
-  RETURN_IF_ERROR(SwiGlu(w.shared_gate, w.shared_up, w.shared_down, x, n_tok,
-                         shared.data(), g_buf, u_buf, pool));
-  for (int64_t t = 0; t < n_tok; ++t) {
-    const float* xt = x + t * e_dim;
-    const float gate = Sigmoid(Dot(w.shared_gate_inp, xt, e_dim));
-    for (int64_t j = 0; j < e_dim; ++j) {
-      out[t * e_dim + j] += shared[t * e_dim + j] * gate;
-    }
-  }
-  return absl::OkStatus();
+  return AddSharedExpert(w, e_dim, x, n_tok, out, pool);
 }
 
 }  // namespace sluice
