@@ -178,7 +178,26 @@ float DotMxfp4(const void* w, const void* a, int64_t n) {
   return DotNibbleTable<BlockMxfp4, Mxfp4Scale>(w, a, n, kFp4Levels);
 }
 
+// The eight 6-bit scales and mins of a Q4_K / Q5_K block (see KScaleMin)
+// as bytes 0..7 of two 64-bit words, without branches.
+void UnpackKScales(const uint8_t* packed, uint64_t* scales, uint64_t* mins) {
+  uint32_t u[3];
+  std::memcpy(u, packed, 12);
+  const uint32_t low6 = 0x3F3F3F3F, low4 = 0x0F0F0F0F, low2 = 0x03030303;
+  const uint32_t sc_hi = (u[2] & low4) | (((u[0] >> 6) & low2) << 4);
+  const uint32_t mn_hi = ((u[2] >> 4) & low4) | (((u[1] >> 6) & low2) << 4);
+  *scales = (u[0] & low6) | (static_cast<uint64_t>(sc_hi) << 32);
+  *mins = (u[1] & low6) | (static_cast<uint64_t>(mn_hi) << 32);
+}
+
+// Shuffle masks that broadcast int16 lane s of a register to all lanes.
+__m256i BroadcastLaneMask(int s) {
+  return _mm256_set1_epi16(static_cast<int16_t>((2 * s) | ((2 * s + 1) << 8)));
+}
+
 // Q4_K / Q5_K: per super-block, 8 sub-blocks of 32 with 6-bit scale/min.
+// The min term sum_s min[s] * (activation sum of sub-block s) comes from
+// the Q8_K block sums in one multiply-add.
 template <bool kFiveBit>
 float DotQxK(const void* w, const void* a, int64_t n) {
   using Block = std::conditional_t<kFiveBit, BlockQ5_K, BlockQ4_K>;
@@ -186,13 +205,19 @@ float DotQxK(const void* w, const void* a, int64_t n) {
   const auto* y = static_cast<const BlockQ8_K*>(a);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   const __m256i one = _mm256_set1_epi8(1);
-  __m256 acc = _mm256_setzero_ps();
-  float mins_acc = 0.f;
+  __m256i lane_masks[8];
+  for (int s = 0; s < 8; ++s) lane_masks[s] = BroadcastLaneMask(s);
+  __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK; ++i) {
-    uint8_t sc[8], mn[8];
-    for (int s = 0; s < 8; ++s) KScaleMin(s, x[i].scales, &sc[s], &mn[s]);
-    int msum = 0;
-    for (int s = 0; s < 8; ++s) msum += mn[s] * (y[i].bsums[2 * s] + y[i].bsums[2 * s + 1]);
+    uint64_t sc8, mn8;
+    UnpackKScales(x[i].scales, &sc8, &mn8);
+    const __m128i mins16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(mn8)));
+    // bsums[2s], bsums[2s+1] both pair with min[s].
+    const __m256i mins_pairs = _mm256_set_m128i(_mm_unpackhi_epi16(mins16, mins16),
+                                                _mm_unpacklo_epi16(mins16, mins16));
+    const __m256i msum = _mm256_madd_epi16(Load256(y[i].bsums), mins_pairs);
+    const __m128i sc16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc8)));
+    const __m256i scales = _mm256_set_m128i(sc16, sc16);
     __m256i hbits;
     if constexpr (kFiveBit) hbits = Load256(x[i].qh);
     __m256i isum = _mm256_setzero_si256();
@@ -208,26 +233,43 @@ float DotQxK(const void* w, const void* a, int64_t n) {
       }
       const __m256i plo = _mm256_maddubs_epi16(lo, Load256(y[i].qs + 64 * p));
       const __m256i phi = _mm256_maddubs_epi16(hi, Load256(y[i].qs + 64 * p + 32));
-      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(plo, _mm256_set1_epi16(sc[2 * p])));
-      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(phi, _mm256_set1_epi16(sc[2 * p + 1])));
+      const __m256i slo = _mm256_shuffle_epi8(scales, lane_masks[2 * p]);
+      const __m256i shi = _mm256_shuffle_epi8(scales, lane_masks[2 * p + 1]);
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(plo, slo));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(phi, shi));
     }
-    const float d = H(x[i].d) * y[i].d;
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum), acc);
-    mins_acc += H(x[i].dmin) * y[i].d * static_cast<float>(msum);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(H(x[i].d) * y[i].d), _mm256_cvtepi32_ps(isum), acc);
+    acc_min = _mm256_fmadd_ps(_mm256_set1_ps(H(x[i].dmin) * y[i].d), _mm256_cvtepi32_ps(msum),
+                              acc_min);
   }
-  return HSum(acc) - mins_acc;
+  return HSum(acc) - HSum(acc_min);
 }
 
+// Q6_K: q + 32 is unsigned for maddubs; the 32 * a it adds is taken off
+// once per block through the Q8_K block sums.
 float DotQ6_K(const void* w, const void* a, int64_t n) {
   const auto* x = static_cast<const BlockQ6_K*>(w);
   const auto* y = static_cast<const BlockQ8_K*>(a);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   const __m256i three = _mm256_set1_epi8(3);
-  const __m256i offset = _mm256_set1_epi8(32);
+  // Quarter k uses scale 2k for its first 16 values, 2k+1 for the rest.
+  __m256i pick[4];
+  for (int k = 0; k < 4; ++k) {
+    pick[k] = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>((4 * k + 2) | ((4 * k + 3) << 8))),
+                               _mm_set1_epi16(static_cast<int16_t>((4 * k) | ((4 * k + 1) << 8))));
+  }
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK; ++i) {
-    __m256i isum = _mm256_setzero_si256();
+    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales));
+    const __m256i sc_all = _mm256_cvtepi8_epi16(sc8);  // scale g in lane g
+    // 32 * sum_g scale[g] * bsums[g]
+    __m256i isum = _mm256_sub_epi32(
+        _mm256_setzero_si256(),
+        _mm256_slli_epi32(_mm256_madd_epi16(Load256(y[i].bsums), sc_all), 5));
     for (int h = 0; h < 2; ++h) {
+      const __m128i sc_half = h == 0 ? _mm256_castsi256_si128(sc_all)
+                                     : _mm256_extracti128_si256(sc_all, 1);
+      const __m256i sc = _mm256_set_m128i(sc_half, sc_half);
       const __m256i qh = Load256(x[i].qh + 32 * h);
       const __m256i ql0 = Load256(x[i].ql + 64 * h);
       const __m256i ql1 = Load256(x[i].ql + 64 * h + 32);
@@ -236,16 +278,9 @@ float DotQ6_K(const void* w, const void* a, int64_t n) {
                                _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4)};
       for (int k = 0; k < 4; ++k) {
         const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), three);
-        // q + 32 in [0, 64): unsigned for maddubs; the 32 * a is taken off.
         const __m256i qu = _mm256_or_si256(lows[k], _mm256_slli_epi16(high, 4));
-        const __m256i a8 = Load256(y[i].qs + 128 * h + 32 * k);
-        const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(qu, a8),
-                                           _mm256_maddubs_epi16(offset, a8));
-        const int8_t* sc = x[i].scales + 8 * h + 2 * k;
-        const __m256i scale = _mm256_setr_epi16(sc[0], sc[0], sc[0], sc[0], sc[0], sc[0], sc[0],
-                                                sc[0], sc[1], sc[1], sc[1], sc[1], sc[1], sc[1],
-                                                sc[1], sc[1]);
-        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, scale));
+        const __m256i p = _mm256_maddubs_epi16(qu, Load256(y[i].qs + 128 * h + 32 * k));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sc, pick[k])));
       }
     }
     const float d = H(x[i].d) * y[i].d;
