@@ -222,7 +222,11 @@ int Run(const Config& config, const std::string& worker_binary, sigset_t signals
                    "): shutting down"));
   NotifyStopping();
   supervisor.Shutdown();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  // Every Generate/Tokenize handler has its answer by now (the supervisor
+  // failed what was in flight); the grace period only lets those answers go
+  // out. gRPC 1.51 otherwise waits out the whole period after a client-side
+  // cancel or deadline, hence a short one.
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
   if (http) http->Stop();
   Log("stopped");
   return 0;
