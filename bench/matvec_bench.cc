@@ -9,8 +9,6 @@
 //   GB/s/thread               the same divided by the thread count
 // BM_MemRead reads a buffer of the same size with the same thread pool;
 // comparing the two shows how close a kernel gets to memory bandwidth.
-#include <immintrin.h>
-
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -21,6 +19,10 @@
 #include "kernels/cpu/matvec.h"
 #include "kernels/cpu/test_util.h"
 #include "loader/ggml_type.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace sluice::kernels {
 namespace {
@@ -57,6 +59,7 @@ void BM_MatVec(benchmark::State& state) {
   SetCounters(state, rows * row_bytes, threads);
 }
 
+#if defined(__x86_64__)
 __attribute__((target("avx2"))) uint64_t SumBytes(const uint8_t* p, int64_t n) {
   __m256i acc = _mm256_setzero_si256();
   int64_t i = 0;
@@ -67,6 +70,17 @@ __attribute__((target("avx2"))) uint64_t SumBytes(const uint8_t* p, int64_t n) {
   std::memcpy(lanes, &acc, 32);
   return lanes[0] + lanes[1] + lanes[2] + lanes[3];
 }
+#else
+uint64_t SumBytes(const uint8_t* p, int64_t n) {
+  uint64_t sum = 0;
+  for (int64_t i = 0; i + 8 <= n; i += 8) {
+    uint64_t v;
+    std::memcpy(&v, p + i, 8);
+    sum += v;
+  }
+  return sum;
+}
+#endif
 
 void BM_MemRead(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));

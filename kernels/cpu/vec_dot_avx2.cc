@@ -5,8 +5,6 @@
 // Integer parts are exact (as in the scalar kernels); float accumulation
 // runs in 8 lanes and is reduced at the end, so results differ from the
 // scalar kernels only by float summation order.
-#include <immintrin.h>
-
 #include <cstring>
 #include <type_traits>
 
@@ -14,7 +12,13 @@
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/matvec_internal.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace sluice::kernels::internal {
+
+#if defined(__x86_64__)
 namespace {
 
 // F16C conversion: exact like Fp16ToF32, but inline and one instruction.
@@ -325,5 +329,12 @@ VecDotFn FindVecDotAvx2(GgmlType wtype) {
     default: return nullptr;
   }
 }
+
+#else  // not x86-64: no kernels at this level
+
+VecDotFn FindVecDotAvx2(GgmlType) { return nullptr; }
+float DotF32Avx2(const float* a, const float* b, int64_t n) { return DotF32Scalar(a, b, n); }
+
+#endif  // defined(__x86_64__)
 
 }  // namespace sluice::kernels::internal

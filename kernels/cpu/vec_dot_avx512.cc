@@ -3,14 +3,18 @@
 // AVX2 kernels on AVX-512 machines. This file alone is compiled with
 // -mavx512f -mavx512bw -mavx512vl -mavx512vnni; it is entered only after
 // DetectIsa() saw those features.
-#include <immintrin.h>
-
 #include <cstring>
 
 #include "kernels/cpu/blocks.h"
 #include "kernels/cpu/matvec_internal.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace sluice::kernels::internal {
+
+#if defined(__x86_64__)
 namespace {
 
 inline float H(uint16_t h) { return _cvtsh_ss(h); }
@@ -116,5 +120,11 @@ VecDotFn FindVecDotAvx512(GgmlType wtype) {
     default: return nullptr;
   }
 }
+
+#else  // not x86-64: no kernels at this level
+
+VecDotFn FindVecDotAvx512(GgmlType) { return nullptr; }
+
+#endif  // defined(__x86_64__)
 
 }  // namespace sluice::kernels::internal
