@@ -87,45 +87,46 @@ float DotQ8_0(const void* w, const void* a, int64_t n) {
   return HSum(acc);
 }
 
-// Expands 32 bits into 32 bytes: 0xFF where the bit is set, else 0.
-__m256i BitsToMask(uint32_t bits) {
-  const __m256i shuffle = _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL,
-                                             0x0303030303030303LL);
-  const __m256i select = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
-  const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), shuffle);
-  return _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select);
-}
-
-// Sum over each 32 of -(+-a) as 8 int32 lanes: (a ^ m) - m negates a where
+// Sum over 32 elements of -(+-a) as 8 int32 lanes. `bits` holds the whole
+// 16-byte bit field of a Q1_0 block in both halves; `spread` picks the 4
+// bytes of this sub-block (one per 8 elements). (a ^ m) - m negates a where
 // m = 0xFF (bit set), so the sign is folded into the block scale instead.
-__m256i NegSignedSum(const uint8_t* bits4, const int8_t* a) {
-  uint32_t bits;
-  std::memcpy(&bits, bits4, 4);
-  const __m256i m = BitsToMask(bits);
+__m256i NegSignedSum(__m256i bits, __m256i spread, const int8_t* a) {
+  const __m256i select = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
+  const __m256i m =
+      _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(bits, spread), select), select);
   const __m256i r = _mm256_sub_epi8(_mm256_xor_si256(Load256(a), m), m);
   return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), r), _mm256_set1_epi16(1));
 }
 
-// A 128-element Q1_0 block spans four Q8_0 activation blocks. The four
-// integer sums are reduced together (hadd) so one multiply-add with the
-// vector of the four activation scales handles the whole block.
+// Shuffle index giving element j of sub-block k the byte 4k + j/8.
+__m256i SpreadMask(int k) {
+  const int64_t b = 4 * k;
+  auto rep = [](int64_t v) { return static_cast<int64_t>(0x0101010101010101ULL * v); };
+  return _mm256_setr_epi64x(rep(b), rep(b + 1), rep(b + 2), rep(b + 3));
+}
+
+// A 128-element Q1_0 block spans four Q8_0 activation blocks, read from
+// the contiguous copy of the activation. The four integer sums are reduced
+// together (hadd) so one multiply-add with the vector of the four f32
+// activation scales handles the whole block.
 float DotQ1_0(const void* w, const void* a, int64_t n) {
   const auto* x = static_cast<const BlockQ1_0*>(w);
-  const auto* y = static_cast<const BlockQ8_0*>(a);
+  const int8_t* av = ActQ8_0Values(a, n);
+  const auto* ds = reinterpret_cast<const float*>(ActQ8_0Scales(a, n));
+  const __m256i spread[4] = {SpreadMask(0), SpreadMask(1), SpreadMask(2), SpreadMask(3)};
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / 128; ++i) {
-    const BlockQ8_0* yb = y + 4 * i;
-    const __m256i p0 = NegSignedSum(x[i].qs, yb[0].qs);
-    const __m256i p1 = NegSignedSum(x[i].qs + 4, yb[1].qs);
-    const __m256i p2 = NegSignedSum(x[i].qs + 8, yb[2].qs);
-    const __m256i p3 = NegSignedSum(x[i].qs + 12, yb[3].qs);
+    const int8_t* ab = av + 128 * i;
+    const __m256i bits = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].qs)));
+    const __m256i p0 = NegSignedSum(bits, spread[0], ab);
+    const __m256i p1 = NegSignedSum(bits, spread[1], ab + 32);
+    const __m256i p2 = NegSignedSum(bits, spread[2], ab + 64);
+    const __m256i p3 = NegSignedSum(bits, spread[3], ab + 96);
     // Per 128-bit half: [sum p0, sum p1, sum p2, sum p3] of that half.
     const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3));
-    const __m128 d4 = _mm_mul_ps(
-        _mm_cvtph_ps(_mm_setr_epi16(static_cast<int16_t>(yb[0].d), static_cast<int16_t>(yb[1].d),
-                                    static_cast<int16_t>(yb[2].d), static_cast<int16_t>(yb[3].d),
-                                    0, 0, 0, 0)),
-        _mm_set1_ps(-H(x[i].d)));
+    const __m128 d4 = _mm_mul_ps(_mm_loadu_ps(ds + 4 * i), _mm_set1_ps(-H(x[i].d)));
     acc = _mm256_fmadd_ps(_mm256_set_m128(d4, d4), _mm256_cvtepi32_ps(h), acc);
   }
   return HSum(acc);
