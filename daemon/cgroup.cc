@@ -139,20 +139,30 @@ absl::Status OomContainment::SetUpV2(const std::string& dir) {
         absl::StripTrailingAsciiWhitespace(controllers), "')"));
   }
   RETURN_IF_ERROR(ProbeMkdir(dir));
-  // No internal processes: move ourselves into a leaf before enabling the
-  // memory controller for the workers' cgroups.
+  // No internal processes: move ourselves (only ourselves: other processes
+  // are not ours to move) into a leaf before enabling the memory controller
+  // for the workers' cgroups. With others left in `dir` the kernel refuses
+  // the controller (EBUSY) and the error below says so.
   ASSIGN_OR_RETURN(std::string procs, ReadFile(dir + "/cgroup.procs"));
-  if (!procs.empty()) {
+  const std::string self = absl::StrCat(getpid());
+  bool inside = false;
+  for (absl::string_view pid : absl::StrSplit(procs, '\n', absl::SkipEmpty())) {
+    inside |= pid == self;
+  }
+  if (inside) {
     const std::string leaf = dir + "/supervisor";
     if (mkdir(leaf.c_str(), 0755) != 0 && errno != EEXIST) {
       return absl::FailedPreconditionError(
           absl::StrCat("cannot create ", leaf, ": ", strerror(errno)));
     }
-    for (absl::string_view pid : absl::StrSplit(procs, '\n', absl::SkipEmpty())) {
-      RETURN_IF_ERROR(WriteFile(leaf + "/cgroup.procs", std::string(pid)));
-    }
+    RETURN_IF_ERROR(WriteFile(leaf + "/cgroup.procs", self));
   }
-  RETURN_IF_ERROR(WriteFile(dir + "/cgroup.subtree_control", "+memory"));
+  if (absl::Status s = WriteFile(dir + "/cgroup.subtree_control", "+memory"); !s.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        s.message(), " (other processes in ", dir,
+        "? run sluiced as a systemd service with Delegate=yes, or give --cgroup_path a "
+        "delegated subtree)"));
+  }
   mode_ = OomMode::kCgroupV2;
   base_ = dir;
   description_ = absl::StrCat("cgroup v2 under ", dir, ", ", LimitText(memory_limit_));
