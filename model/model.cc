@@ -1,5 +1,7 @@
 #include "model/model.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "loader/model_files.h"
@@ -38,8 +40,23 @@ absl::Status Model::Forward(absl::Span<const int32_t> tokens, State& state,
   if (rows != LogitRows::kNone && logits == nullptr) {
     return absl::InvalidArgumentError("Forward: logits requested but null");
   }
-  RETURN_IF_ERROR(ForwardImpl(tokens, state, rows, logits, pool));
-  state.Advance(static_cast<int>(tokens.size()));
+  // Micro-batches bound the activation memory; rows are independent, so
+  // the logits do not depend on the split.
+  std::vector<float> chunk_logits;
+  if (logits != nullptr) logits->clear();
+  for (size_t begin = 0; begin < tokens.size(); begin += kMaxMicroBatch) {
+    const size_t n = std::min<size_t>(kMaxMicroBatch, tokens.size() - begin);
+    const bool last = begin + n == tokens.size();
+    const LogitRows chunk_rows =
+        rows == LogitRows::kAll ? LogitRows::kAll
+                                : (last ? rows : LogitRows::kNone);
+    RETURN_IF_ERROR(ForwardImpl(tokens.subspan(begin, n), state, chunk_rows,
+                                &chunk_logits, pool));
+    state.Advance(static_cast<int>(n));
+    if (chunk_rows != LogitRows::kNone) {
+      logits->insert(logits->end(), chunk_logits.begin(), chunk_logits.end());
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -58,6 +58,9 @@ enum class LogitRows { kNone, kLast, kAll };
 
 class Model {
  public:
+  // Tokens per ForwardImpl call (llama.cpp's default n_ubatch).
+  static constexpr size_t kMaxMicroBatch = 512;
+
   virtual ~Model() = default;
 
   virtual const ModelInfo& info() const = 0;
@@ -70,7 +73,9 @@ class Model {
 
   // Evaluates `tokens` at positions state.position() .. + tokens.size() - 1
   // (one sequence; the batch continues it), updates `state` and advances it.
-  // Projections run as matrix-matrix products over the whole batch.
+  // Projections run as matrix-matrix products over micro-batches of up to
+  // kMaxMicroBatch tokens (bounding activation memory; the result does not
+  // depend on the split).
   // *logits (resized) receives n_vocab floats per requested row, row-major:
   // one row for kLast, tokens.size() rows for kAll, nothing for kNone.
   // Errors (state unchanged): InvalidArgument for an empty batch or a token
@@ -82,7 +87,8 @@ class Model {
 
  protected:
   virtual std::vector<BlockStateShape> StateShapes() const = 0;
-  // Called by Forward after the argument checks.
+  // Called by Forward after the argument checks, once per micro-batch
+  // (1 <= tokens.size() <= kMaxMicroBatch), state not yet advanced.
   virtual absl::Status ForwardImpl(absl::Span<const int32_t> tokens,
                                    State& state, LogitRows rows,
                                    std::vector<float>* logits,

@@ -146,6 +146,33 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{mkmodel::Arch::kQwen35Moe, GgmlType::kQ8_0, "q35_q8"}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// A batch longer than kMaxMicroBatch runs in pieces; the rows equal those of
+// a different split.
+TEST(ModelTest, LongBatchEqualsAnotherSplit) {
+  Loaded l = Load(WriteMicro(mkmodel::Arch::kQwen35Moe, GgmlType::kF32, "long.gguf"));
+  ASSERT_NE(l.model, nullptr);
+  const int64_t v = l.model->info().n_vocab;
+  std::vector<int32_t> ids(Model::kMaxMicroBatch + 88);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7919) % v);
+  auto one = l.model->CreateState(1024);
+  std::vector<float> all;
+  ASSERT_TRUE(l.model->Forward(ids, *one, LogitRows::kAll, &all, nullptr).ok());
+  ASSERT_EQ(all.size(), ids.size() * v);
+  EXPECT_EQ(one->position(), static_cast<int>(ids.size()));
+
+  auto two = l.model->CreateState(1024);
+  std::vector<float> a, b, last;
+  const absl::Span<const int32_t> span(ids);
+  ASSERT_TRUE(l.model->Forward(span.subspan(0, 300), *two, LogitRows::kAll, &a, nullptr).ok());
+  ASSERT_TRUE(l.model->Forward(span.subspan(300), *two, LogitRows::kAll, &b, nullptr).ok());
+  a.insert(a.end(), b.begin(), b.end());
+  EXPECT_EQ(a, all);
+
+  auto three = l.model->CreateState(1024);
+  ASSERT_TRUE(l.model->Forward(ids, *three, LogitRows::kLast, &last, nullptr).ok());
+  EXPECT_EQ(last, std::vector<float>(all.end() - v, all.end()));
+}
+
 TEST(ModelTest, InfoDescribesTheHybridLayout) {
   Loaded l = Load(WriteMicro(mkmodel::Arch::kQwen35Moe, GgmlType::kF32, "info.gguf"));
   ASSERT_NE(l.model, nullptr);
