@@ -216,7 +216,13 @@ int Run(const Config& config, const std::string& worker_binary, sigset_t signals
   while (signal_number <= 0) {
     const timespec ts = absl::ToTimespec(tick);
     signal_number = sigtimedwait(&signals, nullptr, &ts);
-    if (watchdog > absl::ZeroDuration()) NotifyWatchdog();
+    if (watchdog > absl::ZeroDuration()) {
+      if (supervisor.Responsive(tick)) {
+        NotifyWatchdog();
+      } else {
+        Log("the supervisor did not respond; withholding the watchdog ping");
+      }
+    }
   }
   Log(absl::StrCat("signal ", signal_number, " (", sigabbrev_np(signal_number),
                    "): shutting down"));

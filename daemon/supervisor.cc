@@ -73,6 +73,16 @@ void Supervisor::Shutdown() {
   control_.join();
 }
 
+bool Supervisor::Responsive(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!mu_.TryLock()) {
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  mu_.Unlock();
+  return true;
+}
+
 absl::Status Supervisor::CheckModelId(const std::string& model_id) {
   if (model_ == nullptr) {
     return absl::FailedPreconditionError("no model is loaded; call LoadModel first");

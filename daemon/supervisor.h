@@ -124,6 +124,11 @@ class Supervisor {
   // Stops the worker (graceful, then SIGKILL) and fails what is in flight.
   void Shutdown();
 
+  // True when the supervisor's lock could be taken within `timeout`: the
+  // systemd watchdog is fed only while this holds, so a wedged supervisor
+  // gets restarted.
+  bool Responsive(absl::Duration timeout);
+
  private:
   struct Model;
   enum class WorkerPhase { kNone, kStarting, kReady, kDead };

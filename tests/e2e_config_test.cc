@@ -98,6 +98,24 @@ TEST(E2eConfigTest, ConfigFileStartsTheDaemonAndFlagsOverrideIt) {
   EXPECT_EQ(resp.models(0).model_id(), "from-file");
   EXPECT_EQ(resp.models(0).context_length(), 128u);
   EXPECT_EQ((*d)->Health(), "SERVING");
+
+  // Loading again replaces the model; the new one serves.
+  grpc::ClientContext load_ctx;
+  v1::LoadModelRequest load;
+  load.set_path(*model);
+  load.set_model_id("replacement");
+  v1::LoadModelResponse loaded;
+  ASSERT_TRUE((*d)->stub().LoadModel(&load_ctx, load, &loaded).ok());
+  EXPECT_EQ(loaded.model().model_id(), "replacement");
+  EXPECT_EQ(loaded.model().state(), v1::MODEL_STATE_READY);
+  grpc::ClientContext list_ctx;
+  ASSERT_TRUE((*d)->stub().ListModels(&list_ctx, v1::ListModelsRequest(), &resp).ok());
+  ASSERT_EQ(resp.models_size(), 1);
+  EXPECT_EQ(resp.models(0).model_id(), "replacement");
+  EXPECT_EQ(ChildrenOf((*d)->pid()).size(), 1u);
+  v1::GenerateRequest req = GreedyRequest("replaced", 2);
+  req.set_model_id("replacement");
+  EXPECT_TRUE(RunGenerate((*d)->stub(), req).status.ok());
   EXPECT_EQ((*d)->Stop(), 0);
 }
 
