@@ -46,7 +46,7 @@ constexpr GgmlTypeTraits kTypes[] = {
     {GgmlType::kMXFP4, "mxfp4", 32, 17, true},
     {GgmlType::kNVFP4, "nvfp4", 64, 36, true},
     {GgmlType::kQ1_0, "q1_0", 128, 18, true},
-    {GgmlType::kQ2_0, "q2_0", 128, 36, true},
+    {GgmlType::kQ2_0, "q2_0", 64, 18, true},
 };
 
 }  // namespace

@@ -14,7 +14,8 @@ TEST(GgmlTypeTest, NewestTypesHaveTheirIdsAndBlockLayouts) {
   auto q2 = LookupGgmlType(42);
   ASSERT_TRUE(q2.has_value());
   EXPECT_EQ(q2->name, "q2_0");
-  EXPECT_EQ(q2->bytes_per_block, 36u);
+  EXPECT_EQ(q2->block_size, 64u);
+  EXPECT_EQ(q2->bytes_per_block, 18u);
   EXPECT_EQ(LookupGgmlType(39)->name, "mxfp4");
   EXPECT_EQ(LookupGgmlType(40)->name, "nvfp4");
   EXPECT_EQ(LookupGgmlType(40)->block_size, 64u);

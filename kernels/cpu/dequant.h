@@ -46,9 +46,7 @@ bool IsDequantizable(GgmlType type);
 
 // Bytes occupied by `n` consecutive elements of `type`.
 // InvalidArgument (naming type and n) if n < 0 or n is not a multiple of
-// the type's block size. Block sizes come from loader/ggml_type.h, which
-// lists Q2_0 as 128 elements / 36 bytes (ggml's block is 64 / 18: same
-// bytes for any multiple of 128, but n = 64 is rejected here).
+// the type's block size (from loader/ggml_type.h).
 absl::StatusOr<int64_t> RowBytes(GgmlType type, int64_t n);
 
 // Decodes `n` consecutive elements of `type` starting at `src` into
