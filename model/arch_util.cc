@@ -51,6 +51,15 @@ absl::StatusOr<float> ArchKeys::PositiveFloat(std::string_view suffix) const {
   return v;
 }
 
+bool ArchKeys::Has(std::string_view suffix) const {
+  return meta_.Find(Key(suffix)) != nullptr;
+}
+
+absl::StatusOr<std::vector<bool>> ArchKeys::BoolArray(
+    std::string_view suffix) const {
+  return meta_.GetArrayBool(Key(suffix));
+}
+
 absl::StatusOr<std::vector<int32_t>> ArchKeys::IntArray(
     std::string_view suffix) const {
   return meta_.GetArrayI32(Key(suffix));

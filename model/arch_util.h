@@ -32,6 +32,9 @@ class ArchKeys {
                                 int64_t min_value = 1) const;
   // A required positive float key.
   absl::StatusOr<float> PositiveFloat(std::string_view suffix) const;
+  bool Has(std::string_view suffix) const;
+  // A required array of booleans.
+  absl::StatusOr<std::vector<bool>> BoolArray(std::string_view suffix) const;
   // A required array of integers.
   absl::StatusOr<std::vector<int32_t>> IntArray(std::string_view suffix) const;
 

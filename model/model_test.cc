@@ -189,6 +189,69 @@ TEST(ModelTest, InfoDescribesTheHybridLayout) {
             (2 * 10 * 64 + 3 * (3 * 256 + 4 * 32 * 32)) * sizeof(float));
 }
 
+// A copy of `src` with metadata keys appended.
+std::string WithKeys(const std::string& src, const std::string& name,
+                     std::vector<GgufKv> extra) {
+  const std::string out = TempPath(name);
+  auto files = ModelFiles::Open(src);
+  EXPECT_TRUE(files.ok());
+  auto w = GgufWriter::Create(out);
+  EXPECT_TRUE(w.ok());
+  for (const GgufKv& kv : (*files)->metadata().metadata()) {
+    EXPECT_TRUE((*w)->Add(kv.key, kv.value).ok());
+  }
+  for (GgufKv& kv : extra) EXPECT_TRUE((*w)->Add(kv.key, kv.value).ok());
+  for (const TensorEntry& t : (*files)->tensors().entries()) {
+    std::vector<uint64_t> ne(t.ne.begin(), t.ne.begin() + t.n_dims);
+    EXPECT_TRUE((*w)->AddTensorInfo(t.name, t.type, ne).ok());
+  }
+  for (const TensorEntry& t : (*files)->tensors().entries()) {
+    EXPECT_TRUE((*w)->WriteTensor(t.name, absl::MakeConstSpan(t.data, t.n_bytes)).ok());
+  }
+  EXPECT_TRUE((*w)->Finish().ok());
+  return out;
+}
+
+TEST(ModelTest, NextNBlocksAreNotRun) {
+  const std::string src = WriteMicro(mkmodel::Arch::kQwen35Moe, GgmlType::kF32, "nextn_src.gguf");
+  const std::string path = WithKeys(
+      src, "nextn.gguf",
+      {{"qwen35moe.nextn_predict_layers", GgufValue::Scalar<uint32_t>(1)}});
+  Loaded l = Load(path);
+  ASSERT_NE(l.model, nullptr);
+  // Blocks 0..2 (DeltaNet) form the trunk; block 3 is the NextN block.
+  EXPECT_EQ(l.model->info().n_layer, 3);
+  EXPECT_EQ(l.model->info().n_attention_layers, 0);
+  auto state = l.model->CreateState(8);
+  std::vector<float> logits;
+  EXPECT_TRUE(l.model->Forward({1, 2, 3}, *state, LogitRows::kLast, &logits, nullptr).ok());
+}
+
+TEST(ModelTest, RecurrentLayersArrayOverridesTheInterval) {
+  const std::string src = WriteMicro(mkmodel::Arch::kQwen35Moe, GgmlType::kF32, "recr_src.gguf");
+  const std::string path = WithKeys(
+      src, "recr.gguf",
+      {{"qwen35moe.attention.recurrent_layers",
+        GgufValue::Array<bool>({true, false, true, false})}});
+  auto files = ModelFiles::Open(path);
+  ASSERT_TRUE(files.ok());
+  auto model = LoadModel(**files);
+  // Block 1 is now an attention block, and the file has no such tensors.
+  EXPECT_EQ(model.status().message(),
+            absl::StrCat(path, ": tensor 'blk.1.attn_q.weight' not found "
+                               "(expected shape [128, 256])"));
+
+  const std::string short_path = WithKeys(
+      src, "recr_short.gguf",
+      {{"qwen35moe.attention.recurrent_layers", GgufValue::Array<bool>({true, true})}});
+  files = ModelFiles::Open(short_path);
+  ASSERT_TRUE(files.ok());
+  model = LoadModel(**files);
+  EXPECT_EQ(model.status().message(),
+            absl::StrCat(short_path, ": qwen35moe.attention.recurrent_layers = 2: "
+                                     "entries; must equal block_count 4"));
+}
+
 TEST(ModelTest, ContextOverflowIsOutOfRangeAndLeavesStateUnchanged) {
   Loaded l = Load(WriteMicro(mkmodel::Arch::kQwen3Moe, GgmlType::kF32, "ctx.gguf"));
   ASSERT_NE(l.model, nullptr);

@@ -30,15 +30,46 @@ namespace {
 struct Params {
   int64_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_rot;
   int64_t n_expert, n_expert_used, expert_ff, shared_ff, context_length;
-  int64_t full_attention_interval;
+  // Blocks run (block_count minus the NextN/MTP blocks, which are not).
+  std::vector<bool> recurrent;  // per block: DeltaNet (true) or attention
   std::array<int32_t, 4> sections;
   DeltaNetConfig ssm;
   float eps, freq_base;
 
-  bool is_recurrent(int64_t il) const {
-    return (il + 1) % full_attention_interval != 0;
-  }
+  bool is_recurrent(int64_t il) const { return recurrent[il]; }
 };
+
+// The trunk's length and which blocks are DeltaNet: the
+// attention.recurrent_layers array when present, else every block except
+// each full_attention_interval-th. NextN (multi-token prediction) blocks at
+// the end of block_count are attention blocks this engine does not run.
+absl::Status ReadLayout(const ArchKeys& keys, Params& p) {
+  ASSIGN_OR_RETURN(const int64_t n_all, keys.Int("block_count"));
+  ASSIGN_OR_RETURN(const int64_t nextn,
+                   keys.IntOr("nextn_predict_layers", 0, /*min_value=*/0));
+  if (nextn >= n_all) {
+    return keys.Invalid("nextn_predict_layers", nextn,
+                        absl::StrCat("must be < block_count ", n_all));
+  }
+  p.n_layer = n_all - nextn;
+  if (keys.Has("attention.recurrent_layers")) {
+    ASSIGN_OR_RETURN(p.recurrent, keys.BoolArray("attention.recurrent_layers"));
+    if (static_cast<int64_t>(p.recurrent.size()) != n_all) {
+      return keys.Invalid("attention.recurrent_layers",
+                          static_cast<int64_t>(p.recurrent.size()),
+                          absl::StrCat("entries; must equal block_count ", n_all));
+    }
+    p.recurrent.resize(p.n_layer);
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(const int64_t interval,
+                   keys.IntOr("full_attention_interval", 4));
+  p.recurrent.resize(p.n_layer);
+  for (int64_t il = 0; il < p.n_layer; ++il) {
+    p.recurrent[il] = (il + 1) % interval != 0;
+  }
+  return absl::OkStatus();
+}
 
 absl::Status ReadSsmParams(const ArchKeys& keys, Params& p) {
   ASSIGN_OR_RETURN(p.ssm.conv_kernel, keys.Int("ssm.conv_kernel"));
@@ -90,7 +121,7 @@ absl::StatusOr<Params> ReadParams(const ModelFiles& files) {
   const ArchKeys keys(files.metadata(), "qwen35moe");
   Params p;
   ASSIGN_OR_RETURN(p.n_embd, keys.Int("embedding_length"));
-  ASSIGN_OR_RETURN(p.n_layer, keys.Int("block_count"));
+  RETURN_IF_ERROR(ReadLayout(keys, p));
   ASSIGN_OR_RETURN(p.n_head, keys.Int("attention.head_count"));
   ASSIGN_OR_RETURN(p.n_head_kv, keys.Int("attention.head_count_kv"));
   ASSIGN_OR_RETURN(p.head_dim,
@@ -102,8 +133,6 @@ absl::StatusOr<Params> ReadParams(const ModelFiles& files) {
   ASSIGN_OR_RETURN(p.expert_ff, keys.Int("expert_feed_forward_length"));
   ASSIGN_OR_RETURN(p.shared_ff, keys.Int("expert_shared_feed_forward_length"));
   ASSIGN_OR_RETURN(p.context_length, keys.Int("context_length"));
-  ASSIGN_OR_RETURN(p.full_attention_interval,
-                   keys.IntOr("full_attention_interval", 4));
   ASSIGN_OR_RETURN(p.eps, keys.PositiveFloat("attention.layer_norm_rms_epsilon"));
   ASSIGN_OR_RETURN(p.freq_base, keys.PositiveFloat("rope.freq_base"));
   if (p.n_head % p.n_head_kv != 0) {
