@@ -65,6 +65,43 @@ absl::StatusOr<std::vector<int32_t>> ArchKeys::IntArray(
   return meta_.GetArrayI32(Key(suffix));
 }
 
+absl::Status BindQkv(TensorBinder& b, const std::string& prefix, int64_t cols,
+                     int64_t q_rows, int64_t kv_rows, AttentionWeights& a) {
+  if (b.Has(prefix + "attn_qkv.weight")) {
+    ASSIGN_OR_RETURN(const std::vector<Matrix> parts,
+                     b.GetMatrixParts(prefix + "attn_qkv.weight", cols,
+                                      {q_rows, kv_rows, kv_rows}));
+    a.wq = parts[0];
+    a.wk = parts[1];
+    a.wv = parts[2];
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(a.wq, b.GetMatrix(prefix + "attn_q.weight", cols, q_rows));
+  ASSIGN_OR_RETURN(a.wk, b.GetMatrix(prefix + "attn_k.weight", cols, kv_rows));
+  ASSIGN_OR_RETURN(a.wv, b.GetMatrix(prefix + "attn_v.weight", cols, kv_rows));
+  return absl::OkStatus();
+}
+
+absl::Status BindRoutedExperts(TensorBinder& b, const std::string& prefix,
+                               int64_t n_embd, int64_t ff, int64_t n_expert,
+                               MoeWeights& m) {
+  if (b.Has(prefix + "ffn_gate_up_exps.weight")) {
+    ASSIGN_OR_RETURN(const std::vector<ExpertMatrix> parts,
+                     b.GetExpertParts(prefix + "ffn_gate_up_exps.weight",
+                                      n_embd, {ff, ff}, n_expert));
+    m.gate = parts[0];
+    m.up = parts[1];
+  } else {
+    ASSIGN_OR_RETURN(m.gate, b.GetExperts(prefix + "ffn_gate_exps.weight",
+                                          n_embd, ff, n_expert));
+    ASSIGN_OR_RETURN(m.up, b.GetExperts(prefix + "ffn_up_exps.weight", n_embd,
+                                        ff, n_expert));
+  }
+  ASSIGN_OR_RETURN(m.down, b.GetExperts(prefix + "ffn_down_exps.weight", ff,
+                                        n_embd, n_expert));
+  return absl::OkStatus();
+}
+
 absl::Status FillFileInfo(const ModelFiles& files, ModelInfo* info) {
   const GgufFile& meta = files.metadata();
   info->file_name = files.shard(0).path;

@@ -12,7 +12,9 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "kernels/cpu/thread_pool.h"
+#include "model/attention.h"
 #include "model/model.h"
+#include "model/moe.h"
 #include "model/weights.h"
 
 namespace sluice {
@@ -49,6 +51,18 @@ class ArchKeys {
   const GgufFile& meta_;
   std::string arch_;
 };
+
+// Binds an attention block's q, k, v: the fused "<prefix>attn_qkv.weight"
+// (rows q_rows, kv_rows, kv_rows) when present, else attn_q/attn_k/attn_v.
+absl::Status BindQkv(TensorBinder& b, const std::string& prefix, int64_t cols,
+                     int64_t q_rows, int64_t kv_rows, AttentionWeights& a);
+
+// Binds the routed experts: the fused "<prefix>ffn_gate_up_exps.weight"
+// (per expert ff gate rows, then ff up rows) when present, else
+// ffn_gate_exps and ffn_up_exps; then ffn_down_exps.
+absl::Status BindRoutedExperts(TensorBinder& b, const std::string& prefix,
+                               int64_t n_embd, int64_t ff, int64_t n_expert,
+                               MoeWeights& m);
 
 // Fills the fields of ModelInfo that come from the files themselves (arch,
 // name, file name, vocabulary size, all_f32, weight bytes). InvalidArgument

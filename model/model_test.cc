@@ -212,6 +212,82 @@ std::string WithKeys(const std::string& src, const std::string& name,
   return out;
 }
 
+// A copy of `src` with each block's attn_q/k/v fused into attn_qkv and
+// ffn_gate_exps/ffn_up_exps into ffn_gate_up_exps (per expert: gate rows,
+// then up rows), the layouts llama.cpp also accepts.
+void WriteFused(const std::string& src, const std::string& dst) {
+  auto files = ModelFiles::Open(src);
+  ASSERT_TRUE(files.ok());
+  const TensorTable& table = (*files)->tensors();
+  auto w = GgufWriter::Create(dst);
+  ASSERT_TRUE(w.ok());
+  for (const GgufKv& kv : (*files)->metadata().metadata()) {
+    ASSERT_TRUE((*w)->Add(kv.key, kv.value).ok());
+  }
+  auto ends_with = [](const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() &&
+           s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> out;
+  for (const TensorEntry& t : table.entries()) {
+    std::vector<uint64_t> ne(t.ne.begin(), t.ne.begin() + t.n_dims);
+    std::vector<uint8_t> bytes(t.data, t.data + t.n_bytes);
+    std::string name = t.name;
+    const std::string block = name.substr(0, name.rfind('.', name.size() - 8) + 1);
+    if (ends_with(name, ".attn_q.weight")) {
+      name = block + "attn_qkv.weight";
+      for (const char* part : {"attn_k.weight", "attn_v.weight"}) {
+        const TensorEntry* p = table.Find(block + part);
+        bytes.insert(bytes.end(), p->data, p->data + p->n_bytes);
+        ne[1] += p->ne[1];
+      }
+    } else if (ends_with(name, ".ffn_gate_exps.weight")) {
+      name = block + "ffn_gate_up_exps.weight";
+      const TensorEntry* up = table.Find(block + "ffn_up_exps.weight");
+      bytes.clear();
+      for (uint64_t e = 0; e < t.n_experts; ++e) {
+        bytes.insert(bytes.end(), t.expert_data(e), t.expert_data(e) + t.expert_slice_bytes);
+        bytes.insert(bytes.end(), up->expert_data(e), up->expert_data(e) + up->expert_slice_bytes);
+      }
+      ne[1] *= 2;
+    } else if (ends_with(name, ".attn_k.weight") || ends_with(name, ".attn_v.weight") ||
+               ends_with(name, ".ffn_up_exps.weight")) {
+      continue;
+    }
+    ASSERT_TRUE((*w)->AddTensorInfo(name, t.type, ne).ok()) << name;
+    out.emplace_back(name, std::move(bytes));
+  }
+  for (const auto& [name, bytes] : out) {
+    ASSERT_TRUE((*w)->WriteTensor(name, bytes).ok()) << name;
+  }
+  ASSERT_TRUE((*w)->Finish().ok());
+}
+
+TEST(ModelTest, FusedQkvAndGateUpGiveIdenticalLogits) {
+  for (const auto arch : {mkmodel::Arch::kQwen3Moe, mkmodel::Arch::kQwen35Moe}) {
+    const std::string name = mkmodel::ArchName(arch);
+    const std::string src = WriteMicro(arch, GgmlType::kQ8_0, name + "_plain.gguf");
+    const std::string fused = TempPath(name + "_fused.gguf");
+    WriteFused(src, fused);
+    Loaded a = Load(src);
+    Loaded b = Load(fused);
+    ASSERT_NE(a.model, nullptr);
+    ASSERT_NE(b.model, nullptr);
+    ASSERT_TRUE(b.files->tensors().Find("blk.0.ffn_gate_up_exps.weight") != nullptr);
+    ASSERT_TRUE(b.files->tensors().Find("blk.3.attn_q.weight") == nullptr);
+    const std::vector<int32_t> ids = {3, 141, 59, 26, 5};
+    std::vector<float> la, lb;
+    auto sa = a.model->CreateState(16);
+    auto sb = b.model->CreateState(16);
+    ASSERT_TRUE(a.model->Forward(ids, *sa, LogitRows::kAll, &la, nullptr).ok());
+    ASSERT_TRUE(b.model->Forward(ids, *sb, LogitRows::kAll, &lb, nullptr).ok());
+    EXPECT_EQ(la, lb) << name;
+    ASSERT_TRUE(a.model->Forward({7}, *sa, LogitRows::kLast, &la, nullptr).ok());
+    ASSERT_TRUE(b.model->Forward({7}, *sb, LogitRows::kLast, &lb, nullptr).ok());
+    EXPECT_EQ(la, lb) << name;
+  }
+}
+
 TEST(ModelTest, NextNBlocksAreNotRun) {
   const std::string src = WriteMicro(mkmodel::Arch::kQwen35Moe, GgmlType::kF32, "nextn_src.gguf");
   const std::string path = WithKeys(
@@ -236,10 +312,11 @@ TEST(ModelTest, RecurrentLayersArrayOverridesTheInterval) {
   auto files = ModelFiles::Open(path);
   ASSERT_TRUE(files.ok());
   auto model = LoadModel(**files);
-  // Block 1 is now an attention block, and the file has no such tensors.
+  // Block 1 is now an attention block: its attn_qkv.weight (DeltaNet q|k|v,
+  // 256 rows) is taken for a fused attention q|k|v, which needs 384.
   EXPECT_EQ(model.status().message(),
-            absl::StrCat(path, ": tensor 'blk.1.attn_q.weight' not found "
-                               "(expected shape [128, 256])"));
+            absl::StrCat(path, ": tensor 'blk.1.attn_qkv.weight': expected "
+                               "shape [128, 384], got [128, 256]"));
 
   const std::string short_path = WithKeys(
       src, "recr_short.gguf",

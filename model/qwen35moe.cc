@@ -177,9 +177,7 @@ absl::Status BindAttention(TensorBinder& b, const Params& p, const NameFn& name,
                            AttentionWeights& a) {
   const int64_t e = p.n_embd, q_dim = p.n_head * p.head_dim;
   const int64_t kv_dim = p.n_head_kv * p.head_dim;
-  ASSIGN_OR_RETURN(a.wq, b.GetMatrix(name("attn_q.weight"), e, 2 * q_dim));
-  ASSIGN_OR_RETURN(a.wk, b.GetMatrix(name("attn_k.weight"), e, kv_dim));
-  ASSIGN_OR_RETURN(a.wv, b.GetMatrix(name("attn_v.weight"), e, kv_dim));
+  RETURN_IF_ERROR(BindQkv(b, name(""), e, 2 * q_dim, kv_dim, a));
   ASSIGN_OR_RETURN(a.wo, b.GetMatrix(name("attn_output.weight"), q_dim, e));
   ASSIGN_OR_RETURN(a.q_norm, b.GetF32Vector(name("attn_q_norm.weight"), p.head_dim));
   ASSIGN_OR_RETURN(a.k_norm, b.GetF32Vector(name("attn_k_norm.weight"), p.head_dim));
@@ -207,9 +205,7 @@ absl::Status BindMoe(TensorBinder& b, const Params& p, const NameFn& name,
                      MoeWeights& m) {
   const int64_t e = p.n_embd, x = p.n_expert, f = p.expert_ff, fs = p.shared_ff;
   ASSIGN_OR_RETURN(m.router, b.GetMatrix(name("ffn_gate_inp.weight"), e, x));
-  ASSIGN_OR_RETURN(m.gate, b.GetExperts(name("ffn_gate_exps.weight"), e, f, x));
-  ASSIGN_OR_RETURN(m.up, b.GetExperts(name("ffn_up_exps.weight"), e, f, x));
-  ASSIGN_OR_RETURN(m.down, b.GetExperts(name("ffn_down_exps.weight"), f, e, x));
+  RETURN_IF_ERROR(BindRoutedExperts(b, name(""), e, f, x, m));
   ASSIGN_OR_RETURN(m.shared_gate_inp,
                    b.GetF32Vector(name("ffn_gate_inp_shexp.weight"), e));
   ASSIGN_OR_RETURN(m.shared_gate, b.GetMatrix(name("ffn_gate_shexp.weight"), e, fs));

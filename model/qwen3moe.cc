@@ -92,9 +92,7 @@ absl::StatusOr<Layer> BindLayer(TensorBinder& b, const Params& p, int64_t il) {
   const int64_t x = p.n_expert, f = p.expert_ff;
   Layer l;
   ASSIGN_OR_RETURN(l.attn_norm, b.GetF32Vector(name("attn_norm.weight"), e));
-  ASSIGN_OR_RETURN(l.attn.wq, b.GetMatrix(name("attn_q.weight"), e, q_dim));
-  ASSIGN_OR_RETURN(l.attn.wk, b.GetMatrix(name("attn_k.weight"), e, kv_dim));
-  ASSIGN_OR_RETURN(l.attn.wv, b.GetMatrix(name("attn_v.weight"), e, kv_dim));
+  RETURN_IF_ERROR(BindQkv(b, name(""), e, q_dim, kv_dim, l.attn));
   ASSIGN_OR_RETURN(l.attn.wo, b.GetMatrix(name("attn_output.weight"), q_dim, e));
   ASSIGN_OR_RETURN(l.attn.q_norm,
                    b.GetF32Vector(name("attn_q_norm.weight"), p.head_dim));
@@ -102,9 +100,7 @@ absl::StatusOr<Layer> BindLayer(TensorBinder& b, const Params& p, int64_t il) {
                    b.GetF32Vector(name("attn_k_norm.weight"), p.head_dim));
   ASSIGN_OR_RETURN(l.ffn_norm, b.GetF32Vector(name("ffn_norm.weight"), e));
   ASSIGN_OR_RETURN(l.moe.router, b.GetMatrix(name("ffn_gate_inp.weight"), e, x));
-  ASSIGN_OR_RETURN(l.moe.gate, b.GetExperts(name("ffn_gate_exps.weight"), e, f, x));
-  ASSIGN_OR_RETURN(l.moe.up, b.GetExperts(name("ffn_up_exps.weight"), e, f, x));
-  ASSIGN_OR_RETURN(l.moe.down, b.GetExperts(name("ffn_down_exps.weight"), f, e, x));
+  RETURN_IF_ERROR(BindRoutedExperts(b, name(""), e, f, x, l.moe));
   return l;
 }
 

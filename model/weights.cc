@@ -86,6 +86,44 @@ absl::StatusOr<ExpertMatrix> TensorBinder::GetExperts(std::string_view name,
   return m;
 }
 
+bool TensorBinder::Has(std::string_view name) const {
+  return files_.tensors().Find(name) != nullptr;
+}
+
+absl::StatusOr<std::vector<Matrix>> TensorBinder::GetMatrixParts(
+    std::string_view name, int64_t cols, const std::vector<int64_t>& rows) {
+  int64_t total = 0;
+  for (int64_t r : rows) total += r;
+  ASSIGN_OR_RETURN(const Matrix whole, GetMatrix(name, cols, total));
+  std::vector<Matrix> parts;
+  uint64_t offset = 0;
+  for (int64_t r : rows) {
+    parts.push_back(Matrix{whole.type, whole.data + offset, r, cols,
+                           whole.row_bytes});
+    offset += static_cast<uint64_t>(r) * whole.row_bytes;
+  }
+  return parts;
+}
+
+absl::StatusOr<std::vector<ExpertMatrix>> TensorBinder::GetExpertParts(
+    std::string_view name, int64_t cols, const std::vector<int64_t>& rows,
+    int64_t n_expert) {
+  int64_t total = 0;
+  for (int64_t r : rows) total += r;
+  ASSIGN_OR_RETURN(const ExpertMatrix whole,
+                   GetExperts(name, cols, total, n_expert));
+  std::vector<ExpertMatrix> parts;
+  uint64_t offset = 0;
+  for (int64_t r : rows) {
+    ExpertMatrix part = whole;
+    part.data = whole.data + offset;
+    part.rows = r;
+    parts.push_back(part);
+    offset += static_cast<uint64_t>(r) * whole.row_bytes;
+  }
+  return parts;
+}
+
 absl::StatusOr<const float*> TensorBinder::GetF32Vector(std::string_view name,
                                                         int64_t n) {
   ASSIGN_OR_RETURN(const TensorEntry* t, LookupF32(name, {n}));

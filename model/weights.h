@@ -64,6 +64,18 @@ class TensorBinder {
   // A routed-expert tensor with ne = [cols, rows, n_expert].
   absl::StatusOr<ExpertMatrix> GetExperts(std::string_view name, int64_t cols,
                                           int64_t rows, int64_t n_expert);
+  // A fused matrix with ne = [cols, sum(rows)], returned as consecutive row
+  // blocks of the given heights (e.g. llama.cpp's attn_qkv: q, k, v).
+  absl::StatusOr<std::vector<Matrix>> GetMatrixParts(
+      std::string_view name, int64_t cols, const std::vector<int64_t>& rows);
+  // A fused routed-expert tensor with ne = [cols, sum(rows), n_expert] whose
+  // expert slices hold consecutive row blocks (ffn_gate_up_exps: gate then
+  // up); each part is a view with the fused tensor's slice stride.
+  absl::StatusOr<std::vector<ExpertMatrix>> GetExpertParts(
+      std::string_view name, int64_t cols, const std::vector<int64_t>& rows,
+      int64_t n_expert);
+  // Whether the model has a tensor of that name.
+  bool Has(std::string_view name) const;
   // A 1-D F32 tensor of n elements (norm weights, biases, gates).
   absl::StatusOr<const float*> GetF32Vector(std::string_view name, int64_t n);
   // A 2-D F32 tensor with ne = [cols, rows], row-major.
