@@ -1,5 +1,6 @@
 // End-to-end: generation over gRPC against the in-process engine, concurrent
 // streams, tokenize, request errors, a corrupt model, and the queue limit.
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <thread>
@@ -9,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "loader/model_files.h"
 #include "model/engine.h"
+#include "clients/proto/reflection.pb.h"
 #include "tests/e2e_harness.h"
 
 namespace sluice::testing {
@@ -94,6 +96,41 @@ TEST_F(E2eGenerateTest, HealthIsServingWithTheModelLoaded) {
   EXPECT_EQ(resp.models(0).vocab_size(),
             static_cast<uint32_t>(engine_->tokenizer().n_vocab()));
   EXPECT_EQ(resp.models(0).context_length(), static_cast<uint32_t>(kContext));
+}
+
+TEST_F(E2eGenerateTest, ServerReflectionListsTheServices) {
+  namespace refl = sluice::testing::reflection;
+  const grpc::internal::RpcMethod method(
+      "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+      grpc::internal::RpcMethod::BIDI_STREAMING, daemon_->channel());
+  grpc::ClientContext ctx;
+  std::unique_ptr<grpc::ClientReaderWriter<refl::ServerReflectionRequest,
+                                           refl::ServerReflectionResponse>>
+      stream(grpc::internal::ClientReaderWriterFactory<
+             refl::ServerReflectionRequest,
+             refl::ServerReflectionResponse>::Create(daemon_->channel().get(), method, &ctx));
+  refl::ServerReflectionRequest req;
+  req.set_list_services("*");
+  ASSERT_TRUE(stream->Write(req));
+  stream->WritesDone();
+  refl::ServerReflectionResponse resp;
+  ASSERT_TRUE(stream->Read(&resp));
+  std::vector<std::string> names;
+  for (const auto& s : resp.list_services_response().service()) names.push_back(s.name());
+  EXPECT_NE(std::find(names.begin(), names.end(), "sluice.v1.Sluice"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "grpc.health.v1.Health"), names.end());
+  while (stream->Read(&resp)) {
+  }
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+TEST_F(E2eGenerateTest, WorkerRunsWithOomScoreAdj1000) {
+  std::vector<pid_t> workers = ChildrenOf(daemon_->pid());
+  ASSERT_EQ(workers.size(), 1u);
+  std::ifstream adj(absl::StrCat("/proc/", workers[0], "/oom_score_adj"));
+  int score = 0;
+  adj >> score;
+  EXPECT_EQ(score, 1000);
 }
 
 TEST_F(E2eGenerateTest, GreedyMatchesInProcessEngine) {
