@@ -6,6 +6,11 @@
 // message) only where no memory cgroup is writable.
 #include <sys/stat.h>
 
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "daemon/cgroup.h"
 #include "gtest/gtest.h"
@@ -37,6 +42,15 @@ TEST(E2eOomTest, CgroupLimitKillIsReportedAndTheDaemonKeepsServing) {
   EXPECT_NE(metrics.find(absl::StrCat("sluice_oom_containment_mode{mode=\"", mode, "\"} 1\n")),
             std::string::npos)
       << metrics;
+
+  // The worker lives in a cgroup of its own.
+  std::vector<pid_t> workers = ChildrenOf(daemon.pid());
+  ASSERT_EQ(workers.size(), 1u);
+  std::ifstream cgroup(absl::StrCat("/proc/", workers[0], "/cgroup"));
+  std::string cgroups((std::istreambuf_iterator<char>(cgroup)), std::istreambuf_iterator<char>());
+  EXPECT_NE(cgroups.find(absl::StrCat("/sluice-worker-", daemon.pid(), "-1\n")),
+            std::string::npos)
+      << cgroups;
 
   v1::GenerateRequest hog = GreedyRequest(worker::kHogMemoryPrompt, 4);
   Generation g = RunGenerate(daemon.stub(), hog);
