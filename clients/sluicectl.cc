@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <sstream>
 #include <iomanip>
 #include <memory>
 
@@ -31,13 +33,15 @@ commands:
                                one JSON object per streamed message
   tokenize TEXT... [--parse_special] [--json]
   metrics                      Prometheus text of the daemon's metrics
-defaults: --addr=127.0.0.1:50051, --timeout=0 (no deadline)
+TLS: --tls_ca_file=CA.pem [--tls_cert_file=C.pem --tls_key_file=K.pem]
+defaults: --addr=127.0.0.1:50051, --timeout=0 (no deadline), plaintext
 )";
 
 const std::vector<std::string> kFlags = {
     "addr", "timeout", "model_id", "threads", "context_length", "chat", "system", "json",
     "max_tokens", "temperature", "top_k", "top_p", "min_p", "repetition_penalty",
-    "repetition_window", "seed", "stop", "ignore_eos", "parse_special", "help"};
+    "repetition_window", "seed", "stop", "ignore_eos", "parse_special", "help",
+    "tls_ca_file", "tls_cert_file", "tls_key_file"};
 const std::vector<std::string> kBoolFlags = {"chat", "json", "ignore_eos", "parse_special",
                                              "help"};
 
@@ -70,13 +74,30 @@ class Command {
   Command(const Args& args, std::ostream& out, std::ostream& err)
       : args_(args), out_(out), err_(err) {
     const std::string addr = Flag("addr", "127.0.0.1:50051");
-    channel_ = grpc::CreateChannel(addr, grpc::InsecureChannelCredentials());
+    channel_ = grpc::CreateChannel(addr, Credentials());
     stub_ = v1::Sluice::NewStub(channel_);
   }
 
   int Dispatch();
 
  private:
+  // TLS when --tls_ca_file is given (the CA that signed the daemon's
+  // certificate), with a client certificate when --tls_cert_file/--tls_key_file.
+  std::shared_ptr<grpc::ChannelCredentials> Credentials() {
+    if (!Has("tls_ca_file")) return grpc::InsecureChannelCredentials();
+    grpc::SslCredentialsOptions options;
+    options.pem_root_certs = ReadFile(Flag("tls_ca_file"));
+    if (Has("tls_cert_file")) options.pem_cert_chain = ReadFile(Flag("tls_cert_file"));
+    if (Has("tls_key_file")) options.pem_private_key = ReadFile(Flag("tls_key_file"));
+    return grpc::SslCredentials(options);
+  }
+  std::string ReadFile(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) err_ << "sluicectl: cannot read " << path << "\n";
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
   std::string Flag(const std::string& name, const std::string& fallback = "") const {
     auto it = args_.flags.find(name);
     return it == args_.flags.end() ? fallback : it->second;

@@ -95,6 +95,16 @@ absl::Status ValidateConfig(const Config& c) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--cgroup_mode='", c.cgroup_mode, "': expected auto, v2, v1 or none"));
   }
+  if (c.tls_cert_file.empty() != c.tls_key_file.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tls_cert_file='", c.tls_cert_file, "' and --tls_key_file='", c.tls_key_file,
+        "': give both or neither"));
+  }
+  if (!c.tls_client_ca_file.empty() && c.tls_cert_file.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tls_client_ca_file='", c.tls_client_ca_file,
+        "' needs --tls_cert_file and --tls_key_file"));
+  }
   if (c.worker_kind == WorkerKindConfig::kCuda) {
     return absl::InvalidArgumentError(
         "--worker_kind=cuda: this build has only the cpu worker");

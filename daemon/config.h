@@ -33,6 +33,11 @@ struct Config {
   std::string worker_binary;        // "" : next to the sluiced binary
   int worker_start_timeout_s = 300;
   std::string port_file;            // write bound ports here once serving
+  // TLS for the gRPC port: both files (PEM) or neither (plaintext). With a
+  // client CA, clients must present a certificate it signed.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_client_ca_file;
 };
 
 // Parses "123", "64K", "512M", "8G", "1T" (powers of 1024; optional

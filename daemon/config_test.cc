@@ -52,6 +52,17 @@ TEST(ValidateConfigTest, ErrorsNameTheFlagAndValue) {
   EXPECT_NE(s.message().find("--cgroup_mode='v3'"), std::string::npos) << s;
 
   c = Config{};
+  c.tls_cert_file = "/etc/sluice/cert.pem";
+  s = ValidateConfig(c);
+  EXPECT_NE(s.message().find("give both or neither"), std::string::npos) << s;
+  c.tls_key_file = "/etc/sluice/key.pem";
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  c = Config{};
+  c.tls_client_ca_file = "/etc/sluice/ca.pem";
+  s = ValidateConfig(c);
+  EXPECT_NE(s.message().find("needs --tls_cert_file"), std::string::npos) << s;
+
+  c = Config{};
   c.worker_kind = WorkerKindConfig::kCuda;
   EXPECT_EQ(ValidateConfig(c).code(), absl::StatusCode::kInvalidArgument);
 }

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,6 +45,11 @@ ABSL_FLAG(std::string, cgroup_path, "",
 ABSL_FLAG(std::string, worker_binary, "",
           "Path of sluice-worker (default: beside sluiced, or ../worker/).");
 ABSL_FLAG(int, worker_start_timeout_s, 300, "Seconds a worker may take to load a model.");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "PEM certificate chain for TLS on the gRPC port (with --tls_key_file).");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM private key for --tls_cert_file.");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "PEM CA bundle; when set, clients must present a certificate it signed.");
 ABSL_FLAG(std::string, port_file, "",
           "Once serving, write 'grpc=PORT' and 'metrics=PORT' lines here.");
 
@@ -98,6 +104,9 @@ absl::StatusOr<Config> ConfigFromFlags() {
   c.worker_binary = absl::GetFlag(FLAGS_worker_binary);
   c.worker_start_timeout_s = absl::GetFlag(FLAGS_worker_start_timeout_s);
   c.port_file = absl::GetFlag(FLAGS_port_file);
+  c.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  c.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
+  c.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
   if (absl::Status s = ValidateConfig(c); !s.ok()) return s;
   return c;
 }
@@ -119,6 +128,37 @@ absl::StatusOr<std::string> FindWorkerBinary(const std::string& configured) {
   return absl::InvalidArgumentError(absl::StrCat(
       "--worker_binary: no executable sluice-worker at ", candidates.front(),
       configured.empty() ? " (nor in ../worker/)" : ""));
+}
+
+absl::StatusOr<std::string> ReadPem(const std::string& flag, const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (!in || ss.str().find("-----BEGIN ") == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, "='", path, "': not a readable PEM file"));
+  }
+  return ss.str();
+}
+
+// Plaintext unless TLS files are configured.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(const Config& c) {
+  if (c.tls_cert_file.empty()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions options(
+      c.tls_client_ca_file.empty()
+          ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+          : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  auto cert = ReadPem("tls_cert_file", c.tls_cert_file);
+  if (!cert.ok()) return cert.status();
+  auto key = ReadPem("tls_key_file", c.tls_key_file);
+  if (!key.ok()) return key.status();
+  options.pem_key_cert_pairs.push_back({*key, *cert});
+  if (!c.tls_client_ca_file.empty()) {
+    auto ca = ReadPem("tls_client_ca_file", c.tls_client_ca_file);
+    if (!ca.ok()) return ca.status();
+    options.pem_root_certs = *ca;
+  }
+  return grpc::SslServerCredentials(options);
 }
 
 absl::Status WritePortFile(const std::string& path, int grpc_port, int metrics_port) {
@@ -158,11 +198,16 @@ int Run(const Config& config, const std::string& worker_binary, sigset_t signals
   });
   SluiceService service(&supervisor, &metrics);
 
+  auto credentials = ServerCredentials(config);
+  if (!credentials.ok()) {
+    Log(absl::StrCat("fatal: bad configuration: ", credentials.status().message()));
+    return 2;
+  }
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int grpc_port = 0;
-  builder.AddListeningPort(config.grpc_address, grpc::InsecureServerCredentials(), &grpc_port);
+  builder.AddListeningPort(config.grpc_address, *credentials, &grpc_port);
   builder.RegisterService(&service);
   {
     absl::MutexLock lock(&server_mu);
@@ -173,7 +218,10 @@ int Run(const Config& config, const std::string& worker_binary, sigset_t signals
     }
     server->GetHealthCheckService()->SetServingStatus(false);
   }
-  Log(absl::StrCat("gRPC listening on port ", grpc_port));
+  Log(absl::StrCat("gRPC listening on port ", grpc_port,
+                   config.tls_cert_file.empty() ? " (plaintext)"
+                   : config.tls_client_ca_file.empty() ? " (TLS)"
+                                                       : " (TLS, client certificates required)"));
 
   std::unique_ptr<MetricsHttpServer> http;
   if (!config.metrics_address.empty() && config.metrics_address != "none") {

@@ -119,6 +119,36 @@ TEST(E2eConfigTest, ConfigFileStartsTheDaemonAndFlagsOverrideIt) {
   EXPECT_EQ((*d)->Stop(), 0);
 }
 
+TEST(E2eConfigTest, TlsServesSluicectlWithTheCaAndRefusesPlaintext) {
+  if (access("/usr/bin/openssl", X_OK) != 0) GTEST_SKIP() << "openssl is not installed";
+  const std::string dir = MakeTempDir("e2e-tls");
+  CommandResult gen = RunCommand(
+      {"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+       "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+       "-keyout", dir + "/key.pem", "-out", dir + "/cert.pem"});
+  ASSERT_EQ(gen.exit_code, 0) << gen.err;
+  DaemonOptions options;
+  options.flags = {"--tls_cert_file=" + dir + "/cert.pem", "--tls_key_file=" + dir + "/key.pem"};
+  auto d = Daemon::Start(options);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_NE((*d)->Log().find("(TLS)"), std::string::npos) << (*d)->Log();
+  const std::string ctl = RunfilePath("clients/sluicectl");
+  CommandResult tls = RunCommand({ctl, "--addr=" + (*d)->address(), "--timeout=30",
+                                  "--tls_ca_file=" + dir + "/cert.pem", "health"});
+  // No model is loaded: the daemon answers, over TLS, that it is not serving.
+  EXPECT_EQ(tls.out, "NOT_SERVING\n") << tls.err;
+  CommandResult plain =
+      RunCommand({ctl, "--addr=" + (*d)->address(), "--timeout=5", "health"});
+  EXPECT_EQ(plain.exit_code, 1);
+  EXPECT_NE(plain.err.find("UNAVAILABLE"), std::string::npos) << plain.err;
+  EXPECT_EQ((*d)->Stop(), 0);
+
+  CommandResult bad = Sluiced({"--tls_cert_file=" + dir + "/key.pem.missing",
+                               "--tls_key_file=" + dir + "/key.pem"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("not a readable PEM file"), std::string::npos) << bad.err;
+}
+
 // A file that validates but whose architecture the worker cannot build: the
 // worker's fatal message comes back as INVALID_ARGUMENT, no worker is left
 // behind, and a good model loads afterwards.

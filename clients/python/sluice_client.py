@@ -47,8 +47,14 @@ class SluiceClient:
     (see docs/API.md).
     """
 
-    def __init__(self, address="127.0.0.1:50051", timeout=None):
-        self._channel = grpc.insecure_channel(address)
+    def __init__(self, address="127.0.0.1:50051", timeout=None, root_certificates=None):
+        """root_certificates: PEM bytes of the CA that signed the daemon's TLS
+        certificate (sluiced --tls_cert_file); None for a plaintext channel."""
+        if root_certificates is not None:
+            creds = grpc.ssl_channel_credentials(root_certificates=root_certificates)
+            self._channel = grpc.secure_channel(address, creds)
+        else:
+            self._channel = grpc.insecure_channel(address)
         self._stub = sluice_pb2_grpc.SluiceStub(self._channel)
         self._health = health_pb2_grpc.HealthStub(self._channel)
         self._timeout = timeout
@@ -128,6 +134,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description="Example client of sluiced.")
     parser.add_argument("--addr", default="127.0.0.1:50051")
     parser.add_argument("--timeout", type=float, default=None)
+    parser.add_argument("--tls-ca", default=None, help="PEM CA file: use TLS")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("health")
     sub.add_parser("models")
@@ -141,7 +148,11 @@ def main(argv=None):
     gen.add_argument("--chat", action="store_true")
     args = parser.parse_args(argv)
 
-    client = SluiceClient(args.addr, timeout=args.timeout)
+    roots = None
+    if args.tls_ca:
+        with open(args.tls_ca, "rb") as f:
+            roots = f.read()
+    client = SluiceClient(args.addr, timeout=args.timeout, root_certificates=roots)
     try:
         if args.command == "health":
             print(client.health())
