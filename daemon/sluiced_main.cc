@@ -216,6 +216,9 @@ int Run(const Config& config, const std::string& worker_binary, sigset_t signals
       Log(absl::StrCat("fatal: cannot listen on --grpc_address=", config.grpc_address));
       return 1;
     }
+    // Registers the service's own name too, so that health checks may ask
+    // for "sluice.v1.Sluice" as well as for the server ("").
+    server->GetHealthCheckService()->SetServingStatus(v1::Sluice::service_full_name(), false);
     server->GetHealthCheckService()->SetServingStatus(false);
   }
   Log(absl::StrCat("gRPC listening on port ", grpc_port,

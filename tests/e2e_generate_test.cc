@@ -86,6 +86,13 @@ Engine* E2eGenerateTest::engine_ = nullptr;
 
 TEST_F(E2eGenerateTest, HealthIsServingWithTheModelLoaded) {
   EXPECT_EQ(daemon_->Health(), "SERVING");
+  auto health = grpc::health::v1::Health::NewStub(daemon_->channel());
+  grpc::ClientContext health_ctx;
+  grpc::health::v1::HealthCheckRequest named;
+  named.set_service("sluice.v1.Sluice");
+  grpc::health::v1::HealthCheckResponse status;
+  ASSERT_TRUE(health->Check(&health_ctx, named, &status).ok());
+  EXPECT_EQ(status.status(), grpc::health::v1::HealthCheckResponse::SERVING);
   grpc::ClientContext ctx;
   v1::ListModelsResponse resp;
   ASSERT_TRUE(daemon_->stub().ListModels(&ctx, v1::ListModelsRequest(), &resp).ok());
