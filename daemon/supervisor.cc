@@ -20,6 +20,13 @@ struct Supervisor::Model {
   std::vector<int> fds;
 };
 
+absl::Duration RestartBackoff(int consecutive_failures, absl::Duration initial,
+                              absl::Duration max) {
+  absl::Duration backoff = initial;
+  for (int i = 1; i < consecutive_failures && backoff < max; ++i) backoff *= 2;
+  return std::min(backoff, max);
+}
+
 bool RequestHandle::Push(Event event) {
   absl::MutexLock lock(&mu_);
   if (finished_) return false;
@@ -143,7 +150,8 @@ absl::StatusOr<v1::ModelInfo> Supervisor::LoadModel(const v1::LoadModelRequest& 
   absl::Status error = !spawned.ok() ? spawned
                        : !fatal_message_.empty()
                            ? absl::Status(fatal_code_, fatal_message_)
-                           : absl::UnavailableError(model_->info.last_error());
+                           : absl::UnavailableError(absl::StrCat(
+                                 model_->info.last_error(), " while loading the model"));
   model_.reset();
   phase_ = WorkerPhase::kNone;
   return absl::Status(error.code(),
@@ -336,13 +344,10 @@ void Supervisor::ScheduleRestartLocked() {
     restart_at_ = absl::InfiniteFuture();
     return;
   }
-  absl::Duration backoff = options_.restart_backoff_initial;
-  for (int i = 1; i < consecutive_failures_ && backoff < options_.restart_backoff_max; ++i) {
-    backoff *= 2;
-  }
-  backoff = std::min(backoff, options_.restart_backoff_max);
   model_->info.set_state(v1::MODEL_STATE_RESTARTING);
-  restart_at_ = absl::Now() + backoff;
+  restart_at_ = absl::Now() + RestartBackoff(consecutive_failures_,
+                                             options_.restart_backoff_initial,
+                                             options_.restart_backoff_max);
 }
 
 void Supervisor::FailAllLocked(const absl::Status& status) {

@@ -61,6 +61,11 @@ struct SupervisorOptions {
   int max_consecutive_failures = 10;
 };
 
+// The delay before restart attempt `consecutive_failures` (1-based): `initial`
+// doubling per consecutive failure, capped at `max`.
+absl::Duration RestartBackoff(int consecutive_failures, absl::Duration initial,
+                              absl::Duration max);
+
 // One Generate or Tokenize request's stream of events.
 class RequestHandle {
  public:

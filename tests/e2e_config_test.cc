@@ -61,6 +61,16 @@ TEST(E2eConfigTest, CorruptModelAtStartIsFatal) {
       << r.err;
 }
 
+TEST(E2eConfigTest, WorkerThatCannotStartFailsTheStartupLoad) {
+  const std::string dir = MakeTempDir("e2e-config");
+  auto model = WriteMicroModel(dir);
+  ASSERT_TRUE(model.ok());
+  CommandResult r = Sluiced({"--model=" + *model, "--worker_binary=/bin/false"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("fatal: --model: LoadModel path='"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("exited with code 1 while loading the model"), std::string::npos) << r.err;
+}
+
 TEST(E2eConfigTest, PortInUseIsFatal) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
