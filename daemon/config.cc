@@ -85,6 +85,9 @@ absl::Status ValidateConfig(const Config& c) {
       !s.ok()) {
     return s;
   }
+  if (absl::Status s = CheckRange("drain_timeout_s", c.drain_timeout_s, 0, 3600); !s.ok()) {
+    return s;
+  }
   if (c.worker_memory_limit != 0 && c.worker_memory_limit < (16ull << 20)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--worker_memory_limit=", c.worker_memory_limit,

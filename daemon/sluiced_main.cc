@@ -50,6 +50,8 @@ ABSL_FLAG(std::string, tls_cert_file, "",
 ABSL_FLAG(std::string, tls_key_file, "", "PEM private key for --tls_cert_file.");
 ABSL_FLAG(std::string, tls_client_ca_file, "",
           "PEM CA bundle; when set, clients must present a certificate it signed.");
+ABSL_FLAG(int, drain_timeout_s, 10,
+          "On SIGTERM, seconds to let running and waiting generations finish.");
 ABSL_FLAG(std::string, port_file, "",
           "Once serving, write 'grpc=PORT' and 'metrics=PORT' lines here.");
 
@@ -104,6 +106,7 @@ absl::StatusOr<Config> ConfigFromFlags() {
   c.worker_binary = absl::GetFlag(FLAGS_worker_binary);
   c.worker_start_timeout_s = absl::GetFlag(FLAGS_worker_start_timeout_s);
   c.port_file = absl::GetFlag(FLAGS_port_file);
+  c.drain_timeout_s = absl::GetFlag(FLAGS_drain_timeout_s);
   c.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
   c.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
   c.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
@@ -278,6 +281,11 @@ int Run(const Config& config, const std::string& worker_binary, sigset_t signals
   Log(absl::StrCat("signal ", signal_number, " (", sigabbrev_np(signal_number),
                    "): shutting down"));
   NotifyStopping();
+  const int unfinished = supervisor.Drain(absl::Seconds(config.drain_timeout_s));
+  if (unfinished > 0) {
+    Log(absl::StrCat(unfinished, " requests did not finish within --drain_timeout_s=",
+                     config.drain_timeout_s, "; they end with UNAVAILABLE"));
+  }
   supervisor.Shutdown();
   // Every Generate/Tokenize handler has its answer by now (the supervisor
   // failed what was in flight); the grace period only lets those answers go

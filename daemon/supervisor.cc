@@ -68,6 +68,17 @@ Supervisor::Supervisor(SupervisorOptions options, const OomContainment* oom,
 
 Supervisor::~Supervisor() { Shutdown(); }
 
+int Supervisor::Drain(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  draining_ = true;
+  SetServingLocked(false);
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return running_ == nullptr && queue_.empty();
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&idle), timeout);
+  return (running_ != nullptr ? 1 : 0) + static_cast<int>(queue_.size());
+}
+
 void Supervisor::Shutdown() {
   std::unique_ptr<WorkerProcess> worker;
   {
@@ -364,6 +375,7 @@ void Supervisor::FailAllLocked(const absl::Status& status) {
 }
 
 void Supervisor::SetServingLocked(bool serving) {
+  serving = serving && !draining_;
   if (serving == serving_) return;
   serving_ = serving;
   if (on_serving_) on_serving_(serving);
@@ -421,6 +433,7 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Supervisor::SubmitGenerate(
         "GenerateRequest.input: set one of prompt, token_ids or chat");
   }
   absl::MutexLock lock(&mu_);
+  if (draining_) return absl::UnavailableError("sluiced is shutting down");
   RETURN_IF_ERROR(CheckModelId(request.model_id()));
   const bool runs_now = phase_ == WorkerPhase::kReady && running_ == nullptr && queue_.empty();
   if (!runs_now && queue_.size() >= static_cast<size_t>(options_.queue_limit)) {

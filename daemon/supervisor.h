@@ -126,6 +126,11 @@ class Supervisor {
   // most `stats_timeout`; stale figures after that).
   MetricsSnapshot Snapshot(absl::Duration stats_timeout = absl::Milliseconds(250));
 
+  // Stops taking requests (new ones get Unavailable, health turns
+  // NOT_SERVING) and waits up to `timeout` for the running and waiting ones
+  // to finish. Returns how many were still unfinished.
+  int Drain(absl::Duration timeout);
+
   // Stops the worker (graceful, then SIGKILL) and fails what is in flight.
   void Shutdown();
 
@@ -175,6 +180,7 @@ class Supervisor {
   bool loading_ ABSL_GUARDED_BY(mu_) = false;  // LoadModel waits for the worker
   bool serving_ ABSL_GUARDED_BY(mu_) = false;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
 
   uint64_t next_request_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::deque<std::shared_ptr<RequestHandle>> queue_ ABSL_GUARDED_BY(mu_);

@@ -177,5 +177,26 @@ TEST_F(E2eRestartTest, FullQueueIsResourceExhausted) {
   EXPECT_TRUE(waiting->Finish().ok());
 }
 
+TEST_F(E2eRestartTest, SigtermDrainsTheRunningGeneration) {
+  grpc::ClientContext ctx;
+  auto reader = daemon_->stub().Generate(&ctx, GreedyRequest("finish me", 150));
+  v1::GenerateResponse resp;
+  ASSERT_TRUE(reader->Read(&resp));
+  ASSERT_EQ(kill(daemon_->pid(), SIGTERM), 0);
+  ASSERT_TRUE(daemon_->WaitForHealth("NOT_SERVING", absl::Seconds(10)));
+  Generation refused = RunGenerate(daemon_->stub(), GreedyRequest("too late", 2));
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(refused.status.error_message(), "sluiced is shutting down");
+  int chunks = 1;
+  bool done = false;
+  while (reader->Read(&resp)) {
+    chunks += resp.has_chunk() ? 1 : 0;
+    done |= resp.has_done();
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  EXPECT_TRUE(done);
+  EXPECT_EQ(chunks, 150);
+}
+
 }  // namespace
 }  // namespace sluice::testing
