@@ -25,7 +25,7 @@ namespace sluice {
 // Products smaller than this many multiply-adds run on the calling thread:
 // waking the pool (tens of microseconds) costs more than it saves, and a
 // decode step of a small model issues dozens of such products.
-inline constexpr int64_t kMinParallelMatMulWork = 1 << 18;
+inline constexpr int64_t kMinParallelMatMulWork = 1 << 20;
 
 // y[t][r] = sum_c W[r][c] x[t][c] for n_tok rows of x ([n_tok][w.cols]);
 // y is [n_tok][w.rows]. Errors are the kernel's.
@@ -35,7 +35,7 @@ absl::Status Project(const Matrix& w, const float* x, int64_t n_tok, float* y,
 // Runs fn over [0, n) split across the pool; inline when pool is null or
 // the loop's estimated total `work` (multiply-adds) is below
 // kMinParallelWork, where waking the workers costs more than it saves.
-inline constexpr int64_t kMinParallelWork = 1 << 15;
+inline constexpr int64_t kMinParallelWork = 1 << 17;
 void ParallelRange(kernels::ThreadPool* pool, int64_t n, int64_t work,
                    absl::FunctionRef<void(int64_t, int64_t)> fn);
 

@@ -114,7 +114,7 @@ TEST(ProjectRowsTest, OneParallelLoopEqualsSeparateProducts) {
   // Three F32 matrices of different heights, enough work to use the pool.
   std::vector<std::vector<float>> data;
   std::vector<Matrix> mats;
-  const int64_t cols = 256;
+  const int64_t cols = 1024;
   for (int64_t rows : {300, 5, 900}) {
     std::vector<float> m(rows * cols);
     for (size_t i = 0; i < m.size(); ++i) m[i] = std::sin(0.37 * i + rows);
