@@ -50,6 +50,15 @@ TEST(E2eConfigTest, BadConfigFileNamesFileAndLine) {
   EXPECT_NE(r.err.find(conf + ":3: unknown key 'threadz'"), std::string::npos) << r.err;
 }
 
+TEST(E2eConfigTest, ShippedExampleConfigStarts) {
+  DaemonOptions options;
+  options.flags = {"--config=" + RunfilePath("deploy/sluiced.conf")};
+  auto d = Daemon::Start(options);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ((*d)->Health(), "NOT_SERVING");  // the example loads no model
+  EXPECT_EQ((*d)->Stop(), 0);
+}
+
 TEST(E2eConfigTest, CorruptModelAtStartIsFatal) {
   const std::string dir = MakeTempDir("e2e-config");
   const std::string bad = dir + "/bad.gguf";
