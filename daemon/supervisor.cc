@@ -153,12 +153,14 @@ absl::StatusOr<v1::ModelInfo> Supervisor::LoadModel(const v1::LoadModelRequest& 
     mu_.Await(absl::Condition(&settled));
     fatal_message_ = absl::StrCat("the worker did not report ready within ",
                                   absl::FormatDuration(options_.worker_start_timeout));
+    fatal_code_ = absl::StatusCode::kUnavailable;
   }
   loading_ = false;
   if (spawned.ok() && serial_ == serial && phase_ == WorkerPhase::kReady) {
     return model_->info;
   }
-  absl::Status error = !spawned.ok() ? spawned
+  absl::Status error = !spawned.ok()      ? spawned
+                       : serial_ != serial ? absl::UnavailableError("sluiced is shutting down")
                        : !fatal_message_.empty()
                            ? absl::Status(fatal_code_, fatal_message_)
                            : absl::UnavailableError(absl::StrCat(
