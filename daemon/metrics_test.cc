@@ -52,6 +52,7 @@ TEST(MetricsTest, RendersEveryFamily) {
            "sluice_prompt_tokens_total 5\n", "sluice_generated_tokens_total 7\n",
            "sluice_worker_restarts_total{reason=\"oom_kill\"} 1\n",
            "sluice_worker_restarts_total{reason=\"signal\"} 0\n",
+           "sluice_worker_restarts_total{reason=\"protocol_error\"} 0\n",
            "sluice_requests_total{outcome=\"ok\"} 1\n",
            "sluice_time_to_first_token_seconds_bucket{le=\"0.025\"} 1\n",
            "sluice_time_to_first_token_seconds_bucket{le=\"0.01\"} 0\n",

@@ -75,6 +75,7 @@ absl::string_view ExitReasonLabel(WorkerExit::Reason reason) {
     case WorkerExit::Reason::kExit: return "exit";
     case WorkerExit::Reason::kSignal: return "signal";
     case WorkerExit::Reason::kOomKill: return "oom_kill";
+    case WorkerExit::Reason::kProtocolError: return "protocol_error";
   }
   return "exit";
 }
@@ -150,8 +151,12 @@ void WorkerProcess::Monitor() {
         continue;
       }
       socket_open = false;
-      // A worker that broke the protocol is not trusted to exit by itself.
-      if (!got.ok()) SendKill();
+      // A malformed frame means a broken worker, not a dying one: it is not
+      // trusted to exit by itself.
+      if (!got.ok() && got.status().code() == absl::StatusCode::kInvalidArgument) {
+        protocol_error_ = std::string(got.status().message());
+        SendKill();
+      }
     }
     if (child_gone && !socket_open) break;
     if (child_gone) continue;  // keep draining until the socket reports EOF
@@ -179,6 +184,11 @@ WorkerExit WorkerProcess::Reap() {
     exit.description = absl::StrCat("exited with code ", exit.code);
     if (exit.code == 127) absl::StrAppend(&exit.description, " (could not exec the worker binary)");
     if (exit.code == 126) absl::StrAppend(&exit.description, " (could not join its cgroup)");
+  }
+  if (!protocol_error_.empty()) {
+    exit.reason = WorkerExit::Reason::kProtocolError;
+    exit.description = absl::StrCat("broke the protocol (", protocol_error_,
+                                    ") and was killed; ", exit.description);
   }
   if (oom_->OomKilled(cgroup_)) {
     exit.reason = WorkerExit::Reason::kOomKill;

@@ -37,7 +37,7 @@
 namespace sluice::daemon {
 
 struct WorkerExit {
-  enum class Reason { kExit, kSignal, kOomKill };
+  enum class Reason { kExit, kSignal, kOomKill, kProtocolError };
   Reason reason = Reason::kExit;
   int code = 0;  // exit status, or the signal number
   // "exited with code 3", "killed by signal 9 (SIGKILL)",
@@ -45,7 +45,8 @@ struct WorkerExit {
   std::string description;
 };
 
-// "exit", "signal", "oom_kill": the label of sluice_worker_restarts_total.
+// "exit", "signal", "oom_kill", "protocol_error": the label of
+// sluice_worker_restarts_total.
 absl::string_view ExitReasonLabel(WorkerExit::Reason reason);
 
 struct WorkerSpawnOptions {
@@ -97,6 +98,7 @@ class WorkerProcess {
   absl::Mutex send_mu_;
   absl::Mutex exit_mu_;
   bool exited_ ABSL_GUARDED_BY(exit_mu_) = false;
+  std::string protocol_error_;  // monitor thread only
   std::thread monitor_;
 };
 

@@ -217,6 +217,27 @@ TEST_F(E2eGenerateTest, TokenizeMatchesInProcessTokenizer) {
   EXPECT_EQ(resp.pieces(resp.pieces_size() - 1), "<|im_start|>");
 }
 
+TEST_F(E2eGenerateTest, NonAsciiTextTokenizesAndGenerates) {
+  const std::string text = "h\xc3\xa9llo \xf0\x9f\x98\x80 \xe6\xb0\xb4";  // héllo 😀 水
+  grpc::ClientContext ctx;
+  v1::TokenizeRequest req;
+  req.set_text(text);
+  v1::TokenizeResponse resp;
+  grpc::Status s = daemon_->stub().Tokenize(&ctx, req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(std::vector<int32_t>(resp.token_ids().begin(), resp.token_ids().end()),
+            engine_->tokenizer().Encode(text, false));
+  std::string joined;
+  for (const std::string& b : resp.piece_bytes()) joined += b;
+  EXPECT_EQ(joined, text);
+  ASSERT_EQ(resp.pieces_size(), resp.token_ids_size());
+  EXPECT_EQ(resp.pieces(0), "h");
+  Generation g = RunGenerate(daemon_->stub(), GreedyRequest(text, 6));
+  ASSERT_TRUE(g.status.ok()) << g.status.error_message();
+  EXPECT_EQ(g.token_ids, Reference(text, 6, SamplerParams{}));
+  EXPECT_EQ(daemon_->Health(), "SERVING");
+}
+
 TEST_F(E2eGenerateTest, ChatAndTokenIdInputsWork) {
   v1::GenerateRequest req = GreedyRequest("", 4);
   v1::ChatMessage* m = req.mutable_chat()->add_messages();

@@ -135,7 +135,7 @@ absl::StatusOr<bool> ReceiveFrame(int socket_fd,
     }
   }
   if (!msg->ParseFromString(body)) {
-    return absl::DataLossError(absl::StrCat(
+    return absl::InvalidArgumentError(absl::StrCat(
         "worker channel: a frame of ", size, " bytes does not parse as ",
         msg->GetTypeName()));
   }

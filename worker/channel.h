@@ -35,8 +35,10 @@ absl::Status SendFrame(int socket_fd, const google::protobuf::MessageLite& msg,
 // Reads one frame into *msg. Received fds are appended to *fds (the caller
 // owns and must close them); fds may be null, then any received fd is
 // closed. Returns false on a clean end of stream before the first byte of a
-// frame. Errors: DataLoss for a stream that ends inside a frame or a frame
-// that does not parse; InvalidArgument for a frame over kMaxFrameBytes.
+// frame. Errors: DataLoss for a stream that ends inside a frame (the peer
+// died mid-write); InvalidArgument for a frame over kMaxFrameBytes or one
+// that does not parse (the peer broke the protocol); Unavailable when the
+// peer reset the connection.
 absl::StatusOr<bool> ReceiveFrame(int socket_fd,
                                   google::protobuf::MessageLite* msg,
                                   std::vector<int>* fds);

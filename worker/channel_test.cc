@@ -89,5 +89,17 @@ TEST_F(ChannelTest, OversizedLengthIsRejected) {
   EXPECT_NE(got.status().message().find("exceeds"), std::string::npos);
 }
 
+TEST_F(ChannelTest, UnparsableFrameIsInvalidArgument) {
+  // A frame of 3 bytes that are not a valid protobuf (field 0 is illegal).
+  const unsigned char bad[] = {3, 0, 0, 0, 0x00, 0x00, 0x00};
+  ASSERT_EQ(write(sv_[0], bad, sizeof(bad)), 7);
+  v1::SupervisorMessage in;
+  auto got = ReceiveFrame(sv_[1], &in, nullptr);
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(got.status().message().find("does not parse as sluice.worker.v1.SupervisorMessage"),
+            std::string::npos)
+      << got.status();
+}
+
 }  // namespace
 }  // namespace sluice::worker

@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "loader/model_files.h"
 #include "model/engine.h"
+#include "model/utf8.h"
 #include "proto/sluice/worker/v1/worker.pb.h"
 #include "worker/channel.h"
 #include "worker/proc_stats.h"
@@ -151,7 +152,10 @@ void Worker::RunGenerate(uint64_t id, const sluice::v1::GenerateRequest& request
     WorkerMessage msg;
     msg.set_request_id(id);
     msg.mutable_chunk()->add_token_ids(token);
-    msg.mutable_chunk()->set_text(std::string(piece));
+    // The engine emits whole characters; sanitizing keeps a proto3 string
+    // valid (an invalid one would not parse on the supervisor's side) even if
+    // it did not.
+    msg.mutable_chunk()->set_text(SanitizeUtf8(piece));
     Send(msg);
     if (step_delay_ms_ > 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(step_delay_ms_));
@@ -205,7 +209,9 @@ void Worker::AnswerTokenize(uint64_t id, const sluice::v1::TokenizeRequest& requ
   sluice::v1::TokenizeResponse* r = msg.mutable_tokenized();
   for (int32_t t : tok.Encode(request.text(), request.parse_special())) {
     r->add_token_ids(t);
-    r->add_pieces(tok.TokenPiece(t, true));
+    const std::string& piece = tok.TokenPiece(t, true);
+    r->add_pieces(SanitizeUtf8(piece));
+    r->add_piece_bytes(piece);
   }
   Send(msg);
 }
