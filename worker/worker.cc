@@ -92,7 +92,9 @@ void Worker::SendError(uint64_t id, const absl::Status& status, bool fatal) {
   msg.set_request_id(id);
   v1::Error* e = fatal ? msg.mutable_fatal() : msg.mutable_error();
   e->set_code(static_cast<int>(status.code()));
-  e->set_message(std::string(status.message()));
+  // Messages may quote bytes from the model file; proto3 strings must be
+  // valid UTF-8.
+  e->set_message(SanitizeUtf8(status.message()));
   Send(msg);
 }
 
