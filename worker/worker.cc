@@ -94,7 +94,7 @@ void Worker::SendError(uint64_t id, const absl::Status& status, bool fatal) {
   e->set_code(static_cast<int>(status.code()));
   // Messages may quote bytes from the model file; proto3 strings must be
   // valid UTF-8.
-  e->set_message(SanitizeUtf8(status.message()));
+  e->set_message(SanitizeUtf8(std::string_view(status.message().data(), status.message().size())));
   Send(msg);
 }
 
