@@ -75,9 +75,9 @@ absl::Status RunAttention(const AttentionConfig& c, const AttentionWeights& w,
                            {&w.wv, x, v.data()}};
     RETURN_IF_ERROR(ProjectRows(jobs, pool));
   } else {
-    RETURN_IF_ERROR(Project(w.wq, x, n_tok, q.data(), pool));
-    RETURN_IF_ERROR(Project(w.wk, x, n_tok, k.data(), pool));
-    RETURN_IF_ERROR(Project(w.wv, x, n_tok, v.data(), pool));
+    const Matrix* ws[] = {&w.wq, &w.wk, &w.wv};
+    float* ys[] = {q.data(), k.data(), v.data()};
+    RETURN_IF_ERROR(ProjectShared(ws, x, n_tok, ys, pool));
   }
 
   std::vector<float> cos_v(c.rope.n_rot / 2), sin_v(c.rope.n_rot / 2);

@@ -4,6 +4,8 @@
 #include <atomic>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
+#include "base/status_macros.h"
 #include "kernels/cpu/matvec.h"
 
 namespace sluice {
@@ -15,24 +17,91 @@ absl::Status Project(const Matrix& w, const float* x, int64_t n_tok, float* y,
                          work < kMinParallelMatMulWork ? nullptr : pool);
 }
 
+namespace {
+
+// Activation buffers reused across calls on this thread (decode issues
+// many small products per step; allocating each time shows in profiles).
+std::vector<kernels::PreparedActivations>& ActScratch() {
+  thread_local std::vector<kernels::PreparedActivations> scratch;
+  return scratch;
+}
+
+// For each (x, n_tok) input and weight, the index into `acts` of x prepared
+// for that weight's type; an input is converted once per partner format.
+absl::Status PrepareInputs(absl::Span<const Matrix* const> ws,
+                           absl::Span<const float* const> xs, int64_t n_tok,
+                           std::vector<kernels::PreparedActivations>& acts,
+                           absl::InlinedVector<size_t, 16>& index) {
+  index.assign(ws.size(), 0);
+  size_t used = 0;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    size_t found = used;
+    for (size_t j = 0; j < i; ++j) {
+      if (xs[j] == xs[i] && acts[index[j]].CompatibleWith(ws[i]->type, ws[i]->cols)) {
+        found = index[j];
+        break;
+      }
+    }
+    if (found == used) {
+      if (acts.size() <= used) acts.resize(used + 1);
+      RETURN_IF_ERROR(
+          acts[used].Prepare(ws[i]->type, xs[i], ws[i]->cols, n_tok));
+      ++used;
+    }
+    index[i] = found;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ProjectPrepared(const Matrix& w,
+                             const kernels::PreparedActivations& act, float* y,
+                             kernels::ThreadPool* pool) {
+  const int64_t work = w.rows * w.cols * act.n_tok();
+  return kernels::MatMulPrepared(w.type, w.data, w.rows, w.cols, act, y,
+                                 work < kMinParallelMatMulWork ? nullptr : pool);
+}
+
+absl::Status ProjectShared(absl::Span<const Matrix* const> ws, const float* x,
+                           int64_t n_tok, absl::Span<float* const> ys,
+                           kernels::ThreadPool* pool) {
+  std::vector<kernels::PreparedActivations>& acts = ActScratch();
+  absl::InlinedVector<const float*, 16> xs(ws.size(), x);
+  absl::InlinedVector<size_t, 16> index;
+  RETURN_IF_ERROR(PrepareInputs(ws, xs, n_tok, acts, index));
+  for (size_t i = 0; i < ws.size(); ++i) {
+    RETURN_IF_ERROR(ProjectPrepared(*ws[i], acts[index[i]], ys[i], pool));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ProjectRows(absl::Span<const RowJob> jobs,
                          kernels::ThreadPool* pool) {
   int64_t total_rows = 0, work = 0;
+  absl::InlinedVector<const Matrix*, 16> ws;
+  absl::InlinedVector<const float*, 16> xs;
   for (const RowJob& j : jobs) {
     total_rows += j.w->rows;
     work += j.w->rows * j.w->cols;
+    ws.push_back(j.w);
+    xs.push_back(j.x);
   }
-  // Rows [begin, end) of the concatenation, one MatMul per job touched.
+  std::vector<kernels::PreparedActivations>& acts = ActScratch();
+  absl::InlinedVector<size_t, 16> index;
+  RETURN_IF_ERROR(PrepareInputs(ws, xs, 1, acts, index));
+  // Rows [begin, end) of the concatenation, one product per job touched.
   const auto run = [&](int64_t begin, int64_t end) -> absl::Status {
     int64_t base = 0;
-    for (const RowJob& j : jobs) {
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const RowJob& j = jobs[i];
       const int64_t lo = std::max(begin, base) - base;
       const int64_t hi = std::min(end, base + j.w->rows) - base;
       base += j.w->rows;
       if (lo >= hi) continue;
-      absl::Status s = kernels::MatMul(j.w->type, j.w->data + lo * j.w->row_bytes,
-                                       hi - lo, j.w->cols, j.x, 1, j.y + lo,
-                                       nullptr);
+      absl::Status s = kernels::MatMulPrepared(
+          j.w->type, j.w->data + lo * j.w->row_bytes, hi - lo, j.w->cols,
+          acts[index[i]], j.y + lo, nullptr);
       if (!s.ok()) return s;
     }
     return absl::OkStatus();

@@ -17,6 +17,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "kernels/cpu/matvec.h"
 #include "kernels/cpu/thread_pool.h"
 #include "model/weights.h"
 
@@ -31,6 +32,18 @@ inline constexpr int64_t kMinParallelMatMulWork = 1 << 20;
 // y is [n_tok][w.rows]. Errors are the kernel's.
 absl::Status Project(const Matrix& w, const float* x, int64_t n_tok, float* y,
                      kernels::ThreadPool* pool);
+
+// Project on activations prepared for w's type (kernels::MatMulPrepared);
+// bit for bit Project on the x they came from.
+absl::Status ProjectPrepared(const Matrix& w,
+                             const kernels::PreparedActivations& act, float* y,
+                             kernels::ThreadPool* pool);
+
+// ys[i] = Project(*ws[i], x, n_tok) for every i, x converted once per
+// activation format instead of once per product.
+absl::Status ProjectShared(absl::Span<const Matrix* const> ws, const float* x,
+                           int64_t n_tok, absl::Span<float* const> ys,
+                           kernels::ThreadPool* pool);
 
 // Runs fn over [0, n) split across the pool; inline when pool is null or
 // the loop's estimated total `work` (multiply-adds) is below

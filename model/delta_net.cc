@@ -36,6 +36,50 @@ void ConvSilu(const DeltaNetConfig& c, const float* kernel, float* qkv,
   });
 }
 
+// Two fused passes over a state row instead of four. Each keeps Dot's eight
+// partial sums and their final order (model/blocks.h), so the values are
+// those of the unfused "scale, Dot, Axpy, Dot" sequence.
+inline float CombineLanes(const float (&acc)[8], float tail) {
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) +
+         ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
+}
+
+// row *= s, then returns Dot(row, k, n).
+float ScaleDot(float s, float* row, const float* k, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int l = 0; l < 8; ++l) {
+      row[i + l] *= s;
+      acc[l] += row[i + l] * k[i + l];
+    }
+  }
+  float tail = 0;
+  for (; i < n; ++i) {
+    row[i] *= s;
+    tail += row[i] * k[i];
+  }
+  return CombineLanes(acc, tail);
+}
+
+// row += a * k, then returns Dot(row, q, n).
+float AxpyDot(float a, const float* k, float* row, const float* q, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int l = 0; l < 8; ++l) {
+      row[i + l] += a * k[i + l];
+      acc[l] += row[i + l] * q[i + l];
+    }
+  }
+  float tail = 0;
+  for (; i < n; ++i) {
+    row[i] += a * k[i];
+    tail += row[i] * q[i];
+  }
+  return CombineLanes(acc, tail);
+}
+
 // The delta-rule recurrence of v head j over the batch; writes o rows.
 void ScanHead(const DeltaNetConfig& c, int64_t j, const float* qkv,
               const float* beta, const float* g, int64_t n_tok, float* s_mat,
@@ -52,10 +96,8 @@ void ScanHead(const DeltaNetConfig& c, int64_t j, const float* qkv,
     float* oj = o + t * c.value_dim() + j * n;
     for (int64_t vi = 0; vi < n; ++vi) {
       float* row = s_mat + vi * n;
-      for (int64_t ki = 0; ki < n; ++ki) row[ki] *= decay;
-      const float delta = (v[vi] - Dot(row, k, n)) * b;
-      Axpy(delta, k, row, n);
-      oj[vi] = Dot(row, q, n);
+      const float delta = (v[vi] - ScaleDot(decay, row, k, n)) * b;
+      oj[vi] = AxpyDot(delta, k, row, q, n);
     }
   }
 }
@@ -75,10 +117,9 @@ absl::Status RunDeltaNet(const DeltaNetConfig& c, const DeltaNetWeights& w,
                            {&w.beta, x, beta.data()}, {&w.alpha, x, g.data()}};
     RETURN_IF_ERROR(ProjectRows(jobs, pool));
   } else {
-    RETURN_IF_ERROR(Project(w.qkv, x, n_tok, qkv.data(), pool));
-    RETURN_IF_ERROR(Project(w.gate, x, n_tok, z.data(), pool));
-    RETURN_IF_ERROR(Project(w.beta, x, n_tok, beta.data(), pool));
-    RETURN_IF_ERROR(Project(w.alpha, x, n_tok, g.data(), pool));
+    const Matrix* ws[] = {&w.qkv, &w.gate, &w.beta, &w.alpha};
+    float* ys[] = {qkv.data(), z.data(), beta.data(), g.data()};
+    RETURN_IF_ERROR(ProjectShared(ws, x, n_tok, ys, pool));
   }
   for (int64_t i = 0; i < n_tok * r; ++i) {
     beta[i] = Sigmoid(beta[i]);

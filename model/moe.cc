@@ -15,7 +15,13 @@ namespace {
 // ggml clamps the sum of the selected weights from below before dividing.
 constexpr float kMinWeightSum = 6.103515625e-5f;
 
-// down(silu(gate x) * up x) for m gathered rows x [m][n_embd] -> y [m][n_embd].
+// silu(g) * u in place into g, n elements.
+void GateMul(float* g, const float* u, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) g[i] = Silu(g[i]) * u[i];
+}
+
+// down(silu(gate x) * up x) for m rows x [m][n_embd] -> y [m][n_embd]; x is
+// converted once for gate and up.
 absl::Status SwiGlu(const Matrix& gate, const Matrix& up, const Matrix& down,
                     const float* x, int64_t m, float* y,
                     std::vector<float>& g_buf, std::vector<float>& u_buf,
@@ -23,33 +29,52 @@ absl::Status SwiGlu(const Matrix& gate, const Matrix& up, const Matrix& down,
   const int64_t ff = gate.rows;
   g_buf.resize(m * ff);
   u_buf.resize(m * ff);
-  RETURN_IF_ERROR(Project(gate, x, m, g_buf.data(), pool));
-  RETURN_IF_ERROR(Project(up, x, m, u_buf.data(), pool));
-  for (int64_t i = 0; i < m * ff; ++i) g_buf[i] = Silu(g_buf[i]) * u_buf[i];
+  const Matrix* ws[] = {&gate, &up};
+  float* ys[] = {g_buf.data(), u_buf.data()};
+  RETURN_IF_ERROR(ProjectShared(ws, x, m, ys, pool));
+  GateMul(g_buf.data(), u_buf.data(), m * ff);
   return Project(down, g_buf.data(), m, y, pool);
 }
 
 struct ExpertScratch {
+  std::vector<int64_t> tokens;
+  kernels::PreparedActivations act;
   std::vector<float> x, y, g, u;
 };
 
 // Expert e applied to the tokens routed to it (`list`: (token, slot)
 // pairs); each result, scaled by its routing weight, goes to its slot row
-// of slot_out ([n_tok][k][n_embd]).
+// of slot_out ([n_tok][k][n_embd]). x_act holds every token's input
+// prepared for the gate weights' type; its rows are gathered, not
+// converted again per expert.
 absl::Status RunExpert(const MoeWeights& w, int32_t e,
                        const std::vector<std::pair<int64_t, int64_t>>& list,
                        const std::vector<Routing>& routes, const float* x,
+                       const kernels::PreparedActivations& x_act,
                        int64_t e_dim, int64_t k, ExpertScratch& s,
                        float* slot_out, kernels::ThreadPool* pool) {
   const int64_t m = static_cast<int64_t>(list.size());
-  s.x.resize(m * e_dim);
+  const Matrix gate = w.gate.expert(e), up = w.up.expert(e);
+  const int64_t ff = gate.rows;
+  s.tokens.clear();
+  for (const auto& [t, slot] : list) s.tokens.push_back(t);
+  s.act.Gather(x_act, s.tokens);
+  s.g.resize(m * ff);
+  s.u.resize(m * ff);
   s.y.resize(m * e_dim);
-  for (int64_t i = 0; i < m; ++i) {
-    std::memcpy(s.x.data() + i * e_dim, x + list[i].first * e_dim,
-                e_dim * sizeof(float));
+  RETURN_IF_ERROR(ProjectPrepared(gate, s.act, s.g.data(), pool));
+  if (s.act.CompatibleWith(up.type, up.cols)) {
+    RETURN_IF_ERROR(ProjectPrepared(up, s.act, s.u.data(), pool));
+  } else {
+    s.x.resize(m * e_dim);
+    for (int64_t i = 0; i < m; ++i) {
+      std::memcpy(s.x.data() + i * e_dim, x + s.tokens[i] * e_dim,
+                  e_dim * sizeof(float));
+    }
+    RETURN_IF_ERROR(Project(up, s.x.data(), m, s.u.data(), pool));
   }
-  RETURN_IF_ERROR(SwiGlu(w.gate.expert(e), w.up.expert(e), w.down.expert(e),
-                         s.x.data(), m, s.y.data(), s.g, s.u, pool));
+  GateMul(s.g.data(), s.u.data(), m * ff);
+  RETURN_IF_ERROR(Project(w.down.expert(e), s.g.data(), m, s.y.data(), pool));
   for (int64_t i = 0; i < m; ++i) {
     const auto [t, slot] = list[i];
     const float wt = routes[t].weight[slot];
@@ -185,9 +210,11 @@ absl::Status RunMoe(const MoeConfig& c, const MoeWeights& w, const float* x,
 
   // Per (token, slot) expert outputs, summed below in slot order.
   std::vector<float> slot_out(n_tok * k * e_dim);
+  kernels::PreparedActivations x_act;
+  RETURN_IF_ERROR(x_act.Prepare(w.gate.type, x, e_dim, n_tok));
   const auto run_expert = [&](int32_t e, ExpertScratch& scratch,
                               kernels::ThreadPool* inner) {
-    return RunExpert(w, e, slots[e], routes, x, e_dim, k, scratch,
+    return RunExpert(w, e, slots[e], routes, x, x_act, e_dim, k, scratch,
                      slot_out.data(), inner);
   };
   // Many experts per thread (short batches, small models): one expert per

@@ -48,15 +48,15 @@ void GenericRows(GgmlType wtype, const uint8_t* w, int64_t row_bytes, int64_t ro
 
 // The generic path's activation: the 8-bit blocks decoded back to f32, so
 // it carries exactly the rounding the dedicated kernels see.
-std::vector<float> DecodeActivations(ActFormat format, const std::vector<uint8_t>& act,
-                                     int64_t act_bytes, int64_t cols, int64_t n_tok) {
+std::vector<float> DecodeActivations(ActFormat format, const uint8_t* act, int64_t act_bytes,
+                                     int64_t cols, int64_t n_tok) {
   std::vector<float> out(static_cast<size_t>(cols * n_tok));
   const GgmlType act_type = format == ActFormat::kQ8_0   ? GgmlType::kQ8_0
                             : format == ActFormat::kQ8_1 ? GgmlType::kQ8_1
                                                          : GgmlType::kQ8_K;
   for (int64_t t = 0; t < n_tok; ++t) {
     // Cannot fail: cols is a multiple of the activation block.
-    DequantizeRow(act_type, act.data() + t * act_bytes, cols, out.data() + t * cols)
+    DequantizeRow(act_type, act + t * act_bytes, cols, out.data() + t * cols)
         .IgnoreError();
   }
   return out;
@@ -118,42 +118,115 @@ VecDotFn FindVecDot(GgmlType wtype, Isa isa) {
   return FindVecDotScalar(wtype);
 }
 
-absl::Status MatMulWithIsa(Isa isa, GgmlType wtype, const void* w, int64_t rows, int64_t cols,
-                           const float* x, int64_t n_tok, float* y, ThreadPool* pool) {
-  if (absl::Status status = CheckArgs(wtype, rows, cols, n_tok); !status.ok()) return status;
-  if (rows == 0 || n_tok == 0) return absl::OkStatus();
+VecDot4Fn FindVecDot4(GgmlType wtype, Isa isa) {
+  return isa == Isa::kScalar ? nullptr : FindVecDot4Avx2(wtype);
+}
+
+// The product on activations already converted for wtype (checked by the
+// caller).
+void MatMulCore(Isa isa, GgmlType wtype, const void* w, int64_t rows, int64_t cols,
+                const PreparedActivations& act, float* y, ThreadPool* pool) {
+  const int64_t n_tok = act.n_tok();
+  if (rows == 0 || n_tok == 0) return;
   if (cols == 0) {
     std::fill(y, y + rows * n_tok, 0.f);
-    return absl::OkStatus();
+    return;
   }
-  const ActFormat format = ActFormatFor(wtype);
-  const int64_t act_bytes = ActRowBytes(format, cols);
-  std::vector<uint8_t> act(static_cast<size_t>(act_bytes * n_tok));
-  for (int64_t t = 0; t < n_tok; ++t) {
-    ConvertActivation(format, x + t * cols, cols, act.data() + t * act_bytes);
-  }
+  const int64_t act_bytes = act.row_bytes();
+  const uint8_t* a = act.data();
   const int64_t row_bytes = *RowBytes(wtype, cols);
   const auto* wb = static_cast<const uint8_t*>(w);
   if (const VecDotFn dot = FindVecDot(wtype, isa)) {
+    const VecDot4Fn dot4 = FindVecDot4(wtype, isa);
     RunOverRows(pool, rows, [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
+      int64_t r = begin;
+      if (dot4 != nullptr) {
+        float out[4];
+        for (; r + 4 <= end; r += 4) {
+          for (int64_t t = 0; t < n_tok; ++t) {
+            dot4(wb + r * row_bytes, row_bytes, a + t * act_bytes, cols, out);
+            std::memcpy(y + t * rows + r, out, sizeof(out));
+          }
+        }
+      }
+      for (; r < end; ++r) {
         const uint8_t* wrow = wb + r * row_bytes;
         for (int64_t t = 0; t < n_tok; ++t) {
-          y[t * rows + r] = dot(wrow, act.data() + t * act_bytes, cols);
+          y[t * rows + r] = dot(wrow, a + t * act_bytes, cols);
         }
       }
     });
-    return absl::OkStatus();
+    return;
   }
-  const std::vector<float> act_f32 = DecodeActivations(format, act, act_bytes, cols, n_tok);
+  const ActFormat format = act.format();
+  const std::vector<float> act_f32 = DecodeActivations(format, a, act_bytes, cols, n_tok);
   const DotF32Fn fdot = isa == Isa::kScalar ? DotF32Scalar : DotF32Avx2;
   RunOverRows(pool, rows, [&](int64_t begin, int64_t end) {
     GenericRows(wtype, wb, row_bytes, rows, cols, act_f32.data(), n_tok, y, fdot, begin, end);
   });
+}
+
+absl::Status MatMulWithIsa(Isa isa, GgmlType wtype, const void* w, int64_t rows, int64_t cols,
+                           const float* x, int64_t n_tok, float* y, ThreadPool* pool) {
+  if (absl::Status status = CheckArgs(wtype, rows, cols, n_tok); !status.ok()) return status;
+  if (rows == 0 || n_tok == 0) return absl::OkStatus();
+  // Per thread, so decode steps reuse the buffer instead of allocating.
+  thread_local PreparedActivations act;
+  if (absl::Status status = act.Prepare(wtype, x, cols, n_tok); !status.ok()) return status;
+  MatMulCore(isa, wtype, w, rows, cols, act, y, pool);
   return absl::OkStatus();
 }
 
 }  // namespace internal
+
+absl::Status PreparedActivations::Prepare(GgmlType wtype, const float* x, int64_t cols,
+                                          int64_t n_tok) {
+  if (absl::Status status = internal::CheckArgs(wtype, 0, cols, n_tok); !status.ok()) {
+    return status;
+  }
+  format_ = internal::ActFormatFor(wtype);
+  cols_ = cols;
+  n_tok_ = n_tok;
+  row_bytes_ = internal::ActRowBytes(format_, cols);
+  prepared_ = true;
+  data_.resize(static_cast<size_t>(row_bytes_ * n_tok));
+  if (cols == 0) return absl::OkStatus();
+  for (int64_t t = 0; t < n_tok; ++t) {
+    internal::ConvertActivation(format_, x + t * cols, cols, data_.data() + t * row_bytes_);
+  }
+  return absl::OkStatus();
+}
+
+void PreparedActivations::Gather(const PreparedActivations& src,
+                                 absl::Span<const int64_t> rows) {
+  format_ = src.format_;
+  prepared_ = src.prepared_;
+  cols_ = src.cols_;
+  n_tok_ = static_cast<int64_t>(rows.size());
+  row_bytes_ = src.row_bytes_;
+  data_.resize(static_cast<size_t>(row_bytes_ * n_tok_));
+  for (int64_t i = 0; i < n_tok_; ++i) {
+    std::memcpy(data_.data() + i * row_bytes_, src.data_.data() + rows[i] * row_bytes_,
+                row_bytes_);
+  }
+}
+
+bool PreparedActivations::CompatibleWith(GgmlType wtype, int64_t cols) const {
+  return prepared_ && IsMatMulSupported(wtype) && cols == cols_ &&
+         internal::ActFormatFor(wtype) == format_;
+}
+
+absl::Status MatMulPrepared(GgmlType wtype, const void* w, int64_t rows, int64_t cols,
+                            const PreparedActivations& act, float* y, ThreadPool* pool) {
+  if (!act.CompatibleWith(wtype, cols)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        TypeName(wtype), ": activations prepared for another format or width"));
+  }
+  absl::Status status = internal::CheckArgs(wtype, rows, cols, act.n_tok());
+  if (!status.ok()) return status;
+  internal::MatMulCore(internal::DetectIsa(), wtype, w, rows, cols, act, y, pool);
+  return absl::OkStatus();
+}
 
 bool IsMatMulSupported(GgmlType wtype) {
   return IsDequantizable(wtype) && wtype != GgmlType::kQ8_1 && wtype != GgmlType::kQ8_K;

@@ -28,8 +28,10 @@
 #define SLUICE_KERNELS_CPU_MATVEC_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "kernels/cpu/thread_pool.h"
 #include "loader/ggml_type.h"
 
@@ -62,6 +64,52 @@ bool IsMatMulSupported(GgmlType wtype);
 // rows == 0 or n_tok == 0 is OK and writes nothing; cols == 0 writes zeros.
 absl::Status MatMul(GgmlType wtype, const void* w, int64_t rows, int64_t cols,
                     const float* x, int64_t n_tok, float* y, ThreadPool* pool);
+
+namespace internal {
+enum class ActFormat;
+}
+
+// Activations converted once into the form the kernels for one weight type
+// read (the partner format above, or rounded f32), so products that share
+// an input (gate and up, every chosen expert, q/k/v) pay the conversion
+// once. Products whose weight type has the same partner format reuse it.
+// Prepare and Gather reuse the buffer of an earlier call.
+// Thread-safety: const methods may run concurrently; Prepare and Gather
+// must not run concurrently with anything else on the object.
+class PreparedActivations {
+ public:
+  // Converts n_tok rows of x ([n_tok][cols]) for weights of type wtype.
+  // Errors: those of MatMul for (wtype, rows = 0, cols, n_tok).
+  absl::Status Prepare(GgmlType wtype, const float* x, int64_t cols, int64_t n_tok);
+
+  // Keeps rows `rows` of src, in that order (indices in [0, src.n_tok()));
+  // src must be prepared and must not be this object.
+  void Gather(const PreparedActivations& src, absl::Span<const int64_t> rows);
+
+  // Whether MatMulPrepared accepts these for wtype weights of cols columns.
+  bool CompatibleWith(GgmlType wtype, int64_t cols) const;
+
+  int64_t n_tok() const { return n_tok_; }
+  int64_t cols() const { return cols_; }
+  int64_t row_bytes() const { return row_bytes_; }
+  const uint8_t* data() const { return data_.data(); }
+  internal::ActFormat format() const { return format_; }
+
+ private:
+  internal::ActFormat format_{};
+  bool prepared_ = false;
+  int64_t cols_ = 0;
+  int64_t n_tok_ = 0;
+  int64_t row_bytes_ = 0;
+  std::vector<uint8_t> data_;
+};
+
+// MatMul on prepared activations: bit for bit MatMul(wtype, w, rows, cols,
+// x, act.n_tok(), y, pool) for the x they came from (or the gathered rows).
+// Errors: InvalidArgument "<type>: activations prepared for another format
+// or width" if !act.CompatibleWith(wtype, cols); otherwise MatMul's.
+absl::Status MatMulPrepared(GgmlType wtype, const void* w, int64_t rows, int64_t cols,
+                            const PreparedActivations& act, float* y, ThreadPool* pool);
 
 // The obviously correct reference: each weight row is dequantized with
 // DequantizeRow and dotted with the unquantized x in double precision, then

@@ -64,6 +64,15 @@ using VecDotFn = float (*)(const void* w, const void* act, int64_t cols);
 // decoded back to f32, which gives the same activation rounding.
 VecDotFn FindVecDot(GgmlType wtype, Isa isa);
 
+// Four weight rows (row r at w + r * row_bytes) against one activation row:
+// out[r] is bit for bit what the type's VecDotFn gives for row r.
+using VecDot4Fn = void (*)(const void* w, int64_t row_bytes, const void* act,
+                           int64_t cols, float* out);
+
+// The four-row kernel for wtype on isa, or nullptr (use the VecDotFn).
+VecDot4Fn FindVecDot4(GgmlType wtype, Isa isa);
+
+
 // Plain f32 dot product used by the generic path (and by F32 weights).
 float DotF32Scalar(const float* a, const float* b, int64_t n);
 float DotF32Avx2(const float* a, const float* b, int64_t n);
@@ -79,6 +88,12 @@ absl::Status MatMulWithIsa(Isa isa, GgmlType wtype, const void* w, int64_t rows,
 VecDotFn FindVecDotScalar(GgmlType wtype);
 VecDotFn FindVecDotAvx2(GgmlType wtype);
 VecDotFn FindVecDotAvx512(GgmlType wtype);
+VecDot4Fn FindVecDot4Avx2(GgmlType wtype);
+
+// Q8_0 activation blocks of x (cols a multiple of 32) written to out as
+// BlockQ8_0s, identical to the scalar conversion. AVX2 only.
+void QuantizeRowQ8_0Avx2(const float* x, int64_t cols, void* out);
+
 
 }  // namespace sluice::kernels::internal
 

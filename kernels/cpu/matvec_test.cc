@@ -248,5 +248,110 @@ TEST(MatMulTest, EmptyShapes) {
   EXPECT_EQ(y[3], 0.f);
 }
 
+// The rule ggml's AVX quantize_row_q8_0 applies, written out plainly.
+void PlainQ8_0(const float* x, int8_t* q, uint16_t* d_fp16) {
+  float amax = 0.f;
+  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const float id = amax != 0.f ? 127.f / amax : 0.f;
+  for (int j = 0; j < 32; ++j) q[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
+  *d_fp16 = F32ToFp16(amax / 127.f);
+}
+
+TEST(ActivationTest, Q8_0ConversionRoundsHalfToEvenAndMatchesThePlainRule) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.f, 3.f);
+  const int64_t cols = 128;
+  std::vector<float> x(cols);
+  for (float& v : x) v = normal(rng);
+  // Block 1 scales by exactly 1 (amax 127): halves must go to even.
+  for (int j = 0; j < 32; ++j) x[32 + j] = static_cast<float>(j) - 15.5f;
+  x[63] = 127.f;
+  std::fill(x.begin() + 64, x.begin() + 96, 0.f);  // all-zero block
+  std::vector<uint8_t> buf(internal::ActRowBytes(ActFormat::kQ8_0, cols));
+  internal::ConvertActivation(ActFormat::kQ8_0, x.data(), cols, buf.data());
+  const auto* blocks = reinterpret_cast<const uint8_t*>(buf.data());
+  for (int64_t b = 0; b < cols / 32; ++b) {
+    int8_t q[32];
+    uint16_t d;
+    PlainQ8_0(x.data() + 32 * b, q, &d);
+    uint16_t got_d;
+    std::memcpy(&got_d, blocks + 34 * b, 2);
+    EXPECT_EQ(got_d, d) << "block " << b;
+    EXPECT_EQ(std::memcmp(blocks + 34 * b + 2, q, 32), 0) << "block " << b;
+  }
+  const auto* q1 = reinterpret_cast<const int8_t*>(blocks + 34 + 2);
+  EXPECT_EQ(q1[0], -16);  // -15.5
+  EXPECT_EQ(q1[1], -14);  // -14.5
+  EXPECT_EQ(q1[15], 0);   // -0.5
+  EXPECT_EQ(q1[16], 0);   // 0.5
+  EXPECT_EQ(q1[17], 2);   // 1.5
+}
+
+class PreparedTest : public ::testing::TestWithParam<GgmlType> {};
+
+// Prepared activations (and gathered rows of them) give MatMul's bits, and
+// every row does, whether a four-row kernel or the one-row kernel ran it.
+TEST_P(PreparedTest, MatchesMatMulBitForBit) {
+  const GgmlType t = GetParam();
+  const int64_t unit = std::max<int64_t>(TraitsOf(t).block_size,
+                                         internal::ActBlock(internal::ActFormatFor(t)));
+  const int64_t rows = 11, cols = 2 * unit, n_tok = 3;
+  std::mt19937 rng(99 + static_cast<int>(t));
+  std::normal_distribution<float> normal(0.f, 1.f);
+  const std::vector<uint8_t> w = RandomWeights(t, rows, cols, rng);
+  std::vector<float> x(n_tok * cols);
+  for (float& v : x) v = normal(rng);
+  ThreadPool pool2(2);
+  std::vector<float> want(rows * n_tok), got(rows * n_tok);
+  ASSERT_TRUE(MatMul(t, w.data(), rows, cols, x.data(), n_tok, want.data(), nullptr).ok());
+  PreparedActivations act;
+  ASSERT_TRUE(act.Prepare(t, x.data(), cols, n_tok).ok());
+  ASSERT_TRUE(act.CompatibleWith(t, cols));
+  ASSERT_TRUE(MatMulPrepared(t, w.data(), rows, cols, act, got.data(), &pool2).ok());
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "index " << i;
+  // One row at a time never takes a four-row kernel.
+  for (int64_t r = 0; r < rows; ++r) {
+    float one[n_tok];
+    ASSERT_TRUE(MatMul(t, w.data() + r * *RowBytes(t, cols), 1, cols, x.data(), n_tok, one,
+                       nullptr)
+                    .ok());
+    for (int64_t tok = 0; tok < n_tok; ++tok) ASSERT_EQ(one[tok], want[tok * rows + r]);
+  }
+  PreparedActivations picked;
+  const int64_t order[] = {2, 0};
+  picked.Gather(act, order);
+  EXPECT_EQ(picked.n_tok(), 2);
+  std::vector<float> two(2 * rows);
+  ASSERT_TRUE(MatMulPrepared(t, w.data(), rows, cols, picked, two.data(), nullptr).ok());
+  for (int64_t r = 0; r < rows; ++r) {
+    EXPECT_EQ(two[r], want[2 * rows + r]);
+    EXPECT_EQ(two[rows + r], want[r]);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, PreparedTest,
+                         ::testing::Values(GgmlType::kF32, GgmlType::kF16, GgmlType::kQ8_0,
+                                           GgmlType::kQ1_0, GgmlType::kQ4_K, GgmlType::kQ5_K,
+                                           GgmlType::kQ6_K, GgmlType::kQ4_1, GgmlType::kQ2_K),
+                         [](const ::testing::TestParamInfo<GgmlType>& info) {
+                           return TypeName(info.param);
+                         });
+
+TEST(PreparedActivationsTest, RejectsAnotherFormatOrWidth) {
+  std::vector<float> x(512, 0.5f), y(8);
+  std::vector<uint8_t> w(4096);
+  PreparedActivations act;
+  EXPECT_FALSE(act.CompatibleWith(GgmlType::kQ8_0, 256));  // nothing prepared
+  ASSERT_TRUE(act.Prepare(GgmlType::kQ8_0, x.data(), 256, 1).ok());
+  EXPECT_TRUE(act.CompatibleWith(GgmlType::kQ4_0, 256));   // same partner format
+  EXPECT_FALSE(act.CompatibleWith(GgmlType::kQ4_K, 256));  // Q8_K partner
+  EXPECT_FALSE(act.CompatibleWith(GgmlType::kQ8_0, 512));
+  absl::Status s = MatMulPrepared(GgmlType::kQ4_K, w.data(), 1, 256, act, y.data(), nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "q4_k: activations prepared for another format or width");
+  s = act.Prepare(GgmlType::kQ4_K, x.data(), 100, 1);
+  EXPECT_EQ(s.message(), "q4_k: cols=100 is not a multiple of the block size 256");
+}
+
 }  // namespace
 }  // namespace sluice::kernels

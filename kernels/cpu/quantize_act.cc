@@ -44,9 +44,13 @@ int QuantizeBlock32(const float* x, int8_t* q, uint16_t* d_fp16, float* d_out) {
 void ToQ8_0(const float* x, int64_t cols, void* out) {
   const int64_t nb = cols / 32;
   auto* b = static_cast<BlockQ8_0*>(out);
-  for (int64_t i = 0; i < nb; ++i) {
-    float d;
-    QuantizeBlock32(x + 32 * i, b[i].qs, &b[i].d, &d);
+  if (DetectIsa() != Isa::kScalar) {
+    QuantizeRowQ8_0Avx2(x, cols, out);
+  } else {
+    for (int64_t i = 0; i < nb; ++i) {
+      float d;
+      QuantizeBlock32(x + 32 * i, b[i].qs, &b[i].d, &d);
+    }
   }
   // The wide-vector copy: values contiguous, scales as f32 (see
   // ActQ8_0Values / ActQ8_0Scales).

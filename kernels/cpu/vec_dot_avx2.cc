@@ -87,6 +87,29 @@ float DotQ8_0(const void* w, const void* a, int64_t n) {
   return HSum(acc);
 }
 
+// Four Q8_0 rows against one activation row. Each row's arithmetic is
+// exactly DotQ8_0's (same integer sums, scales, accumulation order and final
+// reduction), so a row gives the same bits whichever kernel computes it; the
+// gain is one loop and one activation load for four rows.
+void DotQ8_0x4(const void* w, int64_t row_bytes, const void* a, int64_t n, float* out) {
+  const auto* y = static_cast<const BlockQ8_0*>(a);
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const BlockQ8_0* x[4];
+  for (int k = 0; k < 4; ++k) x[k] = reinterpret_cast<const BlockQ8_0*>(wb + k * row_bytes);
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
+  for (int64_t i = 0; i < n / 32; ++i) {
+    const __m256i av = Load256(y[i].qs);
+    const float dy = H(y[i].d);
+    for (int k = 0; k < 4; ++k) {
+      const __m256i p = DotI8I8(Load256(x[k][i].qs), av);
+      const __m256 d = _mm256_set1_ps(H(x[k][i].d) * dy);
+      acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[k]);
+    }
+  }
+  for (int k = 0; k < 4; ++k) out[k] = HSum(acc[k]);
+}
+
 // Sum over 32 elements of -(+-a) as 8 int32 lanes. `bits` holds the whole
 // 16-byte bit field of a Q1_0 block in both halves; `spread` picks the 4
 // bytes of this sub-block (one per 8 elements). (a ^ m) - m negates a where
@@ -314,6 +337,45 @@ float DotF32Avx2(const float* a, const float* b, int64_t n) {
   return sum;
 }
 
+VecDot4Fn FindVecDot4Avx2(GgmlType wtype) {
+  return wtype == GgmlType::kQ8_0 ? DotQ8_0x4 : nullptr;
+}
+
+// ggml's AVX quantize_row_q8_0, bit for bit the scalar QuantizeBlock32 of
+// quantize_act.cc: the maximum is order independent, x * (127 / amax) is one
+// rounded product, _mm256_round_ps rounds half to even like nearbyint, and
+// the saturating packs clamp like RoundToI8 (|x * id| <= 127 anyway).
+void QuantizeRowQ8_0Avx2(const float* x, int64_t cols, void* out) {
+  auto* b = static_cast<BlockQ8_0*>(out);
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int64_t i = 0; i < cols / 32; ++i, x += 32) {
+    __m256 v[4];
+    __m256 amax = _mm256_setzero_ps();
+    for (int k = 0; k < 4; ++k) {
+      v[k] = _mm256_loadu_ps(x + 8 * k);
+      amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[k]));
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    const float max_scalar = _mm_cvtss_f32(m);
+    const float d = max_scalar / 127.f;
+    const float id = max_scalar != 0.f ? 127.f / max_scalar : 0.f;
+    b[i].d = F32ToFp16(d);
+    const __m256 mul = _mm256_set1_ps(id);
+    __m256i q[4];
+    for (int k = 0; k < 4; ++k) {
+      q[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[k], mul),
+                                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    const __m256i q01 = _mm256_packs_epi32(q[0], q[1]);
+    const __m256i q23 = _mm256_packs_epi32(q[2], q[3]);
+    const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(q01, q23), order);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(b[i].qs), bytes);
+  }
+}
+
 VecDotFn FindVecDotAvx2(GgmlType wtype) {
   switch (wtype) {
     case GgmlType::kF32: return DotF32;
@@ -334,6 +396,8 @@ VecDotFn FindVecDotAvx2(GgmlType wtype) {
 #else  // not x86-64: no kernels at this level
 
 VecDotFn FindVecDotAvx2(GgmlType) { return nullptr; }
+VecDot4Fn FindVecDot4Avx2(GgmlType) { return nullptr; }
+void QuantizeRowQ8_0Avx2(const float*, int64_t, void*) {}
 float DotF32Avx2(const float* a, const float* b, int64_t n) { return DotF32Scalar(a, b, n); }
 
 #endif  // defined(__x86_64__)
