@@ -17,6 +17,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "kernels/cpu/f32_ops.h"
 #include "kernels/cpu/matvec.h"
 #include "kernels/cpu/thread_pool.h"
 #include "model/weights.h"
@@ -52,23 +53,16 @@ inline constexpr int64_t kMinParallelWork = 1 << 17;
 void ParallelRange(kernels::ThreadPool* pool, int64_t n, int64_t work,
                    absl::FunctionRef<void(int64_t, int64_t)> fn);
 
-// sum_i a[i] * b[i] in f32 with eight interleaved partial sums (a shape the
-// compiler vectorizes; the order differs from a serial sum by rounding only).
+// sum_i a[i] * b[i] in f32 with eight interleaved partial sums
+// (kernels/cpu/f32_ops.h's lane order; SIMD where the CPU has it, same
+// bits everywhere).
 inline float Dot(const float* a, const float* b, int64_t n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
-  }
-  float tail = 0;
-  for (; i < n; ++i) tail += a[i] * b[i];
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) +
-         ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
+  return kernels::DotLanes(a, b, n);
 }
 
 // y[i] += a * x[i].
 inline void Axpy(float a, const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+  kernels::AxpyF32(a, x, y, n);
 }
 
 // One product of a single-token step: y = W x (x has w->cols floats, y

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/status_macros.h"
+#include "kernels/cpu/f32_ops.h"
 #include "model/blocks.h"
 
 namespace sluice {
@@ -36,50 +37,6 @@ void ConvSilu(const DeltaNetConfig& c, const float* kernel, float* qkv,
   });
 }
 
-// Two fused passes over a state row instead of four. Each keeps Dot's eight
-// partial sums and their final order (model/blocks.h), so the values are
-// those of the unfused "scale, Dot, Axpy, Dot" sequence.
-inline float CombineLanes(const float (&acc)[8], float tail) {
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) +
-         ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
-}
-
-// row *= s, then returns Dot(row, k, n).
-float ScaleDot(float s, float* row, const float* k, int64_t n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int l = 0; l < 8; ++l) {
-      row[i + l] *= s;
-      acc[l] += row[i + l] * k[i + l];
-    }
-  }
-  float tail = 0;
-  for (; i < n; ++i) {
-    row[i] *= s;
-    tail += row[i] * k[i];
-  }
-  return CombineLanes(acc, tail);
-}
-
-// row += a * k, then returns Dot(row, q, n).
-float AxpyDot(float a, const float* k, float* row, const float* q, int64_t n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int l = 0; l < 8; ++l) {
-      row[i + l] += a * k[i + l];
-      acc[l] += row[i + l] * q[i + l];
-    }
-  }
-  float tail = 0;
-  for (; i < n; ++i) {
-    row[i] += a * k[i];
-    tail += row[i] * q[i];
-  }
-  return CombineLanes(acc, tail);
-}
-
 // The delta-rule recurrence of v head j over the batch; writes o rows.
 void ScanHead(const DeltaNetConfig& c, int64_t j, const float* qkv,
               const float* beta, const float* g, int64_t n_tok, float* s_mat,
@@ -96,8 +53,10 @@ void ScanHead(const DeltaNetConfig& c, int64_t j, const float* qkv,
     float* oj = o + t * c.value_dim() + j * n;
     for (int64_t vi = 0; vi < n; ++vi) {
       float* row = s_mat + vi * n;
-      const float delta = (v[vi] - ScaleDot(decay, row, k, n)) * b;
-      oj[vi] = AxpyDot(delta, k, row, q, n);
+      // Two fused passes over the row; the values are those of "scale,
+      // Dot, Axpy, Dot" (same lane order).
+      const float delta = (v[vi] - kernels::ScaleDotLanes(decay, row, k, n)) * b;
+      oj[vi] = kernels::AxpyDotLanes(delta, k, row, q, n);
     }
   }
 }

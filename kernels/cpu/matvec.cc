@@ -119,7 +119,11 @@ VecDotFn FindVecDot(GgmlType wtype, Isa isa) {
 }
 
 VecDot4Fn FindVecDot4(GgmlType wtype, Isa isa) {
-  return isa == Isa::kScalar ? nullptr : FindVecDot4Avx2(wtype);
+  // Only beside the AVX2 one-row kernel it reproduces: an AVX-512 kernel for
+  // the type sums in another order.
+  if (isa == Isa::kScalar) return nullptr;
+  if (isa == Isa::kAvx512 && FindVecDotAvx512(wtype) != nullptr) return nullptr;
+  return FindVecDot4Avx2(wtype);
 }
 
 // The product on activations already converted for wtype (checked by the

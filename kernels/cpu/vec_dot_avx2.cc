@@ -44,8 +44,55 @@ __m256i DotI8I8(__m256i a, __m256i b) {
   return DotU8I8(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
 }
 
+// F32 weights: two accumulators per row, so four rows fit the sixteen
+// vector registers (DotF32x4); both kernels sum each row identically.
 float DotF32(const void* w, const void* a, int64_t n) {
-  return DotF32Avx2(static_cast<const float*>(w), static_cast<const float*>(a), n);
+  const auto* x = static_cast<const float*>(w);
+  const auto* y = static_cast<const float*>(a);
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), acc1);
+  }
+  if (i + 8 <= n) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc0);
+    i += 8;
+  }
+  float sum = HSum(_mm256_add_ps(acc0, acc1));
+  for (; i < n; ++i) sum += x[i] * y[i];
+  return sum;
+}
+
+void DotF32x4(const void* w, int64_t row_bytes, const void* a, int64_t n, float* out) {
+  const auto* y = static_cast<const float*>(a);
+  const float* x[4];
+  for (int k = 0; k < 4; ++k) {
+    x[k] = reinterpret_cast<const float*>(static_cast<const uint8_t*>(w) + k * row_bytes);
+  }
+  __m256 acc0[4], acc1[4];
+  for (int k = 0; k < 4; ++k) acc0[k] = acc1[k] = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 y0 = _mm256_loadu_ps(y + i), y1 = _mm256_loadu_ps(y + i + 8);
+    for (int k = 0; k < 4; ++k) {
+      acc0[k] = _mm256_fmadd_ps(_mm256_loadu_ps(x[k] + i), y0, acc0[k]);
+      acc1[k] = _mm256_fmadd_ps(_mm256_loadu_ps(x[k] + i + 8), y1, acc1[k]);
+    }
+  }
+  const bool eight = i + 8 <= n;
+  if (eight) {
+    const __m256 y0 = _mm256_loadu_ps(y + i);
+    for (int k = 0; k < 4; ++k) {
+      acc0[k] = _mm256_fmadd_ps(_mm256_loadu_ps(x[k] + i), y0, acc0[k]);
+    }
+    i += 8;
+  }
+  for (int k = 0; k < 4; ++k) {
+    float sum = HSum(_mm256_add_ps(acc0[k], acc1[k]));
+    for (int64_t j = i; j < n; ++j) sum += x[k][j] * y[j];
+    out[k] = sum;
+  }
 }
 
 template <bool kBf16>
@@ -101,10 +148,21 @@ void DotQ8_0x4(const void* w, int64_t row_bytes, const void* a, int64_t n, float
   for (int64_t i = 0; i < n / 32; ++i) {
     const __m256i av = Load256(y[i].qs);
     const float dy = H(y[i].d);
+    // The four row scales converted together; each product is the same
+    // f32 multiply DotQ8_0 does.
+    const __m128i dh = _mm_setr_epi16(static_cast<int16_t>(x[0][i].d),
+                                      static_cast<int16_t>(x[1][i].d),
+                                      static_cast<int16_t>(x[2][i].d),
+                                      static_cast<int16_t>(x[3][i].d), 0, 0, 0, 0);
+    const __m128 d4 = _mm_mul_ps(_mm_cvtph_ps(dh), _mm_set1_ps(dy));
+    const __m256 d8 = _mm256_castps128_ps256(d4);
+    const __m256 dk[4] = {_mm256_permute_ps(_mm256_insertf128_ps(d8, d4, 1), 0x00),
+                          _mm256_permute_ps(_mm256_insertf128_ps(d8, d4, 1), 0x55),
+                          _mm256_permute_ps(_mm256_insertf128_ps(d8, d4, 1), 0xAA),
+                          _mm256_permute_ps(_mm256_insertf128_ps(d8, d4, 1), 0xFF)};
     for (int k = 0; k < 4; ++k) {
       const __m256i p = DotI8I8(Load256(x[k][i].qs), av);
-      const __m256 d = _mm256_set1_ps(H(x[k][i].d) * dy);
-      acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[k]);
+      acc[k] = _mm256_fmadd_ps(dk[k], _mm256_cvtepi32_ps(p), acc[k]);
     }
   }
   for (int k = 0; k < 4; ++k) out[k] = HSum(acc[k]);
@@ -338,7 +396,11 @@ float DotF32Avx2(const float* a, const float* b, int64_t n) {
 }
 
 VecDot4Fn FindVecDot4Avx2(GgmlType wtype) {
-  return wtype == GgmlType::kQ8_0 ? DotQ8_0x4 : nullptr;
+  switch (wtype) {
+    case GgmlType::kF32: return DotF32x4;
+    case GgmlType::kQ8_0: return DotQ8_0x4;
+    default: return nullptr;
+  }
 }
 
 // ggml's AVX quantize_row_q8_0, bit for bit the scalar QuantizeBlock32 of
