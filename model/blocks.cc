@@ -112,7 +112,7 @@ absl::Status ProjectRows(absl::Span<const RowJob> jobs,
   }
   std::vector<absl::Status> status(pool->num_threads());
   std::atomic<int> next{0};
-  pool->ParallelFor(total_rows, [&](int64_t begin, int64_t end) {
+  pool->ParallelForGrain(total_rows, 4, [&](int64_t begin, int64_t end) {
     status[next.fetch_add(1)] = run(begin, end);
   });
   for (const absl::Status& s : status) {

@@ -1,6 +1,7 @@
 #include "kernels/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <thread>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -25,10 +26,23 @@ void RangeOf(int64_t n, int64_t grain, int parts, int index, int64_t* begin,
   *end = std::min(n, g1 * grain);
 }
 
-// Polls before blocking: about a few microseconds on current x86 parts.
+// Polls before blocking, first with pause instructions (a few
+// microseconds), then yielding the core (a few hundred microseconds in all):
+// longer than the serial work between the parallel loops of a decode step,
+// so workers stay awake for a whole step (a futex wake-up per loop cost
+// more than the loop itself on small models), while a thread that shares
+// its core with another runnable one hands the core over instead of
+// burning its time slice.
 constexpr int kSpinIterations = 256;
+constexpr int kYieldIterations = 512;
+constexpr int kPollIterations = kSpinIterations + kYieldIterations;
 
-void CpuRelax() {
+// Waits a little before poll number i.
+void PollPause(int i) {
+  if (i >= kSpinIterations) {
+    std::this_thread::yield();
+    return;
+  }
 #if defined(__x86_64__)
   _mm_pause();
 #endif
@@ -63,10 +77,10 @@ void ThreadPool::WorkerLoop(int index) {
   uint64_t seen = 0;
   for (;;) {
     bool started = false;
-    for (int i = 0; i < kSpinIterations && !started; ++i) {
+    for (int i = 0; i < kPollIterations && !started; ++i) {
       started = generation_.load(std::memory_order_acquire) != seen ||
                 stopping_.load(std::memory_order_relaxed);
-      if (!started) CpuRelax();
+      if (!started) PollPause(i);
     }
     if (!started) {
       std::unique_lock<std::mutex> lock(mu_);
@@ -111,8 +125,8 @@ void ThreadPool::ParallelForGrain(int64_t n, int64_t grain,
   in_parallel_region = true;
   RunShare(0);
   in_parallel_region = false;
-  for (int i = 0; i < kSpinIterations && pending_.load(std::memory_order_acquire) != 0; ++i) {
-    CpuRelax();
+  for (int i = 0; i < kPollIterations && pending_.load(std::memory_order_acquire) != 0; ++i) {
+    PollPause(i);
   }
   if (pending_.load(std::memory_order_acquire) != 0) {
     std::unique_lock<std::mutex> lock(mu_);
