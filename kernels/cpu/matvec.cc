@@ -126,6 +126,10 @@ VecDot4Fn FindVecDot4(GgmlType wtype, Isa isa) {
   return FindVecDot4Avx2(wtype);
 }
 
+VecDot4x2Fn FindVecDot4x2(GgmlType wtype, Isa isa) {
+  return FindVecDot4(wtype, isa) != nullptr ? FindVecDot4x2Avx2(wtype) : nullptr;
+}
+
 // The product on activations already converted for wtype (checked by the
 // caller).
 void MatMulCore(Isa isa, GgmlType wtype, const void* w, int64_t rows, int64_t cols,
@@ -142,13 +146,21 @@ void MatMulCore(Isa isa, GgmlType wtype, const void* w, int64_t rows, int64_t co
   const auto* wb = static_cast<const uint8_t*>(w);
   if (const VecDotFn dot = FindVecDot(wtype, isa)) {
     const VecDot4Fn dot4 = FindVecDot4(wtype, isa);
+    const VecDot4x2Fn dot4x2 = FindVecDot4x2(wtype, isa);
     RunOverRows(pool, rows, [&](int64_t begin, int64_t end) {
       int64_t r = begin;
       if (dot4 != nullptr) {
         float out[4];
         for (; r + 4 <= end; r += 4) {
-          for (int64_t t = 0; t < n_tok; ++t) {
-            dot4(wb + r * row_bytes, row_bytes, a + t * act_bytes, cols, out);
+          const uint8_t* w4 = wb + r * row_bytes;
+          int64_t t = 0;
+          if (dot4x2 != nullptr) {
+            for (; t + 2 <= n_tok; t += 2) {
+              dot4x2(w4, row_bytes, a + t * act_bytes, act_bytes, cols, y + t * rows + r, rows);
+            }
+          }
+          for (; t < n_tok; ++t) {
+            dot4(w4, row_bytes, a + t * act_bytes, cols, out);
             std::memcpy(y + t * rows + r, out, sizeof(out));
           }
         }

@@ -72,6 +72,15 @@ using VecDot4Fn = void (*)(const void* w, int64_t row_bytes, const void* act,
 // The four-row kernel for wtype on isa, or nullptr (use the VecDotFn).
 VecDot4Fn FindVecDot4(GgmlType wtype, Isa isa);
 
+// Four weight rows against two activation rows (act, act + act_bytes):
+// y[t * y_stride + r] for token t, row r, each bit for bit the VecDotFn's.
+using VecDot4x2Fn = void (*)(const void* w, int64_t row_bytes, const void* act,
+                             int64_t act_bytes, int64_t cols, float* y, int64_t y_stride);
+
+// The four-row, two-token kernel for wtype on isa, or nullptr. Only
+// offered where FindVecDot4 offers one.
+VecDot4x2Fn FindVecDot4x2(GgmlType wtype, Isa isa);
+
 
 // Plain f32 dot product used by the generic path (and by F32 weights).
 float DotF32Scalar(const float* a, const float* b, int64_t n);
@@ -89,6 +98,7 @@ VecDotFn FindVecDotScalar(GgmlType wtype);
 VecDotFn FindVecDotAvx2(GgmlType wtype);
 VecDotFn FindVecDotAvx512(GgmlType wtype);
 VecDot4Fn FindVecDot4Avx2(GgmlType wtype);
+VecDot4x2Fn FindVecDot4x2Avx2(GgmlType wtype);
 
 // Q8_0 activation blocks of x (cols a multiple of 32) written to out as
 // BlockQ8_0s, identical to the scalar conversion. AVX2 only.

@@ -134,6 +134,22 @@ float DotQ8_0(const void* w, const void* a, int64_t n) {
   return HSum(acc);
 }
 
+// The fp16 scales of block i of four Q8_0 rows, as f32 (exact).
+__m128 RowScales4(const BlockQ8_0* const (&x)[4], int64_t i) {
+  return _mm_cvtph_ps(_mm_setr_epi16(
+      static_cast<int16_t>(x[0][i].d), static_cast<int16_t>(x[1][i].d),
+      static_cast<int16_t>(x[2][i].d), static_cast<int16_t>(x[3][i].d), 0, 0, 0, 0));
+}
+
+// out[k] = lane k of d4 in all eight lanes.
+void SpreadScales(__m128 d4, __m256 (&out)[4]) {
+  const __m256 d8 = _mm256_insertf128_ps(_mm256_castps128_ps256(d4), d4, 1);
+  out[0] = _mm256_permute_ps(d8, 0x00);
+  out[1] = _mm256_permute_ps(d8, 0x55);
+  out[2] = _mm256_permute_ps(d8, 0xAA);
+  out[3] = _mm256_permute_ps(d8, 0xFF);
+}
+
 // Four Q8_0 rows against one activation row. Each row's arithmetic is
 // exactly DotQ8_0's (same integer sums, scales, accumulation order and final
 // reduction), so a row gives the same bits whichever kernel computes it; the
@@ -148,24 +164,48 @@ void DotQ8_0x4(const void* w, int64_t row_bytes, const void* a, int64_t n, float
   for (int64_t i = 0; i < n / 32; ++i) {
     const __m256i av = Load256(y[i].qs);
     const float dy = H(y[i].d);
-    // The four row scales converted together; each product is the same
-    // f32 multiply DotQ8_0 does.
-    const __m128i dh = _mm_setr_epi16(static_cast<int16_t>(x[0][i].d),
-                                      static_cast<int16_t>(x[1][i].d),
-                                      static_cast<int16_t>(x[2][i].d),
-                                      static_cast<int16_t>(x[3][i].d), 0, 0, 0, 0);
-    const __m128 d4 = _mm_mul_ps(_mm_cvtph_ps(dh), _mm_set1_ps(dy));
-    const __m256 d8 = _mm256_castps128_ps256(d4);
-    const __m256 dk[4] = {_mm256_permute_ps(_mm256_insertf128_ps(d8, d4, 1), 0x00),
-                          _mm256_permute_ps(_mm256_insertf128_ps(d8, d4, 1), 0x55),
-                          _mm256_permute_ps(_mm256_insertf128_ps(d8, d4, 1), 0xAA),
-                          _mm256_permute_ps(_mm256_insertf128_ps(d8, d4, 1), 0xFF)};
+    __m256 dk[4];
+    SpreadScales(_mm_mul_ps(RowScales4(x, i), _mm_set1_ps(dy)), dk);
     for (int k = 0; k < 4; ++k) {
       const __m256i p = DotI8I8(Load256(x[k][i].qs), av);
       acc[k] = _mm256_fmadd_ps(dk[k], _mm256_cvtepi32_ps(p), acc[k]);
     }
   }
   for (int k = 0; k < 4; ++k) out[k] = HSum(acc[k]);
+}
+
+// Four Q8_0 rows against two activation rows (prefill): y[t * y_stride + k]
+// for row k and token t. Each output's arithmetic is DotQ8_0's; a weight
+// block is loaded and made absolute once for both tokens.
+void DotQ8_0x4x2(const void* w, int64_t row_bytes, const void* a, int64_t act_bytes,
+                 int64_t n, float* y, int64_t y_stride) {
+  const auto* a0 = static_cast<const BlockQ8_0*>(a);
+  const auto* a1 = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(a) + act_bytes);
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const BlockQ8_0* x[4];
+  for (int k = 0; k < 4; ++k) x[k] = reinterpret_cast<const BlockQ8_0*>(wb + k * row_bytes);
+  __m256 acc0[4], acc1[4];
+  for (int k = 0; k < 4; ++k) acc0[k] = acc1[k] = _mm256_setzero_ps();
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t i = 0; i < n / 32; ++i) {
+    const __m256i v0 = Load256(a0[i].qs), v1 = Load256(a1[i].qs);
+    const __m128 dw = RowScales4(x, i);
+    __m256 d0[4], d1[4];
+    SpreadScales(_mm_mul_ps(dw, _mm_set1_ps(H(a0[i].d))), d0);
+    SpreadScales(_mm_mul_ps(dw, _mm_set1_ps(H(a1[i].d))), d1);
+    for (int k = 0; k < 4; ++k) {
+      const __m256i wv = Load256(x[k][i].qs);
+      const __m256i wa = _mm256_sign_epi8(wv, wv);
+      const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(v0, wv)), ones);
+      const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(v1, wv)), ones);
+      acc0[k] = _mm256_fmadd_ps(d0[k], _mm256_cvtepi32_ps(p0), acc0[k]);
+      acc1[k] = _mm256_fmadd_ps(d1[k], _mm256_cvtepi32_ps(p1), acc1[k]);
+    }
+  }
+  for (int k = 0; k < 4; ++k) {
+    y[k] = HSum(acc0[k]);
+    y[y_stride + k] = HSum(acc1[k]);
+  }
 }
 
 // Sum over 32 elements of -(+-a) as 8 int32 lanes. `bits` holds the whole
@@ -438,6 +478,10 @@ void QuantizeRowQ8_0Avx2(const float* x, int64_t cols, void* out) {
   }
 }
 
+VecDot4x2Fn FindVecDot4x2Avx2(GgmlType wtype) {
+  return wtype == GgmlType::kQ8_0 ? DotQ8_0x4x2 : nullptr;
+}
+
 VecDotFn FindVecDotAvx2(GgmlType wtype) {
   switch (wtype) {
     case GgmlType::kF32: return DotF32;
@@ -459,6 +503,7 @@ VecDotFn FindVecDotAvx2(GgmlType wtype) {
 
 VecDotFn FindVecDotAvx2(GgmlType) { return nullptr; }
 VecDot4Fn FindVecDot4Avx2(GgmlType) { return nullptr; }
+VecDot4x2Fn FindVecDot4x2Avx2(GgmlType) { return nullptr; }
 void QuantizeRowQ8_0Avx2(const float*, int64_t, void*) {}
 float DotF32Avx2(const float* a, const float* b, int64_t n) { return DotF32Scalar(a, b, n); }
 
