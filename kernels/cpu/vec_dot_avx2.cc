@@ -253,6 +253,76 @@ float DotQ1_0(const void* w, const void* a, int64_t n) {
   return HSum(acc);
 }
 
+// kRows Q1_0 rows against kTok activation rows (act + t * act_bytes):
+// out[t * out_stride + k]. Each output is computed exactly as DotQ1_0 does;
+// the sign masks of a weight block are built once for all tokens, the
+// shuffle constants once per call.
+template <int kRows, int kTok>
+void Q1_0Tile(const void* w, int64_t row_bytes, const void* a, int64_t act_bytes, int64_t n,
+              float* out, int64_t out_stride) {
+  const __m256i spread[4] = {SpreadMask(0), SpreadMask(1), SpreadMask(2), SpreadMask(3)};
+  const __m256i select = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
+  const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+  const int8_t* av[kTok];
+  const float* ds[kTok];
+  #pragma GCC unroll 4
+  for (int t = 0; t < kTok; ++t) {
+    const auto* at = static_cast<const uint8_t*>(a) + t * act_bytes;
+    av[t] = ActQ8_0Values(at, n);
+    ds[t] = reinterpret_cast<const float*>(ActQ8_0Scales(at, n));
+  }
+  __m256 acc[kTok][kRows];
+  #pragma GCC unroll 4
+  for (int t = 0; t < kTok; ++t) {
+    #pragma GCC unroll 4
+    for (int k = 0; k < kRows; ++k) acc[t][k] = _mm256_setzero_ps();
+  }
+  for (int64_t i = 0; i < n / 128; ++i) {
+    #pragma GCC unroll 4
+    for (int k = 0; k < kRows; ++k) {
+      const auto* x = reinterpret_cast<const BlockQ1_0*>(static_cast<const uint8_t*>(w) +
+                                                         k * row_bytes) + i;
+      const __m256i bits =
+          _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x->qs)));
+      __m256i m[4];
+      #pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        m[j] = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(bits, spread[j]), select),
+                                 select);
+      }
+      const float neg_d = -H(x->d);
+      #pragma GCC unroll 4
+      for (int t = 0; t < kTok; ++t) {
+        const int8_t* ab = av[t] + 128 * i;
+        __m256i p[4];
+        #pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) {
+          const __m256i r = _mm256_sub_epi8(_mm256_xor_si256(Load256(ab + 32 * j), m[j]), m[j]);
+          p[j] = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, r), ones16);
+        }
+        const __m256i h =
+            _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+        const __m128 d4 = _mm_mul_ps(_mm_loadu_ps(ds[t] + 4 * i), _mm_set1_ps(neg_d));
+        acc[t][k] = _mm256_fmadd_ps(_mm256_set_m128(d4, d4), _mm256_cvtepi32_ps(h), acc[t][k]);
+      }
+    }
+  }
+  #pragma GCC unroll 4
+  for (int t = 0; t < kTok; ++t) {
+    #pragma GCC unroll 4
+    for (int k = 0; k < kRows; ++k) out[t * out_stride + k] = HSum(acc[t][k]);
+  }
+}
+
+void DotQ1_0x4(const void* w, int64_t row_bytes, const void* a, int64_t n, float* out) {
+  Q1_0Tile<4, 1>(w, row_bytes, a, 0, n, out, 0);
+}
+
+void DotQ1_0x4x2(const void* w, int64_t row_bytes, const void* a, int64_t act_bytes, int64_t n,
+                 float* out, int64_t out_stride) {
+  Q1_0Tile<4, 2>(w, row_bytes, a, act_bytes, n, out, out_stride);
+}
+
 // 32 nibbles (16 bytes, low nibbles = elements 0..15, high = 16..31) mapped
 // through a 16-entry signed table.
 __m256i NibblesThrough(const uint8_t* qs, __m256i table) {
@@ -439,6 +509,7 @@ VecDot4Fn FindVecDot4Avx2(GgmlType wtype) {
   switch (wtype) {
     case GgmlType::kF32: return DotF32x4;
     case GgmlType::kQ8_0: return DotQ8_0x4;
+    case GgmlType::kQ1_0: return DotQ1_0x4;
     default: return nullptr;
   }
 }
@@ -479,7 +550,11 @@ void QuantizeRowQ8_0Avx2(const float* x, int64_t cols, void* out) {
 }
 
 VecDot4x2Fn FindVecDot4x2Avx2(GgmlType wtype) {
-  return wtype == GgmlType::kQ8_0 ? DotQ8_0x4x2 : nullptr;
+  switch (wtype) {
+    case GgmlType::kQ8_0: return DotQ8_0x4x2;
+    case GgmlType::kQ1_0: return DotQ1_0x4x2;
+    default: return nullptr;
+  }
 }
 
 VecDotFn FindVecDotAvx2(GgmlType wtype) {
