@@ -130,6 +130,10 @@ VecDot4x2Fn FindVecDot4x2(GgmlType wtype, Isa isa) {
   return FindVecDot4(wtype, isa) != nullptr ? FindVecDot4x2Avx2(wtype) : nullptr;
 }
 
+VecDot8Fn FindVecDot8(GgmlType wtype, Isa isa) {
+  return FindVecDot4(wtype, isa) != nullptr ? FindVecDot8Avx2(wtype) : nullptr;
+}
+
 // The product on activations already converted for wtype (checked by the
 // caller).
 void MatMulCore(Isa isa, GgmlType wtype, const void* w, int64_t rows, int64_t cols,
@@ -147,8 +151,12 @@ void MatMulCore(Isa isa, GgmlType wtype, const void* w, int64_t rows, int64_t co
   if (const VecDotFn dot = FindVecDot(wtype, isa)) {
     const VecDot4Fn dot4 = FindVecDot4(wtype, isa);
     const VecDot4x2Fn dot4x2 = FindVecDot4x2(wtype, isa);
+    const VecDot8Fn dot8 = n_tok == 1 ? FindVecDot8(wtype, isa) : nullptr;
     RunOverRows(pool, rows, [&](int64_t begin, int64_t end) {
       int64_t r = begin;
+      if (dot8 != nullptr) {
+        for (; r + 8 <= end; r += 8) dot8(wb + r * row_bytes, row_bytes, a, cols, y + r);
+      }
       if (dot4 != nullptr) {
         float out[4];
         for (; r + 4 <= end; r += 4) {

@@ -81,6 +81,11 @@ using VecDot4x2Fn = void (*)(const void* w, int64_t row_bytes, const void* act,
 // offered where FindVecDot4 offers one.
 VecDot4x2Fn FindVecDot4x2(GgmlType wtype, Isa isa);
 
+// Eight weight rows against one activation row (VecDot4Fn's contract with
+// eight outputs), or nullptr; offered only where FindVecDot4 offers one.
+using VecDot8Fn = VecDot4Fn;
+VecDot8Fn FindVecDot8(GgmlType wtype, Isa isa);
+
 
 // Plain f32 dot product used by the generic path (and by F32 weights).
 float DotF32Scalar(const float* a, const float* b, int64_t n);
@@ -99,6 +104,7 @@ VecDotFn FindVecDotAvx2(GgmlType wtype);
 VecDotFn FindVecDotAvx512(GgmlType wtype);
 VecDot4Fn FindVecDot4Avx2(GgmlType wtype);
 VecDot4x2Fn FindVecDot4x2Avx2(GgmlType wtype);
+VecDot8Fn FindVecDot8Avx2(GgmlType wtype);
 
 // Q8_0 activation blocks of x (cols a multiple of 32) written to out as
 // BlockQ8_0s, identical to the scalar conversion. AVX2 only.

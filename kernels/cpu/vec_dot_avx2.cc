@@ -44,55 +44,76 @@ __m256i DotI8I8(__m256i a, __m256i b) {
   return DotU8I8(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
 }
 
-// F32 weights: two accumulators per row, so four rows fit the sixteen
-// vector registers (DotF32x4); both kernels sum each row identically.
+// F32 weights: one 8-lane accumulator per (row, token); the multi-row
+// kernels keep several rows' chains in flight instead, and every kernel sums
+// each output identically.
 float DotF32(const void* w, const void* a, int64_t n) {
   const auto* x = static_cast<const float*>(w);
   const auto* y = static_cast<const float*>(a);
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  __m256 acc = _mm256_setzero_ps();
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), acc1);
+  for (; i + 8 <= n; i += 8) {
+    acc = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc);
   }
-  if (i + 8 <= n) {
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc0);
-    i += 8;
-  }
-  float sum = HSum(_mm256_add_ps(acc0, acc1));
+  float sum = HSum(acc);
   for (; i < n; ++i) sum += x[i] * y[i];
   return sum;
 }
 
-void DotF32x4(const void* w, int64_t row_bytes, const void* a, int64_t n, float* out) {
-  const auto* y = static_cast<const float*>(a);
-  const float* x[4];
-  for (int k = 0; k < 4; ++k) {
+// kRows rows against kTok activation rows (a + t * act_bytes):
+// out[t * out_stride + k].
+template <int kRows, int kTok>
+void F32Tile(const void* w, int64_t row_bytes, const void* a, int64_t act_bytes, int64_t n,
+             float* out, int64_t out_stride) {
+  const float* x[kRows];
+#pragma GCC unroll 8
+  for (int k = 0; k < kRows; ++k) {
     x[k] = reinterpret_cast<const float*>(static_cast<const uint8_t*>(w) + k * row_bytes);
   }
-  __m256 acc0[4], acc1[4];
-  for (int k = 0; k < 4; ++k) acc0[k] = acc1[k] = _mm256_setzero_ps();
+  const float* y[kTok];
+#pragma GCC unroll 2
+  for (int t = 0; t < kTok; ++t) {
+    y[t] = reinterpret_cast<const float*>(static_cast<const uint8_t*>(a) + t * act_bytes);
+  }
+  __m256 acc[kTok][kRows];
+#pragma GCC unroll 2
+  for (int t = 0; t < kTok; ++t) {
+#pragma GCC unroll 8
+    for (int k = 0; k < kRows; ++k) acc[t][k] = _mm256_setzero_ps();
+  }
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m256 y0 = _mm256_loadu_ps(y + i), y1 = _mm256_loadu_ps(y + i + 8);
-    for (int k = 0; k < 4; ++k) {
-      acc0[k] = _mm256_fmadd_ps(_mm256_loadu_ps(x[k] + i), y0, acc0[k]);
-      acc1[k] = _mm256_fmadd_ps(_mm256_loadu_ps(x[k] + i + 8), y1, acc1[k]);
+  for (; i + 8 <= n; i += 8) {
+    __m256 yv[kTok];
+#pragma GCC unroll 2
+    for (int t = 0; t < kTok; ++t) yv[t] = _mm256_loadu_ps(y[t] + i);
+#pragma GCC unroll 8
+    for (int k = 0; k < kRows; ++k) {
+      const __m256 xv = _mm256_loadu_ps(x[k] + i);
+#pragma GCC unroll 2
+      for (int t = 0; t < kTok; ++t) acc[t][k] = _mm256_fmadd_ps(xv, yv[t], acc[t][k]);
     }
   }
-  const bool eight = i + 8 <= n;
-  if (eight) {
-    const __m256 y0 = _mm256_loadu_ps(y + i);
-    for (int k = 0; k < 4; ++k) {
-      acc0[k] = _mm256_fmadd_ps(_mm256_loadu_ps(x[k] + i), y0, acc0[k]);
+  for (int t = 0; t < kTok; ++t) {
+    for (int k = 0; k < kRows; ++k) {
+      float sum = HSum(acc[t][k]);
+      for (int64_t j = i; j < n; ++j) sum += x[k][j] * y[t][j];
+      out[t * out_stride + k] = sum;
     }
-    i += 8;
   }
-  for (int k = 0; k < 4; ++k) {
-    float sum = HSum(_mm256_add_ps(acc0[k], acc1[k]));
-    for (int64_t j = i; j < n; ++j) sum += x[k][j] * y[j];
-    out[k] = sum;
-  }
+}
+
+void DotF32x4(const void* w, int64_t row_bytes, const void* a, int64_t n, float* out) {
+  F32Tile<4, 1>(w, row_bytes, a, 0, n, out, 0);
+}
+
+// Eight rows: eight independent chains for decode.
+void DotF32x8(const void* w, int64_t row_bytes, const void* a, int64_t n, float* out) {
+  F32Tile<8, 1>(w, row_bytes, a, 0, n, out, 0);
+}
+
+void DotF32x4x2(const void* w, int64_t row_bytes, const void* a, int64_t act_bytes, int64_t n,
+                float* out, int64_t out_stride) {
+  F32Tile<4, 2>(w, row_bytes, a, act_bytes, n, out, out_stride);
 }
 
 template <bool kBf16>
@@ -549,8 +570,13 @@ void QuantizeRowQ8_0Avx2(const float* x, int64_t cols, void* out) {
   }
 }
 
+VecDot8Fn FindVecDot8Avx2(GgmlType wtype) {
+  return wtype == GgmlType::kF32 ? DotF32x8 : nullptr;
+}
+
 VecDot4x2Fn FindVecDot4x2Avx2(GgmlType wtype) {
   switch (wtype) {
+    case GgmlType::kF32: return DotF32x4x2;
     case GgmlType::kQ8_0: return DotQ8_0x4x2;
     case GgmlType::kQ1_0: return DotQ1_0x4x2;
     default: return nullptr;
@@ -579,6 +605,7 @@ VecDotFn FindVecDotAvx2(GgmlType wtype) {
 VecDotFn FindVecDotAvx2(GgmlType) { return nullptr; }
 VecDot4Fn FindVecDot4Avx2(GgmlType) { return nullptr; }
 VecDot4x2Fn FindVecDot4x2Avx2(GgmlType) { return nullptr; }
+VecDot8Fn FindVecDot8Avx2(GgmlType) { return nullptr; }
 void QuantizeRowQ8_0Avx2(const float*, int64_t, void*) {}
 float DotF32Avx2(const float* a, const float* b, int64_t n) { return DotF32Scalar(a, b, n); }
 
