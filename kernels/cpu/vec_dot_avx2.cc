@@ -179,6 +179,7 @@ void DotQ8_0x4(const void* w, int64_t row_bytes, const void* a, int64_t n, float
   const auto* y = static_cast<const BlockQ8_0*>(a);
   const auto* wb = static_cast<const uint8_t*>(w);
   const BlockQ8_0* x[4];
+  #pragma GCC unroll 4
   for (int k = 0; k < 4; ++k) x[k] = reinterpret_cast<const BlockQ8_0*>(wb + k * row_bytes);
   __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                    _mm256_setzero_ps()};
@@ -187,11 +188,13 @@ void DotQ8_0x4(const void* w, int64_t row_bytes, const void* a, int64_t n, float
     const float dy = H(y[i].d);
     __m256 dk[4];
     SpreadScales(_mm_mul_ps(RowScales4(x, i), _mm_set1_ps(dy)), dk);
+    #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
       const __m256i p = DotI8I8(Load256(x[k][i].qs), av);
       acc[k] = _mm256_fmadd_ps(dk[k], _mm256_cvtepi32_ps(p), acc[k]);
     }
   }
+  #pragma GCC unroll 4
   for (int k = 0; k < 4; ++k) out[k] = HSum(acc[k]);
 }
 
@@ -204,8 +207,10 @@ void DotQ8_0x4x2(const void* w, int64_t row_bytes, const void* a, int64_t act_by
   const auto* a1 = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(a) + act_bytes);
   const auto* wb = static_cast<const uint8_t*>(w);
   const BlockQ8_0* x[4];
+  #pragma GCC unroll 4
   for (int k = 0; k < 4; ++k) x[k] = reinterpret_cast<const BlockQ8_0*>(wb + k * row_bytes);
   __m256 acc0[4], acc1[4];
+  #pragma GCC unroll 4
   for (int k = 0; k < 4; ++k) acc0[k] = acc1[k] = _mm256_setzero_ps();
   const __m256i ones = _mm256_set1_epi16(1);
   for (int64_t i = 0; i < n / 32; ++i) {
@@ -214,6 +219,7 @@ void DotQ8_0x4x2(const void* w, int64_t row_bytes, const void* a, int64_t act_by
     __m256 d0[4], d1[4];
     SpreadScales(_mm_mul_ps(dw, _mm_set1_ps(H(a0[i].d))), d0);
     SpreadScales(_mm_mul_ps(dw, _mm_set1_ps(H(a1[i].d))), d1);
+    #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
       const __m256i wv = Load256(x[k][i].qs);
       const __m256i wa = _mm256_sign_epi8(wv, wv);
@@ -223,6 +229,7 @@ void DotQ8_0x4x2(const void* w, int64_t row_bytes, const void* a, int64_t act_by
       acc1[k] = _mm256_fmadd_ps(d1[k], _mm256_cvtepi32_ps(p1), acc1[k]);
     }
   }
+  #pragma GCC unroll 4
   for (int k = 0; k < 4; ++k) {
     y[k] = HSum(acc0[k]);
     y[y_stride + k] = HSum(acc1[k]);
