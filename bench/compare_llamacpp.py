@@ -9,7 +9,10 @@ Each process is pinned with taskset to the first T cores. llama.cpp is not
 part of this project: build it yourself elsewhere and pass its llama-bench.
 
 usage: bench/compare_llamacpp.py LLAMA_BENCH GOLDENS_DIR [--threads 1,2] [--repeat 10]
-Build first: bazel build -c opt //tools:parity
+           [--sluice PARITY_BINARY]
+Build first: bazel build -c opt //tools:parity. bazel-bin follows the last
+build of anyone sharing the tree, so pass --sluice
+bazel-out/k8-opt/bin/tools/parity (or a copy) to be sure which binary runs.
 """
 import argparse
 import json
@@ -28,9 +31,9 @@ def cores(threads):
     return ",".join(str(i) for i in range(threads))
 
 
-def sluice_speed(goldens, model, threads, repeat):
+def sluice_speed(parity, goldens, model, threads, repeat):
     out = subprocess.run(
-        ["taskset", "-c", cores(threads), "bazel-bin/tools/parity",
+        ["taskset", "-c", cores(threads), parity,
          "--model", os.path.join(goldens, model + ".gguf"), "--goldens", goldens,
          "--threads", str(threads), "--repeat", str(repeat)],
         capture_output=True, text=True, check=False).stdout
@@ -62,13 +65,14 @@ def main():
     ap.add_argument("goldens")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--sluice", default="bazel-bin/tools/parity")
     a = ap.parse_args()
     print("| model | threads | prefill sluice | prefill llama.cpp | ratio |"
           " decode sluice | decode llama.cpp | ratio |")
     print("|---|---|---|---|---|---|---|---|")
     for model in MODELS:
         for t in (int(x) for x in a.threads.split(",")):
-            sp, sd = sluice_speed(a.goldens, model, t, a.repeat)
+            sp, sd = sluice_speed(a.sluice, a.goldens, model, t, a.repeat)
             lp, ld = llama_speed(a.llama_bench, a.goldens, model, t, a.repeat)
             print(f"| {model} | {t} | {sp:.0f} | {lp:.0f} | {sp / lp:.2f} |"
                   f" {sd:.0f} | {ld:.0f} | {sd / ld:.2f} |", flush=True)
