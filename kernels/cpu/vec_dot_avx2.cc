@@ -513,6 +513,88 @@ float DotQ6_K(const void* w, const void* a, int64_t n) {
   return HSum(acc);
 }
 
+// One Q4_K / Q5_K row against kTok activation rows (a + t * act_bytes):
+// out[t * out_stride]. The weight nibbles, high bits and scales of a block
+// are unpacked once for all tokens; each output is computed exactly as
+// DotQxK computes it.
+template <bool kFiveBit, int kTok>
+void QxKRowTile(const void* w, const void* a, int64_t act_bytes, int64_t n, float* out,
+                int64_t out_stride) {
+  using Block = std::conditional_t<kFiveBit, BlockQ5_K, BlockQ4_K>;
+  const auto* x = static_cast<const Block*>(w);
+  const BlockQ8_K* y[kTok];
+#pragma GCC unroll 2
+  for (int t = 0; t < kTok; ++t) {
+    y[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(a) + t * act_bytes);
+  }
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i one = _mm256_set1_epi8(1);
+  __m256 acc[kTok], acc_min[kTok];
+#pragma GCC unroll 2
+  for (int t = 0; t < kTok; ++t) acc[t] = acc_min[t] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    uint64_t sc8, mn8;
+    UnpackKScales(x[i].scales, &sc8, &mn8);
+    const __m128i mins16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(mn8)));
+    const __m256i mins_pairs = _mm256_set_m128i(_mm_unpackhi_epi16(mins16, mins16),
+                                                _mm_unpacklo_epi16(mins16, mins16));
+    const __m128i sc16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc8)));
+    const __m256i scales = _mm256_set_m128i(sc16, sc16);
+    __m256i hbits;
+    if constexpr (kFiveBit) hbits = Load256(x[i].qh);
+    __m256i isum[kTok];
+#pragma GCC unroll 2
+    for (int t = 0; t < kTok; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) {
+      const __m256i q = Load256(x[i].qs + 32 * p);
+      __m256i lo = _mm256_and_si256(q, low4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+      if constexpr (kFiveBit) {
+        const __m256i b0 = _mm256_and_si256(_mm256_srli_epi16(hbits, 2 * p), one);
+        const __m256i b1 = _mm256_and_si256(_mm256_srli_epi16(hbits, 2 * p + 1), one);
+        lo = _mm256_or_si256(lo, _mm256_slli_epi16(b0, 4));
+        hi = _mm256_or_si256(hi, _mm256_slli_epi16(b1, 4));
+      }
+      const __m256i slo = _mm256_shuffle_epi8(scales, BroadcastLaneMask(2 * p));
+      const __m256i shi = _mm256_shuffle_epi8(scales, BroadcastLaneMask(2 * p + 1));
+#pragma GCC unroll 2
+      for (int t = 0; t < kTok; ++t) {
+        const __m256i plo = _mm256_maddubs_epi16(lo, Load256(y[t][i].qs + 64 * p));
+        const __m256i phi = _mm256_maddubs_epi16(hi, Load256(y[t][i].qs + 64 * p + 32));
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(plo, slo));
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(phi, shi));
+      }
+    }
+    const float dw = H(x[i].d), dmin = H(x[i].dmin);
+#pragma GCC unroll 2
+    for (int t = 0; t < kTok; ++t) {
+      const __m256i msum = _mm256_madd_epi16(Load256(y[t][i].bsums), mins_pairs);
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * y[t][i].d), _mm256_cvtepi32_ps(isum[t]),
+                               acc[t]);
+      acc_min[t] = _mm256_fmadd_ps(_mm256_set1_ps(dmin * y[t][i].d), _mm256_cvtepi32_ps(msum),
+                                   acc_min[t]);
+    }
+  }
+  for (int t = 0; t < kTok; ++t) out[t * out_stride] = HSum(acc[t]) - HSum(acc_min[t]);
+}
+
+// Four rows, one token: the one-row kernel per row (the work per block
+// dominates; nothing worth sharing without a second token).
+template <VecDotFn kDot>
+void RowsOneByOne(const void* w, int64_t row_bytes, const void* a, int64_t n, float* out) {
+  for (int k = 0; k < 4; ++k) out[k] = kDot(static_cast<const uint8_t*>(w) + k * row_bytes, a, n);
+}
+
+template <bool kFiveBit>
+void DotQxKx4x2(const void* w, int64_t row_bytes, const void* a, int64_t act_bytes, int64_t n,
+                float* out, int64_t out_stride) {
+  for (int k = 0; k < 4; ++k) {
+    QxKRowTile<kFiveBit, 2>(static_cast<const uint8_t*>(w) + k * row_bytes, a, act_bytes, n,
+                            out + k, out_stride);
+  }
+}
+
 }  // namespace
 
 float DotF32Avx2(const float* a, const float* b, int64_t n) {
@@ -538,6 +620,8 @@ VecDot4Fn FindVecDot4Avx2(GgmlType wtype) {
     case GgmlType::kF32: return DotF32x4;
     case GgmlType::kQ8_0: return DotQ8_0x4;
     case GgmlType::kQ1_0: return DotQ1_0x4;
+    case GgmlType::kQ4_K: return RowsOneByOne<DotQxK<false>>;
+    case GgmlType::kQ5_K: return RowsOneByOne<DotQxK<true>>;
     default: return nullptr;
   }
 }
@@ -586,6 +670,8 @@ VecDot4x2Fn FindVecDot4x2Avx2(GgmlType wtype) {
     case GgmlType::kF32: return DotF32x4x2;
     case GgmlType::kQ8_0: return DotQ8_0x4x2;
     case GgmlType::kQ1_0: return DotQ1_0x4x2;
+    case GgmlType::kQ4_K: return DotQxKx4x2<false>;
+    case GgmlType::kQ5_K: return DotQxKx4x2<true>;
     default: return nullptr;
   }
 }
