@@ -579,6 +579,79 @@ void QxKRowTile(const void* w, const void* a, int64_t act_bytes, int64_t n, floa
   for (int t = 0; t < kTok; ++t) out[t * out_stride] = HSum(acc[t]) - HSum(acc_min[t]);
 }
 
+// One Q6_K row against kTok activation rows: out[t * out_stride], each
+// computed exactly as DotQ6_K computes it, the 6-bit values and scales of a
+// block built once for all tokens.
+template <int kTok>
+void Q6KRowTile(const void* w, const void* a, int64_t act_bytes, int64_t n, float* out,
+                int64_t out_stride) {
+  const auto* x = static_cast<const BlockQ6_K*>(w);
+  const BlockQ8_K* y[kTok];
+#pragma GCC unroll 2
+  for (int t = 0; t < kTok; ++t) {
+    y[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(a) + t * act_bytes);
+  }
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i three = _mm256_set1_epi8(3);
+  __m256i pick[4];
+  for (int k = 0; k < 4; ++k) {
+    pick[k] = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>((4 * k + 2) | ((4 * k + 3) << 8))),
+                               _mm_set1_epi16(static_cast<int16_t>((4 * k) | ((4 * k + 1) << 8))));
+  }
+  __m256 acc[kTok];
+#pragma GCC unroll 2
+  for (int t = 0; t < kTok; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales));
+    const __m256i sc_all = _mm256_cvtepi8_epi16(sc8);
+    __m256i isum[kTok];
+#pragma GCC unroll 2
+    for (int t = 0; t < kTok; ++t) {
+      isum[t] = _mm256_sub_epi32(
+          _mm256_setzero_si256(),
+          _mm256_slli_epi32(_mm256_madd_epi16(Load256(y[t][i].bsums), sc_all), 5));
+    }
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m128i sc_half = h == 0 ? _mm256_castsi256_si128(sc_all)
+                                     : _mm256_extracti128_si256(sc_all, 1);
+      const __m256i sc = _mm256_set_m128i(sc_half, sc_half);
+      const __m256i qh = Load256(x[i].qh + 32 * h);
+      const __m256i ql0 = Load256(x[i].ql + 64 * h);
+      const __m256i ql1 = Load256(x[i].ql + 64 * h + 32);
+      const __m256i lows[4] = {_mm256_and_si256(ql0, low4), _mm256_and_si256(ql1, low4),
+                               _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                               _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4)};
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), three);
+        const __m256i qu = _mm256_or_si256(lows[k], _mm256_slli_epi16(high, 4));
+        const __m256i s16 = _mm256_shuffle_epi8(sc, pick[k]);
+#pragma GCC unroll 2
+        for (int t = 0; t < kTok; ++t) {
+          const __m256i p = _mm256_maddubs_epi16(qu, Load256(y[t][i].qs + 128 * h + 32 * k));
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p, s16));
+        }
+      }
+    }
+    const float dw = H(x[i].d);
+#pragma GCC unroll 2
+    for (int t = 0; t < kTok; ++t) {
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * y[t][i].d), _mm256_cvtepi32_ps(isum[t]),
+                               acc[t]);
+    }
+  }
+  for (int t = 0; t < kTok; ++t) out[t * out_stride] = HSum(acc[t]);
+}
+
+void DotQ6_Kx4x2(const void* w, int64_t row_bytes, const void* a, int64_t act_bytes, int64_t n,
+                 float* out, int64_t out_stride) {
+  for (int k = 0; k < 4; ++k) {
+    Q6KRowTile<2>(static_cast<const uint8_t*>(w) + k * row_bytes, a, act_bytes, n, out + k,
+                  out_stride);
+  }
+}
+
 // Four rows, one token: the one-row kernel per row (the work per block
 // dominates; nothing worth sharing without a second token).
 template <VecDotFn kDot>
@@ -622,6 +695,7 @@ VecDot4Fn FindVecDot4Avx2(GgmlType wtype) {
     case GgmlType::kQ1_0: return DotQ1_0x4;
     case GgmlType::kQ4_K: return RowsOneByOne<DotQxK<false>>;
     case GgmlType::kQ5_K: return RowsOneByOne<DotQxK<true>>;
+    case GgmlType::kQ6_K: return RowsOneByOne<DotQ6_K>;
     default: return nullptr;
   }
 }
@@ -672,6 +746,7 @@ VecDot4x2Fn FindVecDot4x2Avx2(GgmlType wtype) {
     case GgmlType::kQ1_0: return DotQ1_0x4x2;
     case GgmlType::kQ4_K: return DotQxKx4x2<false>;
     case GgmlType::kQ5_K: return DotQxKx4x2<true>;
+    case GgmlType::kQ6_K: return DotQ6_Kx4x2;
     default: return nullptr;
   }
 }
