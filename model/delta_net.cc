@@ -13,28 +13,36 @@ namespace {
 
 // Causal depthwise conv + SiLU over the batch, in place on qkv
 // ([n_tok][channels]); the state holds the previous conv_kernel - 1 inputs
-// (oldest first) and is advanced past the batch.
+// (oldest first) and is advanced past the batch. Channels are the inner
+// loop (contiguous, vectorizable); each output still sums its taps in
+// order 0..taps-1.
 void ConvSilu(const DeltaNetConfig& c, const float* kernel, float* qkv,
               int64_t n_tok, float* conv_state, kernels::ThreadPool* pool) {
   const int64_t ch = c.conv_channels();
   const int64_t taps = c.conv_kernel;
   const int64_t hist = taps - 1;
+  // Inputs with their history: row r is input r - hist of the batch.
+  std::vector<float> src((hist + n_tok) * ch);
+  std::memcpy(src.data(), conv_state, hist * ch * sizeof(float));
+  std::memcpy(src.data() + hist * ch, qkv, n_tok * ch * sizeof(float));
+  // Tap-major copy of the [ch][taps] kernel.
+  std::vector<float> wt(taps * ch);
+  for (int64_t ci = 0; ci < ch; ++ci) {
+    for (int64_t j = 0; j < taps; ++j) wt[j * ch + ci] = kernel[ci * taps + j];
+  }
   ParallelRange(pool, ch, ch * n_tok * taps, [&](int64_t begin, int64_t end) {
-    std::vector<float> window(hist + n_tok);
-    for (int64_t ci = begin; ci < end; ++ci) {
-      for (int64_t j = 0; j < hist; ++j) window[j] = conv_state[j * ch + ci];
-      for (int64_t t = 0; t < n_tok; ++t) window[hist + t] = qkv[t * ch + ci];
-      const float* wk = kernel + ci * taps;
-      for (int64_t t = 0; t < n_tok; ++t) {
-        float sum = 0.0f;
-        for (int64_t j = 0; j < taps; ++j) sum += window[t + j] * wk[j];
-        qkv[t * ch + ci] = Silu(sum);
+    for (int64_t t = 0; t < n_tok; ++t) {
+      float* out = qkv + t * ch;
+      for (int64_t ci = begin; ci < end; ++ci) out[ci] = 0.0f;
+      for (int64_t j = 0; j < taps; ++j) {
+        const float* in = src.data() + (t + j) * ch;
+        const float* w = wt.data() + j * ch;
+        for (int64_t ci = begin; ci < end; ++ci) out[ci] += in[ci] * w[ci];
       }
-      for (int64_t j = 0; j < hist; ++j) {
-        conv_state[j * ch + ci] = window[n_tok + j];
-      }
+      for (int64_t ci = begin; ci < end; ++ci) out[ci] = Silu(out[ci]);
     }
   });
+  std::memcpy(conv_state, src.data() + n_tok * ch, hist * ch * sizeof(float));
 }
 
 // The delta-rule recurrence of v head j over the batch; writes o rows.
