@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/status_macros.h"
+#include "kernels/cpu/f32_ops.h"
 
 namespace sluice {
 namespace {
@@ -38,10 +39,10 @@ void PrepareToken(const AttentionConfig& c, const AttentionWeights& w,
 void AttendOne(const float* q, const BlockState& kv, int64_t kv_dim,
                int64_t g, int64_t d, int64_t n_ctx, float scale,
                float* scores, float* o) {
+  kernels::DotRowsLanes(q, kv.k.data() + g * d, kv_dim, n_ctx, d, scores);
   float max_s = -INFINITY;
   for (int64_t j = 0; j < n_ctx; ++j) {
-    const float* kj = kv.k.data() + j * kv_dim + g * d;
-    scores[j] = Dot(q, kj, d) * scale;
+    scores[j] *= scale;
     max_s = std::max(max_s, scores[j]);
   }
   double sum = 0.0;
@@ -50,11 +51,9 @@ void AttendOne(const float* q, const BlockState& kv, int64_t kv_dim,
     sum += scores[j];
   }
   const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t j = 0; j < n_ctx; ++j) scores[j] *= inv;
   std::fill(o, o + d, 0.0f);
-  for (int64_t j = 0; j < n_ctx; ++j) {
-    const float p = scores[j] * inv;
-    Axpy(p, kv.v.data() + j * kv_dim + g * d, o, d);
-  }
+  kernels::AxpyRowsF32(scores, kv.v.data() + g * d, kv_dim, n_ctx, d, o);
 }
 
 }  // namespace

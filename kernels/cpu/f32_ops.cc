@@ -73,4 +73,26 @@ float AxpyDotLanes(float a, const float* k, float* row, const float* q, int64_t 
                              : internal::AxpyDotLanesScalar(a, k, row, q, n);
 }
 
+void DotRowsLanes(const float* a, const float* rows, int64_t stride, int64_t n_rows,
+                  int64_t n, float* out) {
+  if (internal::HasAvx2()) {
+    internal::DotRowsLanesAvx2(a, rows, stride, n_rows, n, out);
+    return;
+  }
+  for (int64_t j = 0; j < n_rows; ++j) {
+    out[j] = internal::DotLanesScalar(a, rows + j * stride, n);
+  }
+}
+
+void AxpyRowsF32(const float* w, const float* rows, int64_t stride, int64_t n_rows,
+                 int64_t n, float* out) {
+  if (internal::HasAvx2()) {
+    internal::AxpyRowsF32Avx2(w, rows, stride, n_rows, n, out);
+    return;
+  }
+  for (int64_t j = 0; j < n_rows; ++j) {
+    internal::AxpyF32Scalar(w[j], rows + j * stride, out, n);
+  }
+}
+
 }  // namespace sluice::kernels

@@ -29,6 +29,15 @@ float ScaleDotLanes(float s, float* row, const float* k, int64_t n);
 // row[i] += a * k[i], then returns DotLanes(row, q, n).
 float AxpyDotLanes(float a, const float* k, float* row, const float* q, int64_t n);
 
+// out[j] = DotLanes(a, rows + j * stride, n) for j < n_rows.
+void DotRowsLanes(const float* a, const float* rows, int64_t stride, int64_t n_rows,
+                  int64_t n, float* out);
+
+// out[i] += w[j] * rows[j * stride + i] for j = 0, 1, ... n_rows - 1 in turn
+// (AxpyF32 row after row).
+void AxpyRowsF32(const float* w, const float* rows, int64_t stride, int64_t n_rows,
+                 int64_t n, float* out);
+
 namespace internal {
 
 // The portable versions, for tests.
@@ -42,6 +51,10 @@ float DotLanesAvx2(const float* a, const float* b, int64_t n);
 void AxpyF32Avx2(float a, const float* x, float* y, int64_t n);
 float ScaleDotLanesAvx2(float s, float* row, const float* k, int64_t n);
 float AxpyDotLanesAvx2(float a, const float* k, float* row, const float* q, int64_t n);
+void DotRowsLanesAvx2(const float* a, const float* rows, int64_t stride, int64_t n_rows,
+                      int64_t n, float* out);
+void AxpyRowsF32Avx2(const float* w, const float* rows, int64_t stride, int64_t n_rows,
+                     int64_t n, float* out);
 
 }  // namespace internal
 }  // namespace sluice::kernels

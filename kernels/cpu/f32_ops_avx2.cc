@@ -78,6 +78,16 @@ float AxpyDotLanesAvx2(float a, const float* k, float* row, const float* q, int6
   return Combine(p, tail);
 }
 
+void DotRowsLanesAvx2(const float* a, const float* rows, int64_t stride, int64_t n_rows,
+                      int64_t n, float* out) {
+  for (int64_t j = 0; j < n_rows; ++j) out[j] = DotLanesAvx2(a, rows + j * stride, n);
+}
+
+void AxpyRowsF32Avx2(const float* w, const float* rows, int64_t stride, int64_t n_rows,
+                     int64_t n, float* out) {
+  for (int64_t j = 0; j < n_rows; ++j) AxpyF32Avx2(w[j], rows + j * stride, out, n);
+}
+
 #else  // not x86-64: never called (no AVX2); the portable code stands in.
 
 float DotLanesAvx2(const float* a, const float* b, int64_t n) { return DotLanesScalar(a, b, n); }
@@ -87,6 +97,14 @@ float ScaleDotLanesAvx2(float s, float* row, const float* k, int64_t n) {
 }
 float AxpyDotLanesAvx2(float a, const float* k, float* row, const float* q, int64_t n) {
   return AxpyDotLanesScalar(a, k, row, q, n);
+}
+void DotRowsLanesAvx2(const float* a, const float* rows, int64_t stride, int64_t n_rows,
+                      int64_t n, float* out) {
+  for (int64_t j = 0; j < n_rows; ++j) out[j] = DotLanesScalar(a, rows + j * stride, n);
+}
+void AxpyRowsF32Avx2(const float* w, const float* rows, int64_t stride, int64_t n_rows,
+                     int64_t n, float* out) {
+  for (int64_t j = 0; j < n_rows; ++j) AxpyF32Scalar(w[j], rows + j * stride, out, n);
 }
 
 #endif  // defined(__x86_64__)

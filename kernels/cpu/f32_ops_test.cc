@@ -39,6 +39,23 @@ TEST(F32OpsTest, DispatchedVersionsGiveThePortableBits) {
   }
 }
 
+TEST(F32OpsTest, RowVersionsEqualTheOneRowOpsRowAfterRow) {
+  std::mt19937 rng(8);
+  const int64_t n = 19, n_rows = 5, stride = 24;
+  const std::vector<float> a = Random(n, rng), rows = Random(n_rows * stride, rng),
+                           w = Random(n_rows, rng);
+  std::vector<float> dots(n_rows);
+  DotRowsLanes(a.data(), rows.data(), stride, n_rows, n, dots.data());
+  std::vector<float> want = Random(n, rng), got = want;
+  AxpyRowsF32(w.data(), rows.data(), stride, n_rows, n, got.data());
+  for (int64_t j = 0; j < n_rows; ++j) {
+    EXPECT_TRUE(SameBits(dots[j], internal::DotLanesScalar(a.data(), rows.data() + j * stride, n)))
+        << j;
+    internal::AxpyF32Scalar(w[j], rows.data() + j * stride, want.data(), n);
+  }
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), n * sizeof(float)), 0);
+}
+
 TEST(F32OpsTest, LaneOrderIsTheDocumentedOne) {
   // Partial sums chosen so that another combination order rounds
   // differently: 1e8 + 1 - 1e8 depends on the grouping.
