@@ -222,14 +222,34 @@ absl::Status RunMoe(const MoeConfig& c, const MoeWeights& w, const float* x,
   // is split across the pool instead.
   const int threads = pool != nullptr ? pool->num_threads() : 1;
   if (threads > 1 && static_cast<int>(active.size()) >= 2 * threads) {
-    std::vector<absl::Status> status(active.size());
-    pool->ParallelFor(static_cast<int64_t>(active.size()),
-                      [&](int64_t begin, int64_t end) {
-                        ExpertScratch scratch;
-                        for (int64_t i = begin; i < end; ++i) {
-                          status[i] = run_expert(active[i], scratch, nullptr);
-                        }
-                      });
+    // Experts differ in token count: deal them out largest first, each to
+    // the least loaded thread, then one range per thread. Each expert
+    // writes only its own slot rows, so the assignment changes no value.
+    std::vector<std::vector<int32_t>> share(threads);
+    std::vector<int64_t> load(threads, 0);
+    std::vector<int32_t> order = active;
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      return slots[a].size() > slots[b].size();
+    });
+    for (int32_t e : order) {
+      const int th = static_cast<int>(
+          std::min_element(load.begin(), load.end()) - load.begin());
+      share[th].push_back(e);
+      load[th] += static_cast<int64_t>(slots[e].size());
+    }
+    std::vector<absl::Status> status(threads);
+    pool->ParallelFor(threads, [&](int64_t begin, int64_t end) {
+      ExpertScratch scratch;
+      for (int64_t th = begin; th < end; ++th) {
+        for (int32_t e : share[th]) {
+          absl::Status st = run_expert(e, scratch, nullptr);
+          if (!st.ok()) {
+            status[th] = st;
+            break;
+          }
+        }
+      }
+    });
     for (const absl::Status& st : status) RETURN_IF_ERROR(st);
   } else {
     ExpertScratch scratch;
