@@ -59,13 +59,9 @@ void ScanHead(const DeltaNetConfig& c, int64_t j, const float* qkv,
     const float decay = std::exp(g[t * c.n_v_heads + j]);
     const float b = beta[t * c.n_v_heads + j];
     float* oj = o + t * c.value_dim() + j * n;
-    for (int64_t vi = 0; vi < n; ++vi) {
-      float* row = s_mat + vi * n;
-      // Two fused passes over the row; the values are those of "scale,
-      // Dot, Axpy, Dot" (same lane order).
-      const float delta = (v[vi] - kernels::ScaleDotLanes(decay, row, k, n)) * b;
-      oj[vi] = kernels::AxpyDotLanes(delta, k, row, q, n);
-    }
+    // Two fused passes per state row; the values are those of "scale,
+    // Dot, Axpy, Dot" (same lane order).
+    kernels::DeltaRuleStep(s_mat, n, q, k, v, decay, b, oj);
   }
 }
 

@@ -39,8 +39,10 @@ namespace {
 
 bool HasAvx2() {
 #if defined(__x86_64__)
-  __builtin_cpu_init();
-  static const bool avx2 = __builtin_cpu_supports("avx2");
+  static const bool avx2 = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0;
+  }();
   return avx2;
 #else
   return false;
@@ -92,6 +94,19 @@ void AxpyRowsF32(const float* w, const float* rows, int64_t stride, int64_t n_ro
   }
   for (int64_t j = 0; j < n_rows; ++j) {
     internal::AxpyF32Scalar(w[j], rows + j * stride, out, n);
+  }
+}
+
+void DeltaRuleStep(float* s, int64_t n, const float* q, const float* k, const float* v,
+                   float decay, float beta, float* o) {
+  if (internal::HasAvx2()) {
+    internal::DeltaRuleStepAvx2(s, n, q, k, v, decay, beta, o);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    float* row = s + i * n;
+    const float delta = (v[i] - internal::ScaleDotLanesScalar(decay, row, k, n)) * beta;
+    o[i] = internal::AxpyDotLanesScalar(delta, k, row, q, n);
   }
 }
 

@@ -38,6 +38,13 @@ void DotRowsLanes(const float* a, const float* rows, int64_t stride, int64_t n_r
 void AxpyRowsF32(const float* w, const float* rows, int64_t stride, int64_t n_rows,
                  int64_t n, float* out);
 
+// One delta-rule step on an n x n state (row i at s + i * n): for each
+// row i in turn, row *= decay; delta = (v[i] - ScaleDot) * beta, the dot
+// taken with k; row += delta * k; o[i] = the dot of the new row with q
+// (ScaleDotLanes then AxpyDotLanes on every row).
+void DeltaRuleStep(float* s, int64_t n, const float* q, const float* k, const float* v,
+                   float decay, float beta, float* o);
+
 namespace internal {
 
 // The portable versions, for tests.
@@ -55,6 +62,8 @@ void DotRowsLanesAvx2(const float* a, const float* rows, int64_t stride, int64_t
                       int64_t n, float* out);
 void AxpyRowsF32Avx2(const float* w, const float* rows, int64_t stride, int64_t n_rows,
                      int64_t n, float* out);
+void DeltaRuleStepAvx2(float* s, int64_t n, const float* q, const float* k, const float* v,
+                       float decay, float beta, float* o);
 
 }  // namespace internal
 }  // namespace sluice::kernels

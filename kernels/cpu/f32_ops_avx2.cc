@@ -88,6 +88,15 @@ void AxpyRowsF32Avx2(const float* w, const float* rows, int64_t stride, int64_t 
   for (int64_t j = 0; j < n_rows; ++j) AxpyF32Avx2(w[j], rows + j * stride, out, n);
 }
 
+void DeltaRuleStepAvx2(float* s, int64_t n, const float* q, const float* k, const float* v,
+                       float decay, float beta, float* o) {
+  for (int64_t i = 0; i < n; ++i) {
+    float* row = s + i * n;
+    const float delta = (v[i] - ScaleDotLanesAvx2(decay, row, k, n)) * beta;
+    o[i] = AxpyDotLanesAvx2(delta, k, row, q, n);
+  }
+}
+
 #else  // not x86-64: never called (no AVX2); the portable code stands in.
 
 float DotLanesAvx2(const float* a, const float* b, int64_t n) { return DotLanesScalar(a, b, n); }
@@ -105,6 +114,14 @@ void DotRowsLanesAvx2(const float* a, const float* rows, int64_t stride, int64_t
 void AxpyRowsF32Avx2(const float* w, const float* rows, int64_t stride, int64_t n_rows,
                      int64_t n, float* out) {
   for (int64_t j = 0; j < n_rows; ++j) AxpyF32Scalar(w[j], rows + j * stride, out, n);
+}
+void DeltaRuleStepAvx2(float* s, int64_t n, const float* q, const float* k, const float* v,
+                       float decay, float beta, float* o) {
+  for (int64_t i = 0; i < n; ++i) {
+    float* row = s + i * n;
+    const float delta = (v[i] - ScaleDotLanesScalar(decay, row, k, n)) * beta;
+    o[i] = AxpyDotLanesScalar(delta, k, row, q, n);
+  }
 }
 
 #endif  // defined(__x86_64__)

@@ -56,6 +56,21 @@ TEST(F32OpsTest, RowVersionsEqualTheOneRowOpsRowAfterRow) {
   EXPECT_EQ(std::memcmp(got.data(), want.data(), n * sizeof(float)), 0);
 }
 
+TEST(F32OpsTest, DeltaRuleStepIsScaleDotThenAxpyDotPerRow) {
+  std::mt19937 rng(9);
+  const int64_t n = 12;
+  const std::vector<float> q = Random(n, rng), k = Random(n, rng), v = Random(n, rng);
+  std::vector<float> s1 = Random(n * n, rng), s2 = s1, o1(n), o2(n);
+  DeltaRuleStep(s1.data(), n, q.data(), k.data(), v.data(), 0.8f, 0.3f, o1.data());
+  for (int64_t i = 0; i < n; ++i) {
+    float* row = s2.data() + i * n;
+    const float delta = (v[i] - internal::ScaleDotLanesScalar(0.8f, row, k.data(), n)) * 0.3f;
+    o2[i] = internal::AxpyDotLanesScalar(delta, k.data(), row, q.data(), n);
+  }
+  EXPECT_EQ(std::memcmp(o1.data(), o2.data(), n * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(s1.data(), s2.data(), n * n * sizeof(float)), 0);
+}
+
 TEST(F32OpsTest, LaneOrderIsTheDocumentedOne) {
   // Partial sums chosen so that another combination order rounds
   // differently: 1e8 + 1 - 1e8 depends on the grouping.
