@@ -166,6 +166,26 @@ absl::Status MoeOneToken(const MoeConfig& c, const MoeWeights& w,
   return absl::OkStatus();
 }
 
+// Router logits [n_tok][n_expert]. F32 routers (all golden models) are
+// summed in ggml's order: a logit that rounds differently can pick another
+// expert, and with ggml's order the routing, hence the whole output, of
+// qwen3moe-tiny-q8_0 is llama.cpp's bit for bit.
+absl::Status RouterLogits(const Matrix& router, const float* x, int64_t n_tok,
+                          float* logits, kernels::ThreadPool* pool) {
+  if (router.type != GgmlType::kF32) {
+    return Project(router, x, n_tok, logits, pool);
+  }
+  for (int64_t t = 0; t < n_tok; ++t) {
+    for (int64_t e = 0; e < router.rows; ++e) {
+      const auto* row =
+          reinterpret_cast<const float*>(router.data + e * router.row_bytes);
+      logits[t * router.rows + e] =
+          kernels::DotF32GgmlOrder(row, x + t * router.cols, router.cols);
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void RouteToken(const float* logits, int64_t n_expert, int64_t k,
@@ -201,7 +221,7 @@ absl::Status RunMoe(const MoeConfig& c, const MoeWeights& w, const float* x,
   const int64_t e_dim = c.n_embd;
   const int64_t k = c.n_expert_used;
   std::vector<float> logits(n_tok * c.n_expert);
-  RETURN_IF_ERROR(Project(w.router, x, n_tok, logits.data(), pool));
+  RETURN_IF_ERROR(RouterLogits(w.router, x, n_tok, logits.data(), pool));
   if (n_tok == 1) return MoeOneToken(c, w, x, logits.data(), out, pool);
   std::vector<Routing> routes(n_tok);
   std::vector<std::vector<std::pair<int64_t, int64_t>>> slots;

@@ -283,6 +283,11 @@ absl::Status MatMulReference(GgmlType wtype, const void* w, int64_t rows, int64_
   return absl::OkStatus();
 }
 
+float DotF32GgmlOrder(const float* a, const float* b, int64_t n) {
+  return internal::DetectIsa() == internal::Isa::kScalar ? internal::DotF32Scalar(a, b, n)
+                                                         : internal::DotF32Avx2(a, b, n);
+}
+
 const char* MatMulIsa() { return internal::IsaName(internal::DetectIsa()); }
 
 }  // namespace sluice::kernels

@@ -120,6 +120,14 @@ absl::Status MatMulReference(GgmlType wtype, const void* w, int64_t rows,
                              int64_t cols, const float* x, int64_t n_tok,
                              float* y);
 
+// sum_i a[i] * b[i] in the order of ggml's x86 ggml_vec_dot_f32 on AVX2
+// (four 8-lane FMA accumulators over 32-element steps, leftover 8-element
+// chunks into the first, reduced as (s0 + s1) + (s2 + s3), then the scalar
+// tail); a portable order without AVX2. For small F32 products whose exact
+// bits matter downstream, such as the expert router, where MatMul's F32
+// kernels sum in another order. Reentrant.
+float DotF32GgmlOrder(const float* a, const float* b, int64_t n);
+
 // Which implementation MatMul uses on this machine: "avx512", "avx2" or
 // "scalar". For logs and benchmarks.
 const char* MatMulIsa();

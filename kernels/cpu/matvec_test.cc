@@ -353,5 +353,38 @@ TEST(PreparedActivationsTest, RejectsAnotherFormatOrWidth) {
   EXPECT_EQ(s.message(), "q4_k: cols=100 is not a multiple of the block size 256");
 }
 
+TEST(DotF32GgmlOrderTest, SumsInGgmlsAvx2Order) {
+  if (!internal::IsaSupported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2: portable order";
+  std::mt19937 rng(21);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  for (int64_t n : {256, 77}) {
+    std::vector<float> a(n), b(n);
+    for (float& v : a) v = normal(rng);
+    for (float& v : b) v = normal(rng);
+    // Four 8-lane FMA accumulators over 32-element steps, 8-element
+    // leftovers into the first, (acc0 + acc1) + (acc2 + acc3), the 8 lanes
+    // folded 4 + 2 + 1, then the scalar tail.
+    float acc[4][8] = {};
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+      for (int c = 0; c < 4; ++c) {
+        for (int l = 0; l < 8; ++l) {
+          acc[c][l] = std::fma(a[i + 8 * c + l], b[i + 8 * c + l], acc[c][l]);
+        }
+      }
+    }
+    for (; i + 8 <= n; i += 8) {
+      for (int l = 0; l < 8; ++l) acc[0][l] = std::fma(a[i + l], b[i + l], acc[0][l]);
+    }
+    float v[8];
+    for (int l = 0; l < 8; ++l) v[l] = (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]);
+    float s4[4];
+    for (int l = 0; l < 4; ++l) s4[l] = v[l] + v[l + 4];
+    float want = (s4[0] + s4[2]) + (s4[1] + s4[3]);
+    for (; i < n; ++i) want += a[i] * b[i];
+    EXPECT_EQ(DotF32GgmlOrder(a.data(), b.data(), n), want) << "n=" << n;
+  }
+}
+
 }  // namespace
 }  // namespace sluice::kernels
