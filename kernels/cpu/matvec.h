@@ -52,6 +52,10 @@ bool IsMatMulSupported(GgmlType wtype);
 // MXFP4, Q4_K, Q5_K, Q6_K (AVX2); Q4_1, Q5_1 (scalar); other types decode
 // each weight row to f32 and dot it with the activation decoded from its
 // 8-bit blocks (same rounding, slower). docs/QUANT_FORMATS.md has details.
+// With AVX2 (and no AVX-512 kernel for the type), F32, Q8_0 and Q1_0 also
+// run four (F32 decode: eight) rows per call, and F32, Q8_0, Q1_0, Q4_K,
+// Q5_K and Q6_K take two tokens per weight block in batches; every output
+// is summed exactly as the one-row kernel sums it.
 //
 // Preconditions: w holds rows * RowBytes(wtype, cols) bytes, x holds
 // n_tok * cols floats, y holds n_tok * rows floats; y does not overlap w or
