@@ -326,10 +326,14 @@ void Q1_0Tile(const void* w, int64_t row_bytes, const void* a, int64_t act_bytes
         #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) {
           const __m256i r = _mm256_sub_epi8(_mm256_xor_si256(Load256(ab + 32 * j), m[j]), m[j]);
-          p[j] = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, r), ones16);
+          p[j] = _mm256_maddubs_epi16(ones8, r);
         }
-        const __m256i h =
-            _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+        // The same lanes as DotQ1_0's hadd tree (per half: the sums of
+        // sub-blocks 0..3 over that half), reduced in int16 first: a sum of
+        // 16 values |a| <= 127 fits.
+        const __m256i h = _mm256_madd_epi16(
+            _mm256_hadd_epi16(_mm256_hadd_epi16(p[0], p[1]), _mm256_hadd_epi16(p[2], p[3])),
+            ones16);
         const __m128 d4 = _mm_mul_ps(_mm_loadu_ps(ds[t] + 4 * i), _mm_set1_ps(neg_d));
         acc[t][k] = _mm256_fmadd_ps(_mm256_set_m128(d4, d4), _mm256_cvtepi32_ps(h), acc[t][k]);
       }
