@@ -109,6 +109,9 @@ VecDot8Fn FindVecDot8Avx2(GgmlType wtype);
 // Q8_0 activation blocks of x (cols a multiple of 32) written to out as
 // BlockQ8_0s, identical to the scalar conversion. AVX2 only.
 void QuantizeRowQ8_0Avx2(const float* x, int64_t cols, void* out);
+// Q8_K activation blocks (cols a multiple of 256), identical to the scalar
+// conversion. AVX2 only.
+void QuantizeRowQ8_KAvx2(const float* x, int64_t cols, void* out);
 
 
 }  // namespace sluice::kernels::internal

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/blocks.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/matvec_internal.h"
 #include "kernels/cpu/test_util.h"
@@ -17,6 +18,7 @@ namespace sluice::kernels {
 namespace {
 
 using internal::ActFormat;
+using internal::BlockQ8_K;
 using internal::Isa;
 using testing_util::RandomWeights;
 
@@ -285,6 +287,60 @@ TEST(ActivationTest, Q8_0ConversionRoundsHalfToEvenAndMatchesThePlainRule) {
   EXPECT_EQ(q1[15], 0);   // -0.5
   EXPECT_EQ(q1[16], 0);   // 0.5
   EXPECT_EQ(q1[17], 2);   // 1.5
+}
+
+// ggml's quantize_row_q8_K, written out plainly.
+void PlainQ8_K(const float* x, BlockQ8_K* b) {
+  float amax = 0.f, max = 0.f;
+  for (int j = 0; j < 256; ++j) {
+    if (std::fabs(x[j]) > amax) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  std::memset(b, 0, sizeof(*b));
+  if (amax == 0.f) return;
+  const float iscale = -127.f / max;
+  for (int j = 0; j < 256; ++j) {
+    b->qs[j] = static_cast<int8_t>(std::min(127.f, std::nearbyint(iscale * x[j])));
+  }
+  for (int g = 0; g < 16; ++g) {
+    int sum = 0;
+    for (int j = 0; j < 16; ++j) sum += b->qs[16 * g + j];
+    b->bsums[g] = static_cast<int16_t>(sum);
+  }
+  b->d = 1.f / iscale;
+}
+
+TEST(ActivationTest, Q8_KConversionMatchesThePlainRule) {
+  std::mt19937 rng(12);
+  std::normal_distribution<float> normal(0.f, 2.f);
+  const int64_t cols = 1024;
+  std::vector<float> x(cols);
+  for (float& v : x) v = normal(rng);
+  // Block 1: the largest magnitude twice, negative first (it must win),
+  // and values that land on .5 after scaling by 127 / 127.
+  for (int j = 0; j < 256; ++j) x[256 + j] = static_cast<float>(j % 50) - 24.5f;
+  x[256 + 3] = -127.f;
+  x[256 + 9] = 127.f;
+  std::fill(x.begin() + 512, x.begin() + 768, 0.f);  // all-zero block
+  std::vector<uint8_t> buf(internal::ActRowBytes(ActFormat::kQ8_K, cols));
+  internal::ConvertActivation(ActFormat::kQ8_K, x.data(), cols, buf.data());
+  for (int64_t b = 0; b < cols / 256; ++b) {
+    BlockQ8_K want;
+    PlainQ8_K(x.data() + 256 * b, &want);
+    EXPECT_EQ(std::memcmp(buf.data() + b * sizeof(BlockQ8_K), &want, sizeof(want)), 0)
+        << "block " << b;
+  }
+  BlockQ8_K b1;
+  std::memcpy(&b1, buf.data() + sizeof(BlockQ8_K), sizeof(b1));
+  // The first extreme, -127, sets iscale = -127 / -127 = 1 (the later
+  // +127 would have given -1).
+  EXPECT_EQ(b1.d, 1.f);
+  EXPECT_EQ(b1.qs[0], -24);  // -24.5 rounds half to even
+  EXPECT_EQ(b1.qs[1], -24);  // -23.5 too
+  EXPECT_EQ(b1.qs[3], -127);
+  EXPECT_EQ(b1.qs[9], 127);
 }
 
 class PreparedTest : public ::testing::TestWithParam<GgmlType> {};

@@ -73,6 +73,10 @@ void ToQ8_1(const float* x, int64_t cols, void* out) {
 }
 
 void ToQ8_K(const float* x, int64_t cols, void* out) {
+  if (DetectIsa() != Isa::kScalar) {
+    QuantizeRowQ8_KAvx2(x, cols, out);
+    return;
+  }
   auto* b = static_cast<BlockQ8_K*>(out);
   for (int64_t i = 0; i < cols / kQK; ++i, x += kQK) {
     float amax = 0.f, max = 0.f;
