@@ -65,6 +65,84 @@ absl::StatusOr<std::vector<int32_t>> ArchKeys::IntArray(
   return meta_.GetArrayI32(Key(suffix));
 }
 
+absl::Status ReadAttentionAndExperts(const ArchKeys& keys, TrunkParams& p) {
+  ASSIGN_OR_RETURN(p.n_head, keys.Int("attention.head_count"));
+  ASSIGN_OR_RETURN(p.n_head_kv, keys.Int("attention.head_count_kv"));
+  ASSIGN_OR_RETURN(p.head_dim,
+                   keys.IntOr("attention.key_length", p.n_embd / p.n_head));
+  ASSIGN_OR_RETURN(const int64_t v_dim,
+                   keys.IntOr("attention.value_length", p.head_dim));
+  ASSIGN_OR_RETURN(p.n_expert, keys.Int("expert_count"));
+  ASSIGN_OR_RETURN(p.n_expert_used, keys.Int("expert_used_count"));
+  ASSIGN_OR_RETURN(p.expert_ff, keys.Int("expert_feed_forward_length"));
+  ASSIGN_OR_RETURN(p.context_length, keys.Int("context_length"));
+  ASSIGN_OR_RETURN(p.eps, keys.PositiveFloat("attention.layer_norm_rms_epsilon"));
+  ASSIGN_OR_RETURN(p.freq_base, keys.PositiveFloat("rope.freq_base"));
+  if (p.n_head % p.n_head_kv != 0) {
+    return keys.Invalid("attention.head_count_kv", p.n_head_kv,
+                        absl::StrCat("must divide head_count ", p.n_head));
+  }
+  if (v_dim != p.head_dim) {
+    return keys.Invalid("attention.value_length", v_dim,
+                        absl::StrCat("must equal key_length ", p.head_dim));
+  }
+  if (p.n_expert_used > p.n_expert || p.n_expert_used > kMaxExpertsUsed) {
+    return keys.Invalid("expert_used_count", p.n_expert_used,
+                        absl::StrCat("must be <= expert_count ", p.n_expert,
+                                     " and <= ", kMaxExpertsUsed));
+  }
+  return absl::OkStatus();
+}
+
+AttentionConfig AttentionConfigOf(const TrunkParams& p) {
+  AttentionConfig a;
+  a.n_embd = p.n_embd;
+  a.n_head = p.n_head;
+  a.n_head_kv = p.n_head_kv;
+  a.head_dim = p.head_dim;
+  a.eps = p.eps;
+  a.gated = false;
+  a.rope.n_rot = p.n_rot;
+  a.rope.freq_base = p.freq_base;
+  return a;
+}
+
+MoeConfig MoeConfigOf(const TrunkParams& p) {
+  MoeConfig m;
+  m.n_embd = p.n_embd;
+  m.n_expert = p.n_expert;
+  m.n_expert_used = p.n_expert_used;
+  m.expert_ff = p.expert_ff;
+  m.shared_ff = p.shared_ff;
+  return m;
+}
+
+void FillTrunkInfo(const TrunkParams& p, ModelInfo* info) {
+  info->n_embd = p.n_embd;
+  info->n_layer = p.n_layer;
+  info->n_head = p.n_head;
+  info->n_head_kv = p.n_head_kv;
+  info->head_dim = p.head_dim;
+  info->n_rot = p.n_rot;
+  info->n_expert = p.n_expert;
+  info->n_expert_used = p.n_expert_used;
+  info->expert_ff = p.expert_ff;
+  info->shared_ff = p.shared_ff;
+  info->train_context_length = p.context_length;
+}
+
+std::string BlockPrefix(int64_t il) { return absl::StrCat("blk.", il, "."); }
+
+absl::StatusOr<OutputHead> BindOutputHead(TensorBinder& b, int64_t n_embd,
+                                          int64_t n_vocab) {
+  OutputHead h;
+  ASSIGN_OR_RETURN(h.token_embd,
+                   b.GetMatrix("token_embd.weight", n_embd, n_vocab));
+  ASSIGN_OR_RETURN(h.output_norm, b.GetF32Vector("output_norm.weight", n_embd));
+  ASSIGN_OR_RETURN(h.output, b.GetMatrix("output.weight", n_embd, n_vocab));
+  return h;
+}
+
 absl::Status BindQkv(TensorBinder& b, const std::string& prefix, int64_t cols,
                      int64_t q_rows, int64_t kv_rows, AttentionWeights& a) {
   if (b.Has(prefix + "attn_qkv.weight")) {
@@ -131,6 +209,17 @@ absl::Status EmbedTokens(const Matrix& table, absl::Span<const int32_t> tokens,
         table.cols, x + t * table.cols));
   }
   return absl::OkStatus();
+}
+
+void RmsNormRows(const float* x, int64_t n_tok, int64_t n_embd,
+                 const float* weight, float eps, float* xn) {
+  for (int64_t t = 0; t < n_tok; ++t) {
+    RmsNorm(x + t * n_embd, n_embd, weight, eps, xn + t * n_embd);
+  }
+}
+
+void AddResidual(float* x, const float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
 
 absl::Status ComputeLogits(const Matrix& output, const float* norm, float eps,

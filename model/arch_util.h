@@ -52,6 +52,48 @@ class ArchKeys {
   std::string arch_;
 };
 
+// Hyper-parameters every architecture here has: a trunk of attention (or
+// attention-like) blocks, each followed by a routed-expert FFN.
+struct TrunkParams {
+  int64_t n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0;
+  int64_t n_rot = 0;
+  int64_t n_expert = 0, n_expert_used = 0, expert_ff = 0;
+  int64_t shared_ff = 0;  // 0: no shared expert
+  int64_t context_length = 0;
+  float eps = 0, freq_base = 0;
+};
+
+// Reads the attention and expert keys shared by the architectures: head
+// counts, key/value length, expert counts and width, context length, RMS
+// epsilon and RoPE base (not embedding_length, block_count, the RoPE
+// dimension or a shared expert). p.n_embd must already be set (key_length
+// defaults to n_embd / head_count). InvalidArgument unless head_count_kv
+// divides head_count, value_length equals key_length and expert_used_count
+// is <= expert_count and <= kMaxExpertsUsed.
+absl::Status ReadAttentionAndExperts(const ArchKeys& keys, TrunkParams& p);
+
+// The attention and MoE configurations of p (ungated attention, plain
+// RoPE); architectures adjust the fields they differ in.
+AttentionConfig AttentionConfigOf(const TrunkParams& p);
+MoeConfig MoeConfigOf(const TrunkParams& p);
+
+// Copies p's shape fields (n_embd .. shared_ff, train_context_length) into
+// info; the layer-kind counts are the architecture's.
+void FillTrunkInfo(const TrunkParams& p, ModelInfo* info);
+
+// "blk.<il>.", the prefix of block il's tensor names.
+std::string BlockPrefix(int64_t il);
+
+// The tensors around the trunk: embedding table, final norm, LM head.
+struct OutputHead {
+  Matrix token_embd;
+  const float* output_norm = nullptr;
+  Matrix output;
+};
+
+absl::StatusOr<OutputHead> BindOutputHead(TensorBinder& b, int64_t n_embd,
+                                          int64_t n_vocab);
+
 // Binds an attention block's q, k, v: the fused "<prefix>attn_qkv.weight"
 // (rows q_rows, kv_rows, kv_rows) when present, else attn_q/attn_k/attn_v.
 absl::Status BindQkv(TensorBinder& b, const std::string& prefix, int64_t cols,
@@ -73,6 +115,13 @@ absl::Status FillFileInfo(const ModelFiles& files, ModelInfo* info);
 // dequantized.
 absl::Status EmbedTokens(const Matrix& table, absl::Span<const int32_t> tokens,
                          float* x);
+
+// xn[t] = RMSNorm(x[t]; weight) for n_tok rows of n_embd values.
+void RmsNormRows(const float* x, int64_t n_tok, int64_t n_embd,
+                 const float* weight, float eps, float* xn);
+
+// x[i] += y[i] for i in [0, n): a residual connection.
+void AddResidual(float* x, const float* y, int64_t n);
 
 // The LM head: RMSNorm(h; norm) then output, for the rows `rows` selects.
 // h is [n_tok][n_embd] and is normalized in place.

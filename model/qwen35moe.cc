@@ -27,14 +27,11 @@ namespace {
 
 // ---- Part 1: hyper-parameters ---------------------------------------------
 
-struct Params {
-  int64_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_rot;
-  int64_t n_expert, n_expert_used, expert_ff, shared_ff, context_length;
+struct Params : TrunkParams {
   // Blocks run (block_count minus the NextN/MTP blocks, which are not).
   std::vector<bool> recurrent;  // per block: DeltaNet (true) or attention
   std::array<int32_t, 4> sections;
   DeltaNetConfig ssm;
-  float eps, freq_base;
 
   bool is_recurrent(int64_t il) const { return recurrent[il]; }
 };
@@ -122,32 +119,8 @@ absl::StatusOr<Params> ReadParams(const ModelFiles& files) {
   Params p;
   ASSIGN_OR_RETURN(p.n_embd, keys.Int("embedding_length"));
   RETURN_IF_ERROR(ReadLayout(keys, p));
-  ASSIGN_OR_RETURN(p.n_head, keys.Int("attention.head_count"));
-  ASSIGN_OR_RETURN(p.n_head_kv, keys.Int("attention.head_count_kv"));
-  ASSIGN_OR_RETURN(p.head_dim,
-                   keys.IntOr("attention.key_length", p.n_embd / p.n_head));
-  ASSIGN_OR_RETURN(const int64_t v_dim,
-                   keys.IntOr("attention.value_length", p.head_dim));
-  ASSIGN_OR_RETURN(p.n_expert, keys.Int("expert_count"));
-  ASSIGN_OR_RETURN(p.n_expert_used, keys.Int("expert_used_count"));
-  ASSIGN_OR_RETURN(p.expert_ff, keys.Int("expert_feed_forward_length"));
+  RETURN_IF_ERROR(ReadAttentionAndExperts(keys, p));
   ASSIGN_OR_RETURN(p.shared_ff, keys.Int("expert_shared_feed_forward_length"));
-  ASSIGN_OR_RETURN(p.context_length, keys.Int("context_length"));
-  ASSIGN_OR_RETURN(p.eps, keys.PositiveFloat("attention.layer_norm_rms_epsilon"));
-  ASSIGN_OR_RETURN(p.freq_base, keys.PositiveFloat("rope.freq_base"));
-  if (p.n_head % p.n_head_kv != 0) {
-    return keys.Invalid("attention.head_count_kv", p.n_head_kv,
-                        absl::StrCat("must divide head_count ", p.n_head));
-  }
-  if (v_dim != p.head_dim) {
-    return keys.Invalid("attention.value_length", v_dim,
-                        absl::StrCat("must equal key_length ", p.head_dim));
-  }
-  if (p.n_expert_used > p.n_expert || p.n_expert_used > kMaxExpertsUsed) {
-    return keys.Invalid("expert_used_count", p.n_expert_used,
-                        absl::StrCat("must be <= expert_count ", p.n_expert,
-                                     " and <= ", kMaxExpertsUsed));
-  }
   RETURN_IF_ERROR(ReadRopeParams(keys, p));
   RETURN_IF_ERROR(ReadSsmParams(keys, p));
   return p;
@@ -165,9 +138,7 @@ struct Layer {
 };
 
 struct Weights {
-  Matrix token_embd;
-  const float* output_norm;
-  Matrix output;
+  OutputHead head;
   std::vector<Layer> layers;
 };
 
@@ -217,13 +188,11 @@ absl::Status BindMoe(TensorBinder& b, const Params& p, const NameFn& name,
 absl::StatusOr<Weights> BindWeights(TensorBinder& b, const Params& p,
                                     int64_t n_vocab) {
   Weights w;
-  ASSIGN_OR_RETURN(w.token_embd,
-                   b.GetMatrix("token_embd.weight", p.n_embd, n_vocab));
-  ASSIGN_OR_RETURN(w.output_norm, b.GetF32Vector("output_norm.weight", p.n_embd));
-  ASSIGN_OR_RETURN(w.output, b.GetMatrix("output.weight", p.n_embd, n_vocab));
+  ASSIGN_OR_RETURN(w.head, BindOutputHead(b, p.n_embd, n_vocab));
   for (int64_t il = 0; il < p.n_layer; ++il) {
-    const NameFn name = [il](std::string_view n) {
-      return absl::StrCat("blk.", il, ".", std::string(n));
+    const std::string prefix = BlockPrefix(il);
+    const NameFn name = [&prefix](std::string_view n) {
+      return absl::StrCat(prefix, std::string(n));
     };
     Layer l;
     l.recurrent = p.is_recurrent(il);
@@ -246,22 +215,14 @@ absl::StatusOr<Weights> BindWeights(TensorBinder& b, const Params& p,
 class Qwen35Moe final : public Model {
  public:
   Qwen35Moe(ModelInfo info, Params p, Weights w)
-      : info_(std::move(info)), p_(p), w_(std::move(w)) {
-    attn_.n_embd = p.n_embd;
-    attn_.n_head = p.n_head;
-    attn_.n_head_kv = p.n_head_kv;
-    attn_.head_dim = p.head_dim;
-    attn_.eps = p.eps;
+      : info_(std::move(info)),
+        p_(p),
+        w_(std::move(w)),
+        attn_(AttentionConfigOf(p)),
+        moe_(MoeConfigOf(p)) {
     attn_.gated = true;
-    attn_.rope.n_rot = p.n_rot;
-    attn_.rope.freq_base = p.freq_base;
     attn_.rope.multi_section = true;
     attn_.rope.sections = p.sections;
-    moe_.n_embd = p.n_embd;
-    moe_.n_expert = p.n_expert;
-    moe_.n_expert_used = p.n_expert_used;
-    moe_.expert_ff = p.expert_ff;
-    moe_.shared_ff = p.shared_ff;
   }
 
   const ModelInfo& info() const override { return info_; }
@@ -288,12 +249,10 @@ class Qwen35Moe final : public Model {
                            kernels::ThreadPool* pool) const override {
     const int64_t n = static_cast<int64_t>(tokens.size()), e = p_.n_embd;
     std::vector<float> x(n * e), xn(n * e), y(n * e);
-    RETURN_IF_ERROR(EmbedTokens(w_.token_embd, tokens, x.data()));
+    RETURN_IF_ERROR(EmbedTokens(w_.head.token_embd, tokens, x.data()));
     for (int64_t il = 0; il < p_.n_layer; ++il) {
       const Layer& l = w_.layers[il];
-      for (int64_t t = 0; t < n; ++t) {
-        RmsNorm(&x[t * e], e, l.attn_norm, p_.eps, &xn[t * e]);
-      }
+      RmsNormRows(x.data(), n, e, l.attn_norm, p_.eps, xn.data());
       if (l.recurrent) {
         RETURN_IF_ERROR(RunDeltaNet(p_.ssm, l.delta, xn.data(), n,
                                     state.block(il), y.data(), pool));
@@ -302,15 +261,13 @@ class Qwen35Moe final : public Model {
                                      state.position(), state.block(il),
                                      y.data(), pool));
       }
-      for (int64_t i = 0; i < n * e; ++i) x[i] += y[i];
-      for (int64_t t = 0; t < n; ++t) {
-        RmsNorm(&x[t * e], e, l.post_attention_norm, p_.eps, &xn[t * e]);
-      }
+      AddResidual(x.data(), y.data(), n * e);
+      RmsNormRows(x.data(), n, e, l.post_attention_norm, p_.eps, xn.data());
       RETURN_IF_ERROR(RunMoe(moe_, l.moe, xn.data(), n, y.data(), pool));
-      for (int64_t i = 0; i < n * e; ++i) x[i] += y[i];
+      AddResidual(x.data(), y.data(), n * e);
     }
-    return ComputeLogits(w_.output, w_.output_norm, p_.eps, x.data(), n, rows,
-                         logits, pool);
+    return ComputeLogits(w_.head.output, w_.head.output_norm, p_.eps, x.data(),
+                         n, rows, logits, pool);
   }
 
  private:
@@ -329,20 +286,10 @@ absl::StatusOr<std::unique_ptr<Model>> LoadQwen35Moe(const ModelFiles& files) {
   ASSIGN_OR_RETURN(const Params p, ReadParams(files));
   TensorBinder binder(files);
   ASSIGN_OR_RETURN(Weights w, BindWeights(binder, p, info.n_vocab));
-  info.n_embd = p.n_embd;
-  info.n_layer = p.n_layer;
-  info.n_head = p.n_head;
-  info.n_head_kv = p.n_head_kv;
-  info.head_dim = p.head_dim;
-  info.n_rot = p.n_rot;
-  info.n_expert = p.n_expert;
-  info.n_expert_used = p.n_expert_used;
-  info.expert_ff = p.expert_ff;
-  info.shared_ff = p.shared_ff;
+  FillTrunkInfo(p, &info);
   for (int64_t il = 0; il < p.n_layer; ++il) {
     (p.is_recurrent(il) ? info.n_recurrent_layers : info.n_attention_layers)++;
   }
-  info.train_context_length = p.context_length;
   return std::unique_ptr<Model>(
       std::make_unique<Qwen35Moe>(std::move(info), p, std::move(w)));
 }
