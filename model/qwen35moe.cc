@@ -128,18 +128,12 @@ absl::StatusOr<Params> ReadParams(const ModelFiles& files) {
 
 // ---- Part 2: tensors ------------------------------------------------------
 
-struct Layer {
-  bool recurrent;
-  const float* attn_norm;
-  const float* post_attention_norm;
-  AttentionWeights attn;   // full-attention blocks
-  DeltaNetWeights delta;   // recurrent blocks
-  MoeWeights moe;
-};
-
 struct Weights {
   OutputHead head;
-  std::vector<Layer> layers;
+  // mixer_norm: attn_norm; ffn_norm: post_attention_norm.
+  std::vector<ResidualMoeBlock> blocks;
+  std::vector<AttentionWeights> attn;  // bound for full-attention blocks
+  std::vector<DeltaNetWeights> delta;  // bound for recurrent blocks
 };
 
 using NameFn = std::function<std::string(std::string_view)>;
@@ -189,43 +183,43 @@ absl::StatusOr<Weights> BindWeights(TensorBinder& b, const Params& p,
                                     int64_t n_vocab) {
   Weights w;
   ASSIGN_OR_RETURN(w.head, BindOutputHead(b, p.n_embd, n_vocab));
+  w.blocks.resize(p.n_layer);
+  w.attn.resize(p.n_layer);
+  w.delta.resize(p.n_layer);
   for (int64_t il = 0; il < p.n_layer; ++il) {
     const std::string prefix = BlockPrefix(il);
     const NameFn name = [&prefix](std::string_view n) {
       return absl::StrCat(prefix, std::string(n));
     };
-    Layer l;
-    l.recurrent = p.is_recurrent(il);
-    ASSIGN_OR_RETURN(l.attn_norm, b.GetF32Vector(name("attn_norm.weight"), p.n_embd));
-    ASSIGN_OR_RETURN(l.post_attention_norm,
+    ResidualMoeBlock& blk = w.blocks[il];
+    ASSIGN_OR_RETURN(blk.mixer_norm,
+                     b.GetF32Vector(name("attn_norm.weight"), p.n_embd));
+    ASSIGN_OR_RETURN(blk.ffn_norm,
                      b.GetF32Vector(name("post_attention_norm.weight"), p.n_embd));
-    if (l.recurrent) {
-      RETURN_IF_ERROR(BindDeltaNet(b, p, name, l.delta));
+    if (p.is_recurrent(il)) {
+      RETURN_IF_ERROR(BindDeltaNet(b, p, name, w.delta[il]));
     } else {
-      RETURN_IF_ERROR(BindAttention(b, p, name, l.attn));
+      RETURN_IF_ERROR(BindAttention(b, p, name, w.attn[il]));
     }
-    RETURN_IF_ERROR(BindMoe(b, p, name, l.moe));
-    w.layers.push_back(l);
+    RETURN_IF_ERROR(BindMoe(b, p, name, blk.moe));
   }
   return w;
 }
 
 // ---- Part 3: forward pass -------------------------------------------------
 
-class Qwen35Moe final : public Model {
+class Qwen35Moe final : public ResidualMoeModel {
  public:
   Qwen35Moe(ModelInfo info, Params p, Weights w)
-      : info_(std::move(info)),
-        p_(p),
-        w_(std::move(w)),
-        attn_(AttentionConfigOf(p)),
-        moe_(MoeConfigOf(p)) {
+      : ResidualMoeModel(std::move(info), p, w.head, std::move(w.blocks)),
+        p_(std::move(p)),
+        attn_(AttentionConfigOf(p_)),
+        attn_w_(std::move(w.attn)),
+        delta_w_(std::move(w.delta)) {
     attn_.gated = true;
     attn_.rope.multi_section = true;
-    attn_.rope.sections = p.sections;
+    attn_.rope.sections = p_.sections;
   }
-
-  const ModelInfo& info() const override { return info_; }
 
  protected:
   std::vector<BlockStateShape> StateShapes() const override {
@@ -244,38 +238,22 @@ class Qwen35Moe final : public Model {
     return shapes;
   }
 
-  absl::Status ForwardImpl(absl::Span<const int32_t> tokens, State& state,
-                           LogitRows rows, std::vector<float>* logits,
-                           kernels::ThreadPool* pool) const override {
-    const int64_t n = static_cast<int64_t>(tokens.size()), e = p_.n_embd;
-    std::vector<float> x(n * e), xn(n * e), y(n * e);
-    RETURN_IF_ERROR(EmbedTokens(w_.head.token_embd, tokens, x.data()));
-    for (int64_t il = 0; il < p_.n_layer; ++il) {
-      const Layer& l = w_.layers[il];
-      RmsNormRows(x.data(), n, e, l.attn_norm, p_.eps, xn.data());
-      if (l.recurrent) {
-        RETURN_IF_ERROR(RunDeltaNet(p_.ssm, l.delta, xn.data(), n,
-                                    state.block(il), y.data(), pool));
-      } else {
-        RETURN_IF_ERROR(RunAttention(attn_, l.attn, xn.data(), n,
-                                     state.position(), state.block(il),
-                                     y.data(), pool));
-      }
-      AddResidual(x.data(), y.data(), n * e);
-      RmsNormRows(x.data(), n, e, l.post_attention_norm, p_.eps, xn.data());
-      RETURN_IF_ERROR(RunMoe(moe_, l.moe, xn.data(), n, y.data(), pool));
-      AddResidual(x.data(), y.data(), n * e);
+  absl::Status RunMixer(int64_t il, const float* xn, int64_t n_tok,
+                        State& state, float* y,
+                        kernels::ThreadPool* pool) const override {
+    if (p_.is_recurrent(il)) {
+      return RunDeltaNet(p_.ssm, delta_w_[il], xn, n_tok, state.block(il), y,
+                         pool);
     }
-    return ComputeLogits(w_.head.output, w_.head.output_norm, p_.eps, x.data(),
-                         n, rows, logits, pool);
+    return RunAttention(attn_, attn_w_[il], xn, n_tok, state.position(),
+                        state.block(il), y, pool);
   }
 
  private:
-  ModelInfo info_;
   Params p_;
-  Weights w_;
   AttentionConfig attn_;
-  MoeConfig moe_;
+  std::vector<AttentionWeights> attn_w_;
+  std::vector<DeltaNetWeights> delta_w_;
 };
 
 }  // namespace

@@ -42,19 +42,14 @@ absl::StatusOr<Params> ReadParams(const ModelFiles& files) {
 
 // ---- Part 2: tensors ------------------------------------------------------
 
-struct Layer {
-  const float* attn_norm;
-  AttentionWeights attn;
-  const float* ffn_norm;
-  MoeWeights moe;
-};
-
 struct Weights {
   OutputHead head;
-  std::vector<Layer> layers;
+  std::vector<ResidualMoeBlock> blocks;  // mixer_norm: attn_norm
+  std::vector<AttentionWeights> attn;
 };
 
-absl::StatusOr<Layer> BindLayer(TensorBinder& b, const Params& p, int64_t il) {
+absl::Status BindBlock(TensorBinder& b, const Params& p, int64_t il,
+                       Weights& w) {
   const std::string prefix = BlockPrefix(il);
   const auto name = [&prefix](std::string_view n) {
     return absl::StrCat(prefix, std::string(n));
@@ -62,18 +57,19 @@ absl::StatusOr<Layer> BindLayer(TensorBinder& b, const Params& p, int64_t il) {
   const int64_t e = p.n_embd, q_dim = p.n_head * p.head_dim;
   const int64_t kv_dim = p.n_head_kv * p.head_dim;
   const int64_t x = p.n_expert, f = p.expert_ff;
-  Layer l;
-  ASSIGN_OR_RETURN(l.attn_norm, b.GetF32Vector(name("attn_norm.weight"), e));
-  RETURN_IF_ERROR(BindQkv(b, name(""), e, q_dim, kv_dim, l.attn));
-  ASSIGN_OR_RETURN(l.attn.wo, b.GetMatrix(name("attn_output.weight"), q_dim, e));
-  ASSIGN_OR_RETURN(l.attn.q_norm,
+  ResidualMoeBlock& blk = w.blocks.emplace_back();
+  AttentionWeights& a = w.attn.emplace_back();
+  ASSIGN_OR_RETURN(blk.mixer_norm, b.GetF32Vector(name("attn_norm.weight"), e));
+  RETURN_IF_ERROR(BindQkv(b, prefix, e, q_dim, kv_dim, a));
+  ASSIGN_OR_RETURN(a.wo, b.GetMatrix(name("attn_output.weight"), q_dim, e));
+  ASSIGN_OR_RETURN(a.q_norm,
                    b.GetF32Vector(name("attn_q_norm.weight"), p.head_dim));
-  ASSIGN_OR_RETURN(l.attn.k_norm,
+  ASSIGN_OR_RETURN(a.k_norm,
                    b.GetF32Vector(name("attn_k_norm.weight"), p.head_dim));
-  ASSIGN_OR_RETURN(l.ffn_norm, b.GetF32Vector(name("ffn_norm.weight"), e));
-  ASSIGN_OR_RETURN(l.moe.router, b.GetMatrix(name("ffn_gate_inp.weight"), e, x));
-  RETURN_IF_ERROR(BindRoutedExperts(b, name(""), e, f, x, l.moe));
-  return l;
+  ASSIGN_OR_RETURN(blk.ffn_norm, b.GetF32Vector(name("ffn_norm.weight"), e));
+  ASSIGN_OR_RETURN(blk.moe.router,
+                   b.GetMatrix(name("ffn_gate_inp.weight"), e, x));
+  return BindRoutedExperts(b, prefix, e, f, x, blk.moe);
 }
 
 absl::StatusOr<Weights> BindWeights(TensorBinder& b, const Params& p,
@@ -81,24 +77,20 @@ absl::StatusOr<Weights> BindWeights(TensorBinder& b, const Params& p,
   Weights w;
   ASSIGN_OR_RETURN(w.head, BindOutputHead(b, p.n_embd, n_vocab));
   for (int64_t il = 0; il < p.n_layer; ++il) {
-    ASSIGN_OR_RETURN(Layer l, BindLayer(b, p, il));
-    w.layers.push_back(l);
+    RETURN_IF_ERROR(BindBlock(b, p, il, w));
   }
   return w;
 }
 
 // ---- Part 3: forward pass -------------------------------------------------
 
-class Qwen3Moe final : public Model {
+class Qwen3Moe final : public ResidualMoeModel {
  public:
   Qwen3Moe(ModelInfo info, Params p, Weights w)
-      : info_(std::move(info)),
+      : ResidualMoeModel(std::move(info), p, w.head, std::move(w.blocks)),
         p_(p),
-        w_(std::move(w)),
         attn_(AttentionConfigOf(p)),
-        moe_(MoeConfigOf(p)) {}
-
-  const ModelInfo& info() const override { return info_; }
+        attn_w_(std::move(w.attn)) {}
 
  protected:
   std::vector<BlockStateShape> StateShapes() const override {
@@ -107,33 +99,17 @@ class Qwen3Moe final : public Model {
     return std::vector<BlockStateShape>(p_.n_layer, s);
   }
 
-  absl::Status ForwardImpl(absl::Span<const int32_t> tokens, State& state,
-                           LogitRows rows, std::vector<float>* logits,
-                           kernels::ThreadPool* pool) const override {
-    const int64_t n = static_cast<int64_t>(tokens.size()), e = p_.n_embd;
-    std::vector<float> x(n * e), xn(n * e), y(n * e);
-    RETURN_IF_ERROR(EmbedTokens(w_.head.token_embd, tokens, x.data()));
-    for (int64_t il = 0; il < p_.n_layer; ++il) {
-      const Layer& l = w_.layers[il];
-      RmsNormRows(x.data(), n, e, l.attn_norm, p_.eps, xn.data());
-      RETURN_IF_ERROR(RunAttention(attn_, l.attn, xn.data(), n,
-                                   state.position(), state.block(il), y.data(),
-                                   pool));
-      AddResidual(x.data(), y.data(), n * e);
-      RmsNormRows(x.data(), n, e, l.ffn_norm, p_.eps, xn.data());
-      RETURN_IF_ERROR(RunMoe(moe_, l.moe, xn.data(), n, y.data(), pool));
-      AddResidual(x.data(), y.data(), n * e);
-    }
-    return ComputeLogits(w_.head.output, w_.head.output_norm, p_.eps, x.data(),
-                         n, rows, logits, pool);
+  absl::Status RunMixer(int64_t il, const float* xn, int64_t n_tok,
+                        State& state, float* y,
+                        kernels::ThreadPool* pool) const override {
+    return RunAttention(attn_, attn_w_[il], xn, n_tok, state.position(),
+                        state.block(il), y, pool);
   }
 
  private:
-  ModelInfo info_;
   Params p_;
-  Weights w_;
   AttentionConfig attn_;
-  MoeConfig moe_;
+  std::vector<AttentionWeights> attn_w_;
 };
 
 }  // namespace
