@@ -78,6 +78,20 @@ float AxpyDotLanesAvx2(float a, const float* k, float* row, const float* q, int6
   return Combine(p, tail);
 }
 
+#else  // not x86-64: never called (no AVX2); the portable code stands in.
+
+float DotLanesAvx2(const float* a, const float* b, int64_t n) { return DotLanesScalar(a, b, n); }
+void AxpyF32Avx2(float a, const float* x, float* y, int64_t n) { AxpyF32Scalar(a, x, y, n); }
+float ScaleDotLanesAvx2(float s, float* row, const float* k, int64_t n) {
+  return ScaleDotLanesScalar(s, row, k, n);
+}
+float AxpyDotLanesAvx2(float a, const float* k, float* row, const float* q, int64_t n) {
+  return AxpyDotLanesScalar(a, k, row, q, n);
+}
+
+#endif  // defined(__x86_64__)
+
+// The row loops are built from the primitives above on every target.
 void DotRowsLanesAvx2(const float* a, const float* rows, int64_t stride, int64_t n_rows,
                       int64_t n, float* out) {
   for (int64_t j = 0; j < n_rows; ++j) out[j] = DotLanesAvx2(a, rows + j * stride, n);
@@ -96,34 +110,5 @@ void DeltaRuleStepAvx2(float* s, int64_t n, const float* q, const float* k, cons
     o[i] = AxpyDotLanesAvx2(delta, k, row, q, n);
   }
 }
-
-#else  // not x86-64: never called (no AVX2); the portable code stands in.
-
-float DotLanesAvx2(const float* a, const float* b, int64_t n) { return DotLanesScalar(a, b, n); }
-void AxpyF32Avx2(float a, const float* x, float* y, int64_t n) { AxpyF32Scalar(a, x, y, n); }
-float ScaleDotLanesAvx2(float s, float* row, const float* k, int64_t n) {
-  return ScaleDotLanesScalar(s, row, k, n);
-}
-float AxpyDotLanesAvx2(float a, const float* k, float* row, const float* q, int64_t n) {
-  return AxpyDotLanesScalar(a, k, row, q, n);
-}
-void DotRowsLanesAvx2(const float* a, const float* rows, int64_t stride, int64_t n_rows,
-                      int64_t n, float* out) {
-  for (int64_t j = 0; j < n_rows; ++j) out[j] = DotLanesScalar(a, rows + j * stride, n);
-}
-void AxpyRowsF32Avx2(const float* w, const float* rows, int64_t stride, int64_t n_rows,
-                     int64_t n, float* out) {
-  for (int64_t j = 0; j < n_rows; ++j) AxpyF32Scalar(w[j], rows + j * stride, out, n);
-}
-void DeltaRuleStepAvx2(float* s, int64_t n, const float* q, const float* k, const float* v,
-                       float decay, float beta, float* o) {
-  for (int64_t i = 0; i < n; ++i) {
-    float* row = s + i * n;
-    const float delta = (v[i] - ScaleDotLanesScalar(decay, row, k, n)) * beta;
-    o[i] = AxpyDotLanesScalar(delta, k, row, q, n);
-  }
-}
-
-#endif  // defined(__x86_64__)
 
 }  // namespace sluice::kernels::internal

@@ -18,27 +18,17 @@ float DotF32(const void* w, const void* a, int64_t n) {
 }
 
 // The activation was rounded to fp16 / bf16 already (ActFormat kF16R /
-// kBf16R), so every product here is exact in f32.
-float DotF16(const void* w, const void* a, int64_t n) {
+// kBf16R), so every product here is exact in f32. ToF32 widens one stored
+// half of the weight row.
+template <float (*ToF32)(uint16_t)>
+float DotHalf(const void* w, const void* a, int64_t n) {
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* af = static_cast<const float*>(a);
   float sum = 0.f;
   for (int64_t i = 0; i < n; ++i) {
     uint16_t h;
     std::memcpy(&h, wb + 2 * i, 2);
-    sum += Fp16ToF32(h) * af[i];
-  }
-  return sum;
-}
-
-float DotBf16(const void* w, const void* a, int64_t n) {
-  const auto* wb = static_cast<const uint8_t*>(w);
-  const auto* af = static_cast<const float*>(a);
-  float sum = 0.f;
-  for (int64_t i = 0; i < n; ++i) {
-    uint16_t h;
-    std::memcpy(&h, wb + 2 * i, 2);
-    sum += Bf16ToF32(h) * af[i];
+    sum += ToF32(h) * af[i];
   }
   return sum;
 }
@@ -167,8 +157,8 @@ float DotF32Scalar(const float* a, const float* b, int64_t n) {
 VecDotFn FindVecDotScalar(GgmlType wtype) {
   switch (wtype) {
     case GgmlType::kF32: return DotF32;
-    case GgmlType::kF16: return DotF16;
-    case GgmlType::kBF16: return DotBf16;
+    case GgmlType::kF16: return DotHalf<Fp16ToF32>;
+    case GgmlType::kBF16: return DotHalf<Bf16ToF32>;
     case GgmlType::kQ8_0: return DotQ8_0;
     case GgmlType::kQ1_0: return DotQ1_0;
     case GgmlType::kQ4_1: return DotQx_1<false>;
