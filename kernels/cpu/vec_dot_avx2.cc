@@ -28,10 +28,17 @@ using avx2::DotI8I8;
 using avx2::DotU8I8;
 using avx2::H;
 using avx2::HSum;
+using avx2::KBlockScales;
+using avx2::KHighBits;
 using avx2::Load256;
+using avx2::LoadKBlockScales;
+using avx2::Q6KHalfScales;
+using avx2::Q6KLows;
+using avx2::Q6KOffset;
+using avx2::Q6KQuarter;
+using avx2::Q6KScalePicks;
 using avx2::SpreadMask;
-using avx2::UnpackKScales;
-
+using avx2::UnpackKPair;
 
 // F32 weights: one 8-lane accumulator per (row, token); the multi-row
 // kernels keep several rows' chains in flight instead, and every kernel sums
@@ -185,38 +192,21 @@ float DotQxK(const void* w, const void* a, int64_t n) {
   using Block = std::conditional_t<kFiveBit, BlockQ5_K, BlockQ4_K>;
   const auto* x = static_cast<const Block*>(w);
   const auto* y = static_cast<const BlockQ8_K*>(a);
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  const __m256i one = _mm256_set1_epi8(1);
   __m256i lane_masks[8];
   for (int s = 0; s < 8; ++s) lane_masks[s] = BroadcastLaneMask(s);
   __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK; ++i) {
-    uint64_t sc8, mn8;
-    UnpackKScales(x[i].scales, &sc8, &mn8);
-    const __m128i mins16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(mn8)));
-    // bsums[2s], bsums[2s+1] both pair with min[s].
-    const __m256i mins_pairs = _mm256_set_m128i(_mm_unpackhi_epi16(mins16, mins16),
-                                                _mm_unpacklo_epi16(mins16, mins16));
-    const __m256i msum = _mm256_madd_epi16(Load256(y[i].bsums), mins_pairs);
-    const __m128i sc16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc8)));
-    const __m256i scales = _mm256_set_m128i(sc16, sc16);
-    __m256i hbits;
-    if constexpr (kFiveBit) hbits = Load256(x[i].qh);
+    const KBlockScales ks = LoadKBlockScales(x[i].scales);
+    const __m256i msum = _mm256_madd_epi16(Load256(y[i].bsums), ks.mins_pairs);
+    const __m256i hbits = KHighBits<kFiveBit>(x[i]);
     __m256i isum = _mm256_setzero_si256();
     for (int p = 0; p < 4; ++p) {
-      const __m256i q = Load256(x[i].qs + 32 * p);
-      __m256i lo = _mm256_and_si256(q, low4);
-      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
-      if constexpr (kFiveBit) {
-        const __m256i b0 = _mm256_and_si256(_mm256_srli_epi16(hbits, 2 * p), one);
-        const __m256i b1 = _mm256_and_si256(_mm256_srli_epi16(hbits, 2 * p + 1), one);
-        lo = _mm256_or_si256(lo, _mm256_slli_epi16(b0, 4));
-        hi = _mm256_or_si256(hi, _mm256_slli_epi16(b1, 4));
-      }
+      __m256i lo, hi;
+      UnpackKPair<kFiveBit>(x[i].qs, hbits, p, &lo, &hi);
       const __m256i plo = _mm256_maddubs_epi16(lo, Load256(y[i].qs + 64 * p));
       const __m256i phi = _mm256_maddubs_epi16(hi, Load256(y[i].qs + 64 * p + 32));
-      const __m256i slo = _mm256_shuffle_epi8(scales, lane_masks[2 * p]);
-      const __m256i shi = _mm256_shuffle_epi8(scales, lane_masks[2 * p + 1]);
+      const __m256i slo = _mm256_shuffle_epi8(ks.scales, lane_masks[2 * p]);
+      const __m256i shi = _mm256_shuffle_epi8(ks.scales, lane_masks[2 * p + 1]);
       isum = _mm256_add_epi32(isum, _mm256_madd_epi16(plo, slo));
       isum = _mm256_add_epi32(isum, _mm256_madd_epi16(phi, shi));
     }
@@ -232,35 +222,20 @@ float DotQxK(const void* w, const void* a, int64_t n) {
 float DotQ6_K(const void* w, const void* a, int64_t n) {
   const auto* x = static_cast<const BlockQ6_K*>(w);
   const auto* y = static_cast<const BlockQ8_K*>(a);
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  const __m256i three = _mm256_set1_epi8(3);
-  // Quarter k uses scale 2k for its first 16 values, 2k+1 for the rest.
   __m256i pick[4];
-  for (int k = 0; k < 4; ++k) {
-    pick[k] = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>((4 * k + 2) | ((4 * k + 3) << 8))),
-                               _mm_set1_epi16(static_cast<int16_t>((4 * k) | ((4 * k + 1) << 8))));
-  }
+  Q6KScalePicks(pick);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK; ++i) {
     const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales));
     const __m256i sc_all = _mm256_cvtepi8_epi16(sc8);  // scale g in lane g
-    // 32 * sum_g scale[g] * bsums[g]
-    __m256i isum = _mm256_sub_epi32(
-        _mm256_setzero_si256(),
-        _mm256_slli_epi32(_mm256_madd_epi16(Load256(y[i].bsums), sc_all), 5));
+    __m256i isum = Q6KOffset(y[i].bsums, sc_all);
     for (int h = 0; h < 2; ++h) {
-      const __m128i sc_half = h == 0 ? _mm256_castsi256_si128(sc_all)
-                                     : _mm256_extracti128_si256(sc_all, 1);
-      const __m256i sc = _mm256_set_m128i(sc_half, sc_half);
+      const __m256i sc = Q6KHalfScales(sc_all, h);
       const __m256i qh = Load256(x[i].qh + 32 * h);
-      const __m256i ql0 = Load256(x[i].ql + 64 * h);
-      const __m256i ql1 = Load256(x[i].ql + 64 * h + 32);
-      const __m256i lows[4] = {_mm256_and_si256(ql0, low4), _mm256_and_si256(ql1, low4),
-                               _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
-                               _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4)};
+      __m256i lows[4];
+      Q6KLows(x[i].ql + 64 * h, lows);
       for (int k = 0; k < 4; ++k) {
-        const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), three);
-        const __m256i qu = _mm256_or_si256(lows[k], _mm256_slli_epi16(high, 4));
+        const __m256i qu = Q6KQuarter(lows[k], qh, k);
         const __m256i p = _mm256_maddubs_epi16(qu, Load256(y[i].qs + 128 * h + 32 * k));
         isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sc, pick[k])));
       }
