@@ -33,8 +33,10 @@ std::vector<uint8_t> Pattern(size_t n, uint8_t seed) {
   return v;
 }
 
-TEST(GgufWriterTest, RoundTripsEveryValueTypeAndTensorBytes) {
-  const std::string path = testing::MakeTempDir() + "/all.gguf";
+// Writes one key of every value type, an F32 tensor "a" and a Q8_0 tensor
+// "b" (streamed in uneven pieces) with alignment 64.
+void WriteEveryValueType(const std::string& path, const std::vector<uint8_t>& a,
+                         const std::vector<uint8_t>& b) {
   auto w = GgufWriter::Create(path);
   ASSERT_TRUE(w.ok()) << w.status();
   GgufWriter& g = **w;
@@ -59,12 +61,17 @@ TEST(GgufWriterTest, RoundTripsEveryValueTypeAndTensorBytes) {
   ASSERT_TRUE(g.AddTensorInfo("a", GgmlType::kF32, {8, 3}).ok());
   ASSERT_TRUE(g.AddTensorInfo("b", GgmlType::kQ8_0, {64, 2, 3}).ok());
   EXPECT_EQ(g.TensorBytes("b"), 2u * 34 * 2 * 3);
-  const std::vector<uint8_t> a = Pattern(96, 1), b = Pattern(408, 2);
   ASSERT_TRUE(g.WriteTensor("a", a).ok());
   // Stream b in uneven pieces, as a larger-than-memory writer would.
   ASSERT_TRUE(g.AppendTensorData(absl::MakeConstSpan(b).subspan(0, 100)).ok());
   ASSERT_TRUE(g.AppendTensorData(absl::MakeConstSpan(b).subspan(100)).ok());
   ASSERT_TRUE(g.Finish().ok());
+}
+
+TEST(GgufWriterTest, RoundTripsEveryValueTypeAndTensorBytes) {
+  const std::string path = testing::MakeTempDir() + "/all.gguf";
+  const std::vector<uint8_t> a = Pattern(96, 1), b = Pattern(408, 2);
+  ASSERT_NO_FATAL_FAILURE(WriteEveryValueType(path, a, b));
 
   std::string bytes;
   auto f = ParseFile(path, bytes);

@@ -213,33 +213,44 @@ void WriteShard(const std::string& path, int no, int count, int total,
   ASSERT_TRUE((*w)->Finish().ok());
 }
 
+// Shard `no` of the two-shard set "<dir>/m-0000N-of-00002.gguf".
+std::string TwoShardPath(const std::string& dir, int no) {
+  return MakeSplitName(dir + "/m", no, 2);
+}
+
+// Writes a two-shard set: shard 1 (split.count 2) holds tensor "a", shard 2
+// declares split.count `count2` and holds `tensor2`; both declare
+// split.tensors.count `total`.
+void WriteTwoShards(const std::string& dir, int count2, int total,
+                    const std::string& tensor2) {
+  WriteShard(TwoShardPath(dir, 1), 0, 2, total, "a");
+  WriteShard(TwoShardPath(dir, 2), 1, count2, total, tensor2);
+}
+
 TEST(ModelFilesTest, WrongSplitCountInFile) {
   const std::string tmp = testing::MakeTempDir();
-  WriteShard(MakeSplitName(tmp + "/m", 1, 2), 0, 2, 2, "a");
-  WriteShard(MakeSplitName(tmp + "/m", 2, 2), 1, 3, 2, "b");
-  auto m = ModelFiles::Open(MakeSplitName(tmp + "/m", 1, 2));
+  WriteTwoShards(tmp, /*count2=*/3, /*total=*/2, "b");
+  auto m = ModelFiles::Open(TwoShardPath(tmp, 1));
   EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(m.status().message(), MakeSplitName(tmp + "/m", 2, 2) +
+  EXPECT_EQ(m.status().message(), TwoShardPath(tmp, 2) +
                                       ": metadata key 'split.count' is 3 but the set has "
                                       "2 shards");
 }
 
 TEST(ModelFilesTest, WrongSplitTensorsCount) {
   const std::string tmp = testing::MakeTempDir();
-  WriteShard(MakeSplitName(tmp + "/m", 1, 2), 0, 2, 5, "a");
-  WriteShard(MakeSplitName(tmp + "/m", 2, 2), 1, 2, 5, "b");
-  auto m = ModelFiles::Open(MakeSplitName(tmp + "/m", 2, 2));
+  WriteTwoShards(tmp, /*count2=*/2, /*total=*/5, "b");
+  auto m = ModelFiles::Open(TwoShardPath(tmp, 2));
   EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(m.status().message(), MakeSplitName(tmp + "/m", 1, 2) +
+  EXPECT_EQ(m.status().message(), TwoShardPath(tmp, 1) +
                                       ": metadata key 'split.tensors.count' is 5 but the "
                                       "2 shards hold 2 tensors");
 }
 
 TEST(ModelFilesTest, TensorInTwoShards) {
   const std::string tmp = testing::MakeTempDir();
-  WriteShard(MakeSplitName(tmp + "/m", 1, 2), 0, 2, 2, "a");
-  WriteShard(MakeSplitName(tmp + "/m", 2, 2), 1, 2, 2, "a");
-  auto m = ModelFiles::Open(MakeSplitName(tmp + "/m", 1, 2));
+  WriteTwoShards(tmp, /*count2=*/2, /*total=*/2, "a");
+  auto m = ModelFiles::Open(TwoShardPath(tmp, 1));
   EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(m.status().message()),
               HasSubstr("-00002-of-00002.gguf: tensor 'a' is also in shard 1 ("));
