@@ -56,6 +56,15 @@ class EngineTest : public ::testing::Test {
     return run;
   }
 
+  // Twelve tokens after "The license", not stopping at EOS.
+  static GenerateParams TwelveTokens(const Engine& engine) {
+    GenerateParams p;
+    p.prompt = engine.tokenizer().Encode("The license", false);
+    p.max_tokens = 12;
+    p.stop_at_eos = false;
+    return p;
+  }
+
   static ModelFiles* files_;
 };
 
@@ -102,10 +111,7 @@ TEST_F(EngineTest, SessionPositionsAndContextOverflow) {
 TEST_F(EngineTest, GenerateStopsAtMaxTokensAndStreamsTheDecodedText) {
   auto engine = MakeEngine(64);
   ASSERT_NE(engine, nullptr);
-  GenerateParams p;
-  p.prompt = engine->tokenizer().Encode("The license", false);
-  p.max_tokens = 12;
-  p.stop_at_eos = false;
+  const GenerateParams p = TwelveTokens(*engine);
   const Run run = Greedy(*engine, p);
   EXPECT_EQ(run.result.finish_reason, FinishReason::kLength);
   EXPECT_EQ(run.result.generated_tokens, 12);
@@ -125,10 +131,7 @@ TEST_F(EngineTest, GenerateStopsAtMaxTokensAndStreamsTheDecodedText) {
 TEST_F(EngineTest, GenerateStopStringEndsAndIsNotEmitted) {
   auto engine = MakeEngine(64);
   ASSERT_NE(engine, nullptr);
-  GenerateParams p;
-  p.prompt = engine->tokenizer().Encode("The license", false);
-  p.max_tokens = 12;
-  p.stop_at_eos = false;
+  GenerateParams p = TwelveTokens(*engine);
   const Run full = Greedy(*engine, p);
   ASSERT_GE(full.text.size(), 6u);
   // Stop at a 2-byte string found in the middle of the full output.
