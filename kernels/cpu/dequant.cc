@@ -89,21 +89,14 @@ void DecodeF32(const void* src, int64_t n, float* dst) {
   std::memcpy(dst, src, n * sizeof(float));
 }
 
-void DecodeF16(const void* src, int64_t n, float* dst) {
+// ToF32 widens one stored half (fp16 or bf16).
+template <float (*ToF32)(uint16_t)>
+void DecodeHalf(const void* src, int64_t n, float* dst) {
   const auto* h = static_cast<const uint8_t*>(src);
   for (int64_t i = 0; i < n; ++i) {
     uint16_t v;
     std::memcpy(&v, h + 2 * i, 2);
-    dst[i] = Fp16ToF32(v);
-  }
-}
-
-void DecodeBf16(const void* src, int64_t n, float* dst) {
-  const auto* h = static_cast<const uint8_t*>(src);
-  for (int64_t i = 0; i < n; ++i) {
-    uint16_t v;
-    std::memcpy(&v, h + 2 * i, 2);
-    dst[i] = Bf16ToF32(v);
+    dst[i] = ToF32(v);
   }
 }
 
@@ -401,8 +394,8 @@ struct Decoder {
 Decoder DecoderFor(GgmlType type) {
   switch (type) {
     case GgmlType::kF32: return {DecodeF32, 1};
-    case GgmlType::kF16: return {DecodeF16, 1};
-    case GgmlType::kBF16: return {DecodeBf16, 1};
+    case GgmlType::kF16: return {DecodeHalf<Fp16ToF32>, 1};
+    case GgmlType::kBF16: return {DecodeHalf<Bf16ToF32>, 1};
     case GgmlType::kQ1_0: return {DecodeQ1_0, 128};
     case GgmlType::kQ2_0: return {DecodeQ2_0, 64};
     case GgmlType::kQ4_0: return {DecodeQ4_0, 32};
