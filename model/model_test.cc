@@ -38,13 +38,17 @@ std::string WriteMicro(mkmodel::Arch arch, GgmlType type,
   return path;
 }
 
+using EditNe = std::function<void(const std::string&, std::vector<uint64_t>&)>;
+
+// An EditNe that keeps every tensor's shape.
+void KeepShapes(const std::string&, std::vector<uint64_t>&) {}
+
 // Copies `src` to `dst`, letting `edit_key` drop (return false) or rewrite
-// metadata and `edit_ne` change a tensor's shape (its data is truncated or
-// zero-padded to the new size).
+// metadata, appending the keys `extra`, and letting `edit_ne` change a
+// tensor's shape (its data is truncated or zero-padded to the new size).
 void Rewrite(const std::string& src, const std::string& dst,
-             const std::function<bool(GgufKv&)>& edit_key,
-             const std::function<void(const std::string&, std::vector<uint64_t>&)>&
-                 edit_ne) {
+             const std::function<bool(GgufKv&)>& edit_key, const EditNe& edit_ne,
+             const std::vector<GgufKv>& extra = {}) {
   auto files = ModelFiles::Open(src);
   ASSERT_TRUE(files.ok()) << files.status();
   auto w = GgufWriter::Create(dst);
@@ -54,6 +58,7 @@ void Rewrite(const std::string& src, const std::string& dst,
       ASSERT_TRUE((*w)->Add(kv.key, kv.value).ok());
     }
   }
+  for (const GgufKv& kv : extra) ASSERT_TRUE((*w)->Add(kv.key, kv.value).ok());
   std::vector<std::vector<uint8_t>> data;
   for (const TensorEntry& t : (*files)->tensors().entries()) {
     std::vector<uint64_t> ne(t.ne.begin(), t.ne.begin() + t.n_dims);
@@ -74,6 +79,14 @@ struct Loaded {
   std::unique_ptr<ModelFiles> files;
   std::unique_ptr<Model> model;
 };
+
+// The status LoadModel gives for `path`, whose files must open.
+absl::Status LoadStatus(const std::string& path) {
+  auto files = ModelFiles::Open(path);
+  EXPECT_TRUE(files.ok()) << files.status();
+  if (!files.ok()) return files.status();
+  return LoadModel(**files).status();
+}
 
 Loaded Load(const std::string& path) {
   Loaded l;
@@ -193,22 +206,7 @@ TEST(ModelTest, InfoDescribesTheHybridLayout) {
 std::string WithKeys(const std::string& src, const std::string& name,
                      std::vector<GgufKv> extra) {
   const std::string out = TempPath(name);
-  auto files = ModelFiles::Open(src);
-  EXPECT_TRUE(files.ok());
-  auto w = GgufWriter::Create(out);
-  EXPECT_TRUE(w.ok());
-  for (const GgufKv& kv : (*files)->metadata().metadata()) {
-    EXPECT_TRUE((*w)->Add(kv.key, kv.value).ok());
-  }
-  for (GgufKv& kv : extra) EXPECT_TRUE((*w)->Add(kv.key, kv.value).ok());
-  for (const TensorEntry& t : (*files)->tensors().entries()) {
-    std::vector<uint64_t> ne(t.ne.begin(), t.ne.begin() + t.n_dims);
-    EXPECT_TRUE((*w)->AddTensorInfo(t.name, t.type, ne).ok());
-  }
-  for (const TensorEntry& t : (*files)->tensors().entries()) {
-    EXPECT_TRUE((*w)->WriteTensor(t.name, absl::MakeConstSpan(t.data, t.n_bytes)).ok());
-  }
-  EXPECT_TRUE((*w)->Finish().ok());
+  Rewrite(src, out, [](GgufKv&) { return true; }, KeepShapes, extra);
   return out;
 }
 
@@ -309,22 +307,16 @@ TEST(ModelTest, RecurrentLayersArrayOverridesTheInterval) {
       src, "recr.gguf",
       {{"qwen35moe.attention.recurrent_layers",
         GgufValue::Array<bool>({true, false, true, false})}});
-  auto files = ModelFiles::Open(path);
-  ASSERT_TRUE(files.ok());
-  auto model = LoadModel(**files);
   // Block 1 is now an attention block: its attn_qkv.weight (DeltaNet q|k|v,
   // 256 rows) is taken for a fused attention q|k|v, which needs 384.
-  EXPECT_EQ(model.status().message(),
+  EXPECT_EQ(LoadStatus(path).message(),
             absl::StrCat(path, ": tensor 'blk.1.attn_qkv.weight': expected "
                                "shape [128, 384], got [128, 256]"));
 
   const std::string short_path = WithKeys(
       src, "recr_short.gguf",
       {{"qwen35moe.attention.recurrent_layers", GgufValue::Array<bool>({true, true})}});
-  files = ModelFiles::Open(short_path);
-  ASSERT_TRUE(files.ok());
-  model = LoadModel(**files);
-  EXPECT_EQ(model.status().message(),
+  EXPECT_EQ(LoadStatus(short_path).message(),
             absl::StrCat(short_path, ": qwen35moe.attention.recurrent_layers = 2: "
                                      "entries; must equal block_count 4"));
 }
@@ -369,12 +361,10 @@ TEST(ModelTest, WrongTensorShapeNamesFileTensorAndBothShapes) {
       [](const std::string& name, std::vector<uint64_t>& ne) {
         if (name == "blk.0.ssm_out.weight") ne[0] = 64;
       });
-  auto files = ModelFiles::Open(dst);
-  ASSERT_TRUE(files.ok()) << files.status();
-  auto model = LoadModel(**files);
-  ASSERT_FALSE(model.ok());
-  EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(model.status().message(),
+  const absl::Status s = LoadStatus(dst);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
             absl::StrCat(dst, ": tensor 'blk.0.ssm_out.weight': expected shape "
                               "[128, 128], got [64, 128]"));
 }
@@ -388,11 +378,8 @@ TEST(ModelTest, UnsupportedArchitectureAndBadKeys) {
         if (kv.key == "general.architecture") kv.value = GgufValue::String("llama");
         return true;
       },
-      [](const std::string&, std::vector<uint64_t>&) {});
-  auto files = ModelFiles::Open(llama);
-  ASSERT_TRUE(files.ok());
-  auto model = LoadModel(**files);
-  EXPECT_EQ(model.status().message(),
+      KeepShapes);
+  EXPECT_EQ(LoadStatus(llama).message(),
             absl::StrCat(llama, ": general.architecture = \"llama\" is not "
                                 "supported (supported: qwen3moe, qwen35moe)"));
 
@@ -405,11 +392,8 @@ TEST(ModelTest, UnsupportedArchitectureAndBadKeys) {
         }
         return true;
       },
-      [](const std::string&, std::vector<uint64_t>&) {});
-  files = ModelFiles::Open(gqa);
-  ASSERT_TRUE(files.ok());
-  model = LoadModel(**files);
-  EXPECT_EQ(model.status().message(),
+      KeepShapes);
+  EXPECT_EQ(LoadStatus(gqa).message(),
             absl::StrCat(gqa, ": qwen3moe.attention.head_count_kv = 3: must "
                               "divide head_count 8"));
 
@@ -417,14 +401,10 @@ TEST(ModelTest, UnsupportedArchitectureAndBadKeys) {
   Rewrite(
       src, missing,
       [](GgufKv& kv) { return kv.key != "qwen3moe.expert_count"; },
-      [](const std::string&, std::vector<uint64_t>&) {});
-  files = ModelFiles::Open(missing);
-  ASSERT_TRUE(files.ok());
-  model = LoadModel(**files);
-  EXPECT_EQ(model.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_NE(model.status().message().find("qwen3moe.expert_count"),
-            std::string::npos)
-      << model.status();
+      KeepShapes);
+  const absl::Status s = LoadStatus(missing);
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(s.message().find("qwen3moe.expert_count"), std::string::npos) << s;
 }
 
 }  // namespace
