@@ -12,7 +12,7 @@ APT_PACKAGES := \
   libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc \
   python3-grpcio python3-protobuf \
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev \
-  libcpp-httplib-dev libsystemd-dev prometheus
+  libcpp-httplib-dev libsystemd-dev prometheus systemd openssl
 
 # Without nvcc the CUDA targets are switched off; everything else still builds.
 BAZEL_CONFIG := $(if $(wildcard /usr/local/cuda/bin/nvcc),,--config=nocuda)
@@ -36,7 +36,7 @@ test: deps
 	SLUICE_GOLDENS=$(GOLDENS) tests/run_all.sh $(BAZEL) $(BAZEL_CONFIG)
 
 demo: deps
-	SLUICE_GOLDENS=$(GOLDENS) tools/demo.sh $(BAZEL) $(BAZEL_CONFIG)
+	SLUICE_GOLDENS=$(GOLDENS) daemon/demo.sh $(BAZEL) $(BAZEL_CONFIG)
 
 fuzz: deps
 	fuzz/run.sh 300

@@ -6,12 +6,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bazel_bin="${1:-bazel}"; shift || true
-"$bazel_bin" build "$@" //tools:mkmodel //daemon:sluiced //worker:sluice-worker //clients:sluicectl
+"$bazel_bin" build "$@" //tools:mkmodel //tools:inspect //daemon:sluiced //worker:sluice-worker //clients:sluicectl
 mkdir -p out
 model=out/demo-qwen35moe.gguf
 if [ ! -f "$model" ]; then
   bazel-bin/tools/mkmodel --arch qwen35moe --shape tiny --out "$model"
 fi
+echo "== inspect --summary $model"
+bazel-bin/tools/inspect --summary "$model" | tail -n 1
 run=$(mktemp -d)
 daemon_pid=""
 cleanup() {
