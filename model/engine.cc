@@ -71,6 +71,16 @@ absl::Status Session::Decode(int32_t id, std::vector<float>* logits) {
                                  engine_.pool_.get());
 }
 
+std::string_view BackendName(Backend backend) {
+  switch (backend) {
+    case Backend::kCpu:
+      return "cpu";
+    case Backend::kCuda:
+      return "cuda";
+  }
+  return "unknown";
+}
+
 std::string_view FinishReasonName(FinishReason reason) {
   switch (reason) {
     case FinishReason::kLength:

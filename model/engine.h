@@ -47,7 +47,16 @@ namespace kernels {
 class ThreadPool;
 }  // namespace kernels
 
+// Where the forward pass runs.
+enum class Backend { kCpu, kCuda };
+
+// "cpu", "cuda".
+std::string_view BackendName(Backend backend);
+
 struct EngineOptions {
+  Backend backend = Backend::kCpu;
+  // The CUDA device ordinal (kCuda only).
+  int device = 0;
   // Threads taking part in every kernel (the caller's thread included).
   int threads = 1;
   // Tokens one session can hold (prompt plus generated). The KV cache of

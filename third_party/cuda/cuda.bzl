@@ -6,6 +6,7 @@ in `hdrs` must be plain C++ (no CUDA types): callers never see CUDA.
 """
 
 NVCC = "/usr/local/cuda/bin/nvcc"
+CUDA_INCLUDE = "/usr/local/cuda/include"
 
 NVCC_FLAGS = " ".join([
     "-std=c++20",
@@ -21,7 +22,7 @@ CUDA_ONLY = select({
     "//conditions:default": ["//third_party/cuda:never"],
 })
 
-def cuda_library(name, cu_srcs, srcs = [], hdrs = [], cu_hdrs = [], deps = [], visibility = None, testonly = False):
+def cuda_library(name, cu_srcs = [], srcs = [], hdrs = [], cu_hdrs = [], deps = [], visibility = None, testonly = False, runtime_api = False):
     """A library of .cu and .cc files.
 
     Args:
@@ -33,6 +34,9 @@ def cuda_library(name, cu_srcs, srcs = [], hdrs = [], cu_hdrs = [], deps = [], v
       deps: C++ dependencies.
       visibility: passed through.
       testonly: passed through.
+      runtime_api: the .cc files may include <cuda_runtime_api.h> (the C API
+        of the runtime: no kernels, no device code); their public headers stay
+        plain C++.
     """
     objs = []
     for src in cu_srcs:
@@ -50,6 +54,7 @@ def cuda_library(name, cu_srcs, srcs = [], hdrs = [], cu_hdrs = [], deps = [], v
         name = name,
         srcs = srcs + objs + cu_hdrs,
         hdrs = hdrs,
+        copts = ["-isystem", CUDA_INCLUDE] if runtime_api else [],
         deps = deps + ["//third_party/cuda:runtime"],
         target_compatible_with = CUDA_ONLY,
         visibility = visibility,

@@ -1,0 +1,228 @@
+// The runtime's C API only (cuda_runtime_api.h): no kernels here, so g++
+// compiles this file and the callers' header stays plain C++.
+#include "kernels/cuda/device.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace sluice::cuda {
+namespace {
+
+absl::Status Error(cudaError_t rc, const std::string& what) {
+  const std::string msg = absl::StrCat(what, ": ", cudaGetErrorName(rc), " (",
+                                       cudaGetErrorString(rc), ")");
+  switch (rc) {
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver:
+    case cudaErrorInvalidDevice:
+      return absl::UnavailableError(msg);
+    case cudaErrorMemoryAllocation:
+      return absl::ResourceExhaustedError(msg);
+    default:
+      return absl::InternalError(msg);
+  }
+}
+
+absl::Status Check(cudaError_t rc, const std::string& what) {
+  return rc == cudaSuccess ? absl::OkStatus() : Error(rc, what);
+}
+
+}  // namespace
+
+absl::Status SetDevice(int device) {
+  int count = 0;
+  if (cudaError_t rc = cudaGetDeviceCount(&count); rc != cudaSuccess) {
+    return Error(rc, "cudaGetDeviceCount");
+  }
+  if (device < 0 || device >= count) {
+    return absl::UnavailableError(absl::StrCat(
+        "CUDA device ", device, " does not exist (", count, " visible)"));
+  }
+  return Check(cudaSetDevice(device), absl::StrCat("cudaSetDevice(", device, ")"));
+}
+
+absl::StatusOr<std::pair<uint64_t, uint64_t>> MemoryInfo() {
+  size_t free_b = 0, total_b = 0;
+  if (cudaError_t rc = cudaMemGetInfo(&free_b, &total_b); rc != cudaSuccess) {
+    return Error(rc, "cudaMemGetInfo");
+  }
+  return std::make_pair(static_cast<uint64_t>(free_b),
+                        static_cast<uint64_t>(total_b));
+}
+
+absl::StatusOr<void*> DeviceAlloc(uint64_t bytes) {
+  void* d = nullptr;
+  if (cudaError_t rc = cudaMalloc(&d, std::max<uint64_t>(bytes, 1));
+      rc != cudaSuccess) {
+    cudaGetLastError();  // an allocation failure is not sticky
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    return Error(rc, absl::StrCat("cudaMalloc(", bytes, " bytes; ", free_b,
+                                  " of ", total_b, " free)"));
+  }
+  return d;
+}
+
+void DeviceFree(void* d) {
+  if (d != nullptr) cudaFree(d);
+}
+
+absl::StatusOr<void*> PinnedAlloc(uint64_t bytes) {
+  void* h = nullptr;
+  if (cudaError_t rc = cudaMallocHost(&h, std::max<uint64_t>(bytes, 1));
+      rc != cudaSuccess) {
+    cudaGetLastError();
+    return Error(rc, absl::StrCat("cudaMallocHost(", bytes, " bytes)"));
+  }
+  return h;
+}
+
+void PinnedFree(void* h) {
+  if (h != nullptr) cudaFreeHost(h);
+}
+
+absl::Status CopyToDevice(void* d_dst, const void* h_src, uint64_t bytes,
+                          Stream stream) {
+  return Check(cudaMemcpyAsync(d_dst, h_src, bytes, cudaMemcpyHostToDevice,
+                               stream),
+               "cudaMemcpyAsync(host to device)");
+}
+
+absl::Status CopyToHost(void* h_dst, const void* d_src, uint64_t bytes,
+                        Stream stream) {
+  return Check(cudaMemcpyAsync(h_dst, d_src, bytes, cudaMemcpyDeviceToHost,
+                               stream),
+               "cudaMemcpyAsync(device to host)");
+}
+
+absl::Status CopyOnDevice(void* d_dst, const void* d_src, uint64_t bytes,
+                          Stream stream) {
+  return Check(cudaMemcpyAsync(d_dst, d_src, bytes, cudaMemcpyDeviceToDevice,
+                               stream),
+               "cudaMemcpyAsync(device to device)");
+}
+
+absl::Status Memset(void* d_dst, int value, uint64_t bytes, Stream stream) {
+  return Check(cudaMemsetAsync(d_dst, value, bytes, stream), "cudaMemsetAsync");
+}
+
+absl::Status HostRegister(const void* h, uint64_t bytes, bool read_only) {
+  unsigned flags = cudaHostRegisterMapped | cudaHostRegisterPortable;
+  if (read_only) flags |= cudaHostRegisterReadOnly;
+  return Check(cudaHostRegister(const_cast<void*>(h), bytes, flags),
+               absl::StrCat("cudaHostRegister(", bytes, " bytes)"));
+}
+
+absl::Status HostUnregister(const void* h) {
+  return Check(cudaHostUnregister(const_cast<void*>(h)), "cudaHostUnregister");
+}
+
+absl::StatusOr<void*> DevicePointerOf(const void* h) {
+  void* d = nullptr;
+  if (cudaError_t rc = cudaHostGetDevicePointer(&d, const_cast<void*>(h), 0);
+      rc != cudaSuccess) {
+    return Error(rc, "cudaHostGetDevicePointer");
+  }
+  return d;
+}
+
+absl::StatusOr<Stream> CreateStream(int priority) {
+  int least = 0, greatest = 0;
+  cudaDeviceGetStreamPriorityRange(&least, &greatest);
+  const int p = std::clamp(priority, greatest, least);
+  cudaStream_t s = nullptr;
+  if (cudaError_t rc = cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, p);
+      rc != cudaSuccess) {
+    return Error(rc, "cudaStreamCreateWithPriority");
+  }
+  return s;
+}
+
+void DestroyStream(Stream stream) {
+  if (stream != nullptr) cudaStreamDestroy(stream);
+}
+
+absl::Status Synchronize(Stream stream) {
+  return Check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+}
+
+absl::StatusOr<Event> CreateEvent(bool timing) {
+  cudaEvent_t e = nullptr;
+  if (cudaError_t rc = cudaEventCreateWithFlags(
+          &e, timing ? cudaEventDefault : cudaEventDisableTiming);
+      rc != cudaSuccess) {
+    return Error(rc, "cudaEventCreate");
+  }
+  return e;
+}
+
+void DestroyEvent(Event event) {
+  if (event != nullptr) cudaEventDestroy(event);
+}
+
+absl::Status RecordEvent(Event event, Stream stream) {
+  return Check(cudaEventRecord(event, stream), "cudaEventRecord");
+}
+
+absl::Status StreamWaitEvent(Stream stream, Event event) {
+  return Check(cudaStreamWaitEvent(stream, event, 0), "cudaStreamWaitEvent");
+}
+
+absl::StatusOr<float> ElapsedMs(Event start, Event end) {
+  float ms = 0;
+  if (cudaError_t rc = cudaEventElapsedTime(&ms, start, end); rc != cudaSuccess) {
+    return Error(rc, "cudaEventElapsedTime");
+  }
+  return ms;
+}
+
+absl::Status LastLaunchError(const char* what) {
+  return Check(cudaGetLastError(), what);
+}
+
+Graph::~Graph() {
+  if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+}
+
+Graph& Graph::operator=(Graph&& other) noexcept {
+  if (this != &other) {
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+    exec_ = std::exchange(other.exec_, nullptr);
+  }
+  return *this;
+}
+
+absl::Status Graph::BeginCapture(Stream stream) {
+  return Check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+               "cudaStreamBeginCapture");
+}
+
+absl::StatusOr<Graph> Graph::EndCapture(Stream stream) {
+  cudaGraph_t graph = nullptr;
+  if (cudaError_t rc = cudaStreamEndCapture(stream, &graph); rc != cudaSuccess) {
+    return Error(rc, "cudaStreamEndCapture");
+  }
+  cudaGraphExec_t exec = nullptr;
+  cudaError_t rc = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  if (rc != cudaSuccess) return Error(rc, "cudaGraphInstantiate");
+  return Graph(exec);
+}
+
+absl::Status Graph::Launch(Stream stream) const {
+  return Check(cudaGraphLaunch(exec_, stream), "cudaGraphLaunch");
+}
+
+absl::StatusOr<DeviceBuffer> DeviceBuffer::Create(uint64_t bytes) {
+  auto d = DeviceAlloc(bytes);
+  if (!d.ok()) return d.status();
+  DeviceBuffer b;
+  b.data_ = *d;
+  b.bytes_ = bytes;
+  return b;
+}
+
+}  // namespace sluice::cuda

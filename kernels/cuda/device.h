@@ -1,0 +1,133 @@
+// The CUDA runtime calls the rest of the tree needs, behind a plain C++
+// header: device selection, device memory, copies, streams, events, host
+// registration and graph capture. CUDA stays in device.cu.
+//
+// A stream is the opaque `CUstream_st*` that cudaStream_t points to (nullptr:
+// the legacy default stream); an event is `CUevent_st*`. Errors carry the
+// CUDA error name and text: UNAVAILABLE where there is no driver or device,
+// RESOURCE_EXHAUSTED when device memory runs out, INTERNAL otherwise.
+//
+// Thread-safety: as the CUDA runtime (calls are thread-safe; the current
+// device is per thread, so call SetDevice on each thread that launches).
+#ifndef SLUICE_KERNELS_CUDA_DEVICE_H_
+#define SLUICE_KERNELS_CUDA_DEVICE_H_
+
+#include <cstdint>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+struct CUstream_st;
+struct CUevent_st;
+struct CUgraphExec_st;
+
+namespace sluice::cuda {
+
+using Stream = CUstream_st*;
+using Event = CUevent_st*;
+
+// Makes `device` current for the calling thread. UNAVAILABLE when there is
+// no such device (the message names the count found).
+absl::Status SetDevice(int device);
+
+// Free and total bytes of the current device.
+absl::StatusOr<std::pair<uint64_t, uint64_t>> MemoryInfo();
+
+// Device memory, aligned to at least 256 bytes. RESOURCE_EXHAUSTED names the
+// request and the free bytes.
+absl::StatusOr<void*> DeviceAlloc(uint64_t bytes);
+void DeviceFree(void* d);
+
+// Pinned (page-locked) host memory, and its release.
+absl::StatusOr<void*> PinnedAlloc(uint64_t bytes);
+void PinnedFree(void* h);
+
+// Asynchronous on `stream` (synchronous for pageable host memory, as CUDA).
+absl::Status CopyToDevice(void* d_dst, const void* h_src, uint64_t bytes,
+                          Stream stream);
+absl::Status CopyToHost(void* h_dst, const void* d_src, uint64_t bytes,
+                        Stream stream);
+absl::Status CopyOnDevice(void* d_dst, const void* d_src, uint64_t bytes,
+                          Stream stream);
+absl::Status Memset(void* d_dst, int value, uint64_t bytes, Stream stream);
+
+// Page-locks host memory for DMA (read_only: cudaHostRegisterReadOnly, for a
+// read-only mapping) and maps it for the device; Unregister undoes it.
+absl::Status HostRegister(const void* h, uint64_t bytes, bool read_only);
+absl::Status HostUnregister(const void* h);
+// The device address of registered (or pinned) host memory.
+absl::StatusOr<void*> DevicePointerOf(const void* h);
+
+// Streams. priority: 0 is the default; lower numbers are higher priority
+// (CUDA's convention), clamped to the device's range.
+absl::StatusOr<Stream> CreateStream(int priority = 0);
+void DestroyStream(Stream stream);
+absl::Status Synchronize(Stream stream);
+
+absl::StatusOr<Event> CreateEvent(bool timing = false);
+void DestroyEvent(Event event);
+absl::Status RecordEvent(Event event, Stream stream);
+absl::Status StreamWaitEvent(Stream stream, Event event);
+absl::StatusOr<float> ElapsedMs(Event start, Event end);
+
+// The error of the last launch on this thread (and clears it).
+absl::Status LastLaunchError(const char* what);
+
+// A captured sequence of launches on one stream, replayed as one unit.
+class Graph {
+ public:
+  Graph() = default;
+  ~Graph();
+  Graph(Graph&& other) noexcept : exec_(std::exchange(other.exec_, nullptr)) {}
+  Graph& operator=(Graph&& other) noexcept;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  // Starts capturing `stream` (thread-local mode: other threads may keep
+  // launching on their own streams).
+  static absl::Status BeginCapture(Stream stream);
+  // Ends the capture and instantiates it.
+  static absl::StatusOr<Graph> EndCapture(Stream stream);
+
+  absl::Status Launch(Stream stream) const;
+  bool valid() const { return exec_ != nullptr; }
+
+ private:
+  explicit Graph(CUgraphExec_st* exec) : exec_(exec) {}
+  CUgraphExec_st* exec_ = nullptr;
+};
+
+// Owned device memory (move-only).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  ~DeviceBuffer() { DeviceFree(data_); }
+  DeviceBuffer(DeviceBuffer&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      DeviceFree(data_);
+      data_ = std::exchange(o.data_, nullptr);
+      bytes_ = std::exchange(o.bytes_, 0);
+    }
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  static absl::StatusOr<DeviceBuffer> Create(uint64_t bytes);
+
+  void* data() const { return data_; }
+  template <typename T>
+  T* as() const { return static_cast<T*>(data_); }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  uint64_t bytes_ = 0;
+};
+
+}  // namespace sluice::cuda
+
+#endif  // SLUICE_KERNELS_CUDA_DEVICE_H_

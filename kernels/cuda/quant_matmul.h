@@ -1,0 +1,89 @@
+// Products of GGUF weight matrices (read in place in their ggml block
+// layout, on the device) with F32 activations, on the GPU.
+//
+// Plain C++: callers never include CUDA headers. A stream is passed as the
+// opaque `CUstream_st*` that cudaStream_t points to (nullptr: the legacy
+// default stream). Every pointer argument named d_* is device memory (or
+// memory the device can address: an alias of registered host memory).
+//
+// Weight layout: a matrix of `rows` rows of `cols` elements of `type`; row r
+// starts at w + r * RowBytes(type, cols), blocks in ggml order (the layouts
+// are docs/QUANT_FORMATS.md and kernels/cpu/blocks.h). Activations are F32
+// and are not rounded to Q8 as ggml's CPU backend does: products accumulate
+// in F32 (F32 weights are multiplied in F32; no TF32 or BF16 shortcut).
+//
+// Thread-safety: functions only enqueue work on the given stream.
+#ifndef SLUICE_KERNELS_CUDA_QUANT_MATMUL_H_
+#define SLUICE_KERNELS_CUDA_QUANT_MATMUL_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "loader/ggml_type.h"
+
+struct CUstream_st;
+
+namespace sluice::cuda {
+
+// Whether the device kernels handle `type` (at least F32, F16, BF16, Q8_0,
+// Q4_K, Q5_K, Q6_K, Q1_0).
+bool MatMulSupported(GgmlType type);
+
+// Bytes of one row of `cols` elements of `type`.
+// Precondition: cols is a multiple of the type's block size.
+uint64_t RowBytes(GgmlType type, int64_t cols);
+
+// A grouped product in one launch: group g multiplies one weight matrix by
+// the activation rows of its entries.
+//
+//   for g in [0, n_groups), e in [group_begin[g], group_begin[g+1]):
+//     W = d_weights[d_group_weight ? d_group_weight[g] : g]
+//     y[e * y_stride + r] = sum_c W[r][c] * x[xr * x_stride + c],
+//         r in [0, rows), xr = d_x_row ? d_x_row[e] : e
+//
+// Uses: the dense projection of a batch (one group, entries = tokens); the
+// routed experts of one layer (groups = experts, entries = the tokens routed
+// to each, d_weights = the layer's per-expert pointer table, which may point
+// into device slots or resident weights). All device arrays stay on the
+// device, so a launch can be captured in a CUDA graph and replayed after the
+// pointer table changed. max_entries_per_group bounds every group's size
+// (it sizes the launch; groups may be smaller or empty).
+struct GroupedMatMul {
+  GgmlType type = GgmlType::kF32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int n_groups = 0;
+  int max_entries_per_group = 0;
+  const void* const* d_weights = nullptr;  // [n_weights]
+  const int32_t* d_group_weight = nullptr;  // [n_groups] or nullptr
+  const int32_t* d_group_begin = nullptr;   // [n_groups + 1]; nullptr: one
+                                            // entry per group (e = g)
+  const int32_t* d_x_row = nullptr;         // [entries] or nullptr
+  const float* d_x = nullptr;
+  int64_t x_stride = 0;  // floats between activation rows (>= cols)
+  float* d_y = nullptr;
+  int64_t y_stride = 0;  // floats between output rows (>= rows)
+};
+
+// Enqueues the product. InvalidArgument for an unsupported type, a cols that
+// is not a multiple of the block size, non-positive sizes or strides below
+// cols / rows; errors from the launch are Internal with the CUDA message.
+absl::Status LaunchGroupedMatMul(const GroupedMatMul& args,
+                                 CUstream_st* stream);
+
+// y[t][r] = sum_c W[r][c] x[t][c] for t < n_tok (a dense projection; row
+// strides cols and rows). Picks the fastest path per shape (the grouped
+// kernel, or dequantization to BF16 tiles + cuBLASLt for large batches of
+// quantized weights; F32 weights always in F32).
+absl::Status MatMul(GgmlType type, const void* d_w, int64_t rows,
+                    int64_t cols, const float* d_x, int64_t n_tok, float* d_y,
+                    CUstream_st* stream);
+
+// dst[i][c] = W[d_ids[i]][c] for i < n (embedding lookup, dequantized).
+absl::Status DequantRows(GgmlType type, const void* d_w, int64_t cols,
+                         const int32_t* d_ids, int64_t n, float* d_dst,
+                         CUstream_st* stream);
+
+}  // namespace sluice::cuda
+
+#endif  // SLUICE_KERNELS_CUDA_QUANT_MATMUL_H_
