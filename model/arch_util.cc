@@ -239,34 +239,4 @@ absl::Status ComputeLogits(const Matrix& output, const float* norm, float eps,
   return Project(output, hs, count, logits->data(), pool);
 }
 
-ResidualMoeModel::ResidualMoeModel(ModelInfo info, const TrunkParams& p,
-                                   OutputHead head,
-                                   std::vector<ResidualMoeBlock> blocks)
-    : info_(std::move(info)),
-      n_embd_(p.n_embd),
-      eps_(p.eps),
-      moe_(MoeConfigOf(p)),
-      head_(head),
-      blocks_(std::move(blocks)) {}
-
-absl::Status ResidualMoeModel::ForwardImpl(absl::Span<const int32_t> tokens,
-                                           State& state, LogitRows rows,
-                                           std::vector<float>* logits,
-                                           kernels::ThreadPool* pool) const {
-  const int64_t n = static_cast<int64_t>(tokens.size()), e = n_embd_;
-  std::vector<float> x(n * e), xn(n * e), y(n * e);
-  RETURN_IF_ERROR(EmbedTokens(head_.token_embd, tokens, x.data()));
-  for (int64_t il = 0; il < static_cast<int64_t>(blocks_.size()); ++il) {
-    const ResidualMoeBlock& b = blocks_[il];
-    RmsNormRows(x.data(), n, e, b.mixer_norm, eps_, xn.data());
-    RETURN_IF_ERROR(RunMixer(il, xn.data(), n, state, y.data(), pool));
-    AddResidual(x.data(), y.data(), n * e);
-    RmsNormRows(x.data(), n, e, b.ffn_norm, eps_, xn.data());
-    RETURN_IF_ERROR(RunMoe(moe_, b.moe, xn.data(), n, y.data(), pool));
-    AddResidual(x.data(), y.data(), n * e);
-  }
-  return ComputeLogits(head_.output, head_.output_norm, eps_, x.data(), n,
-                       rows, logits, pool);
-}
-
 }  // namespace sluice

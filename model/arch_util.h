@@ -94,48 +94,6 @@ struct OutputHead {
 absl::StatusOr<OutputHead> BindOutputHead(TensorBinder& b, int64_t n_embd,
                                           int64_t n_vocab);
 
-// The norms and experts of one block of a ResidualMoeModel.
-struct ResidualMoeBlock {
-  const float* mixer_norm = nullptr;
-  const float* ffn_norm = nullptr;
-  MoeWeights moe;
-};
-
-// A model whose blocks are pre-norm residual pairs between the embedding
-// lookup and the LM head:
-//   h   = x + Mixer_il(RMSNorm(x; mixer_norm))
-//   out = h + MoE(RMSNorm(h; ffn_norm))
-// Architectures supply the mixer (attention, DeltaNet, ...) and the state
-// shapes. Thread-safety: Forward is const; concurrent calls need distinct
-// states.
-class ResidualMoeModel : public Model {
- public:
-  const ModelInfo& info() const override { return info_; }
-
- protected:
-  // Precondition: blocks.size() == p.n_layer.
-  ResidualMoeModel(ModelInfo info, const TrunkParams& p, OutputHead head,
-                   std::vector<ResidualMoeBlock> blocks);
-
-  // y = Mixer_il(xn) for n_tok rows of n_embd; state is the model's state
-  // (the mixer uses its block il and position()).
-  virtual absl::Status RunMixer(int64_t il, const float* xn, int64_t n_tok,
-                                State& state, float* y,
-                                kernels::ThreadPool* pool) const = 0;
-
-  absl::Status ForwardImpl(absl::Span<const int32_t> tokens, State& state,
-                           LogitRows rows, std::vector<float>* logits,
-                           kernels::ThreadPool* pool) const final;
-
- private:
-  ModelInfo info_;
-  int64_t n_embd_;
-  float eps_;
-  MoeConfig moe_;
-  OutputHead head_;
-  std::vector<ResidualMoeBlock> blocks_;
-};
-
 // Binds an attention block's q, k, v: the fused "<prefix>attn_qkv.weight"
 // (rows q_rows, kv_rows, kv_rows) when present, else attn_q/attn_k/attn_v.
 absl::Status BindQkv(TensorBinder& b, const std::string& prefix, int64_t cols,

@@ -1,9 +1,11 @@
 // The CPU inference engine: the API the worker process drives.
 //
-// An Engine owns one loaded architecture (weights read in place from the
-// read-only mapping held by ModelFiles), the tokenizer built from the GGUF
-// vocabulary and a thread pool. A Session is one sequence: its KV cache and
-// recurrent (DeltaNet) state, and the position reached so far.
+// An Engine owns one loaded model on one backend (EngineOptions::backend:
+// the CPU reads weights in place from the read-only mapping held by
+// ModelFiles; CUDA keeps the dense weights on the device) and the tokenizer
+// built from the GGUF vocabulary. A Session is one sequence: its KV cache and
+// recurrent (DeltaNet) state, where the backend computes, and the position
+// reached so far.
 //
 //   ASSIGN_OR_RETURN(auto files, ModelFiles::Open(path));
 //   ASSIGN_OR_RETURN(auto engine, Engine::Create(*files, {.threads = 2}));
@@ -20,14 +22,15 @@
 // Thread-safety: Engine's const methods may be called concurrently. A
 // Session is not thread-safe: one thread at a time. Several sessions of one
 // engine may run on different threads; their kernels share the engine's
-// thread pool, which serializes parallel loops, so they are correct but do
-// not run faster together.
+// thread pool (CPU) or device (CUDA), so they are correct but do not run
+// faster together.
 #ifndef SLUICE_MODEL_ENGINE_H_
 #define SLUICE_MODEL_ENGINE_H_
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,15 +46,13 @@ namespace sluice {
 
 class ModelFiles;
 
-namespace kernels {
-class ThreadPool;
-}  // namespace kernels
-
 // Where the forward pass runs.
 enum class Backend { kCpu, kCuda };
 
 // "cpu", "cuda".
 std::string_view BackendName(Backend backend);
+// The backend named `name` ("cpu", "cuda"); nullopt for any other.
+std::optional<Backend> ParseBackend(std::string_view name);
 
 struct EngineOptions {
   Backend backend = Backend::kCpu;
@@ -85,8 +86,9 @@ class Engine {
   const Model& model() const { return *model_; }
   const EngineOptions& options() const { return options_; }
 
-  // A fresh sequence at position 0 with zeroed state.
-  std::unique_ptr<Session> NewSession() const;
+  // A fresh sequence at position 0 with zeroed state, allocated where the
+  // backend computes (RESOURCE_EXHAUSTED when device memory runs out).
+  absl::StatusOr<std::unique_ptr<Session>> NewSession() const;
 
   // Bytes one session allocates for its KV cache and recurrent state.
   uint64_t SessionStateBytes() const;
@@ -98,8 +100,22 @@ class Engine {
   EngineOptions options_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
-  std::unique_ptr<kernels::ThreadPool> pool_;
 };
+
+// A backend other than the CPU is linked into a binary only where it is
+// built (the CUDA one under model/cuda); linking it registers its factory.
+using BackendFactory = absl::StatusOr<std::unique_ptr<Model>> (*)(
+    const ModelFiles& files, const EngineOptions& options);
+
+// The model of `files` on options.backend, as Engine::Create builds it
+// (options.threads applies to the CPU). UNAVAILABLE when the backend is not
+// in this binary or has no device; the backend's load errors otherwise.
+absl::StatusOr<std::unique_ptr<Model>> LoadModel(const ModelFiles& files,
+                                                 const EngineOptions& options);
+
+// Registers `factory` for `backend` (call from a static initializer).
+// Returns true, so it can initialize a namespace-scope constant.
+bool RegisterBackend(Backend backend, BackendFactory factory);
 
 class Session {
  public:
@@ -134,10 +150,10 @@ class Session {
 
  private:
   friend class Engine;
-  Session(const Engine& engine, std::unique_ptr<State> state);
+  Session(const Engine& engine, std::unique_ptr<SequenceState> state);
 
   const Engine& engine_;
-  std::unique_ptr<State> state_;
+  std::unique_ptr<SequenceState> state_;
 };
 
 struct GenerateParams {

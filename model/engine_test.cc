@@ -45,7 +45,10 @@ class EngineTest : public ::testing::Test {
   };
   Run Greedy(Engine& engine, GenerateParams params, int cancel_after = -1) {
     Run run;
-    auto session = engine.NewSession();
+    auto made = engine.NewSession();
+    EXPECT_TRUE(made.ok()) << made.status();
+    if (!made.ok()) return run;
+    std::unique_ptr<Session> session = *std::move(made);
     auto r = Generate(*session, params, [&](int32_t id, std::string_view piece) {
       run.ids.push_back(id);
       run.text.append(piece);
@@ -90,7 +93,9 @@ TEST_F(EngineTest, InfoAndTokenizer) {
 TEST_F(EngineTest, SessionPositionsAndContextOverflow) {
   auto engine = MakeEngine(8);
   ASSERT_NE(engine, nullptr);
-  auto session = engine->NewSession();
+  auto made = engine->NewSession();
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::unique_ptr<Session> session = *std::move(made);
   std::vector<float> logits;
   ASSERT_TRUE(session->Prefill({1, 2, 3, 4, 5, 6}, &logits).ok());
   EXPECT_EQ(logits.size(), static_cast<size_t>(engine->info().n_vocab));
@@ -163,7 +168,9 @@ TEST_F(EngineTest, GenerateCancelAndContextLimit) {
 TEST_F(EngineTest, GenerateRejectsBadParams) {
   auto engine = MakeEngine(8);
   ASSERT_NE(engine, nullptr);
-  auto session = engine->NewSession();
+  auto made = engine->NewSession();
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::unique_ptr<Session> session = *std::move(made);
   GenerateParams p;
   auto r = Generate(*session, p, [](int32_t, std::string_view) { return true; });
   EXPECT_EQ(r.status().message(), "generate: empty prompt");

@@ -8,17 +8,9 @@
 
 namespace sluice {
 
-std::unique_ptr<State> Model::CreateState(int capacity) const {
-  return std::make_unique<State>(capacity, StateShapes());
-}
-
-uint64_t Model::StateBytes(int capacity) const {
-  return State::BytesFor(capacity, StateShapes());
-}
-
-absl::Status Model::Forward(absl::Span<const int32_t> tokens, State& state,
-                            LogitRows rows, std::vector<float>* logits,
-                            kernels::ThreadPool* pool) const {
+absl::Status Model::Forward(absl::Span<const int32_t> tokens,
+                            SequenceState& state, LogitRows rows,
+                            std::vector<float>* logits) const {
   if (tokens.empty()) {
     return absl::InvalidArgumentError("Forward: empty batch");
   }
@@ -51,23 +43,13 @@ absl::Status Model::Forward(absl::Span<const int32_t> tokens, State& state,
         rows == LogitRows::kAll ? LogitRows::kAll
                                 : (last ? rows : LogitRows::kNone);
     RETURN_IF_ERROR(ForwardImpl(tokens.subspan(begin, n), state, chunk_rows,
-                                &chunk_logits, pool));
+                                &chunk_logits));
     state.Advance(static_cast<int>(n));
     if (chunk_rows != LogitRows::kNone) {
       logits->insert(logits->end(), chunk_logits.begin(), chunk_logits.end());
     }
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<std::unique_ptr<Model>> LoadModel(const ModelFiles& files) {
-  ASSIGN_OR_RETURN(const std::string arch,
-                   files.metadata().GetString("general.architecture"));
-  if (arch == "qwen3moe") return LoadQwen3Moe(files);
-  if (arch == "qwen35moe") return LoadQwen35Moe(files);
-  return absl::InvalidArgumentError(
-      absl::StrCat(files.shard(0).path, ": general.architecture = \"", arch,
-                   "\" is not supported (supported: qwen3moe, qwen35moe)"));
 }
 
 }  // namespace sluice

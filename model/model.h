@@ -1,18 +1,13 @@
-// An architecture's forward pass over weights read in place from the
-// mapped GGUF shards.
+// The backend-independent model interface: a forward pass over a batch of
+// tokens and the per-sequence state it continues.
 //
-// Each architecture lives in one file (qwen3moe.cc, qwen35moe.cc) in three
-// parts: hyper-parameters from GGUF metadata, every tensor declared with its
-// expected shape (a mismatch is an error naming the file, the tensor, the
-// expected and the actual shape), and the forward pass assembled from the
-// shared blocks (blocks.h, attention.h, delta_net.h, moe.h).
+// The architecture itself (hyper-parameters, tensors, shapes) is described
+// once in arch.h and computed by a backend: the CPU (cpu_model.h) reads the
+// weights in place from the read-only mapping owned by ModelFiles, which must
+// outlive the Model; the CUDA backend (model/cuda) keeps the dense weights on
+// the device once.
 //
-// Weights are never copied: every matrix is a pointer into the read-only
-// mapping owned by ModelFiles, which must outlive the Model. Only
-// activations and the per-sequence State are allocated.
-//
-// Thread-safety: a Model is immutable after loading; Forward may run
-// concurrently on different States.
+// Thread-safety: Forward may run concurrently on different states.
 #ifndef SLUICE_MODEL_MODEL_H_
 #define SLUICE_MODEL_MODEL_H_
 
@@ -24,8 +19,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "kernels/cpu/thread_pool.h"
-#include "model/state.h"
 
 namespace sluice {
 
@@ -56,6 +49,38 @@ struct ModelInfo {
 // Which rows of a batch produce logits.
 enum class LogitRows { kNone, kLast, kAll };
 
+// What every backend's per-sequence state has: the position reached and the
+// tokens it can hold. The buffers (KV cache, DeltaNet conv and recurrent
+// state) live where the backend computes: host vectors for the CPU (State,
+// state.h), device memory for CUDA.
+class SequenceState {
+ public:
+  explicit SequenceState(int capacity) : capacity_(capacity) {}
+  virtual ~SequenceState() = default;
+
+  // Tokens evaluated so far; the next token takes this position.
+  int position() const { return position_; }
+  // Tokens the KV cache can hold.
+  int capacity() const { return capacity_; }
+
+  // Called by Model::Forward after a batch has been written.
+  // Precondition: position() + n <= capacity().
+  void Advance(int n) { position_ += n; }
+
+  // Position 0, every buffer zeroed; the allocation is kept.
+  virtual void Reset() = 0;
+  // Bytes allocated for all buffers.
+  virtual uint64_t bytes() const = 0;
+
+ protected:
+  void set_position(int p) { position_ = p; }
+
+ private:
+  int capacity_;
+  int position_ = 0;
+};
+
+// One loaded model on one backend.
 class Model {
  public:
   // Tokens per ForwardImpl call (llama.cpp's default n_ubatch).
@@ -65,11 +90,12 @@ class Model {
 
   virtual const ModelInfo& info() const = 0;
 
-  // A zeroed state whose KV cache holds `capacity` tokens.
-  // Precondition: capacity >= 1.
-  std::unique_ptr<State> CreateState(int capacity) const;
+  // A zeroed state whose KV cache holds `capacity` tokens, allocated where
+  // this backend computes. Precondition: capacity >= 1.
+  virtual absl::StatusOr<std::unique_ptr<SequenceState>> CreateState(
+      int capacity) const = 0;
   // Bytes CreateState(capacity) allocates.
-  uint64_t StateBytes(int capacity) const;
+  virtual uint64_t StateBytes(int capacity) const = 0;
 
   // Evaluates `tokens` at positions state.position() .. + tokens.size() - 1
   // (one sequence; the batch continues it), updates `state` and advances it.
@@ -78,31 +104,20 @@ class Model {
   // depend on the split).
   // *logits (resized) receives n_vocab floats per requested row, row-major:
   // one row for kLast, tokens.size() rows for kAll, nothing for kNone.
-  // Errors (state unchanged): InvalidArgument for an empty batch or a token
-  // id outside [0, n_vocab); OutOfRange when the batch does not fit in the
-  // state's capacity; a kernel error is passed through (state undefined).
-  absl::Status Forward(absl::Span<const int32_t> tokens, State& state,
-                       LogitRows rows, std::vector<float>* logits,
-                       kernels::ThreadPool* pool) const;
+  // Errors (state unchanged): InvalidArgument for an empty batch, a token
+  // id outside [0, n_vocab) or a state made by another model; OutOfRange
+  // when the batch does not fit in the state's capacity; a kernel error is
+  // passed through (state undefined).
+  absl::Status Forward(absl::Span<const int32_t> tokens, SequenceState& state,
+                       LogitRows rows, std::vector<float>* logits) const;
 
  protected:
-  virtual std::vector<BlockStateShape> StateShapes() const = 0;
   // Called by Forward after the argument checks, once per micro-batch
   // (1 <= tokens.size() <= kMaxMicroBatch), state not yet advanced.
   virtual absl::Status ForwardImpl(absl::Span<const int32_t> tokens,
-                                   State& state, LogitRows rows,
-                                   std::vector<float>* logits,
-                                   kernels::ThreadPool* pool) const = 0;
+                                   SequenceState& state, LogitRows rows,
+                                   std::vector<float>* logits) const = 0;
 };
-
-// Builds the architecture named by general.architecture. InvalidArgument
-// for an unsupported architecture (message names the file and the value)
-// and for every malformed key or tensor.
-absl::StatusOr<std::unique_ptr<Model>> LoadModel(const ModelFiles& files);
-
-// Per-architecture constructors (qwen3moe.cc, qwen35moe.cc).
-absl::StatusOr<std::unique_ptr<Model>> LoadQwen3Moe(const ModelFiles& files);
-absl::StatusOr<std::unique_ptr<Model>> LoadQwen35Moe(const ModelFiles& files);
 
 }  // namespace sluice
 

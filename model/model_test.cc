@@ -3,6 +3,8 @@
 // parity with llama.cpp is tools/parity_test.
 #include "model/model.h"
 
+#include "model/cpu_model.h"
+
 #include <cmath>
 #include <cstdlib>
 #include <functional>
@@ -80,20 +82,26 @@ struct Loaded {
   std::unique_ptr<Model> model;
 };
 
-// The status LoadModel gives for `path`, whose files must open.
+// The status LoadCpuModel gives for `path`, whose files must open.
 absl::Status LoadStatus(const std::string& path) {
   auto files = ModelFiles::Open(path);
   EXPECT_TRUE(files.ok()) << files.status();
   if (!files.ok()) return files.status();
-  return LoadModel(**files).status();
+  return LoadCpuModel(**files).status();
 }
 
-Loaded Load(const std::string& path) {
+std::unique_ptr<SequenceState> NewState(const Model& model, int capacity) {
+  auto state = model.CreateState(capacity);
+  EXPECT_TRUE(state.ok()) << state.status();
+  return state.ok() ? *std::move(state) : nullptr;
+}
+
+Loaded Load(const std::string& path, int threads = 1) {
   Loaded l;
   auto files = ModelFiles::Open(path);
   EXPECT_TRUE(files.ok()) << files.status();
   l.files = *std::move(files);
-  auto model = LoadModel(*l.files);
+  auto model = LoadCpuModel(*l.files, {.threads = threads});
   EXPECT_TRUE(model.ok()) << model.status();
   if (model.ok()) l.model = *std::move(model);
   return l;
@@ -123,28 +131,30 @@ TEST_P(ForwardTest, BatchEqualsSplitEqualsTokenByToken) {
   const std::vector<int32_t> ids = {5, 300, 17, 42, 1, 99, 250, 7, 8, 310, 2, 64};
   const int n = static_cast<int>(ids.size());
 
-  auto batch_state = l.model->CreateState(32);
+  auto batch_state = NewState(*l.model, 32);
   std::vector<float> batch;
-  ASSERT_TRUE(l.model->Forward(ids, *batch_state, LogitRows::kAll, &batch, nullptr).ok());
+  ASSERT_TRUE(l.model->Forward(ids, *batch_state, LogitRows::kAll, &batch).ok());
   ASSERT_EQ(batch.size(), static_cast<size_t>(n * v));
   EXPECT_EQ(batch_state->position(), n);
 
-  kernels::ThreadPool pool(2);
-  auto split_state = l.model->CreateState(32);
+  // The same file on a 2-thread pool, evaluated in two pieces.
+  Loaded pooled = Load(l.files->shard(0).path, 2);
+  ASSERT_NE(pooled.model, nullptr);
+  auto split_state = NewState(*pooled.model, 32);
   std::vector<float> first, second;
   const absl::Span<const int32_t> all(ids);
-  ASSERT_TRUE(l.model->Forward(all.subspan(0, 7), *split_state, LogitRows::kNone, &first, &pool).ok());
+  ASSERT_TRUE(pooled.model->Forward(all.subspan(0, 7), *split_state, LogitRows::kNone, &first).ok());
   EXPECT_TRUE(first.empty());
-  ASSERT_TRUE(l.model->Forward(all.subspan(7), *split_state, LogitRows::kLast, &second, &pool).ok());
+  ASSERT_TRUE(pooled.model->Forward(all.subspan(7), *split_state, LogitRows::kLast, &second).ok());
   ASSERT_EQ(second.size(), static_cast<size_t>(v));
   const double split_diff = MaxAbsDiff(second.data(), &batch[(n - 1) * v], v);
   EXPECT_LT(split_diff, 1e-4) << c.name;
 
-  auto step_state = l.model->CreateState(32);
+  auto step_state = NewState(*l.model, 32);
   double worst = 0;
   for (int t = 0; t < n; ++t) {
     std::vector<float> row;
-    ASSERT_TRUE(l.model->Forward(all.subspan(t, 1), *step_state, LogitRows::kLast, &row, nullptr).ok());
+    ASSERT_TRUE(l.model->Forward(all.subspan(t, 1), *step_state, LogitRows::kLast, &row).ok());
     worst = std::max(worst, MaxAbsDiff(row.data(), &batch[t * v], v));
   }
   std::printf("%s: max |batch - split| %.3g, max |batch - stepwise| %.3g\n",
@@ -167,22 +177,22 @@ TEST(ModelTest, LongBatchEqualsAnotherSplit) {
   const int64_t v = l.model->info().n_vocab;
   std::vector<int32_t> ids(Model::kMaxMicroBatch + 88);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7919) % v);
-  auto one = l.model->CreateState(1024);
+  auto one = NewState(*l.model, 1024);
   std::vector<float> all;
-  ASSERT_TRUE(l.model->Forward(ids, *one, LogitRows::kAll, &all, nullptr).ok());
+  ASSERT_TRUE(l.model->Forward(ids, *one, LogitRows::kAll, &all).ok());
   ASSERT_EQ(all.size(), ids.size() * v);
   EXPECT_EQ(one->position(), static_cast<int>(ids.size()));
 
-  auto two = l.model->CreateState(1024);
+  auto two = NewState(*l.model, 1024);
   std::vector<float> a, b, last;
   const absl::Span<const int32_t> span(ids);
-  ASSERT_TRUE(l.model->Forward(span.subspan(0, 300), *two, LogitRows::kAll, &a, nullptr).ok());
-  ASSERT_TRUE(l.model->Forward(span.subspan(300), *two, LogitRows::kAll, &b, nullptr).ok());
+  ASSERT_TRUE(l.model->Forward(span.subspan(0, 300), *two, LogitRows::kAll, &a).ok());
+  ASSERT_TRUE(l.model->Forward(span.subspan(300), *two, LogitRows::kAll, &b).ok());
   a.insert(a.end(), b.begin(), b.end());
   EXPECT_EQ(a, all);
 
-  auto three = l.model->CreateState(1024);
-  ASSERT_TRUE(l.model->Forward(ids, *three, LogitRows::kLast, &last, nullptr).ok());
+  auto three = NewState(*l.model, 1024);
+  ASSERT_TRUE(l.model->Forward(ids, *three, LogitRows::kLast, &last).ok());
   EXPECT_EQ(last, std::vector<float>(all.end() - v, all.end()));
 }
 
@@ -275,13 +285,13 @@ TEST(ModelTest, FusedQkvAndGateUpGiveIdenticalLogits) {
     ASSERT_TRUE(b.files->tensors().Find("blk.3.attn_q.weight") == nullptr);
     const std::vector<int32_t> ids = {3, 141, 59, 26, 5};
     std::vector<float> la, lb;
-    auto sa = a.model->CreateState(16);
-    auto sb = b.model->CreateState(16);
-    ASSERT_TRUE(a.model->Forward(ids, *sa, LogitRows::kAll, &la, nullptr).ok());
-    ASSERT_TRUE(b.model->Forward(ids, *sb, LogitRows::kAll, &lb, nullptr).ok());
+    auto sa = NewState(*a.model, 16);
+    auto sb = NewState(*b.model, 16);
+    ASSERT_TRUE(a.model->Forward(ids, *sa, LogitRows::kAll, &la).ok());
+    ASSERT_TRUE(b.model->Forward(ids, *sb, LogitRows::kAll, &lb).ok());
     EXPECT_EQ(la, lb) << name;
-    ASSERT_TRUE(a.model->Forward({7}, *sa, LogitRows::kLast, &la, nullptr).ok());
-    ASSERT_TRUE(b.model->Forward({7}, *sb, LogitRows::kLast, &lb, nullptr).ok());
+    ASSERT_TRUE(a.model->Forward({7}, *sa, LogitRows::kLast, &la).ok());
+    ASSERT_TRUE(b.model->Forward({7}, *sb, LogitRows::kLast, &lb).ok());
     EXPECT_EQ(la, lb) << name;
   }
 }
@@ -296,9 +306,9 @@ TEST(ModelTest, NextNBlocksAreNotRun) {
   // Blocks 0..2 (DeltaNet) form the trunk; block 3 is the NextN block.
   EXPECT_EQ(l.model->info().n_layer, 3);
   EXPECT_EQ(l.model->info().n_attention_layers, 0);
-  auto state = l.model->CreateState(8);
+  auto state = NewState(*l.model, 8);
   std::vector<float> logits;
-  EXPECT_TRUE(l.model->Forward({1, 2, 3}, *state, LogitRows::kLast, &logits, nullptr).ok());
+  EXPECT_TRUE(l.model->Forward({1, 2, 3}, *state, LogitRows::kLast, &logits).ok());
 }
 
 TEST(ModelTest, RecurrentLayersArrayOverridesTheInterval) {
@@ -324,12 +334,12 @@ TEST(ModelTest, RecurrentLayersArrayOverridesTheInterval) {
 TEST(ModelTest, ContextOverflowIsOutOfRangeAndLeavesStateUnchanged) {
   Loaded l = Load(WriteMicro(mkmodel::Arch::kQwen3Moe, GgmlType::kF32, "ctx.gguf"));
   ASSERT_NE(l.model, nullptr);
-  auto state = l.model->CreateState(4);
+  auto state = NewState(*l.model, 4);
   std::vector<float> logits;
   const std::vector<int32_t> three = {1, 2, 3};
-  ASSERT_TRUE(l.model->Forward(three, *state, LogitRows::kLast, &logits, nullptr).ok());
+  ASSERT_TRUE(l.model->Forward(three, *state, LogitRows::kLast, &logits).ok());
   const absl::Status s =
-      l.model->Forward(three, *state, LogitRows::kLast, &logits, nullptr);
+      l.model->Forward(three, *state, LogitRows::kLast, &logits);
   EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange);
   EXPECT_EQ(s.message(),
             "context length exceeded: 3 tokens held + 3 new > context length 4");
@@ -339,16 +349,16 @@ TEST(ModelTest, ContextOverflowIsOutOfRangeAndLeavesStateUnchanged) {
 TEST(ModelTest, RejectsBadTokenAndEmptyBatch) {
   Loaded l = Load(WriteMicro(mkmodel::Arch::kQwen3Moe, GgmlType::kF32, "tok.gguf"));
   ASSERT_NE(l.model, nullptr);
-  auto state = l.model->CreateState(8);
+  auto state = NewState(*l.model, 8);
   std::vector<float> logits;
   const int32_t n_vocab = static_cast<int32_t>(l.model->info().n_vocab);
   const std::vector<int32_t> bad = {1, n_vocab};
-  absl::Status s = l.model->Forward(bad, *state, LogitRows::kLast, &logits, nullptr);
+  absl::Status s = l.model->Forward(bad, *state, LogitRows::kLast, &logits);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(), absl::StrCat("Forward: token id ", n_vocab,
                                       " at batch index 1 is outside the "
                                       "vocabulary [0, ", n_vocab, ")"));
-  s = l.model->Forward({}, *state, LogitRows::kLast, &logits, nullptr);
+  s = l.model->Forward({}, *state, LogitRows::kLast, &logits);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(state->position(), 0);
 }

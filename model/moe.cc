@@ -47,14 +47,15 @@ struct ExpertScratch {
 // of slot_out ([n_tok][k][n_embd]). x_act holds every token's input
 // prepared for the gate weights' type; its rows are gathered, not
 // converted again per expert.
-absl::Status RunExpert(const MoeWeights& w, int32_t e,
+absl::Status RunExpert(const ExpertWeights& w, int32_t e,
                        const std::vector<std::pair<int64_t, int64_t>>& list,
-                       const std::vector<Routing>& routes, const float* x,
+                       absl::Span<const Routing> routes, const float* x,
                        const kernels::PreparedActivations& x_act,
                        int64_t e_dim, int64_t k, ExpertScratch& s,
                        float* slot_out, kernels::ThreadPool* pool) {
   const int64_t m = static_cast<int64_t>(list.size());
-  const Matrix gate = w.gate.expert(e), up = w.up.expert(e);
+  const Matrix& gate = w.gate;
+  const Matrix& up = w.up;
   const int64_t ff = gate.rows;
   s.tokens.clear();
   for (const auto& [t, slot] : list) s.tokens.push_back(t);
@@ -74,7 +75,7 @@ absl::Status RunExpert(const MoeWeights& w, int32_t e,
     RETURN_IF_ERROR(Project(up, s.x.data(), m, s.u.data(), pool));
   }
   GateMul(s.g.data(), s.u.data(), m * ff);
-  RETURN_IF_ERROR(Project(w.down.expert(e), s.g.data(), m, s.y.data(), pool));
+  RETURN_IF_ERROR(Project(w.down, s.g.data(), m, s.y.data(), pool));
   for (int64_t i = 0; i < m; ++i) {
     const auto [t, slot] = list[i];
     const float wt = routes[t].weight[slot];
@@ -85,16 +86,13 @@ absl::Status RunExpert(const MoeWeights& w, int32_t e,
   return absl::OkStatus();
 }
 
-// Routes every token; slots[e] lists the (token, slot) pairs sent to
-// expert e in token order, `active` the experts with at least one.
-void RouteBatch(const MoeConfig& c, const float* logits, int64_t n_tok,
-                std::vector<Routing>& routes,
-                std::vector<std::vector<std::pair<int64_t, int64_t>>>& slots,
-                std::vector<int32_t>& active) {
+// slots[e] lists the (token, slot) pairs sent to expert e in token order,
+// `active` the experts with at least one.
+void GroupByExpert(const MoeConfig& c, absl::Span<const Routing> routes,
+                   std::vector<std::vector<std::pair<int64_t, int64_t>>>& slots,
+                   std::vector<int32_t>& active) {
   slots.assign(c.n_expert, {});
-  for (int64_t t = 0; t < n_tok; ++t) {
-    RouteToken(logits + t * c.n_expert, c.n_expert, c.n_expert_used,
-               &routes[t]);
+  for (int64_t t = 0; t < static_cast<int64_t>(routes.size()); ++t) {
     for (int64_t s = 0; s < c.n_expert_used; ++s) {
       slots[routes[t].expert[s]].push_back({t, s});
     }
@@ -125,17 +123,18 @@ absl::Status AddSharedExpert(const MoeWeights& w, int64_t e_dim,
 // (and of the shared one) run as one parallel loop, the down products as a
 // second. Same arithmetic per element as the batched path.
 absl::Status MoeOneToken(const MoeConfig& c, const MoeWeights& w,
-                         const float* x, const float* logits, float* out,
+                         const Routing& r,
+                         absl::Span<const ExpertWeights> experts,
+                         const float* x, float* out,
                          kernels::ThreadPool* pool) {
   const int64_t k = c.n_expert_used, e_dim = c.n_embd, ff = c.expert_ff;
   const int64_t sff = c.shared_ff;
-  Routing r;
-  RouteToken(logits, c.n_expert, k, &r);
   std::vector<Matrix> mats;
   for (int64_t s = 0; s < k; ++s) {
-    mats.push_back(w.gate.expert(r.expert[s]));
-    mats.push_back(w.up.expert(r.expert[s]));
-    mats.push_back(w.down.expert(r.expert[s]));
+    const ExpertWeights& ew = experts[r.expert[s]];
+    mats.push_back(ew.gate);
+    mats.push_back(ew.up);
+    mats.push_back(ew.down);
   }
   std::vector<float> g(k * ff + sff), u(k * ff + sff), y((k + 1) * e_dim);
   std::vector<RowJob> jobs;
@@ -216,17 +215,40 @@ void RouteToken(const float* logits, int64_t n_expert, int64_t k,
   for (int64_t i = 0; i < k; ++i) routing->weight[i] /= total;
 }
 
-absl::Status RunMoe(const MoeConfig& c, const MoeWeights& w, const float* x,
-                    int64_t n_tok, float* out, kernels::ThreadPool* pool) {
+absl::Status RouteMoe(const MoeConfig& c, const Matrix& router,
+                      const float* x, int64_t n_tok,
+                      std::vector<Routing>* routes,
+                      kernels::ThreadPool* pool) {
+  std::vector<float> logits(n_tok * c.n_expert);
+  RETURN_IF_ERROR(RouterLogits(router, x, n_tok, logits.data(), pool));
+  routes->resize(n_tok);
+  for (int64_t t = 0; t < n_tok; ++t) {
+    RouteToken(logits.data() + t * c.n_expert, c.n_expert, c.n_expert_used,
+               &(*routes)[t]);
+  }
+  return absl::OkStatus();
+}
+
+std::vector<ExpertWeights> ResidentExperts(const MoeWeights& w) {
+  std::vector<ExpertWeights> out(w.gate.n_expert);
+  for (int64_t e = 0; e < w.gate.n_expert; ++e) {
+    out[e] = {w.gate.expert(e), w.up.expert(e), w.down.expert(e)};
+  }
+  return out;
+}
+
+absl::Status ComputeMoe(const MoeConfig& c, const MoeWeights& w,
+                        absl::Span<const Routing> routes,
+                        absl::Span<const ExpertWeights> experts,
+                        const float* x, float* out,
+                        kernels::ThreadPool* pool) {
   const int64_t e_dim = c.n_embd;
   const int64_t k = c.n_expert_used;
-  std::vector<float> logits(n_tok * c.n_expert);
-  RETURN_IF_ERROR(RouterLogits(w.router, x, n_tok, logits.data(), pool));
-  if (n_tok == 1) return MoeOneToken(c, w, x, logits.data(), out, pool);
-  std::vector<Routing> routes(n_tok);
+  const int64_t n_tok = static_cast<int64_t>(routes.size());
+  if (n_tok == 1) return MoeOneToken(c, w, routes[0], experts, x, out, pool);
   std::vector<std::vector<std::pair<int64_t, int64_t>>> slots;
   std::vector<int32_t> active;
-  RouteBatch(c, logits.data(), n_tok, routes, slots, active);
+  GroupByExpert(c, routes, slots, active);
 
   // Per (token, slot) expert outputs, summed below in slot order.
   std::vector<float> slot_out(n_tok * k * e_dim);
@@ -234,8 +256,8 @@ absl::Status RunMoe(const MoeConfig& c, const MoeWeights& w, const float* x,
   RETURN_IF_ERROR(x_act.Prepare(w.gate.type, x, e_dim, n_tok));
   const auto run_expert = [&](int32_t e, ExpertScratch& scratch,
                               kernels::ThreadPool* inner) {
-    return RunExpert(w, e, slots[e], routes, x, x_act, e_dim, k, scratch,
-                     slot_out.data(), inner);
+    return RunExpert(experts[e], e, slots[e], routes, x, x_act, e_dim, k,
+                     scratch, slot_out.data(), inner);
   };
   // Many experts per thread (short batches, small models): one expert per
   // task, one parallel loop instead of three per expert. Few: each product
@@ -285,6 +307,14 @@ absl::Status RunMoe(const MoeConfig& c, const MoeWeights& w, const float* x,
   }
   if (c.shared_ff == 0) return absl::OkStatus();
   return AddSharedExpert(w, e_dim, x, n_tok, out, pool);
+}
+
+absl::Status RunMoe(const MoeConfig& c, const MoeWeights& w, const float* x,
+                    int64_t n_tok, float* out, kernels::ThreadPool* pool) {
+  std::vector<Routing> routes;
+  RETURN_IF_ERROR(RouteMoe(c, w.router, x, n_tok, &routes, pool));
+  const std::vector<ExpertWeights> experts = ResidentExperts(w);
+  return ComputeMoe(c, w, routes, experts, x, out, pool);
 }
 
 }  // namespace sluice

@@ -13,8 +13,10 @@
 #define SLUICE_MODEL_MOE_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "kernels/cpu/thread_pool.h"
 #include "model/weights.h"
 
@@ -55,6 +57,54 @@ struct Routing {
 void RouteToken(const float* logits, int64_t n_expert, int64_t k,
                 Routing* routing);
 
+// One routed expert's matrices, wherever they are read from (the resident
+// weights, a cache slot, a host tier).
+struct ExpertWeights {
+  Matrix gate;  // n_embd -> expert_ff
+  Matrix up;    // n_embd -> expert_ff
+  Matrix down;  // expert_ff -> n_embd
+};
+
+// The MoE block runs in three steps, so that a cache can stand between
+// routing and compute:
+//   route:   RouteMoe gives each token's experts and weights;
+//   acquire: the caller makes a table, indexed by expert id, whose entries
+//            for the routed experts point at their weights;
+//   compute: ComputeMoe multiplies through that table.
+// RunMoe chains them over the resident weights.
+
+// routes (resized to n_tok): each token's top-k experts and weights, from
+// the router logits of x [n_tok][n_embd].
+absl::Status RouteMoe(const MoeConfig& config, const Matrix& router,
+                      const float* x, int64_t n_tok,
+                      std::vector<Routing>* routes,
+                      kernels::ThreadPool* pool);
+
+// Every expert of w in place (the table of the all-resident case).
+std::vector<ExpertWeights> ResidentExperts(const MoeWeights& w);
+
+// out[t] = sum over the slots of routes[t] of weight * expert(x[t]), plus
+// the shared expert of w when config.shared_ff > 0. experts[e] must be set
+// for every routed e; the experts share w's types and shapes.
+// x: normed input [n_tok][n_embd] with n_tok = routes.size(); out:
+// [n_tok][n_embd] (no alias).
+absl::Status ComputeMoe(const MoeConfig& config, const MoeWeights& w,
+                        absl::Span<const Routing> routes,
+                        absl::Span<const ExpertWeights> experts,
+                        const float* x, float* out,
+                        kernels::ThreadPool* pool);
+
+// Sees each MoE block's routing as it is computed (a routing-trace recorder,
+// per-layer statistics). Called on the forward pass's thread.
+class RoutingObserver {
+ public:
+  virtual ~RoutingObserver() = default;
+  // routes: one entry per token of the micro-batch, in order.
+  virtual void OnRouting(int64_t layer, int64_t n_expert_used,
+                         absl::Span<const Routing> routes) = 0;
+};
+
+// Route, resident experts, compute.
 // x: normed input [n_tok][n_embd]; out: [n_tok][n_embd] (no alias).
 absl::Status RunMoe(const MoeConfig& config, const MoeWeights& w,
                     const float* x, int64_t n_tok, float* out,

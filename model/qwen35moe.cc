@@ -6,19 +6,17 @@
 //   out = h + MoE(RMSNorm(h; post_attention_norm))
 #include <array>
 #include <functional>
-#include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "loader/model_files.h"
+#include "model/arch.h"
 #include "model/arch_util.h"
 #include "model/attention.h"
 #include "model/blocks.h"
 #include "model/delta_net.h"
-#include "model/model.h"
 #include "model/moe.h"
 #include "model/weights.h"
 
@@ -128,14 +126,6 @@ absl::StatusOr<Params> ReadParams(const ModelFiles& files) {
 
 // ---- Part 2: tensors ------------------------------------------------------
 
-struct Weights {
-  OutputHead head;
-  // mixer_norm: attn_norm; ffn_norm: post_attention_norm.
-  std::vector<ResidualMoeBlock> blocks;
-  std::vector<AttentionWeights> attn;  // bound for full-attention blocks
-  std::vector<DeltaNetWeights> delta;  // bound for recurrent blocks
-};
-
 using NameFn = std::function<std::string(std::string_view)>;
 
 absl::Status BindAttention(TensorBinder& b, const Params& p, const NameFn& name,
@@ -179,97 +169,51 @@ absl::Status BindMoe(TensorBinder& b, const Params& p, const NameFn& name,
   return absl::OkStatus();
 }
 
-absl::StatusOr<Weights> BindWeights(TensorBinder& b, const Params& p,
-                                    int64_t n_vocab) {
-  Weights w;
-  ASSIGN_OR_RETURN(w.head, BindOutputHead(b, p.n_embd, n_vocab));
-  w.blocks.resize(p.n_layer);
-  w.attn.resize(p.n_layer);
-  w.delta.resize(p.n_layer);
+absl::Status BindLayers(TensorBinder& b, const Params& p, ArchDesc& d) {
+  d.layers.resize(p.n_layer);
   for (int64_t il = 0; il < p.n_layer; ++il) {
     const std::string prefix = BlockPrefix(il);
     const NameFn name = [&prefix](std::string_view n) {
       return absl::StrCat(prefix, std::string(n));
     };
-    ResidualMoeBlock& blk = w.blocks[il];
+    LayerDesc& blk = d.layers[il];
     ASSIGN_OR_RETURN(blk.mixer_norm,
                      b.GetF32Vector(name("attn_norm.weight"), p.n_embd));
     ASSIGN_OR_RETURN(blk.ffn_norm,
                      b.GetF32Vector(name("post_attention_norm.weight"), p.n_embd));
     if (p.is_recurrent(il)) {
-      RETURN_IF_ERROR(BindDeltaNet(b, p, name, w.delta[il]));
+      blk.mixer = MixerKind::kDeltaNet;
+      RETURN_IF_ERROR(BindDeltaNet(b, p, name, blk.delta));
     } else {
-      RETURN_IF_ERROR(BindAttention(b, p, name, w.attn[il]));
+      blk.mixer = MixerKind::kAttention;
+      RETURN_IF_ERROR(BindAttention(b, p, name, blk.attn));
     }
     RETURN_IF_ERROR(BindMoe(b, p, name, blk.moe));
   }
-  return w;
+  return absl::OkStatus();
 }
-
-// ---- Part 3: forward pass -------------------------------------------------
-
-class Qwen35Moe final : public ResidualMoeModel {
- public:
-  Qwen35Moe(ModelInfo info, Params p, Weights w)
-      : ResidualMoeModel(std::move(info), p, w.head, std::move(w.blocks)),
-        p_(std::move(p)),
-        attn_(AttentionConfigOf(p_)),
-        attn_w_(std::move(w.attn)),
-        delta_w_(std::move(w.delta)) {
-    attn_.gated = true;
-    attn_.rope.multi_section = true;
-    attn_.rope.sections = p_.sections;
-  }
-
- protected:
-  std::vector<BlockStateShape> StateShapes() const override {
-    std::vector<BlockStateShape> shapes(p_.n_layer);
-    for (int64_t il = 0; il < p_.n_layer; ++il) {
-      BlockStateShape& s = shapes[il];
-      if (p_.is_recurrent(il)) {
-        s.conv_kernel = p_.ssm.conv_kernel;
-        s.conv_channels = p_.ssm.conv_channels();
-        s.v_heads = p_.ssm.n_v_heads;
-        s.state_size = p_.ssm.state_size;
-      } else {
-        s.kv_dim = p_.n_head_kv * p_.head_dim;
-      }
-    }
-    return shapes;
-  }
-
-  absl::Status RunMixer(int64_t il, const float* xn, int64_t n_tok,
-                        State& state, float* y,
-                        kernels::ThreadPool* pool) const override {
-    if (p_.is_recurrent(il)) {
-      return RunDeltaNet(p_.ssm, delta_w_[il], xn, n_tok, state.block(il), y,
-                         pool);
-    }
-    return RunAttention(attn_, attn_w_[il], xn, n_tok, state.position(),
-                        state.block(il), y, pool);
-  }
-
- private:
-  Params p_;
-  AttentionConfig attn_;
-  std::vector<AttentionWeights> attn_w_;
-  std::vector<DeltaNetWeights> delta_w_;
-};
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Model>> LoadQwen35Moe(const ModelFiles& files) {
-  ModelInfo info;
-  RETURN_IF_ERROR(FillFileInfo(files, &info));
+absl::StatusOr<ArchDesc> DescribeQwen35Moe(const ModelFiles& files) {
+  ArchDesc d;
+  RETURN_IF_ERROR(FillFileInfo(files, &d.info));
   ASSIGN_OR_RETURN(const Params p, ReadParams(files));
   TensorBinder binder(files);
-  ASSIGN_OR_RETURN(Weights w, BindWeights(binder, p, info.n_vocab));
-  FillTrunkInfo(p, &info);
+  ASSIGN_OR_RETURN(d.head, BindOutputHead(binder, p.n_embd, d.info.n_vocab));
+  RETURN_IF_ERROR(BindLayers(binder, p, d));
+  FillTrunkInfo(p, &d.info);
   for (int64_t il = 0; il < p.n_layer; ++il) {
-    (p.is_recurrent(il) ? info.n_recurrent_layers : info.n_attention_layers)++;
+    (p.is_recurrent(il) ? d.info.n_recurrent_layers : d.info.n_attention_layers)++;
   }
-  return std::unique_ptr<Model>(
-      std::make_unique<Qwen35Moe>(std::move(info), p, std::move(w)));
+  d.eps = p.eps;
+  d.attn = AttentionConfigOf(p);
+  d.attn.gated = true;
+  d.attn.rope.multi_section = true;
+  d.attn.rope.sections = p.sections;
+  d.ssm = p.ssm;
+  d.moe = MoeConfigOf(p);
+  return d;
 }
 
 }  // namespace sluice

@@ -3,14 +3,13 @@
 //
 //   h   = x + Attention(RMSNorm(x; attn_norm))
 //   out = h + MoE(RMSNorm(h; ffn_norm))
-#include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "loader/model_files.h"
+#include "model/arch.h"
 #include "model/arch_util.h"
 #include "model/attention.h"
 #include "model/blocks.h"
@@ -42,14 +41,8 @@ absl::StatusOr<Params> ReadParams(const ModelFiles& files) {
 
 // ---- Part 2: tensors ------------------------------------------------------
 
-struct Weights {
-  OutputHead head;
-  std::vector<ResidualMoeBlock> blocks;  // mixer_norm: attn_norm
-  std::vector<AttentionWeights> attn;
-};
-
 absl::Status BindBlock(TensorBinder& b, const Params& p, int64_t il,
-                       Weights& w) {
+                       LayerDesc& blk) {
   const std::string prefix = BlockPrefix(il);
   const auto name = [&prefix](std::string_view n) {
     return absl::StrCat(prefix, std::string(n));
@@ -57,8 +50,8 @@ absl::Status BindBlock(TensorBinder& b, const Params& p, int64_t il,
   const int64_t e = p.n_embd, q_dim = p.n_head * p.head_dim;
   const int64_t kv_dim = p.n_head_kv * p.head_dim;
   const int64_t x = p.n_expert, f = p.expert_ff;
-  ResidualMoeBlock& blk = w.blocks.emplace_back();
-  AttentionWeights& a = w.attn.emplace_back();
+  blk.mixer = MixerKind::kAttention;
+  AttentionWeights& a = blk.attn;
   ASSIGN_OR_RETURN(blk.mixer_norm, b.GetF32Vector(name("attn_norm.weight"), e));
   RETURN_IF_ERROR(BindQkv(b, prefix, e, q_dim, kv_dim, a));
   ASSIGN_OR_RETURN(a.wo, b.GetMatrix(name("attn_output.weight"), q_dim, e));
@@ -72,58 +65,24 @@ absl::Status BindBlock(TensorBinder& b, const Params& p, int64_t il,
   return BindRoutedExperts(b, prefix, e, f, x, blk.moe);
 }
 
-absl::StatusOr<Weights> BindWeights(TensorBinder& b, const Params& p,
-                                    int64_t n_vocab) {
-  Weights w;
-  ASSIGN_OR_RETURN(w.head, BindOutputHead(b, p.n_embd, n_vocab));
-  for (int64_t il = 0; il < p.n_layer; ++il) {
-    RETURN_IF_ERROR(BindBlock(b, p, il, w));
-  }
-  return w;
-}
-
-// ---- Part 3: forward pass -------------------------------------------------
-
-class Qwen3Moe final : public ResidualMoeModel {
- public:
-  Qwen3Moe(ModelInfo info, Params p, Weights w)
-      : ResidualMoeModel(std::move(info), p, w.head, std::move(w.blocks)),
-        p_(p),
-        attn_(AttentionConfigOf(p)),
-        attn_w_(std::move(w.attn)) {}
-
- protected:
-  std::vector<BlockStateShape> StateShapes() const override {
-    BlockStateShape s;
-    s.kv_dim = p_.n_head_kv * p_.head_dim;
-    return std::vector<BlockStateShape>(p_.n_layer, s);
-  }
-
-  absl::Status RunMixer(int64_t il, const float* xn, int64_t n_tok,
-                        State& state, float* y,
-                        kernels::ThreadPool* pool) const override {
-    return RunAttention(attn_, attn_w_[il], xn, n_tok, state.position(),
-                        state.block(il), y, pool);
-  }
-
- private:
-  Params p_;
-  AttentionConfig attn_;
-  std::vector<AttentionWeights> attn_w_;
-};
-
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Model>> LoadQwen3Moe(const ModelFiles& files) {
-  ModelInfo info;
-  RETURN_IF_ERROR(FillFileInfo(files, &info));
+absl::StatusOr<ArchDesc> DescribeQwen3Moe(const ModelFiles& files) {
+  ArchDesc d;
+  RETURN_IF_ERROR(FillFileInfo(files, &d.info));
   ASSIGN_OR_RETURN(const Params p, ReadParams(files));
   TensorBinder binder(files);
-  ASSIGN_OR_RETURN(Weights w, BindWeights(binder, p, info.n_vocab));
-  FillTrunkInfo(p, &info);
-  info.n_attention_layers = p.n_layer;
-  return std::unique_ptr<Model>(
-      std::make_unique<Qwen3Moe>(std::move(info), p, std::move(w)));
+  ASSIGN_OR_RETURN(d.head, BindOutputHead(binder, p.n_embd, d.info.n_vocab));
+  d.layers.resize(p.n_layer);
+  for (int64_t il = 0; il < p.n_layer; ++il) {
+    RETURN_IF_ERROR(BindBlock(binder, p, il, d.layers[il]));
+  }
+  FillTrunkInfo(p, &d.info);
+  d.info.n_attention_layers = p.n_layer;
+  d.eps = p.eps;
+  d.attn = AttentionConfigOf(p);
+  d.moe = MoeConfigOf(p);
+  return d;
 }
 
 }  // namespace sluice

@@ -54,7 +54,9 @@ TEST(RssTest, WeightsStayInTheMappingWhileDecoding) {
 
   auto engine = Engine::Create(**files, {.threads = 2, .context_length = 256});
   ASSERT_TRUE(engine.ok()) << engine.status();
-  auto session = (*engine)->NewSession();
+  auto made = (*engine)->NewSession();
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::unique_ptr<Session> session = *std::move(made);
   std::vector<int32_t> prompt;
   for (int i = 0; i < 48; ++i) prompt.push_back((i * 37) % 300);
   std::vector<float> logits;

@@ -25,10 +25,10 @@ Sizes SizesOf(int capacity, const BlockStateShape& s) {
 }  // namespace
 
 State::State(int capacity, std::vector<BlockStateShape> shapes)
-    : capacity_(capacity), shapes_(std::move(shapes)) {
+    : SequenceState(capacity), shapes_(std::move(shapes)) {
   blocks_.resize(shapes_.size());
   for (size_t i = 0; i < shapes_.size(); ++i) {
-    const Sizes z = SizesOf(capacity_, shapes_[i]);
+    const Sizes z = SizesOf(capacity, shapes_[i]);
     blocks_[i].k.assign(z.kv, 0.0f);
     blocks_[i].v.assign(z.kv, 0.0f);
     blocks_[i].conv.assign(z.conv, 0.0f);
@@ -37,7 +37,7 @@ State::State(int capacity, std::vector<BlockStateShape> shapes)
 }
 
 void State::Reset() {
-  position_ = 0;
+  set_position(0);
   for (BlockState& b : blocks_) {
     std::fill(b.k.begin(), b.k.end(), 0.0f);
     std::fill(b.v.begin(), b.v.end(), 0.0f);
@@ -46,7 +46,7 @@ void State::Reset() {
   }
 }
 
-uint64_t State::bytes() const { return BytesFor(capacity_, shapes_); }
+uint64_t State::bytes() const { return BytesFor(capacity(), shapes_); }
 
 uint64_t State::BytesFor(int capacity,
                          const std::vector<BlockStateShape>& shapes) {

@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/model.h"
+
 namespace sluice {
 
 // What one block keeps between calls. A block has either KV (kv_dim > 0) or
@@ -38,38 +40,26 @@ struct BlockState {
   std::vector<float> ssm;
 };
 
-class State {
+// The CPU backend's state: host vectors per block.
+class State final : public SequenceState {
  public:
   // Precondition: capacity >= 1.
   State(int capacity, std::vector<BlockStateShape> shapes);
 
-  // Tokens evaluated so far; the next token takes this position.
-  int position() const { return position_; }
-  // Tokens the KV cache can hold.
-  int capacity() const { return capacity_; }
   int num_blocks() const { return static_cast<int>(blocks_.size()); }
 
   BlockState& block(int i) { return blocks_[i]; }
   const BlockState& block(int i) const { return blocks_[i]; }
   const BlockStateShape& shape(int i) const { return shapes_[i]; }
 
-  // Called by the model after a batch has been written.
-  // Precondition: position() + n <= capacity().
-  void Advance(int n) { position_ += n; }
-
-  // Position 0, every buffer zeroed; the allocation is kept.
-  void Reset();
-
-  // Bytes allocated for all buffers.
-  uint64_t bytes() const;
+  void Reset() override;
+  uint64_t bytes() const override;
 
   // What State(capacity, shapes).bytes() would be, without allocating.
   static uint64_t BytesFor(int capacity,
                            const std::vector<BlockStateShape>& shapes);
 
  private:
-  int capacity_;
-  int position_ = 0;
   std::vector<BlockStateShape> shapes_;
   std::vector<BlockState> blocks_;
 };

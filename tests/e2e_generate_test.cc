@@ -35,7 +35,7 @@ class E2eGenerateTest : public ::testing::Test {
     auto files = ModelFiles::Open(*path);
     ASSERT_TRUE(files.ok()) << files.status();
     files_ = files->release();
-    auto engine = Engine::Create(*files_, EngineOptions{1, kContext});
+    auto engine = Engine::Create(*files_, EngineOptions{.threads = 1, .context_length = kContext});
     ASSERT_TRUE(engine.ok()) << engine.status();
     engine_ = engine->release();
   }
@@ -56,7 +56,10 @@ class E2eGenerateTest : public ::testing::Test {
   // The in-process engine's tokens for the same request.
   static std::vector<int32_t> Reference(const std::string& prompt, int max_tokens,
                                         const SamplerParams& sampler) {
-    auto session = engine_->NewSession();
+    auto made = engine_->NewSession();
+    EXPECT_TRUE(made.ok()) << made.status();
+    if (!made.ok()) return {};
+    std::unique_ptr<Session> session = *std::move(made);
     GenerateParams p;
     p.prompt = engine_->tokenizer().Encode(prompt, false);
     p.sampler = sampler;

@@ -117,7 +117,9 @@ int main(int argc, char** argv) {
   auto params = ParamsFromFlags(tok);
   if (!params.ok()) return Fail(params.status());
 
-  std::unique_ptr<sluice::Session> session = (*engine)->NewSession();
+  auto made = (*engine)->NewSession();
+  if (!made.ok()) return Fail(made.status());
+  std::unique_ptr<sluice::Session> session = *std::move(made);
   long anon_decoding_kb = -1;
   int calls = 0;
   auto result = sluice::Generate(

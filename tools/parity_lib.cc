@@ -13,8 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
-#include "kernels/cpu/thread_pool.h"
 #include "loader/model_files.h"
+#include "model/engine.h"
 #include "model/model.h"
 #include "nlohmann/json.hpp"
 
@@ -84,43 +84,52 @@ double Seconds(std::chrono::steady_clock::time_point since) {
 }
 
 struct PromptRun {
-  std::vector<RowStats> rows;
+  std::vector<float> logits;  // (n_prompt + kDecodeSteps) rows
   double prefill_s = 0;
   double decode_s = 0;
 };
 
+// Teacher-forced logits of one prompt: every row of the prompt evaluated as
+// one batch, then the reference decode tokens fed one at a time.
 absl::StatusOr<PromptRun> RunPrompt(const Model& model,
                                     const std::vector<int32_t>& ids,
-                                    const std::vector<int32_t>& decode_tokens,
-                                    const std::vector<float>& ref_prefill,
-                                    const std::vector<float>& ref_decode,
-                                    kernels::ThreadPool* pool) {
+                                    const std::vector<int32_t>& decode_tokens) {
   const int64_t v = model.info().n_vocab;
   const int capacity = std::max<int>(
       kReferenceContext, static_cast<int>(ids.size()) + kDecodeSteps);
-  std::unique_ptr<State> state = model.CreateState(capacity);
+  ASSIGN_OR_RETURN(std::unique_ptr<SequenceState> state,
+                   model.CreateState(capacity));
   PromptRun run;
   std::vector<float> logits;
   auto start = std::chrono::steady_clock::now();
-  RETURN_IF_ERROR(model.Forward(ids, *state, LogitRows::kAll, &logits, pool));
+  RETURN_IF_ERROR(model.Forward(ids, *state, LogitRows::kAll, &logits));
   run.prefill_s = Seconds(start);
-  for (size_t r = 0; r < ids.size(); ++r) {
-    run.rows.push_back(CompareRow(&logits[r * v], &ref_prefill[r * v], v));
-  }
+  run.logits = logits;
   start = std::chrono::steady_clock::now();
   for (int k = 0; k < kDecodeSteps; ++k) {
     const int32_t tok = decode_tokens[k];
     RETURN_IF_ERROR(model.Forward(absl::MakeConstSpan(&tok, 1), *state,
-                                  LogitRows::kLast, &logits, pool));
-    run.rows.push_back(CompareRow(logits.data(), &ref_decode[k * v], v));
+                                  LogitRows::kLast, &logits));
+    run.logits.insert(run.logits.end(), logits.begin(), logits.begin() + v);
   }
   run.decode_s = Seconds(start);
   return run;
 }
 
+// Per-row statistics of `ours` against `ref`, both rows x v.
+std::vector<RowStats> CompareRows(const std::vector<float>& ours,
+                                  const std::vector<float>& ref, int64_t v) {
+  std::vector<RowStats> rows;
+  for (size_t r = 0; r * v < ours.size(); ++r) {
+    rows.push_back(CompareRow(&ours[r * v], &ref[r * v], v));
+  }
+  return rows;
+}
+
 int64_t ArgMax(const float* x, int64_t n) {
   return std::max_element(x, x + n) - x;  // first maximum: lowest id on ties
 }
+
 
 }  // namespace
 
@@ -194,8 +203,18 @@ absl::StatusOr<ModelReport> RunParity(const std::string& model_path,
                                       const Options& options) {
   ASSIGN_OR_RETURN(std::unique_ptr<ModelFiles> files,
                    ModelFiles::Open(model_path));
-  ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(*files));
-  kernels::ThreadPool pool(options.threads);
+  EngineOptions engine_options;
+  engine_options.backend = options.backend;
+  engine_options.device = options.device;
+  engine_options.threads = options.threads;
+  ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
+                   LoadModel(*files, engine_options));
+  std::unique_ptr<Model> other;
+  if (options.compare.has_value()) {
+    EngineOptions o = engine_options;
+    o.backend = *options.compare;
+    ASSIGN_OR_RETURN(other, LoadModel(*files, o));
+  }
   const std::string golden_name =
       options.golden_name.empty() ? Stem(model_path) : options.golden_name;
   const std::string stem = goldens_dir + "/" + golden_name;
@@ -226,18 +245,31 @@ absl::StatusOr<ModelReport> RunParity(const std::string& model_path,
                      ReadF32(base + ".prefill_logits.f32", ids.size() * v));
     ASSIGN_OR_RETURN(const std::vector<float> ref_decode,
                      ReadF32(base + ".decode_logits.f32", kDecodeSteps * v));
-    ASSIGN_OR_RETURN(PromptRun run, RunPrompt(*model, ids, dec, ref_prefill,
-                                              ref_decode, &pool));
+    ASSIGN_OR_RETURN(PromptRun run, RunPrompt(*model, ids, dec));
     for (int r = 1; r < options.repeat; ++r) {
-      ASSIGN_OR_RETURN(const PromptRun again,
-                       RunPrompt(*model, ids, dec, ref_prefill, ref_decode,
-                                 &pool));
+      ASSIGN_OR_RETURN(const PromptRun again, RunPrompt(*model, ids, dec));
       run.prefill_s = std::min(run.prefill_s, again.prefill_s);
       run.decode_s = std::min(run.decode_s, again.decode_s);
     }
-    PromptReport p = Summarize(absl::StrCat(report.model, ".", name), run.rows,
-                               v, StdDev(ref_prefill), report.all_f32,
-                               options.gates);
+    std::vector<float> ref = ref_prefill;
+    ref.insert(ref.end(), ref_decode.begin(), ref_decode.end());
+    const double std = StdDev(ref_prefill);
+    PromptReport p = Summarize(absl::StrCat(report.model, ".", name),
+                               CompareRows(run.logits, ref, v), v, std,
+                               report.all_f32, options.gates);
+    if (other != nullptr) {
+      ASSIGN_OR_RETURN(const PromptRun theirs, RunPrompt(*other, ids, dec));
+      PromptReport c = Summarize(
+          absl::StrCat(report.model, ".", name, " ",
+                       std::string(BackendName(options.backend)), " vs ",
+                       std::string(BackendName(*options.compare))),
+          CompareRows(run.logits, theirs.logits, v), v, std, report.all_f32,
+          options.gates);
+      c.n_prompt = static_cast<int>(ids.size());
+      c.prefill_s = theirs.prefill_s;
+      c.decode_s = theirs.decode_s;
+      report.comparisons.push_back(c);
+    }
     p.n_prompt = static_cast<int>(ids.size());
     p.prefill_s = run.prefill_s;
     p.decode_s = run.decode_s;
@@ -269,6 +301,15 @@ std::string FormatReport(const std::vector<ModelReport>& reports) {
       worst_median = std::max(worst_median, p.median);
       agree += p.top1;
       total += p.rows;
+    }
+    for (const PromptReport& c : m.comparisons) {
+      absl::StrAppendFormat(
+          &out,
+          "compare %s: rows=%d max=%.6f rms=%.6f median=%.6f top1=%d/%d "
+          "(the other backend: prefill %.1f tok/s, decode %.1f tok/s)\n",
+          c.name, c.rows, c.max, c.rms, c.median, c.top1, c.rows,
+          c.n_prompt / std::max(c.prefill_s, 1e-9),
+          kDecodeSteps / std::max(c.decode_s, 1e-9));
     }
   }
   absl::StrAppendFormat(&out,

@@ -19,11 +19,13 @@
 #define SLUICE_TOOLS_PARITY_LIB_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "model/engine.h"
 
 namespace sluice::parity {
 
@@ -73,10 +75,18 @@ struct ModelReport {
   std::string model;
   bool all_f32 = false;
   std::vector<PromptReport> prompts;
+  // With Options::compare: per prompt, this backend's logits against the
+  // other's (same statistics, the goldens' std; informational, the gates of
+  // `passed` are those against the goldens).
+  std::vector<PromptReport> comparisons;
   bool passed = false;
 };
 
 struct Options {
+  Backend backend = Backend::kCpu;
+  int device = 0;
+  // Also runs the model on this backend and compares the two, row by row.
+  std::optional<Backend> compare;
   int threads = 1;
   Gates gates;
   // Times each prompt's prefill and decode this many times (>= 1) and

@@ -22,7 +22,11 @@ ABSL_FLAG(std::string, model, "",
           "GGUF model (or shard 1 of a split set); several comma-separated");
 ABSL_FLAG(std::string, goldens, "",
           "directory holding <model>.prompts.json and the reference logits");
-ABSL_FLAG(std::string, device, "cpu", "backend; only 'cpu' exists");
+ABSL_FLAG(std::string, device, "cpu", "backend: cpu or cuda");
+ABSL_FLAG(int, gpu, 0, "CUDA device ordinal (--device=cuda)");
+ABSL_FLAG(std::string, compare, "",
+          "also run this backend (cpu or cuda) and print its logits' "
+          "statistics against --device's, row by row");
 ABSL_FLAG(int, threads, 1, "threads for the CPU kernels");
 ABSL_FLAG(int, repeat, 1,
           "run each prompt this many times and report the fastest timings");
@@ -53,13 +57,19 @@ int main(int argc, char** argv) {
     std::printf("worst_max=nan worst_rms=nan worst_median=nan top1_agree=0/0\n");
     return 2;
   }
-  if (absl::GetFlag(FLAGS_device) != "cpu") {
-    std::fprintf(stderr, "parity: --device=%s is not available (only cpu)\n",
-                 absl::GetFlag(FLAGS_device).c_str());
+  sluice::parity::Options options;
+  const auto backend = sluice::ParseBackend(absl::GetFlag(FLAGS_device));
+  const std::string compare = absl::GetFlag(FLAGS_compare);
+  const auto compare_backend = sluice::ParseBackend(compare);
+  if (!backend.has_value() || (!compare.empty() && !compare_backend)) {
+    std::fprintf(stderr, "parity: --device=%s / --compare=%s: use cpu or cuda\n",
+                 absl::GetFlag(FLAGS_device).c_str(), compare.c_str());
     std::printf("worst_max=nan worst_rms=nan worst_median=nan top1_agree=0/0\n");
     return 2;
   }
-  sluice::parity::Options options;
+  options.backend = *backend;
+  options.device = absl::GetFlag(FLAGS_gpu);
+  if (!compare.empty()) options.compare = compare_backend;
   options.threads = absl::GetFlag(FLAGS_threads);
   options.repeat = std::max(1, absl::GetFlag(FLAGS_repeat));
   sluice::parity::Gates requested;

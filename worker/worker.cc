@@ -132,7 +132,9 @@ absl::Status Worker::Load(const SupervisorMessage& msg, std::vector<int> fds) {
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(*files_, options);
   if (!engine.ok()) return engine.status();
   engine_ = *std::move(engine);
-  session_ = engine_->NewSession();
+  auto session = engine_->NewSession();
+  if (!session.ok()) return session.status();
+  session_ = *std::move(session);
   return absl::OkStatus();
 }
 

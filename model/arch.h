@@ -1,0 +1,85 @@
+// The public description of a model architecture, shared by every backend.
+//
+// Each architecture lives in one file (qwen3moe.cc, qwen35moe.cc) in two
+// parts: its hyper-parameters read from GGUF metadata, and every tensor
+// declared with its expected shape (a mismatch is an error naming the file,
+// the tensor, the expected and the actual shape). The result is an ArchDesc:
+// a trunk of pre-norm residual blocks between the embedding lookup and the
+// LM head,
+//
+//   h   = x + Mixer_il(RMSNorm(x; mixer_norm))   Mixer: attention or DeltaNet
+//   out = h + MoE(RMSNorm(h; ffn_norm))
+//
+// which a backend computes (cpu_model.h on the host, model/cuda on a GPU).
+// Adding an architecture is one file that fills an ArchDesc and one line in
+// the registry (arch.cc).
+//
+// Every weight in an ArchDesc is a view into the read-only mapping owned by
+// ModelFiles, which must outlive it.
+#ifndef SLUICE_MODEL_ARCH_H_
+#define SLUICE_MODEL_ARCH_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "model/arch_util.h"
+#include "model/attention.h"
+#include "model/delta_net.h"
+#include "model/model.h"
+#include "model/moe.h"
+#include "model/state.h"
+
+namespace sluice {
+
+class ModelFiles;
+
+enum class MixerKind { kAttention, kDeltaNet };
+
+struct LayerDesc {
+  MixerKind mixer = MixerKind::kAttention;
+  const float* mixer_norm = nullptr;  // [n_embd]
+  const float* ffn_norm = nullptr;    // [n_embd]
+  AttentionWeights attn;              // kAttention blocks
+  DeltaNetWeights delta;              // kDeltaNet blocks
+  MoeWeights moe;
+};
+
+struct ArchDesc {
+  ModelInfo info;
+  float eps = 0;  // of the block norms and the output norm
+  AttentionConfig attn;
+  DeltaNetConfig ssm;  // used when some block is kDeltaNet
+  MoeConfig moe;
+  OutputHead head;
+  std::vector<LayerDesc> layers;
+
+  // What each block keeps between calls (KV or conv/recurrent state).
+  std::vector<BlockStateShape> StateShapes() const;
+};
+
+using DescribeFn = absl::StatusOr<ArchDesc> (*)(const ModelFiles&);
+
+struct ArchEntry {
+  const char* name;  // general.architecture
+  DescribeFn describe;
+};
+
+// Every supported architecture, in a fixed order.
+absl::Span<const ArchEntry> ArchRegistry();
+
+// The description of the model in `files`, by general.architecture.
+// InvalidArgument for an architecture not in the registry (the message names
+// the file, the value and the supported ones) and for every malformed key or
+// tensor.
+absl::StatusOr<ArchDesc> DescribeModel(const ModelFiles& files);
+
+// The architectures (qwen3moe.cc, qwen35moe.cc).
+absl::StatusOr<ArchDesc> DescribeQwen3Moe(const ModelFiles& files);
+absl::StatusOr<ArchDesc> DescribeQwen35Moe(const ModelFiles& files);
+
+}  // namespace sluice
+
+#endif  // SLUICE_MODEL_ARCH_H_

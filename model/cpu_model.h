@@ -1,0 +1,37 @@
+// The CPU backend: an ArchDesc computed on the host, weights read in place
+// from the read-only mapping, kernels split over a thread pool.
+#ifndef SLUICE_MODEL_CPU_MODEL_H_
+#define SLUICE_MODEL_CPU_MODEL_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "model/arch.h"
+#include "model/model.h"
+
+namespace sluice {
+
+class ModelFiles;
+
+struct CpuModelOptions {
+  // Threads taking part in every kernel (the caller's thread included); 1
+  // runs everything inline.
+  int threads = 1;
+  // Receives every MoE block's routing; not owned, may be null, must
+  // outlive the model.
+  RoutingObserver* routing_observer = nullptr;
+};
+
+// Describes the model in `files` (DescribeModel) and builds it on the CPU.
+// Errors: those of DescribeModel; InvalidArgument when threads < 1.
+absl::StatusOr<std::unique_ptr<Model>> LoadCpuModel(
+    const ModelFiles& files, const CpuModelOptions& options = {});
+
+// Builds a described model on the CPU (the description's views must stay
+// valid as long as the model).
+absl::StatusOr<std::unique_ptr<Model>> MakeCpuModel(
+    ArchDesc desc, const CpuModelOptions& options = {});
+
+}  // namespace sluice
+
+#endif  // SLUICE_MODEL_CPU_MODEL_H_
