@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -80,6 +81,17 @@ class SequenceState {
   int position_ = 0;
 };
 
+// What a backend reports about itself (tools/generate, worker metrics).
+struct BackendStats {
+  // Device bytes by kind ("dense", "experts", "kv_state", "workspace");
+  // empty for the CPU.
+  std::vector<std::pair<std::string, uint64_t>> device_memory;
+  // Kernel launches one decode step enqueues (0 where not counted).
+  int64_t launches_per_decode = 0;
+  // Whether decode steps replay a captured CUDA graph.
+  bool decode_graph = false;
+};
+
 // One loaded model on one backend.
 class Model {
  public:
@@ -96,6 +108,8 @@ class Model {
       int capacity) const = 0;
   // Bytes CreateState(capacity) allocates.
   virtual uint64_t StateBytes(int capacity) const = 0;
+
+  virtual BackendStats Stats() const { return {}; }
 
   // Evaluates `tokens` at positions state.position() .. + tokens.size() - 1
   // (one sequence; the batch continues it), updates `state` and advances it.

@@ -34,6 +34,8 @@ ABSL_FLAG(float, repeat_penalty, 1.0f, "1 = off");
 ABSL_FLAG(uint64_t, seed, 0, "sampler seed");
 ABSL_FLAG(int, max_tokens, 64, "tokens to generate at most");
 ABSL_FLAG(int, threads, 1, "CPU threads");
+ABSL_FLAG(std::string, device, "cpu", "backend: cpu or cuda");
+ABSL_FLAG(int, gpu, 0, "CUDA device ordinal (--device cuda)");
 ABSL_FLAG(int, ctx, 4096, "context length (KV cache size)");
 ABSL_FLAG(std::string, stop, "", "stop strings, separated by '|'");
 ABSL_FLAG(bool, ignore_eos, false, "keep generating past end-of-generation");
@@ -110,6 +112,12 @@ int main(int argc, char** argv) {
   sluice::EngineOptions options;
   options.threads = absl::GetFlag(FLAGS_threads);
   options.context_length = absl::GetFlag(FLAGS_ctx);
+  const auto backend = sluice::ParseBackend(absl::GetFlag(FLAGS_device));
+  if (!backend.has_value()) {
+    return Fail(absl::InvalidArgumentError("--device must be cpu or cuda"));
+  }
+  options.backend = *backend;
+  options.device = absl::GetFlag(FLAGS_gpu);
   auto engine = sluice::Engine::Create(**files, options);
   if (!engine.ok()) return Fail(engine.status());
   const sluice::Tokenizer& tok = (*engine)->tokenizer();
@@ -148,5 +156,23 @@ int main(int argc, char** argv) {
                static_cast<unsigned long long>((*engine)->SessionStateBytes() / 1024),
                static_cast<unsigned long long>((*files)->total_file_bytes() / 1024),
                options.threads);
+  const sluice::BackendStats stats = (*engine)->model().Stats();
+  if (!stats.device_memory.empty()) {
+    std::fprintf(stderr, "device=%s", absl::GetFlag(FLAGS_device).c_str());
+    uint64_t total = 0;
+    for (const auto& [kind, bytes] : stats.device_memory) {
+      std::fprintf(stderr, " device_%s_kb=%llu", kind.c_str(),
+                   static_cast<unsigned long long>(bytes / 1024));
+      total += bytes;
+    }
+    std::fprintf(stderr,
+                 " device_kv_state_kb=%llu device_total_kb=%llu "
+                 "launches_per_decode=%lld decode_graph=%d\n",
+                 static_cast<unsigned long long>((*engine)->SessionStateBytes() / 1024),
+                 static_cast<unsigned long long>(
+                     (total + (*engine)->SessionStateBytes()) / 1024),
+                 static_cast<long long>(stats.launches_per_decode),
+                 stats.decode_graph ? 1 : 0);
+  }
   return 0;
 }

@@ -1,0 +1,594 @@
+// Device code of ops.h. Each kernel mirrors the CPU function named in the
+// header; comments here say only where the GPU version differs in method.
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+#include "kernels/cuda/ops.h"
+
+namespace sluice::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+// Dynamic shared memory the attention and scan kernels may use (the H100 /
+// H200 allow 227 KiB per block; 200 KiB leaves room for static use).
+constexpr int kMaxDynamicSmem = 200 * 1024;
+
+__device__ __forceinline__ float SiluF(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float SigmoidF(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+template <typename T>
+__device__ __forceinline__ T WarpSum(T v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float WarpMax(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, at most 1024); every
+// thread gets the result. `scratch` holds 32 values.
+template <typename T>
+__device__ T BlockSum(T v, T* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int n_warps = blockDim.x >> 5;
+  v = WarpSum(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  T total = lane < n_warps ? scratch[lane] : T(0);
+  total = WarpSum(total);
+  return total;
+}
+
+__device__ float BlockMax(float v, float* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int n_warps = blockDim.x >> 5;
+  v = WarpMax(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float m = lane < n_warps ? scratch[lane] : -INFINITY;
+  return WarpMax(m);
+}
+
+int Blocks(int64_t n, int threads = kThreads) {
+  return static_cast<int>((n + threads - 1) / threads);
+}
+
+int RoundUp32(int n) { return (n + 31) / 32 * 32; }
+
+// ---- norms and element-wise ------------------------------------------------
+
+__global__ void AddRmsNormKernel(float* x, const float* add, int64_t n,
+                                 const float* w, float eps, float* xn) {
+  __shared__ double scratch[32];
+  float* xr = x + blockIdx.x * n;
+  const float* ar = add ? add + blockIdx.x * n : nullptr;
+  double sum = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    float v = xr[i];
+    if (ar) {
+      v += ar[i];
+      xr[i] = v;
+    }
+    sum += static_cast<double>(v) * v;
+  }
+  sum = BlockSum(sum, scratch);
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  const float scale = 1.0f / sqrtf(mean + eps);
+  float* yr = xn + blockIdx.x * n;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    yr[i] = (xr[i] * scale) * w[i];
+  }
+}
+
+__global__ void AddKernel(float* x, const float* y, int64_t n) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) x[i] += y[i];
+}
+
+__global__ void SwiGluKernel(float* g, const float* u, int64_t n) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) g[i] = SiluF(g[i]) * u[i];
+}
+
+// ---- attention ---------------------------------------------------------------
+
+// Which of the four position streams rotated pair i uses (blocks.cc).
+__device__ int SectionStream(const AttentionShape& s, int i) {
+  const int total = s.sections[0] + s.sections[1] + s.sections[2] + s.sections[3];
+  const int k = total > 0 ? i % total : i;
+  if (k % 3 == 1 && k < 3 * s.sections[1]) return 1;
+  if (k % 3 == 2 && k < 3 * s.sections[2]) return 2;
+  if (k % 3 == 0 && k < 3 * s.sections[0]) return 0;
+  return 3;
+}
+
+// RMSNorm of one head (head_dim values, `src`) times `w`, then NEOX RoPE of
+// the first n_rot dims at position pos, into `dst` (may equal src).
+// blockDim.x >= head_dim, a multiple of 32.
+__device__ void NormRopeHead(const AttentionShape& s, const float* src,
+                             const float* w, int pos, float theta_scale,
+                             float* dst, float* buf, double* scratch) {
+  const int d = s.head_dim, i = threadIdx.x;
+  const float v = i < d ? src[i] : 0.0f;
+  const double sum = BlockSum(static_cast<double>(v) * v, scratch);
+  const float mean = static_cast<float>(sum / static_cast<double>(d));
+  const float scale = 1.0f / sqrtf(mean + s.eps);
+  if (i < d) buf[i] = (v * scale) * w[i];
+  __syncthreads();
+  const int half = s.n_rot / 2;
+  if (i < half) {
+    // The angle as the CPU builds it: pos times theta_scale, i times, in f32.
+    const int stream = s.multi_section ? SectionStream(s, i) : 0;
+    float theta = stream == 3 ? 0.0f : static_cast<float>(pos);
+    for (int j = 0; j < i; ++j) theta *= theta_scale;
+    const float c = cosf(theta), sn = sinf(theta);
+    const float x0 = buf[i], x1 = buf[i + half];
+    dst[i] = x0 * c - x1 * sn;
+    dst[i + half] = x0 * sn + x1 * c;
+  } else if (i >= s.n_rot && i < d) {
+    dst[i] = buf[i];
+  }
+}
+
+__global__ void AttentionPrepareKernel(AttentionShape s, float theta_scale,
+                                       float* q, const float* k,
+                                       const float* v, const float* q_norm,
+                                       const float* k_norm,
+                                       const int32_t* d_pos0, float* k_cache,
+                                       float* v_cache) {
+  __shared__ double scratch[32];
+  extern __shared__ float buf[];
+  const int t = blockIdx.x, head = blockIdx.y;
+  const int d = s.head_dim;
+  const int pos = *d_pos0 + t;
+  const int q_stride = s.gated ? 2 * d : d;
+  const int q_width = s.n_head * q_stride;
+  const int kv_dim = s.n_head_kv * d;
+  if (head < s.n_head) {
+    float* qh = q + static_cast<int64_t>(t) * q_width + head * q_stride;
+    NormRopeHead(s, qh, q_norm, pos, theta_scale, qh, buf, scratch);
+    return;
+  }
+  const int h = head - s.n_head;
+  const float* kh = k + static_cast<int64_t>(t) * kv_dim + h * d;
+  float* k_row = k_cache + static_cast<int64_t>(pos) * kv_dim + h * d;
+  NormRopeHead(s, kh, k_norm, pos, theta_scale, k_row, buf, scratch);
+  if (threadIdx.x < d) {
+    v_cache[static_cast<int64_t>(pos) * kv_dim + h * d + threadIdx.x] =
+        v[static_cast<int64_t>(t) * kv_dim + h * d + threadIdx.x];
+  }
+}
+
+__global__ void AttendKernel(AttentionShape s, const float* q,
+                             const float* k_cache, const float* v_cache,
+                             const int32_t* d_pos0, float* o) {
+  __shared__ float fscratch[32];
+  __shared__ double dscratch[32];
+  extern __shared__ float smem[];
+  const int t = blockIdx.x, h = blockIdx.y;
+  const int d = s.head_dim;
+  const int q_stride = s.gated ? 2 * d : d;
+  const int kv_dim = s.n_head_kv * d;
+  const int g = h / (s.n_head / s.n_head_kv);
+  const int n_ctx = *d_pos0 + t + 1;
+  float* qs = smem;          // [d]
+  float* scores = smem + d;  // [n_ctx]
+  const float* qh = q + static_cast<int64_t>(t) * s.n_head * q_stride + h * q_stride;
+  for (int i = threadIdx.x; i < d; i += blockDim.x) qs[i] = qh[i];
+  __syncthreads();
+  const float scale = 1.0f / sqrtf(static_cast<float>(d));
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int n_warps = blockDim.x >> 5;
+  for (int j = warp; j < n_ctx; j += n_warps) {
+    const float* kr = k_cache + static_cast<int64_t>(j) * kv_dim + g * d;
+    float acc = 0.0f;
+    for (int i = lane; i < d; i += 32) acc += qs[i] * kr[i];
+    acc = WarpSum(acc);
+    if (lane == 0) scores[j] = acc * scale;
+  }
+  __syncthreads();
+  float m = -INFINITY;
+  for (int j = threadIdx.x; j < n_ctx; j += blockDim.x) m = fmaxf(m, scores[j]);
+  m = BlockMax(m, fscratch);
+  double sum = 0.0;
+  for (int j = threadIdx.x; j < n_ctx; j += blockDim.x) {
+    const float e = expf(scores[j] - m);
+    scores[j] = e;
+    sum += e;
+  }
+  sum = BlockSum(sum, dscratch);
+  const float inv = static_cast<float>(1.0 / sum);
+  __syncthreads();
+  const float* gate = qh + d;
+  float* oh = o + static_cast<int64_t>(t) * s.n_head * d + h * d;
+  for (int i = threadIdx.x; i < d; i += blockDim.x) {
+    float acc = 0.0f;
+    for (int j = 0; j < n_ctx; ++j) {
+      acc += (scores[j] * inv) * v_cache[static_cast<int64_t>(j) * kv_dim + g * d + i];
+    }
+    oh[i] = s.gated ? acc * SigmoidF(gate[i]) : acc;
+  }
+}
+
+// ---- Gated DeltaNet ----------------------------------------------------------
+
+__global__ void DeltaNetGatesKernel(int r, float* beta, float* alpha_g,
+                                    const float* dt_bias, const float* a,
+                                    int64_t n) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const int head = static_cast<int>(i % r);
+  beta[i] = SigmoidF(beta[i]);
+  const float x = alpha_g[i] + dt_bias[head];
+  const float sp = x > 20.0f ? x : log1pf(expf(x));
+  alpha_g[i] = sp * a[head];
+}
+
+constexpr int kMaxConvTaps = 8;
+
+__device__ __forceinline__ int Kd(const DeltaNetShape& s) { return s.state_size * s.n_k_heads; }
+__device__ __forceinline__ int Vd(const DeltaNetShape& s) { return s.state_size * s.n_v_heads; }
+__device__ __forceinline__ int Ch(const DeltaNetShape& s) { return 2 * Kd(s) + Vd(s); }
+
+// One thread per channel, sequential over tokens with a sliding window of
+// raw inputs (the outputs overwrite qkv row by row).
+__global__ void ConvSiluKernel(int ch, int taps, const float* kernel,
+                               float* qkv, int64_t n_tok, float* state) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= ch) return;
+  const int hist = taps - 1;
+  float window[kMaxConvTaps];
+  for (int j = 0; j < hist; ++j) window[j] = state[j * ch + c];
+  float w[kMaxConvTaps];
+  for (int j = 0; j < taps; ++j) w[j] = kernel[c * taps + j];
+  for (int64_t t = 0; t < n_tok; ++t) {
+    window[hist] = qkv[t * ch + c];
+    float out = 0.0f;
+    for (int j = 0; j < taps; ++j) out += window[j] * w[j];
+    qkv[t * ch + c] = SiluF(out);
+    for (int j = 0; j < hist; ++j) window[j] = window[j + 1];
+  }
+  for (int j = 0; j < hist; ++j) state[j * ch + c] = window[j];
+}
+
+// L2 norm of each q and k head (2G heads of S per row); q also scaled.
+__global__ void L2NormHeadsKernel(DeltaNetShape s, float* qkv, float q_scale) {
+  __shared__ double scratch[32];
+  const int t = blockIdx.x, head = blockIdx.y;
+  float* x = qkv + static_cast<int64_t>(t) * Ch(s) + head * s.state_size;
+  const int i = threadIdx.x;
+  const float v = i < s.state_size ? x[i] : 0.0f;
+  const double sum = BlockSum(static_cast<double>(v) * v, scratch);
+  const float scale = 1.0f / fmaxf(static_cast<float>(sqrt(sum)), s.eps);
+  if (i < s.state_size) {
+    float y = v * scale;
+    if (head < s.n_k_heads) y *= q_scale;
+    x[i] = y;
+  }
+}
+
+// One block per v head; thread i owns state row i (value i), kept in shared
+// memory with a padded row stride for the whole batch.
+__global__ void DeltaScanKernel(DeltaNetShape s, const float* qkv,
+                                const float* beta, const float* g,
+                                const float* z, const float* norm,
+                                int64_t n_tok, float* ssm, float* o) {
+  __shared__ double scratch[32];
+  extern __shared__ float smem[];
+  const int n = s.state_size, stride = n + 1;
+  const int j = blockIdx.x, i = threadIdx.x;
+  const int kh = j % s.n_k_heads;
+  float* st = smem;                 // [n][n + 1]
+  float* qs = smem + n * stride;    // [n]
+  float* ks = qs + n;               // [n]
+  float* head_state = ssm + static_cast<int64_t>(j) * n * n;
+  for (int idx = threadIdx.x; idx < n * n; idx += blockDim.x) {
+    st[(idx / n) * stride + idx % n] = head_state[idx];
+  }
+  const int ch = Ch(s), vd = Vd(s);
+  for (int64_t t = 0; t < n_tok; ++t) {
+    __syncthreads();
+    const float* row = qkv + t * ch;
+    if (i < n) {
+      qs[i] = row[kh * n + i];
+      ks[i] = row[Kd(s) + kh * n + i];
+    }
+    __syncthreads();
+    float out = 0.0f;
+    if (i < n) {
+      const float decay = expf(g[t * s.n_v_heads + j]);
+      const float b = beta[t * s.n_v_heads + j];
+      float* r = st + i * stride;
+      float dot = 0.0f;
+      for (int c = 0; c < n; ++c) {
+        r[c] *= decay;
+        dot += r[c] * ks[c];
+      }
+      const float delta = (row[2 * Kd(s) + j * n + i] - dot) * b;
+      for (int c = 0; c < n; ++c) {
+        r[c] += delta * ks[c];
+        out += r[c] * qs[c];
+      }
+    }
+    const double sum = BlockSum(static_cast<double>(out) * out, scratch);
+    const float mean = static_cast<float>(sum / static_cast<double>(n));
+    const float scale = 1.0f / sqrtf(mean + s.eps);
+    if (i < n) {
+      const int64_t idx = t * vd + j * n + i;
+      o[idx] = ((out * scale) * norm[i]) * SiluF(z[idx]);
+    }
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < n * n; idx += blockDim.x) {
+    head_state[idx] = st[(idx / n) * stride + idx % n];
+  }
+}
+
+// ---- MoE routing -------------------------------------------------------------
+
+__global__ void TopKKernel(const float* logits, int n_expert, int k,
+                           int32_t* ids, float* weights) {
+  __shared__ float fscratch[32];
+  __shared__ double dscratch[32];
+  __shared__ float best_v[32];
+  __shared__ int best_i[32];
+  extern __shared__ float p[];
+  const int t = blockIdx.x;
+  const float* l = logits + static_cast<int64_t>(t) * n_expert;
+  float m = -INFINITY;
+  for (int e = threadIdx.x; e < n_expert; e += blockDim.x) m = fmaxf(m, l[e]);
+  m = BlockMax(m, fscratch);
+  double sum = 0.0;
+  for (int e = threadIdx.x; e < n_expert; e += blockDim.x) {
+    const float v = expf(l[e] - m);
+    p[e] = v;
+    sum += v;
+  }
+  sum = BlockSum(sum, dscratch);
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int e = threadIdx.x; e < n_expert; e += blockDim.x) p[e] *= inv;
+  __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int n_warps = blockDim.x >> 5;
+  float total = 0.0f;
+  for (int slot = 0; slot < k; ++slot) {
+    // Arg-max with ties to the lower id; taken experts hold -1.
+    float bv = -2.0f;
+    int bi = n_expert;
+    for (int e = threadIdx.x; e < n_expert; e += blockDim.x) {
+      if (p[e] > bv) {
+        bv = p[e];
+        bi = e;
+      }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (ov > bv || (ov == bv && oi < bi)) {
+        bv = ov;
+        bi = oi;
+      }
+    }
+    if (lane == 0) {
+      best_v[warp] = bv;
+      best_i[warp] = bi;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int w = 1; w < n_warps; ++w) {
+        if (best_v[w] > best_v[0] || (best_v[w] == best_v[0] && best_i[w] < best_i[0])) {
+          best_v[0] = best_v[w];
+          best_i[0] = best_i[w];
+        }
+      }
+      ids[t * k + slot] = best_i[0];
+      weights[t * k + slot] = best_v[0];
+      total += best_v[0];
+      p[best_i[0]] = -1.0f;
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    total = fmaxf(total, 6.103515625e-5f);
+    for (int slot = 0; slot < k; ++slot) weights[t * k + slot] /= total;
+  }
+}
+
+__global__ void ZeroKernel(int32_t* x, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = 0;
+}
+
+__global__ void CountKernel(const int32_t* ids, int n_pairs, int32_t* counts) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n_pairs) atomicAdd(&counts[ids[i]], 1);
+}
+
+// Exclusive prefix sums of the counts; the counts become cursors (zeroed).
+__global__ void ScanKernel(int32_t* counts, int n_expert, int32_t* begin) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  int32_t acc = 0;
+  begin[0] = 0;
+  for (int e = 0; e < n_expert; ++e) {
+    acc += counts[e];
+    begin[e + 1] = acc;
+    counts[e] = 0;
+  }
+}
+
+__global__ void ScatterKernel(const int32_t* ids, int n_pairs, int k,
+                              const int32_t* begin, int32_t* cursor,
+                              int32_t* entry_token, int32_t* slot_entry) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n_pairs) return;
+  const int e = ids[i];
+  const int entry = begin[e] + atomicAdd(&cursor[e], 1);
+  entry_token[entry] = i / k;
+  slot_entry[i] = entry;
+}
+
+__global__ void CombineKernel(const float* y, const int32_t* slot_entry,
+                              const float* weights, int k, int64_t n,
+                              float* out) {
+  const int t = blockIdx.y;
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const int32_t* se = slot_entry + t * k;
+  const float* w = weights + t * k;
+  float acc = y[se[0] * n + i] * w[0];
+  for (int s = 1; s < k; ++s) acc += y[se[s] * n + i] * w[s];
+  out[t * n + i] = acc;
+}
+
+__global__ void AddGatedSharedKernel(const float* gate_inp, const float* x,
+                                     const float* shared, int64_t n,
+                                     float* out) {
+  __shared__ float scratch[32];
+  const int t = blockIdx.x;
+  const float* xr = x + t * n;
+  float acc = 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) acc += gate_inp[i] * xr[i];
+  acc = BlockSum(acc, scratch);
+  const float gate = SigmoidF(acc);
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    out[t * n + i] += shared[t * n + i] * gate;
+  }
+}
+
+void AllowLargeSmem(const void* kernel) {
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                       kMaxDynamicSmem);
+}
+
+}  // namespace
+
+void PrepareKernels() {
+  AllowLargeSmem(reinterpret_cast<const void*>(AttendKernel));
+  AllowLargeSmem(reinterpret_cast<const void*>(DeltaScanKernel));
+}
+
+void AddRmsNorm(float* x, const float* add, int64_t n_tok, int64_t n,
+                const float* w, float eps, float* xn, Stream stream) {
+  if (n_tok <= 0) return;
+  AddRmsNormKernel<<<n_tok, kThreads, 0, stream>>>(x, add, n, w, eps, xn);
+}
+
+void Add(float* x, const float* y, int64_t n, Stream stream) {
+  if (n <= 0) return;
+  AddKernel<<<Blocks(n), kThreads, 0, stream>>>(x, y, n);
+}
+
+void AttentionPrepare(const AttentionShape& s, float* q, const float* k,
+                      const float* v, const float* q_norm,
+                      const float* k_norm, const int32_t* d_pos0,
+                      int64_t n_tok, float* k_cache, float* v_cache,
+                      Stream stream) {
+  if (n_tok <= 0) return;
+  const float theta_scale =
+      std::pow(s.freq_base, -2.0f / static_cast<float>(s.n_rot));
+  const dim3 grid(static_cast<unsigned>(n_tok), s.n_head + s.n_head_kv);
+  const int threads = RoundUp32(s.head_dim);
+  AttentionPrepareKernel<<<grid, threads, s.head_dim * sizeof(float), stream>>>(
+      s, theta_scale, q, k, v, q_norm, k_norm, d_pos0, k_cache, v_cache);
+}
+
+int AttentionMaxCapacity() { return kMaxDynamicSmem / 4 - 1024; }
+
+void Attend(const AttentionShape& s, const float* q, const float* k_cache,
+            const float* v_cache, const int32_t* d_pos0, int64_t n_tok,
+            float* o, Stream stream) {
+  if (n_tok <= 0) return;
+  const size_t smem = (s.head_dim + s.kv_capacity) * sizeof(float);
+  const dim3 grid(static_cast<unsigned>(n_tok), s.n_head);
+  AttendKernel<<<grid, kThreads, smem, stream>>>(s, q, k_cache, v_cache,
+                                                 d_pos0, o);
+}
+
+void DeltaNetGates(const DeltaNetShape& s, float* beta, float* alpha_g,
+                   const float* dt_bias, const float* a, int64_t n_tok,
+                   Stream stream) {
+  const int64_t n = n_tok * s.n_v_heads;
+  if (n <= 0) return;
+  DeltaNetGatesKernel<<<Blocks(n), kThreads, 0, stream>>>(
+      s.n_v_heads, beta, alpha_g, dt_bias, a, n);
+}
+
+void DeltaNetConv(const DeltaNetShape& s, const float* kernel, float* qkv,
+                  int64_t n_tok, float* conv_state, Stream stream) {
+  if (n_tok <= 0) return;
+  ConvSiluKernel<<<Blocks(s.channels()), kThreads, 0, stream>>>(
+      s.channels(), s.conv_kernel, kernel, qkv, n_tok, conv_state);
+  const float q_scale = 1.0f / std::sqrt(static_cast<float>(s.state_size));
+  const dim3 grid(static_cast<unsigned>(n_tok), 2 * s.n_k_heads);
+  L2NormHeadsKernel<<<grid, RoundUp32(s.state_size), 0, stream>>>(s, qkv,
+                                                                   q_scale);
+}
+
+int DeltaNetMaxStateSize() {
+  int n = 32;
+  while (static_cast<int64_t>(n + 32) * (n + 33) * 4 + 2 * (n + 32) * 4 <=
+             kMaxDynamicSmem &&
+         n + 32 <= 1024) {
+    n += 32;
+  }
+  return n;
+}
+
+void DeltaNetScan(const DeltaNetShape& s, const float* qkv, const float* beta,
+                  const float* g, const float* z, const float* norm,
+                  int64_t n_tok, float* ssm, float* o, Stream stream) {
+  if (n_tok <= 0) return;
+  const int n = s.state_size;
+  const size_t smem = (static_cast<size_t>(n) * (n + 1) + 2 * n) * sizeof(float);
+  DeltaScanKernel<<<s.n_v_heads, RoundUp32(n), smem, stream>>>(
+      s, qkv, beta, g, z, norm, n_tok, ssm, o);
+}
+
+void TopK(const float* logits, int64_t n_tok, int n_expert, int k,
+          int32_t* ids, float* weights, Stream stream) {
+  if (n_tok <= 0) return;
+  TopKKernel<<<static_cast<unsigned>(n_tok), kThreads,
+               n_expert * sizeof(float), stream>>>(logits, n_expert, k, ids,
+                                                   weights);
+}
+
+void GroupByExpert(const int32_t* ids, int64_t n_tok, int k, int n_expert,
+                   int32_t* counts, int32_t* group_begin,
+                   int32_t* entry_token, int32_t* slot_entry, Stream stream) {
+  const int pairs = static_cast<int>(n_tok * k);
+  if (pairs <= 0) return;
+  ZeroKernel<<<Blocks(n_expert), kThreads, 0, stream>>>(counts, n_expert);
+  CountKernel<<<Blocks(pairs), kThreads, 0, stream>>>(ids, pairs, counts);
+  ScanKernel<<<1, 32, 0, stream>>>(counts, n_expert, group_begin);
+  ScatterKernel<<<Blocks(pairs), kThreads, 0, stream>>>(
+      ids, pairs, k, group_begin, counts, entry_token, slot_entry);
+}
+
+void SwiGlu(float* g, const float* u, int64_t n, Stream stream) {
+  if (n <= 0) return;
+  SwiGluKernel<<<Blocks(n), kThreads, 0, stream>>>(g, u, n);
+}
+
+void CombineExperts(const float* y, const int32_t* slot_entry,
+                    const float* weights, int64_t n_tok, int k, int64_t n,
+                    float* out, Stream stream) {
+  if (n_tok <= 0) return;
+  const dim3 grid(Blocks(n), static_cast<unsigned>(n_tok));
+  CombineKernel<<<grid, kThreads, 0, stream>>>(y, slot_entry, weights, k, n,
+                                               out);
+}
+
+void AddGatedShared(const float* gate_inp, const float* x,
+                    const float* shared, int64_t n_tok, int64_t n,
+                    float* out, Stream stream) {
+  if (n_tok <= 0) return;
+  AddGatedSharedKernel<<<static_cast<unsigned>(n_tok), kThreads, 0, stream>>>(
+      gate_inp, x, shared, n, out);
+}
+
+}  // namespace sluice::cuda

@@ -1,0 +1,446 @@
+#include "model/cuda/cuda_model.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "kernels/cuda/device.h"
+#include "kernels/cuda/ops.h"
+#include "kernels/cuda/quant_matmul.h"
+#include "loader/model_files.h"
+#include "model/cuda/device_weights.h"
+#include "model/cuda/device_state.h"
+#include "model/cuda/workspace.h"
+#include "model/engine.h"
+
+namespace sluice {
+namespace {
+
+using cuda::Stream;
+
+struct DeviceAttention {
+  DeviceMatrix wq, wk, wv, wo;
+  const float* q_norm = nullptr;
+  const float* k_norm = nullptr;
+};
+
+struct DeviceDeltaNet {
+  DeviceMatrix qkv, gate, beta, alpha, out;
+  const float *conv = nullptr, *dt_bias = nullptr, *a = nullptr, *norm = nullptr;
+};
+
+struct DeviceMoe {
+  DeviceMatrix router;
+  GgmlType gate_type, up_type, down_type;
+  // Per-expert pointer tables on the device [n_expert]: what the grouped
+  // products read, so a cache can repoint them.
+  cuda::DeviceBuffer gate_table, up_table, down_table;
+  const float* shared_gate_inp = nullptr;
+  DeviceMatrix shared_gate, shared_up, shared_down;
+};
+
+struct DeviceLayer {
+  MixerKind mixer;
+  const float* mixer_norm = nullptr;
+  const float* ffn_norm = nullptr;
+  DeviceAttention attn;
+  DeviceDeltaNet delta;
+  DeviceMoe moe;
+};
+
+absl::StatusOr<cuda::DeviceBuffer> PointerTable(const DeviceWeights& w,
+                                                const ExpertMatrix& m,
+                                                Stream stream) {
+  std::vector<const void*> ptrs(m.n_expert);
+  for (int64_t e = 0; e < m.n_expert; ++e) {
+    ASSIGN_OR_RETURN(ptrs[e], w.Translate(m.expert(e).data));
+  }
+  ASSIGN_OR_RETURN(cuda::DeviceBuffer table,
+                   cuda::DeviceBuffer::Create(ptrs.size() * sizeof(void*)));
+  RETURN_IF_ERROR(cuda::CopyToDevice(table.data(), ptrs.data(),
+                                     ptrs.size() * sizeof(void*), stream));
+  RETURN_IF_ERROR(cuda::Synchronize(stream));
+  return table;
+}
+
+absl::Status BindLayer(const DeviceWeights& w, const LayerDesc& l,
+                       int64_t shared_ff, Stream stream, DeviceLayer& d) {
+  d.mixer = l.mixer;
+  ASSIGN_OR_RETURN(d.mixer_norm, w.Floats(l.mixer_norm));
+  ASSIGN_OR_RETURN(d.ffn_norm, w.Floats(l.ffn_norm));
+  if (l.mixer == MixerKind::kAttention) {
+    ASSIGN_OR_RETURN(d.attn.wq, w.Matrix(l.attn.wq));
+    ASSIGN_OR_RETURN(d.attn.wk, w.Matrix(l.attn.wk));
+    ASSIGN_OR_RETURN(d.attn.wv, w.Matrix(l.attn.wv));
+    ASSIGN_OR_RETURN(d.attn.wo, w.Matrix(l.attn.wo));
+    ASSIGN_OR_RETURN(d.attn.q_norm, w.Floats(l.attn.q_norm));
+    ASSIGN_OR_RETURN(d.attn.k_norm, w.Floats(l.attn.k_norm));
+  } else {
+    ASSIGN_OR_RETURN(d.delta.qkv, w.Matrix(l.delta.qkv));
+    ASSIGN_OR_RETURN(d.delta.gate, w.Matrix(l.delta.gate));
+    ASSIGN_OR_RETURN(d.delta.beta, w.Matrix(l.delta.beta));
+    ASSIGN_OR_RETURN(d.delta.alpha, w.Matrix(l.delta.alpha));
+    ASSIGN_OR_RETURN(d.delta.out, w.Matrix(l.delta.out));
+    ASSIGN_OR_RETURN(d.delta.conv, w.Floats(l.delta.conv));
+    ASSIGN_OR_RETURN(d.delta.dt_bias, w.Floats(l.delta.dt_bias));
+    ASSIGN_OR_RETURN(d.delta.a, w.Floats(l.delta.a));
+    ASSIGN_OR_RETURN(d.delta.norm, w.Floats(l.delta.norm));
+  }
+  const MoeWeights& m = l.moe;
+  ASSIGN_OR_RETURN(d.moe.router, w.Matrix(m.router));
+  for (const ExpertMatrix* e : {&m.gate, &m.up, &m.down}) {
+    RETURN_IF_ERROR(w.Matrix(e->expert(0)).status());
+  }
+  d.moe.gate_type = m.gate.type;
+  d.moe.up_type = m.up.type;
+  d.moe.down_type = m.down.type;
+  ASSIGN_OR_RETURN(d.moe.gate_table, PointerTable(w, m.gate, stream));
+  ASSIGN_OR_RETURN(d.moe.up_table, PointerTable(w, m.up, stream));
+  ASSIGN_OR_RETURN(d.moe.down_table, PointerTable(w, m.down, stream));
+  if (shared_ff > 0) {
+    ASSIGN_OR_RETURN(d.moe.shared_gate_inp, w.Floats(m.shared_gate_inp));
+    ASSIGN_OR_RETURN(d.moe.shared_gate, w.Matrix(m.shared_gate));
+    ASSIGN_OR_RETURN(d.moe.shared_up, w.Matrix(m.shared_up));
+    ASSIGN_OR_RETURN(d.moe.shared_down, w.Matrix(m.shared_down));
+  }
+  return absl::OkStatus();
+}
+
+class CudaModel final : public Model {
+ public:
+  static absl::StatusOr<std::unique_ptr<CudaModel>> Create(
+      const ModelFiles& files, ArchDesc desc, const CudaModelOptions& options);
+  ~CudaModel() override {
+    cuda::SetDevice(device_).IgnoreError();
+    cuda::DestroyStream(stream_);
+  }
+
+  const ModelInfo& info() const override { return desc_.info; }
+
+  absl::StatusOr<std::unique_ptr<SequenceState>> CreateState(
+      int capacity) const override;
+  uint64_t StateBytes(int capacity) const override {
+    return DeviceState::BytesFor(capacity, desc_.StateShapes());
+  }
+  BackendStats Stats() const override;
+
+ protected:
+  absl::Status ForwardImpl(absl::Span<const int32_t> tokens,
+                           SequenceState& seq, LogitRows rows,
+                           std::vector<float>* logits) const override;
+
+ private:
+  CudaModel(ArchDesc desc, const CudaModelOptions& options)
+      : desc_(std::move(desc)), options_(options), device_(options.device) {}
+
+  // Enqueues the body of one micro-batch: embedding to logits (rows
+  // selected by `rows`) into ws_.logits. Host-to-device copies of the
+  // tokens and the position are the caller's.
+  absl::Status Enqueue(int64_t n_tok, DeviceState& st, LogitRows rows) const;
+  absl::Status Mixer(int64_t il, int64_t n_tok, DeviceState& st) const;
+  absl::Status Attention(const DeviceAttention& a, int64_t n_tok,
+                         float* k_cache, float* v_cache) const;
+  absl::Status DeltaNet(const DeviceDeltaNet& d, int64_t n_tok, float* conv,
+                        float* ssm) const;
+  absl::Status Moe(const DeviceMoe& m, int64_t n_tok) const;
+  absl::Status Project(const DeviceMatrix& w, const float* x, int64_t n_tok,
+                       float* y) const;
+
+  ArchDesc desc_;
+  CudaModelOptions options_;
+  int device_;
+  Stream stream_ = nullptr;
+  std::unique_ptr<DeviceWeights> weights_;
+  std::vector<DeviceLayer> layers_;
+  DeviceMatrix token_embd_, output_;
+  const float* output_norm_ = nullptr;
+  cuda::AttentionShape attn_shape_;
+  cuda::DeltaNetShape ssm_shape_;
+  // One forward pass at a time: the workspace and the stream are shared.
+  mutable std::mutex mu_;
+  mutable Workspace ws_;
+  mutable int64_t launches_ = 0;
+  mutable int64_t launches_per_decode_ = 0;
+};
+
+absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(
+    const ModelFiles& files, ArchDesc desc, const CudaModelOptions& options) {
+  RETURN_IF_ERROR(cuda::SetDevice(options.device));
+  auto m = std::unique_ptr<CudaModel>(new CudaModel(std::move(desc), options));
+  ASSIGN_OR_RETURN(m->stream_, cuda::CreateStream());
+  cuda::PrepareKernels();
+  ASSIGN_OR_RETURN(m->weights_, DeviceWeights::Upload(files, m->stream_));
+  const ArchDesc& d = m->desc_;
+  ASSIGN_OR_RETURN(m->token_embd_, m->weights_->Matrix(d.head.token_embd));
+  ASSIGN_OR_RETURN(m->output_, m->weights_->Matrix(d.head.output));
+  ASSIGN_OR_RETURN(m->output_norm_, m->weights_->Floats(d.head.output_norm));
+  m->layers_.resize(d.layers.size());
+  for (size_t il = 0; il < d.layers.size(); ++il) {
+    RETURN_IF_ERROR(BindLayer(*m->weights_, d.layers[il], d.moe.shared_ff,
+                              m->stream_, m->layers_[il]));
+  }
+  cuda::AttentionShape& a = m->attn_shape_;
+  a.n_head = static_cast<int>(d.attn.n_head);
+  a.n_head_kv = static_cast<int>(d.attn.n_head_kv);
+  a.head_dim = static_cast<int>(d.attn.head_dim);
+  a.gated = d.attn.gated;
+  a.eps = d.attn.eps;
+  a.n_rot = static_cast<int>(d.attn.rope.n_rot);
+  a.freq_base = d.attn.rope.freq_base;
+  a.multi_section = d.attn.rope.multi_section;
+  for (int i = 0; i < 4; ++i) a.sections[i] = d.attn.rope.sections[i];
+  cuda::DeltaNetShape& s = m->ssm_shape_;
+  s.state_size = static_cast<int>(d.ssm.state_size);
+  s.n_k_heads = static_cast<int>(d.ssm.n_k_heads);
+  s.n_v_heads = static_cast<int>(d.ssm.n_v_heads);
+  s.conv_kernel = static_cast<int>(d.ssm.conv_kernel);
+  s.eps = d.ssm.eps;
+  if (s.state_size > cuda::DeltaNetMaxStateSize()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda backend: ssm.state_size ", s.state_size, " exceeds ",
+        cuda::DeltaNetMaxStateSize()));
+  }
+  if (s.conv_kernel > 8) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda backend: ssm.conv_kernel ", s.conv_kernel, " exceeds 8"));
+  }
+  RETURN_IF_ERROR(m->ws_.Allocate(d, Model::kMaxMicroBatch));
+  return m;
+}
+
+absl::StatusOr<std::unique_ptr<SequenceState>> CudaModel::CreateState(
+    int capacity) const {
+  if (capacity > cuda::AttentionMaxCapacity()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda backend: context length ", capacity, " exceeds the ",
+        cuda::AttentionMaxCapacity(), " tokens the attention kernel holds"));
+  }
+  RETURN_IF_ERROR(cuda::SetDevice(device_));
+  ASSIGN_OR_RETURN(std::unique_ptr<DeviceState> st,
+                   DeviceState::Create(this, capacity, desc_.StateShapes(),
+                                       stream_));
+  return std::unique_ptr<SequenceState>(std::move(st));
+}
+
+BackendStats CudaModel::Stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  BackendStats s;
+  s.device_memory = {{"dense", weights_->dense_bytes()},
+                     {"experts", weights_->expert_bytes()},
+                     {"workspace", ws_.bytes()}};
+  s.launches_per_decode = launches_per_decode_;
+  s.decode_graph = options_.decode_graph;
+  return s;
+}
+
+absl::Status CudaModel::Project(const DeviceMatrix& w, const float* x,
+                                int64_t n_tok, float* y) const {
+  ++launches_;
+  return cuda::MatMul(w.type, w.data, w.rows, w.cols, x, n_tok, y, stream_);
+}
+
+absl::Status CudaModel::Attention(const DeviceAttention& a, int64_t n_tok,
+                                  float* k_cache, float* v_cache) const {
+  Workspace& w = ws_;
+  RETURN_IF_ERROR(Project(a.wq, w.xn, n_tok, w.q));
+  RETURN_IF_ERROR(Project(a.wk, w.xn, n_tok, w.k));
+  RETURN_IF_ERROR(Project(a.wv, w.xn, n_tok, w.v));
+  cuda::AttentionPrepare(attn_shape_, w.q, w.k, w.v, a.q_norm, a.k_norm,
+                         w.pos0, n_tok, k_cache, v_cache, stream_);
+  cuda::Attend(attn_shape_, w.q, k_cache, v_cache, w.pos0, n_tok, w.attn_o,
+               stream_);
+  launches_ += 2;
+  return Project(a.wo, w.attn_o, n_tok, w.y);
+}
+
+absl::Status CudaModel::DeltaNet(const DeviceDeltaNet& d, int64_t n_tok,
+                                 float* conv, float* ssm) const {
+  Workspace& w = ws_;
+  RETURN_IF_ERROR(Project(d.qkv, w.xn, n_tok, w.qkv));
+  RETURN_IF_ERROR(Project(d.gate, w.xn, n_tok, w.z));
+  RETURN_IF_ERROR(Project(d.beta, w.xn, n_tok, w.beta));
+  RETURN_IF_ERROR(Project(d.alpha, w.xn, n_tok, w.g));
+  cuda::DeltaNetGates(ssm_shape_, w.beta, w.g, d.dt_bias, d.a, n_tok, stream_);
+  cuda::DeltaNetConv(ssm_shape_, d.conv, w.qkv, n_tok, conv, stream_);
+  cuda::DeltaNetScan(ssm_shape_, w.qkv, w.beta, w.g, w.z, d.norm, n_tok, ssm,
+                     w.ssm_o, stream_);
+  launches_ += 4;
+  return Project(d.out, w.ssm_o, n_tok, w.y);
+}
+
+absl::Status CudaModel::Moe(const DeviceMoe& m, int64_t n_tok) const {
+  Workspace& w = ws_;
+  const MoeConfig& c = desc_.moe;
+  const int k = static_cast<int>(c.n_expert_used);
+  const int n_expert = static_cast<int>(c.n_expert);
+  const int64_t e = c.n_embd, ff = c.expert_ff;
+  RETURN_IF_ERROR(Project(m.router, w.xn, n_tok, w.router_logits));
+  cuda::TopK(w.router_logits, n_tok, n_expert, k, w.ids, w.weights, stream_);
+  ++launches_;
+  // Decode: one group per routed slot, weights picked through the ids;
+  // batches: the pairs grouped by expert so each expert's weights are read
+  // once per group.
+  const bool one = n_tok == 1;
+  if (!one) {
+    cuda::GroupByExpert(w.ids, n_tok, k, n_expert, w.counts, w.group_begin,
+                        w.entry_token, w.slot_entry, stream_);
+    launches_ += 4;
+  }
+  cuda::GroupedMatMul g;
+  g.rows = ff;
+  g.cols = e;
+  g.n_groups = one ? k : n_expert;
+  g.max_entries_per_group = static_cast<int>(n_tok);
+  g.d_group_weight = one ? w.ids : nullptr;
+  g.d_group_begin = one ? nullptr : w.group_begin;
+  g.d_x_row = one ? w.zeros : w.entry_token;
+  g.d_x = w.xn;
+  g.x_stride = e;
+  g.y_stride = ff;
+  g.type = m.gate_type;
+  g.d_weights = m.gate_table.as<const void*>();
+  g.d_y = w.expert_g;
+  RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(g, stream_));
+  g.type = m.up_type;
+  g.d_weights = m.up_table.as<const void*>();
+  g.d_y = w.expert_u;
+  RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(g, stream_));
+  cuda::SwiGlu(w.expert_g, w.expert_u, n_tok * k * ff, stream_);
+  cuda::GroupedMatMul down = g;
+  down.type = m.down_type;
+  down.rows = e;
+  down.cols = ff;
+  down.d_weights = m.down_table.as<const void*>();
+  down.d_x_row = nullptr;
+  down.d_x = w.expert_g;
+  down.x_stride = ff;
+  down.d_y = w.expert_y;
+  down.y_stride = e;
+  RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(down, stream_));
+  cuda::CombineExperts(w.expert_y, one ? w.iota : w.slot_entry, w.weights,
+                       n_tok, k, e, w.y, stream_);
+  launches_ += 5;
+  if (c.shared_ff == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(Project(m.shared_gate, w.xn, n_tok, w.shared_g));
+  RETURN_IF_ERROR(Project(m.shared_up, w.xn, n_tok, w.shared_u));
+  cuda::SwiGlu(w.shared_g, w.shared_u, n_tok * c.shared_ff, stream_);
+  RETURN_IF_ERROR(Project(m.shared_down, w.shared_g, n_tok, w.shared_y));
+  cuda::AddGatedShared(m.shared_gate_inp, w.xn, w.shared_y, n_tok, e, w.y,
+                       stream_);
+  launches_ += 2;
+  return absl::OkStatus();
+}
+
+absl::Status CudaModel::Mixer(int64_t il, int64_t n_tok,
+                              DeviceState& st) const {
+  const DeviceLayer& l = layers_[il];
+  if (l.mixer == MixerKind::kAttention) {
+    return Attention(l.attn, n_tok, st.k(il), st.v(il));
+  }
+  return DeltaNet(l.delta, n_tok, st.conv(il), st.ssm(il));
+}
+
+absl::Status CudaModel::Enqueue(int64_t n_tok, DeviceState& st,
+                                LogitRows rows) const {
+  Workspace& w = ws_;
+  const int64_t e = desc_.info.n_embd;
+  const float eps = desc_.eps;
+  RETURN_IF_ERROR(cuda::DequantRows(token_embd_.type, token_embd_.data, e,
+                                    w.ids_in, n_tok, w.x, stream_));
+  ++launches_;
+  for (int64_t il = 0; il < static_cast<int64_t>(layers_.size()); ++il) {
+    const DeviceLayer& l = layers_[il];
+    // The previous block's MoE output joins the residual stream here.
+    cuda::AddRmsNorm(w.x, il == 0 ? nullptr : w.y, n_tok, e, l.mixer_norm, eps,
+                     w.xn, stream_);
+    RETURN_IF_ERROR(Mixer(il, n_tok, st));
+    cuda::AddRmsNorm(w.x, w.y, n_tok, e, l.ffn_norm, eps, w.xn, stream_);
+    launches_ += 2;
+    RETURN_IF_ERROR(Moe(l.moe, n_tok));
+  }
+  if (rows == LogitRows::kNone) {
+    return cuda::LastLaunchError("cuda forward");
+  }
+  const int64_t first = rows == LogitRows::kLast ? n_tok - 1 : 0;
+  const int64_t count = n_tok - first;
+  cuda::AddRmsNorm(w.x + first * e, w.y + first * e, count, e, output_norm_,
+                   eps, w.xn, stream_);
+  ++launches_;
+  RETURN_IF_ERROR(Project(output_, w.xn, count, w.logits));
+  return cuda::LastLaunchError("cuda forward");
+}
+
+absl::Status CudaModel::ForwardImpl(absl::Span<const int32_t> tokens,
+                                    SequenceState& seq, LogitRows rows,
+                                    std::vector<float>* logits) const {
+  auto* st = dynamic_cast<DeviceState*>(&seq);
+  if (st == nullptr || st->owner() != this) {
+    return absl::InvalidArgumentError(
+        "Forward: the state was not made by this CUDA model");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  RETURN_IF_ERROR(cuda::SetDevice(device_));
+  Workspace& w = ws_;
+  const int64_t n_tok = static_cast<int64_t>(tokens.size());
+  if (rows == LogitRows::kAll && n_tok > w.logits_rows) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda backend: logits of every row of a ", n_tok,
+        "-token batch exceed the workspace (", w.logits_rows, " rows)"));
+  }
+  const int32_t pos0 = seq.position();
+  RETURN_IF_ERROR(cuda::CopyToDevice(w.ids_in, tokens.data(),
+                                     n_tok * sizeof(int32_t), stream_));
+  RETURN_IF_ERROR(cuda::CopyToDevice(w.pos0, &pos0, sizeof(int32_t), stream_));
+  const bool decode = n_tok == 1 && rows == LogitRows::kLast;
+  if (decode && options_.decode_graph) {
+    if (!st->decode_graph().valid()) {
+      // The copies above run before the capture starts: the graph holds
+      // only the step itself, reading ids_in and pos0 where they are.
+      RETURN_IF_ERROR(cuda::Synchronize(stream_));
+      RETURN_IF_ERROR(cuda::Graph::BeginCapture(stream_));
+      const int64_t before = launches_;
+      absl::Status body = Enqueue(1, *st, rows);
+      absl::StatusOr<cuda::Graph> graph = cuda::Graph::EndCapture(stream_);
+      RETURN_IF_ERROR(body);
+      if (!graph.ok()) return graph.status();
+      launches_per_decode_ = launches_ - before;
+      st->set_decode_graph(*std::move(graph));
+    }
+    RETURN_IF_ERROR(st->decode_graph().Launch(stream_));
+  } else {
+    const int64_t before = launches_;
+    RETURN_IF_ERROR(Enqueue(n_tok, *st, rows));
+    if (decode) launches_per_decode_ = launches_ - before;
+  }
+  if (rows != LogitRows::kNone) {
+    const int64_t count = rows == LogitRows::kLast ? 1 : n_tok;
+    logits->resize(count * desc_.info.n_vocab);
+    RETURN_IF_ERROR(cuda::CopyToHost(logits->data(), w.logits,
+                                     logits->size() * sizeof(float), stream_));
+  }
+  return cuda::Synchronize(stream_);
+}
+
+absl::StatusOr<std::unique_ptr<Model>> FromEngine(const ModelFiles& files,
+                                                  const EngineOptions& o) {
+  return LoadCudaModel(files, {.device = o.device});
+}
+
+const bool kRegistered = RegisterBackend(Backend::kCuda, FromEngine);
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Model>> LoadCudaModel(
+    const ModelFiles& files, const CudaModelOptions& options) {
+  ASSIGN_OR_RETURN(ArchDesc desc, DescribeModel(files));
+  ASSIGN_OR_RETURN(std::unique_ptr<CudaModel> m,
+                   CudaModel::Create(files, std::move(desc), options));
+  return std::unique_ptr<Model>(std::move(m));
+}
+
+}  // namespace sluice

@@ -1,0 +1,48 @@
+// The CUDA backend: an ArchDesc computed on one GPU.
+//
+// Every tensor of the checkpoint is copied once from the read-only mapping
+// into one device allocation (each tensor 256-byte aligned); no host copy is
+// made or kept. Routed experts are reached through per-layer device tables
+// of per-expert pointers (gate, up, down), so the expert slot cache can
+// point them at device slots instead (today they point at the resident
+// copy). Decode steps are captured once per sequence state as a CUDA graph
+// and replayed; the graph reads the position and the token from device
+// memory, so pointer-table changes and new positions need no re-capture.
+//
+// Linking this library registers the backend with the engine
+// (EngineOptions::backend = Backend::kCuda); it is built only where CUDA is
+// (--config=nocuda leaves it out).
+//
+// Thread-safety: Forward calls are serialized by the model (one stream and
+// one workspace per model).
+#ifndef SLUICE_MODEL_CUDA_CUDA_MODEL_H_
+#define SLUICE_MODEL_CUDA_CUDA_MODEL_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "model/arch.h"
+#include "model/model.h"
+
+namespace sluice {
+
+class ModelFiles;
+
+struct CudaModelOptions {
+  int device = 0;
+  // Capture decode steps as a CUDA graph (off: every step launches its
+  // kernels one by one; for profiling).
+  bool decode_graph = true;
+};
+
+// Describes the model in `files` and loads it onto the device.
+// UNAVAILABLE when there is no such device; RESOURCE_EXHAUSTED when the
+// weights do not fit (the message gives the bytes needed and free);
+// InvalidArgument for a tensor type the device kernels do not handle (names
+// the tensor and type) and for the description's errors.
+absl::StatusOr<std::unique_ptr<Model>> LoadCudaModel(
+    const ModelFiles& files, const CudaModelOptions& options = {});
+
+}  // namespace sluice
+
+#endif  // SLUICE_MODEL_CUDA_CUDA_MODEL_H_

@@ -1,0 +1,61 @@
+// A sequence's KV cache and DeltaNet state in device memory (the CUDA
+// backend's SequenceState), plus its captured decode step.
+//
+// Layout per block as the CPU's State (model/state.h): k and v
+// [capacity][kv_dim]; conv [conv_kernel-1][channels]; ssm [v_heads][S][S].
+#ifndef SLUICE_MODEL_CUDA_DEVICE_STATE_H_
+#define SLUICE_MODEL_CUDA_DEVICE_STATE_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/cuda/device.h"
+#include "model/model.h"
+#include "model/state.h"
+
+namespace sluice {
+
+class DeviceState final : public SequenceState {
+ public:
+  // Zeroed buffers for `capacity` tokens. `owner` identifies the model the
+  // state belongs to (checked by its Forward).
+  static absl::StatusOr<std::unique_ptr<DeviceState>> Create(
+      const void* owner, int capacity, std::vector<BlockStateShape> shapes,
+      cuda::Stream stream);
+
+  static uint64_t BytesFor(int capacity,
+                           const std::vector<BlockStateShape>& shapes) {
+    return State::BytesFor(capacity, shapes);
+  }
+
+  void Reset() override;
+  uint64_t bytes() const override { return buffer_.bytes(); }
+
+  const void* owner() const { return owner_; }
+  float* k(int64_t il) const { return blocks_[il].k; }
+  float* v(int64_t il) const { return blocks_[il].v; }
+  float* conv(int64_t il) const { return blocks_[il].conv; }
+  float* ssm(int64_t il) const { return blocks_[il].ssm; }
+
+  const cuda::Graph& decode_graph() const { return decode_graph_; }
+  void set_decode_graph(cuda::Graph g) { decode_graph_ = std::move(g); }
+
+ private:
+  struct Block {
+    float *k = nullptr, *v = nullptr, *conv = nullptr, *ssm = nullptr;
+  };
+  DeviceState(const void* owner, int capacity, cuda::Stream stream)
+      : SequenceState(capacity), owner_(owner), stream_(stream) {}
+
+  const void* owner_;
+  cuda::Stream stream_;
+  cuda::DeviceBuffer buffer_;
+  std::vector<Block> blocks_;
+  cuda::Graph decode_graph_;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_MODEL_CUDA_DEVICE_STATE_H_

@@ -1,0 +1,77 @@
+#include "model/cuda/device_weights.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "kernels/cuda/quant_matmul.h"
+#include "loader/model_files.h"
+#include "loader/tensor_table.h"
+
+namespace sluice {
+namespace {
+
+constexpr uint64_t kAlign = 256;
+
+uint64_t AlignUp(uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(
+    const ModelFiles& files, cuda::Stream stream) {
+  auto w = std::unique_ptr<DeviceWeights>(new DeviceWeights());
+  uint64_t total = 0;
+  for (const TensorEntry& t : files.tensors().entries()) {
+    if (t.data == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(files.shard(0).path, ": tensor '", t.name,
+                       "' has no mapped data"));
+    }
+    w->ranges_.push_back({t.data, t.data + t.n_bytes, total});
+    total += AlignUp(t.n_bytes);
+    (t.kind == TensorKind::kRoutedExpert ? w->expert_bytes_ : w->dense_bytes_) +=
+        t.n_bytes;
+  }
+  ASSIGN_OR_RETURN(w->buffer_, cuda::DeviceBuffer::Create(total));
+  auto* base = w->buffer_.as<uint8_t>();
+  for (const Range& r : w->ranges_) {
+    RETURN_IF_ERROR(cuda::CopyToDevice(base + r.offset, r.begin,
+                                       r.end - r.begin, stream));
+  }
+  RETURN_IF_ERROR(cuda::Synchronize(stream));
+  std::sort(w->ranges_.begin(), w->ranges_.end(),
+            [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  return w;
+}
+
+absl::StatusOr<const void*> DeviceWeights::Translate(const void* host) const {
+  const auto* p = static_cast<const uint8_t*>(host);
+  auto it = std::upper_bound(
+      ranges_.begin(), ranges_.end(), p,
+      [](const uint8_t* v, const Range& r) { return v < r.begin; });
+  if (it == ranges_.begin() || p >= std::prev(it)->end) {
+    return absl::InvalidArgumentError(
+        "device weights: a weight view points outside every tensor");
+  }
+  --it;
+  return static_cast<const void*>(buffer_.as<uint8_t>() + it->offset +
+                                  (p - it->begin));
+}
+
+absl::StatusOr<DeviceMatrix> DeviceWeights::Matrix(const sluice::Matrix& m) const {
+  if (!cuda::MatMulSupported(m.type)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cuda backend: no device kernel for weights of type ",
+                     std::string(TraitsOf(m.type).name), " (", m.rows, " x ",
+                     m.cols, ")"));
+  }
+  ASSIGN_OR_RETURN(const void* d, Translate(m.data));
+  return DeviceMatrix{m.type, d, m.rows, m.cols};
+}
+
+absl::StatusOr<const float*> DeviceWeights::Floats(const float* host) const {
+  ASSIGN_OR_RETURN(const void* d, Translate(host));
+  return static_cast<const float*>(d);
+}
+
+}  // namespace sluice

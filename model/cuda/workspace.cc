@@ -1,0 +1,88 @@
+#include "model/cuda/workspace.h"
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+#include "base/status_macros.h"
+
+namespace sluice {
+namespace {
+
+// Hands out 256-byte aligned pieces of one allocation: a first pass with no
+// base counts the bytes, a second assigns the pointers.
+class Carver {
+ public:
+  explicit Carver(uint8_t* base) : base_(base) {}
+  template <typename T>
+  void Take(T** p, int64_t count) {
+    *p = base_ ? reinterpret_cast<T*>(base_ + used_) : nullptr;
+    used_ += (static_cast<uint64_t>(std::max<int64_t>(count, 1)) * sizeof(T) + 255) / 256 * 256;
+  }
+  uint64_t used() const { return used_; }
+
+ private:
+  uint8_t* base_;
+  uint64_t used_ = 0;
+};
+
+// Logits of a batch with every row asked for are capped at this many bytes.
+constexpr uint64_t kLogitsBytes = 256ull << 20;
+
+void Carve(const ArchDesc& d, int64_t n, int64_t logits_rows, Carver& c,
+           Workspace& w) {
+  const int64_t e = d.info.n_embd;
+  const int64_t k = d.moe.n_expert_used;
+  const int64_t q_width = d.attn.n_head * d.attn.head_dim * (d.attn.gated ? 2 : 1);
+  const int64_t kv = d.attn.n_head_kv * d.attn.head_dim;
+  c.Take(&w.ids_in, n);
+  c.Take(&w.pos0, 1);
+  c.Take(&w.x, n * e);
+  c.Take(&w.xn, n * e);
+  c.Take(&w.y, n * e);
+  c.Take(&w.q, n * q_width);
+  c.Take(&w.k, n * kv);
+  c.Take(&w.v, n * kv);
+  c.Take(&w.attn_o, n * d.attn.n_head * d.attn.head_dim);
+  c.Take(&w.qkv, n * d.ssm.conv_channels());
+  c.Take(&w.z, n * d.ssm.value_dim());
+  c.Take(&w.beta, n * d.ssm.n_v_heads);
+  c.Take(&w.g, n * d.ssm.n_v_heads);
+  c.Take(&w.ssm_o, n * d.ssm.value_dim());
+  c.Take(&w.router_logits, n * d.moe.n_expert);
+  c.Take(&w.ids, n * k);
+  c.Take(&w.weights, n * k);
+  c.Take(&w.counts, d.moe.n_expert);
+  c.Take(&w.group_begin, d.moe.n_expert + 1);
+  c.Take(&w.entry_token, n * k);
+  c.Take(&w.slot_entry, n * k);
+  c.Take(&w.zeros, k);
+  c.Take(&w.iota, k);
+  c.Take(&w.expert_g, n * k * d.moe.expert_ff);
+  c.Take(&w.expert_u, n * k * d.moe.expert_ff);
+  c.Take(&w.expert_y, n * k * e);
+  c.Take(&w.shared_g, n * d.moe.shared_ff);
+  c.Take(&w.shared_u, n * d.moe.shared_ff);
+  c.Take(&w.shared_y, n * e);
+  c.Take(&w.logits, logits_rows * d.info.n_vocab);
+}
+
+}  // namespace
+
+absl::Status Workspace::Allocate(const ArchDesc& desc, int64_t max_tokens) {
+  const uint64_t row_bytes = static_cast<uint64_t>(desc.info.n_vocab) * sizeof(float);
+  logits_rows = std::clamp<int64_t>(kLogitsBytes / row_bytes, 1, max_tokens);
+  Carver count(nullptr);
+  Carve(desc, max_tokens, logits_rows, count, *this);
+  ASSIGN_OR_RETURN(buffer, cuda::DeviceBuffer::Create(count.used()));
+  Carver assign(buffer.as<uint8_t>());
+  Carve(desc, max_tokens, logits_rows, assign, *this);
+  const int64_t k = desc.moe.n_expert_used;
+  std::vector<int32_t> zeros(k, 0), iota_v(k);
+  std::iota(iota_v.begin(), iota_v.end(), 0);
+  RETURN_IF_ERROR(cuda::CopyToDevice(this->zeros, zeros.data(), k * sizeof(int32_t), nullptr));
+  RETURN_IF_ERROR(cuda::CopyToDevice(iota, iota_v.data(), k * sizeof(int32_t), nullptr));
+  return cuda::Synchronize(nullptr);
+}
+
+}  // namespace sluice

@@ -1,0 +1,50 @@
+// The device buffers one forward pass of a micro-batch uses (activations,
+// routing, expert products, logits), carved from one allocation sized for
+// the largest micro-batch.
+#ifndef SLUICE_MODEL_CUDA_WORKSPACE_H_
+#define SLUICE_MODEL_CUDA_WORKSPACE_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "kernels/cuda/device.h"
+#include "model/arch.h"
+
+namespace sluice {
+
+struct Workspace {
+  // Sizes every buffer for `max_tokens` tokens of `desc`. Logits are held
+  // for at most logits_rows rows (max_tokens, fewer for a large
+  // vocabulary).
+  absl::Status Allocate(const ArchDesc& desc, int64_t max_tokens);
+  uint64_t bytes() const { return buffer.bytes(); }
+
+  cuda::DeviceBuffer buffer;
+  int64_t logits_rows = 0;
+
+  int32_t* ids_in = nullptr;  // [tokens]
+  int32_t* pos0 = nullptr;    // [1]
+  float *x = nullptr, *xn = nullptr, *y = nullptr;  // [tokens][n_embd]
+  // Attention.
+  float *q = nullptr, *k = nullptr, *v = nullptr, *attn_o = nullptr;
+  // Gated DeltaNet.
+  float *qkv = nullptr, *z = nullptr, *beta = nullptr, *g = nullptr,
+        *ssm_o = nullptr;
+  // MoE.
+  float* router_logits = nullptr;  // [tokens][n_expert]
+  int32_t* ids = nullptr;          // [tokens][k]
+  float* weights = nullptr;        // [tokens][k]
+  int32_t *counts = nullptr, *group_begin = nullptr;  // [n_expert (+1)]
+  int32_t *entry_token = nullptr, *slot_entry = nullptr;  // [tokens * k]
+  int32_t* zeros = nullptr;  // [k]: every decode slot reads activation row 0
+  int32_t* iota = nullptr;   // [k]: decode slot s is entry s
+  float *expert_g = nullptr, *expert_u = nullptr;  // [tokens * k][ff]
+  float* expert_y = nullptr;                       // [tokens * k][n_embd]
+  float *shared_g = nullptr, *shared_u = nullptr;  // [tokens][shared_ff]
+  float* shared_y = nullptr;                       // [tokens][n_embd]
+  float* logits = nullptr;                         // [logits_rows][n_vocab]
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_MODEL_CUDA_WORKSPACE_H_
