@@ -6,7 +6,6 @@ in `hdrs` must be plain C++ (no CUDA types): callers never see CUDA.
 """
 
 NVCC = "/usr/local/cuda/bin/nvcc"
-CUDA_INCLUDE = "/usr/local/cuda/include"
 
 NVCC_FLAGS = " ".join([
     "-std=c++20",
@@ -16,6 +15,13 @@ NVCC_FLAGS = " ".join([
     "-gencode=arch=compute_90a,code=sm_90a",
     "-gencode=arch=compute_80,code=compute_80",
 ])
+
+# The runtime API headers for .cc files (runtime_api = True). Selected so that
+# --config=nocuda never fetches @cuda_headers.
+_RUNTIME_HEADERS = select({
+    "//third_party/cuda:cuda_on": ["@cuda_headers//:headers"],
+    "//conditions:default": [],
+})
 
 CUDA_ONLY = select({
     "//third_party/cuda:cuda_on": [],
@@ -54,8 +60,7 @@ def cuda_library(name, cu_srcs = [], srcs = [], hdrs = [], cu_hdrs = [], deps = 
         name = name,
         srcs = srcs + objs + cu_hdrs,
         hdrs = hdrs,
-        copts = ["-isystem", CUDA_INCLUDE] if runtime_api else [],
-        deps = deps + ["//third_party/cuda:runtime"],
+        deps = deps + ["//third_party/cuda:runtime"] + (_RUNTIME_HEADERS if runtime_api else []),
         target_compatible_with = CUDA_ONLY,
         visibility = visibility,
         testonly = testonly,

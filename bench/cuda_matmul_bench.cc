@@ -1,0 +1,227 @@
+// Speed of the CUDA weight products (kernels/cuda/quant_matmul.h) on the
+// bench35 shapes (Qwen3.5-35B-A3B layers: hidden 2048, 256 experts of
+// 2048->512 gate/up and 512->2048 down, 8 routed per token, a dense
+// 2048->8192 projection, the LM head 2048->248320).
+//
+//   bazel run -c opt //bench:cuda_matmul_bench            (needs a GPU)
+//
+// Decode lines report weight bytes read per second: every launch touches a
+// different copy of the weights (several hundred MB in all, more than L2),
+// so the figure is HBM traffic, not cache hits. Prefill lines report the
+// time of one 512-token group and its F32 multiply-add rate.
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "kernels/cpu/dequant.h"
+#include "kernels/cpu/test_util.h"
+#include "kernels/cuda/device.h"
+#include "kernels/cuda/quant_matmul.h"
+#include "loader/ggml_type.h"
+
+namespace sluice::cuda {
+namespace {
+
+constexpr int64_t kHidden = 2048;
+constexpr int64_t kExpertFf = 512;
+constexpr int kExperts = 256;
+constexpr int kRouted = 8;
+constexpr int64_t kDenseFf = 8192;
+constexpr int64_t kVocab = 248320;
+constexpr int64_t kPrefill = 512;
+constexpr uint64_t kColdBytes = 512ull << 20;  // well past the 50 MB of L2
+
+#define CHECK_OK(expr)                                                      \
+  do {                                                                      \
+    absl::Status s_ = (expr);                                               \
+    if (!s_.ok()) {                                                         \
+      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, s_.ToString().c_str()); \
+      std::exit(1);                                                         \
+    }                                                                       \
+  } while (false)
+
+template <typename T>
+T Unwrap(absl::StatusOr<T> v) {
+  CHECK_OK(v.status());
+  return std::move(*v);
+}
+
+std::string Name(GgmlType t) { return kernels::TypeName(t); }
+
+// `copies` matrices of rows x cols (the same random bytes at distinct
+// addresses) and a device table of their pointers.
+struct Matrices {
+  DeviceBuffer data, table;
+  int copies = 0;
+  uint64_t bytes = 0;  // of one matrix
+};
+
+Matrices MakeMatrices(GgmlType t, int64_t rows, int64_t cols, int copies) {
+  std::mt19937 rng(42);
+  const std::vector<uint8_t> m = kernels::testing_util::RandomWeights(t, rows, cols, rng);
+  Matrices out;
+  out.copies = copies;
+  out.bytes = m.size();
+  const uint64_t slot = (m.size() + 255) / 256 * 256;
+  out.data = Unwrap(DeviceBuffer::Create(slot * copies));
+  std::vector<const void*> ptrs(copies);
+  for (int i = 0; i < copies; ++i) {
+    uint8_t* p = out.data.as<uint8_t>() + slot * i;
+    CHECK_OK(CopyToDevice(p, m.data(), m.size(), nullptr));
+    ptrs[i] = p;
+  }
+  out.table = Unwrap(DeviceBuffer::Create(copies * sizeof(void*)));
+  CHECK_OK(CopyToDevice(out.table.data(), ptrs.data(), copies * sizeof(void*), nullptr));
+  return out;
+}
+
+DeviceBuffer Activations(int64_t n) {
+  std::vector<float> x(n);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> val(-1.f, 1.f);
+  for (float& v : x) v = val(rng);
+  DeviceBuffer d = Unwrap(DeviceBuffer::Create(n * sizeof(float)));
+  CHECK_OK(CopyToDevice(d.data(), x.data(), n * sizeof(float), nullptr));
+  return d;
+}
+
+DeviceBuffer Ints(const std::vector<int32_t>& v) {
+  DeviceBuffer d = Unwrap(DeviceBuffer::Create(std::max<size_t>(v.size(), 1) * 4));
+  CHECK_OK(CopyToDevice(d.data(), v.data(), v.size() * 4, nullptr));
+  return d;
+}
+
+// Mean milliseconds per call of launch(i) over `iters` calls after a warm-up.
+template <typename F>
+double TimeMs(int iters, F launch) {
+  for (int i = 0; i < 5; ++i) CHECK_OK(launch(i));
+  Event start = Unwrap(CreateEvent(true)), stop = Unwrap(CreateEvent(true));
+  CHECK_OK(RecordEvent(start, nullptr));
+  for (int i = 0; i < iters; ++i) CHECK_OK(launch(i));
+  CHECK_OK(RecordEvent(stop, nullptr));
+  CHECK_OK(Synchronize(nullptr));
+  const double ms = Unwrap(ElapsedMs(start, stop)) / iters;
+  DestroyEvent(start);
+  DestroyEvent(stop);
+  return ms;
+}
+
+void Report(const char* phase, GgmlType t, const std::string& shape, double ms, double bytes,
+            double macs) {
+  std::printf("%-8s %-5s %-36s %9.2f us %8.1f GB/s %8.2f TMAC/s\n", phase, Name(t).c_str(),
+              shape.c_str(), ms * 1e3, bytes / (ms * 1e-3) / 1e9, macs / (ms * 1e-3) / 1e12);
+}
+
+// One token through a dense rows x cols matrix (rotating over cold copies).
+void DenseDecode(GgmlType t, int64_t rows, int64_t cols, const std::string& shape) {
+  const uint64_t one = RowBytes(t, cols) * rows;
+  const int copies = static_cast<int>(std::max<uint64_t>(1, kColdBytes / one));
+  Matrices m = MakeMatrices(t, rows, cols, copies);
+  DeviceBuffer x = Activations(cols), y = Unwrap(DeviceBuffer::Create(rows * 4));
+  const uint64_t slot = (m.bytes + 255) / 256 * 256;
+  const double ms = TimeMs(200, [&](int i) {
+    return MatMul(t, m.data.as<uint8_t>() + slot * (i % copies), rows, cols, x.as<float>(), 1,
+                  y.as<float>(), nullptr);
+  });
+  Report("decode", t, shape, ms, static_cast<double>(one), static_cast<double>(rows * cols));
+}
+
+// One token routed to kRouted of kExperts experts: one grouped launch, a
+// different expert set each call.
+void MoeDecode(GgmlType t, int64_t rows, int64_t cols, const std::string& shape) {
+  Matrices m = MakeMatrices(t, rows, cols, kExperts);
+  constexpr int kSets = 64;
+  std::vector<int32_t> sets;
+  std::mt19937 rng(5);
+  std::vector<int32_t> ids(kExperts);
+  for (int s = 0; s < kSets; ++s) {
+    for (int e = 0; e < kExperts; ++e) ids[e] = e;
+    std::shuffle(ids.begin(), ids.end(), rng);
+    sets.insert(sets.end(), ids.begin(), ids.begin() + kRouted);
+  }
+  DeviceBuffer d_sets = Ints(sets), d_xrow = Ints(std::vector<int32_t>(kRouted, 0));
+  DeviceBuffer x = Activations(cols), y = Unwrap(DeviceBuffer::Create(kRouted * rows * 4));
+  GroupedMatMul a;
+  a.type = t;
+  a.rows = rows;
+  a.cols = cols;
+  a.n_groups = kRouted;
+  a.max_entries_per_group = 1;
+  a.d_weights = m.table.as<const void* const>();
+  a.d_x_row = d_xrow.as<const int32_t>();
+  a.d_x = x.as<float>();
+  a.x_stride = cols;
+  a.d_y = y.as<float>();
+  a.y_stride = rows;
+  const double ms = TimeMs(200, [&](int i) {
+    a.d_group_weight = d_sets.as<const int32_t>() + (i % kSets) * kRouted;
+    return LaunchGroupedMatMul(a, nullptr);
+  });
+  Report("decode", t, shape, ms, static_cast<double>(m.bytes) * kRouted,
+         static_cast<double>(rows * cols) * kRouted);
+}
+
+// kPrefill tokens through one expert (one group) and through a dense matrix.
+void Prefill(GgmlType t) {
+  {
+    Matrices m = MakeMatrices(t, kExpertFf, kHidden, 1);
+    DeviceBuffer begin = Ints({0, static_cast<int32_t>(kPrefill)});
+    DeviceBuffer x = Activations(kPrefill * kHidden);
+    DeviceBuffer y = Unwrap(DeviceBuffer::Create(kPrefill * kExpertFf * 4));
+    GroupedMatMul a;
+    a.type = t;
+    a.rows = kExpertFf;
+    a.cols = kHidden;
+    a.n_groups = 1;
+    a.max_entries_per_group = static_cast<int>(kPrefill);
+    a.d_weights = m.table.as<const void* const>();
+    a.d_group_begin = begin.as<const int32_t>();
+    a.d_x = x.as<float>();
+    a.x_stride = kHidden;
+    a.d_y = y.as<float>();
+    a.y_stride = kExpertFf;
+    const double ms = TimeMs(20, [&](int) { return LaunchGroupedMatMul(a, nullptr); });
+    Report("prefill", t, "expert 2048->512, group of 512", ms, static_cast<double>(m.bytes),
+           static_cast<double>(kPrefill * kExpertFf * kHidden));
+  }
+  {
+    Matrices m = MakeMatrices(t, kDenseFf, kHidden, 1);
+    DeviceBuffer x = Activations(kPrefill * kHidden);
+    DeviceBuffer y = Unwrap(DeviceBuffer::Create(kPrefill * kDenseFf * 4));
+    const double ms = TimeMs(10, [&](int) {
+      return MatMul(t, m.data.data(), kDenseFf, kHidden, x.as<float>(), kPrefill, y.as<float>(),
+                    nullptr);
+    });
+    Report("prefill", t, "dense 2048->8192, 512 tokens", ms, static_cast<double>(m.bytes),
+           static_cast<double>(kPrefill * kDenseFf * kHidden));
+  }
+}
+
+int Main() {
+  if (absl::Status s = SetDevice(0); !s.ok()) {
+    std::fprintf(stderr, "no CUDA device: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  std::printf("%-8s %-5s %-36s %12s %13s %15s\n", "phase", "type", "shape", "time", "weights",
+              "F32 MACs");
+  const GgmlType all[] = {GgmlType::kQ4_K, GgmlType::kQ1_0, GgmlType::kQ5_K, GgmlType::kQ6_K,
+                          GgmlType::kQ8_0, GgmlType::kBF16, GgmlType::kF16,  GgmlType::kF32};
+  for (GgmlType t : all) DenseDecode(t, kDenseFf, kHidden, "dense 2048->8192, 1 token");
+  for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ1_0, GgmlType::kQ5_K, GgmlType::kQ8_0}) {
+    MoeDecode(t, kExpertFf, kHidden, "8 experts 2048->512 (gate/up)");
+    MoeDecode(t, kHidden, kExpertFf, "8 experts 512->2048 (down)");
+  }
+  DenseDecode(GgmlType::kQ6_K, kVocab, kHidden, "LM head 2048->248320");
+  DenseDecode(GgmlType::kQ8_0, kVocab, kHidden, "LM head 2048->248320");
+  for (GgmlType t : all) Prefill(t);
+  return 0;
+}
+
+}  // namespace
+}  // namespace sluice::cuda
+
+int main() { return sluice::cuda::Main(); }

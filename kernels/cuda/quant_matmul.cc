@@ -1,0 +1,160 @@
+// Argument checks and Status for quant_matmul.cu: every precondition is
+// checked here, on the host, before a launch, so a bad shape is an
+// InvalidArgument naming the field rather than a kernel fault.
+#include "kernels/cuda/quant_matmul.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "kernels/cuda/quant_matmul_impl.h"
+
+namespace sluice::cuda {
+namespace {
+
+constexpr int64_t kMaxGridYZ = 65535;  // CUDA's limit on gridDim.y and .z
+constexpr int64_t kMaxGridX = 2147483647;
+
+std::string Name(GgmlType type) {
+  const std::string_view n = TraitsOf(type).name;
+  return std::string(n.data(), n.size());
+}
+
+absl::Status LaunchError(int rc, const char* what) {
+  if (rc == 0) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(what, ": ", internal::ErrorName(rc), " (",
+                                          internal::ErrorString(rc), ")"));
+}
+
+absl::Status CheckTypeAndCols(GgmlType type, int64_t cols, const char* what) {
+  if (!MatMulSupported(type)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": weight type ", Name(type), " is not supported on CUDA"));
+  }
+  const uint32_t block = TraitsOf(type).block_size;
+  if (cols <= 0 || cols % block != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": cols=", cols, " is not a positive multiple of the ",
+                                                   Name(type), " block size ", block));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckPositive(const char* what, const char* field, int64_t v) {
+  if (v > 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(what, ": ", field, "=", v, " must be positive"));
+}
+
+absl::Status CheckGeometry(const internal::RawGroupedMatMul& raw, const char* what) {
+  const internal::GroupedGeometry geo = internal::GeometryFor(raw);
+  if (geo.row_blocks > kMaxGridYZ) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": rows=", raw.rows, " needs ", geo.row_blocks,
+                                                   " row blocks (CUDA allows ", kMaxGridYZ, ")"));
+  }
+  if (raw.n_groups > kMaxGridYZ) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": n_groups=", raw.n_groups, " exceeds ", kMaxGridYZ));
+  }
+  if (geo.entry_tiles > kMaxGridX) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": max_entries_per_group=", raw.max_entries_per_group, " is too large"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool MatMulSupported(GgmlType type) {
+  return internal::KernelSupportsType(static_cast<int>(type));
+}
+
+uint64_t RowBytes(GgmlType type, int64_t cols) {
+  const GgmlTypeTraits& t = TraitsOf(type);
+  return static_cast<uint64_t>(cols) / t.block_size * t.bytes_per_block;
+}
+
+absl::Status LaunchGroupedMatMul(const GroupedMatMul& args, CUstream_st* stream) {
+  constexpr const char* kWhat = "LaunchGroupedMatMul";
+  RETURN_IF_ERROR(CheckTypeAndCols(args.type, args.cols, kWhat));
+  RETURN_IF_ERROR(CheckPositive(kWhat, "rows", args.rows));
+  RETURN_IF_ERROR(CheckPositive(kWhat, "n_groups", args.n_groups));
+  RETURN_IF_ERROR(CheckPositive(kWhat, "max_entries_per_group", args.max_entries_per_group));
+  if (args.x_stride < args.cols) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kWhat, ": x_stride=", args.x_stride, " is below cols=", args.cols));
+  }
+  if (args.y_stride < args.rows) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kWhat, ": y_stride=", args.y_stride, " is below rows=", args.rows));
+  }
+  if (args.d_weights == nullptr || args.d_x == nullptr || args.d_y == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kWhat, ": d_weights, d_x and d_y must be device pointers, not null"));
+  }
+  internal::RawGroupedMatMul raw;
+  raw.type = static_cast<int>(args.type);
+  raw.rows = args.rows;
+  raw.cols = args.cols;
+  raw.row_bytes = RowBytes(args.type, args.cols);
+  raw.n_groups = args.n_groups;
+  // Without group_begin every group is one entry, whatever the bound says.
+  raw.max_entries_per_group = args.d_group_begin == nullptr ? 1 : args.max_entries_per_group;
+  raw.weights = args.d_weights;
+  raw.group_weight = args.d_group_weight;
+  raw.group_begin = args.d_group_begin;
+  raw.x_row = args.d_x_row;
+  raw.x = args.d_x;
+  raw.x_stride = args.x_stride;
+  raw.y = args.d_y;
+  raw.y_stride = args.y_stride;
+  RETURN_IF_ERROR(CheckGeometry(raw, kWhat));
+  return LaunchError(internal::LaunchGrouped(raw, stream), kWhat);
+}
+
+absl::Status MatMul(GgmlType type, const void* d_w, int64_t rows, int64_t cols, const float* d_x,
+                    int64_t n_tok, float* d_y, CUstream_st* stream) {
+  constexpr const char* kWhat = "MatMul";
+  RETURN_IF_ERROR(CheckTypeAndCols(type, cols, kWhat));
+  RETURN_IF_ERROR(CheckPositive(kWhat, "rows", rows));
+  RETURN_IF_ERROR(CheckPositive(kWhat, "n_tok", n_tok));
+  if (d_w == nullptr || d_x == nullptr || d_y == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kWhat, ": d_w, d_x and d_y must be device pointers, not null"));
+  }
+  // One group of n_tok entries; the matrix pointer travels by value, so no
+  // device-side table is needed.
+  internal::RawGroupedMatMul raw;
+  raw.type = static_cast<int>(type);
+  raw.rows = rows;
+  raw.cols = cols;
+  raw.row_bytes = RowBytes(type, cols);
+  raw.n_groups = 1;
+  raw.max_entries_per_group = n_tok;
+  raw.single_weight = d_w;
+  raw.single_group_entries = n_tok;
+  raw.x = d_x;
+  raw.x_stride = cols;
+  raw.y = d_y;
+  raw.y_stride = rows;
+  RETURN_IF_ERROR(CheckGeometry(raw, kWhat));
+  return LaunchError(internal::LaunchGrouped(raw, stream), kWhat);
+}
+
+absl::Status DequantRows(GgmlType type, const void* d_w, int64_t cols, const int32_t* d_ids,
+                         int64_t n, float* d_dst, CUstream_st* stream) {
+  constexpr const char* kWhat = "DequantRows";
+  RETURN_IF_ERROR(CheckTypeAndCols(type, cols, kWhat));
+  RETURN_IF_ERROR(CheckPositive(kWhat, "n", n));
+  if (d_w == nullptr || d_ids == nullptr || d_dst == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kWhat, ": d_w, d_ids and d_dst must be device pointers, not null"));
+  }
+  if (n > kMaxGridX || (cols + 255) / 256 > kMaxGridYZ) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kWhat, ": n=", n, " cols=", cols, " exceed the launch limits"));
+  }
+  return LaunchError(internal::LaunchDequantRows(static_cast<int>(type), d_w, RowBytes(type, cols),
+                                                 cols, d_ids, n, d_dst, stream),
+                     kWhat);
+}
+
+}  // namespace sluice::cuda

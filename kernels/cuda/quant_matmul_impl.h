@@ -1,0 +1,64 @@
+// The nvcc-compiled half of quant_matmul: plain structs and int (cudaError_t)
+// results, no Abseil and no loader headers, so that nvcc parses neither.
+// Types are GGUF type ids (loader/ggml_type.h); quant_matmul.cc validates the
+// arguments before anything here runs.
+#ifndef SLUICE_KERNELS_CUDA_QUANT_MATMUL_IMPL_H_
+#define SLUICE_KERNELS_CUDA_QUANT_MATMUL_IMPL_H_
+
+#include <cstdint>
+
+struct CUstream_st;
+
+namespace sluice::cuda::internal {
+
+// GroupedMatMul with the derived sizes the kernels need. Exactly one of
+// `weights` (a device table) and `single_weight` is used: single_weight, when
+// non-null, is the one matrix of every group. When group_begin is null,
+// single_group_entries > 0 means one group with entries [0, that), and 0
+// means one entry per group (e = g).
+struct RawGroupedMatMul {
+  int type = 0;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  uint64_t row_bytes = 0;
+  int n_groups = 0;
+  int64_t max_entries_per_group = 0;
+  const void* const* weights = nullptr;
+  const void* single_weight = nullptr;
+  const int32_t* group_weight = nullptr;
+  const int32_t* group_begin = nullptr;
+  int64_t single_group_entries = 0;
+  const int32_t* x_row = nullptr;
+  const float* x = nullptr;
+  int64_t x_stride = 0;
+  float* y = nullptr;
+  int64_t y_stride = 0;
+};
+
+// Whether the kernels below handle type id `type`.
+bool KernelSupportsType(int type);
+
+// The launch geometry LaunchGrouped will use (exposed so the host side can
+// check it against CUDA's grid limits before launching, and tests can pin it).
+struct GroupedGeometry {
+  int lanes_per_row = 32;       // 8, 16 or 32 lanes share one row
+  int64_t rows_per_block = 0;   // rows one thread block covers
+  int64_t row_blocks = 0;       // grid.y
+  int64_t entry_tiles = 0;      // grid.x: entries in tiles of 1 or 8
+};
+GroupedGeometry GeometryFor(const RawGroupedMatMul& a);
+
+// Enqueues the grouped kernel; returns cudaGetLastError() after the launch.
+int LaunchGrouped(const RawGroupedMatMul& a, CUstream_st* stream);
+
+// Enqueues dst[i][c] = W[ids[i]][c] (bit-exact with kernels/cpu/dequant.cc).
+int LaunchDequantRows(int type, const void* w, uint64_t row_bytes,
+                      int64_t cols, const int32_t* ids, int64_t n, float* dst,
+                      CUstream_st* stream);
+
+const char* ErrorName(int code);
+const char* ErrorString(int code);
+
+}  // namespace sluice::cuda::internal
+
+#endif  // SLUICE_KERNELS_CUDA_QUANT_MATMUL_IMPL_H_

@@ -1,0 +1,387 @@
+// The CUDA products against a double-precision host reference built from the
+// CPU dequantizer (kernels/cpu/dequant.h), for every supported weight type.
+// The device cases skip where no CUDA device is present; the argument checks
+// need none and run everywhere.
+//
+// Error measure: |gpu - ref| / sum_c |w_c x_c| (relative to the magnitude of
+// the terms, so a sum that cancels to near zero is not a false alarm). F32
+// accumulation over a lane's share of a row bounds it by about (cols/lanes +
+// log2 lanes) * 2^-24; a wrong index or bit gives O(1).
+#include "kernels/cuda/quant_matmul.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/dequant.h"
+#include "kernels/cpu/test_util.h"
+#include "kernels/cuda/device.h"
+#include "loader/ggml_type.h"
+
+namespace sluice::cuda {
+namespace {
+
+constexpr double kMaxRelErr = 2e-5;
+
+constexpr GgmlType kTypes[] = {GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16,
+                               GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K,
+                               GgmlType::kQ6_K, GgmlType::kQ1_0};
+
+bool IsPlain(GgmlType t) {
+  return t == GgmlType::kF32 || t == GgmlType::kF16 || t == GgmlType::kBF16;
+}
+
+template <typename T>
+DeviceBuffer Upload(const std::vector<T>& host) {
+  auto buf = DeviceBuffer::Create(std::max<uint64_t>(host.size() * sizeof(T), 1));
+  EXPECT_TRUE(buf.ok()) << buf.status();
+  if (!host.empty()) {
+    EXPECT_TRUE(CopyToDevice(buf->data(), host.data(), host.size() * sizeof(T), nullptr).ok());
+  }
+  return std::move(*buf);
+}
+
+// One grouped product: shapes, routing and layout quirks.
+struct Case {
+  std::string name;
+  int64_t rows = 0, cols = 0;
+  int n_weights = 1;
+  int n_groups = 1;
+  std::vector<int32_t> group_weight;  // empty: group g uses weight g
+  std::vector<int32_t> group_begin;   // empty: one entry per group
+  std::vector<int32_t> x_row;         // empty: entry e reads row e
+  int max_entries = 1;
+  int64_t x_rows = 1;
+  int64_t x_pad = 0, y_pad = 0;       // stride - cols, stride - rows
+  int weight_offset = 0;              // bytes added to each matrix address
+  int x_offset = 0;                   // floats added to the activation base
+};
+
+class QuantMatMulSm90Test : public ::testing::TestWithParam<GgmlType> {
+ protected:
+  void SetUp() override {
+    if (absl::Status s = SetDevice(0); !s.ok()) {
+      GTEST_SKIP() << "no CUDA device here: " << s;
+    }
+  }
+
+  // Runs `c` on the device and compares every output with the reference;
+  // checks that the stride gaps of y were not written.
+  void RunCase(const Case& c) {
+    const GgmlType t = GetParam();
+    std::mt19937 rng(1234 + static_cast<int>(t));
+    const uint64_t row_bytes = RowBytes(t, c.cols);
+    const uint64_t mat_bytes = c.rows * row_bytes;
+    const uint64_t slot = (mat_bytes + c.weight_offset + 255) / 256 * 256;
+    std::vector<uint8_t> all(slot * c.n_weights);
+    std::vector<std::vector<float>> deq(c.n_weights, std::vector<float>(c.rows * c.cols));
+    for (int w = 0; w < c.n_weights; ++w) {
+      std::vector<uint8_t> m = kernels::testing_util::RandomWeights(t, c.rows, c.cols, rng);
+      std::memcpy(&all[w * slot + c.weight_offset], m.data(), mat_bytes);
+      for (int64_t r = 0; r < c.rows; ++r) {
+        ASSERT_TRUE(kernels::DequantizeRow(t, m.data() + r * row_bytes, c.cols,
+                                           &deq[w][r * c.cols]).ok());
+      }
+    }
+    const int64_t x_stride = c.cols + c.x_pad, y_stride = c.rows + c.y_pad;
+    std::vector<float> x(c.x_offset + c.x_rows * x_stride);
+    std::uniform_real_distribution<float> val(-1.f, 1.f);
+    for (float& v : x) v = val(rng);
+    const int64_t n_entries = c.group_begin.empty() ? c.n_groups : c.group_begin.back();
+
+    DeviceBuffer d_all = Upload(all);
+    std::vector<const void*> table(c.n_weights);
+    for (int w = 0; w < c.n_weights; ++w) {
+      table[w] = static_cast<const uint8_t*>(d_all.data()) + w * slot + c.weight_offset;
+    }
+    DeviceBuffer d_table = Upload(table), d_gw = Upload(c.group_weight);
+    DeviceBuffer d_begin = Upload(c.group_begin), d_xrow = Upload(c.x_row), d_x = Upload(x);
+    AllocY(n_entries * y_stride);
+
+    GroupedMatMul a;
+    a.type = t;
+    a.rows = c.rows;
+    a.cols = c.cols;
+    a.n_groups = c.n_groups;
+    a.max_entries_per_group = c.max_entries;
+    a.d_weights = d_table.as<const void* const>();
+    a.d_group_weight = c.group_weight.empty() ? nullptr : d_gw.as<const int32_t>();
+    a.d_group_begin = c.group_begin.empty() ? nullptr : d_begin.as<const int32_t>();
+    a.d_x_row = c.x_row.empty() ? nullptr : d_xrow.as<const int32_t>();
+    a.d_x = d_x.as<const float>() + c.x_offset;
+    a.x_stride = x_stride;
+    a.d_y = y_.as<float>();
+    a.y_stride = y_stride;
+    ASSERT_TRUE(LaunchGroupedMatMul(a, nullptr).ok());
+    std::vector<float> y(n_entries * y_stride);
+    ASSERT_TRUE(Synchronize(nullptr).ok());
+    ASSERT_TRUE(CopyToHost(y.data(), y_.data(), y.size() * sizeof(float), nullptr).ok());
+
+    double max_abs = 0, max_rel = 0;
+    int64_t gap_writes = 0;
+    for (int g = 0; g < c.n_groups; ++g) {
+      const int w = c.group_weight.empty() ? g : c.group_weight[g];
+      const int64_t b = c.group_begin.empty() ? g : c.group_begin[g];
+      const int64_t e_end = c.group_begin.empty() ? g + 1 : c.group_begin[g + 1];
+      for (int64_t e = b; e < e_end; ++e) {
+        const float* xr = &x[c.x_offset + (c.x_row.empty() ? e : c.x_row[e]) * x_stride];
+        Compare(&deq[w][0], c.rows, c.cols, xr, &y[e * y_stride], &max_abs, &max_rel);
+        for (int64_t r = c.rows; r < y_stride; ++r) gap_writes += !std::isnan(y[e * y_stride + r]);
+      }
+    }
+    std::printf("%-5s %-34s max_abs=%.3g max_rel=%.3g\n", kernels::TypeName(t).c_str(),
+                c.name.c_str(), max_abs, max_rel);
+    EXPECT_LT(max_rel, kMaxRelErr) << c.name;
+    EXPECT_EQ(gap_writes, 0) << "outputs were written into the y_stride gap";
+  }
+
+  // y_ = n floats of NaN (0xFF bytes), so unwritten outputs are visible.
+  void AllocY(int64_t n) {
+    auto buf = DeviceBuffer::Create(n * sizeof(float));
+    ASSERT_TRUE(buf.ok()) << buf.status();
+    y_ = std::move(*buf);
+    ASSERT_TRUE(Memset(y_.data(), 0xFF, n * sizeof(float), nullptr).ok());
+  }
+
+  // Compares one output row y[0..rows) with W * x; an output never written
+  // (still NaN) counts as an infinite error.
+  static void Compare(const float* w, int64_t rows, int64_t cols, const float* x, const float* y,
+                      double* max_abs, double* max_rel) {
+    for (int64_t r = 0; r < rows; ++r) {
+      double sum = 0, mag = 0;
+      for (int64_t k = 0; k < cols; ++k) {
+        const double p = static_cast<double>(w[r * cols + k]) * x[k];
+        sum += p;
+        mag += std::fabs(p);
+      }
+      const double err = std::isnan(y[r]) ? INFINITY : std::fabs(y[r] - sum);
+      *max_abs = std::max(*max_abs, err);
+      *max_rel = std::max(*max_rel, err / std::max(mag, 1e-30));
+    }
+  }
+
+  // Row lengths: quantized rows are whole blocks; plain rows get a length
+  // that is not a whole chunk, so the scalar tail runs.
+  int64_t Cols(int64_t quant_cols) const {
+    return IsPlain(GetParam()) ? quant_cols - 20 : quant_cols;
+  }
+
+  DeviceBuffer y_;
+};
+
+TEST_P(QuantMatMulSm90Test, OneGroupOneEntryDecode) {
+  Case c;
+  c.name = "one group, one entry, 37 rows";
+  c.rows = 37;  // not a whole row block: the last block is partial
+  c.cols = Cols(1024);
+  RunCase(c);
+}
+
+TEST_P(QuantMatMulSm90Test, ExpertsThroughWeightTableWithEmptyGroups) {
+  Case c;
+  c.name = "6 experts, table, empty groups";
+  c.rows = 48;
+  c.cols = 256;  // short rows: 8 or 16 lanes per row
+  c.n_weights = 4;
+  c.n_groups = 6;
+  c.group_weight = {2, 0, 3, 3, 1, 0};
+  c.group_begin = {0, 3, 3, 4, 9, 9, 11};  // sizes 3, 0, 1, 5, 0, 2
+  c.max_entries = 5;
+  c.x_rows = 7;
+  c.x_row = {6, 0, 3, 3, 5, 1, 2, 6, 4, 0, 1};  // gathered, with repeats
+  c.x_pad = 4;
+  c.y_pad = 3;
+  RunCase(c);
+}
+
+TEST_P(QuantMatMulSm90Test, OneEntryPerGroupWithoutBeginArray) {
+  Case c;
+  c.name = "3 groups, no begin array";
+  c.rows = 24;
+  c.cols = Cols(512);
+  c.n_weights = 2;
+  c.n_groups = 3;
+  c.group_weight = {1, 1, 0};
+  c.x_rows = 6;
+  c.x_row = {5, 0, 2};
+  c.max_entries = 4;  // ignored without a begin array: each group is one entry
+  RunCase(c);
+}
+
+TEST_P(QuantMatMulSm90Test, GroupOf512EntriesAndAnUnevenOne) {
+  Case c;
+  c.name = "groups of 512 and 37 entries";
+  c.rows = 40;
+  c.cols = 256;
+  c.n_weights = 2;
+  c.n_groups = 2;
+  c.group_begin = {0, 512, 549};
+  c.max_entries = 512;
+  c.x_rows = 549;
+  RunCase(c);
+}
+
+TEST_P(QuantMatMulSm90Test, MisalignedWeightsAndActivations) {
+  Case c;
+  c.name = "weights +2 bytes, x +1 float, odd stride";
+  c.rows = 20;
+  c.cols = Cols(512);
+  c.n_groups = 1;
+  c.group_begin = {0, 3};
+  c.max_entries = 3;
+  c.x_rows = 3;
+  c.x_pad = 1;
+  c.weight_offset = 2;  // only the 2-byte alignment every layout needs
+  c.x_offset = 1;
+  RunCase(c);
+}
+
+TEST_P(QuantMatMulSm90Test, DenseMatMulOfElevenTokens) {
+  const GgmlType t = GetParam();
+  std::mt19937 rng(99);
+  const int64_t rows = 33, cols = Cols(512), n_tok = 11;  // one full tile of 8, one of 3
+  std::vector<uint8_t> w = kernels::testing_util::RandomWeights(t, rows, cols, rng);
+  std::vector<float> deq(rows * cols), x(n_tok * cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    ASSERT_TRUE(kernels::DequantizeRow(t, w.data() + r * RowBytes(t, cols), cols,
+                                       &deq[r * cols]).ok());
+  }
+  std::uniform_real_distribution<float> val(-1.f, 1.f);
+  for (float& v : x) v = val(rng);
+  DeviceBuffer d_w = Upload(w), d_x = Upload(x);
+  AllocY(n_tok * rows);
+  ASSERT_TRUE(MatMul(t, d_w.data(), rows, cols, d_x.as<const float>(), n_tok, y_.as<float>(),
+                     nullptr).ok());
+  std::vector<float> y(n_tok * rows);
+  ASSERT_TRUE(Synchronize(nullptr).ok());
+  ASSERT_TRUE(CopyToHost(y.data(), y_.data(), y.size() * sizeof(float), nullptr).ok());
+  double max_abs = 0, max_rel = 0;
+  for (int64_t k = 0; k < n_tok; ++k) {
+    Compare(deq.data(), rows, cols, &x[k * cols], &y[k * rows], &max_abs, &max_rel);
+  }
+  std::printf("%-5s %-34s max_abs=%.3g max_rel=%.3g\n", kernels::TypeName(t).c_str(),
+              "MatMul 11 tokens", max_abs, max_rel);
+  EXPECT_LT(max_rel, kMaxRelErr);
+}
+
+TEST_P(QuantMatMulSm90Test, DequantRowsIsBitExactWithTheCpu) {
+  const GgmlType t = GetParam();
+  std::mt19937 rng(7);
+  const int64_t rows = 9, cols = Cols(512);
+  std::vector<uint8_t> w = kernels::testing_util::RandomWeights(t, rows, cols, rng);
+  const std::vector<int32_t> ids = {8, 0, 3, 3, 7};
+  DeviceBuffer d_w = Upload(w), d_ids = Upload(ids);
+  AllocY(ids.size() * cols);
+  ASSERT_TRUE(DequantRows(t, d_w.data(), cols, d_ids.as<const int32_t>(), ids.size(),
+                          y_.as<float>(), nullptr).ok());
+  std::vector<float> got(ids.size() * cols), want(cols);
+  ASSERT_TRUE(Synchronize(nullptr).ok());
+  ASSERT_TRUE(CopyToHost(got.data(), y_.data(), got.size() * sizeof(float), nullptr).ok());
+  int64_t mismatches = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ASSERT_TRUE(kernels::DequantizeRow(t, w.data() + ids[i] * RowBytes(t, cols), cols,
+                                       want.data()).ok());
+    for (int64_t k = 0; k < cols; ++k) {
+      uint32_t a, b;
+      std::memcpy(&a, &got[i * cols + k], 4);
+      std::memcpy(&b, &want[k], 4);
+      mismatches += a != b;
+    }
+  }
+  std::printf("%-5s %-34s mismatched_bits=%lld of %lld\n", kernels::TypeName(t).c_str(),
+              "DequantRows", static_cast<long long>(mismatches),
+              static_cast<long long>(ids.size() * cols));
+  EXPECT_EQ(mismatches, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, QuantMatMulSm90Test, ::testing::ValuesIn(kTypes),
+                         [](const ::testing::TestParamInfo<GgmlType>& info) {
+                           return kernels::TypeName(info.param);
+                         });
+
+// ---- argument checks: no device needed (nothing is launched) -------------
+
+TEST(QuantMatMulArgsTest, SupportsExactlyTheKernelTypes) {
+  for (GgmlType t : kTypes) EXPECT_TRUE(MatMulSupported(t)) << kernels::TypeName(t);
+  for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kIQ2_XXS,
+                     GgmlType::kI32, GgmlType::kQ8_K}) {
+    EXPECT_FALSE(MatMulSupported(t)) << kernels::TypeName(t);
+  }
+}
+
+TEST(QuantMatMulArgsTest, RowBytesFollowTheBlockTable) {
+  EXPECT_EQ(RowBytes(GgmlType::kQ4_K, 2048), 1152u);
+  EXPECT_EQ(RowBytes(GgmlType::kQ5_K, 2048), 1408u);
+  EXPECT_EQ(RowBytes(GgmlType::kQ6_K, 2048), 1680u);
+  EXPECT_EQ(RowBytes(GgmlType::kQ1_0, 2048), 288u);
+  EXPECT_EQ(RowBytes(GgmlType::kQ8_0, 64), 68u);
+  EXPECT_EQ(RowBytes(GgmlType::kF32, 100), 400u);
+  EXPECT_EQ(RowBytes(GgmlType::kBF16, 6), 12u);
+}
+
+GroupedMatMul ValidArgs() {
+  static const void* const kFakeTable[1] = {nullptr};
+  static float fake_y[1];
+  GroupedMatMul a;
+  a.type = GgmlType::kQ4_K;
+  a.rows = 16;
+  a.cols = 256;
+  a.n_groups = 1;
+  a.max_entries_per_group = 1;
+  a.d_weights = kFakeTable;
+  a.d_x = fake_y;
+  a.x_stride = 256;
+  a.d_y = fake_y;
+  a.y_stride = 16;
+  return a;
+}
+
+// Each bad field is rejected before any launch, with a message naming it.
+TEST(QuantMatMulArgsTest, RejectsBadArgumentsNamingTheField) {
+  struct Bad {
+    void (*mutate)(GroupedMatMul&);
+    const char* message;
+  } cases[] = {
+      {[](GroupedMatMul& a) { a.type = GgmlType::kQ2_K; }, "q2_k is not supported"},
+      {[](GroupedMatMul& a) { a.cols = 300; a.x_stride = 300; }, "cols=300"},
+      {[](GroupedMatMul& a) { a.rows = 0; }, "rows=0"},
+      {[](GroupedMatMul& a) { a.n_groups = -1; }, "n_groups=-1"},
+      {[](GroupedMatMul& a) { a.max_entries_per_group = 0; }, "max_entries_per_group=0"},
+      {[](GroupedMatMul& a) { a.x_stride = 255; }, "x_stride=255"},
+      {[](GroupedMatMul& a) { a.y_stride = 15; }, "y_stride=15"},
+      {[](GroupedMatMul& a) { a.d_y = nullptr; }, "not null"},
+      {[](GroupedMatMul& a) { a.rows = 70000LL * 64; a.y_stride = a.rows; }, "row blocks"},
+      {[](GroupedMatMul& a) { a.n_groups = 70000; }, "n_groups=70000"},
+  };
+  for (const Bad& b : cases) {
+    GroupedMatMul a = ValidArgs();
+    b.mutate(a);
+    absl::Status s = LaunchGroupedMatMul(a, nullptr);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << b.message;
+    EXPECT_NE(std::string(s.message()).find(b.message), std::string::npos) << s;
+  }
+}
+
+TEST(QuantMatMulArgsTest, MatMulAndDequantRowsCheckTheirArguments) {
+  float f[1] = {0.0f};
+  int32_t id[1] = {0};
+  absl::Status s = MatMul(GgmlType::kIQ2_XXS, f, 4, 256, f, 1, f, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(s.message()).find("iq2_xxs"), std::string::npos) << s;
+  s = MatMul(GgmlType::kQ8_0, f, 4, 256, f, 0, f, nullptr);
+  EXPECT_NE(std::string(s.message()).find("n_tok=0"), std::string::npos) << s;
+  s = DequantRows(GgmlType::kQ1_0, f, 64, id, 1, f, nullptr);
+  EXPECT_NE(std::string(s.message()).find("cols=64"), std::string::npos) << s;
+  s = DequantRows(GgmlType::kQ6_K, nullptr, 256, id, 1, f, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace sluice::cuda
