@@ -144,7 +144,8 @@ class CudaModel final : public Model {
   absl::Status Enqueue(int64_t n_tok, DeviceState& st, LogitRows rows) const;
   absl::Status Mixer(int64_t il, int64_t n_tok, DeviceState& st) const;
   absl::Status Attention(const DeviceAttention& a, int64_t n_tok,
-                         float* k_cache, float* v_cache) const;
+                         int kv_capacity, float* k_cache,
+                         float* v_cache) const;
   absl::Status DeltaNet(const DeviceDeltaNet& d, int64_t n_tok, float* conv,
                         float* ssm) const;
   absl::Status Moe(const DeviceMoe& m, int64_t n_tok) const;
@@ -245,14 +246,17 @@ absl::Status CudaModel::Project(const DeviceMatrix& w, const float* x,
 }
 
 absl::Status CudaModel::Attention(const DeviceAttention& a, int64_t n_tok,
-                                  float* k_cache, float* v_cache) const {
+                                  int kv_capacity, float* k_cache,
+                                  float* v_cache) const {
   Workspace& w = ws_;
+  cuda::AttentionShape shape = attn_shape_;
+  shape.kv_capacity = kv_capacity;
   RETURN_IF_ERROR(Project(a.wq, w.xn, n_tok, w.q));
   RETURN_IF_ERROR(Project(a.wk, w.xn, n_tok, w.k));
   RETURN_IF_ERROR(Project(a.wv, w.xn, n_tok, w.v));
-  cuda::AttentionPrepare(attn_shape_, w.q, w.k, w.v, a.q_norm, a.k_norm,
-                         w.pos0, n_tok, k_cache, v_cache, stream_);
-  cuda::Attend(attn_shape_, w.q, k_cache, v_cache, w.pos0, n_tok, w.attn_o,
+  cuda::AttentionPrepare(shape, w.q, w.k, w.v, a.q_norm, a.k_norm, w.pos0,
+                         n_tok, k_cache, v_cache, stream_);
+  cuda::Attend(shape, w.q, k_cache, v_cache, w.pos0, n_tok, w.attn_o,
                stream_);
   launches_ += 2;
   return Project(a.wo, w.attn_o, n_tok, w.y);
@@ -340,7 +344,7 @@ absl::Status CudaModel::Mixer(int64_t il, int64_t n_tok,
                               DeviceState& st) const {
   const DeviceLayer& l = layers_[il];
   if (l.mixer == MixerKind::kAttention) {
-    return Attention(l.attn, n_tok, st.k(il), st.v(il));
+    return Attention(l.attn, n_tok, st.capacity(), st.k(il), st.v(il));
   }
   return DeltaNet(l.delta, n_tok, st.conv(il), st.ssm(il));
 }
