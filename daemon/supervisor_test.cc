@@ -40,10 +40,19 @@ TEST(SupervisorTest, RequestsWithoutAModelFailClearly) {
   auto loaded = supervisor.LoadModel(load);
   EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(loaded.status().message(), "LoadModel: path is empty");
+  // A CUDA worker is accepted here (the worker finds out whether it can run);
+  // a file that cannot be opened fails before any worker and leaves no model.
   load.set_path("/nonexistent/x.gguf");
   load.set_worker_kind(v1::WORKER_KIND_CUDA);
-  EXPECT_NE(supervisor.LoadModel(load).status().message().find("only the cpu worker"),
-            std::string::npos);
+  loaded = supervisor.LoadModel(load);
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(loaded.status().message().find("LoadModel path='/nonexistent/x.gguf'"),
+            std::string::npos)
+      << loaded.status();
+  EXPECT_TRUE(supervisor.ListModels().empty());
+  load.set_worker_kind(static_cast<v1::WorkerKind>(9));
+  EXPECT_EQ(supervisor.LoadModel(load).status().message(),
+            "LoadModel: worker_kind=9 is unknown");
   MetricsSnapshot s = supervisor.Snapshot();
   EXPECT_FALSE(s.worker.up());
   EXPECT_EQ(s.requests_waiting, 0u);

@@ -20,6 +20,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const ModelFiles& files,
     return absl::InvalidArgumentError(absl::StrCat(
         "engine: context_length = ", options.context_length, " must be >= 1"));
   }
+  if (options.backend == Backend::kCuda) {
+    // Until the CUDA forward pass lands (issue 9), say so instead of quietly
+    // running a CUDA worker's request on the CPU.
+    return absl::UnimplementedError(
+        "engine: backend cuda: this binary has no CUDA backend (use --worker_kind=cpu)");
+  }
   std::unique_ptr<Engine> engine(new Engine());
   engine->options_ = options;
   ASSIGN_OR_RETURN(engine->model_, LoadModel(files));

@@ -35,6 +35,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "memory/accounting.h"
 #include "model/model.h"
 #include "model/sampler.h"
 #include "model/tokenizer.h"
@@ -91,6 +92,10 @@ class Engine {
   // Bytes one session allocates for its KV cache and recurrent state.
   uint64_t SessionStateBytes() const;
 
+  // Device memory this engine holds, by kind (all 0 on the CPU backend); the
+  // worker reports it to the supervisor.
+  const memory::DeviceMemoryAccounting& device_memory() const { return device_memory_; }
+
  private:
   friend class Session;
   Engine() = default;
@@ -99,6 +104,7 @@ class Engine {
   std::unique_ptr<Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<kernels::ThreadPool> pool_;
+  memory::DeviceMemoryAccounting device_memory_;
 };
 
 class Session {

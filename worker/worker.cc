@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "loader/model_files.h"
+#include "memory/accounting.h"
 #include "model/engine.h"
 #include "model/utf8.h"
 #include "proto/sluice/worker/v1/worker.pb.h"
@@ -36,6 +37,35 @@ int EnvInt(const char* name) {
   const char* v = getenv(name);
   int n = 0;
   return v != nullptr && absl::SimpleAtoi(v, &n) ? n : 0;
+}
+
+void FillDeviceMemory(const memory::DeviceMemoryAccounting& accounting,
+                      v1::DeviceMemory* out) {
+  using memory::DeviceMemoryKind;
+  out->set_dense_bytes(accounting.Get(DeviceMemoryKind::kDense));
+  out->set_kv_state_bytes(accounting.Get(DeviceMemoryKind::kKvState));
+  out->set_workspace_bytes(accounting.Get(DeviceMemoryKind::kWorkspace));
+  out->set_expert_arena_bytes(accounting.Get(DeviceMemoryKind::kExpertArena));
+}
+
+// The engine options the supervisor's Hello asks for.
+absl::StatusOr<EngineOptions> OptionsFromConfig(const v1::WorkerConfig& config) {
+  EngineOptions options;
+  options.threads = static_cast<int>(std::max<uint32_t>(1, config.threads()));
+  options.context_length = static_cast<int>(config.context_length());
+  switch (config.kind()) {
+    case sluice::v1::WORKER_KIND_UNSPECIFIED:
+    case sluice::v1::WORKER_KIND_CPU:
+      break;
+    case sluice::v1::WORKER_KIND_CUDA:
+      options.backend = Backend::kCuda;
+      options.device = static_cast<int>(config.device());
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("Hello.config.kind=", static_cast<int>(config.kind()), " is unknown"));
+  }
+  return options;
 }
 
 [[noreturn]] void HogMemory() {
@@ -126,10 +156,16 @@ absl::Status Worker::Load(const SupervisorMessage& msg, std::vector<int> fds) {
           t.name(), "' at shard ", t.shard(), " offset ", t.file_offset(), ")"));
     }
   }
-  EngineOptions options;
-  options.threads = static_cast<int>(std::max<uint32_t>(1, config_.threads()));
-  options.context_length = static_cast<int>(config_.context_length());
-  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(*files_, options);
+  absl::StatusOr<EngineOptions> options = OptionsFromConfig(config_);
+  if (!options.ok()) return options.status();
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(*files_, *options);
+  if (!engine.ok() && options->backend == Backend::kCuda) {
+    // Says which worker failed; the engine's text names the cause (no CUDA
+    // backend in this binary, no device, out of device memory).
+    return absl::Status(engine.status().code(),
+                        absl::StrCat("cuda worker on device ", options->device, ": ",
+                                     engine.status().message()));
+  }
   if (!engine.ok()) return engine.status();
   engine_ = *std::move(engine);
   session_ = engine_->NewSession();
@@ -229,6 +265,7 @@ void Worker::AnswerStats() {
   s->set_prompt_tokens_total(prompt_tokens_);
   s->set_generated_tokens_total(generated_tokens_);
   s->mutable_slot_cache();  // the CPU worker has no expert slot arena
+  FillDeviceMemory(engine_->device_memory(), s->mutable_device_memory());
   Send(msg);
 }
 
@@ -251,6 +288,7 @@ int Worker::Run() {
   info->set_model_id(config_.model_id());
   info->set_vocab_size(engine_->tokenizer().n_vocab());
   info->set_context_length(session_->context_length());
+  FillDeviceMemory(engine_->device_memory(), ready.mutable_ready()->mutable_device_memory());
   Send(ready);
 
   std::thread generation([this] { GenerationLoop(); });
