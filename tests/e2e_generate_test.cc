@@ -35,7 +35,7 @@ class E2eGenerateTest : public ::testing::Test {
     auto files = ModelFiles::Open(*path);
     ASSERT_TRUE(files.ok()) << files.status();
     files_ = files->release();
-    auto engine = Engine::Create(*files_, EngineOptions{1, kContext});
+    auto engine = Engine::Create(*files_, EngineOptions{.threads = 1, .context_length = kContext});
     ASSERT_TRUE(engine.ok()) << engine.status();
     engine_ = engine->release();
   }
