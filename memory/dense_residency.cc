@@ -48,6 +48,20 @@ PlacementKind Decide(const PlatformFacts& facts, const DenseTensor& t) {
 
 }  // namespace
 
+absl::StatusOr<std::vector<DenseTensor>> DenseTensorsOf(const TensorTable& table) {
+  std::vector<DenseTensor> out;
+  for (const TensorEntry& e : table.entries()) {
+    if (e.kind != TensorKind::kDense) continue;
+    if (e.data == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "dense residency: tensor '", e.name, "' has no mapped bytes (table built without "
+          "mappings)"));
+    }
+    out.push_back({e.name, e.data, e.n_bytes, nullptr});
+  }
+  return out;
+}
+
 std::string_view PlacementKindName(PlacementKind kind) {
   switch (kind) {
     case PlacementKind::kCopied:

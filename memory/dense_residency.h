@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "loader/tensor_table.h"
 #include "memory/platform.h"
 
 namespace sluice::memory {
@@ -65,6 +66,11 @@ struct DenseTensor {
   // it in place (copied, re-homed). Callers keep no other reference.
   std::shared_ptr<const void> owner;
 };
+
+// Every dense (non-routed-expert) tensor of `table`, borrowed from its
+// read-only mapping, in table order: the input Place needs for a model's
+// weights. INVALID_ARGUMENT when the table was built without mappings.
+absl::StatusOr<std::vector<DenseTensor>> DenseTensorsOf(const TensorTable& table);
 
 enum class PlacementKind { kCopied, kAliased, kRehomed, kStaged };
 std::string_view PlacementKindName(PlacementKind kind);

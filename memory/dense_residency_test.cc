@@ -5,6 +5,8 @@
 #include <numeric>
 
 #include "gtest/gtest.h"
+#include "loader/model_files.h"
+#include "loader/testing/gguf_bytes.h"
 #include "memory/testing/fake_platform.h"
 
 namespace sluice::memory {
@@ -235,6 +237,41 @@ TEST(DenseResidencyTest, BadInputIsInvalidArgumentNamingTheTensor) {
   auto null = DenseResidency::Place(platform, {{"n", nullptr, 8, nullptr}});
   EXPECT_NE(null.status().message().find("tensor 'n' has no host pointer"), std::string::npos);
   EXPECT_EQ(platform.calls().alloc, 0);
+}
+
+// A mapped GGUF: the dense tensors are listed borrowed from the mapping (the
+// routed-expert tensor is not), and placing them on a discrete part copies
+// exactly their bytes.
+TEST(DenseResidencyTest, DenseTensorsOfAMappedModelAreBorrowedFromTheMapping) {
+  const std::string path = sluice::testing::MakeTempDir() + "/m.gguf";
+  std::string file = sluice::testing::GgufBytes()
+                         .Header(3, /*n_tensors=*/3, /*n_kv=*/0)
+                         .TensorInfo("token_embd.weight", {64, 2}, /*F32*/ 0, 0)
+                         .TensorInfo("blk.0.ffn_up_exps.weight", {32, 4, 2}, 0, 512)
+                         .TensorInfo("blk.0.attn_norm.weight", {64}, 0, 1536)
+                         .PadTo(32)
+                         .bytes();
+  for (int i = 0; i < 1792; ++i) file.push_back(static_cast<char>(i % 251));
+  sluice::testing::WriteFileOrDie(path, file);
+  auto files = ModelFiles::Open(path);
+  ASSERT_TRUE(files.ok()) << files.status();
+  auto dense = DenseTensorsOf((*files)->tensors());
+  ASSERT_TRUE(dense.ok()) << dense.status();
+  ASSERT_EQ(dense->size(), 2u);
+  EXPECT_EQ((*dense)[0].name, "token_embd.weight");
+  EXPECT_EQ((*dense)[0].bytes, 512u);
+  EXPECT_EQ((*dense)[1].name, "blk.0.attn_norm.weight");
+  EXPECT_EQ((*dense)[1].bytes, 256u);
+  EXPECT_EQ((*dense)[1].host, (*files)->tensors().entries()[2].data);
+  EXPECT_EQ((*dense)[0].owner, nullptr);
+
+  FakePlatform platform(FakePlatform::Discrete(kGiB));
+  auto r = DenseResidency::Place(platform, *std::move(dense));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)->counters().bytes_copied, 768u);
+  const DensePlacement* norm = (*r)->Find("blk.0.attn_norm.weight");
+  ASSERT_NE(norm, nullptr);
+  EXPECT_TRUE(SameBytes(norm->device, (*files)->tensors().entries()[2].data, 256));
 }
 
 TEST(DenseResidencyTest, KindNames) {
