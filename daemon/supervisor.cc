@@ -421,6 +421,7 @@ std::unique_ptr<WorkerProcess> Supervisor::DetachLocked(const absl::Status& why)
   phase_ = WorkerPhase::kNone;
   restart_at_ = absl::InfiniteFuture();
   worker_stats_.set_up(false);
+  device_memory_.Clear();
   return std::move(worker_);
 }
 
