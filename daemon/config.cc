@@ -11,6 +11,8 @@
 namespace sluice::daemon {
 namespace {
 
+constexpr int kMaxDevice = 255;
+
 absl::Status CheckAddress(const std::string& flag, const std::string& value) {
   const size_t colon = value.rfind(':');
   uint32_t port = 0;
@@ -33,6 +35,13 @@ absl::Status CheckRange(const std::string& flag, int64_t value, int64_t lo,
 }
 
 }  // namespace
+
+absl::StatusOr<WorkerKindConfig> ParseWorkerKind(const std::string& value) {
+  if (value == "cpu") return WorkerKindConfig::kCpu;
+  if (value == "cuda") return WorkerKindConfig::kCuda;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--worker_kind='", value, "': expected cpu or cuda"));
+}
 
 absl::StatusOr<uint64_t> ParseByteSize(const std::string& what,
                                        const std::string& value) {
@@ -108,10 +117,9 @@ absl::Status ValidateConfig(const Config& c) {
         "--tls_client_ca_file='", c.tls_client_ca_file,
         "' needs --tls_cert_file and --tls_key_file"));
   }
-  if (c.worker_kind == WorkerKindConfig::kCuda) {
-    return absl::InvalidArgumentError(
-        "--worker_kind=cuda: this build has only the cpu worker");
-  }
+  // Whether device N exists is the worker's to find out (the supervisor
+  // never touches CUDA); this only rejects values no machine has.
+  if (absl::Status s = CheckRange("device", c.device, 0, kMaxDevice); !s.ok()) return s;
   return absl::OkStatus();
 }
 

@@ -24,6 +24,7 @@ struct Config {
   std::string model_path;  // "" : start with no model
   std::string model_id;    // "" : the file stem
   WorkerKindConfig worker_kind = WorkerKindConfig::kCpu;
+  int device = 0;  // CUDA device ordinal of the worker (worker_kind cuda only)
   int threads = 1;
   int context_length = 4096;
   int queue_limit = 64;             // requests waiting, not counting the running one
@@ -45,6 +46,9 @@ struct Config {
 // trailing 'B' or 'iB'). InvalidArgument naming `what` and the value.
 absl::StatusOr<uint64_t> ParseByteSize(const std::string& what,
                                        const std::string& value);
+
+// "cpu" or "cuda"; InvalidArgument naming --worker_kind and the value.
+absl::StatusOr<WorkerKindConfig> ParseWorkerKind(const std::string& value);
 
 // Checks ranges and formats (host:port addresses, threads, ...).
 absl::Status ValidateConfig(const Config& config);

@@ -63,8 +63,31 @@ TEST(ValidateConfigTest, ErrorsNameTheFlagAndValue) {
   EXPECT_NE(s.message().find("needs --tls_cert_file"), std::string::npos) << s;
 
   c = Config{};
+  c.device = -1;
+  s = ValidateConfig(c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--device=-1: must be in 0..255"), std::string::npos) << s;
+  c.device = 256;
+  EXPECT_NE(ValidateConfig(c).message().find("--device=256: must be in 0..255"),
+            std::string::npos);
+}
+
+TEST(ValidateConfigTest, AcceptsTheCudaWorkerOnAnyDevice) {
+  Config c;
   c.worker_kind = WorkerKindConfig::kCuda;
-  EXPECT_EQ(ValidateConfig(c).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  c.device = 7;
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  c.device = 255;
+  EXPECT_TRUE(ValidateConfig(c).ok());
+}
+
+TEST(ParseWorkerKindTest, CpuOrCudaElseNamesTheFlag) {
+  EXPECT_EQ(*ParseWorkerKind("cpu"), WorkerKindConfig::kCpu);
+  EXPECT_EQ(*ParseWorkerKind("cuda"), WorkerKindConfig::kCuda);
+  auto bad = ParseWorkerKind("CUDA ");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message(), "--worker_kind='CUDA ': expected cpu or cuda");
 }
 
 bool OnlyThreadsAndModel(const std::string& name) {

@@ -191,6 +191,17 @@ std::string Metrics::Render(const MetricsSnapshot& s, const HostMemory& host) co
          "Times the in-place fallback was used instead of a slot.", c.forced());
   Metric(&out, "sluice_expert_bytes_streamed_total", "counter",
          "Expert bytes copied into slots.", c.bytes_streamed());
+  // Always all four kinds, 0 on a CPU worker, so that a dashboard's series
+  // exist before the first CUDA worker.
+  Family(&out, "sluice_device_memory_bytes", "gauge",
+         "Device memory held by the worker, by kind.");
+  const DeviceMemoryBytes& d = s.device_memory;
+  for (const auto& [kind, bytes] : {std::pair<const char*, uint64_t>{"dense", d.dense},
+                                    {"kv_state", d.kv_state},
+                                    {"workspace", d.workspace},
+                                    {"expert_arena", d.expert_arena}}) {
+    Sample(&out, "sluice_device_memory_bytes", bytes, absl::StrCat("kind=\"", kind, "\""));
+  }
   Family(&out, "sluice_oom_containment_mode", "gauge",
          "1 for the out-of-memory containment mode in use.");
   for (const char* m : {"cgroup_v2", "cgroup_v1", "none"}) {

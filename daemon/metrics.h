@@ -50,12 +50,22 @@ struct HostMemory {
 };
 HostMemory ReadHostMemory(const std::string& meminfo_path = "/proc/meminfo");
 
+// Device memory the worker reported, by kind (all 0 for a CPU worker or
+// when no worker is up).
+struct DeviceMemoryBytes {
+  uint64_t dense = 0;
+  uint64_t kv_state = 0;
+  uint64_t workspace = 0;
+  uint64_t expert_arena = 0;
+};
+
 // What the supervisor knows at scrape time.
 struct MetricsSnapshot {
   uint64_t requests_running = 0;
   uint64_t requests_waiting = 0;
   v1::WorkerStats worker;
   v1::SlotCacheStats slot_cache;
+  DeviceMemoryBytes device_memory;
   std::string oom_mode;  // OomModeName()
 };
 

@@ -73,5 +73,27 @@ TEST(MetricsTest, RendersEveryFamily) {
   }
 }
 
+TEST(MetricsTest, DeviceMemoryByKind) {
+  Metrics metrics;
+  MetricsSnapshot s;
+  std::string text = metrics.Render(s, HostMemory{});
+  // A CPU worker (or none): every kind present, all 0.
+  for (const char* line : {"# TYPE sluice_device_memory_bytes gauge\n",
+                           "sluice_device_memory_bytes{kind=\"dense\"} 0\n",
+                           "sluice_device_memory_bytes{kind=\"kv_state\"} 0\n",
+                           "sluice_device_memory_bytes{kind=\"workspace\"} 0\n",
+                           "sluice_device_memory_bytes{kind=\"expert_arena\"} 0\n"}) {
+    EXPECT_TRUE(Contains(text, line)) << "missing: " << line << "\nin:\n" << text;
+  }
+  s.device_memory = {64424509440ull, 1073741824, 268435456, 17179869184ull};
+  text = metrics.Render(s, HostMemory{});
+  for (const char* line : {"sluice_device_memory_bytes{kind=\"dense\"} 64424509440\n",
+                           "sluice_device_memory_bytes{kind=\"kv_state\"} 1073741824\n",
+                           "sluice_device_memory_bytes{kind=\"workspace\"} 268435456\n",
+                           "sluice_device_memory_bytes{kind=\"expert_arena\"} 17179869184\n"}) {
+    EXPECT_TRUE(Contains(text, line)) << "missing: " << line << "\nin:\n" << text;
+  }
+}
+
 }  // namespace
 }  // namespace sluice::daemon

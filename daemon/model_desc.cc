@@ -17,15 +17,17 @@ absl::StatusOr<ModelDesc> DescribeModel(const v1::LoadModelRequest& request,
   if (request.path().empty()) {
     return absl::InvalidArgumentError("LoadModel: path is empty");
   }
-  if (request.worker_kind() == v1::WORKER_KIND_CUDA) {
-    return absl::InvalidArgumentError(
-        "LoadModel: worker_kind=WORKER_KIND_CUDA: this build has only the cpu worker");
-  }
   if (request.worker_kind() != v1::WORKER_KIND_CPU &&
+      request.worker_kind() != v1::WORKER_KIND_CUDA &&
       request.worker_kind() != v1::WORKER_KIND_UNSPECIFIED) {
     return absl::InvalidArgumentError(
         absl::StrCat("LoadModel: worker_kind=", request.worker_kind(), " is unknown"));
   }
+  // Whether this host can run a CUDA worker is the worker's to find out: the
+  // supervisor never touches CUDA.
+  const v1::WorkerKind kind = request.worker_kind() == v1::WORKER_KIND_UNSPECIFIED
+                                  ? defaults.kind
+                                  : request.worker_kind();
   const uint32_t threads = request.threads() != 0 ? request.threads() : defaults.threads;
   const uint32_t context =
       request.context_length() != 0 ? request.context_length() : defaults.context_length;
@@ -55,7 +57,7 @@ absl::StatusOr<ModelDesc> DescribeModel(const v1::LoadModelRequest& request,
                                                : request.model_id());
   info.set_path(request.path());
   info.set_architecture(*arch);
-  info.set_worker_kind(v1::WORKER_KIND_CPU);
+  info.set_worker_kind(kind);
   info.set_shard_count((*files)->shard_count());
   info.set_tensor_bytes(table.total_bytes());
   info.set_dense_bytes(table.dense_bytes());
@@ -68,7 +70,8 @@ absl::StatusOr<ModelDesc> DescribeModel(const v1::LoadModelRequest& request,
 
   worker::v1::WorkerConfig* config = d.hello.mutable_config();
   config->set_model_id(info.model_id());
-  config->set_kind(v1::WORKER_KIND_CPU);
+  config->set_kind(kind);
+  if (kind == v1::WORKER_KIND_CUDA) config->set_device(static_cast<uint32_t>(defaults.device));
   config->set_threads(threads);
   config->set_context_length(context);
   for (int i = 0; i < (*files)->shard_count(); ++i) {

@@ -17,6 +17,9 @@ namespace sluice::daemon {
 struct LoadSettings {
   int threads = 1;          // used where the request leaves threads at 0
   int context_length = 4096;
+  // Used where the request leaves worker_kind UNSPECIFIED (--worker_kind).
+  v1::WorkerKind kind = v1::WORKER_KIND_CPU;
+  int device = 0;           // CUDA device of a CUDA worker (--device)
 };
 
 struct ModelDesc {

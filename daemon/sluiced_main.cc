@@ -33,7 +33,8 @@ ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
           "Prometheus /metrics listen address HOST:PORT; 'none' disables it.");
 ABSL_FLAG(std::string, model, "", "GGUF file (any shard of a split set) to load at start.");
 ABSL_FLAG(std::string, model_id, "", "Model id for --model (default: the file stem).");
-ABSL_FLAG(std::string, worker_kind, "cpu", "Worker kind: cpu.");
+ABSL_FLAG(std::string, worker_kind, "cpu", "Worker kind: cpu or cuda.");
+ABSL_FLAG(int, device, 0, "CUDA device ordinal of the worker (--worker_kind=cuda).");
 ABSL_FLAG(int, threads, 1, "Compute threads per worker.");
 ABSL_FLAG(int, context_length, 4096, "Tokens per sequence (prompt plus generated).");
 ABSL_FLAG(int, queue_limit, 64, "Generate requests that may wait; more get RESOURCE_EXHAUSTED.");
@@ -86,15 +87,10 @@ absl::StatusOr<Config> ConfigFromFlags() {
   c.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   c.model_path = absl::GetFlag(FLAGS_model);
   c.model_id = absl::GetFlag(FLAGS_model_id);
-  const std::string kind = absl::GetFlag(FLAGS_worker_kind);
-  if (kind == "cpu") {
-    c.worker_kind = WorkerKindConfig::kCpu;
-  } else if (kind == "cuda") {
-    c.worker_kind = WorkerKindConfig::kCuda;
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--worker_kind='", kind, "': expected cpu"));
-  }
+  auto kind = ParseWorkerKind(absl::GetFlag(FLAGS_worker_kind));
+  if (!kind.ok()) return kind.status();
+  c.worker_kind = *kind;
+  c.device = absl::GetFlag(FLAGS_device);
   c.threads = absl::GetFlag(FLAGS_threads);
   c.context_length = absl::GetFlag(FLAGS_context_length);
   c.queue_limit = absl::GetFlag(FLAGS_queue_limit);
@@ -192,6 +188,9 @@ int Run(const Config& config, const std::string& worker_binary, sigset_t signals
   options.worker_binary = worker_binary;
   options.threads = config.threads;
   options.context_length = config.context_length;
+  options.worker_kind = config.worker_kind == WorkerKindConfig::kCuda ? v1::WORKER_KIND_CUDA
+                                                                      : v1::WORKER_KIND_CPU;
+  options.device = config.device;
   options.queue_limit = config.queue_limit;
   options.worker_start_timeout = absl::Seconds(config.worker_start_timeout_s);
   Supervisor supervisor(options, oom->get(), &metrics, [&](bool serving) {
@@ -243,16 +242,25 @@ int Run(const Config& config, const std::string& worker_binary, sigset_t signals
                      ":", http->port(), "/metrics"));
   }
 
+  std::string start_failure;
   if (!config.model_path.empty()) {
     v1::LoadModelRequest load;
     load.set_path(config.model_path);
     load.set_model_id(config.model_id);
     auto info = supervisor.LoadModel(load);
-    if (!info.ok()) {
+    if (info.ok()) {
+      Log(absl::StrCat("model '", info->model_id(), "' (", info->architecture(), ") ready"));
+    } else if (std::vector<v1::ModelInfo> models = supervisor.ListModels(); !models.empty()) {
+      // The files are valid but the worker could not start (no GPU, ...).
+      // Exiting would only make systemd restart us into the same failure;
+      // staying up keeps health (NOT_SERVING), metrics and LoadModel there.
+      start_failure = absl::StrCat("model '", models[0].model_id(),
+                                   "' failed to start: ", info.status().message());
+      Log(absl::StrCat(start_failure, "; serving with health NOT_SERVING"));
+    } else {
       Log(absl::StrCat("fatal: --model: ", info.status().message()));
       return 1;
     }
-    Log(absl::StrCat("model '", info->model_id(), "' (", info->architecture(), ") ready"));
   }
   if (!config.port_file.empty()) {
     if (absl::Status s = WritePortFile(config.port_file, grpc_port, http ? http->port() : 0);
@@ -261,7 +269,9 @@ int Run(const Config& config, const std::string& worker_binary, sigset_t signals
       return 1;
     }
   }
-  NotifyReady(config.model_path.empty() ? "serving, no model loaded" : "serving");
+  NotifyReady(config.model_path.empty() ? "serving, no model loaded"
+              : start_failure.empty()     ? "serving"
+                                          : start_failure);
 
   const absl::Duration watchdog = WatchdogInterval();
   const absl::Duration tick =

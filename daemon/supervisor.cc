@@ -117,7 +117,8 @@ absl::Status Supervisor::CheckModelId(const std::string& model_id) {
 }
 
 absl::StatusOr<v1::ModelInfo> Supervisor::LoadModel(const v1::LoadModelRequest& request) {
-  LoadSettings settings{options_.threads, options_.context_length};
+  LoadSettings settings{options_.threads, options_.context_length, options_.worker_kind,
+                        options_.device};
   ASSIGN_OR_RETURN(ModelDesc desc, DescribeModel(request, settings));
   absl::MutexLock load_lock(&load_mu_);
   std::unique_ptr<WorkerProcess> old;
@@ -165,8 +166,19 @@ absl::StatusOr<v1::ModelInfo> Supervisor::LoadModel(const v1::LoadModelRequest& 
                            ? absl::Status(fatal_code_, fatal_message_)
                            : absl::UnavailableError(absl::StrCat(
                                  model_->info.last_error(), " while loading the model"));
-  model_.reset();
-  phase_ = WorkerPhase::kNone;
+  if (serial_ != serial) {
+    model_.reset();
+    phase_ = WorkerPhase::kNone;
+  } else {
+    // The files were valid but no worker could be started on them. The model
+    // stays listed as FAILED with the cause, so that ListModels, Generate
+    // (FAILED_PRECONDITION) and the operator see why; it is not retried:
+    // whatever stopped this start (no GPU, an unbuildable file) would stop
+    // the next one. LoadModel again once the cause is fixed.
+    model_->info.set_state(v1::MODEL_STATE_FAILED);
+    model_->info.set_last_error(std::string(error.message()));
+    restart_at_ = absl::InfiniteFuture();
+  }
   return absl::Status(error.code(),
                       absl::StrCat("LoadModel path='", request.path(), "': ", error.message()));
 }
@@ -234,6 +246,7 @@ void Supervisor::OnMessage(uint64_t serial, WorkerMessage msg) {
       if (w.vocab_size() != 0) model_->info.set_vocab_size(w.vocab_size());
       if (w.context_length() != 0) model_->info.set_context_length(w.context_length());
       model_->info.set_state(v1::MODEL_STATE_READY);
+      device_memory_ = msg.ready().device_memory();
       worker_stats_.set_up(true);
       SetServingLocked(true);
       DispatchLocked();
@@ -250,6 +263,7 @@ void Supervisor::OnMessage(uint64_t serial, WorkerMessage msg) {
       worker_stats_.set_swap_bytes(s.swap_bytes());
       worker_stats_.set_major_faults(s.major_faults());
       slot_stats_ = s.slot_cache();
+      device_memory_ = s.device_memory();
       ++stats_seq_;
       return;
     }
@@ -333,8 +347,15 @@ void Supervisor::OnExit(uint64_t serial, const WorkerExit& exit) {
   phase_ = WorkerPhase::kDead;
   if (worker_ != nullptr) dead_.push_back(std::move(worker_));
   SetServingLocked(false);
+  device_memory_.Clear();  // the device memory died with the process
+  // A worker that reported why it cannot go on is described by that
+  // message; the exit code alone ("exited with code 2") says nothing.
   const std::string cause =
-      absl::StrCat("worker (pid ", worker_stats_.pid(), ") ", exit.description);
+      fatal_message_.empty()
+          ? absl::StrCat("worker (pid ", worker_stats_.pid(), ") ", exit.description)
+          : absl::StrCat("worker (pid ", worker_stats_.pid(), ") failed",
+                         (was_ready ? "" : " to start"), ": ", fatal_message_, " (",
+                         exit.description, ")");
   model_->info.set_last_error(cause);
   worker_stats_.set_up(false);
   worker_stats_.set_last_exit(exit.description);
@@ -342,6 +363,16 @@ void Supervisor::OnExit(uint64_t serial, const WorkerExit& exit) {
       absl::StrCat(cause, (was_ready ? "" : " while starting"),
                    "; the request did not complete")));
   if (loading_) return;  // LoadModel reports the failure instead
+  if (!was_ready && !fatal_message_.empty()) {
+    // A start error the worker reported (no GPU, a model it cannot build) is
+    // deterministic: restarting would repeat it in a loop. Stop here.
+    model_->info.set_state(v1::MODEL_STATE_FAILED);
+    model_->info.set_last_error(absl::StrCat(
+        cause, "; not restarted: the worker reported a start error; LoadModel again once "
+               "it is fixed"));
+    restart_at_ = absl::InfiniteFuture();
+    return;
+  }
   metrics_->AddRestart(ExitReasonLabel(exit.reason));
   worker_stats_.set_restarts(worker_stats_.restarts() + 1);
   if (uptime > absl::Seconds(60)) consecutive_failures_ = 0;
@@ -390,6 +421,7 @@ std::unique_ptr<WorkerProcess> Supervisor::DetachLocked(const absl::Status& why)
   phase_ = WorkerPhase::kNone;
   restart_at_ = absl::InfiniteFuture();
   worker_stats_.set_up(false);
+  device_memory_.Clear();
   return std::move(worker_);
 }
 
@@ -508,6 +540,10 @@ MetricsSnapshot Supervisor::Snapshot(absl::Duration stats_timeout) {
   s.worker = worker_stats_;
   s.worker.set_up(phase_ == WorkerPhase::kReady);
   s.slot_cache = slot_stats_;
+  s.device_memory.dense = device_memory_.dense_bytes();
+  s.device_memory.kv_state = device_memory_.kv_state_bytes();
+  s.device_memory.workspace = device_memory_.workspace_bytes();
+  s.device_memory.expert_arena = device_memory_.expert_arena_bytes();
   s.oom_mode = std::string(OomModeName(oom_->mode()));
   return s;
 }

@@ -19,6 +19,15 @@
 // doubling to 30 s, reset after a request completes or 60 s of uptime) and
 // the model is marked FAILED after 10 consecutive failed starts.
 //
+// Start failures: a worker that cannot start reports why (a `fatal` message:
+// no GPU, a model it cannot build) before it exits, and that text names the
+// cause everywhere (LoadModel's error, ModelInfo.last_error, the requests
+// failed meanwhile). Such a failure is deterministic, so it is not retried:
+// the model is marked FAILED at once (health stays NOT_SERVING, Generate gets
+// FAILED_PRECONDITION with the cause) until LoadModel is called again. The
+// same holds for a LoadModel whose worker fails to start for any reason: the
+// model stays listed as FAILED instead of disappearing.
+//
 // Thread-safety: all public methods may be called concurrently. The serving
 // callback is called with no supervisor lock held being required by callers,
 // but it runs under the supervisor's lock: it must not call back into it.
@@ -54,6 +63,10 @@ struct SupervisorOptions {
   std::vector<std::string> worker_args;  // extra arguments for every worker
   int threads = 1;
   int context_length = 4096;
+  // The worker kind of a LoadModel that leaves it UNSPECIFIED, and the CUDA
+  // device of CUDA workers.
+  v1::WorkerKind worker_kind = v1::WORKER_KIND_CPU;
+  int device = 0;
   int queue_limit = 64;
   absl::Duration worker_start_timeout = absl::Minutes(5);
   absl::Duration restart_backoff_initial = absl::Milliseconds(100);
@@ -189,6 +202,7 @@ class Supervisor {
 
   v1::WorkerStats worker_stats_ ABSL_GUARDED_BY(mu_);
   v1::SlotCacheStats slot_stats_ ABSL_GUARDED_BY(mu_);
+  worker::v1::DeviceMemory device_memory_ ABSL_GUARDED_BY(mu_);
   uint64_t stats_seq_ ABSL_GUARDED_BY(mu_) = 0;
 
   std::thread control_;

@@ -1,6 +1,9 @@
 #include "daemon/supervisor.h"
 
+#include <algorithm>
+
 #include "gtest/gtest.h"
+#include "loader/testing/gguf_bytes.h"
 
 namespace sluice::daemon {
 namespace {
@@ -40,15 +43,107 @@ TEST(SupervisorTest, RequestsWithoutAModelFailClearly) {
   auto loaded = supervisor.LoadModel(load);
   EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(loaded.status().message(), "LoadModel: path is empty");
+  // A CUDA worker is accepted here (the worker finds out whether it can run);
+  // a file that cannot be opened fails before any worker and leaves no model.
   load.set_path("/nonexistent/x.gguf");
   load.set_worker_kind(v1::WORKER_KIND_CUDA);
-  EXPECT_NE(supervisor.LoadModel(load).status().message().find("only the cpu worker"),
-            std::string::npos);
+  loaded = supervisor.LoadModel(load);
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(loaded.status().message().find("LoadModel path='/nonexistent/x.gguf'"),
+            std::string::npos)
+      << loaded.status();
+  EXPECT_TRUE(supervisor.ListModels().empty());
+  load.set_worker_kind(static_cast<v1::WorkerKind>(9));
+  EXPECT_EQ(supervisor.LoadModel(load).status().message(),
+            "LoadModel: worker_kind=9 is unknown");
   MetricsSnapshot s = supervisor.Snapshot();
   EXPECT_FALSE(s.worker.up());
   EXPECT_EQ(s.requests_waiting, 0u);
   EXPECT_EQ(s.oom_mode, "none");
   EXPECT_TRUE(supervisor.Responsive(absl::Seconds(1)));
+  supervisor.Shutdown();
+}
+
+// A valid one-tensor GGUF (the supervisor validates files; the fake worker
+// builds nothing).
+std::string WriteTinyModel() {
+  const std::string path = sluice::testing::MakeTempDir() + "/tiny.gguf";
+  std::string bytes = sluice::testing::GgufBytes()
+                          .Header(3, /*n_tensors=*/1, /*n_kv=*/1)
+                          .Kv("general.architecture", GgufValue::String("qwen35moe"))
+                          .TensorInfo("output_norm.weight", {32}, /*F32*/ 0, 0)
+                          .PadTo(32)
+                          .Zeros(128)
+                          .bytes();
+  sluice::testing::WriteFileOrDie(path, bytes);
+  return path;
+}
+
+SupervisorOptions FakeWorkerOptions(const std::string& mode) {
+  SupervisorOptions o;
+  o.worker_binary = std::string(getenv("TEST_SRCDIR")) + "/sluice/daemon/fake_worker";
+  o.worker_args = {"--mode=" + mode};
+  o.worker_kind = v1::WORKER_KIND_CUDA;
+  o.device = 5;
+  o.worker_start_timeout = absl::Seconds(30);
+  return o;
+}
+
+TEST(SupervisorFakeWorkerTest, DeviceMemoryOfTheWorkerReachesTheSnapshot) {
+  auto oom = OomContainment::Create("none", "", 0);
+  ASSERT_TRUE(oom.ok());
+  Metrics metrics;
+  Supervisor supervisor(FakeWorkerOptions("ready"), oom->get(), &metrics, nullptr);
+  v1::LoadModelRequest load;
+  load.set_path(WriteTinyModel());
+  auto info = supervisor.LoadModel(load);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->worker_kind(), v1::WORKER_KIND_CUDA);  // --worker_kind's default
+  MetricsSnapshot s = supervisor.Snapshot(absl::Seconds(10));
+  EXPECT_TRUE(s.worker.up());
+  EXPECT_EQ(s.device_memory.dense, 5u << 20);
+  EXPECT_EQ(s.device_memory.kv_state, 6u << 20);
+  EXPECT_EQ(s.device_memory.workspace, 7u << 20);
+  EXPECT_EQ(s.device_memory.expert_arena, 8u << 20);
+  ASSERT_TRUE(supervisor.UnloadModel(v1::UnloadModelRequest()).ok());
+  s = supervisor.Snapshot();
+  EXPECT_EQ(s.device_memory.dense + s.device_memory.kv_state + s.device_memory.workspace +
+                s.device_memory.expert_arena,
+            0u);
+  supervisor.Shutdown();
+}
+
+TEST(SupervisorFakeWorkerTest, FatalStartErrorIsTheCauseAndTheModelStaysFailed) {
+  auto oom = OomContainment::Create("none", "", 0);
+  ASSERT_TRUE(oom.ok());
+  Metrics metrics;
+  std::vector<bool> serving;
+  Supervisor supervisor(FakeWorkerOptions("fatal"), oom->get(), &metrics,
+                        [&](bool s) { serving.push_back(s); });
+  v1::LoadModelRequest load;
+  load.set_path(WriteTinyModel());
+  auto info = supervisor.LoadModel(load);
+  // The worker's code and text, with the kind (2: CUDA) and --device it got.
+  EXPECT_EQ(info.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(info.status().message().find("fake worker of kind 2 on device 5: no CUDA device"),
+            std::string::npos)
+      << info.status();
+  std::vector<v1::ModelInfo> models = supervisor.ListModels();
+  ASSERT_EQ(models.size(), 1u);
+  EXPECT_EQ(models[0].state(), v1::MODEL_STATE_FAILED);
+  EXPECT_EQ(models[0].last_error(), "fake worker of kind 2 on device 5: no CUDA device");
+  v1::GenerateRequest generate;
+  generate.set_prompt("hi");
+  auto g = supervisor.SubmitGenerate(generate);
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(g.status().message().find("no CUDA device"), std::string::npos) << g.status();
+  // Not retried: no restart is counted or scheduled, and health never turned on.
+  absl::SleepFor(absl::Milliseconds(300));
+  MetricsSnapshot s = supervisor.Snapshot();
+  EXPECT_FALSE(s.worker.up());
+  EXPECT_EQ(s.worker.restarts(), 0u);
+  EXPECT_EQ(metrics.restarts_total(), 0u);
+  EXPECT_EQ(std::count(serving.begin(), serving.end(), true), 0);
   supervisor.Shutdown();
 }
 

@@ -27,8 +27,8 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const ModelFiles& files,
     case Backend::kCuda:
       if (CudaFactory() == nullptr) {
         return absl::UnavailableError(
-            "engine: the cuda backend is not part of this binary (it was "
-            "built without CUDA, --config=nocuda)");
+            "engine: no cuda backend in this binary (it was built without "
+            "CUDA, --config=nocuda)");
       }
       return CudaFactory()(files, o);
   }

@@ -93,6 +93,7 @@ class Engine {
   // Bytes one session allocates for its KV cache and recurrent state.
   uint64_t SessionStateBytes() const;
 
+
  private:
   friend class Session;
   Engine() = default;

@@ -70,14 +70,30 @@ TEST(E2eConfigTest, CorruptModelAtStartIsFatal) {
       << r.err;
 }
 
-TEST(E2eConfigTest, WorkerThatCannotStartFailsTheStartupLoad) {
+// Valid files whose worker cannot start: exiting would only have systemd
+// restart sluiced into the same failure, so it stays up, NOT_SERVING, with
+// the model FAILED and the cause in last_error.
+TEST(E2eConfigTest, WorkerThatCannotStartLeavesTheDaemonUpNotServing) {
   const std::string dir = MakeTempDir("e2e-config");
   auto model = WriteMicroModel(dir);
   ASSERT_TRUE(model.ok());
-  CommandResult r = Sluiced({"--model=" + *model, "--worker_binary=/bin/false"});
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("fatal: --model: LoadModel path='"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("exited with code 1 while loading the model"), std::string::npos) << r.err;
+  DaemonOptions options;
+  options.model_path = *model;
+  options.flags = {"--worker_binary=/bin/false"};
+  auto d = Daemon::Start(options);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ((*d)->Health(), "NOT_SERVING");
+  grpc::ClientContext ctx;
+  v1::ListModelsResponse resp;
+  ASSERT_TRUE((*d)->stub().ListModels(&ctx, v1::ListModelsRequest(), &resp).ok());
+  ASSERT_EQ(resp.models_size(), 1);
+  EXPECT_EQ(resp.models(0).state(), v1::MODEL_STATE_FAILED);
+  EXPECT_NE(resp.models(0).last_error().find("exited with code 1 while loading the model"),
+            std::string::npos)
+      << resp.models(0).last_error();
+  const std::string log = (*d)->Log();
+  EXPECT_NE(log.find("failed to start: LoadModel path='"), std::string::npos) << log;
+  EXPECT_EQ((*d)->Stop(), 0);
 }
 
 TEST(E2eConfigTest, PortInUseIsFatal) {

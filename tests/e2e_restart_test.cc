@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -196,6 +198,68 @@ TEST_F(E2eRestartTest, SigtermDrainsTheRunningGeneration) {
   EXPECT_TRUE(reader->Finish().ok());
   EXPECT_TRUE(done);
   EXPECT_EQ(chunks, 150);
+}
+
+// A restart that the new worker refuses with a start error (here: the file
+// was rewritten in place to an architecture it cannot build, as a lost GPU
+// would make a CUDA worker refuse) is deterministic: the model goes FAILED
+// with the worker's message and no further worker is started.
+TEST(E2eRestartFailureTest, DeterministicStartErrorAfterACrashIsNotRetried) {
+  const std::string dir = MakeTempDir("e2e-restart-fail");
+  auto path = WriteMicroModel(dir);
+  ASSERT_TRUE(path.ok()) << path.status();
+  DaemonOptions options;
+  options.model_path = *path;
+  auto d = Daemon::Start(options);
+  ASSERT_TRUE(d.ok()) << d.status();
+  Daemon& daemon = **d;
+  ASSERT_EQ(daemon.Health(), "SERVING");
+  {
+    // Same inode: the supervisor's descriptors (which the next worker gets)
+    // see the change.
+    std::fstream f(*path, std::ios::in | std::ios::out | std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const size_t at = bytes.find("qwen35moe");
+    ASSERT_NE(at, std::string::npos);
+    f.seekp(static_cast<std::streamoff>(at));
+    f.write("qwen99moe", 9);
+    ASSERT_TRUE(f.good());
+  }
+  std::vector<pid_t> workers = ChildrenOf(daemon.pid());
+  ASSERT_EQ(workers.size(), 1u);
+  ASSERT_EQ(kill(workers[0], SIGKILL), 0);
+
+  v1::ModelInfo info;
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < deadline) {
+    grpc::ClientContext ctx;
+    v1::ListModelsResponse resp;
+    ASSERT_TRUE(daemon.stub().ListModels(&ctx, v1::ListModelsRequest(), &resp).ok());
+    ASSERT_EQ(resp.models_size(), 1);
+    info = resp.models(0);
+    if (info.state() == v1::MODEL_STATE_FAILED) break;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(info.state(), v1::MODEL_STATE_FAILED) << info.last_error() << daemon.Log();
+  EXPECT_NE(info.last_error().find(") failed to start: "), std::string::npos) << info.last_error();
+  EXPECT_NE(info.last_error().find("qwen99moe"), std::string::npos) << info.last_error();
+  EXPECT_NE(info.last_error().find("not restarted"), std::string::npos) << info.last_error();
+  // A retry would come within the back-off (100 ms, then 200 ms).
+  absl::SleepFor(absl::Milliseconds(600));
+  EXPECT_TRUE(ChildrenOf(daemon.pid()).empty());
+  EXPECT_EQ(daemon.Health(), "NOT_SERVING");
+  Generation g = RunGenerate(daemon.stub(), GreedyRequest("Hello", 2));
+  EXPECT_EQ(g.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(g.status.error_message().find("qwen99moe"), std::string::npos)
+      << g.status.error_message();
+  const std::string metrics = daemon.HttpGet("/metrics");
+  EXPECT_NE(metrics.find("sluice_worker_restarts_total{reason=\"signal\"} 1\n"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("sluice_worker_restarts_total{reason=\"exit\"} 0\n"),
+            std::string::npos)
+      << metrics;
+  EXPECT_EQ(daemon.Stop(), 0) << daemon.Log();
 }
 
 }  // namespace

@@ -38,6 +38,39 @@ int EnvInt(const char* name) {
   return v != nullptr && absl::SimpleAtoi(v, &n) ? n : 0;
 }
 
+// The backend's device memory by kind (nothing for the CPU backend). While
+// every routed expert is resident, the expert copies are the arena.
+void FillDeviceMemory(const Engine& engine, v1::DeviceMemory* out) {
+  const BackendStats stats = engine.model().Stats();
+  if (stats.device_memory.empty()) return;
+  for (const auto& [kind, bytes] : stats.device_memory) {
+    if (kind == "dense") out->set_dense_bytes(bytes);
+    if (kind == "workspace") out->set_workspace_bytes(bytes);
+    if (kind == "experts") out->set_expert_arena_bytes(bytes);
+  }
+  out->set_kv_state_bytes(engine.SessionStateBytes());
+}
+
+// The engine options the supervisor's Hello asks for.
+absl::StatusOr<EngineOptions> OptionsFromConfig(const v1::WorkerConfig& config) {
+  EngineOptions options;
+  options.threads = static_cast<int>(std::max<uint32_t>(1, config.threads()));
+  options.context_length = static_cast<int>(config.context_length());
+  switch (config.kind()) {
+    case sluice::v1::WORKER_KIND_UNSPECIFIED:
+    case sluice::v1::WORKER_KIND_CPU:
+      break;
+    case sluice::v1::WORKER_KIND_CUDA:
+      options.backend = Backend::kCuda;
+      options.device = static_cast<int>(config.device());
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("Hello.config.kind=", static_cast<int>(config.kind()), " is unknown"));
+  }
+  return options;
+}
+
 [[noreturn]] void HogMemory() {
   std::vector<char*> blocks;
   while (true) {
@@ -126,10 +159,16 @@ absl::Status Worker::Load(const SupervisorMessage& msg, std::vector<int> fds) {
           t.name(), "' at shard ", t.shard(), " offset ", t.file_offset(), ")"));
     }
   }
-  EngineOptions options;
-  options.threads = static_cast<int>(std::max<uint32_t>(1, config_.threads()));
-  options.context_length = static_cast<int>(config_.context_length());
-  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(*files_, options);
+  absl::StatusOr<EngineOptions> options = OptionsFromConfig(config_);
+  if (!options.ok()) return options.status();
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(*files_, *options);
+  if (!engine.ok() && options->backend == Backend::kCuda) {
+    // Says which worker failed; the engine's text names the cause (no CUDA
+    // backend in this binary, no device, out of device memory).
+    return absl::Status(engine.status().code(),
+                        absl::StrCat("cuda worker on device ", options->device, ": ",
+                                     engine.status().message()));
+  }
   if (!engine.ok()) return engine.status();
   engine_ = *std::move(engine);
   auto session = engine_->NewSession();
@@ -231,6 +270,7 @@ void Worker::AnswerStats() {
   s->set_prompt_tokens_total(prompt_tokens_);
   s->set_generated_tokens_total(generated_tokens_);
   s->mutable_slot_cache();  // the CPU worker has no expert slot arena
+  FillDeviceMemory(*engine_, s->mutable_device_memory());
   Send(msg);
 }
 
@@ -253,6 +293,7 @@ int Worker::Run() {
   info->set_model_id(config_.model_id());
   info->set_vocab_size(engine_->tokenizer().n_vocab());
   info->set_context_length(session_->context_length());
+  FillDeviceMemory(*engine_, ready.mutable_ready()->mutable_device_memory());
   Send(ready);
 
   std::thread generation([this] { GenerationLoop(); });

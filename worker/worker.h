@@ -9,7 +9,10 @@
 //     (the token callback returns false) and is answered with Error CANCELLED;
 //   * Tokenize and StatsQuery are answered at once by the reading thread;
 //   * Shutdown, or the supervisor closing the socket, ends the worker.
-// A failure to build the model is sent as `fatal` and the worker exits 2.
+// Hello.config.kind CUDA builds the engine on the CUDA backend on
+// Hello.config.device. A failure to build the model (for a CUDA worker: no
+// CUDA backend in the binary, no such device, no memory) is sent as `fatal`,
+// whose text names the cause, and the worker exits 2.
 //
 // Test-only hooks, read from the environment (never set them in production):
 //   SLUICE_WORKER_TEST_STEP_DELAY_MS=N   sleep N ms after each token, so tests
