@@ -22,9 +22,11 @@
 #ifndef SLUICE_KERNELS_CUDA_QUANT_BLOCKS_DEVICE_H_
 #define SLUICE_KERNELS_CUDA_QUANT_BLOCKS_DEVICE_H_
 
-#include <cuda_fp16.h>
-
 #include <cstdint>
+
+#if defined(__CUDACC__)
+#include <cuda_fp16.h>
+#endif  // elsewhere host_emulation.h, included first, stands in for it
 
 namespace sluice::cuda::internal {
 
