@@ -53,6 +53,14 @@ inline uint32_t __float_as_uint(float f) {
   std::memcpy(&u, &f, 4);
   return u;
 }
+// Result byte k is byte (s >> 4k) & 7 of the pair {x: bytes 0-3, y: 4-7}
+// (the sign-replicating mode, bit 3 of each selector, is not used here).
+inline uint32_t __byte_perm(uint32_t x, uint32_t y, uint32_t s) {
+  const uint64_t bytes = (static_cast<uint64_t>(y) << 32) | x;
+  uint32_t r = 0;
+  for (int k = 0; k < 4; ++k) r |= ((bytes >> (8 * ((s >> (4 * k)) & 7))) & 0xFF) << (8 * k);
+  return r;
+}
 inline __half __ushort_as_half(unsigned short u) { return {u}; }
 inline float __half2float(__half h) { return sluice::kernels::Fp16ToF32(h.bits); }
 // Rounded, never fused: volatile keeps the compiler from contracting.
