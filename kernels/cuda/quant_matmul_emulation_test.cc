@@ -181,7 +181,7 @@ TEST_P(QuantMatMulEmulationTest, GroupOf19EntriesMisaligned) {
 TEST_P(QuantMatMulEmulationTest, DecodeOneEntryPerGroupFullWarpRows) {
   Case c;
   c.rows = 37;          // 3 row blocks of 16, the last partial
-  c.cols = Cols(1024);  // 32 lanes per row
+  c.cols = Cols(2304);  // 32 lanes per row, several chunks each (both unroll halves)
   c.n_weights = 2;
   c.n_groups = 3;
   c.group_weight = {1, 1, 0};

@@ -101,23 +101,36 @@ __global__ void __launch_bounds__(kThreads)
     for (int e = 0; e < NE; ++e) acc[r][e] = 0.0f;
   }
 
+  // Decode tiles load two chunks per lane before using either, so that a
+  // short row (a few chunks per lane) waits for memory once, not per chunk.
+  constexpr int kUnroll = NE == 1 ? 2 : 1;
   const int64_t n_chunks = a.cols / T::kChunk;
-  for (int64_t c = sub; c < n_chunks; c += L) {
-    typename T::Raw raw[kRows];
+  for (int64_t c0 = sub; c0 < n_chunks; c0 += kUnroll * L) {
+    typename T::Raw raw[kUnroll][kRows];
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) T::Load(rp[r], c, raw[r]);
+    for (int u = 0; u < kUnroll; ++u) {
+      if (c0 + u * L < n_chunks) {
 #pragma unroll
-    for (int gi = 0; gi < T::kChunk / 4; ++gi) {
-      const int64_t col = T::Col(c, gi);
-      float4 wv[kRows];
+        for (int r = 0; r < kRows; ++r) T::Load(rp[r], c0 + u * L, raw[u][r]);
+      }
+    }
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) wv[r] = T::Decode(raw[r], gi);
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t c = c0 + u * L;
+      if (c >= n_chunks) break;
 #pragma unroll
-      for (int e = 0; e < NE; ++e) {
-        if (e < ne) {
-          const float4 xv = LoadX4(xp[e] + col);
+      for (int gi = 0; gi < T::kChunk / 4; ++gi) {
+        const int64_t col = T::Col(c, gi);
+        float4 wv[kRows];
 #pragma unroll
-          for (int r = 0; r < kRows; ++r) acc[r][e] = Dot4(wv[r], xv, acc[r][e]);
+        for (int r = 0; r < kRows; ++r) wv[r] = T::Decode(raw[u][r], gi);
+#pragma unroll
+        for (int e = 0; e < NE; ++e) {
+          if (e < ne) {
+            const float4 xv = LoadX4(xp[e] + col);
+#pragma unroll
+            for (int r = 0; r < kRows; ++r) acc[r][e] = Dot4(wv[r], xv, acc[r][e]);
+          }
         }
       }
     }
