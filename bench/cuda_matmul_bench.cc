@@ -201,6 +201,17 @@ void Prefill(GgmlType t) {
   }
 }
 
+// The bandwidth ceiling the decode lines compare with: a device-to-device
+// copy reads and writes each byte, so GB/s here counts both.
+void CopyBaseline() {
+  const uint64_t bytes = kColdBytes / 2;
+  DeviceBuffer a = Unwrap(DeviceBuffer::Create(bytes)), b = Unwrap(DeviceBuffer::Create(bytes));
+  CHECK_OK(Memset(a.data(), 1, bytes, nullptr));
+  const double ms = TimeMs(20, [&](int) { return CopyOnDevice(b.data(), a.data(), bytes, nullptr); });
+  std::printf("%-8s %-5s %-36s %9.2f us %8.1f GB/s (read + write)\n", "copy", "-",
+              "device to device, 256 MiB", ms * 1e3, 2.0 * bytes / (ms * 1e-3) / 1e9);
+}
+
 int Main() {
   if (absl::Status s = SetDevice(0); !s.ok()) {
     std::fprintf(stderr, "no CUDA device: %s\n", s.ToString().c_str());
@@ -208,6 +219,7 @@ int Main() {
   }
   std::printf("%-8s %-5s %-36s %12s %13s %15s\n", "phase", "type", "shape", "time", "weights",
               "F32 MACs");
+  CopyBaseline();
   const GgmlType all[] = {GgmlType::kQ4_K, GgmlType::kQ1_0, GgmlType::kQ5_K, GgmlType::kQ6_K,
                           GgmlType::kQ8_0, GgmlType::kBF16, GgmlType::kF16,  GgmlType::kF32};
   for (GgmlType t : all) DenseDecode(t, kDenseFf, kHidden, "dense 2048->8192, 1 token");
