@@ -116,18 +116,21 @@ void Report(const char* phase, GgmlType t, const std::string& shape, double ms, 
               shape.c_str(), ms * 1e3, bytes / (ms * 1e-3) / 1e9, macs / (ms * 1e-3) / 1e12);
 }
 
-// One token through a dense rows x cols matrix (rotating over cold copies).
-void DenseDecode(GgmlType t, int64_t rows, int64_t cols, const std::string& shape) {
+// n_tok tokens (decode of a small batch: one tile, weights read once)
+// through a dense rows x cols matrix, rotating over cold copies.
+void DenseDecode(GgmlType t, int64_t rows, int64_t cols, const std::string& shape,
+                 int64_t n_tok = 1) {
   const uint64_t one = RowBytes(t, cols) * rows;
   const int copies = static_cast<int>(std::max<uint64_t>(1, kColdBytes / one));
   Matrices m = MakeMatrices(t, rows, cols, copies);
-  DeviceBuffer x = Activations(cols), y = Unwrap(DeviceBuffer::Create(rows * 4));
+  DeviceBuffer x = Activations(n_tok * cols), y = Unwrap(DeviceBuffer::Create(n_tok * rows * 4));
   const uint64_t slot = (m.bytes + 255) / 256 * 256;
   const double ms = TimeMs(200, [&](int i) {
-    return MatMul(t, m.data.as<uint8_t>() + slot * (i % copies), rows, cols, x.as<float>(), 1,
+    return MatMul(t, m.data.as<uint8_t>() + slot * (i % copies), rows, cols, x.as<float>(), n_tok,
                   y.as<float>(), nullptr);
   });
-  Report("decode", t, shape, ms, static_cast<double>(one), static_cast<double>(rows * cols));
+  Report("decode", t, shape, ms, static_cast<double>(one),
+         static_cast<double>(rows * cols * n_tok));
 }
 
 // One token routed to kRouted of kExperts experts: one grouped launch, a
@@ -226,6 +229,10 @@ int Main() {
   for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ1_0, GgmlType::kQ5_K, GgmlType::kQ8_0}) {
     MoeDecode(t, kExpertFf, kHidden, "8 experts 2048->512 (gate/up)");
     MoeDecode(t, kHidden, kExpertFf, "8 experts 512->2048 (down)");
+  }
+  for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ1_0, GgmlType::kQ8_0}) {
+    DenseDecode(t, kDenseFf, kHidden, "dense 2048->8192, 4 tokens", 4);
+    DenseDecode(t, kDenseFf, kHidden, "dense 2048->8192, 8 tokens", 8);
   }
   DenseDecode(GgmlType::kQ6_K, kVocab, kHidden, "LM head 2048->248320");
   DenseDecode(GgmlType::kQ8_0, kVocab, kHidden, "LM head 2048->248320");
