@@ -1,5 +1,6 @@
 // Device-side readers of ggml weight blocks for the grouped mat-mul kernel
-// (private to quant_matmul.cu; included only by nvcc).
+// (quant_matmul_kernel.h; compiled by nvcc, and by g++ with host_emulation.h
+// in quant_matmul_emulation_test).
 //
 // Each weight type is a struct with the same shape:
 //   kChunk   elements one lane decodes per step (a multiple of 4; a block is
@@ -14,8 +15,8 @@
 //
 // Bit layouts are those of kernels/cpu/dequant.cc (docs/QUANT_FORMATS.md).
 // Decoding here may fuse a multiply-add (unlike the CPU dequantizer): the
-// products only promise F32 accuracy. DequantElement in quant_matmul.cu is
-// the bit-exact reader.
+// products only promise F32 accuracy. DequantElement in quant_matmul_kernel.h
+// is the bit-exact reader.
 //
 // Alignment: a weight row must start at an even address (every fp16 field is
 // at an even offset); loads widen to 4/8/16 bytes where the address allows.
@@ -32,7 +33,8 @@ namespace sluice::cuda::internal {
 
 // 2^23: a float whose mantissa bits are a small integer v is 2^23 + v, so a
 // bit-or and one subtraction convert v exactly (I2F runs at a quarter of the
-// FP32 rate, which would cap decode below memory bandwidth).
+// FP32 rate, which would cap decode below memory bandwidth). Used for the
+// 6-bit scales; weights go through ByteAsFloat below.
 constexpr float kTwo23 = 8388608.0f;
 __device__ __forceinline__ float SmallUint(uint32_t v, float offset = 0.0f) {
   return __uint_as_float(0x4B000000u | v) - (kTwo23 + offset);
