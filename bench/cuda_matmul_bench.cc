@@ -116,18 +116,21 @@ void Report(const char* phase, GgmlType t, const std::string& shape, double ms, 
               shape.c_str(), ms * 1e3, bytes / (ms * 1e-3) / 1e9, macs / (ms * 1e-3) / 1e12);
 }
 
-// One token through a dense rows x cols matrix (rotating over cold copies).
-void DenseDecode(GgmlType t, int64_t rows, int64_t cols, const std::string& shape) {
+// n_tok tokens (decode of a small batch: one tile, weights read once)
+// through a dense rows x cols matrix, rotating over cold copies.
+void DenseDecode(GgmlType t, int64_t rows, int64_t cols, const std::string& shape,
+                 int64_t n_tok = 1) {
   const uint64_t one = RowBytes(t, cols) * rows;
   const int copies = static_cast<int>(std::max<uint64_t>(1, kColdBytes / one));
   Matrices m = MakeMatrices(t, rows, cols, copies);
-  DeviceBuffer x = Activations(cols), y = Unwrap(DeviceBuffer::Create(rows * 4));
+  DeviceBuffer x = Activations(n_tok * cols), y = Unwrap(DeviceBuffer::Create(n_tok * rows * 4));
   const uint64_t slot = (m.bytes + 255) / 256 * 256;
   const double ms = TimeMs(200, [&](int i) {
-    return MatMul(t, m.data.as<uint8_t>() + slot * (i % copies), rows, cols, x.as<float>(), 1,
+    return MatMul(t, m.data.as<uint8_t>() + slot * (i % copies), rows, cols, x.as<float>(), n_tok,
                   y.as<float>(), nullptr);
   });
-  Report("decode", t, shape, ms, static_cast<double>(one), static_cast<double>(rows * cols));
+  Report("decode", t, shape, ms, static_cast<double>(one),
+         static_cast<double>(rows * cols * n_tok));
 }
 
 // One token routed to kRouted of kExperts experts: one grouped launch, a
@@ -201,6 +204,17 @@ void Prefill(GgmlType t) {
   }
 }
 
+// The bandwidth ceiling the decode lines compare with: a device-to-device
+// copy reads and writes each byte, so GB/s here counts both.
+void CopyBaseline() {
+  const uint64_t bytes = kColdBytes / 2;
+  DeviceBuffer a = Unwrap(DeviceBuffer::Create(bytes)), b = Unwrap(DeviceBuffer::Create(bytes));
+  CHECK_OK(Memset(a.data(), 1, bytes, nullptr));
+  const double ms = TimeMs(20, [&](int) { return CopyOnDevice(b.data(), a.data(), bytes, nullptr); });
+  std::printf("%-8s %-5s %-36s %9.2f us %8.1f GB/s (read + write)\n", "copy", "-",
+              "device to device, 256 MiB", ms * 1e3, 2.0 * bytes / (ms * 1e-3) / 1e9);
+}
+
 int Main() {
   if (absl::Status s = SetDevice(0); !s.ok()) {
     std::fprintf(stderr, "no CUDA device: %s\n", s.ToString().c_str());
@@ -208,12 +222,17 @@ int Main() {
   }
   std::printf("%-8s %-5s %-36s %12s %13s %15s\n", "phase", "type", "shape", "time", "weights",
               "F32 MACs");
+  CopyBaseline();
   const GgmlType all[] = {GgmlType::kQ4_K, GgmlType::kQ1_0, GgmlType::kQ5_K, GgmlType::kQ6_K,
                           GgmlType::kQ8_0, GgmlType::kBF16, GgmlType::kF16,  GgmlType::kF32};
   for (GgmlType t : all) DenseDecode(t, kDenseFf, kHidden, "dense 2048->8192, 1 token");
   for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ1_0, GgmlType::kQ5_K, GgmlType::kQ8_0}) {
     MoeDecode(t, kExpertFf, kHidden, "8 experts 2048->512 (gate/up)");
     MoeDecode(t, kHidden, kExpertFf, "8 experts 512->2048 (down)");
+  }
+  for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ1_0, GgmlType::kQ8_0}) {
+    DenseDecode(t, kDenseFf, kHidden, "dense 2048->8192, 4 tokens", 4);
+    DenseDecode(t, kDenseFf, kHidden, "dense 2048->8192, 8 tokens", 8);
   }
   DenseDecode(GgmlType::kQ6_K, kVocab, kHidden, "LM head 2048->248320");
   DenseDecode(GgmlType::kQ8_0, kVocab, kHidden, "LM head 2048->248320");

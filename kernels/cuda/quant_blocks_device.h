@@ -1,5 +1,6 @@
 // Device-side readers of ggml weight blocks for the grouped mat-mul kernel
-// (private to quant_matmul.cu; included only by nvcc).
+// (quant_matmul_kernel.h; compiled by nvcc, and by g++ with host_emulation.h
+// in quant_matmul_emulation_test).
 //
 // Each weight type is a struct with the same shape:
 //   kChunk   elements one lane decodes per step (a multiple of 4; a block is
@@ -14,23 +15,26 @@
 //
 // Bit layouts are those of kernels/cpu/dequant.cc (docs/QUANT_FORMATS.md).
 // Decoding here may fuse a multiply-add (unlike the CPU dequantizer): the
-// products only promise F32 accuracy. DequantElement in quant_matmul.cu is
-// the bit-exact reader.
+// products only promise F32 accuracy. DequantElement in quant_matmul_kernel.h
+// is the bit-exact reader.
 //
 // Alignment: a weight row must start at an even address (every fp16 field is
 // at an even offset); loads widen to 4/8/16 bytes where the address allows.
 #ifndef SLUICE_KERNELS_CUDA_QUANT_BLOCKS_DEVICE_H_
 #define SLUICE_KERNELS_CUDA_QUANT_BLOCKS_DEVICE_H_
 
-#include <cuda_fp16.h>
-
 #include <cstdint>
+
+#if defined(__CUDACC__)
+#include <cuda_fp16.h>
+#endif  // elsewhere host_emulation.h, included first, stands in for it
 
 namespace sluice::cuda::internal {
 
 // 2^23: a float whose mantissa bits are a small integer v is 2^23 + v, so a
 // bit-or and one subtraction convert v exactly (I2F runs at a quarter of the
-// FP32 rate, which would cap decode below memory bandwidth).
+// FP32 rate, which would cap decode below memory bandwidth). Used for the
+// 6-bit scales; weights go through ByteAsFloat below.
 constexpr float kTwo23 = 8388608.0f;
 __device__ __forceinline__ float SmallUint(uint32_t v, float offset = 0.0f) {
   return __uint_as_float(0x4B000000u | v) - (kTwo23 + offset);
@@ -84,6 +88,15 @@ __device__ __forceinline__ void LoadWords(const uint8_t* p, uint32_t (&w)[N]) {
 }
 
 __device__ __forceinline__ uint32_t ByteOf(uint32_t w, int i) { return (w >> (8 * i)) & 0xFF; }
+
+// Byte i of w as a float minus `offset`: one byte permute places the byte
+// under the exponent bits of 2^23 (then one subtraction), instead of a shift,
+// a mask and an or per element; decode is otherwise bound by the integer
+// pipe at HBM rates for 4..6-bit types.
+__device__ __forceinline__ float ByteAsFloat(uint32_t w, int i, float offset = 0.0f) {
+  return __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7440u | static_cast<unsigned>(i))) -
+         (kTwo23 + offset);
+}
 
 // ---- plain types ----------------------------------------------------------
 
@@ -147,8 +160,8 @@ struct Q8_0Weights {
   __device__ static float4 Decode(const Raw& r, int g) {
     // Flipping the sign bit maps int8 q to q + 128 in 0..255.
     const uint32_t w = r.q[g] ^ 0x80808080u;
-    return make_float4(SmallUint(ByteOf(w, 0), 128.0f) * r.d, SmallUint(ByteOf(w, 1), 128.0f) * r.d,
-                       SmallUint(ByteOf(w, 2), 128.0f) * r.d, SmallUint(ByteOf(w, 3), 128.0f) * r.d);
+    return make_float4(ByteAsFloat(w, 0, 128.0f) * r.d, ByteAsFloat(w, 1, 128.0f) * r.d,
+                       ByteAsFloat(w, 2, 128.0f) * r.d, ByteAsFloat(w, 3, 128.0f) * r.d);
   }
   __device__ static float Elem(const uint8_t*, int64_t) { return 0.0f; }
 };
@@ -234,15 +247,13 @@ struct KWeights {
   }
   __device__ static float4 Decode(const Raw& r, int g) {
     const bool high = g >= 4;
-    const uint32_t w = r.q[g & 3] >> (high ? 4 : 0);
+    // Four 4-bit (or 5-bit) values, one per byte.
+    uint32_t q = (r.q[g & 3] >> (high ? 4 : 0)) & 0x0F0F0F0Fu;
+    if constexpr (kQ5) q |= ((r.h[g & 3] >> (r.sub0 + (high ? 1 : 0))) & 0x01010101u) << 4;
     const float d = high ? r.d1 : r.d0, m = high ? r.m1 : r.m0;
     float v[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      uint32_t q = ByteOf(w, i) & 0xF;
-      if constexpr (kQ5) q |= ((ByteOf(r.h[g & 3], i) >> (r.sub0 + (high ? 1 : 0))) & 1) << 4;
-      v[i] = fmaf(d, SmallUint(q), -m);
-    }
+    for (int i = 0; i < 4; ++i) v[i] = fmaf(d, ByteAsFloat(q, i), -m);
     return make_float4(v[0], v[1], v[2], v[3]);
   }
   __device__ static float Elem(const uint8_t*, int64_t) { return 0.0f; }
@@ -284,14 +295,12 @@ struct Q6KWeights {
   __device__ static float4 Decode(const Raw& r, int g) {
     const int k = g >> 1, s = g & 1;
     const uint32_t lo = (k & 1) ? r.lo_b[s] : r.lo_a[s];
-    const uint32_t hi = r.hi[s] >> (2 * k);
+    // Four 6-bit values, one per byte.
+    const uint32_t q = ((k < 2 ? lo : lo >> 4) & 0x0F0F0F0Fu) |
+                       (((r.hi[s] >> (2 * k)) & 0x03030303u) << 4);
     float v[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const uint32_t lb = ByteOf(lo, i);
-      const uint32_t q = (k < 2 ? (lb & 0xF) : (lb >> 4)) | ((ByteOf(hi, i) & 3) << 4);
-      v[i] = r.ds[k] * SmallUint(q, 32.0f);
-    }
+    for (int i = 0; i < 4; ++i) v[i] = r.ds[k] * ByteAsFloat(q, i, 32.0f);
     return make_float4(v[0], v[1], v[2], v[3]);
   }
   __device__ static float Elem(const uint8_t*, int64_t) { return 0.0f; }

@@ -1,171 +1,15 @@
-// Grouped products of ggml weight blocks with F32 activations, and the
-// bit-exact row dequantizer. The host wrapper is quant_matmul.cc.
-//
-// Grouped kernel layout: a thread block is 4 warps; within a warp, groups of
-// L lanes (L = 32, 16 or 8, chosen so that short rows keep every lane busy)
-// own kRows consecutive output rows and split each row's chunks between them.
-// A lane loads a chunk of all kRows rows, decodes it once in registers and
-// multiplies it with the NE activation rows of the block's entry tile, so
-// each weight byte is read once per tile of NE entries and each activation
-// load is reused kRows times. Partial sums meet in a warp-shuffle butterfly.
-//
-// Grid: x = entry tiles (NE entries each), y = row blocks, z = groups; x
-// varies fastest so the tiles that re-read one block of weights run close
-// together and find it in L2. Blocks whose tile lies past their group's end
-// (empty or short groups) exit at once.
+// Launches of the grouped mat-mul kernel and the row dequantizer (the kernels
+// themselves are in quant_matmul_kernel.h); the host wrapper is
+// quant_matmul.cc.
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdint>
 
-#include "kernels/cuda/quant_blocks_device.h"
 #include "kernels/cuda/quant_matmul_impl.h"
+#include "kernels/cuda/quant_matmul_kernel.h"
 
 namespace sluice::cuda::internal {
 namespace {
-
-constexpr int kWarps = 4;
-constexpr int kThreads = 32 * kWarps;
-constexpr int kRows = 4;       // rows per lane group
-constexpr int kEntryTile = 8;  // entries per block when groups exceed one
-
-// GGUF ids of the types the kernels handle.
-enum TypeId : int {
-  kF32 = 0, kF16 = 1, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kBF16 = 30, kQ1_0 = 41,
-};
-
-__device__ __forceinline__ float4 LoadX4(const float* p) {
-  if ((reinterpret_cast<uintptr_t>(p) & 15) == 0) return __ldg(reinterpret_cast<const float4*>(p));
-  return make_float4(__ldg(p), __ldg(p + 1), __ldg(p + 2), __ldg(p + 3));
-}
-
-__device__ __forceinline__ float Dot4(float4 w, float4 x, float acc) {
-  acc = fmaf(w.x, x.x, acc);
-  acc = fmaf(w.y, x.y, acc);
-  acc = fmaf(w.z, x.z, acc);
-  return fmaf(w.w, x.w, acc);
-}
-
-template <class T, int NE>
-__global__ void __launch_bounds__(kThreads)
-    GroupedKernel(const RawGroupedMatMul a, int lanes_per_row) {
-  const int g = blockIdx.z;
-  int64_t begin, end;
-  if (a.group_begin != nullptr) {
-    begin = a.group_begin[g];
-    end = a.group_begin[g + 1];
-  } else if (a.single_group_entries > 0) {
-    begin = 0;
-    end = a.single_group_entries;
-  } else {
-    begin = g;
-    end = g + 1;
-  }
-  const int64_t e0 = begin + static_cast<int64_t>(blockIdx.x) * NE;
-  if (e0 >= end) return;
-  const int ne = static_cast<int>(end - e0 < NE ? end - e0 : NE);
-
-  const int L = lanes_per_row;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t warp_row0 =
-      (static_cast<int64_t>(blockIdx.y) * kWarps + warp) * (32 / L) * kRows;
-  if (warp_row0 >= a.rows) return;  // whole warp: no shuffle partner is lost
-  const int sub = lane & (L - 1);
-  const int64_t row0 = warp_row0 + (lane / L) * kRows;
-
-  const uint8_t* w = static_cast<const uint8_t*>(
-      a.single_weight != nullptr ? a.single_weight
-                                 : a.weights[a.group_weight != nullptr ? a.group_weight[g] : g]);
-  const uint8_t* rp[kRows];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    // Rows past the end re-read the last row (never stored) so no lane
-    // leaves the shuffles below.
-    const int64_t row = row0 + r < a.rows ? row0 + r : a.rows - 1;
-    rp[r] = w + row * a.row_bytes;
-  }
-  const float* xp[NE];
-#pragma unroll
-  for (int e = 0; e < NE; ++e) {
-    const int64_t entry = e0 + (e < ne ? e : ne - 1);
-    const int64_t xr = a.x_row != nullptr ? a.x_row[entry] : entry;
-    xp[e] = a.x + xr * a.x_stride;
-  }
-
-  float acc[kRows][NE];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-#pragma unroll
-    for (int e = 0; e < NE; ++e) acc[r][e] = 0.0f;
-  }
-
-  const int64_t n_chunks = a.cols / T::kChunk;
-  for (int64_t c = sub; c < n_chunks; c += L) {
-    typename T::Raw raw[kRows];
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) T::Load(rp[r], c, raw[r]);
-#pragma unroll
-    for (int gi = 0; gi < T::kChunk / 4; ++gi) {
-      const int64_t col = T::Col(c, gi);
-      float4 wv[kRows];
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) wv[r] = T::Decode(raw[r], gi);
-#pragma unroll
-      for (int e = 0; e < NE; ++e) {
-        if (e < ne) {
-          const float4 xv = LoadX4(xp[e] + col);
-#pragma unroll
-          for (int r = 0; r < kRows; ++r) acc[r][e] = Dot4(wv[r], xv, acc[r][e]);
-        }
-      }
-    }
-  }
-  if constexpr (T::kPlain) {
-    // Plain rows need not be whole chunks: the last cols % kChunk columns.
-    for (int64_t c = n_chunks * T::kChunk + sub; c < a.cols; c += L) {
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        const float wr = T::Elem(rp[r], c);
-#pragma unroll
-        for (int e = 0; e < NE; ++e) {
-          if (e < ne) acc[r][e] = fmaf(wr, __ldg(xp[e] + c), acc[r][e]);
-        }
-      }
-    }
-  }
-
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-#pragma unroll
-    for (int e = 0; e < NE; ++e) {
-      float v = acc[r][e];
-      for (int off = L >> 1; off > 0; off >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, off);
-      // Every lane of the group now holds the sum; spread the stores.
-      if ((r * NE + e) % L == sub && row0 + r < a.rows && e < ne) {
-        a.y[(e0 + e) * a.y_stride + row0 + r] = v;
-      }
-    }
-  }
-}
-
-template <class T>
-int ChunkOf() {
-  return T::kChunk;
-}
-
-int ChunkElems(int type) {
-  switch (type) {
-    case kF32: return ChunkOf<F32Weights>();
-    case kF16: return ChunkOf<HalfWeights<false>>();
-    case kBF16: return ChunkOf<HalfWeights<true>>();
-    case kQ8_0: return ChunkOf<Q8_0Weights>();
-    case kQ1_0: return ChunkOf<Q1_0Weights>();
-    case kQ4_K: return ChunkOf<KWeights<false>>();
-    case kQ5_K: return ChunkOf<KWeights<true>>();
-    case kQ6_K: return ChunkOf<Q6KWeights>();
-    default: return 0;
-  }
-}
 
 template <class T>
 int Launch(const RawGroupedMatMul& a, const GroupedGeometry& geo, cudaStream_t stream) {
@@ -177,71 +21,6 @@ int Launch(const RawGroupedMatMul& a, const GroupedGeometry& geo, cudaStream_t s
     GroupedKernel<T, kEntryTile><<<grid, kThreads, 0, stream>>>(a, geo.lanes_per_row);
   }
   return static_cast<int>(cudaGetLastError());
-}
-
-// ---- bit-exact dequantization (kernels/cpu/dequant.cc, operation by
-// operation; __fmul_rn/__fsub_rn are never contracted into an FMA) ---------
-
-__device__ float ExactHalf(uint32_t h) {
-  const uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1F, mant = h & 0x3FF;
-  if (exp == 0) {
-    return __uint_as_float(__float_as_uint(__fmul_rn(static_cast<float>(mant), 0x1p-24f)) | sign);
-  }
-  if (exp == 31) return __uint_as_float(sign | 0x7F800000u | (mant << 13));
-  return __uint_as_float(sign | ((exp + 112) << 23) | (mant << 13));
-}
-
-__device__ float DequantElement(int type, const uint8_t* row, int64_t j) {
-  switch (type) {
-    case kF32:
-      return __uint_as_float(LoadU16(row + 4 * j) | (LoadU16(row + 4 * j + 2) << 16));
-    case kF16: return ExactHalf(LoadU16(row + 2 * j));
-    case kBF16: return __uint_as_float(LoadU16(row + 2 * j) << 16);
-    case kQ8_0: {
-      const uint8_t* b = row + (j / 32) * 34;
-      const int q = static_cast<int8_t>(b[2 + j % 32]);
-      return __fmul_rn(static_cast<float>(q), ExactHalf(LoadU16(b)));
-    }
-    case kQ1_0: {
-      const uint8_t* b = row + (j / 128) * 18;
-      const float d = ExactHalf(LoadU16(b));
-      const int e = static_cast<int>(j % 128);
-      return ((b[2 + e / 8] >> (e % 8)) & 1) ? d : -d;
-    }
-    case kQ4_K:
-    case kQ5_K: {
-      const bool q5 = type == kQ5_K;
-      const uint8_t* b = row + (j / 256) * (q5 ? 176 : 144);
-      const int e = static_cast<int>(j % 256), p = e / 64, half = (e / 32) & 1, l = e % 32;
-      const int sub = 2 * p + half;
-      const uint8_t* s = b + 4;
-      int sc, m;
-      if (sub < 4) {
-        sc = s[sub] & 63;
-        m = s[sub + 4] & 63;
-      } else {
-        sc = (s[sub + 4] & 0x0F) | ((s[sub - 4] >> 6) << 4);
-        m = (s[sub + 4] >> 4) | ((s[sub] >> 6) << 4);
-      }
-      const uint8_t qb = b[(q5 ? 48 : 16) + 32 * p + l];
-      int v = half ? (qb >> 4) : (qb & 0xF);
-      if (q5) v += ((b[16 + l] >> sub) & 1) << 4;
-      const float d1 = __fmul_rn(ExactHalf(LoadU16(b)), static_cast<float>(sc));
-      const float m1 = __fmul_rn(ExactHalf(LoadU16(b + 2)), static_cast<float>(m));
-      return __fsub_rn(__fmul_rn(d1, static_cast<float>(v)), m1);
-    }
-    case kQ6_K: {
-      const uint8_t* b = row + (j / 256) * 210;
-      const int e = static_cast<int>(j % 256), h = e / 128, k = (e % 128) / 32, l = e % 32;
-      const uint8_t lo = b[64 * h + l + 32 * (k & 1)];
-      const int low = k < 2 ? (lo & 0xF) : (lo >> 4);
-      const int q = (low | (((b[128 + 32 * h + l] >> (2 * k)) & 3) << 4)) - 32;
-      const int sc = static_cast<int8_t>(b[192 + 8 * h + l / 16 + 2 * k]);
-      const float d = ExactHalf(LoadU16(b + 208));
-      return __fmul_rn(__fmul_rn(d, static_cast<float>(sc)), static_cast<float>(q));
-    }
-    default: return 0.0f;
-  }
 }
 
 // blockIdx.x: output row i; blockIdx.y * blockDim.x + threadIdx.x: column.
@@ -257,17 +36,7 @@ __global__ void DequantRowsKernel(int type, const uint8_t* w, uint64_t row_bytes
 
 bool KernelSupportsType(int type) { return ChunkElems(type) != 0; }
 
-GroupedGeometry GeometryFor(const RawGroupedMatMul& a) {
-  GroupedGeometry geo;
-  const int chunk = ChunkElems(a.type);
-  const int64_t n_chunks = chunk == 0 ? 0 : (a.cols + chunk - 1) / chunk;
-  geo.lanes_per_row = n_chunks >= 32 ? 32 : (n_chunks >= 16 ? 16 : 8);
-  geo.rows_per_block = static_cast<int64_t>(kWarps) * (32 / geo.lanes_per_row) * kRows;
-  geo.row_blocks = (a.rows + geo.rows_per_block - 1) / geo.rows_per_block;
-  const int64_t tile = a.max_entries_per_group == 1 ? 1 : kEntryTile;
-  geo.entry_tiles = (a.max_entries_per_group + tile - 1) / tile;
-  return geo;
-}
+GroupedGeometry GeometryFor(const RawGroupedMatMul& a) { return ComputeGeometry(a); }
 
 int LaunchGrouped(const RawGroupedMatMul& a, CUstream_st* stream) {
   const GroupedGeometry geo = GeometryFor(a);

@@ -12,6 +12,20 @@
 // and are not rounded to Q8 as ggml's CPU backend does: products accumulate
 // in F32 (F32 weights are multiplied in F32; no TF32 or BF16 shortcut).
 //
+// Alignment: a weight row must start at an even address (every layout keeps
+// its fp16 fields at even offsets); loads widen to 4, 8 or 16 bytes where the
+// address allows, so Q4_K/Q5_K/F16/BF16/F32 rows in cudaMalloc'd or
+// GGUF-aligned memory take 16-byte loads. Activations need only 4-byte
+// alignment (float4 loads where x + offset is 16-byte aligned).
+//
+// Nothing is checked on the device: d_group_begin must be non-decreasing,
+// d_group_weight and d_x_row must index valid matrices and rows.
+//
+// Implemented (docs/CUDA_KERNELS.md): F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K,
+// Q1_0. Every product runs the grouped kernel (F32 accumulation, weights
+// decoded in registers, read once per tile of 8 entries); there is no
+// cuBLASLt path yet.
+//
 // Thread-safety: functions only enqueue work on the given stream.
 #ifndef SLUICE_KERNELS_CUDA_QUANT_MATMUL_H_
 #define SLUICE_KERNELS_CUDA_QUANT_MATMUL_H_
@@ -75,6 +89,7 @@ absl::Status LaunchGroupedMatMul(const GroupedMatMul& args,
 // strides cols and rows). Picks the fastest path per shape (the grouped
 // kernel, or dequantization to BF16 tiles + cuBLASLt for large batches of
 // quantized weights; F32 weights always in F32).
+// Today every shape takes the grouped kernel (one group of n_tok entries).
 absl::Status MatMul(GgmlType type, const void* d_w, int64_t rows,
                     int64_t cols, const float* d_x, int64_t n_tok, float* d_y,
                     CUstream_st* stream);

@@ -152,6 +152,7 @@ class QuantMatMulSm90Test : public ::testing::TestWithParam<GgmlType> {
 
   // Compares one output row y[0..rows) with W * x; an output never written
   // (still NaN) counts as an infinite error.
+ public:
   static void Compare(const float* w, int64_t rows, int64_t cols, const float* x, const float* y,
                       double* max_abs, double* max_rel) {
     for (int64_t r = 0; r < rows; ++r) {
@@ -167,6 +168,7 @@ class QuantMatMulSm90Test : public ::testing::TestWithParam<GgmlType> {
     }
   }
 
+ protected:
   // Row lengths: quantized rows are whole blocks; plain rows get a length
   // that is not a whole chunk, so the scalar tail runs.
   int64_t Cols(int64_t quant_cols) const {
@@ -180,7 +182,7 @@ TEST_P(QuantMatMulSm90Test, OneGroupOneEntryDecode) {
   Case c;
   c.name = "one group, one entry, 37 rows";
   c.rows = 37;  // not a whole row block: the last block is partial
-  c.cols = Cols(1024);
+  c.cols = Cols(2304);  // 32 lanes per row, several chunks each (both unroll halves)
   RunCase(c);
 }
 
@@ -305,6 +307,79 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, QuantMatMulSm90Test, ::testing::ValuesIn(kTyp
                          [](const ::testing::TestParamInfo<GgmlType>& info) {
                            return kernels::TypeName(info.param);
                          });
+
+// Decode is replayed from a CUDA graph; the expert slot cache changes the
+// pointer table between replays. A captured launch must read the table (and
+// group_weight) when it runs, not when it was captured.
+TEST(QuantMatMulGraphSm90Test, ReplayFollowsThePointerTableAndRouting) {
+  if (absl::Status s = SetDevice(0); !s.ok()) {
+    GTEST_SKIP() << "no CUDA device here: " << s;
+  }
+  constexpr GgmlType kType = GgmlType::kQ4_K;
+  constexpr int64_t kRows = 32, kCols = 512;
+  std::mt19937 rng(21);
+  const uint64_t bytes = RowBytes(kType, kCols) * kRows;
+  std::vector<std::vector<uint8_t>> w(3);
+  std::vector<std::vector<float>> deq(3, std::vector<float>(kRows * kCols));
+  std::vector<DeviceBuffer> d_w;
+  for (int i = 0; i < 3; ++i) {
+    w[i] = kernels::testing_util::RandomWeights(kType, kRows, kCols, rng);
+    for (int64_t r = 0; r < kRows; ++r) {
+      ASSERT_TRUE(kernels::DequantizeRow(kType, &w[i][r * RowBytes(kType, kCols)], kCols,
+                                         &deq[i][r * kCols]).ok());
+    }
+    d_w.push_back(Upload(w[i]));
+  }
+  std::vector<float> x(kCols);
+  std::uniform_real_distribution<float> val(-1.f, 1.f);
+  for (float& v : x) v = val(rng);
+  std::vector<const void*> table = {d_w[0].data(), d_w[1].data()};
+  DeviceBuffer d_table = Upload(table), d_gw = Upload(std::vector<int32_t>{0});
+  DeviceBuffer d_x = Upload(x);
+  auto d_y = DeviceBuffer::Create(kRows * sizeof(float));
+  ASSERT_TRUE(d_y.ok());
+  auto stream = CreateStream();
+  ASSERT_TRUE(stream.ok()) << stream.status();
+
+  GroupedMatMul a;
+  a.type = kType;
+  a.rows = kRows;
+  a.cols = kCols;
+  a.n_groups = 1;
+  a.max_entries_per_group = 1;
+  a.d_weights = d_table.as<const void* const>();
+  a.d_group_weight = d_gw.as<const int32_t>();
+  a.d_x = d_x.as<const float>();
+  a.x_stride = kCols;
+  a.d_y = d_y->as<float>();
+  a.y_stride = kRows;
+  ASSERT_TRUE(Graph::BeginCapture(*stream).ok());
+  ASSERT_TRUE(LaunchGroupedMatMul(a, *stream).ok());
+  auto graph = Graph::EndCapture(*stream);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+
+  // Replays: table {W0, W1} routing to 0; then routing to 1; then the table
+  // entry 1 swapped for W2.
+  const int expected[3] = {0, 1, 2};
+  for (int step = 0; step < 3; ++step) {
+    if (step == 1) {
+      ASSERT_TRUE(CopyToDevice(d_gw.data(), std::vector<int32_t>{1}.data(), 4, *stream).ok());
+    }
+    if (step == 2) {
+      const void* w2 = d_w[2].data();
+      ASSERT_TRUE(CopyToDevice(d_table.as<const void*>() + 1, &w2, sizeof(w2), *stream).ok());
+    }
+    ASSERT_TRUE(graph->Launch(*stream).ok());
+    std::vector<float> y(kRows);
+    ASSERT_TRUE(CopyToHost(y.data(), d_y->data(), kRows * sizeof(float), *stream).ok());
+    ASSERT_TRUE(Synchronize(*stream).ok());
+    double max_abs = 0, max_rel = 0;
+    QuantMatMulSm90Test::Compare(deq[expected[step]].data(), kRows, kCols, x.data(), y.data(),
+                                 &max_abs, &max_rel);
+    EXPECT_LT(max_rel, kMaxRelErr) << "replay " << step << " did not use W" << expected[step];
+  }
+  DestroyStream(*stream);
+}
 
 // ---- argument checks: no device needed (nothing is launched) -------------
 
