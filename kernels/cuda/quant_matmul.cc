@@ -23,7 +23,7 @@ std::string Name(GgmlType type) {
 absl::Status LaunchError(int rc, const char* what) {
   if (rc == 0) return absl::OkStatus();
   return absl::InternalError(absl::StrCat(what, ": ", internal::ErrorName(rc), " (",
-                                          internal::ErrorString(rc), ")"));
+                                          internal::MatMulErrorString(rc), ")"));
 }
 
 absl::Status CheckTypeAndCols(GgmlType type, int64_t cols, const char* what) {

@@ -63,6 +63,6 @@ int LaunchDequantRows(int type, const void* w, uint64_t row_bytes, int64_t cols,
 }
 
 const char* ErrorName(int code) { return cudaGetErrorName(static_cast<cudaError_t>(code)); }
-const char* ErrorString(int code) { return cudaGetErrorString(static_cast<cudaError_t>(code)); }
+const char* MatMulErrorString(int code) { return cudaGetErrorString(static_cast<cudaError_t>(code)); }
 
 }  // namespace sluice::cuda::internal

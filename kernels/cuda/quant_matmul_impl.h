@@ -57,7 +57,7 @@ int LaunchDequantRows(int type, const void* w, uint64_t row_bytes,
                       CUstream_st* stream);
 
 const char* ErrorName(int code);
-const char* ErrorString(int code);
+const char* MatMulErrorString(int code);
 
 }  // namespace sluice::cuda::internal
 

@@ -175,7 +175,7 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(
   auto m = std::unique_ptr<CudaModel>(new CudaModel(std::move(desc), options));
   ASSIGN_OR_RETURN(m->stream_, cuda::CreateStream());
   cuda::PrepareKernels();
-  ASSIGN_OR_RETURN(m->weights_, DeviceWeights::Upload(files, m->stream_));
+  ASSIGN_OR_RETURN(m->weights_, DeviceWeights::Upload(files, options.device, m->stream_));
   const ArchDesc& d = m->desc_;
   ASSIGN_OR_RETURN(m->token_embd_, m->weights_->Matrix(d.head.token_embd));
   ASSIGN_OR_RETURN(m->output_, m->weights_->Matrix(d.head.output));

@@ -18,22 +18,21 @@ uint64_t AlignUp(uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(
-    const ModelFiles& files, cuda::Stream stream) {
+    const ModelFiles& files, int device, cuda::Stream stream) {
   auto w = std::unique_ptr<DeviceWeights>(new DeviceWeights());
+  ASSIGN_OR_RETURN(w->platform_, memory::CudaPlatform::Create(device));
+  ASSIGN_OR_RETURN(std::vector<memory::DenseTensor> dense,
+                   memory::DenseTensorsOf(files.tensors()));
+  ASSIGN_OR_RETURN(w->dense_,
+                   memory::DenseResidency::Place(*w->platform_, std::move(dense)));
   uint64_t total = 0;
   for (const TensorEntry& t : files.tensors().entries()) {
-    if (t.data == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(files.shard(0).path, ": tensor '", t.name,
-                       "' has no mapped data"));
-    }
+    if (t.kind != TensorKind::kRoutedExpert) continue;
     w->ranges_.push_back({t.data, t.data + t.n_bytes, total});
     total += AlignUp(t.n_bytes);
-    (t.kind == TensorKind::kRoutedExpert ? w->expert_bytes_ : w->dense_bytes_) +=
-        t.n_bytes;
   }
-  ASSIGN_OR_RETURN(w->buffer_, cuda::DeviceBuffer::Create(total));
-  auto* base = w->buffer_.as<uint8_t>();
+  ASSIGN_OR_RETURN(w->experts_, cuda::DeviceBuffer::Create(total));
+  auto* base = w->experts_.as<uint8_t>();
   for (const Range& r : w->ranges_) {
     RETURN_IF_ERROR(cuda::CopyToDevice(base + r.offset, r.begin,
                                        r.end - r.begin, stream));
@@ -44,18 +43,33 @@ absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(
   return w;
 }
 
+DeviceWeights::~DeviceWeights() = default;
+
+uint64_t DeviceWeights::dense_bytes() const {
+  return dense_->counters().device_bytes_owned;
+}
+
+const memory::ResidencyCounters& DeviceWeights::dense_counters() const {
+  return dense_->counters();
+}
+
 absl::StatusOr<const void*> DeviceWeights::Translate(const void* host) const {
   const auto* p = static_cast<const uint8_t*>(host);
   auto it = std::upper_bound(
       ranges_.begin(), ranges_.end(), p,
       [](const uint8_t* v, const Range& r) { return v < r.begin; });
-  if (it == ranges_.begin() || p >= std::prev(it)->end) {
-    return absl::InvalidArgumentError(
-        "device weights: a weight view points outside every tensor");
+  if (it != ranges_.begin() && p < std::prev(it)->end) {
+    --it;
+    return static_cast<const void*>(experts_.as<uint8_t>() + it->offset +
+                                    (p - it->begin));
   }
-  --it;
-  return static_cast<const void*>(buffer_.as<uint8_t>() + it->offset +
-                                  (p - it->begin));
+  absl::StatusOr<void*> d = dense_->DevicePointer(host);
+  if (!d.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device weights: a weight view points outside every tensor (",
+        d.status().message(), ")"));
+  }
+  return static_cast<const void*>(*d);
 }
 
 absl::StatusOr<DeviceMatrix> DeviceWeights::Matrix(const sluice::Matrix& m) const {

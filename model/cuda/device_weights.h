@@ -11,6 +11,8 @@
 #include "absl/status/statusor.h"
 #include "kernels/cuda/device.h"
 #include "loader/ggml_type.h"
+#include "memory/cuda_platform.h"
+#include "memory/dense_residency.h"
 #include "model/weights.h"
 
 namespace sluice {
@@ -25,13 +27,17 @@ struct DeviceMatrix {
   int64_t cols = 0;
 };
 
+// Dense tensors are placed by memory::DenseResidency (on a discrete GPU one
+// device copy each, made straight from the mapping; an alias of the mapping
+// on unified-memory parts). Routed experts are all copied into one device
+// block: the arena at 100% of the expert bytes, until the slot cache keeps
+// only some of them.
 class DeviceWeights {
  public:
-  // Copies every tensor of `files` into one device allocation (each at a
-  // 256-byte aligned offset), straight from the mapping.
   // RESOURCE_EXHAUSTED names the bytes needed and free.
   static absl::StatusOr<std::unique_ptr<DeviceWeights>> Upload(
-      const ModelFiles& files, cuda::Stream stream);
+      const ModelFiles& files, int device, cuda::Stream stream);
+  ~DeviceWeights();
 
   // The device address of a host pointer into an uploaded tensor.
   // InvalidArgument when it points into none.
@@ -39,20 +45,24 @@ class DeviceWeights {
   absl::StatusOr<DeviceMatrix> Matrix(const sluice::Matrix& m) const;
   absl::StatusOr<const float*> Floats(const float* host) const;
 
-  uint64_t dense_bytes() const { return dense_bytes_; }
-  uint64_t expert_bytes() const { return expert_bytes_; }
-  uint64_t device_bytes() const { return buffer_.bytes(); }
+  // Device bytes holding dense tensors (copies; 0 where aliased) and the
+  // routed experts.
+  uint64_t dense_bytes() const;
+  uint64_t expert_bytes() const { return experts_.bytes(); }
+  const memory::ResidencyCounters& dense_counters() const;
 
  private:
   struct Range {
     const uint8_t* begin;
     const uint8_t* end;
-    uint64_t offset;  // into buffer_
+    uint64_t offset;  // into experts_
   };
-  cuda::DeviceBuffer buffer_;
-  std::vector<Range> ranges_;  // by begin
-  uint64_t dense_bytes_ = 0;
-  uint64_t expert_bytes_ = 0;
+  DeviceWeights() = default;
+
+  std::unique_ptr<memory::CudaPlatform> platform_;
+  std::unique_ptr<memory::DenseResidency> dense_;
+  cuda::DeviceBuffer experts_;
+  std::vector<Range> ranges_;  // expert tensors, by begin
 };
 
 }  // namespace sluice
