@@ -28,6 +28,12 @@ deps:
 	  echo "installing:$$missing"; \
 	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
 	fi
+	@# Node and npm run the official openai client in the HTTP API test. Checked
+	@# as commands: a NodeSource nodejs package bundles npm and conflicts with Debian's.
+	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+	  echo "installing: nodejs npm"; \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nodejs npm; \
+	fi
 
 build: deps
 	$(BAZEL) build $(BAZEL_CONFIG) //...

@@ -118,6 +118,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
     (void)absl::SimpleAtoi(kv.second, &port);
     if (kv.first == "grpc") d->grpc_port_ = port;
     if (kv.first == "metrics") d->metrics_port_ = port;
+    if (kv.first == "http") d->http_port_ = port;
   }
   d->channel_ = grpc::CreateChannel(d->address(), grpc::InsecureChannelCredentials());
   d->stub_ = v1::Sluice::NewStub(d->channel_);

@@ -53,6 +53,8 @@ class Daemon {
   pid_t pid() const { return pid_; }
   std::string address() const;
   int metrics_port() const { return metrics_port_; }
+  // The OpenAI-compatible HTTP port; 0 unless --http_address was given.
+  int http_port() const { return http_port_; }
   v1::Sluice::Stub& stub() { return *stub_; }
   std::shared_ptr<grpc::Channel> channel() { return channel_; }
 
@@ -70,6 +72,7 @@ class Daemon {
   pid_t pid_ = -1;
   int grpc_port_ = 0;
   int metrics_port_ = 0;
+  int http_port_ = 0;
   std::string log_path_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Sluice::Stub> stub_;
