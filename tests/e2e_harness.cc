@@ -81,6 +81,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
       RunfilePath("daemon/sluiced"),
       "--grpc_address=127.0.0.1:0",
       "--metrics_address=127.0.0.1:0",
+      "--http_address=127.0.0.1:0",
       "--port_file=" + port_file,
       "--worker_binary=" + RunfilePath("worker/sluice-worker"),
       absl::StrCat("--context_length=", options.context_length),

@@ -53,7 +53,8 @@ class Daemon {
   pid_t pid() const { return pid_; }
   std::string address() const;
   int metrics_port() const { return metrics_port_; }
-  // The OpenAI-compatible HTTP port; 0 unless --http_address was given.
+  // The OpenAI-compatible HTTP port (the harness passes --http_address with
+  // port 0; a later --http_address=none in the flags turns it off: 0).
   int http_port() const { return http_port_; }
   v1::Sluice::Stub& stub() { return *stub_; }
   std::shared_ptr<grpc::Channel> channel() { return channel_; }

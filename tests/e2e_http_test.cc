@@ -34,7 +34,7 @@ class E2eHttpTest : public ::testing::Test {
     DaemonOptions options;
     options.model_path = *path;
     options.context_length = 4096;
-    options.flags = {"--http_address=127.0.0.1:0", "--queue_limit=1"};
+    options.flags = {"--queue_limit=1"};
     options.env = {{"SLUICE_WORKER_TEST_STEP_DELAY_MS", "5"}};
     auto d = Daemon::Start(options);
     ASSERT_TRUE(d.ok()) << d.status();
@@ -253,6 +253,36 @@ TEST_F(E2eHttpTest, ErrorsHaveOpenAiShapesAndStatuses) {
             std::string::npos);
   running.join();
   waiting.join();
+}
+
+// The HTTP port takes the gRPC port's TLS files: HTTPS with them, no
+// plaintext beside it.
+TEST(E2eHttpTlsTest, HttpsWithTheGrpcCertificateAndNoPlaintext) {
+  if (access("/usr/bin/openssl", X_OK) != 0) GTEST_SKIP() << "openssl is not installed";
+  const std::string dir = MakeTempDir("e2e-http-tls");
+  CommandResult gen = RunCommand(
+      {"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+       "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+       "-keyout", dir + "/key.pem", "-out", dir + "/cert.pem"});
+  ASSERT_EQ(gen.exit_code, 0) << gen.err;
+  DaemonOptions options;
+  options.flags = {"--tls_cert_file=" + dir + "/cert.pem", "--tls_key_file=" + dir + "/key.pem"};
+  auto d = Daemon::Start(options);
+  ASSERT_TRUE(d.ok()) << d.status();
+  const std::string host = absl::StrCat("127.0.0.1:", (*d)->http_port());
+  EXPECT_NE((*d)->Log().find("OpenAI-compatible HTTP API on https://127.0.0.1:"),
+            std::string::npos)
+      << (*d)->Log();
+  // No model is loaded: the daemon answers, over TLS, that no worker is ready.
+  CommandResult https = RunCommand({"/usr/bin/curl", "-sS", "--cacert", dir + "/cert.pem", "-w",
+                                    "\n%{http_code}", "https://" + host + "/v1/models"});
+  EXPECT_EQ(https.exit_code, 0) << https.err;
+  EXPECT_EQ(https.out, "{\"data\":[],\"object\":\"list\"}\n200");
+  CommandResult plain =
+      RunCommand({"/usr/bin/curl", "-sS", "--max-time", "5", "http://" + host + "/v1/models"});
+  EXPECT_NE(plain.exit_code, 0) << plain.out;
+  EXPECT_EQ(plain.out, "");
+  EXPECT_EQ((*d)->Stop(), 0);
 }
 
 }  // namespace
