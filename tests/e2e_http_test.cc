@@ -216,6 +216,19 @@ TEST_F(E2eHttpTest, ClientLeavingMidStreamFreesTheWorker) {
   EXPECT_LT(absl::Now() - left, absl::Seconds(5));
 }
 
+// Without a stream nothing is written until the end, so only the poll of the
+// client's socket can notice it leaving.
+TEST_F(E2eHttpTest, ClientLeavingAWaitingNonStreamedRequestCancelsIt) {
+  const double cancelled_before = Metric("sluice_requests_total{outcome=\"cancelled\"}");
+  CommandResult r = Curl({"--max-time", "1", Url("/v1/completions")},
+                         R"({"prompt": "leave me", "max_tokens": 2000, "ignore_eos": true})");
+  EXPECT_EQ(r.exit_code, 28) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_TRUE(WaitForMetric("sluice_requests_total{outcome=\"cancelled\"}", cancelled_before + 1,
+                            absl::Seconds(3)));
+  EXPECT_TRUE(WaitForMetric("sluice_requests_running", 0, absl::Seconds(1)));
+}
+
 TEST_F(E2eHttpTest, ErrorsHaveOpenAiShapesAndStatuses) {
   auto status_of = [](const CommandResult& r) {
     return r.out.substr(r.out.rfind('\n') + 1);
