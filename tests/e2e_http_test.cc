@@ -195,8 +195,8 @@ TEST_F(E2eHttpTest, CurlSeesServerSentEventsFraming) {
 
 TEST_F(E2eHttpTest, ClientLeavingMidStreamFreesTheWorker) {
   const double cancelled_before = Metric("sluice_requests_total{outcome=\"cancelled\"}");
-  // 2000 tokens at >= 5 ms each would take >= 10 s; curl leaves after 1 s.
-  CommandResult r = Curl({"-N", "--max-time", "1", Url("/v1/completions")},
+  // 2000 tokens at >= 5 ms each would take >= 10 s; curl leaves after 2 s.
+  CommandResult r = Curl({"-N", "--max-time", "2", Url("/v1/completions")},
                          R"({"prompt": "leave me", "max_tokens": 2000, "temperature": 0,
                              "ignore_eos": true, "stream": true})");
   EXPECT_EQ(r.exit_code, 28) << r.err;  // curl: operation timed out
@@ -250,7 +250,7 @@ TEST_F(E2eHttpTest, ErrorsHaveOpenAiShapesAndStatuses) {
 
   // queue_limit 1: one running, one waiting, the third is refused with 429.
   std::thread running([] {
-    Curl({"-N", "--max-time", "3", Url("/v1/completions")},
+    Curl({"-N", "--max-time", "4", Url("/v1/completions")},
          R"({"prompt": "a", "max_tokens": 2000, "ignore_eos": true, "stream": true})");
   });
   EXPECT_TRUE(WaitForMetric("sluice_requests_running", 1, absl::Seconds(10)));
