@@ -41,6 +41,7 @@ class E2eHttpTest : public ::testing::Test {
     daemon_ = d->release();
   }
   static void TearDownTestSuite() {
+    if (daemon_ == nullptr) return;  // SetUpTestSuite failed and said why
     const std::string log = daemon_->Log();
     EXPECT_EQ(daemon_->Stop(), 0) << log;
     delete daemon_;
