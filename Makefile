@@ -12,7 +12,7 @@ APT_PACKAGES := \
   libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc \
   python3-grpcio python3-protobuf \
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev \
-  libcpp-httplib-dev libsystemd-dev prometheus systemd openssl
+  libcpp-httplib-dev libsystemd-dev prometheus systemd openssl curl
 
 # Without nvcc the CUDA targets are switched off; everything else still builds.
 BAZEL_CONFIG := $(if $(wildcard /usr/local/cuda/bin/nvcc),,--config=nocuda)
@@ -27,6 +27,12 @@ deps:
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+	@# Node and npm run the official openai client in the HTTP API test. Checked
+	@# as commands: a NodeSource nodejs package bundles npm and conflicts with Debian's.
+	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+	  echo "installing: nodejs npm"; \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nodejs npm; \
 	fi
 
 build: deps

@@ -81,6 +81,9 @@ absl::Status ValidateConfig(const Config& c) {
       return s;
     }
   }
+  if (!c.http_address.empty() && c.http_address != "none") {
+    if (absl::Status s = CheckAddress("http_address", c.http_address); !s.ok()) return s;
+  }
   if (absl::Status s = CheckRange("threads", c.threads, 1, 1024); !s.ok()) return s;
   if (absl::Status s = CheckRange("context_length", c.context_length, 16, 1 << 20);
       !s.ok()) {

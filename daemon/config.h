@@ -21,6 +21,7 @@ enum class WorkerKindConfig { kCpu, kCuda };
 struct Config {
   std::string grpc_address = "127.0.0.1:50051";
   std::string metrics_address = "127.0.0.1:9464";  // "" or "none": disabled
+  std::string http_address;  // OpenAI-compatible HTTP API; "" or "none": disabled
   std::string model_path;  // "" : start with no model
   std::string model_id;    // "" : the file stem
   WorkerKindConfig worker_kind = WorkerKindConfig::kCpu;

@@ -37,6 +37,14 @@ TEST(ValidateConfigTest, ErrorsNameTheFlagAndValue) {
   EXPECT_NE(s.message().find("--grpc_address='localhost'"), std::string::npos) << s;
 
   c = Config{};
+  c.http_address = "8080";
+  s = ValidateConfig(c);
+  EXPECT_NE(s.message().find("--http_address='8080': expected HOST:PORT"), std::string::npos)
+      << s;
+  c.http_address = "none";
+  EXPECT_TRUE(ValidateConfig(c).ok());
+
+  c = Config{};
   c.threads = 0;
   s = ValidateConfig(c);
   EXPECT_NE(s.message().find("--threads=0: must be in 1..1024"), std::string::npos) << s;

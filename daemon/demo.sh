@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Demo of the serving path: writes the tiny qwen35moe model with mkmodel (once),
 # starts sluiced with a CPU worker on free ports, streams a generation through
-# sluicectl, prints a few metrics and stops the daemon with SIGTERM.
+# sluicectl, asks the same through the OpenAI-compatible HTTP API with curl,
+# prints a few metrics and stops the daemon with SIGTERM.
 # Usage: daemon/demo.sh BAZEL [bazel flags...]   (make demo passes both)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +24,7 @@ cleanup() {
 trap cleanup EXIT
 
 bazel-bin/daemon/sluiced --model="$model" --model_id=demo --threads=2 \
-  --grpc_address=127.0.0.1:0 --metrics_address=127.0.0.1:0 \
+  --grpc_address=127.0.0.1:0 --metrics_address=127.0.0.1:0 --http_address=127.0.0.1:0 \
   --port_file="$run/ports" 2>"$run/sluiced.log" &
 daemon_pid=$!
 for _ in $(seq 600); do
@@ -34,6 +35,7 @@ done
 [ -f "$run/ports" ] || { echo "sluiced did not start"; cat "$run/sluiced.log"; exit 1; }
 grpc_port=$(sed -n 's/^grpc=//p' "$run/ports")
 metrics_port=$(sed -n 's/^metrics=//p' "$run/ports")
+http_port=$(sed -n 's/^http=//p' "$run/ports")
 ctl=(bazel-bin/clients/sluicectl --addr="127.0.0.1:$grpc_port" --timeout=120)
 
 echo "== sluiced log"; cat "$run/sluiced.log"
@@ -43,6 +45,11 @@ echo "== sluicectl generate (greedy, 48 tokens; random weights, so the text is n
 "${ctl[@]}" generate --max_tokens=48 --ignore_eos "The sluice gate opened and"
 echo "== sluicectl generate --chat (temperature 0.8, seed 7)"
 "${ctl[@]}" generate --chat --max_tokens=24 --ignore_eos --temperature=0.8 --seed=7 "Hello!"
+echo "== curl: the same chat through the OpenAI-compatible API (http://127.0.0.1:$http_port/v1; same text)"
+curl -sS "http://127.0.0.1:$http_port/v1/chat/completions" -H 'Content-Type: application/json' \
+  -d '{"model": "demo", "messages": [{"role": "user", "content": "Hello!"}],
+       "max_tokens": 24, "temperature": 0.8, "seed": 7, "ignore_eos": true}' |
+  python3 -m json.tool --no-ensure-ascii
 echo "== metrics (http://127.0.0.1:$metrics_port/metrics, excerpt)"
 "${ctl[@]}" metrics | grep -E '^sluice_(generated_tokens_total|prompt_tokens_total|worker_up|worker_rss_(anon|file)_bytes|oom_containment_mode|time_to_first_token_seconds_(sum|count)|requests_total\{outcome="ok"\})'
 

@@ -2,6 +2,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -18,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/cgroup.h"
 #include "daemon/config.h"
+#include "daemon/http_api.h"
 #include "daemon/metrics.h"
 #include "daemon/metrics_http.h"
 #include "daemon/notify.h"
@@ -31,6 +33,9 @@ ABSL_FLAG(std::string, config, "", "Config file of 'key = value' lines (flag nam
 ABSL_FLAG(std::string, grpc_address, "127.0.0.1:50051", "gRPC listen address HOST:PORT.");
 ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
           "Prometheus /metrics listen address HOST:PORT; 'none' disables it.");
+ABSL_FLAG(std::string, http_address, "",
+          "OpenAI-compatible HTTP API listen address HOST:PORT (docs/API.md); "
+          "empty or 'none' disables it. Uses the gRPC port's TLS files.");
 ABSL_FLAG(std::string, model, "", "GGUF file (any shard of a split set) to load at start.");
 ABSL_FLAG(std::string, model_id, "", "Model id for --model (default: the file stem).");
 ABSL_FLAG(std::string, worker_kind, "cpu", "Worker kind: cpu or cuda.");
@@ -54,7 +59,7 @@ ABSL_FLAG(std::string, tls_client_ca_file, "",
 ABSL_FLAG(int, drain_timeout_s, 10,
           "On SIGTERM, seconds to let running and waiting generations finish.");
 ABSL_FLAG(std::string, port_file, "",
-          "Once serving, write 'grpc=PORT' and 'metrics=PORT' lines here.");
+          "Once serving, write 'grpc=PORT', 'metrics=PORT' and 'http=PORT' lines here.");
 
 namespace sluice::daemon {
 namespace {
@@ -85,6 +90,7 @@ absl::StatusOr<Config> ConfigFromFlags() {
   Config c;
   c.grpc_address = absl::GetFlag(FLAGS_grpc_address);
   c.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  c.http_address = absl::GetFlag(FLAGS_http_address);
   c.model_path = absl::GetFlag(FLAGS_model);
   c.model_id = absl::GetFlag(FLAGS_model_id);
   auto kind = ParseWorkerKind(absl::GetFlag(FLAGS_worker_kind));
@@ -160,16 +166,40 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(const
   return grpc::SslServerCredentials(options);
 }
 
-absl::Status WritePortFile(const std::string& path, int grpc_port, int metrics_port) {
+absl::Status WritePortFile(const std::string& path, int grpc_port, int metrics_port,
+                           int http_port) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp);
-    out << "grpc=" << grpc_port << "\nmetrics=" << metrics_port << "\n";
+    out << "grpc=" << grpc_port << "\nmetrics=" << metrics_port << "\nhttp=" << http_port
+        << "\n";
     if (!out) return absl::InternalError(absl::StrCat("cannot write --port_file=", path));
   }
   if (rename(tmp.c_str(), path.c_str()) != 0) {
     return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
   }
+  return absl::OkStatus();
+}
+
+// The OpenAI-compatible HTTP API on the supervisor's queue, with the gRPC
+// port's TLS files; every request is allowed (no API keys yet).
+absl::Status StartHttpApi(const Config& config, Supervisor* supervisor, Metrics* metrics,
+                          absl::Mutex* server_mu, std::unique_ptr<HttpApiServer>* out) {
+  HttpApiOptions options;
+  options.address = config.http_address;
+  options.tls_cert_file = config.tls_cert_file;
+  options.tls_key_file = config.tls_key_file;
+  options.tls_client_ca_file = config.tls_client_ca_file;
+  // Every waiting or running request holds a connection thread.
+  options.threads = std::min(config.queue_limit + 8, 256);
+  auto started = HttpApiServer::Start(std::move(options), supervisor, metrics);
+  if (!started.ok()) return started.status();
+  absl::MutexLock lock(server_mu);
+  *out = std::move(*started);
+  Log(absl::StrCat("OpenAI-compatible HTTP API on ",
+                   config.tls_cert_file.empty() ? "http://" : "https://",
+                   config.http_address.substr(0, config.http_address.rfind(':')), ":",
+                   (*out)->port(), "/v1"));
   return absl::OkStatus();
 }
 
@@ -183,6 +213,7 @@ int Run(const Config& config, const std::string& worker_binary, sigset_t signals
   Log(absl::StrCat("out-of-memory containment: ", (*oom)->description()));
   Metrics metrics;
   std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<HttpApiServer> http_api;
   absl::Mutex server_mu;
   SupervisorOptions options;
   options.worker_binary = worker_binary;
@@ -196,6 +227,7 @@ int Run(const Config& config, const std::string& worker_binary, sigset_t signals
   Supervisor supervisor(options, oom->get(), &metrics, [&](bool serving) {
     absl::MutexLock lock(&server_mu);
     if (server) server->GetHealthCheckService()->SetServingStatus(serving);
+    if (http_api) http_api->SetServing(serving);
     NotifyStatus(serving ? "serving" : "no worker ready");
   });
   SluiceService service(&supervisor, &metrics);
@@ -243,6 +275,14 @@ int Run(const Config& config, const std::string& worker_binary, sigset_t signals
   }
 
   std::string start_failure;
+  if (!config.http_address.empty() && config.http_address != "none") {
+    if (absl::Status s = StartHttpApi(config, &supervisor, &metrics, &server_mu, &http_api);
+        !s.ok()) {
+      Log(absl::StrCat("fatal: ", s.message()));
+      return 1;
+    }
+  }
+
   if (!config.model_path.empty()) {
     v1::LoadModelRequest load;
     load.set_path(config.model_path);
@@ -263,7 +303,8 @@ int Run(const Config& config, const std::string& worker_binary, sigset_t signals
     }
   }
   if (!config.port_file.empty()) {
-    if (absl::Status s = WritePortFile(config.port_file, grpc_port, http ? http->port() : 0);
+    if (absl::Status s = WritePortFile(config.port_file, grpc_port, http ? http->port() : 0,
+                                       http_api ? http_api->port() : 0);
         !s.ok()) {
       Log(absl::StrCat("fatal: ", s.message()));
       return 1;
@@ -303,6 +344,7 @@ int Run(const Config& config, const std::string& worker_binary, sigset_t signals
   // cancel or deadline, hence a short one.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
   if (http) http->Stop();
+  if (http_api) http_api->Stop();
   Log("stopped");
   return 0;
 }

@@ -56,6 +56,7 @@ TEST(E2eConfigTest, ShippedExampleConfigStarts) {
   auto d = Daemon::Start(options);
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ((*d)->Health(), "NOT_SERVING");  // the example loads no model
+  EXPECT_GT((*d)->http_port(), 0);  // its http_address, moved to a free port
   EXPECT_EQ((*d)->Stop(), 0);
 }
 

@@ -81,6 +81,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
       RunfilePath("daemon/sluiced"),
       "--grpc_address=127.0.0.1:0",
       "--metrics_address=127.0.0.1:0",
+      "--http_address=127.0.0.1:0",
       "--port_file=" + port_file,
       "--worker_binary=" + RunfilePath("worker/sluice-worker"),
       absl::StrCat("--context_length=", options.context_length),
@@ -118,6 +119,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
     (void)absl::SimpleAtoi(kv.second, &port);
     if (kv.first == "grpc") d->grpc_port_ = port;
     if (kv.first == "metrics") d->metrics_port_ = port;
+    if (kv.first == "http") d->http_port_ = port;
   }
   d->channel_ = grpc::CreateChannel(d->address(), grpc::InsecureChannelCredentials());
   d->stub_ = v1::Sluice::NewStub(d->channel_);

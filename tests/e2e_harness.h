@@ -53,6 +53,9 @@ class Daemon {
   pid_t pid() const { return pid_; }
   std::string address() const;
   int metrics_port() const { return metrics_port_; }
+  // The OpenAI-compatible HTTP port (the harness passes --http_address with
+  // port 0; a later --http_address=none in the flags turns it off: 0).
+  int http_port() const { return http_port_; }
   v1::Sluice::Stub& stub() { return *stub_; }
   std::shared_ptr<grpc::Channel> channel() { return channel_; }
 
@@ -70,6 +73,7 @@ class Daemon {
   pid_t pid_ = -1;
   int grpc_port_ = 0;
   int metrics_port_ = 0;
+  int http_port_ = 0;
   std::string log_path_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Sluice::Stub> stub_;

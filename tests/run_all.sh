@@ -4,6 +4,9 @@
 # Usage: tests/run_all.sh BAZEL [bazel flags...]
 set -uo pipefail
 bazel_bin="$1"; shift
+# The official openai client for tests/e2e_http_test.cc (npm, once; the test
+# says what is missing if this fails).
+"$(dirname "$0")/openai/install.sh" || echo "run_all.sh: installing the openai npm package failed" >&2
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 "$bazel_bin" test "$@" --test_summary=short //... 2>&1 | tee "$log"
