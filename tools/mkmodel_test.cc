@@ -249,7 +249,7 @@ TEST(MkmodelTest, RejectsBadOptions) {
   r = WriteModel(o, testing::MakeTempDir() + "/x.gguf");
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("type q4_k is not supported"));
   EXPECT_EQ(NamedShape(Arch::kQwen3Moe, "huge").status().message(),
-            "mkmodel: --shape 'huge' is not one of tiny, micro");
+            "mkmodel: --shape 'huge' is not one of tiny, micro, bench35, bench397");
   EXPECT_EQ(GenerateTensor(o, "blk.0.ssm_a").status().code(), absl::StatusCode::kNotFound);
 }
 
