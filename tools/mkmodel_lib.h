@@ -126,7 +126,9 @@ struct Vocab {
   std::vector<std::string> merges;   // "a b" pairs in rank order
 };
 // Merges are learned by a small deterministic BPE trainer over an embedded
-// English text; InvalidArgument if that text supports fewer than n_merges.
+// English text (287 merges); beyond that, learned tokens are extended by a
+// common letter (about 12 per learned token). InvalidArgument if even that
+// gives fewer than n_merges.
 absl::StatusOr<Vocab> BuildVocab(uint32_t n_merges);
 // GPT-2's byte-to-unicode spelling of byte b (UTF-8), e.g. ' ' -> "Ġ".
 std::string ByteToUnicode(uint8_t b);
