@@ -9,67 +9,16 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "loader/gguf_writer.h"
+#include "tools/mkmodel_internal.h"
 
 namespace sluice::mkmodel {
 
+using internal::Init;
+using internal::Spec;
+
 namespace {
 
-// How a tensor's values are drawn.
-enum class Init {
-  kMatrix,     // N(0,1) / sqrt(ne[0]) * scale
-  kEmbedding,  // N(0,1)
-  kOutput,     // kMatrix with a log-normal (sigma 0.5) norm per row
-  kNorm,       // 1 + 0.05 N(0,1)
-  kSsmA,       // -exp(0.5 N(0,1)): negative decay rates
-  kDtBias,     // -2 + 0.5 N(0,1): softplus of it is ~0.1
-};
-
-struct Spec {
-  std::string name;
-  std::vector<uint64_t> ne;
-  Init init = Init::kMatrix;
-  float scale = 1.0f;
-  bool quantizable = false;  // takes Options::type (else F32)
-};
-
 constexpr float kResidualScale = 0.3f;  // output projections of residual branches
-
-uint64_t SplitMix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-// Standard normals from splitmix64 + Box-Muller, computed in double.
-class Normal {
- public:
-  explicit Normal(uint64_t seed) : state_(seed) {}
-  double Next() {
-    if (has_spare_) {
-      has_spare_ = false;
-      return spare_;
-    }
-    const double u1 = (static_cast<double>(SplitMix64(state_) >> 11) + 1.0) * 0x1p-53;
-    const double u2 = static_cast<double>(SplitMix64(state_) >> 11) * 0x1p-53;
-    const double r = std::sqrt(-2.0 * std::log(u1));
-    spare_ = r * std::sin(2.0 * M_PI * u2);
-    has_spare_ = true;
-    return r * std::cos(2.0 * M_PI * u2);
-  }
-
- private:
-  uint64_t state_;
-  double spare_ = 0;
-  bool has_spare_ = false;
-};
-
-uint64_t TensorSeed(uint64_t seed, std::string_view name) {
-  uint64_t h = 0xCBF29CE484222325ull;  // FNV-1a
-  for (char c : name) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001B3ull;
-  uint64_t s = seed ^ h;
-  return SplitMix64(s);
-}
 
 bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
@@ -119,110 +68,47 @@ void AddDeltaNet(const std::string& p, const ModelShape& s, std::vector<Spec>& o
   out.push_back(Matrix(p + "ssm_out.weight", {st * r, e}, kResidualScale));
 }
 
-// Tensor list in the order of the golden F32 files.
-std::vector<Spec> TensorSpecs(Arch arch, const ModelShape& s, uint64_t n_vocab) {
+// One block's tensors, in the golden files' order.
+void AddBlock(Arch arch, const ModelShape& s, uint32_t l, const std::string& p,
+              std::vector<Spec>& out) {
+  const uint64_t e = s.n_embd;
+  out.push_back(Vector(p + "attn_norm.weight", e, Init::kNorm));
+  if (arch == Arch::kQwen3Moe) {
+    AddAttention(p, s, uint64_t{s.n_head} * s.head_dim, out);
+    out.push_back(Vector(p + "ffn_norm.weight", e, Init::kNorm));
+    AddMoe(p, s, out);
+    return;
+  }
+  out.push_back(Vector(p + "post_attention_norm.weight", e, Init::kNorm));
+  if ((l + 1) % s.full_attention_interval == 0) {
+    AddAttention(p, s, 2ull * s.n_head * s.head_dim, out);
+  } else {
+    AddDeltaNet(p, s, out);
+  }
+  AddMoe(p, s, out);
+  Spec gate = Vector(p + "ffn_gate_inp_shexp.weight", e, Init::kMatrix);
+  out.push_back(gate);
+  out.push_back(Matrix(p + "ffn_gate_shexp.weight", {e, s.shared_ff}));
+  out.push_back(Matrix(p + "ffn_up_shexp.weight", {e, s.shared_ff}));
+  out.push_back(Matrix(p + "ffn_down_shexp.weight", {s.shared_ff, e}, kResidualScale));
+}
+
+}  // namespace
+
+std::vector<Spec> internal::TensorSpecs(Arch arch, const ModelShape& s, uint64_t n_vocab) {
   std::vector<Spec> out;
   const uint64_t e = s.n_embd;
   out.push_back(Spec{"token_embd.weight", {e, n_vocab}, Init::kEmbedding, 1.0f, true});
   for (uint32_t l = 0; l < s.n_layer; ++l) {
     const std::string p = absl::StrCat("blk.", l, ".");
-    out.push_back(Vector(p + "attn_norm.weight", e, Init::kNorm));
-    if (arch == Arch::kQwen3Moe) {
-      AddAttention(p, s, uint64_t{s.n_head} * s.head_dim, out);
-      out.push_back(Vector(p + "ffn_norm.weight", e, Init::kNorm));
-      AddMoe(p, s, out);
-      continue;
-    }
-    out.push_back(Vector(p + "post_attention_norm.weight", e, Init::kNorm));
-    if ((l + 1) % s.full_attention_interval == 0) {
-      AddAttention(p, s, 2ull * s.n_head * s.head_dim, out);
-    } else {
-      AddDeltaNet(p, s, out);
-    }
-    AddMoe(p, s, out);
-    Spec gate = Vector(p + "ffn_gate_inp_shexp.weight", e, Init::kMatrix);
-    out.push_back(gate);
-    out.push_back(Matrix(p + "ffn_gate_shexp.weight", {e, s.shared_ff}));
-    out.push_back(Matrix(p + "ffn_up_shexp.weight", {e, s.shared_ff}));
-    out.push_back(Matrix(p + "ffn_down_shexp.weight", {s.shared_ff, e}, kResidualScale));
+    const size_t first = out.size();
+    AddBlock(arch, s, l, p, out);
+    for (size_t i = first; i < out.size(); ++i) out[i].layer = static_cast<int>(l);
   }
   out.push_back(Vector("output_norm.weight", e, Init::kNorm));
   out.push_back(Spec{"output.weight", {e, n_vocab}, Init::kOutput, 1.0f, true});
   return out;
 }
-
-GgmlType FileType(const Spec& spec, GgmlType wanted) {
-  if (!spec.quantizable || spec.ne.size() < 2) return GgmlType::kF32;
-  if (spec.ne[0] % TraitsOf(wanted).block_size != 0) return GgmlType::kF32;
-  return wanted;
-}
-
-// Draws the next `n_rows` rows of `spec`, continuing the generator state in
-// `normal` / `row_gain`, so any chunking yields the same values.
-void DrawRows(const Spec& spec, uint64_t n_rows, Normal& normal, Normal& row_gain,
-              std::vector<float>& out) {
-  const uint64_t row = spec.ne[0];
-  out.resize(n_rows * row);
-  const double inv_sqrt = 1.0 / std::sqrt(static_cast<double>(row));
-  for (uint64_t r = 0; r < n_rows; ++r) {
-    const double gain =
-        spec.init == Init::kOutput ? std::exp(0.5 * row_gain.Next()) : 1.0;
-    for (uint64_t i = 0; i < row; ++i) {
-      const double z = normal.Next();
-      double v = 0;
-      switch (spec.init) {
-        case Init::kMatrix: v = z * inv_sqrt * spec.scale; break;
-        case Init::kEmbedding: v = z; break;
-        case Init::kOutput: v = z * inv_sqrt * gain; break;
-        case Init::kNorm: v = 1.0 + 0.05 * z; break;
-        case Init::kSsmA: v = -std::exp(0.5 * z); break;
-        case Init::kDtBias: v = -2.0 + 0.5 * z; break;
-      }
-      out[r * row + i] = static_cast<float>(v);
-    }
-  }
-}
-
-void Encode(const std::vector<float>& values, GgmlType type, std::vector<uint8_t>& out) {
-  out.clear();
-  if (type == GgmlType::kQ8_0) {
-    QuantizeQ8_0(values.data(), values.size(), out);
-  } else if (type == GgmlType::kF16) {
-    out.resize(values.size() * 2);
-    for (size_t i = 0; i < values.size(); ++i) {
-      const uint16_t h = FloatToHalf(values[i]);
-      std::memcpy(&out[2 * i], &h, 2);
-    }
-  } else {
-    out.resize(values.size() * 4);
-    std::memcpy(out.data(), values.data(), out.size());
-  }
-}
-
-uint64_t Rows(const Spec& spec) {
-  uint64_t rows = 1;
-  for (size_t d = 1; d < spec.ne.size(); ++d) rows *= spec.ne[d];
-  return rows;
-}
-
-absl::Status WriteTensorData(const Options& o, const Spec& spec, GgufWriter& w) {
-  Normal normal(TensorSeed(o.seed, spec.name));
-  Normal row_gain(TensorSeed(o.seed, spec.name + "#row_gain"));
-  const GgmlType type = FileType(spec, o.type);
-  const uint64_t rows_per_chunk = std::max<uint64_t>(1, o.chunk_elements / spec.ne[0]);
-  std::vector<float> values;
-  std::vector<uint8_t> bytes;
-  for (uint64_t done = 0, total = Rows(spec); done < total;) {
-    const uint64_t n = std::min(rows_per_chunk, total - done);
-    DrawRows(spec, n, normal, row_gain, values);
-    Encode(values, type, bytes);
-    RETURN_IF_ERROR(w.AppendTensorData(bytes));
-    done += n;
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 const char* ArchName(Arch arch) {
   return arch == Arch::kQwen35Moe ? "qwen35moe" : "qwen3moe";
@@ -235,12 +121,50 @@ absl::StatusOr<Arch> ParseArch(const std::string& name) {
       absl::StrCat("mkmodel: --arch '", name, "' is not one of qwen35moe, qwen3moe"));
 }
 
+namespace {
+
+// Qwen3.5 MoE layer shapes for benchmarks (../shared/DESIGN.md, "What users
+// would run instead"): gated attention with 256-wide heads every 4th block,
+// Gated DeltaNet (state 128, conv 4) elsewhere, a shared expert as wide as a
+// routed one, rope over 64 dims in sections [11, 11, 10, 0].
+ModelShape BenchShape(bool big) {
+  ModelShape s;
+  s.n_embd = big ? 4096 : 2048;
+  s.n_layer = 8;
+  s.n_head = big ? 32 : 16;
+  s.n_head_kv = 2;
+  s.head_dim = 256;
+  s.n_expert = big ? 512 : 256;
+  s.n_expert_used = big ? 10 : 8;
+  s.expert_ff = big ? 1024 : 512;
+  s.shared_ff = s.expert_ff;
+  s.ssm_conv_kernel = 4;
+  s.ssm_state = 128;
+  s.ssm_group = 16;
+  s.ssm_dt_rank = big ? 64 : 32;
+  s.full_attention_interval = 4;
+  s.rope_dims = 64;
+  s.rope_sections = {11, 11, 10, 0};
+  s.rope_freq_base = 1e7f;
+  s.n_merges = 1300 - 256 - 3;  // the goldens' 1300-token vocabulary
+  return s;
+}
+
+}  // namespace
+
 absl::StatusOr<ModelShape> NamedShape(Arch arch, const std::string& name) {
+  if (name == "bench35" || name == "bench397") {
+    if (arch != Arch::kQwen35Moe) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("mkmodel: --shape '", name, "' is a qwen35moe shape"));
+    }
+    return BenchShape(name == "bench397");
+  }
   ModelShape s;
   const bool tiny = name == "tiny";
   if (!tiny && name != "micro") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("mkmodel: --shape '", name, "' is not one of tiny, micro"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mkmodel: --shape '", name, "' is not one of tiny, micro, bench35, bench397"));
   }
   s.n_embd = tiny ? 256 : 128;
   s.n_layer = tiny && arch == Arch::kQwen35Moe ? 8 : 4;
@@ -307,10 +231,6 @@ absl::Status CheckShape(Arch arch, const ModelShape& s) {
   return absl::OkStatus();
 }
 
-uint32_t FileTypeId(GgmlType t) {
-  return t == GgmlType::kQ8_0 ? 7 : t == GgmlType::kF16 ? 1 : 0;
-}
-
 // The model metadata, in the key order of the golden files.
 std::vector<GgufKv> Metadata(const Options& o, const Vocab& v) {
   const ModelShape& s = o.shape;
@@ -324,8 +244,8 @@ std::vector<GgufKv> Metadata(const Options& o, const Vocab& v) {
   };
   kv.push_back({"general.architecture", GgufValue::String(a)});
   kv.push_back({"general.name", GgufValue::String(o.name.empty() ? a + "-sluice" : o.name)});
-  kv.push_back({"general.file_type", GgufValue::Scalar<uint32_t>(FileTypeId(o.type))});
-  if (o.type == GgmlType::kQ8_0) {
+  kv.push_back({"general.file_type", GgufValue::Scalar<uint32_t>(internal::FileTypeId(o))});
+  if (o.type == GgmlType::kQ8_0 || o.mix != Mix::kNone) {
     kv.push_back({"general.quantization_version", GgufValue::Scalar<uint32_t>(2)});
   }
   u32("context_length", s.context_length);
@@ -382,9 +302,11 @@ absl::Status WriteShard(const Options& o, const std::string& path,
                            GgufValue::Scalar<int32_t>(static_cast<int32_t>(specs.size()))));
   }
   for (size_t i = begin; i < end; ++i) {
-    RETURN_IF_ERROR(w->AddTensorInfo(specs[i].name, FileType(specs[i], o.type), specs[i].ne));
+    RETURN_IF_ERROR(w->AddTensorInfo(specs[i].name, specs[i].type, specs[i].ne));
   }
-  for (size_t i = begin; i < end; ++i) RETURN_IF_ERROR(WriteTensorData(o, specs[i], *w));
+  for (size_t i = begin; i < end; ++i) {
+    RETURN_IF_ERROR(internal::WriteTensorData(o, specs[i], *w));
+  }
   return w->Finish();
 }
 
@@ -393,13 +315,19 @@ absl::Status WriteShard(const Options& o, const std::string& path,
 absl::StatusOr<std::vector<std::string>> WriteModel(const Options& o,
                                                     const std::string& out_path) {
   RETURN_IF_ERROR(CheckShape(o.arch, o.shape));
-  if (o.type != GgmlType::kF32 && o.type != GgmlType::kF16 && o.type != GgmlType::kQ8_0) {
+  if (o.mix == Mix::kNone && o.type != GgmlType::kF32 && o.type != GgmlType::kF16 &&
+      o.type != GgmlType::kQ8_0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "mkmodel: type ", std::string(TraitsOf(o.type).name),
         " is not supported (f32, f16, q8_0)"));
   }
   ASSIGN_OR_RETURN(Vocab vocab, BuildVocab(o.shape.n_merges));
-  const std::vector<Spec> specs = TensorSpecs(o.arch, o.shape, vocab.tokens.size());
+  if (o.routing_locality < 0 || !std::isfinite(o.routing_locality)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mkmodel: routing locality ", o.routing_locality, " is not a finite number >= 0"));
+  }
+  std::vector<Spec> specs = internal::TensorSpecs(o.arch, o.shape, vocab.tokens.size());
+  internal::AssignTypes(o, specs);
   const std::vector<GgufKv> metadata = Metadata(o, vocab);
   if (o.split_count == 0 || o.split_count > specs.size() || o.split_count > 99999) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -426,12 +354,10 @@ absl::StatusOr<std::vector<std::string>> WriteModel(const Options& o,
 absl::StatusOr<std::vector<float>> GenerateTensor(const Options& o,
                                                   const std::string& name) {
   ASSIGN_OR_RETURN(Vocab vocab, BuildVocab(o.shape.n_merges));
-  for (const Spec& spec : TensorSpecs(o.arch, o.shape, vocab.tokens.size())) {
+  for (const Spec& spec : internal::TensorSpecs(o.arch, o.shape, vocab.tokens.size())) {
     if (spec.name != name) continue;
-    Normal normal(TensorSeed(o.seed, spec.name));
-    Normal row_gain(TensorSeed(o.seed, spec.name + "#row_gain"));
     std::vector<float> values;
-    DrawRows(spec, Rows(spec), normal, row_gain, values);
+    internal::DrawRows(o, spec, 0, internal::Rows(spec), values);
     return values;
   }
   return absl::NotFoundError(absl::StrCat("mkmodel: the ", ArchName(o.arch),

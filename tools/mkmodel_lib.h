@@ -17,7 +17,12 @@
 // Types: kF32, kF16 or kQ8_0. With kF16/kQ8_0, every 2-D/3-D ".weight" tensor
 // takes that type (Q8_0 falls back to F32 where ne[0] % 32 != 0); norms, the
 // routers (ffn_gate_inp*), ssm_conv1d, ssm_a and ssm_dt.bias stay F32, as in
-// the golden q8_0 files.
+// the golden q8_0 files. A Mix instead gives each tensor the type of a
+// llama.cpp-like mix (tables in docs/BENCHMARKS.md, "Benchmark models").
+//
+// Large models: chunks of rows are generated and quantized on several
+// threads while the previous batch is written; values do not depend on the
+// thread count or chunk size (the generator is seekable).
 //
 // Thread-safety: WriteModel is reentrant (no global state).
 #ifndef SLUICE_TOOLS_MKMODEL_LIB_H_
@@ -62,21 +67,43 @@ struct ModelShape {
 };
 
 // "tiny" (the golden tiny shapes) and "micro" (the golden micro shapes) per
-// arch; InvalidArgument for any other name.
+// arch; for qwen35moe also "bench35" (Qwen3.5-35B-A3B layer shapes, 8
+// blocks) and "bench397" (Qwen3.5-397B-A17B layer shapes, 8 blocks unless
+// n_layer is overridden), both with a 1300-token vocabulary. InvalidArgument
+// for any other name.
 absl::StatusOr<ModelShape> NamedShape(Arch arch, const std::string& name);
 absl::StatusOr<Arch> ParseArch(const std::string& name);  // "qwen35moe"...
 const char* ArchName(Arch arch);
 
+// Per-tensor type mixes (docs/BENCHMARKS.md has the tables).
+enum class Mix {
+  kNone,    // Options::type for every weight
+  kQ4_K_M,  // llama.cpp Q4_K_M-like: Q4_K, some attn_v / ffn_down Q6_K
+  kUdQ1_0,  // UD-Q1_0-like, as the golden "*-mixed": routed experts Q1_0
+};
+absl::StatusOr<Mix> ParseMix(const std::string& name);  // "none", "q4_k_m", "ud_q1_0"
+const char* MixName(Mix mix);
+
 struct Options {
   Arch arch = Arch::kQwen35Moe;
   ModelShape shape;            // e.g. from NamedShape
-  GgmlType type = GgmlType::kF32;
+  GgmlType type = GgmlType::kF32;  // used when mix == kNone
+  Mix mix = Mix::kNone;
+  // 0: router rows and embeddings as drawn (routing close to uniform).
+  // S > 0: a shared direction in the token embeddings and a per-expert
+  // multiple of it in every router row give expert e the logit bias
+  // -S ln(1 + rank_e) (rank a per-layer random order): Zipf-like popularity
+  // with exponent ~S. S = 0 leaves every byte as before.
+  float routing_locality = 0;
   uint64_t seed = 1;
   uint32_t split_count = 1;    // > 1: "<out minus .gguf>-NNNNN-of-MMMMM.gguf"
   std::string name;            // general.name; defaults to "<arch>-sluice"
   // Rows of random values generated per write call; bounds memory for very
   // large tensors. Does not change the output.
   uint64_t chunk_elements = 1 << 20;
+  // Threads generating and quantizing; 0: one per hardware thread. Does
+  // not change the output.
+  int threads = 0;
 };
 
 // Checks the shape (divisibility, head counts, block sizes) and writes the
@@ -99,7 +126,9 @@ struct Vocab {
   std::vector<std::string> merges;   // "a b" pairs in rank order
 };
 // Merges are learned by a small deterministic BPE trainer over an embedded
-// English text; InvalidArgument if that text supports fewer than n_merges.
+// English text (287 merges); beyond that, learned tokens are extended by a
+// common letter (about 12 per learned token). InvalidArgument if even that
+// gives fewer than n_merges.
 absl::StatusOr<Vocab> BuildVocab(uint32_t n_merges);
 // GPT-2's byte-to-unicode spelling of byte b (UTF-8), e.g. ' ' -> "Ġ".
 std::string ByteToUnicode(uint8_t b);

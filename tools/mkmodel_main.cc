@@ -3,31 +3,55 @@
 //   bazel run //tools:mkmodel -- --arch qwen35moe --out /tmp/m.gguf
 //   mkmodel --arch qwen3moe --shape micro --type q8_0 --seed 7
 //           --out /tmp/q3.gguf --split-count 3
+//   mkmodel --shape bench35 --mix q4_k_m --out /tmp/bench35-q4_k_m.gguf
+//   mkmodel --shape bench397 --n-layer 12 --mix ud_q1_0 --routing-locality 1
+//           --out /tmp/bench397-ud_q1_0.gguf
 //
 // Flags (--name value or --name=value; '-' and '_' are interchangeable):
-//   --arch qwen35moe|qwen3moe (default qwen35moe)  --shape tiny|micro (tiny)
-//   --type f32|f16|q8_0 (f32)  --seed N (1)  --out FILE (required)
-//   --split-count N (1)  --name STR (general.name)
+//   --arch qwen35moe|qwen3moe (default qwen35moe)
+//   --shape tiny|micro|bench35|bench397 (tiny; the bench shapes are
+//       qwen35moe only: Qwen3.5-35B-A3B / Qwen3.5-397B-A17B layer shapes,
+//       8 blocks unless --n-layer says otherwise, 1300-token vocabulary)
+//   --type f32|f16|q8_0 (f32): one type for every weight tensor
+//   --mix none|q4_k_m|ud_q1_0 (none): per-tensor type mixes instead of
+//       --type; the tables are in docs/BENCHMARKS.md, "Benchmark models"
+//   --routing-locality S (0): S > 0 biases router rows so expert popularity
+//       is Zipf-like with exponent ~S; 0 = uniform random routers
+//   --threads N (0 = one per hardware thread): generation and quantization
+//       threads; the output does not depend on it
+//   --seed N (1)  --out FILE (required)  --split-count N (1)
+//   --name STR (general.name)
 // and overrides of the named shape: --n-embd --n-layer --n-head --n-head-kv
 //   --head-dim --n-expert --n-expert-used --expert-ff --shared-ff
 //   --feed-forward --ssm-conv-kernel --ssm-state --ssm-group --ssm-dt-rank
 //   --full-attention-interval --rope-dims --rope-sections a,b,c,d
 //   --context-length --n-merges
+//
+// Prints the paths written, then one "routing: ..." line (the expert
+// distribution of layer 0's router over the vocabulary's embeddings, see
+// tools/mkmodel_routing.h) and "wrote N bytes in S s".
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "absl/strings/str_split.h"
 #include "tools/mkmodel_lib.h"
+#include "tools/mkmodel_routing.h"
 
 namespace sluice::mkmodel {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: mkmodel --out FILE [--arch qwen35moe|qwen3moe] [--shape tiny|micro]\n"
-    "               [--type f32|f16|q8_0] [--seed N] [--split-count N] [--name S]\n"
+    "usage: mkmodel --out FILE [--arch qwen35moe|qwen3moe]\n"
+    "               [--shape tiny|micro|bench35|bench397]\n"
+    "               [--type f32|f16|q8_0 | --mix none|q4_k_m|ud_q1_0]\n"
+    "               [--routing-locality S] [--threads N]\n"
+    "               [--seed N] [--split-count N] [--name S]\n"
     "               [--n-embd N --n-layer N ... shape overrides, see mkmodel_main.cc]\n";
 
 int Fail(const std::string& message) {
@@ -105,6 +129,15 @@ std::string ApplyFlags(std::map<std::string, std::string>& flags, Options& o) {
   std::optional<GgmlTypeTraits> traits = LookupGgmlTypeByName(type);
   if (!traits) return "--type '" + type + "' is not a ggml type name";
   o.type = traits->type;
+  absl::StatusOr<Mix> mix = ParseMix(take("mix", "none"));
+  if (!mix.ok()) return std::string(mix.status().message());
+  o.mix = *mix;
+  if (!absl::SimpleAtof(take("routing_locality", "0"), &o.routing_locality)) {
+    return "--routing-locality needs a number";
+  }
+  if (!absl::SimpleAtoi(take("threads", "0"), &o.threads) || o.threads < 0) {
+    return "--threads needs a non-negative integer";
+  }
   o.name = take("name", "");
   if (!absl::SimpleAtoi(take("seed", "1"), &o.seed)) return "--seed needs an integer";
   if (!absl::SimpleAtoi(take("split_count", "1"), &o.split_count)) {
@@ -142,12 +175,26 @@ int Main(int argc, char** argv) {
   if (out.empty()) return Fail("--out is required");
   Options o;
   if (std::string error = ApplyFlags(flags, o); !error.empty()) return Fail(error);
+  const absl::Time start = absl::Now();
   absl::StatusOr<std::vector<std::string>> paths = WriteModel(o, out);
   if (!paths.ok()) {
     std::fprintf(stderr, "mkmodel: %s\n", std::string(paths.status().message()).c_str());
     return 1;
   }
-  for (const std::string& p : *paths) std::printf("%s\n", p.c_str());
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  uint64_t bytes = 0;
+  for (const std::string& p : *paths) {
+    std::printf("%s\n", p.c_str());
+    std::error_code ec;
+    bytes += std::filesystem::file_size(p, ec);
+  }
+  absl::StatusOr<RoutingStats> routing = MeasureRouting(o);
+  if (!routing.ok()) {
+    std::fprintf(stderr, "mkmodel: %s\n", std::string(routing.status().message()).c_str());
+    return 1;
+  }
+  std::printf("%s\n", FormatRoutingStats(o, *routing).c_str());
+  std::printf("wrote %llu bytes in %.1f s\n", static_cast<unsigned long long>(bytes), seconds);
   return 0;
 }
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <set>
 #include <string>
 
@@ -11,7 +12,9 @@
 #include "gtest/gtest.h"
 #include "loader/model_files.h"
 #include "loader/testing/gguf_bytes.h"
+#include "model/cpu_model.h"
 #include "tests/goldens.h"
+#include "tools/mkmodel_routing.h"
 
 namespace sluice::mkmodel {
 namespace {
@@ -249,8 +252,229 @@ TEST(MkmodelTest, RejectsBadOptions) {
   r = WriteModel(o, testing::MakeTempDir() + "/x.gguf");
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("type q4_k is not supported"));
   EXPECT_EQ(NamedShape(Arch::kQwen3Moe, "huge").status().message(),
-            "mkmodel: --shape 'huge' is not one of tiny, micro");
+            "mkmodel: --shape 'huge' is not one of tiny, micro, bench35, bench397");
   EXPECT_EQ(GenerateTensor(o, "blk.0.ssm_a").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(NamedShape(Arch::kQwen3Moe, "bench35").status().message(),
+            "mkmodel: --shape 'bench35' is a qwen35moe shape");
+  EXPECT_EQ(ParseMix("q4_k_s").status().message(),
+            "mkmodel: --mix 'q4_k_s' is not one of none, q4_k_m, ud_q1_0");
+  o = MicroOptions(Arch::kQwen35Moe, GgmlType::kF32);
+  o.routing_locality = -1;
+  r = WriteModel(o, testing::MakeTempDir() + "/x.gguf");
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("routing locality -1 is not a finite number >= 0"));
+}
+
+TEST(MkmodelBenchTest, PresetsHaveQwen35LayerShapes) {
+  const ModelShape a = *NamedShape(Arch::kQwen35Moe, "bench35");
+  EXPECT_EQ(a.n_embd, 2048u);
+  EXPECT_EQ(a.n_layer, 8u);
+  EXPECT_EQ(a.n_head * 10 + a.n_head_kv, 162u);
+  EXPECT_EQ(a.head_dim, 256u);
+  EXPECT_EQ(a.n_expert, 256u);
+  EXPECT_EQ(a.n_expert_used, 8u);
+  EXPECT_EQ(a.expert_ff, 512u);
+  EXPECT_EQ(a.shared_ff, 512u);
+  EXPECT_EQ(a.ssm_state, 128u);
+  EXPECT_EQ(a.ssm_group, 16u);
+  EXPECT_EQ(a.ssm_dt_rank, 32u);
+  EXPECT_EQ(a.rope_dims, 64u);
+  EXPECT_EQ(a.rope_sections, (std::array<int32_t, 4>{11, 11, 10, 0}));
+  EXPECT_EQ(256 + a.n_merges + 3, 1300u);
+  const ModelShape b = *NamedShape(Arch::kQwen35Moe, "bench397");
+  EXPECT_EQ(b.n_embd, 4096u);
+  EXPECT_EQ(b.n_head, 32u);
+  EXPECT_EQ(b.n_expert, 512u);
+  EXPECT_EQ(b.n_expert_used, 10u);
+  EXPECT_EQ(b.expert_ff, 1024u);
+  EXPECT_EQ(b.ssm_dt_rank, 64u);
+  EXPECT_EQ(b.full_attention_interval, 4u);
+}
+
+// A bench preset with its dims cut down so a test writes and runs it in
+// well under a second; head_dim, rope, the DeltaNet head ratio and the
+// vocabulary stay the preset's.
+Options SmallBench(const std::string& preset, Mix mix) {
+  Options o;
+  o.shape = *NamedShape(Arch::kQwen35Moe, preset);
+  const uint32_t heads_per_group = o.shape.ssm_dt_rank / o.shape.ssm_group;
+  o.shape.n_embd = 256;
+  o.shape.n_layer = 4;
+  o.shape.n_head = 4;
+  o.shape.n_expert = 8;
+  o.shape.n_expert_used = 2;
+  o.shape.expert_ff = 256;
+  o.shape.shared_ff = 256;
+  o.shape.ssm_group = 2;
+  o.shape.ssm_dt_rank = 2 * heads_per_group;
+  o.mix = mix;
+  o.threads = 2;
+  o.chunk_elements = 1 << 16;  // several chunks per expert tensor
+  return o;
+}
+
+struct MixCase {
+  std::string preset;
+  Mix mix;
+};
+
+class MkmodelMixTest : public ::testing::TestWithParam<MixCase> {};
+
+TEST_P(MkmodelMixTest, LoadsWithMixTypesAndGivesFiniteLogits) {
+  const Options o = SmallBench(GetParam().preset, GetParam().mix);
+  auto files = WriteAndOpen(o, testing::MakeTempDir() + "/b.gguf");
+  ASSERT_NE(files, nullptr);
+  EXPECT_EQ(*files->metadata().GetU32("general.file_type"), 15u);
+  auto type_of = [&](const std::string& name) {
+    const TensorEntry* e = files->tensors().Find(name);
+    EXPECT_NE(e, nullptr) << name;
+    return e ? std::string(TraitsOf(e->type).name) : std::string("missing");
+  };
+  for (const char* f32 : {"blk.0.ffn_gate_inp.weight", "blk.0.ffn_gate_inp_shexp.weight",
+                          "blk.0.ssm_conv1d.weight", "blk.0.ssm_a", "blk.0.ssm_dt.bias",
+                          "blk.1.attn_norm.weight", "output_norm.weight"}) {
+    EXPECT_EQ(type_of(f32), "f32") << f32;
+  }
+  EXPECT_EQ(type_of("output.weight"), "q6_k");
+  if (o.mix == Mix::kQ4_K_M) {
+    EXPECT_EQ(type_of("token_embd.weight"), "q4_k");
+    EXPECT_EQ(type_of("blk.0.ffn_gate_exps.weight"), "q4_k");
+    EXPECT_EQ(type_of("blk.0.ffn_up_exps.weight"), "q4_k");
+    // use_more_bits over 4 blocks picks blocks 2 and 3.
+    EXPECT_EQ(type_of("blk.1.ffn_down_exps.weight"), "q4_k");
+    EXPECT_EQ(type_of("blk.2.ffn_down_exps.weight"), "q6_k");
+    EXPECT_EQ(type_of("blk.3.ffn_down_shexp.weight"), "q6_k");
+    EXPECT_EQ(type_of("blk.3.attn_v.weight"), "q6_k");  // the only attention block
+    EXPECT_EQ(type_of("blk.3.attn_q.weight"), "q4_k");
+    EXPECT_EQ(type_of("blk.0.attn_qkv.weight"), "q5_k");
+    EXPECT_EQ(type_of("blk.0.ssm_out.weight"), "q4_k");
+  } else {
+    EXPECT_EQ(type_of("token_embd.weight"), "q8_0");
+    EXPECT_EQ(type_of("blk.0.ffn_gate_exps.weight"), "q1_0");
+    EXPECT_EQ(type_of("blk.2.ffn_down_exps.weight"), "q1_0");
+    EXPECT_EQ(type_of("blk.0.ffn_down_shexp.weight"), "q6_k");
+    EXPECT_EQ(type_of("blk.0.ffn_up_shexp.weight"), "q5_k");
+    EXPECT_EQ(type_of("blk.0.attn_qkv.weight"), "q4_k");
+    EXPECT_EQ(type_of("blk.3.attn_v.weight"), "q4_k");
+    EXPECT_EQ(type_of("blk.0.ssm_beta.weight"), "q4_k");
+  }
+
+  auto model = LoadCpuModel(*files);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto state = (*model)->CreateState(16);
+  ASSERT_TRUE(state.ok()) << state.status();
+  const std::vector<int32_t> tokens = {12, 300, 1299, 7, 45, 45};
+  std::vector<float> logits;
+  ASSERT_TRUE((*model)->Forward(tokens, **state, LogitRows::kAll, &logits).ok());
+  ASSERT_EQ(logits.size(), tokens.size() * 1300);
+  double sum = 0, sq = 0;
+  for (float v : logits) {
+    ASSERT_TRUE(std::isfinite(v));
+    sum += v;
+    sq += v * v;
+  }
+  const double stddev = std::sqrt(sq / logits.size() - std::pow(sum / logits.size(), 2));
+  std::printf("%s %s: logit std %.3f\n", GetParam().preset.c_str(), MixName(o.mix), stddev);
+  EXPECT_GT(stddev, 0.1);  // the output head's 0.5 log-normal row gains
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Presets, MkmodelMixTest,
+    ::testing::Values(MixCase{"bench35", Mix::kQ4_K_M}, MixCase{"bench397", Mix::kUdQ1_0}),
+    [](const auto& info) {
+      return info.param.preset + "_" + MixName(info.param.mix);
+    });
+
+TEST(MkmodelBenchTest, ThreadsAndChunksDoNotChangeBytes) {
+  const std::string dir = testing::MakeTempDir();
+  Options o = SmallBench("bench35", Mix::kUdQ1_0);
+  o.shape.n_layer = 1;
+  o.routing_locality = 1;
+  ASSERT_TRUE(WriteModel(o, dir + "/a.gguf").ok());
+  o.threads = 3;
+  o.chunk_elements = 1000;  // rows of 256 and 1024 elements, odd chunking
+  ASSERT_TRUE(WriteModel(o, dir + "/b.gguf").ok());
+  const std::string a = ReadAll(dir + "/a.gguf");
+  EXPECT_GT(a.size(), 500000u);
+  EXPECT_EQ(a, ReadAll(dir + "/b.gguf"));
+}
+
+// Layer 0's router over the vocabulary, as mkmodel prints it.
+TEST(MkmodelRoutingTest, LocalityConcentratesLayerZeroRouting) {
+  Options o;
+  o.shape = *NamedShape(Arch::kQwen35Moe, "tiny");
+  o.shape.n_expert = 64;
+  o.shape.n_merges = 1041;
+  auto uniform = MeasureRouting(o);
+  ASSERT_TRUE(uniform.ok()) << uniform.status();
+  std::printf("%s\n", FormatRoutingStats(o, *uniform).c_str());
+  o.routing_locality = 1.0f;
+  auto local = MeasureRouting(o);
+  ASSERT_TRUE(local.ok()) << local.status();
+  std::printf("%s\n", FormatRoutingStats(o, *local).c_str());
+  EXPECT_EQ(uniform->tokens, 1300);
+  EXPECT_EQ(uniform->top_decile, 6);  // uniform share 6/64 = 0.094
+  EXPECT_LT(uniform->top_decile_share, 0.15);
+  EXPECT_GT(uniform->entropy_bits, 0.97 * uniform->max_entropy_bits);
+  EXPECT_GT(local->top_decile_share, 0.35);
+  EXPECT_LT(local->entropy_bits, uniform->entropy_bits - 0.5);
+}
+
+// Counts the experts every MoE block of the engine picks.
+class CountingObserver : public RoutingObserver {
+ public:
+  void OnRouting(int64_t layer, int64_t k, absl::Span<const Routing> routes) override {
+    for (const Routing& r : routes) {
+      for (int64_t i = 0; i < k; ++i) ++hits_[{layer, r.expert[i]}];
+    }
+  }
+  // Share of the selections in `layer` taken by its `top` most chosen experts.
+  double TopShare(int64_t layer, int top) const {
+    std::vector<int64_t> counts;
+    int64_t total = 0;
+    for (const auto& [key, n] : hits_) {
+      if (key.first != layer) continue;
+      counts.push_back(n);
+      total += n;
+    }
+    std::sort(counts.rbegin(), counts.rend());
+    int64_t sum = 0;
+    for (int i = 0; i < top && i < static_cast<int>(counts.size()); ++i) sum += counts[i];
+    return total ? static_cast<double>(sum) / total : 0;
+  }
+
+ private:
+  std::map<std::pair<int64_t, int64_t>, int64_t> hits_;
+};
+
+// The engine's own routing, every block, on real hidden states: the bias
+// survives the mixers and the residual stream.
+TEST(MkmodelRoutingTest, LocalityReachesEveryBlockOfTheEngine) {
+  double shares[2][4];
+  for (int local = 0; local < 2; ++local) {
+    Options o = MicroOptions(Arch::kQwen35Moe, GgmlType::kF32);
+    o.shape.n_expert = 32;
+    o.routing_locality = local ? 1.0f : 0.0f;
+    auto files = WriteAndOpen(o, testing::MakeTempDir() + "/r.gguf");
+    ASSERT_NE(files, nullptr);
+    CountingObserver observer;
+    auto model = LoadCpuModel(*files, {.threads = 1, .routing_observer = &observer});
+    ASSERT_TRUE(model.ok()) << model.status();
+    auto state = (*model)->CreateState(200);
+    std::vector<int32_t> tokens(200);
+    for (int i = 0; i < 200; ++i) tokens[i] = (i * 37) % 320;
+    std::vector<float> logits;
+    ASSERT_TRUE((*model)->Forward(tokens, **state, LogitRows::kLast, &logits).ok());
+    for (int layer = 0; layer < 4; ++layer) {
+      shares[local][layer] = observer.TopShare(layer, 3);  // top 10% of 32
+      std::printf("locality %d block %d: top-3 share %.3f (uniform 0.094)\n", local, layer,
+                  shares[local][layer]);
+    }
+  }
+  for (int layer = 0; layer < 4; ++layer) {
+    EXPECT_LT(shares[0][layer], 0.2) << layer;
+    EXPECT_GT(shares[1][layer], 0.3) << layer;
+  }
 }
 
 }  // namespace

