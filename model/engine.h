@@ -58,6 +58,9 @@ struct EngineOptions {
   Backend backend = Backend::kCpu;
   // The CUDA device ordinal (kCuda only).
   int device = 0;
+  // CUDA only: time every section of the forward pass with events (decode
+  // then runs without its CUDA graph); BackendStats::profile has the sums.
+  bool profile = false;
   // Threads taking part in every kernel (the caller's thread included).
   int threads = 1;
   // Tokens one session can hold (prompt plus generated). The KV cache of

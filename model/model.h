@@ -90,6 +90,14 @@ struct BackendStats {
   int64_t launches_per_decode = 0;
   // Whether decode steps replay a captured CUDA graph.
   bool decode_graph = false;
+  // Device memory in use since the model started loading, as the driver
+  // reports it (free bytes then minus free bytes now): what the accounting
+  // above is checked against.
+  uint64_t device_in_use_measured = 0;
+  // With profiling on: milliseconds per "<phase>.<section>" summed over the
+  // calls so far (phase: prefill for batches, decode for one token), and
+  // the number of calls of each phase ("<phase>.calls").
+  std::vector<std::pair<std::string, double>> profile;
 };
 
 // One loaded model on one backend.

@@ -35,7 +35,14 @@ ABSL_FLAG(uint64_t, seed, 0, "sampler seed");
 ABSL_FLAG(int, max_tokens, 64, "tokens to generate at most");
 ABSL_FLAG(int, threads, 1, "CPU threads");
 ABSL_FLAG(std::string, device, "cpu", "backend: cpu or cuda");
+ABSL_FLAG(int, prompt_tokens, 0,
+          "instead of --prompt: a synthetic prompt of this many token ids "
+          "(id i = 1 + (i * 7919) mod (n_vocab - 1)), for prompt-length "
+          "benchmarks");
 ABSL_FLAG(int, gpu, 0, "CUDA device ordinal (--device cuda)");
+ABSL_FLAG(bool, profile, false,
+          "CUDA: time each section of the forward pass (no decode graph) "
+          "and print milliseconds per call of prefill and decode");
 ABSL_FLAG(int, ctx, 4096, "context length (KV cache size)");
 ABSL_FLAG(std::string, stop, "", "stop strings, separated by '|'");
 ABSL_FLAG(bool, ignore_eos, false, "keep generating past end-of-generation");
@@ -77,6 +84,11 @@ absl::StatusOr<sluice::GenerateParams> ParamsFromFlags(
     auto ids = sluice::EncodeChatML(tok, absl::MakeConstSpan(&user, 1), true);
     if (!ids.ok()) return ids.status();
     params.prompt = *std::move(ids);
+  } else if (const int n = absl::GetFlag(FLAGS_prompt_tokens); n > 0) {
+    for (int i = 0; i < n; ++i) {
+      params.prompt.push_back(static_cast<int32_t>(
+          1 + (static_cast<int64_t>(i) * 7919) % (tok.n_vocab() - 1)));
+    }
   } else {
     params.prompt = tok.Encode(prompt, /*parse_special=*/true);
   }
@@ -118,6 +130,7 @@ int main(int argc, char** argv) {
   }
   options.backend = *backend;
   options.device = absl::GetFlag(FLAGS_gpu);
+  options.profile = absl::GetFlag(FLAGS_profile);
   auto engine = sluice::Engine::Create(**files, options);
   if (!engine.ok()) return Fail(engine.status());
   const sluice::Tokenizer& tok = (*engine)->tokenizer();
@@ -167,12 +180,26 @@ int main(int argc, char** argv) {
     }
     std::fprintf(stderr,
                  " device_kv_state_kb=%llu device_total_kb=%llu "
-                 "launches_per_decode=%lld decode_graph=%d\n",
+                 "device_in_use_measured_kb=%llu launches_per_decode=%lld "
+                 "decode_graph=%d\n",
                  static_cast<unsigned long long>((*engine)->SessionStateBytes() / 1024),
                  static_cast<unsigned long long>(
                      (total + (*engine)->SessionStateBytes()) / 1024),
+                 static_cast<unsigned long long>(stats.device_in_use_measured / 1024),
                  static_cast<long long>(stats.launches_per_decode),
                  stats.decode_graph ? 1 : 0);
+  }
+  // "<phase>.<section>" sums, printed per call of their phase.
+  double phase_calls[2] = {0, 0};
+  for (const auto& [key, v] : stats.profile) {
+    if (key == "prefill.calls") phase_calls[0] = v;
+    if (key == "decode.calls") phase_calls[1] = v;
+  }
+  for (const auto& [key, ms] : stats.profile) {
+    if (key.size() > 6 && key.substr(key.size() - 6) == ".calls") continue;
+    const double n = key.rfind("prefill.", 0) == 0 ? phase_calls[0] : phase_calls[1];
+    std::fprintf(stderr, "profile %-28s %9.3f ms/call\n", key.c_str(),
+                 n > 0 ? ms / n : 0.0);
   }
   return 0;
 }

@@ -331,36 +331,32 @@ __global__ void DeltaScanKernel(DeltaNetShape s, const float* qkv,
 
 // ---- MoE routing -------------------------------------------------------------
 
+// One warp per token: the k arg-max rounds need only shuffles, no block
+// barriers (decode runs this once per layer per token).
 __global__ void TopKKernel(const float* logits, int n_expert, int k,
                            int32_t* ids, float* weights) {
-  __shared__ float fscratch[32];
-  __shared__ double dscratch[32];
-  __shared__ float best_v[32];
-  __shared__ int best_i[32];
   extern __shared__ float p[];
-  const int t = blockIdx.x;
+  const int t = blockIdx.x, lane = threadIdx.x;
   const float* l = logits + static_cast<int64_t>(t) * n_expert;
   float m = -INFINITY;
-  for (int e = threadIdx.x; e < n_expert; e += blockDim.x) m = fmaxf(m, l[e]);
-  m = BlockMax(m, fscratch);
+  for (int e = lane; e < n_expert; e += 32) m = fmaxf(m, l[e]);
+  m = WarpMax(m);
   double sum = 0.0;
-  for (int e = threadIdx.x; e < n_expert; e += blockDim.x) {
+  for (int e = lane; e < n_expert; e += 32) {
     const float v = expf(l[e] - m);
     p[e] = v;
     sum += v;
   }
-  sum = BlockSum(sum, dscratch);
+  sum = WarpSum(sum);
   const float inv = static_cast<float>(1.0 / sum);
-  for (int e = threadIdx.x; e < n_expert; e += blockDim.x) p[e] *= inv;
-  __syncthreads();
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int n_warps = blockDim.x >> 5;
+  for (int e = lane; e < n_expert; e += 32) p[e] *= inv;
+  __syncwarp();
   float total = 0.0f;
   for (int slot = 0; slot < k; ++slot) {
     // Arg-max with ties to the lower id; taken experts hold -1.
     float bv = -2.0f;
     int bi = n_expert;
-    for (int e = threadIdx.x; e < n_expert; e += blockDim.x) {
+    for (int e = lane; e < n_expert; e += 32) {
       if (p[e] > bv) {
         bv = p[e];
         bi = e;
@@ -375,25 +371,14 @@ __global__ void TopKKernel(const float* logits, int n_expert, int k,
       }
     }
     if (lane == 0) {
-      best_v[warp] = bv;
-      best_i[warp] = bi;
+      ids[t * k + slot] = bi;
+      weights[t * k + slot] = bv;
+      total += bv;
+      p[bi] = -1.0f;
     }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      for (int w = 1; w < n_warps; ++w) {
-        if (best_v[w] > best_v[0] || (best_v[w] == best_v[0] && best_i[w] < best_i[0])) {
-          best_v[0] = best_v[w];
-          best_i[0] = best_i[w];
-        }
-      }
-      ids[t * k + slot] = best_i[0];
-      weights[t * k + slot] = best_v[0];
-      total += best_v[0];
-      p[best_i[0]] = -1.0f;
-    }
-    __syncthreads();
+    __syncwarp();
   }
-  if (threadIdx.x == 0) {
+  if (lane == 0) {
     total = fmaxf(total, 6.103515625e-5f);
     for (int slot = 0; slot < k; ++slot) weights[t * k + slot] /= total;
   }
@@ -552,9 +537,8 @@ void DeltaNetScan(const DeltaNetShape& s, const float* qkv, const float* beta,
 void TopK(const float* logits, int64_t n_tok, int n_expert, int k,
           int32_t* ids, float* weights, Stream stream) {
   if (n_tok <= 0) return;
-  TopKKernel<<<static_cast<unsigned>(n_tok), kThreads,
-               n_expert * sizeof(float), stream>>>(logits, n_expert, k, ids,
-                                                   weights);
+  TopKKernel<<<static_cast<unsigned>(n_tok), 32, n_expert * sizeof(float),
+               stream>>>(logits, n_expert, k, ids, weights);
 }
 
 void GroupByExpert(const int32_t* ids, int64_t n_tok, int k, int n_expert,

@@ -117,6 +117,7 @@ class CudaModel final : public Model {
       const ModelFiles& files, ArchDesc desc, const CudaModelOptions& options);
   ~CudaModel() override {
     cuda::SetDevice(device_).IgnoreError();
+    for (cuda::Event e : events_) cuda::DestroyEvent(e);
     cuda::DestroyStream(stream_);
   }
 
@@ -167,7 +168,52 @@ class CudaModel final : public Model {
   mutable Workspace ws_;
   mutable int64_t launches_ = 0;
   mutable int64_t launches_per_decode_ = 0;
+  uint64_t free_at_start_ = 0;
+  // Profiling (options_.profile): events recorded after each section of
+  // the current call, and the sums per "<phase>.<section>".
+  void Mark(const char* section) const;
+  absl::Status CollectProfile(const char* phase) const;
+  mutable std::vector<cuda::Event> events_;
+  mutable std::vector<const char*> marks_;
+  mutable std::vector<std::pair<std::string, double>> profile_ms_;
 };
+
+void CudaModel::Mark(const char* section) const {
+  if (!options_.profile) return;
+  if (marks_.size() + 1 >= events_.size()) {
+    auto e = cuda::CreateEvent(/*timing=*/true);
+    if (!e.ok()) return;
+    events_.push_back(*e);
+    if (events_.size() == 1) {
+      auto e2 = cuda::CreateEvent(true);
+      if (!e2.ok()) return;
+      events_.push_back(*e2);
+    }
+  }
+  cuda::RecordEvent(events_[marks_.size() + 1], stream_).IgnoreError();
+  marks_.push_back(section);
+}
+
+absl::Status CudaModel::CollectProfile(const char* phase) const {
+  if (!options_.profile) return absl::OkStatus();
+  RETURN_IF_ERROR(cuda::Synchronize(stream_));
+  const auto add = [&](const std::string& key, double v) {
+    for (auto& [k, ms] : profile_ms_) {
+      if (k == key) {
+        ms += v;
+        return;
+      }
+    }
+    profile_ms_.push_back({key, v});
+  };
+  for (size_t i = 0; i < marks_.size(); ++i) {
+    ASSIGN_OR_RETURN(const float ms, cuda::ElapsedMs(events_[i], events_[i + 1]));
+    add(absl::StrCat(phase, ".", marks_[i]), ms);
+  }
+  add(absl::StrCat(phase, ".calls"), 1);
+  marks_.clear();
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(
     const ModelFiles& files, ArchDesc desc, const CudaModelOptions& options) {
@@ -175,6 +221,8 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(
   auto m = std::unique_ptr<CudaModel>(new CudaModel(std::move(desc), options));
   ASSIGN_OR_RETURN(m->stream_, cuda::CreateStream());
   cuda::PrepareKernels();
+  ASSIGN_OR_RETURN(const auto mem, cuda::MemoryInfo());
+  m->free_at_start_ = mem.first;
   ASSIGN_OR_RETURN(m->weights_, DeviceWeights::Upload(files, options.device, m->stream_));
   const ArchDesc& d = m->desc_;
   ASSIGN_OR_RETURN(m->token_embd_, m->weights_->Matrix(d.head.token_embd));
@@ -235,7 +283,11 @@ BackendStats CudaModel::Stats() const {
                      {"experts", weights_->expert_bytes()},
                      {"workspace", ws_.bytes()}};
   s.launches_per_decode = launches_per_decode_;
+  if (auto mem = cuda::MemoryInfo(); mem.ok() && mem->first < free_at_start_) {
+    s.device_in_use_measured = free_at_start_ - mem->first;
+  }
   s.decode_graph = options_.decode_graph;
+  s.profile = profile_ms_;
   return s;
 }
 
@@ -254,12 +306,16 @@ absl::Status CudaModel::Attention(const DeviceAttention& a, int64_t n_tok,
   RETURN_IF_ERROR(Project(a.wq, w.xn, n_tok, w.q));
   RETURN_IF_ERROR(Project(a.wk, w.xn, n_tok, w.k));
   RETURN_IF_ERROR(Project(a.wv, w.xn, n_tok, w.v));
+  Mark("attn.qkv_proj");
   cuda::AttentionPrepare(shape, w.q, w.k, w.v, a.q_norm, a.k_norm, w.pos0,
                          n_tok, k_cache, v_cache, stream_);
   cuda::Attend(shape, w.q, k_cache, v_cache, w.pos0, n_tok, w.attn_o,
                stream_);
   launches_ += 2;
-  return Project(a.wo, w.attn_o, n_tok, w.y);
+  Mark("attn.core");
+  RETURN_IF_ERROR(Project(a.wo, w.attn_o, n_tok, w.y));
+  Mark("attn.out_proj");
+  return absl::OkStatus();
 }
 
 absl::Status CudaModel::DeltaNet(const DeviceDeltaNet& d, int64_t n_tok,
@@ -269,12 +325,17 @@ absl::Status CudaModel::DeltaNet(const DeviceDeltaNet& d, int64_t n_tok,
   RETURN_IF_ERROR(Project(d.gate, w.xn, n_tok, w.z));
   RETURN_IF_ERROR(Project(d.beta, w.xn, n_tok, w.beta));
   RETURN_IF_ERROR(Project(d.alpha, w.xn, n_tok, w.g));
+  Mark("delta.in_proj");
   cuda::DeltaNetGates(ssm_shape_, w.beta, w.g, d.dt_bias, d.a, n_tok, stream_);
   cuda::DeltaNetConv(ssm_shape_, d.conv, w.qkv, n_tok, conv, stream_);
+  Mark("delta.gates_conv");
   cuda::DeltaNetScan(ssm_shape_, w.qkv, w.beta, w.g, w.z, d.norm, n_tok, ssm,
                      w.ssm_o, stream_);
   launches_ += 4;
-  return Project(d.out, w.ssm_o, n_tok, w.y);
+  Mark("delta.scan");
+  RETURN_IF_ERROR(Project(d.out, w.ssm_o, n_tok, w.y));
+  Mark("delta.out_proj");
+  return absl::OkStatus();
 }
 
 absl::Status CudaModel::Moe(const DeviceMoe& m, int64_t n_tok) const {
@@ -284,8 +345,10 @@ absl::Status CudaModel::Moe(const DeviceMoe& m, int64_t n_tok) const {
   const int n_expert = static_cast<int>(c.n_expert);
   const int64_t e = c.n_embd, ff = c.expert_ff;
   RETURN_IF_ERROR(Project(m.router, w.xn, n_tok, w.router_logits));
+  Mark("moe.router_proj");
   cuda::TopK(w.router_logits, n_tok, n_expert, k, w.ids, w.weights, stream_);
   ++launches_;
+  Mark("moe.topk");
   // Decode: one group per routed slot, weights picked through the ids;
   // batches: the pairs grouped by expert so each expert's weights are read
   // once per group.
@@ -294,6 +357,7 @@ absl::Status CudaModel::Moe(const DeviceMoe& m, int64_t n_tok) const {
     cuda::GroupByExpert(w.ids, n_tok, k, n_expert, w.counts, w.group_begin,
                         w.entry_token, w.slot_entry, stream_);
     launches_ += 4;
+    Mark("moe.group");
   }
   cuda::GroupedMatMul g;
   g.rows = ff;
@@ -329,6 +393,7 @@ absl::Status CudaModel::Moe(const DeviceMoe& m, int64_t n_tok) const {
   cuda::CombineExperts(w.expert_y, one ? w.iota : w.slot_entry, w.weights,
                        n_tok, k, e, w.y, stream_);
   launches_ += 5;
+  Mark("moe.experts");
   if (c.shared_ff == 0) return absl::OkStatus();
   RETURN_IF_ERROR(Project(m.shared_gate, w.xn, n_tok, w.shared_g));
   RETURN_IF_ERROR(Project(m.shared_up, w.xn, n_tok, w.shared_u));
@@ -337,6 +402,7 @@ absl::Status CudaModel::Moe(const DeviceMoe& m, int64_t n_tok) const {
   cuda::AddGatedShared(m.shared_gate_inp, w.xn, w.shared_y, n_tok, e, w.y,
                        stream_);
   launches_ += 2;
+  Mark("moe.shared");
   return absl::OkStatus();
 }
 
@@ -357,14 +423,17 @@ absl::Status CudaModel::Enqueue(int64_t n_tok, DeviceState& st,
   RETURN_IF_ERROR(cuda::DequantRows(token_embd_.type, token_embd_.data, e,
                                     w.ids_in, n_tok, w.x, stream_));
   ++launches_;
+  Mark("embed");
   for (int64_t il = 0; il < static_cast<int64_t>(layers_.size()); ++il) {
     const DeviceLayer& l = layers_[il];
     // The previous block's MoE output joins the residual stream here.
     cuda::AddRmsNorm(w.x, il == 0 ? nullptr : w.y, n_tok, e, l.mixer_norm, eps,
                      w.xn, stream_);
+    Mark("norms");
     RETURN_IF_ERROR(Mixer(il, n_tok, st));
     cuda::AddRmsNorm(w.x, w.y, n_tok, e, l.ffn_norm, eps, w.xn, stream_);
     launches_ += 2;
+    Mark("norms");
     RETURN_IF_ERROR(Moe(l.moe, n_tok));
   }
   if (rows == LogitRows::kNone) {
@@ -376,6 +445,7 @@ absl::Status CudaModel::Enqueue(int64_t n_tok, DeviceState& st,
                    eps, w.xn, stream_);
   ++launches_;
   RETURN_IF_ERROR(Project(output_, w.xn, count, w.logits));
+  Mark("head");
   return cuda::LastLaunchError("cuda forward");
 }
 
@@ -418,6 +488,11 @@ absl::Status CudaModel::ForwardImpl(absl::Span<const int32_t> tokens,
     RETURN_IF_ERROR(st->decode_graph().Launch(stream_));
   } else {
     const int64_t before = launches_;
+    if (options_.profile) {
+      Mark("start");
+      marks_.clear();
+      std::swap(events_[0], events_[1]);
+    }
     RETURN_IF_ERROR(Enqueue(n_tok, *st, rows));
     if (decode) launches_per_decode_ = launches_ - before;
   }
@@ -427,12 +502,15 @@ absl::Status CudaModel::ForwardImpl(absl::Span<const int32_t> tokens,
     RETURN_IF_ERROR(cuda::CopyToHost(logits->data(), w.logits,
                                      logits->size() * sizeof(float), stream_));
   }
+  RETURN_IF_ERROR(CollectProfile(n_tok == 1 ? "decode" : "prefill"));
   return cuda::Synchronize(stream_);
 }
 
 absl::StatusOr<std::unique_ptr<Model>> FromEngine(const ModelFiles& files,
                                                   const EngineOptions& o) {
-  return LoadCudaModel(files, {.device = o.device});
+  return LoadCudaModel(files, {.device = o.device,
+                               .decode_graph = !o.profile,
+                               .profile = o.profile});
 }
 
 const bool kRegistered = RegisterBackend(Backend::kCuda, FromEngine);

@@ -33,6 +33,9 @@ struct CudaModelOptions {
   // Capture decode steps as a CUDA graph (off: every step launches its
   // kernels one by one; for profiling).
   bool decode_graph = true;
+  // Time each section of the forward pass with events (turns the decode
+  // graph off); see BackendStats::profile.
+  bool profile = false;
 };
 
 // Describes the model in `files` and loads it onto the device.
