@@ -164,6 +164,13 @@ __global__ void AttentionPrepareKernel(AttentionShape s, float theta_scale,
   }
 }
 
+constexpr int kDimsPerLane = 8;
+
+// Rows of scores the block's shared memory holds (the capacity).
+__device__ __forceinline__ int n_ctx_max(const AttentionShape& s) {
+  return s.kv_capacity;
+}
+
 __global__ void AttendKernel(AttentionShape s, const float* q,
                              const float* k_cache, const float* v_cache,
                              const int32_t* d_pos0, float* o) {
@@ -206,12 +213,37 @@ __global__ void AttendKernel(AttentionShape s, const float* q,
   __syncthreads();
   const float* gate = qh + d;
   float* oh = o + static_cast<int64_t>(t) * s.n_head * d + h * d;
-  for (int i = threadIdx.x; i < d; i += blockDim.x) {
-    float acc = 0.0f;
-    for (int j = 0; j < n_ctx; ++j) {
-      acc += (scores[j] * inv) * v_cache[static_cast<int64_t>(j) * kv_dim + g * d + i];
+  // Warp w sums keys w, w + n_warps, ...; lane l dims l, l + 32, ...; the
+  // warps' partial sums meet in shared memory (reusing the q slot and the
+  // scores' tail is not possible, so a separate region after the scores).
+  float* partial = scores + n_ctx_max(s);
+  for (int i0 = 0; i0 < d; i0 += 32 * kDimsPerLane) {
+    float acc[kDimsPerLane];
+#pragma unroll
+    for (int r = 0; r < kDimsPerLane; ++r) acc[r] = 0.0f;
+    for (int j = warp; j < n_ctx; j += n_warps) {
+      const float p = scores[j] * inv;
+      const float* vr = v_cache + static_cast<int64_t>(j) * kv_dim + g * d;
+#pragma unroll
+      for (int r = 0; r < kDimsPerLane; ++r) {
+        const int i = i0 + lane + 32 * r;
+        if (i < d) acc[r] += p * vr[i];
+      }
     }
-    oh[i] = s.gated ? acc * SigmoidF(gate[i]) : acc;
+#pragma unroll
+    for (int r = 0; r < kDimsPerLane; ++r) {
+      partial[warp * 32 * kDimsPerLane + lane + 32 * r] = acc[r];
+    }
+    __syncthreads();
+    for (int c = threadIdx.x; c < 32 * kDimsPerLane; c += blockDim.x) {
+      const int i = i0 + c;
+      if (i < d) {
+        float sum_w = 0.0f;
+        for (int w = 0; w < n_warps; ++w) sum_w += partial[w * 32 * kDimsPerLane + c];
+        oh[i] = s.gated ? sum_w * SigmoidF(gate[i]) : sum_w;
+      }
+    }
+    __syncthreads();
   }
 }
 
@@ -272,6 +304,36 @@ __global__ void L2NormHeadsKernel(DeltaNetShape s, float* qkv, float q_scale) {
   }
 }
 
+// Moves one head's n x n state between global memory and the padded shared
+// copy, kBatch loads in flight per thread (a load-then-store loop would wait
+// out the memory latency once per element).
+__device__ void CopyState(float* global, int n, int stride, float* shared,
+                          bool to_shared) {
+  constexpr int kBatch = 8;
+  const int total = n * n;
+  for (int base = threadIdx.x; base < total; base += kBatch * blockDim.x) {
+    float v[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int idx = base + b * blockDim.x;
+      if (idx < total) {
+        v[b] = to_shared ? global[idx] : shared[(idx / n) * stride + idx % n];
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int idx = base + b * blockDim.x;
+      if (idx < total) {
+        if (to_shared) {
+          shared[(idx / n) * stride + idx % n] = v[b];
+        } else {
+          global[idx] = v[b];
+        }
+      }
+    }
+  }
+}
+
 // One block per v head; thread i owns state row i (value i), kept in shared
 // memory with a padded row stride for the whole batch.
 __global__ void DeltaScanKernel(DeltaNetShape s, const float* qkv,
@@ -287,9 +349,7 @@ __global__ void DeltaScanKernel(DeltaNetShape s, const float* qkv,
   float* qs = smem + n * stride;    // [n]
   float* ks = qs + n;               // [n]
   float* head_state = ssm + static_cast<int64_t>(j) * n * n;
-  for (int idx = threadIdx.x; idx < n * n; idx += blockDim.x) {
-    st[(idx / n) * stride + idx % n] = head_state[idx];
-  }
+  CopyState(head_state, n, stride, st, /*to_shared=*/true);
   const int ch = Ch(s), vd = Vd(s);
   for (int64_t t = 0; t < n_tok; ++t) {
     __syncthreads();
@@ -324,9 +384,7 @@ __global__ void DeltaScanKernel(DeltaNetShape s, const float* qkv,
     }
   }
   __syncthreads();
-  for (int idx = threadIdx.x; idx < n * n; idx += blockDim.x) {
-    head_state[idx] = st[(idx / n) * stride + idx % n];
-  }
+  CopyState(head_state, n, stride, st, /*to_shared=*/false);
 }
 
 // ---- MoE routing -------------------------------------------------------------
@@ -482,13 +540,16 @@ void AttentionPrepare(const AttentionShape& s, float* q, const float* k,
       s, theta_scale, q, k, v, q_norm, k_norm, d_pos0, k_cache, v_cache);
 }
 
-int AttentionMaxCapacity() { return kMaxDynamicSmem / 4 - 1024; }
+int AttentionMaxCapacity() {
+  return kMaxDynamicSmem / 4 - 1024 - (kThreads / 32) * 32 * kDimsPerLane;
+}
 
 void Attend(const AttentionShape& s, const float* q, const float* k_cache,
             const float* v_cache, const int32_t* d_pos0, int64_t n_tok,
             float* o, Stream stream) {
   if (n_tok <= 0) return;
-  const size_t smem = (s.head_dim + s.kv_capacity) * sizeof(float);
+  const size_t smem = (s.head_dim + s.kv_capacity +
+                       (kThreads / 32) * 32 * kDimsPerLane) * sizeof(float);
   const dim3 grid(static_cast<unsigned>(n_tok), s.n_head);
   AttendKernel<<<grid, kThreads, smem, stream>>>(s, q, k_cache, v_cache,
                                                  d_pos0, o);
