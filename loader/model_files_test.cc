@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 #include "loader/gguf_writer.h"
 #include "loader/testing/gguf_bytes.h"
-#include "tests/goldens.h"
+#include "base/testing/goldens.h"
 
 namespace sluice {
 namespace {

@@ -11,7 +11,7 @@
 #include "loader/gguf_file.h"
 #include "model/tokenizer.h"
 #include "model/tokenizer_gguf.h"
-#include "tests/goldens.h"
+#include "base/testing/goldens.h"
 
 namespace sluice {
 namespace {

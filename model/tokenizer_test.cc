@@ -15,7 +15,7 @@
 #include "model/tokenizer_gguf.h"
 #include "model/tokenizer_unicode.h"
 #include "nlohmann/json.hpp"
-#include "tests/goldens.h"
+#include "base/testing/goldens.h"
 
 namespace sluice {
 namespace {

@@ -10,7 +10,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "absl/strings/str_cat.h"
+include "absl/strings/str_cat.h"
+#include "base/testing/skip.h"
 #include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
 #include "tests/e2e_harness.h"
@@ -82,7 +83,7 @@ TEST(E2eSystemdTest, NotifiesReadyWatchdogAndStopping) {
 
 TEST(E2eSystemdTest, UnitFileVerifies) {
   const char* analyze = "/usr/bin/systemd-analyze";
-  if (access(analyze, X_OK) != 0) GTEST_SKIP() << "systemd-analyze is not installed";
+  if (access(analyze, X_OK) != 0) SLUICE_SKIP("systemd-analyze is not installed");
   std::ifstream in(RunfilePath("deploy/systemd/sluiced.service"));
   std::stringstream ss;
   ss << in.rdbuf();

@@ -10,7 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cpu/dequant.h"
-#include "tests/goldens.h"
+#include "base/testing/goldens.h"
 
 namespace sluice::tools {
 namespace {

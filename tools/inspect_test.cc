@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "loader/tensor_table.h"
 #include "nlohmann/json.hpp"
-#include "tests/goldens.h"
+#include "base/testing/goldens.h"
 
 namespace sluice::inspect {
 namespace {

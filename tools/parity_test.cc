@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/goldens.h"
+#include "base/testing/goldens.h"
 
 namespace sluice::parity {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/goldens.h"
+#include "base/testing/goldens.h"
 
 namespace sluice::kernels {
 namespace {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/testing/skip.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/blocks.h"
 #include "kernels/cpu/dequant.h"
@@ -410,7 +411,7 @@ TEST(PreparedActivationsTest, RejectsAnotherFormatOrWidth) {
 }
 
 TEST(DotF32GgmlOrderTest, SumsInGgmlsAvx2Order) {
-  if (!internal::IsaSupported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2: portable order";
+  if (!internal::IsaSupported(Isa::kAvx2)) SLUICE_SKIP("no AVX2: portable order");
   std::mt19937 rng(21);
   std::normal_distribution<float> normal(0.f, 1.f);
   for (int64_t n : {256, 77}) {

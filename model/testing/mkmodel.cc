@@ -1,4 +1,4 @@
-#include "tools/mkmodel_lib.h"
+#include "model/testing/mkmodel.h"
 
 #include <algorithm>
 #include <cmath>

@@ -20,8 +20,8 @@
 // the golden q8_0 files.
 //
 // Thread-safety: WriteModel is reentrant (no global state).
-#ifndef SLUICE_TOOLS_MKMODEL_LIB_H_
-#define SLUICE_TOOLS_MKMODEL_LIB_H_
+#ifndef SLUICE_MODEL_TESTING_MKMODEL_H_
+#define SLUICE_MODEL_TESTING_MKMODEL_H_
 
 #include <array>
 #include <cstdint>
@@ -113,4 +113,4 @@ void QuantizeQ8_0(const float* x, uint64_t n, std::vector<uint8_t>& out);
 
 }  // namespace sluice::mkmodel
 
-#endif  // SLUICE_TOOLS_MKMODEL_LIB_H_
+#endif  // SLUICE_MODEL_TESTING_MKMODEL_H_

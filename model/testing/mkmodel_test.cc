@@ -1,4 +1,4 @@
-#include "tools/mkmodel_lib.h"
+#include "model/testing/mkmodel.h"
 
 #include <cmath>
 #include <cstring>
@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 #include "loader/model_files.h"
 #include "loader/testing/gguf_bytes.h"
-#include "tests/goldens.h"
+#include "base/testing/goldens.h"
 
 namespace sluice::mkmodel {
 namespace {
