@@ -38,6 +38,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/cgroup.h"
+#include "daemon/defaults.h"
 #include "daemon/metrics.h"
 #include "daemon/worker_process.h"
 #include "proto/sluice/v1/sluice.pb.h"
@@ -52,10 +53,10 @@ namespace sluice::daemon {
 struct SupervisorOptions {
   std::string worker_binary;
   std::vector<std::string> worker_args;  // extra arguments for every worker
-  int threads = 1;
-  int context_length = 4096;
-  int queue_limit = 64;
-  absl::Duration worker_start_timeout = absl::Minutes(5);
+  int threads = DefaultThreads();
+  int context_length = kDefaultContextLength;
+  int queue_limit = kDefaultQueueLimit;
+  absl::Duration worker_start_timeout = absl::Seconds(kDefaultWorkerStartTimeoutS);
   absl::Duration restart_backoff_initial = absl::Milliseconds(100);
   absl::Duration restart_backoff_max = absl::Seconds(30);
   int max_consecutive_failures = 10;
