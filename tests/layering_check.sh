@@ -52,7 +52,9 @@ for row in "${rows[@]}"; do
   fi
   if [ -n "$seen" ]; then
     echo "layering: $from/ can see targets of folders it must not depend on:"
-    echo "$seen" | sed 's/^/  /'
+    echo "$seen" | head -n 10 | sed 's/^/  /'
+    n=$(echo "$seen" | wc -l)
+    if [ "$n" -gt 10 ]; then echo "  ... and $((n - 10)) more"; fi
     bad=1
   else
     echo "layering: $from/ ok ($(echo "$targets" | wc -l) targets)"
