@@ -4,9 +4,9 @@
 
 #include <fstream>
 
-include "absl/strings/str_cat.h"
-#include "base/testing/skip.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/testing/skip.h"
 #include "gtest/gtest.h"
 #include "tests/e2e_harness.h"
 

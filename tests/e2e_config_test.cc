@@ -9,7 +9,7 @@
 #include <fstream>
 #include <iterator>
 
-include "absl/strings/str_cat.h"
+#include "absl/strings/str_cat.h"
 #include "base/testing/skip.h"
 #include "gtest/gtest.h"
 #include "tests/e2e_harness.h"

@@ -10,9 +10,9 @@
 #include <fstream>
 #include <sstream>
 
-include "absl/strings/str_cat.h"
-#include "base/testing/skip.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "base/testing/skip.h"
 #include "gtest/gtest.h"
 #include "tests/e2e_harness.h"
 

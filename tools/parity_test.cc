@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "gtest/gtest.h"
 #include "base/testing/goldens.h"
+#include "gtest/gtest.h"
 
 namespace sluice::parity {
 namespace {

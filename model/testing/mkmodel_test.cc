@@ -7,11 +7,11 @@
 #include <set>
 #include <string>
 
+#include "base/testing/goldens.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "loader/model_files.h"
 #include "loader/testing/gguf_bytes.h"
-#include "base/testing/goldens.h"
 
 namespace sluice::mkmodel {
 namespace {
