@@ -161,7 +161,7 @@ TEST_P(MatMulTypedTest, OptimizedMatchesReferenceWithinActivationRounding) {
   ThreadPool pool3(3);
   double worst_ratio = 0;
   for (const Case& c : cases) {
-    SCOPED_TRACE(testing::Message() << "rows=" << c.rows << " cols=" << c.cols
+    SCOPED_TRACE(::testing::Message() << "rows=" << c.rows << " cols=" << c.cols
                                     << " n_tok=" << c.n_tok);
     const std::vector<uint8_t> w = RandomWeights(t, c.rows, c.cols, rng);
     std::vector<float> x(c.n_tok * c.cols);
