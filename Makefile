@@ -15,8 +15,12 @@ APT_PACKAGES := \
   libcpp-httplib-dev libsystemd-dev prometheus systemd openssl curl
 
 # Without nvcc the CUDA targets are switched off; everything else still builds.
-BAZEL_CONFIG := $(if $(wildcard /usr/local/cuda/bin/nvcc),,--config=nocuda)
+# Per-machine settings (a job cap on a shared box) go in user.bazelrc, or in
+# BAZEL_FLAGS: make test BAZEL_FLAGS="--jobs=2 --local_cpu_resources=2".
+BAZEL_FLAGS ?=
+BAZEL_CONFIG := $(if $(wildcard /usr/local/cuda/bin/nvcc),,--config=nocuda) $(BAZEL_FLAGS)
 BAZEL := bazel
+DISK_CACHE := $(HOME)/.cache/sluice-bazel-disk
 
 .PHONY: deps build test demo fuzz bench clean
 
@@ -50,5 +54,9 @@ fuzz: deps
 bench: deps
 	$(BAZEL) run -c opt $(BAZEL_CONFIG) //bench:matvec_bench
 
+# Bazel's outputs go; the disk cache shared by every clone and output base
+# (.bazelrc --disk_cache) stays, so the next build is quick.
 clean:
 	$(BAZEL) clean
+	@echo "kept the Bazel disk cache $(DISK_CACHE) ($$(du -sh $(DISK_CACHE) 2>/dev/null | cut -f1));" \
+	  "drop it with: rm -rf $(DISK_CACHE)"

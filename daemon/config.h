@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "daemon/defaults.h"
 
 namespace sluice::daemon {
 
@@ -26,15 +27,15 @@ struct Config {
   std::string model_id;    // "" : the file stem
   WorkerKindConfig worker_kind = WorkerKindConfig::kCpu;
   int device = 0;  // CUDA device ordinal of the worker (worker_kind cuda only)
-  int threads = 1;
-  int context_length = 4096;
-  int queue_limit = 64;             // requests waiting, not counting the running one
+  int threads = DefaultThreads();
+  int context_length = kDefaultContextLength;
+  int queue_limit = kDefaultQueueLimit;  // requests waiting, not counting the running one
   uint64_t worker_memory_limit = 0; // bytes; 0: no limit
   std::string cgroup_mode = "auto"; // auto | v2 | v1 | none
   std::string cgroup_path;          // "" : discovered from /proc/self/cgroup
   std::string worker_binary;        // "" : next to the sluiced binary
-  int worker_start_timeout_s = 300;
-  int drain_timeout_s = 10;         // SIGTERM: let requests finish this long
+  int worker_start_timeout_s = kDefaultWorkerStartTimeoutS;
+  int drain_timeout_s = kDefaultDrainTimeoutS;  // SIGTERM: let requests finish this long
   std::string port_file;            // write bound ports here once serving
   // TLS for the gRPC port: both files (PEM) or neither (plaintext). With a
   // client CA, clients must present a certificate it signed.

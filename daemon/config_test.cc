@@ -2,8 +2,10 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <string>
 
+#include "daemon/defaults.h"
 #include "gtest/gtest.h"
 
 namespace sluice::daemon {
@@ -122,6 +124,44 @@ TEST(ReadConfigFileTest, UnknownKeyNamesFileAndLine) {
   EXPECT_NE(ReadConfigFile(path, &OnlyThreadsAndModel).status().message().find(":1: expected"),
             std::string::npos);
   EXPECT_FALSE(ReadConfigFile(path + ".missing", &OnlyThreadsAndModel).ok());
+}
+
+// deploy/sluiced.conf is the documented configuration: a value there that
+// differs from the code's default would be a second source of truth.
+TEST(ShippedConfigTest, RestatesTheDefaults) {
+  const std::string path = std::string(getenv("TEST_SRCDIR")) + "/sluice/deploy/sluiced.conf";
+  auto args = ReadConfigFile(path, [](const std::string&) { return true; });
+  ASSERT_TRUE(args.ok()) << args.status();
+  const Config d;
+  const std::map<std::string, std::string> defaults = {
+      {"grpc_address", d.grpc_address},
+      {"metrics_address", d.metrics_address},
+      {"worker_kind", "cpu"},
+      {"context_length", std::to_string(kDefaultContextLength)},
+      {"queue_limit", std::to_string(kDefaultQueueLimit)},
+      {"worker_memory_limit", std::to_string(d.worker_memory_limit)},
+      {"cgroup_mode", d.cgroup_mode},
+      {"worker_start_timeout_s", std::to_string(kDefaultWorkerStartTimeoutS)},
+      {"drain_timeout_s", std::to_string(kDefaultDrainTimeoutS)},
+  };
+  int checked = 0;
+  for (const std::string& arg : *args) {
+    const size_t eq = arg.find('=');
+    ASSERT_NE(eq, std::string::npos) << arg;
+    const std::string key = arg.substr(2, eq - 2);
+    EXPECT_NE(key, "threads") << "its default is per machine (one per physical core)";
+    auto it = defaults.find(key);
+    if (it == defaults.end()) continue;
+    EXPECT_EQ(arg.substr(eq + 1), it->second) << key;
+    ++checked;
+  }
+  EXPECT_EQ(checked, static_cast<int>(defaults.size()));
+}
+
+TEST(DefaultsTest, ConfigTakesThreadsFromTheMachine) {
+  EXPECT_GE(DefaultThreads(), 1);
+  EXPECT_EQ(Config{}.threads, DefaultThreads());
+  EXPECT_EQ(Config{}.worker_start_timeout_s, kDefaultWorkerStartTimeoutS);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "daemon/defaults.h"
 #include "loader/model_files.h"
 #include "proto/sluice/v1/sluice.pb.h"
 #include "proto/sluice/worker/v1/worker.pb.h"
@@ -15,8 +16,8 @@
 namespace sluice::daemon {
 
 struct LoadSettings {
-  int threads = 1;          // used where the request leaves threads at 0
-  int context_length = 4096;
+  int threads = DefaultThreads();  // used where the request leaves threads at 0
+  int context_length = kDefaultContextLength;
   // Used where the request leaves worker_kind UNSPECIFIED (--worker_kind).
   v1::WorkerKind kind = v1::WORKER_KIND_CPU;
   int device = 0;           // CUDA device of a CUDA worker (--device)

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/cgroup.h"
 #include "daemon/config.h"
+#include "daemon/defaults.h"
 #include "daemon/http_api.h"
 #include "daemon/metrics.h"
 #include "daemon/metrics_http.h"
@@ -40,9 +41,12 @@ ABSL_FLAG(std::string, model, "", "GGUF file (any shard of a split set) to load 
 ABSL_FLAG(std::string, model_id, "", "Model id for --model (default: the file stem).");
 ABSL_FLAG(std::string, worker_kind, "cpu", "Worker kind: cpu or cuda.");
 ABSL_FLAG(int, device, 0, "CUDA device ordinal of the worker (--worker_kind=cuda).");
-ABSL_FLAG(int, threads, 1, "Compute threads per worker.");
-ABSL_FLAG(int, context_length, 4096, "Tokens per sequence (prompt plus generated).");
-ABSL_FLAG(int, queue_limit, 64, "Generate requests that may wait; more get RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int, threads, sluice::daemon::DefaultThreads(),
+          "Compute threads per worker (default: one per physical core sluiced may run on).");
+ABSL_FLAG(int, context_length, sluice::daemon::kDefaultContextLength,
+          "Tokens per sequence (prompt plus generated).");
+ABSL_FLAG(int, queue_limit, sluice::daemon::kDefaultQueueLimit,
+          "Generate requests that may wait; more get RESOURCE_EXHAUSTED.");
 ABSL_FLAG(std::string, worker_memory_limit, "0",
           "Memory limit of each worker's cgroup (e.g. 8G); 0: none.");
 ABSL_FLAG(std::string, cgroup_mode, "auto", "OOM containment: auto, v2, v1 or none.");
@@ -50,13 +54,14 @@ ABSL_FLAG(std::string, cgroup_path, "",
           "Cgroup directory to create worker cgroups under (default: our own).");
 ABSL_FLAG(std::string, worker_binary, "",
           "Path of sluice-worker (default: beside sluiced, or ../worker/).");
-ABSL_FLAG(int, worker_start_timeout_s, 300, "Seconds a worker may take to load a model.");
+ABSL_FLAG(int, worker_start_timeout_s, sluice::daemon::kDefaultWorkerStartTimeoutS,
+          "Seconds a worker may take to load a model.");
 ABSL_FLAG(std::string, tls_cert_file, "",
           "PEM certificate chain for TLS on the gRPC port (with --tls_key_file).");
 ABSL_FLAG(std::string, tls_key_file, "", "PEM private key for --tls_cert_file.");
 ABSL_FLAG(std::string, tls_client_ca_file, "",
           "PEM CA bundle; when set, clients must present a certificate it signed.");
-ABSL_FLAG(int, drain_timeout_s, 10,
+ABSL_FLAG(int, drain_timeout_s, sluice::daemon::kDefaultDrainTimeoutS,
           "On SIGTERM, seconds to let running and waiting generations finish.");
 ABSL_FLAG(std::string, port_file, "",
           "Once serving, write 'grpc=PORT', 'metrics=PORT' and 'http=PORT' lines here.");

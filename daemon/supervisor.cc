@@ -87,7 +87,7 @@ void Supervisor::Shutdown() {
     shutdown_ = true;
     worker = DetachLocked(absl::UnavailableError("sluiced is shutting down"));
   }
-  if (worker) worker->Stop(absl::Seconds(5));
+  if (worker) worker->Stop(kWorkerStopGrace);
   control_.join();
 }
 
@@ -132,7 +132,7 @@ absl::StatusOr<v1::ModelInfo> Supervisor::LoadModel(const v1::LoadModelRequest& 
       model_.reset();
     }
   }
-  if (old) old->Stop(absl::Seconds(5));
+  if (old) old->Stop(kWorkerStopGrace);
 
   absl::MutexLock lock(&mu_);
   model_ = std::make_unique<Model>();
@@ -196,7 +196,7 @@ absl::Status Supervisor::UnloadModel(const v1::UnloadModelRequest& request) {
         absl::StrCat("model '", model_->info.model_id(), "' was unloaded")));
     model_.reset();
   }
-  if (old) old->Stop(absl::Seconds(5));
+  if (old) old->Stop(kWorkerStopGrace);
   return absl::OkStatus();
 }
 

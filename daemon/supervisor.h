@@ -47,6 +47,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/cgroup.h"
+#include "daemon/defaults.h"
 #include "daemon/metrics.h"
 #include "daemon/worker_process.h"
 #include "proto/sluice/v1/sluice.pb.h"
@@ -61,14 +62,14 @@ namespace sluice::daemon {
 struct SupervisorOptions {
   std::string worker_binary;
   std::vector<std::string> worker_args;  // extra arguments for every worker
-  int threads = 1;
-  int context_length = 4096;
+  int threads = DefaultThreads();
+  int context_length = kDefaultContextLength;
   // The worker kind of a LoadModel that leaves it UNSPECIFIED, and the CUDA
   // device of CUDA workers.
   v1::WorkerKind worker_kind = v1::WORKER_KIND_CPU;
   int device = 0;
-  int queue_limit = 64;
-  absl::Duration worker_start_timeout = absl::Minutes(5);
+  int queue_limit = kDefaultQueueLimit;
+  absl::Duration worker_start_timeout = absl::Seconds(kDefaultWorkerStartTimeoutS);
   absl::Duration restart_backoff_initial = absl::Milliseconds(100);
   absl::Duration restart_backoff_max = absl::Seconds(30);
   int max_consecutive_failures = 10;

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "base/testing/goldens.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "loader/gguf_writer.h"
 #include "loader/testing/gguf_bytes.h"
-#include "tests/goldens.h"
 
 namespace sluice {
 namespace {

@@ -6,12 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "base/testing/goldens.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "loader/gguf_file.h"
 #include "model/tokenizer.h"
 #include "model/tokenizer_gguf.h"
-#include "tests/goldens.h"
 
 namespace sluice {
 namespace {

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "loader/model_files.h"
-#include "tools/mkmodel_lib.h"
+#include "model/testing/mkmodel.h"
 
 namespace sluice {
 namespace {

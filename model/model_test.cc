@@ -17,7 +17,7 @@
 #include "loader/gguf_file.h"
 #include "loader/gguf_writer.h"
 #include "loader/model_files.h"
-#include "tools/mkmodel_lib.h"
+#include "model/testing/mkmodel.h"
 
 namespace sluice {
 namespace {

@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 #include "loader/model_files.h"
 #include "model/engine.h"
-#include "tools/mkmodel_lib.h"
+#include "model/testing/mkmodel.h"
 
 namespace sluice {
 namespace {

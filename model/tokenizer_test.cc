@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
+#include "base/testing/goldens.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "loader/gguf_file.h"
@@ -15,7 +16,6 @@
 #include "model/tokenizer_gguf.h"
 #include "model/tokenizer_unicode.h"
 #include "nlohmann/json.hpp"
-#include "tests/goldens.h"
 
 namespace sluice {
 namespace {

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/testing/skip.h"
 #include "gtest/gtest.h"
 #include "tests/e2e_harness.h"
 
@@ -139,7 +140,7 @@ TEST_F(E2eClientsTest, PromtoolAcceptsTheScrape) {
     const char* ci = getenv("CI");
     ASSERT_FALSE(ci != nullptr && std::string(ci) == "true")
         << "promtool (Debian package prometheus) is required in CI";
-    GTEST_SKIP() << "promtool not installed (apt-get install prometheus)";
+    SLUICE_SKIP("promtool not installed (apt-get install prometheus)");
   }
   const std::string scrape = *dir_ + "/scrape.txt";
   std::ofstream(scrape) << text;

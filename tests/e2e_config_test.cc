@@ -10,6 +10,7 @@
 #include <iterator>
 
 #include "absl/strings/str_cat.h"
+#include "base/testing/skip.h"
 #include "gtest/gtest.h"
 #include "tests/e2e_harness.h"
 
@@ -156,7 +157,7 @@ TEST(E2eConfigTest, ConfigFileStartsTheDaemonAndFlagsOverrideIt) {
 }
 
 TEST(E2eConfigTest, TlsServesSluicectlWithTheCaAndRefusesPlaintext) {
-  if (access("/usr/bin/openssl", X_OK) != 0) GTEST_SKIP() << "openssl is not installed";
+  if (access("/usr/bin/openssl", X_OK) != 0) SLUICE_SKIP("openssl is not installed");
   const std::string dir = MakeTempDir("e2e-tls");
   CommandResult gen = RunCommand(
       {"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",

@@ -17,12 +17,12 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "absl/strings/ascii.h"
-#include "tools/mkmodel_lib.h"
+#include "model/testing/mkmodel.h"
 
 namespace sluice::testing {
 namespace {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/testing/skip.h"
 #include "daemon/cgroup.h"
 #include "gtest/gtest.h"
 #include "tests/e2e_harness.h"
@@ -24,7 +25,7 @@ TEST(E2eOomTest, CgroupLimitKillIsReportedAndTheDaemonKeepsServing) {
   auto probe = daemon::OomContainment::Create("auto", "", 256u << 20);
   ASSERT_TRUE(probe.ok()) << probe.status();
   if ((*probe)->mode() == daemon::OomMode::kNone) {
-    GTEST_SKIP() << "no writable memory cgroup here: " << (*probe)->description();
+    SLUICE_SKIP("no writable memory cgroup here: " + (*probe)->description());
   }
   const std::string mode(daemon::OomModeName((*probe)->mode()));
   const std::string dir = MakeTempDir("e2e-oom");

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "base/testing/goldens.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/dequant.h"
-#include "tests/goldens.h"
 
 namespace sluice::tools {
 namespace {

@@ -2,11 +2,9 @@
 # The inspect binary on a middle shard of the golden split set: the whole set
 # opens and the last line of --summary has the exact documented form.
 set -euo pipefail
+source "$TEST_SRCDIR/sluice/base/testing/testing.sh"
 inspect="$1"
-if [[ -z "${SLUICE_GOLDENS:-}" || ! -d "${SLUICE_GOLDENS}" ]]; then
-  if [[ "${CI:-}" == "true" ]]; then echo "FAIL: SLUICE_GOLDENS unset under CI=true"; exit 1; fi
-  echo "SKIP: SLUICE_GOLDENS unset"; exit 0
-fi
+sluice_require_goldens
 shard="${SLUICE_GOLDENS}/split/qwen3moe-tiny-q8_0-00002-of-00003.gguf"
 last="$("$inspect" "$shard" --summary | tail -n 1)"
 want="tensors=51 bytes=15545984 dense_bytes=2176640 expert_bytes=13369344 shards=3"

@@ -6,10 +6,10 @@
 #include <sstream>
 #include <string>
 
+#include "base/testing/goldens.h"
 #include "gtest/gtest.h"
 #include "loader/tensor_table.h"
 #include "nlohmann/json.hpp"
-#include "tests/goldens.h"
 
 namespace sluice::inspect {
 namespace {

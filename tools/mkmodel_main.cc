@@ -40,8 +40,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "absl/strings/str_split.h"
-#include "tools/mkmodel_lib.h"
-#include "tools/mkmodel_routing.h"
+#include "model/testing/mkmodel.h"
+#include "model/testing/mkmodel_routing.h"
 
 namespace sluice::mkmodel {
 namespace {

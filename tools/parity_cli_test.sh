@@ -2,20 +2,9 @@
 # Runs the parity binary on every golden model in one call and checks the
 # exit status and the format of the last line.
 set -uo pipefail
+source "$TEST_SRCDIR/sluice/base/testing/testing.sh"
 parity="$1"
-# Same lookup as tests/goldens.h: SLUICE_GOLDENS, else ../shared/goldens
-# beside the workspace root.
-if [ -z "${SLUICE_GOLDENS:-}" ] && [ -n "${TEST_SRCDIR:-}" ] &&
-   [ -e "$TEST_SRCDIR/sluice/WORKSPACE" ]; then
-  root=$(dirname "$(realpath "$TEST_SRCDIR/sluice/WORKSPACE")")
-  SLUICE_GOLDENS="$root/../shared/goldens"
-fi
-if [ -z "${SLUICE_GOLDENS:-}" ] || [ ! -d "${SLUICE_GOLDENS}" ]; then
-  if [ "${CI:-}" = "true" ]; then
-    echo "FAIL: no goldens directory (SLUICE_GOLDENS or ../shared/goldens) under CI=true"; exit 1
-  fi
-  echo "SKIP: no goldens directory (SLUICE_GOLDENS or ../shared/goldens)"; exit 0
-fi
+sluice_require_goldens
 models=""
 for m in qwen3moe-micro-f32 qwen3moe-tiny-q8_0 qwen3moe-tiny-mixed \
          qwen35moe-micro-f32 qwen35moe-tiny-q8_0 qwen35moe-tiny-mixed; do

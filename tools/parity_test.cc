@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "base/testing/goldens.h"
 #include "gtest/gtest.h"
-#include "tests/goldens.h"
 
 namespace sluice::parity {
 namespace {

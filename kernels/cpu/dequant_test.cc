@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "base/testing/goldens.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/goldens.h"
 
 namespace sluice::kernels {
 namespace {

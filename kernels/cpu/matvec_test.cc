@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/testing/skip.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/blocks.h"
 #include "kernels/cpu/dequant.h"
@@ -160,7 +161,7 @@ TEST_P(MatMulTypedTest, OptimizedMatchesReferenceWithinActivationRounding) {
   ThreadPool pool3(3);
   double worst_ratio = 0;
   for (const Case& c : cases) {
-    SCOPED_TRACE(testing::Message() << "rows=" << c.rows << " cols=" << c.cols
+    SCOPED_TRACE(::testing::Message() << "rows=" << c.rows << " cols=" << c.cols
                                     << " n_tok=" << c.n_tok);
     const std::vector<uint8_t> w = RandomWeights(t, c.rows, c.cols, rng);
     std::vector<float> x(c.n_tok * c.cols);
@@ -410,7 +411,7 @@ TEST(PreparedActivationsTest, RejectsAnotherFormatOrWidth) {
 }
 
 TEST(DotF32GgmlOrderTest, SumsInGgmlsAvx2Order) {
-  if (!internal::IsaSupported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2: portable order";
+  if (!internal::IsaSupported(Isa::kAvx2)) SLUICE_SKIP("no AVX2: portable order");
   std::mt19937 rng(21);
   std::normal_distribution<float> normal(0.f, 1.f);
   for (int64_t n : {256, 77}) {

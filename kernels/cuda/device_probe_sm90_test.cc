@@ -2,6 +2,7 @@
 // Recorded runs on the H200 machine are in docs/STATUS.md.
 #include "kernels/cuda/device_probe.h"
 
+#include "base/testing/skip.h"
 #include "gtest/gtest.h"
 
 namespace sluice::cuda {
@@ -11,7 +12,7 @@ TEST(DeviceProbeSm90Test, ProbesEveryDeviceAndRunsTheSelfTestKernel) {
   auto devices = ProbeDevices();
   if (!devices.ok()) {
     EXPECT_EQ(devices.status().code(), absl::StatusCode::kUnavailable);
-    GTEST_SKIP() << "no CUDA device here: " << devices.status();
+    SLUICE_SKIP("no CUDA device here: " + devices.status().ToString());
   }
   ASSERT_FALSE(devices->empty());
   for (const DeviceInfo& d : *devices) {

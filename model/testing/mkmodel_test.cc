@@ -1,4 +1,4 @@
-#include "tools/mkmodel_lib.h"
+#include "model/testing/mkmodel.h"
 
 #include <cmath>
 #include <cstring>
@@ -8,13 +8,13 @@
 #include <set>
 #include <string>
 
+#include "base/testing/goldens.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "loader/model_files.h"
 #include "loader/testing/gguf_bytes.h"
 #include "model/cpu_model.h"
-#include "tests/goldens.h"
-#include "tools/mkmodel_routing.h"
+#include "model/testing/mkmodel_routing.h"
 
 namespace sluice::mkmodel {
 namespace {

@@ -25,8 +25,8 @@
 // thread count or chunk size (the generator is seekable).
 //
 // Thread-safety: WriteModel is reentrant (no global state).
-#ifndef SLUICE_TOOLS_MKMODEL_LIB_H_
-#define SLUICE_TOOLS_MKMODEL_LIB_H_
+#ifndef SLUICE_MODEL_TESTING_MKMODEL_H_
+#define SLUICE_MODEL_TESTING_MKMODEL_H_
 
 #include <array>
 #include <cstdint>
@@ -142,4 +142,4 @@ void QuantizeQ8_0(const float* x, uint64_t n, std::vector<uint8_t>& out);
 
 }  // namespace sluice::mkmodel
 
-#endif  // SLUICE_TOOLS_MKMODEL_LIB_H_
+#endif  // SLUICE_MODEL_TESTING_MKMODEL_H_

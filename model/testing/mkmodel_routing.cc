@@ -1,4 +1,4 @@
-#include "tools/mkmodel_routing.h"
+#include "model/testing/mkmodel_routing.h"
 
 #include <algorithm>
 #include <cmath>

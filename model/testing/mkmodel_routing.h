@@ -7,15 +7,15 @@
 // it through layer 0's router with the engine's own RouteToken (model/moe.h).
 //
 // Thread-safety: pure; reentrant.
-#ifndef SLUICE_TOOLS_MKMODEL_ROUTING_H_
-#define SLUICE_TOOLS_MKMODEL_ROUTING_H_
+#ifndef SLUICE_MODEL_TESTING_MKMODEL_ROUTING_H_
+#define SLUICE_MODEL_TESTING_MKMODEL_ROUTING_H_
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "tools/mkmodel_lib.h"
+#include "model/testing/mkmodel.h"
 
 namespace sluice::mkmodel {
 
@@ -43,4 +43,4 @@ std::string FormatRoutingStats(const Options& o, const RoutingStats& s);
 
 }  // namespace sluice::mkmodel
 
-#endif  // SLUICE_TOOLS_MKMODEL_ROUTING_H_
+#endif  // SLUICE_MODEL_TESTING_MKMODEL_ROUTING_H_

@@ -4,7 +4,7 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
-#include "tools/mkmodel_internal.h"
+#include "model/testing/mkmodel_internal.h"
 
 namespace sluice::mkmodel {
 namespace internal {

@@ -2,7 +2,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "tools/mkmodel_lib.h"
+#include "model/testing/mkmodel.h"
 
 namespace sluice::mkmodel {
 

@@ -1,7 +1,7 @@
 // Internal to mkmodel_lib: the tensor list, per-tensor types and the
 // generator shared by mkmodel_lib.cc, mkmodel_types.cc and mkmodel_gen.cc.
-#ifndef SLUICE_TOOLS_MKMODEL_INTERNAL_H_
-#define SLUICE_TOOLS_MKMODEL_INTERNAL_H_
+#ifndef SLUICE_MODEL_TESTING_MKMODEL_INTERNAL_H_
+#define SLUICE_MODEL_TESTING_MKMODEL_INTERNAL_H_
 
 #include <cstdint>
 #include <string>
@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "loader/gguf_writer.h"
-#include "tools/mkmodel_lib.h"
+#include "model/testing/mkmodel.h"
 
 namespace sluice::mkmodel::internal {
 
@@ -57,4 +57,4 @@ absl::Status WriteTensorData(const Options& o, const Spec& spec, GgufWriter& w);
 
 }  // namespace sluice::mkmodel::internal
 
-#endif  // SLUICE_TOOLS_MKMODEL_INTERNAL_H_
+#endif  // SLUICE_MODEL_TESTING_MKMODEL_INTERNAL_H_

@@ -1,4 +1,4 @@
-#include "tools/mkmodel_lib.h"
+#include "model/testing/mkmodel.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "loader/gguf_writer.h"
-#include "tools/mkmodel_internal.h"
+#include "model/testing/mkmodel_internal.h"
 
 namespace sluice::mkmodel {
 

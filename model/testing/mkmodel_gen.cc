@@ -11,7 +11,7 @@
 #include "base/status_macros.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/quantize.h"
-#include "tools/mkmodel_internal.h"
+#include "model/testing/mkmodel_internal.h"
 
 namespace sluice::mkmodel::internal {
 namespace {

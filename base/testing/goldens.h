@@ -1,0 +1,56 @@
+// Where the shared reference goldens are, for tests at every layer.
+//
+// The lookup: env SLUICE_GOLDENS (an absolute directory; the Makefile sets
+// it), else ../shared/goldens beside the repository root (found through the
+// WORKSPACE file in a Bazel test's runfiles, or from the working directory
+// outside Bazel). When neither is a directory a test skips (SLUICE_SKIP),
+// except under CI=true, where a missing goldens directory is a failure.
+//
+// This is the only implementation: shell tests get the same answer from the
+// //base:goldens_dir binary through sluice_require_goldens in
+// base/testing/testing.sh.
+//
+//   TEST(Foo, Bar) {
+//     SLUICE_REQUIRE_GOLDENS(dir);   // std::string dir
+//     ... dir + "/qwen3moe-micro-f32.gguf" ...
+//   }
+#ifndef SLUICE_BASE_TESTING_GOLDENS_H_
+#define SLUICE_BASE_TESTING_GOLDENS_H_
+
+#include <optional>
+#include <string>
+
+#include "base/testing/skip.h"
+#include "gtest/gtest.h"
+
+namespace sluice::testing {
+
+// The goldens directory, or nullopt when the lookup above finds none.
+std::optional<std::string> GoldensDir();
+
+// True when env CI is "true" (missing goldens must then fail, not skip).
+bool InCi();
+
+// The message for a missing goldens directory.
+inline constexpr char kNoGoldens[] =
+    "no goldens directory (SLUICE_GOLDENS or ../shared/goldens)";
+
+}  // namespace sluice::testing
+
+// Declares `std::string var` holding the goldens directory, or ends the
+// current test: skipped normally, a failure under CI=true.
+#define SLUICE_REQUIRE_GOLDENS(var)                                          \
+  std::string var;                                                           \
+  do {                                                                       \
+    std::optional<std::string> sluice_goldens_ =                             \
+        ::sluice::testing::GoldensDir();                                     \
+    if (!sluice_goldens_.has_value()) {                                      \
+      if (::sluice::testing::InCi()) {                                       \
+        FAIL() << ::sluice::testing::kNoGoldens << " under CI=true";        \
+      }                                                                      \
+      SLUICE_SKIP(::sluice::testing::kNoGoldens);                            \
+    }                                                                        \
+    var = *sluice_goldens_;                                                  \
+  } while (false)
+
+#endif  // SLUICE_BASE_TESTING_GOLDENS_H_

@@ -1,0 +1,28 @@
+// The one place each sluiced default is written. The flags (sluiced_main.cc),
+// Config, SupervisorOptions and LoadSettings take their defaults from here,
+// and deploy/sluiced.conf restates them only in comments, which
+// //daemon:config_test checks against these values.
+#ifndef SLUICE_DAEMON_DEFAULTS_H_
+#define SLUICE_DAEMON_DEFAULTS_H_
+
+#include "absl/time/time.h"
+
+namespace sluice::daemon {
+
+inline constexpr int kDefaultContextLength = 4096;
+inline constexpr int kDefaultQueueLimit = 64;
+// Time a worker may take to map the shards and build the model.
+inline constexpr int kDefaultWorkerStartTimeoutS = 300;
+// On SIGTERM, time running and waiting generations get to finish.
+inline constexpr int kDefaultDrainTimeoutS = 10;
+// A worker that is replaced, unloaded or shut down gets this long after its
+// Shutdown message to exit before it is killed.
+inline constexpr absl::Duration kWorkerStopGrace = absl::Seconds(5);
+
+// --threads: one compute thread per physical core sluiced may run on (its
+// workers inherit its CPU affinity). Computed once.
+int DefaultThreads();
+
+}  // namespace sluice::daemon
+
+#endif  // SLUICE_DAEMON_DEFAULTS_H_

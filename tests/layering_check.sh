@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Proves the layer table of docs/ARCHITECTURE.md: for each folder, no target in
+# it can see (Bazel visibility) a target of a folder it must not depend on.
+# One `bazel query 'visible(T, FORBIDDEN)'` per folder, a union over the
+# folder's targets T; every answer must be empty. tests/run_all.sh runs it
+# before the tests and counts it in its summary. Bazel queries cannot run
+# inside a Bazel test, hence a script.
+# Usage: tests/layering_check.sh BAZEL
+set -uo pipefail
+bazel_bin="$1"
+cd "$(dirname "$0")/.."
+
+# Folders that exist in this tree (memory/ may not yet).
+all() {
+  local out="" d
+  for d in "$@"; do
+    if [ -f "$d/BUILD.bazel" ] || [ -f "$d/BUILD" ]; then out="${out:+$out + }//$d/..."; fi
+  done
+  echo "$out"
+}
+
+# FROM folder, then the expression of what it must not see.
+rows=(
+  "base|$(all loader kernels memory model worker daemon clients tools bench tests fuzz)"
+  "proto|$(all loader kernels memory model worker daemon clients tools bench tests fuzz)"
+  "loader|$(all kernels memory model worker daemon clients tools bench tests)"
+  "kernels|($(all loader) - //loader:ggml_type) + $(all memory model worker daemon clients tools bench tests)"
+  "memory|$(all model worker daemon clients tools bench tests)"
+  "model|$(all worker daemon clients tools bench tests)"
+  "worker|$(all daemon clients tools bench tests)"
+  "daemon|($(all worker) - //worker:channel) + $(all kernels memory model clients tools bench tests fuzz) + //third_party/cuda:runtime"
+  "clients|$(all loader kernels memory model worker daemon tools bench tests fuzz) + //third_party/cuda:runtime"
+  "fuzz|$(all kernels memory model worker daemon clients tools bench tests)"
+)
+
+bad=0
+err=$(mktemp)
+trap 'rm -f "$err"' EXIT
+for row in "${rows[@]}"; do
+  from="${row%%|*}"
+  forbidden="${row#*|}"
+  [ -f "$from/BUILD.bazel" ] || continue
+  targets=$("$bazel_bin" query --noshow_progress "//$from/..." 2>/dev/null) || {
+    echo "layering: bazel query //$from/... failed"; bad=1; continue; }
+  expr=""
+  for t in $targets; do expr="${expr:+$expr + }visible($t, \$f)"; done
+  # Bazel 4 lets every target see a config_setting (select keys), whatever
+  # its visibility; those are not dependencies.
+  query="let f0 = $forbidden in let f = \$f0 - kind(config_setting, \$f0) in $expr"
+  if ! seen=$("$bazel_bin" query --noshow_progress "$query" 2>"$err"); then
+    echo "layering: query for $from/ failed:"; cat "$err"; bad=1; continue
+  fi
+  if [ -n "$seen" ]; then
+    echo "layering: $from/ can see targets of folders it must not depend on:"
+    echo "$seen" | head -n 10 | sed 's/^/  /'
+    n=$(echo "$seen" | wc -l)
+    if [ "$n" -gt 10 ]; then echo "  ... and $((n - 10)) more"; fi
+    bad=1
+  else
+    echo "layering: $from/ ok ($(echo "$targets" | wc -l) targets)"
+  fi
+done
+exit "$bad"
