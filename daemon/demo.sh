@@ -4,17 +4,34 @@
 # sluicectl, asks the same through the OpenAI-compatible HTTP API with curl,
 # prints a few metrics and stops the daemon with SIGTERM.
 # Usage: daemon/demo.sh BAZEL [bazel flags...]   (make demo passes both)
+# On a machine without Bazel (the GPU machine): SLUICE_DEMO_BIN=DIR holds
+# prebuilt mkmodel, inspect, sluiced, sluice-worker and sluicectl (see
+# tools/gpu_bundle.sh), and SLUICE_DEMO_WORKER_KIND=cuda runs the worker on
+# the GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bazel_bin="${1:-bazel}"; shift || true
-"$bazel_bin" build "$@" //tools:mkmodel //tools:inspect //daemon:sluiced //worker:sluice-worker //clients:sluicectl
+worker_kind="${SLUICE_DEMO_WORKER_KIND:-cpu}"
+if [ -n "${SLUICE_DEMO_BIN:-}" ]; then
+  bin() { echo "$SLUICE_DEMO_BIN/$1"; }
+else
+  bazel_bin="${1:-bazel}"; shift || true
+  "$bazel_bin" build "$@" //tools:mkmodel //tools:inspect //daemon:sluiced //worker:sluice-worker //clients:sluicectl
+  bin() {
+    case "$1" in
+      mkmodel|inspect) echo "bazel-bin/tools/$1" ;;
+      sluiced) echo "bazel-bin/daemon/sluiced" ;;
+      sluice-worker) echo "bazel-bin/worker/sluice-worker" ;;
+      sluicectl) echo "bazel-bin/clients/sluicectl" ;;
+    esac
+  }
+fi
 mkdir -p out
 model=out/demo-qwen35moe.gguf
 if [ ! -f "$model" ]; then
-  bazel-bin/tools/mkmodel --arch qwen35moe --shape tiny --out "$model"
+  "$(bin mkmodel)" --arch qwen35moe --shape tiny --out "$model"
 fi
 echo "== inspect --summary $model"
-bazel-bin/tools/inspect --summary "$model" | tail -n 1
+"$(bin inspect)" --summary "$model" | tail -n 1
 run=$(mktemp -d)
 daemon_pid=""
 cleanup() {
@@ -23,7 +40,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-bazel-bin/daemon/sluiced --model="$model" --model_id=demo --threads=2 \
+"$(bin sluiced)" --model="$model" --model_id=demo --threads=2 \
+  --worker_kind="$worker_kind" --worker_binary="$(bin sluice-worker)" \
   --grpc_address=127.0.0.1:0 --metrics_address=127.0.0.1:0 --http_address=127.0.0.1:0 \
   --port_file="$run/ports" 2>"$run/sluiced.log" &
 daemon_pid=$!
@@ -36,7 +54,7 @@ done
 grpc_port=$(sed -n 's/^grpc=//p' "$run/ports")
 metrics_port=$(sed -n 's/^metrics=//p' "$run/ports")
 http_port=$(sed -n 's/^http=//p' "$run/ports")
-ctl=(bazel-bin/clients/sluicectl --addr="127.0.0.1:$grpc_port" --timeout=120)
+ctl=("$(bin sluicectl)" --addr="127.0.0.1:$grpc_port" --timeout=120)
 
 echo "== sluiced log"; cat "$run/sluiced.log"
 echo "== sluicectl health";  "${ctl[@]}" health
@@ -51,7 +69,7 @@ curl -sS "http://127.0.0.1:$http_port/v1/chat/completions" -H 'Content-Type: app
        "max_tokens": 24, "temperature": 0.8, "seed": 7, "ignore_eos": true}' |
   python3 -m json.tool --no-ensure-ascii
 echo "== metrics (http://127.0.0.1:$metrics_port/metrics, excerpt)"
-"${ctl[@]}" metrics | grep -E '^sluice_(generated_tokens_total|prompt_tokens_total|worker_up|worker_rss_(anon|file)_bytes|oom_containment_mode|time_to_first_token_seconds_(sum|count)|requests_total\{outcome="ok"\})'
+"${ctl[@]}" metrics | grep -E '^sluice_(device_memory_bytes|generated_tokens_total|prompt_tokens_total|worker_up|worker_rss_(anon|file)_bytes|oom_containment_mode|time_to_first_token_seconds_(sum|count)|requests_total\{outcome="ok"\})'
 
 kill -TERM "$daemon_pid"
 status=0
