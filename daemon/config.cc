@@ -85,6 +85,11 @@ absl::Status ValidateConfig(const Config& c) {
       !s.ok()) {
     return s;
   }
+  if (absl::Status s =
+          CheckRange("worker_hung_timeout_s", c.worker_hung_timeout_s, 1, 86400);
+      !s.ok()) {
+    return s;
+  }
   if (absl::Status s = CheckRange("drain_timeout_s", c.drain_timeout_s, 0, 3600); !s.ok()) {
     return s;
   }

@@ -32,6 +32,7 @@ struct Config {
   std::string cgroup_path;          // "" : discovered from /proc/self/cgroup
   std::string worker_binary;        // "" : next to the sluiced binary
   int worker_start_timeout_s = 300;
+  int worker_hung_timeout_s = 60;   // silent or stuck this long: killed as hung
   int drain_timeout_s = 10;         // SIGTERM: let requests finish this long
   std::string port_file;            // write bound ports here once serving
   // TLS for the gRPC port: both files (PEM) or neither (plaintext). With a

@@ -104,7 +104,7 @@ HostMemory ReadHostMemory(const std::string& meminfo_path) {
 
 Metrics::Metrics() : ttft_(LatencyBounds()), itl_(LatencyBounds()) {
   absl::MutexLock lock(&mu_);
-  for (const char* r : {"exit", "signal", "oom_kill", "protocol_error"}) restarts_[r] = 0;
+  for (const char* r : {"exit", "signal", "oom_kill", "protocol_error", "hung"}) restarts_[r] = 0;
 }
 
 void Metrics::AddTokens(uint64_t prompt, uint64_t generated) {

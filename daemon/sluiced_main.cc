@@ -45,6 +45,9 @@ ABSL_FLAG(std::string, cgroup_path, "",
 ABSL_FLAG(std::string, worker_binary, "",
           "Path of sluice-worker (default: beside sluiced, or ../worker/).");
 ABSL_FLAG(int, worker_start_timeout_s, 300, "Seconds a worker may take to load a model.");
+ABSL_FLAG(int, worker_hung_timeout_s, 60,
+          "Seconds a ready worker may stay silent (it heartbeats when idle) or make no "
+          "progress on a request before it is killed as hung and restarted.");
 ABSL_FLAG(std::string, tls_cert_file, "",
           "PEM certificate chain for TLS on the gRPC port (with --tls_key_file).");
 ABSL_FLAG(std::string, tls_key_file, "", "PEM private key for --tls_cert_file.");
@@ -105,6 +108,7 @@ absl::StatusOr<Config> ConfigFromFlags() {
   c.cgroup_path = absl::GetFlag(FLAGS_cgroup_path);
   c.worker_binary = absl::GetFlag(FLAGS_worker_binary);
   c.worker_start_timeout_s = absl::GetFlag(FLAGS_worker_start_timeout_s);
+  c.worker_hung_timeout_s = absl::GetFlag(FLAGS_worker_hung_timeout_s);
   c.port_file = absl::GetFlag(FLAGS_port_file);
   c.drain_timeout_s = absl::GetFlag(FLAGS_drain_timeout_s);
   c.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
@@ -194,6 +198,7 @@ int Run(const Config& config, const std::string& worker_binary, sigset_t signals
   options.context_length = config.context_length;
   options.queue_limit = config.queue_limit;
   options.worker_start_timeout = absl::Seconds(config.worker_start_timeout_s);
+  options.hung_timeout = absl::Seconds(config.worker_hung_timeout_s);
   Supervisor supervisor(options, oom->get(), &metrics, [&](bool serving) {
     absl::MutexLock lock(&server_mu);
     if (server) server->GetHealthCheckService()->SetServingStatus(serving);

@@ -1,6 +1,7 @@
 #include "daemon/supervisor.h"
 
 #include <algorithm>
+#include <iostream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -206,6 +207,8 @@ std::vector<v1::ModelInfo> Supervisor::ListModels() {
 absl::Status Supervisor::SpawnLocked() {
   const uint64_t serial = ++serial_;
   WorkerSpawnOptions spawn{options_.worker_binary, options_.worker_args, oom_, serial};
+  model_->hello.mutable_config()->set_heartbeat_interval_ms(
+      static_cast<uint32_t>(absl::ToInt64Milliseconds(HeartbeatInterval(options_.hung_timeout))));
   fatal_message_.clear();
   auto worker = WorkerProcess::Spawn(
       spawn, model_->hello, model_->fds,
@@ -219,6 +222,8 @@ absl::Status Supervisor::SpawnLocked() {
   worker_ = std::move(*worker);
   phase_ = WorkerPhase::kStarting;
   worker_started_ = absl::Now();
+  last_heard_ = worker_started_;
+  hung_ = false;
   model_->info.set_state(v1::MODEL_STATE_LOADING);
   worker_stats_.set_pid(worker_->pid());
   return absl::OkStatus();
@@ -227,7 +232,10 @@ absl::Status Supervisor::SpawnLocked() {
 void Supervisor::OnMessage(uint64_t serial, WorkerMessage msg) {
   absl::MutexLock lock(&mu_);
   if (serial != serial_ || model_ == nullptr) return;
+  last_heard_ = absl::Now();
   switch (msg.body_case()) {
+    case WorkerMessage::kHeartbeat:
+      return;
     case WorkerMessage::kReady: {
       phase_ = WorkerPhase::kReady;
       const v1::ModelInfo& w = msg.ready().model();
@@ -263,6 +271,7 @@ void Supervisor::OnRequestMessage(WorkerMessage& msg) {
   if (running_ != nullptr && running_->id() == id) {
     RequestHandle& h = *running_;
     const absl::Time now = absl::Now();
+    last_progress_ = now;
     if (msg.has_chunk()) {
       if (!h.first_token_seen_) {
         metrics_->time_to_first_token().Observe(absl::ToDoubleSeconds(now - h.accepted_));
@@ -287,24 +296,17 @@ void Supervisor::OnRequestMessage(WorkerMessage& msg) {
       metrics_->AddRequest("ok");
       consecutive_failures_ = 0;
       FinishRunningLocked(std::move(e));
+    } else if (msg.has_tokenized()) {
+      RequestHandle::Event e;
+      e.type = RequestHandle::Event::Type::kTokenized;
+      e.tokenized = std::move(*msg.mutable_tokenized());
+      consecutive_failures_ = 0;
+      FinishRunningLocked(std::move(e));
     } else if (msg.has_error()) {
       FinishRunningLocked(ErrorEvent(absl::Status(
           static_cast<absl::StatusCode>(msg.error().code()), msg.error().message())));
     }
-    return;
   }
-  auto it = tokenizing_.find(id);
-  if (it == tokenizing_.end()) return;  // a request cancelled meanwhile
-  if (msg.has_tokenized()) {
-    RequestHandle::Event e;
-    e.type = RequestHandle::Event::Type::kTokenized;
-    e.tokenized = std::move(*msg.mutable_tokenized());
-    it->second->Push(std::move(e));
-  } else if (msg.has_error()) {
-    it->second->Push(ErrorEvent(absl::Status(
-        static_cast<absl::StatusCode>(msg.error().code()), msg.error().message())));
-  }
-  tokenizing_.erase(it);
 }
 
 void Supervisor::FinishRunningLocked(RequestHandle::Event event) {
@@ -315,12 +317,13 @@ void Supervisor::FinishRunningLocked(RequestHandle::Event event) {
 
 void Supervisor::DispatchLocked() {
   if (phase_ != WorkerPhase::kReady || running_ != nullptr || worker_ == nullptr ||
-      queue_.empty()) {
+      queue_.empty() || hung_) {
     return;
   }
   running_ = std::move(queue_.front());
   queue_.pop_front();
   running_->started_ = absl::Now();
+  last_progress_ = running_->started_;
   // A failed send means the worker is dying: its exit fails the request.
   (void)worker_->Send(running_->message_);
 }
@@ -335,6 +338,8 @@ void Supervisor::OnExit(uint64_t serial, const WorkerExit& exit) {
   SetServingLocked(false);
   const std::string cause =
       absl::StrCat("worker (pid ", worker_stats_.pid(), ") ", exit.description);
+  // Once per death: the monitor calls the exit handler exactly once.
+  std::cerr << "sluiced: " << cause << (was_ready ? "" : " while starting") << std::endl;
   model_->info.set_last_error(cause);
   worker_stats_.set_up(false);
   worker_stats_.set_last_exit(exit.description);
@@ -347,6 +352,29 @@ void Supervisor::OnExit(uint64_t serial, const WorkerExit& exit) {
   if (uptime > absl::Seconds(60)) consecutive_failures_ = 0;
   ++consecutive_failures_;
   ScheduleRestartLocked();
+}
+
+absl::Duration HeartbeatInterval(absl::Duration hung_timeout) {
+  return std::clamp(hung_timeout / 4, absl::Milliseconds(10), absl::Seconds(1));
+}
+
+void Supervisor::CheckHungLocked(absl::Time now) {
+  if (phase_ != WorkerPhase::kReady || worker_ == nullptr || hung_) return;
+  std::string why;
+  if (now - last_heard_ >= options_.hung_timeout) {
+    why = absl::StrCat("no message or heartbeat for ", absl::FormatDuration(now - last_heard_));
+  } else if (running_ != nullptr && now - last_progress_ >= options_.hung_timeout) {
+    why = absl::StrCat("no progress on request ", running_->id(), " for ",
+                       absl::FormatDuration(now - last_progress_));
+  } else {
+    return;
+  }
+  std::cerr << "sluiced: worker (pid " << worker_->pid() << ") is hung: " << why
+            << "; killing it" << std::endl;
+  // Health turns NOT_SERVING now; the exit fails the requests and restarts.
+  hung_ = true;
+  SetServingLocked(false);
+  worker_->KillHung(why);
 }
 
 void Supervisor::ScheduleRestartLocked() {
@@ -372,8 +400,6 @@ void Supervisor::FailAllLocked(const absl::Status& status) {
     if (h->Push(ErrorEvent(status))) metrics_->AddRequest("unavailable");
   }
   queue_.clear();
-  for (auto& [id, h] : tokenizing_) h->Push(ErrorEvent(status));
-  tokenizing_.clear();
 }
 
 void Supervisor::SetServingLocked(bool serving) {
@@ -393,16 +419,27 @@ std::unique_ptr<WorkerProcess> Supervisor::DetachLocked(const absl::Status& why)
   return std::move(worker_);
 }
 
+absl::Time Supervisor::NextDeadlineLocked() {
+  absl::Time deadline = restart_at_;
+  if (phase_ == WorkerPhase::kStarting && !loading_) {
+    deadline = std::min(deadline, worker_started_ + options_.worker_start_timeout);
+  }
+  if (phase_ == WorkerPhase::kReady && !hung_) {
+    deadline = std::min(deadline, last_heard_ + options_.hung_timeout);
+    if (running_ != nullptr) deadline = std::min(deadline, last_progress_ + options_.hung_timeout);
+  }
+  return deadline;
+}
+
 void Supervisor::ControlLoop() {
   absl::MutexLock lock(&mu_);
   while (true) {
-    auto wake = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return shutdown_ || !dead_.empty() || absl::Now() >= restart_at_;
+    const absl::Time deadline = NextDeadlineLocked();
+    // Also wakes when a new, earlier deadline appears (a worker became
+    // ready, a request started), so that the wait is never too long.
+    auto wake = [this, deadline]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return shutdown_ || !dead_.empty() || NextDeadlineLocked() < deadline;
     };
-    absl::Time deadline = restart_at_;
-    if (phase_ == WorkerPhase::kStarting && !loading_) {
-      deadline = std::min(deadline, worker_started_ + options_.worker_start_timeout);
-    }
     mu_.AwaitWithDeadline(absl::Condition(&wake), deadline);
     if (!dead_.empty()) {
       std::vector<std::unique_ptr<WorkerProcess>> dead = std::move(dead_);
@@ -418,6 +455,7 @@ void Supervisor::ControlLoop() {
         now >= worker_started_ + options_.worker_start_timeout) {
       worker_->Kill();  // its exit schedules the next attempt
     }
+    CheckHungLocked(now);
     if (now >= restart_at_) {
       restart_at_ = absl::InfiniteFuture();
       if (model_ != nullptr && phase_ == WorkerPhase::kDead && !SpawnLocked().ok()) {
@@ -456,18 +494,27 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Supervisor::SubmitGenerate(
 absl::StatusOr<std::shared_ptr<RequestHandle>> Supervisor::SubmitTokenize(
     const v1::TokenizeRequest& request) {
   absl::MutexLock lock(&mu_);
+  if (draining_) return absl::UnavailableError("sluiced is shutting down");
   RETURN_IF_ERROR(CheckModelId(request.model_id()));
-  if (phase_ != WorkerPhase::kReady || worker_ == nullptr) {
+  if (phase_ != WorkerPhase::kReady || worker_ == nullptr || hung_) {
     return absl::UnavailableError(absl::StrCat(
         "the worker of model '", model_->info.model_id(), "' is not ready (",
         v1::ModelState_Name(model_->info.state()), ")"));
   }
+  // Tokenize takes its turn in the queue like a generation: one large text
+  // at a time on the worker, and the same bound on what may wait.
+  const bool runs_now = running_ == nullptr && queue_.empty();
+  if (!runs_now && queue_.size() >= static_cast<size_t>(options_.queue_limit)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "request queue is full: ", queue_.size(), " requests waiting (queue_limit ",
+        options_.queue_limit, "); retry later"));
+  }
   std::shared_ptr<RequestHandle> h(new RequestHandle(next_request_id_++, false));
-  SupervisorMessage msg;
-  msg.set_request_id(h->id());
-  *msg.mutable_tokenize() = request;
-  tokenizing_[h->id()] = h;
-  (void)worker_->Send(msg);
+  h->message_.set_request_id(h->id());
+  *h->message_.mutable_tokenize() = request;
+  h->accepted_ = absl::Now();
+  queue_.push_back(h);
+  DispatchLocked();
   return h;
 }
 
@@ -479,7 +526,6 @@ void Supervisor::Cancel(const std::shared_ptr<RequestHandle>& handle) {
     handle->Push(ErrorEvent(absl::CancelledError("cancelled while waiting in the queue")));
     return;
   }
-  tokenizing_.erase(handle->id());
   if (running_ == handle && !handle->cancel_sent_ && worker_ != nullptr) {
     handle->cancel_sent_ = true;
     SupervisorMessage msg;
@@ -491,7 +537,7 @@ void Supervisor::Cancel(const std::shared_ptr<RequestHandle>& handle) {
 
 MetricsSnapshot Supervisor::Snapshot(absl::Duration stats_timeout) {
   absl::MutexLock lock(&mu_);
-  if (phase_ == WorkerPhase::kReady && worker_ != nullptr) {
+  if (phase_ == WorkerPhase::kReady && worker_ != nullptr && !hung_) {
     const uint64_t seq = stats_seq_;
     SupervisorMessage msg;
     msg.mutable_stats_query();
@@ -506,7 +552,7 @@ MetricsSnapshot Supervisor::Snapshot(absl::Duration stats_timeout) {
   s.requests_running = running_ != nullptr ? 1 : 0;
   s.requests_waiting = queue_.size();
   s.worker = worker_stats_;
-  s.worker.set_up(phase_ == WorkerPhase::kReady);
+  s.worker.set_up(phase_ == WorkerPhase::kReady && !hung_);
   s.slot_cache = slot_stats_;
   s.oom_mode = std::string(OomModeName(oom_->mode()));
   return s;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/forker.h"
 #include "worker/channel.h"
 
 namespace sluice::daemon {
@@ -76,6 +77,7 @@ absl::string_view ExitReasonLabel(WorkerExit::Reason reason) {
     case WorkerExit::Reason::kSignal: return "signal";
     case WorkerExit::Reason::kOomKill: return "oom_kill";
     case WorkerExit::Reason::kProtocolError: return "protocol_error";
+    case WorkerExit::Reason::kHung: return "hung";
   }
   return "exit";
 }
@@ -107,24 +109,26 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(
   const char* procs =
       w->cgroup_.procs_file.empty() ? nullptr : w->cgroup_.procs_file.c_str();
   const pid_t parent = getpid();
-  const pid_t pid = fork();
+  // Not fork(): see daemon/forker.h for why the forking thread matters.
+  const pid_t pid =
+      ForkOnLongLivedThread([&] { ExecChild(parent, sv[1], procs, argv.data()); });
   if (pid < 0) {
-    const int err = errno;
+    const int err = -pid;
     close(sv[0]);
     close(sv[1]);
     options.oom->Remove(w->cgroup_);
     return absl::InternalError(absl::StrCat("fork: ", strerror(err)));
   }
-  if (pid == 0) ExecChild(parent, sv[1], procs, argv.data());
   close(sv[1]);
   w->pid_ = pid;
   w->socket_fd_ = sv[0];
   w->pidfd_ = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
 
+  w->writer_ = std::make_unique<worker::FrameWriter>(w->socket_fd_);
   worker::v1::SupervisorMessage msg;
   *msg.mutable_hello() = hello;
   // A worker that dies before reading the Hello is reported by the monitor.
-  (void)worker::SendFrame(w->socket_fd_, msg, shard_fds);
+  (void)w->writer_->Send(msg, shard_fds);
   WorkerProcess* raw = w.get();
   w->monitor_ = std::thread([raw] { raw->Monitor(); });
   return w;
@@ -185,6 +189,14 @@ WorkerExit WorkerProcess::Reap() {
     if (exit.code == 127) absl::StrAppend(&exit.description, " (could not exec the worker binary)");
     if (exit.code == 126) absl::StrAppend(&exit.description, " (could not join its cgroup)");
   }
+  {
+    absl::MutexLock lock(&exit_mu_);
+    if (!hung_.empty()) {
+      exit.reason = WorkerExit::Reason::kHung;
+      exit.description = absl::StrCat("was hung (", hung_, ") and was killed; ",
+                                      exit.description);
+    }
+  }
   if (!protocol_error_.empty()) {
     exit.reason = WorkerExit::Reason::kProtocolError;
     exit.description = absl::StrCat("broke the protocol (", protocol_error_,
@@ -201,13 +213,24 @@ WorkerExit WorkerProcess::Reap() {
 }
 
 absl::Status WorkerProcess::Send(const worker::v1::SupervisorMessage& msg) {
-  absl::MutexLock lock(&send_mu_);
-  return worker::SendFrame(socket_fd_, msg);
+  if (writer_ == nullptr) return absl::UnavailableError("the worker has stopped");
+  return writer_->Send(msg);
+}
+
+size_t WorkerProcess::PendingBytes() {
+  return writer_ == nullptr ? 0 : writer_->PendingBytes();
 }
 
 void WorkerProcess::Kill() {
   absl::MutexLock lock(&exit_mu_);
   if (!exited_) SendKill();
+}
+
+void WorkerProcess::KillHung(const std::string& why) {
+  absl::MutexLock lock(&exit_mu_);
+  if (exited_ || !hung_.empty()) return;
+  hung_ = why;
+  SendKill();
 }
 
 void WorkerProcess::SendKill() {
@@ -230,6 +253,7 @@ void WorkerProcess::Stop(absl::Duration grace) {
     Kill();
     monitor_.join();
   }
+  if (writer_ != nullptr) writer_->Close();
   if (socket_fd_ >= 0) close(socket_fd_);
   if (pidfd_ >= 0) close(pidfd_);
   socket_fd_ = pidfd_ = -1;

@@ -88,13 +88,7 @@ absl::StatusOr<size_t> ReadAll(int fd, char* data, size_t n,
 
 }  // namespace
 
-absl::Status SendFrame(int socket_fd, const google::protobuf::MessageLite& msg,
-                       absl::Span<const int> fds) {
-  if (fds.size() > static_cast<size_t>(kMaxFdsPerMessage)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "worker channel: ", fds.size(), " fds exceed the limit of ",
-        kMaxFdsPerMessage));
-  }
+absl::StatusOr<std::string> EncodeFrame(const google::protobuf::MessageLite& msg) {
   const size_t size = msg.ByteSizeLong();
   if (size > kMaxFrameBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -105,7 +99,28 @@ absl::Status SendFrame(int socket_fd, const google::protobuf::MessageLite& msg,
   if (!msg.SerializeToArray(buf.data() + 4, static_cast<int>(size))) {
     return absl::InternalError("worker channel: serialization failed");
   }
-  return WriteAll(socket_fd, buf.data(), buf.size(), fds);
+  return buf;
+}
+
+absl::Status SendEncoded(int socket_fd, std::string_view frame, absl::Span<const int> fds) {
+  if (fds.size() > static_cast<size_t>(kMaxFdsPerMessage)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "worker channel: ", fds.size(), " fds exceed the limit of ",
+        kMaxFdsPerMessage));
+  }
+  return WriteAll(socket_fd, frame.data(), frame.size(), fds);
+}
+
+absl::Status SendFrame(int socket_fd, const google::protobuf::MessageLite& msg,
+                       absl::Span<const int> fds) {
+  if (fds.size() > static_cast<size_t>(kMaxFdsPerMessage)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "worker channel: ", fds.size(), " fds exceed the limit of ",
+        kMaxFdsPerMessage));
+  }
+  absl::StatusOr<std::string> frame = EncodeFrame(msg);
+  if (!frame.ok()) return frame.status();
+  return SendEncoded(socket_fd, *frame, fds);
 }
 
 absl::StatusOr<bool> ReceiveFrame(int socket_fd,

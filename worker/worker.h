@@ -3,11 +3,15 @@
 // RunWorker() reads the Hello (with the shard fds as SCM_RIGHTS), maps the
 // shards (ModelFiles::FromFds, never opening a path), checks the tensor table
 // against the supervisor's, builds the engine and reports Ready. Then:
-//   * Generate requests run one at a time on a generation thread, streaming
-//     one TokenChunk per token and a final GenerateDone (or an Error);
+//   * Generate and Tokenize requests run one at a time, in order, on a
+//     generation thread; a Generate streams one TokenChunk per token and a
+//     final GenerateDone (or an Error);
 //   * Cancel for the running request stops it before the next decode step
 //     (the token callback returns false) and is answered with Error CANCELLED;
-//   * Tokenize and StatsQuery are answered at once by the reading thread;
+//   * StatsQuery is answered at once by the reading thread;
+//   * every message leaves through a FrameWriter thread (the reader never
+//     blocks on a send), which also sends a Heartbeat when idle for
+//     Hello.config.heartbeat_interval_ms;
 //   * Shutdown, or the supervisor closing the socket, ends the worker.
 // A failure to build the model is sent as `fatal` and the worker exits 2.
 //

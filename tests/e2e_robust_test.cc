@@ -1,0 +1,130 @@
+// End-to-end regression tests of issue 11's defects: the channel wedge under
+// large concurrent Tokenize calls and hung-worker detection.
+#include <signal.h>
+#include <unistd.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/e2e_harness.h"
+
+namespace sluice::testing {
+namespace {
+
+std::unique_ptr<Daemon> StartDaemon(const std::vector<std::string>& flags,
+                                    const std::map<std::string, std::string>& env = {}) {
+  auto path = WriteMicroModel(MakeTempDir("e2e-robust"));
+  EXPECT_TRUE(path.ok()) << path.status();
+  if (!path.ok()) return nullptr;
+  DaemonOptions options;
+  options.model_path = *path;
+  options.flags = flags;
+  options.env = env;
+  options.context_length = 4096;
+  auto d = Daemon::Start(options);
+  EXPECT_TRUE(d.ok()) << d.status();
+  return d.ok() ? std::move(*d) : nullptr;
+}
+
+std::unique_ptr<v1::Sluice::Stub> BigMessageStub(Daemon& d) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  return v1::Sluice::NewStub(
+      grpc::CreateCustomChannel(d.address(), grpc::InsecureChannelCredentials(), args));
+}
+
+// Issue 11 defect 1: three concurrent ~300 KB Tokenize calls used to wedge
+// both processes in a socket send for good.
+TEST(E2eRobustTest, ConcurrentLargeTokenizeCallsDoNotWedgeTheDaemon) {
+  auto d = StartDaemon({});
+  ASSERT_NE(d, nullptr);
+  auto stub = BigMessageStub(*d);
+  std::vector<grpc::Status> statuses(3);
+  std::vector<int> token_counts(3, 0);
+  std::vector<std::thread> callers;
+  for (int i = 0; i < 3; ++i) {
+    callers.emplace_back([&, i] {
+      v1::TokenizeRequest request;
+      request.set_text(std::string(300 << 10, static_cast<char>('a' + i)));
+      v1::TokenizeResponse response;
+      grpc::ClientContext ctx;
+      ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+      statuses[i] = stub->Tokenize(&ctx, request, &response);
+      token_counts[i] = response.token_ids_size();
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(statuses[i].ok()) << i << ": " << statuses[i].error_message();
+    EXPECT_GT(token_counts[i], 0) << i;
+  }
+  Generation after = RunGenerate(d->stub(), GreedyRequest("after the big ones", 3),
+                                 absl::Seconds(20));
+  EXPECT_TRUE(after.status.ok()) << after.status.error_message() << d->Log();
+  EXPECT_EQ(after.final.usage().completion_tokens(), 3u);
+  EXPECT_NE(d->HttpGet("/metrics").find("sluice_worker_up 1"), std::string::npos);
+  EXPECT_EQ(d->Stop(), 0) << d->Log();
+}
+
+pid_t OnlyChild(pid_t parent) {
+  std::vector<pid_t> children = ChildrenOf(parent);
+  return children.size() == 1 ? children[0] : -1;
+}
+
+// Issue 11 defect 3: a SIGSTOPped worker used to go unnoticed, health staying
+// SERVING and requests hanging forever.
+TEST(E2eRobustTest, StoppedWorkerIsKilledAsHungAndRestarted) {
+  auto d = StartDaemon({"--worker_hung_timeout_s=1"},
+                       {{"SLUICE_WORKER_TEST_STEP_DELAY_MS", "5"}});
+  ASSERT_NE(d, nullptr);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  auto reader = d->stub().Generate(&ctx, GreedyRequest("a long story", 2000));
+  v1::GenerateResponse resp;
+  ASSERT_TRUE(reader->Read(&resp)) << d->Log();
+  const pid_t worker = OnlyChild(d->pid());
+  ASSERT_GT(worker, 0);
+  const absl::Time stopped = absl::Now();
+  ASSERT_EQ(kill(worker, SIGSTOP), 0);
+  while (reader->Read(&resp)) {
+  }
+  const grpc::Status status = reader->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(status.error_message().find(absl::StrCat("worker (pid ", worker, ") was hung (")),
+            std::string::npos)
+      << status.error_message();
+  EXPECT_LT(absl::Now() - stopped, absl::Seconds(10));
+  // A Tokenize without a deadline is served by the restarted worker.
+  ASSERT_TRUE(d->WaitForHealth("SERVING", absl::Seconds(20))) << d->Log();
+  v1::TokenizeRequest tok;
+  tok.set_text("hello");
+  v1::TokenizeResponse tokenized;
+  grpc::ClientContext tctx;
+  EXPECT_TRUE(d->stub().Tokenize(&tctx, tok, &tokenized).ok());
+  EXPECT_GT(tokenized.token_ids_size(), 0);
+  EXPECT_NE(OnlyChild(d->pid()), worker);
+  const std::string metrics = d->HttpGet("/metrics");
+  EXPECT_NE(metrics.find("sluice_worker_restarts_total{reason=\"hung\"} 1\n"), std::string::npos)
+      << metrics;
+  EXPECT_NE(d->Log().find("is hung: "), std::string::npos) << d->Log();
+  EXPECT_EQ(d->Stop(), 0) << d->Log();
+}
+
+// An idle worker heartbeats, so a short hung timeout does not kill it.
+TEST(E2eRobustTest, IdleWorkerIsNotMistakenForAHungOne) {
+  auto d = StartDaemon({"--worker_hung_timeout_s=1"});
+  ASSERT_NE(d, nullptr);
+  const pid_t worker = OnlyChild(d->pid());
+  absl::SleepFor(absl::Milliseconds(2500));
+  EXPECT_EQ(OnlyChild(d->pid()), worker);
+  Generation g = RunGenerate(d->stub(), GreedyRequest("still here", 2));
+  EXPECT_TRUE(g.status.ok()) << g.status.error_message();
+  EXPECT_EQ(d->Stop(), 0) << d->Log();
+}
+
+}  // namespace
+}  // namespace sluice::testing
