@@ -77,7 +77,7 @@ absl::Status ValidateConfig(const Config& c) {
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = CheckRange("queue_limit", c.queue_limit, 0, 1 << 20); !s.ok()) {
+  if (absl::Status s = CheckRange("queue_limit", c.queue_limit, 0, kMaxQueueLimit); !s.ok()) {
     return s;
   }
   if (absl::Status s =

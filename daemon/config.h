@@ -18,6 +18,10 @@ namespace sluice::daemon {
 
 enum class WorkerKindConfig { kCpu, kCuda };
 
+// Every waiting request holds a gRPC handler thread (a small stack, no CPU
+// while it waits); beyond this many a deeper queue only adds latency.
+inline constexpr int kMaxQueueLimit = 10000;
+
 struct Config {
   std::string grpc_address = "127.0.0.1:50051";
   std::string metrics_address = "127.0.0.1:9464";  // "" or "none": disabled

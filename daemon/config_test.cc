@@ -29,6 +29,17 @@ TEST(ParseByteSizeTest, RejectsGarbageNamingTheFlag) {
 
 TEST(ValidateConfigTest, DefaultsAreValid) { EXPECT_TRUE(ValidateConfig(Config{}).ok()); }
 
+TEST(ValidateConfigTest, QueueLimitHasASaneMaximum) {
+  Config c;
+  c.queue_limit = kMaxQueueLimit;
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  c.queue_limit = kMaxQueueLimit + 1;
+  EXPECT_EQ(ValidateConfig(c).message(), "--queue_limit=10001: must be in 0..10000");
+  c = Config{};
+  c.worker_hung_timeout_s = 0;
+  EXPECT_EQ(ValidateConfig(c).message(), "--worker_hung_timeout_s=0: must be in 1..86400");
+}
+
 TEST(ValidateConfigTest, ErrorsNameTheFlagAndValue) {
   Config c;
   c.grpc_address = "localhost";

@@ -1,6 +1,7 @@
 #include "daemon/forker.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <thread>
@@ -31,6 +32,7 @@ class Forker {
 
  private:
   void Loop() {
+    pthread_setname_np(pthread_self(), "forker");
     while (true) {
       absl::MutexLock lock(&mu_);
       auto requested = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

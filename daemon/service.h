@@ -1,9 +1,10 @@
 // The sluice.v1.Sluice gRPC service on top of the Supervisor.
 //
 // absl::Status codes map 1:1 onto grpc::StatusCode. Generate streams the
-// worker's chunks as they arrive; it polls the call for cancellation and its
-// deadline every few milliseconds while waiting, and on either tells the
-// supervisor to cancel (the worker stops within one decode step).
+// worker's chunks as they arrive. A waiting handler blocks on its request's
+// events until its deadline (no polling); one CallWatcher thread notices
+// cancelled calls for all handlers. On a cancel or deadline the supervisor is
+// told to cancel (the worker stops within one decode step).
 //
 // Thread-safety: gRPC calls the handlers concurrently; all state lives in the
 // Supervisor and Metrics, which are thread-safe.
@@ -11,6 +12,7 @@
 #define SLUICE_DAEMON_SERVICE_H_
 
 #include "absl/status/status.h"
+#include "daemon/call_watcher.h"
 #include "daemon/metrics.h"
 #include "daemon/supervisor.h"
 #include "grpcpp/grpcpp.h"
@@ -43,8 +45,14 @@ class SluiceService final : public v1::Sluice::Service {
   std::string PrometheusText();
 
  private:
+  uint64_t WatchCall(grpc::ServerContext* context, const std::shared_ptr<RequestHandle>& handle);
+  grpc::Status StreamEvents(grpc::ServerContext* context, absl::Time deadline,
+                            RequestHandle& handle,
+                            grpc::ServerWriter<v1::GenerateResponse>* writer);
+
   Supervisor* const supervisor_;
   Metrics* const metrics_;
+  CallWatcher watcher_;
 };
 
 }  // namespace sluice::daemon

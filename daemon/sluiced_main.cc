@@ -214,6 +214,9 @@ int Run(const Config& config, const std::string& worker_binary, sigset_t signals
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  // Without this gRPC sets SO_REUSEPORT, and a second sluiced on a busy port
+  // would silently share it instead of failing.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   int grpc_port = 0;
   builder.AddListeningPort(config.grpc_address, *credentials, &grpc_port);
   builder.RegisterService(&service);

@@ -1,5 +1,7 @@
 #include "daemon/supervisor.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <iostream>
 #include <utility>
@@ -34,6 +36,13 @@ bool RequestHandle::Push(Event event) {
   finished_ = event.type != Event::Type::kChunk;
   events_.push_back(std::move(event));
   return true;
+}
+
+void RequestHandle::Interrupt(absl::Status status) {
+  Event e;
+  e.type = Event::Type::kError;
+  e.status = std::move(status);
+  Push(std::move(e));
 }
 
 bool RequestHandle::Next(Event* event, absl::Duration timeout) {
@@ -432,6 +441,7 @@ absl::Time Supervisor::NextDeadlineLocked() {
 }
 
 void Supervisor::ControlLoop() {
+  pthread_setname_np(pthread_self(), "sup-control");
   absl::MutexLock lock(&mu_);
   while (true) {
     const absl::Time deadline = NextDeadlineLocked();

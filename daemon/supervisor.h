@@ -93,6 +93,10 @@ class RequestHandle {
   // kDone, kTokenized or kError event there are no more.
   bool Next(Event* event, absl::Duration timeout);
   uint64_t id() const { return id_; }
+  // Ends the stream with `status` (an error) unless it already ended; later
+  // events from the worker are dropped. For the front end whose client went
+  // away: it stops waiting at once while Supervisor::Cancel stops the work.
+  void Interrupt(absl::Status status);
 
  private:
   friend class Supervisor;

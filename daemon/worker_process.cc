@@ -135,6 +135,7 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(
 }
 
 void WorkerProcess::Monitor() {
+  pthread_setname_np(pthread_self(), "worker-monitor");
   bool socket_open = true;
   while (true) {
     pollfd pfds[2];

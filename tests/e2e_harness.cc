@@ -59,6 +59,27 @@ std::string RunfilePath(const std::string& path) {
   return absl::StrCat(srcdir != nullptr ? srcdir : ".", "/sluice/", path);
 }
 
+namespace {
+
+absl::StatusOr<std::string> WriteNamedModel(const std::string& dir, const std::string& name) {
+  mkmodel::Options options;
+  options.arch = mkmodel::Arch::kQwen35Moe;
+  auto shape = mkmodel::NamedShape(options.arch, name);
+  if (!shape.ok()) return shape.status();
+  options.shape = *shape;
+  options.seed = 7;
+  const std::string path = dir + "/" + name + "-qwen35moe.gguf";
+  auto written = mkmodel::WriteModel(options, path);
+  if (!written.ok()) return written.status();
+  return path;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> WriteTinyModel(const std::string& dir) {
+  return WriteNamedModel(dir, "tiny");
+}
+
 absl::StatusOr<std::string> WriteMicroModel(const std::string& dir) {
   mkmodel::Options options;
   options.arch = mkmodel::Arch::kQwen35Moe;

@@ -31,6 +31,9 @@ std::string RunfilePath(const std::string& path);
 // Writes the "micro" qwen35moe model (mkmodel, F32, fixed seed) to
 // dir/micro-qwen35moe.gguf and returns its path.
 absl::StatusOr<std::string> WriteMicroModel(const std::string& dir);
+// The same with mkmodel's "tiny" shape (about eight times the compute per
+// token), as dir/tiny-qwen35moe.gguf.
+absl::StatusOr<std::string> WriteTinyModel(const std::string& dir);
 
 struct DaemonOptions {
   std::string model_path;                 // --model, may be empty

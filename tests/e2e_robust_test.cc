@@ -1,6 +1,9 @@
 // End-to-end regression tests of issue 11's defects: the channel wedge under
 // large concurrent Tokenize calls and hung-worker detection.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <string>
@@ -123,6 +126,55 @@ TEST(E2eRobustTest, IdleWorkerIsNotMistakenForAHungOne) {
   EXPECT_EQ(OnlyChild(d->pid()), worker);
   Generation g = RunGenerate(d->stub(), GreedyRequest("still here", 2));
   EXPECT_TRUE(g.status.ok()) << g.status.error_message();
+  EXPECT_EQ(d->Stop(), 0) << d->Log();
+}
+
+// Issue 11 defect 5: gRPC (and httplib) set SO_REUSEPORT, so a second daemon
+// shared a busy port instead of failing.
+TEST(E2eRobustTest, SecondDaemonOnABusyPortExitsOne) {
+  auto d = StartDaemon({});
+  ASSERT_NE(d, nullptr);
+  const std::string sluiced = RunfilePath("daemon/sluiced");
+  const std::string worker = "--worker_binary=" + RunfilePath("worker/sluice-worker");
+  CommandResult grpc_clash = RunCommand(
+      {sluiced, "--grpc_address=" + d->address(), "--metrics_address=none", worker}, {},
+      "/dev/null", absl::Seconds(30));
+  EXPECT_EQ(grpc_clash.exit_code, 1) << grpc_clash.err;
+  EXPECT_NE(grpc_clash.err.find("fatal: cannot listen on --grpc_address=" + d->address()),
+            std::string::npos)
+      << grpc_clash.err;
+  const std::string metrics = absl::StrCat("127.0.0.1:", d->metrics_port());
+  CommandResult metrics_clash = RunCommand(
+      {sluiced, "--grpc_address=127.0.0.1:0", "--metrics_address=" + metrics, worker}, {},
+      "/dev/null", absl::Seconds(30));
+  EXPECT_EQ(metrics_clash.exit_code, 1) << metrics_clash.err;
+  EXPECT_NE(metrics_clash.err.find("fatal: cannot listen on --metrics_address=" + metrics),
+            std::string::npos)
+      << metrics_clash.err;
+  EXPECT_EQ(d->Health(), "SERVING");
+  EXPECT_EQ(d->Stop(), 0) << d->Log();
+}
+
+// Issue 11 defect 9: eight slow connections starved /metrics.
+TEST(E2eRobustTest, SlowMetricsClientsDoNotStarveOthers) {
+  auto d = StartDaemon({});
+  ASSERT_NE(d, nullptr);
+  std::vector<int> slow;
+  for (int i = 0; i < 16; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(d->metrics_port());
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    ASSERT_EQ(write(fd, "GET /metr", 9), 9);  // and never the rest
+    slow.push_back(fd);
+  }
+  const absl::Time start = absl::Now();
+  const std::string body = d->HttpGet("/metrics");
+  EXPECT_NE(body.find("sluice_worker_up 1"), std::string::npos) << body;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  for (int fd : slow) close(fd);
   EXPECT_EQ(d->Stop(), 0) << d->Log();
 }
 

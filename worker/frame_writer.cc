@@ -1,6 +1,7 @@
 #include "worker/frame_writer.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -77,6 +78,7 @@ void FrameWriter::Close() {
 }
 
 void FrameWriter::Loop() {
+  pthread_setname_np(pthread_self(), "frame-writer");
   while (true) {
     Frame frame;
     {
