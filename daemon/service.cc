@@ -26,6 +26,11 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 grpc::Status SluiceService::LoadModel(grpc::ServerContext*,
                                       const v1::LoadModelRequest* request,
                                       v1::LoadModelResponse* response) {
+  if (model_paths_ == nullptr) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "LoadModel: this daemon serves only its --model");
+  }
+  if (absl::Status s = model_paths_->Check(request->path()); !s.ok()) return ToGrpcStatus(s);
   absl::StatusOr<v1::ModelInfo> info = supervisor_->LoadModel(*request);
   if (!info.ok()) return ToGrpcStatus(info.status());
   *response->mutable_model() = *std::move(info);

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "daemon/call_watcher.h"
 #include "daemon/metrics.h"
+#include "daemon/model_paths.h"
 #include "daemon/supervisor.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/sluice/v1/sluice.grpc.pb.h"
@@ -24,8 +25,10 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 
 class SluiceService final : public v1::Sluice::Service {
  public:
-  SluiceService(Supervisor* supervisor, Metrics* metrics)
-      : supervisor_(supervisor), metrics_(metrics) {}
+  // `model_paths` confines LoadModel (null: LoadModel is refused).
+  SluiceService(Supervisor* supervisor, Metrics* metrics,
+                const ModelPathPolicy* model_paths = nullptr)
+      : supervisor_(supervisor), metrics_(metrics), model_paths_(model_paths) {}
 
   grpc::Status LoadModel(grpc::ServerContext* context, const v1::LoadModelRequest* request,
                          v1::LoadModelResponse* response) override;
@@ -52,6 +55,7 @@ class SluiceService final : public v1::Sluice::Service {
 
   Supervisor* const supervisor_;
   Metrics* const metrics_;
+  const ModelPathPolicy* const model_paths_;
   CallWatcher watcher_;
 };
 

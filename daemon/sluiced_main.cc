@@ -16,10 +16,12 @@
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "daemon/cgroup.h"
 #include "daemon/config.h"
 #include "daemon/metrics.h"
 #include "daemon/metrics_http.h"
+#include "daemon/model_paths.h"
 #include "daemon/notify.h"
 #include "daemon/service.h"
 #include "daemon/supervisor.h"
@@ -33,6 +35,9 @@ ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
           "Prometheus /metrics listen address HOST:PORT; 'none' disables it.");
 ABSL_FLAG(std::string, model, "", "GGUF file (any shard of a split set) to load at start.");
 ABSL_FLAG(std::string, model_id, "", "Model id for --model (default: the file stem).");
+ABSL_FLAG(std::vector<std::string>, model_dir, {},
+          "Directory the LoadModel RPC may load from (repeatable, or comma-separated); "
+          "without one, only --model is served.");
 ABSL_FLAG(std::string, worker_kind, "cpu", "Worker kind: cpu.");
 ABSL_FLAG(int, threads, 1, "Compute threads per worker.");
 ABSL_FLAG(int, context_length, 4096, "Tokens per sequence (prompt plus generated).");
@@ -65,6 +70,26 @@ void Log(const std::string& line) { std::cerr << "sluiced: " << line << std::end
 
 bool KnownFlag(const std::string& name) { return absl::FindCommandLineFlag(name) != nullptr; }
 
+// absl keeps only the last of a repeated flag; a repeatable one is merged
+// into a single comma-separated occurrence.
+std::vector<std::string> MergeRepeatedFlag(const std::vector<std::string>& args,
+                                           const std::string& name) {
+  const std::string prefix = "--" + name + "=";
+  std::vector<std::string> out;
+  std::vector<std::string> values;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].rfind(prefix, 0) == 0) {
+      values.push_back(args[i].substr(prefix.size()));
+    } else if (args[i] == "--" + name && i + 1 < args.size()) {
+      values.push_back(args[++i]);
+    } else {
+      out.push_back(args[i]);
+    }
+  }
+  if (!values.empty()) out.push_back(prefix + absl::StrJoin(values, ","));
+  return out;
+}
+
 // Config file entries go first so that command-line flags override them.
 absl::StatusOr<std::vector<std::string>> ExpandConfig(int argc, char** argv) {
   std::vector<std::string> args = {argv[0]};
@@ -80,7 +105,7 @@ absl::StatusOr<std::vector<std::string>> ExpandConfig(int argc, char** argv) {
     args.insert(args.end(), file_args->begin(), file_args->end());
   }
   for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
-  return args;
+  return MergeRepeatedFlag(args, "model_dir");
 }
 
 absl::StatusOr<Config> ConfigFromFlags() {
@@ -204,7 +229,12 @@ int Run(const Config& config, const std::string& worker_binary, sigset_t signals
     if (server) server->GetHealthCheckService()->SetServingStatus(serving);
     NotifyStatus(serving ? "serving" : "no worker ready");
   });
-  SluiceService service(&supervisor, &metrics);
+  auto model_paths = ModelPathPolicy::Create(absl::GetFlag(FLAGS_model_dir));
+  if (!model_paths.ok()) {
+    Log(absl::StrCat("fatal: bad configuration: ", model_paths.status().message()));
+    return 2;
+  }
+  SluiceService service(&supervisor, &metrics, &*model_paths);
 
   auto credentials = ServerCredentials(config);
   if (!credentials.ok()) {

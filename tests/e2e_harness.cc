@@ -107,6 +107,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
       absl::StrCat("--context_length=", options.context_length),
   };
   if (!options.model_path.empty()) args.push_back("--model=" + options.model_path);
+  // Every test model lives under $TEST_TMPDIR (MakeTempDir).
+  args.push_back(absl::StrCat("--model_dir=", getenv("TEST_TMPDIR")));
   args.insert(args.end(), options.flags.begin(), options.flags.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());

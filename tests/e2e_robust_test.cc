@@ -3,9 +3,11 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -175,6 +177,47 @@ TEST(E2eRobustTest, SlowMetricsClientsDoNotStarveOthers) {
   EXPECT_NE(body.find("sluice_worker_up 1"), std::string::npos) << body;
   EXPECT_LT(absl::Now() - start, absl::Seconds(1));
   for (int fd : slow) close(fd);
+  EXPECT_EQ(d->Stop(), 0) << d->Log();
+}
+
+// Issue 11 defect 6: LoadModel read any path: it leaked the first bytes of
+// /etc/shadow, blocked on a FIFO and accepted a NUL byte.
+TEST(E2eRobustTest, LoadModelIsConfinedToTheModelDirectories) {
+  auto d = StartDaemon({});
+  ASSERT_NE(d, nullptr);
+  auto load = [&](const std::string& path) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(20)));
+    v1::LoadModelRequest request;
+    request.set_path(path);
+    v1::LoadModelResponse response;
+    return d->stub().LoadModel(&ctx, request, &response);
+  };
+  const grpc::Status shadow = load("/etc/shadow");
+  EXPECT_EQ(shadow.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(shadow.error_message(),
+            "LoadModel path='/etc/shadow': not a model file inside a --model_dir");
+  EXPECT_EQ(load("/nonexistent/x.gguf").error_message(),
+            "LoadModel path='/nonexistent/x.gguf': not a model file inside a --model_dir");
+  const std::string dir = MakeTempDir("e2e-robust-fifo");
+  ASSERT_EQ(mkfifo((dir + "/model.gguf").c_str(), 0644), 0);
+  const absl::Time start = absl::Now();
+  const grpc::Status fifo = load(dir + "/model.gguf");
+  EXPECT_EQ(fifo.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(fifo.error_message().find("': not a regular file"), std::string::npos)
+      << fifo.error_message();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  const grpc::Status nul = load(std::string("/tmp/a\0b", 8));
+  EXPECT_EQ(nul.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(nul.error_message(), "LoadModel: path contains a NUL byte");
+  // A text file inside: refused without quoting its bytes.
+  std::ofstream(dir + "/secret.gguf") << "root:$6$saltsaltsalt$hash";
+  const grpc::Status text = load(dir + "/secret.gguf");
+  EXPECT_EQ(text.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(text.error_message().find("saltsalt"), std::string::npos) << text.error_message();
+  EXPECT_EQ(text.error_message().find("0x746f6f72"), std::string::npos) << text.error_message();
+  // The loaded model still serves.
+  EXPECT_TRUE(RunGenerate(d->stub(), GreedyRequest("still serving", 2)).status.ok());
   EXPECT_EQ(d->Stop(), 0) << d->Log();
 }
 
