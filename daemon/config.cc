@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
 namespace sluice::daemon {
@@ -33,6 +34,22 @@ absl::Status CheckRange(const std::string& flag, int64_t value, int64_t lo,
 }
 
 }  // namespace
+
+bool IsLoopbackAddress(const std::string& host_port) {
+  std::string host = host_port.substr(0, host_port.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host == "localhost" || host == "::1") return true;
+  // 127.0.0.0/8, written as a dotted quad.
+  std::vector<std::string> parts = absl::StrSplit(host, '.');
+  if (parts.size() != 4 || parts[0] != "127") return false;
+  for (const std::string& p : parts) {
+    int n = -1;
+    if (!absl::SimpleAtoi(p, &n) || n < 0 || n > 255) return false;
+  }
+  return true;
+}
 
 absl::StatusOr<uint64_t> ParseByteSize(const std::string& what,
                                        const std::string& value) {
@@ -112,6 +129,13 @@ absl::Status ValidateConfig(const Config& c) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--tls_client_ca_file='", c.tls_client_ca_file,
         "' needs --tls_cert_file and --tls_key_file"));
+  }
+  if (!IsLoopbackAddress(c.grpc_address) && !c.insecure &&
+      (c.tls_cert_file.empty() || c.api_keys_file.empty())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--grpc_address='", c.grpc_address, "' is reachable from other hosts but ",
+        c.tls_cert_file.empty() ? "has no TLS (--tls_cert_file)" : "has no API keys (--api_keys_file)",
+        "; configure both, or pass --insecure to accept the risk"));
   }
   if (c.worker_kind == WorkerKindConfig::kCuda) {
     return absl::InvalidArgumentError(

@@ -44,7 +44,13 @@ struct Config {
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_client_ca_file;
+  std::string api_keys_file;        // "" : no API keys (every call allowed)
+  // Allows a non-loopback --grpc_address in plaintext or without API keys.
+  bool insecure = false;
 };
+
+// True for 127.0.0.0/8, ::1 and "localhost" (the host part of HOST:PORT).
+bool IsLoopbackAddress(const std::string& host_port);
 
 // Parses "123", "64K", "512M", "8G", "1T" (powers of 1024; optional
 // trailing 'B' or 'iB'). InvalidArgument naming `what` and the value.

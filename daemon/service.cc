@@ -23,9 +23,24 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
                       std::string(status.message()));
 }
 
-grpc::Status SluiceService::LoadModel(grpc::ServerContext*,
+grpc::Status SluiceService::Authorize(const grpc::ServerContext& context, ApiKeys::Role role) {
+  if (api_keys_ == nullptr || !api_keys_->enabled()) return grpc::Status::OK;
+  const auto& metadata = context.client_metadata();
+  const auto it = metadata.find("authorization");
+  const std::string_view value =
+      it == metadata.end() ? std::string_view() : std::string_view(it->second.data(),
+                                                                   it->second.size());
+  const absl::Status s = api_keys_->Check(value, role);
+  if (s.ok()) return grpc::Status::OK;
+  metrics_->AddAuthFailure(s.code() == absl::StatusCode::kPermissionDenied ? "permission_denied"
+                                                                           : "unauthenticated");
+  return ToGrpcStatus(s);
+}
+
+grpc::Status SluiceService::LoadModel(grpc::ServerContext* context,
                                       const v1::LoadModelRequest* request,
                                       v1::LoadModelResponse* response) {
+  if (grpc::Status s = Authorize(*context, ApiKeys::Role::kAdmin); !s.ok()) return s;
   if (model_paths_ == nullptr) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "LoadModel: this daemon serves only its --model");
@@ -37,14 +52,17 @@ grpc::Status SluiceService::LoadModel(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status SluiceService::UnloadModel(grpc::ServerContext*,
+grpc::Status SluiceService::UnloadModel(grpc::ServerContext* context,
                                         const v1::UnloadModelRequest* request,
                                         v1::UnloadModelResponse*) {
+  if (grpc::Status s = Authorize(*context, ApiKeys::Role::kAdmin); !s.ok()) return s;
   return ToGrpcStatus(supervisor_->UnloadModel(*request));
 }
 
-grpc::Status SluiceService::ListModels(grpc::ServerContext*, const v1::ListModelsRequest*,
+grpc::Status SluiceService::ListModels(grpc::ServerContext* context,
+                                       const v1::ListModelsRequest*,
                                        v1::ListModelsResponse* response) {
+  if (grpc::Status s = Authorize(*context, ApiKeys::Role::kGenerate); !s.ok()) return s;
   for (v1::ModelInfo& m : supervisor_->ListModels()) *response->add_models() = std::move(m);
   return grpc::Status::OK;
 }
@@ -75,6 +93,7 @@ uint64_t SluiceService::WatchCall(grpc::ServerContext* context,
 grpc::Status SluiceService::Generate(grpc::ServerContext* context,
                                      const v1::GenerateRequest* request,
                                      grpc::ServerWriter<v1::GenerateResponse>* writer) {
+  if (grpc::Status s = Authorize(*context, ApiKeys::Role::kGenerate); !s.ok()) return s;
   absl::StatusOr<std::shared_ptr<RequestHandle>> handle =
       supervisor_->SubmitGenerate(*request);
   if (!handle.ok()) return ToGrpcStatus(handle.status());
@@ -133,6 +152,7 @@ grpc::Status SluiceService::StreamEvents(grpc::ServerContext* context, absl::Tim
 grpc::Status SluiceService::Tokenize(grpc::ServerContext* context,
                                      const v1::TokenizeRequest* request,
                                      v1::TokenizeResponse* response) {
+  if (grpc::Status s = Authorize(*context, ApiKeys::Role::kGenerate); !s.ok()) return s;
   absl::StatusOr<std::shared_ptr<RequestHandle>> handle =
       supervisor_->SubmitTokenize(*request);
   if (!handle.ok()) return ToGrpcStatus(handle.status());
@@ -156,8 +176,10 @@ std::string SluiceService::PrometheusText() {
   return metrics_->Render(supervisor_->Snapshot(), ReadHostMemory());
 }
 
-grpc::Status SluiceService::GetMetrics(grpc::ServerContext*, const v1::GetMetricsRequest*,
+grpc::Status SluiceService::GetMetrics(grpc::ServerContext* context,
+                                       const v1::GetMetricsRequest*,
                                        v1::GetMetricsResponse* response) {
+  if (grpc::Status s = Authorize(*context, ApiKeys::Role::kGenerate); !s.ok()) return s;
   MetricsSnapshot s = supervisor_->Snapshot();
   response->set_requests_running(s.requests_running);
   response->set_requests_waiting(s.requests_waiting);

@@ -12,6 +12,7 @@
 #define SLUICE_DAEMON_SERVICE_H_
 
 #include "absl/status/status.h"
+#include "daemon/api_keys.h"
 #include "daemon/call_watcher.h"
 #include "daemon/metrics.h"
 #include "daemon/model_paths.h"
@@ -26,9 +27,15 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 class SluiceService final : public v1::Sluice::Service {
  public:
   // `model_paths` confines LoadModel (null: LoadModel is refused).
+  // `api_keys` guards every RPC (null or disabled: open); health checks are
+  // a separate service and stay open.
   SluiceService(Supervisor* supervisor, Metrics* metrics,
-                const ModelPathPolicy* model_paths = nullptr)
-      : supervisor_(supervisor), metrics_(metrics), model_paths_(model_paths) {}
+                const ModelPathPolicy* model_paths = nullptr,
+                const ApiKeys* api_keys = nullptr)
+      : supervisor_(supervisor),
+        metrics_(metrics),
+        model_paths_(model_paths),
+        api_keys_(api_keys) {}
 
   grpc::Status LoadModel(grpc::ServerContext* context, const v1::LoadModelRequest* request,
                          v1::LoadModelResponse* response) override;
@@ -48,6 +55,8 @@ class SluiceService final : public v1::Sluice::Service {
   std::string PrometheusText();
 
  private:
+  // OK, or the refusal (counted in metrics).
+  grpc::Status Authorize(const grpc::ServerContext& context, ApiKeys::Role role);
   uint64_t WatchCall(grpc::ServerContext* context, const std::shared_ptr<RequestHandle>& handle);
   grpc::Status StreamEvents(grpc::ServerContext* context, absl::Time deadline,
                             RequestHandle& handle,
@@ -56,6 +65,7 @@ class SluiceService final : public v1::Sluice::Service {
   Supervisor* const supervisor_;
   Metrics* const metrics_;
   const ModelPathPolicy* const model_paths_;
+  const ApiKeys* const api_keys_;
   CallWatcher watcher_;
 };
 

@@ -17,6 +17,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "daemon/api_keys.h"
 #include "daemon/cgroup.h"
 #include "daemon/config.h"
 #include "daemon/metrics.h"
@@ -58,6 +59,11 @@ ABSL_FLAG(std::string, tls_cert_file, "",
 ABSL_FLAG(std::string, tls_key_file, "", "PEM private key for --tls_cert_file.");
 ABSL_FLAG(std::string, tls_client_ca_file, "",
           "PEM CA bundle; when set, clients must present a certificate it signed.");
+ABSL_FLAG(std::string, api_keys_file, "",
+          "API keys: lines of '<sha256 hex of the key> <generate|admin>'; clients send "
+          "'authorization: Bearer <key>'. Empty: every call is allowed.");
+ABSL_FLAG(bool, insecure, false,
+          "Allow a non-loopback --grpc_address without TLS or without API keys.");
 ABSL_FLAG(int, drain_timeout_s, 10,
           "On SIGTERM, seconds to let running and waiting generations finish.");
 ABSL_FLAG(std::string, port_file, "",
@@ -139,6 +145,8 @@ absl::StatusOr<Config> ConfigFromFlags() {
   c.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
   c.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
   c.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  c.api_keys_file = absl::GetFlag(FLAGS_api_keys_file);
+  c.insecure = absl::GetFlag(FLAGS_insecure);
   if (absl::Status s = ValidateConfig(c); !s.ok()) return s;
   return c;
 }
@@ -234,7 +242,17 @@ int Run(const Config& config, const std::string& worker_binary, sigset_t signals
     Log(absl::StrCat("fatal: bad configuration: ", model_paths.status().message()));
     return 2;
   }
-  SluiceService service(&supervisor, &metrics, &*model_paths);
+  ApiKeys api_keys;
+  if (!config.api_keys_file.empty()) {
+    auto loaded = ApiKeys::LoadFile(config.api_keys_file);
+    if (!loaded.ok()) {
+      Log(absl::StrCat("fatal: bad configuration: ", loaded.status().message()));
+      return 2;
+    }
+    api_keys = *std::move(loaded);
+    Log(absl::StrCat("API keys: ", api_keys.size(), " from ", config.api_keys_file));
+  }
+  SluiceService service(&supervisor, &metrics, &*model_paths, &api_keys);
 
   auto credentials = ServerCredentials(config);
   if (!credentials.ok()) {
