@@ -77,6 +77,7 @@ bool ModelPathPolicy::Inside(const std::string& resolved) const {
 }
 
 absl::Status ModelPathPolicy::Check(std::string_view path) const {
+  if (path.empty()) return absl::InvalidArgumentError("LoadModel: path is empty");
   if (path.find('\0') != std::string_view::npos) {
     return absl::InvalidArgumentError("LoadModel: path contains a NUL byte");
   }

@@ -24,6 +24,7 @@
 #include "daemon/metrics_http.h"
 #include "daemon/model_paths.h"
 #include "daemon/notify.h"
+#include "daemon/parse_errors.h"
 #include "daemon/service.h"
 #include "daemon/supervisor.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -265,6 +266,9 @@ int Run(const Config& config, const std::string& worker_binary, sigset_t signals
   // Without this gRPC sets SO_REUSEPORT, and a second sluiced on a busy port
   // would silently share it instead of failing.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(NewParseErrorInterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   int grpc_port = 0;
   builder.AddListeningPort(config.grpc_address, *credentials, &grpc_port);
   builder.RegisterService(&service);

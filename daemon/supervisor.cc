@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "daemon/model_desc.h"
+#include "daemon/request_limits.h"
 #include "loader/model_files.h"
 
 namespace sluice::daemon {
@@ -126,6 +127,26 @@ absl::Status Supervisor::CheckModelId(const std::string& model_id) {
   return absl::OkStatus();
 }
 
+absl::Status Supervisor::CheckTokenIdsLocked(const v1::GenerateRequest& request) {
+  if (request.input_case() != v1::GenerateRequest::kTokenIds) return absl::OkStatus();
+  const int64_t vocab = model_->info.vocab_size();
+  const int64_t context = model_->info.context_length();
+  const auto& ids = request.token_ids().ids();
+  for (int i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || (vocab > 0 && ids[i] >= vocab)) {
+      // The worker's wording (worker/request_convert.cc).
+      return absl::InvalidArgumentError(absl::StrCat("GenerateRequest.token_ids.ids[", i, "]=",
+                                                     ids[i], ": outside the vocabulary [0, ",
+                                                     vocab, ")"));
+    }
+  }
+  if (context > 0 && ids.size() >= context) {
+    return absl::InvalidArgumentError(absl::StrCat("GenerateRequest: the prompt has ", ids.size(),
+                                                   " tokens; the context holds ", context));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::ModelInfo> Supervisor::LoadModel(const v1::LoadModelRequest& request) {
   LoadSettings settings{options_.threads, options_.context_length};
   ASSIGN_OR_RETURN(ModelDesc desc, DescribeModel(request, settings));
@@ -200,7 +221,7 @@ absl::Status Supervisor::UnloadModel(const v1::UnloadModelRequest& request) {
 
 absl::Status Supervisor::CheckModelIdForUnload(const std::string& model_id) {
   if (!model_id.empty() && model_id != model_->info.model_id()) {
-    return absl::NotFoundError(absl::StrCat("UnloadModel: model_id '", model_id,
+    return absl::NotFoundError(absl::StrCat("UnloadModel: model_id '", QuoteForMessage(model_id),
                                             "' is not loaded (loaded: '",
                                             model_->info.model_id(), "')"));
   }
@@ -478,13 +499,12 @@ void Supervisor::ControlLoop() {
 
 absl::StatusOr<std::shared_ptr<RequestHandle>> Supervisor::SubmitGenerate(
     const v1::GenerateRequest& request) {
-  if (request.input_case() == v1::GenerateRequest::INPUT_NOT_SET) {
-    return absl::InvalidArgumentError(
-        "GenerateRequest.input: set one of prompt, token_ids or chat");
-  }
+  // Every field is checked before the request may wait in the queue.
+  RETURN_IF_ERROR(CheckGenerateRequest(request));
   absl::MutexLock lock(&mu_);
   if (draining_) return absl::UnavailableError("sluiced is shutting down");
   RETURN_IF_ERROR(CheckModelId(request.model_id()));
+  RETURN_IF_ERROR(CheckTokenIdsLocked(request));
   const bool runs_now = phase_ == WorkerPhase::kReady && running_ == nullptr && queue_.empty();
   if (!runs_now && queue_.size() >= static_cast<size_t>(options_.queue_limit)) {
     metrics_->AddRequest("rejected");
@@ -503,6 +523,7 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Supervisor::SubmitGenerate(
 
 absl::StatusOr<std::shared_ptr<RequestHandle>> Supervisor::SubmitTokenize(
     const v1::TokenizeRequest& request) {
+  RETURN_IF_ERROR(CheckTokenizeRequest(request));
   absl::MutexLock lock(&mu_);
   if (draining_) return absl::UnavailableError("sluiced is shutting down");
   RETURN_IF_ERROR(CheckModelId(request.model_id()));

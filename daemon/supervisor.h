@@ -171,6 +171,9 @@ class Supervisor {
   std::unique_ptr<WorkerProcess> DetachLocked(const absl::Status& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckModelId(const std::string& model_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Token ids against the loaded model's vocabulary and context.
+  absl::Status CheckTokenIdsLocked(const v1::GenerateRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckModelIdForUnload(const std::string& model_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ScheduleRestartLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
