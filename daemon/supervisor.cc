@@ -152,6 +152,9 @@ absl::StatusOr<v1::ModelInfo> Supervisor::LoadModel(const v1::LoadModelRequest& 
   ASSIGN_OR_RETURN(ModelDesc desc, DescribeModel(request, settings));
   absl::MutexLock load_lock(&load_mu_);
   std::unique_ptr<WorkerProcess> old;
+  // Kept (files open, validated) so that a replacement that fails to start
+  // gives the previous model back instead of leaving none.
+  std::unique_ptr<Model> previous;
   {
     absl::MutexLock lock(&mu_);
     if (shutdown_) return absl::UnavailableError("sluiced is shutting down");
@@ -159,7 +162,7 @@ absl::StatusOr<v1::ModelInfo> Supervisor::LoadModel(const v1::LoadModelRequest& 
       old = DetachLocked(absl::UnavailableError(
           absl::StrCat("model '", model_->info.model_id(), "' was replaced by '",
                        desc.info.model_id(), "'")));
-      model_.reset();
+      previous = std::move(model_);
     }
   }
   if (old) old->Stop(absl::Seconds(5));
@@ -198,8 +201,19 @@ absl::StatusOr<v1::ModelInfo> Supervisor::LoadModel(const v1::LoadModelRequest& 
                                  model_->info.last_error(), " while loading the model"));
   model_.reset();
   phase_ = WorkerPhase::kNone;
-  return absl::Status(error.code(),
-                      absl::StrCat("LoadModel path='", request.path(), "': ", error.message()));
+  std::string restored;
+  if (previous != nullptr && !shutdown_) {
+    model_ = std::move(previous);
+    consecutive_failures_ = 0;
+    restored = absl::StrCat("; the previous model '", model_->info.model_id(), "' is loaded again");
+    if (absl::Status s = SpawnLocked(); !s.ok()) {
+      absl::StrAppend(&restored, " but its worker failed to start (", s.message(), ")");
+      ++consecutive_failures_;
+      ScheduleRestartLocked();
+    }
+  }
+  return absl::Status(error.code(), absl::StrCat("LoadModel path='", request.path(), "': ",
+                                                 error.message(), restored));
 }
 
 absl::Status Supervisor::UnloadModel(const v1::UnloadModelRequest& request) {
@@ -366,8 +380,11 @@ void Supervisor::OnExit(uint64_t serial, const WorkerExit& exit) {
   phase_ = WorkerPhase::kDead;
   if (worker_ != nullptr) dead_.push_back(std::move(worker_));
   SetServingLocked(false);
-  const std::string cause =
-      absl::StrCat("worker (pid ", worker_stats_.pid(), ") ", exit.description);
+  // A worker that reported why it could not go on (e.g. the model failed to
+  // build) is described by that, not only by its exit code.
+  const std::string cause = absl::StrCat(
+      "worker (pid ", worker_stats_.pid(), ") ", exit.description,
+      fatal_message_.empty() ? "" : absl::StrCat(": ", fatal_message_.substr(0, 512)));
   // Once per death: the monitor calls the exit handler exactly once.
   std::cerr << "sluiced: " << cause << (was_ready ? "" : " while starting") << std::endl;
   model_->info.set_last_error(cause);

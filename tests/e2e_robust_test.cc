@@ -115,7 +115,13 @@ TEST(E2eRobustTest, StoppedWorkerIsKilledAsHungAndRestarted) {
   const std::string metrics = d->HttpGet("/metrics");
   EXPECT_NE(metrics.find("sluice_worker_restarts_total{reason=\"hung\"} 1\n"), std::string::npos)
       << metrics;
-  EXPECT_NE(d->Log().find("is hung: "), std::string::npos) << d->Log();
+  const std::string log = d->Log();
+  EXPECT_NE(log.find("is hung: "), std::string::npos) << log;
+  // The death is logged once, with its cause.
+  const std::string death = absl::StrCat("sluiced: worker (pid ", worker, ") was hung (");
+  const size_t first = log.find(death);
+  EXPECT_NE(first, std::string::npos) << log;
+  EXPECT_EQ(log.find(death, first + 1), std::string::npos) << log;
   EXPECT_EQ(d->Stop(), 0) << d->Log();
 }
 
@@ -175,7 +181,8 @@ TEST(E2eRobustTest, SlowMetricsClientsDoNotStarveOthers) {
   const absl::Time start = absl::Now();
   const std::string body = d->HttpGet("/metrics");
   EXPECT_NE(body.find("sluice_worker_up 1"), std::string::npos) << body;
-  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  // The old server's 8 threads were all held until its 5 s read timeout.
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
   for (int fd : slow) close(fd);
   EXPECT_EQ(d->Stop(), 0) << d->Log();
 }
@@ -218,6 +225,39 @@ TEST(E2eRobustTest, LoadModelIsConfinedToTheModelDirectories) {
   EXPECT_EQ(text.error_message().find("0x746f6f72"), std::string::npos) << text.error_message();
   // The loaded model still serves.
   EXPECT_TRUE(RunGenerate(d->stub(), GreedyRequest("still serving", 2)).status.ok());
+  EXPECT_EQ(d->Stop(), 0) << d->Log();
+}
+
+// Issue 11 defect 9: a replacement LoadModel whose worker fails to start used
+// to leave no model loaded; the previous one now comes back, and the error
+// says so and carries the worker's own reason.
+TEST(E2eRobustTest, FailedReplacementLoadRestoresThePreviousModel) {
+  auto d = StartDaemon({});
+  ASSERT_NE(d, nullptr);
+  const std::string dir = MakeTempDir("e2e-robust-replace");
+  auto good = WriteMicroModel(dir);
+  ASSERT_TRUE(good.ok());
+  std::ifstream in(*good, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t at = bytes.find("qwen35moe");
+  ASSERT_NE(at, std::string::npos);
+  bytes.replace(at, 9, "qwen99moe");
+  const std::string bad = dir + "/unknown-arch.gguf";
+  std::ofstream(bad, std::ios::binary) << bytes;
+
+  grpc::ClientContext ctx;
+  v1::LoadModelRequest load;
+  load.set_path(bad);
+  v1::LoadModelResponse resp;
+  const grpc::Status s = d->stub().LoadModel(&ctx, load, &resp);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.error_message().find("qwen99moe"), std::string::npos) << s.error_message();
+  EXPECT_NE(s.error_message().find("; the previous model 'micro-qwen35moe' is loaded again"),
+            std::string::npos)
+      << s.error_message();
+  ASSERT_TRUE(d->WaitForHealth("SERVING", absl::Seconds(20))) << d->Log();
+  Generation g = RunGenerate(d->stub(), GreedyRequest("back again", 2));
+  EXPECT_TRUE(g.status.ok()) << g.status.error_message();
   EXPECT_EQ(d->Stop(), 0) << d->Log();
 }
 
