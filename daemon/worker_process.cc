@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -43,7 +44,7 @@ bool WritePidTo(const char* path) {
 }
 
 [[noreturn]] void ExecChild(pid_t parent, int socket_fd, const char* procs_file,
-                            char* const argv[]) {
+                            char* const argv[], char* const envp[]) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(125);
   sigset_t none;
@@ -60,9 +61,14 @@ bool WritePidTo(const char* path) {
   if (syscall(SYS_close_range, kChildSocketFd + 1, ~0u, 0) != 0) {
     for (int fd = kChildSocketFd + 1; fd < 4096; ++fd) close(fd);
   }
-  execv(argv[0], argv);
+  execve(argv[0], argv, envp);
   _exit(127);
 }
+
+// The variables a worker may need from the daemon's environment; nothing
+// else crosses over (no secrets, no test switches, no LD_PRELOAD).
+constexpr const char* kPassedThrough[] = {"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
+                                          "TZ", "LANG", "LC_ALL"};
 
 std::string SignalName(int sig) {
   const char* abbrev = sigabbrev_np(sig);
@@ -70,6 +76,14 @@ std::string SignalName(int sig) {
 }
 
 }  // namespace
+
+std::vector<std::string> WorkerEnvironment() {
+  std::vector<std::string> env = {"PATH=/usr/local/bin:/usr/bin:/bin"};
+  for (const char* name : kPassedThrough) {
+    if (const char* value = getenv(name)) env.push_back(absl::StrCat(name, "=", value));
+  }
+  return env;
+}
 
 absl::string_view ExitReasonLabel(WorkerExit::Reason reason) {
   switch (reason) {
@@ -100,6 +114,10 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  std::vector<std::string> env = WorkerEnvironment();
+  std::vector<char*> envp;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
 
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
@@ -111,7 +129,7 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(
   const pid_t parent = getpid();
   // Not fork(): see daemon/forker.h for why the forking thread matters.
   const pid_t pid =
-      ForkOnLongLivedThread([&] { ExecChild(parent, sv[1], procs, argv.data()); });
+      ForkOnLongLivedThread([&] { ExecChild(parent, sv[1], procs, argv.data(), envp.data()); });
   if (pid < 0) {
     const int err = -pid;
     close(sv[0]);

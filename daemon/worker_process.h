@@ -10,7 +10,8 @@
 // The child runs with oom_score_adj 1000, in its own cgroup where the
 // OomContainment has one, dies with the supervisor (PR_SET_PDEATHSIG, armed
 // on a thread that lives as long as the process: daemon/forker.h) and
-// inherits no fd but the socket (as fd 3).
+// inherits no fd but the socket (as fd 3) and no environment but
+// WorkerEnvironment().
 //
 // Messages to the worker leave through a FrameWriter: Send() only queues, so
 // it may be called under any lock without risk of blocking on the socket.
@@ -53,6 +54,10 @@ struct WorkerExit {
 // "exit", "signal", "oom_kill", "protocol_error", "hung": the label of
 // sluice_worker_restarts_total.
 absl::string_view ExitReasonLabel(WorkerExit::Reason reason);
+
+// The worker's whole environment: a fixed PATH and a few pass-through
+// variables (CUDA device selection, time zone, locale) when set.
+std::vector<std::string> WorkerEnvironment();
 
 struct WorkerSpawnOptions {
   std::string binary;

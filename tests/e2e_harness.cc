@@ -109,6 +109,18 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   if (!options.model_path.empty()) args.push_back("--model=" + options.model_path);
   // Every test model lives under $TEST_TMPDIR (MakeTempDir).
   args.push_back(absl::StrCat("--model_dir=", getenv("TEST_TMPDIR")));
+  if (!options.worker_test_flags.empty()) {
+    // sluiced starts workers with --socket_fd only; a wrapper adds the hooks.
+    const std::string wrapper = dir + "/sluice-worker-testing.sh";
+    {
+      std::ofstream out(wrapper);
+      out << "#!/bin/sh\nexec '" << RunfilePath("worker/sluice-worker-testing") << "'";
+      for (const std::string& f : options.worker_test_flags) out << " '" << f << "'";
+      out << " \"$@\"\n";
+    }
+    chmod(wrapper.c_str(), 0755);
+    args.push_back("--worker_binary=" + wrapper);
+  }
   args.insert(args.end(), options.flags.begin(), options.flags.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());

@@ -39,6 +39,9 @@ struct DaemonOptions {
   std::string model_path;                 // --model, may be empty
   std::vector<std::string> flags;         // extra sluiced flags
   std::map<std::string, std::string> env; // added to the environment
+  // When set, workers are the test-only sluice-worker-testing with these
+  // flags (e.g. --test_step_delay_ms=5, --test_hog_memory).
+  std::vector<std::string> worker_test_flags;
   int context_length = 512;
 };
 

@@ -33,7 +33,7 @@ TEST(E2eOomTest, CgroupLimitKillIsReportedAndTheDaemonKeepsServing) {
   DaemonOptions options;
   options.model_path = *path;
   options.flags = {"--worker_memory_limit=256M"};
-  options.env = {{"SLUICE_WORKER_TEST_HOOKS", "1"}};
+  options.worker_test_flags = {"--test_hog_memory"};
   auto d = Daemon::Start(options);
   ASSERT_TRUE(d.ok()) << d.status();
   Daemon& daemon = **d;

@@ -20,6 +20,7 @@ namespace sluice::testing {
 namespace {
 
 std::unique_ptr<Daemon> StartDaemon(const std::vector<std::string>& flags,
+                                    const std::vector<std::string>& worker_test_flags = {},
                                     const std::map<std::string, std::string>& env = {}) {
   auto path = WriteMicroModel(MakeTempDir("e2e-robust"));
   EXPECT_TRUE(path.ok()) << path.status();
@@ -28,6 +29,7 @@ std::unique_ptr<Daemon> StartDaemon(const std::vector<std::string>& flags,
   options.model_path = *path;
   options.flags = flags;
   options.env = env;
+  options.worker_test_flags = worker_test_flags;
   options.context_length = 4096;
   auto d = Daemon::Start(options);
   EXPECT_TRUE(d.ok()) << d.status();
@@ -83,8 +85,7 @@ pid_t OnlyChild(pid_t parent) {
 // Issue 11 defect 3: a SIGSTOPped worker used to go unnoticed, health staying
 // SERVING and requests hanging forever.
 TEST(E2eRobustTest, StoppedWorkerIsKilledAsHungAndRestarted) {
-  auto d = StartDaemon({"--worker_hung_timeout_s=1"},
-                       {{"SLUICE_WORKER_TEST_STEP_DELAY_MS", "5"}});
+  auto d = StartDaemon({"--worker_hung_timeout_s=1"}, {"--test_step_delay_ms=5"});
   ASSERT_NE(d, nullptr);
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
@@ -258,6 +259,30 @@ TEST(E2eRobustTest, FailedReplacementLoadRestoresThePreviousModel) {
   ASSERT_TRUE(d->WaitForHealth("SERVING", absl::Seconds(20))) << d->Log();
   Generation g = RunGenerate(d->stub(), GreedyRequest("back again", 2));
   EXPECT_TRUE(g.status.ok()) << g.status.error_message();
+  EXPECT_EQ(d->Stop(), 0) << d->Log();
+}
+
+// Issue 11 defect 10: the production worker honoured test hooks from the
+// environment it inherited from sluiced. It now gets a clean environment and
+// has no hooks.
+TEST(E2eRobustTest, ProductionWorkerHasACleanEnvironmentAndNoTestHooks) {
+  auto d = StartDaemon({}, {},
+                       {{"SLUICE_WORKER_TEST_HOOKS", "1"}, {"SLUICE_SECRET_FOR_TEST", "s3cret"},
+                        {"TZ", "UTC"}});
+  ASSERT_NE(d, nullptr);
+  const pid_t worker = OnlyChild(d->pid());
+  ASSERT_GT(worker, 0);
+  std::ifstream in(absl::StrCat("/proc/", worker, "/environ"), std::ios::binary);
+  std::string environ((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(environ.rfind(std::string("PATH=/usr/local/bin:/usr/bin:/bin\0", 34), 0), 0u)
+      << environ;
+  EXPECT_NE(environ.find(std::string("\0TZ=UTC\0", 8)), std::string::npos) << environ;
+  EXPECT_EQ(environ.find("SLUICE_"), std::string::npos) << environ;
+  EXPECT_EQ(environ.find("TEST_"), std::string::npos) << environ;
+  // The hog prompt is just a prompt to the production worker.
+  Generation g = RunGenerate(d->stub(), GreedyRequest("sluice-test:hog-memory", 2));
+  EXPECT_TRUE(g.status.ok()) << g.status.error_message();
+  EXPECT_EQ(OnlyChild(d->pid()), worker);
   EXPECT_EQ(d->Stop(), 0) << d->Log();
 }
 

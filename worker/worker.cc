@@ -33,12 +33,6 @@ using v1::WorkerMessage;
 
 void Log(const std::string& line) { std::cerr << "sluice-worker: " << line << std::endl; }
 
-int EnvInt(const char* name) {
-  const char* v = getenv(name);
-  int n = 0;
-  return v != nullptr && absl::SimpleAtoi(v, &n) ? n : 0;
-}
-
 [[noreturn]] void HogMemory() {
   std::vector<char*> blocks;
   while (true) {
@@ -52,7 +46,8 @@ int EnvInt(const char* name) {
 
 class Worker {
  public:
-  explicit Worker(int fd) : fd_(fd) {}
+  Worker(int fd, const TestHooks& hooks)
+      : fd_(fd), step_delay_ms_(hooks.step_delay_ms), test_hooks_(hooks.hog_memory) {}
   int Run();
 
  private:
@@ -73,8 +68,8 @@ class Worker {
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<Session> session_;
   v1::WorkerConfig config_;
-  const int step_delay_ms_ = EnvInt("SLUICE_WORKER_TEST_STEP_DELAY_MS");
-  const bool test_hooks_ = EnvInt("SLUICE_WORKER_TEST_HOOKS") == 1;
+  const int step_delay_ms_;
+  const bool test_hooks_;
 
   absl::Mutex mu_;
   // Generate and Tokenize requests, run in order on the generation thread.
@@ -316,6 +311,6 @@ int Worker::Run() {
 
 }  // namespace
 
-int RunWorker(int socket_fd) { return Worker(socket_fd).Run(); }
+int RunWorker(int socket_fd, const TestHooks& hooks) { return Worker(socket_fd, hooks).Run(); }
 
 }  // namespace sluice::worker

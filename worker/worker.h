@@ -15,24 +15,28 @@
 //   * Shutdown, or the supervisor closing the socket, ends the worker.
 // A failure to build the model is sent as `fatal` and the worker exits 2.
 //
-// Test-only hooks, read from the environment (never set them in production):
-//   SLUICE_WORKER_TEST_STEP_DELAY_MS=N   sleep N ms after each token, so tests
-//                                        can act in the middle of a stream;
-//   SLUICE_WORKER_TEST_HOOKS=1           a Generate whose prompt is exactly
-//                                        "sluice-test:hog-memory" makes the
-//                                        worker allocate and touch memory until
-//                                        the kernel kills it (OOM tests).
+// Test hooks exist only in the test-only binary sluice-worker-testing
+// (worker/worker_testing_main.cc), which passes a TestHooks; the production
+// sluice-worker passes none and reads no environment variable.
 #ifndef SLUICE_WORKER_WORKER_H_
 #define SLUICE_WORKER_WORKER_H_
 
 namespace sluice::worker {
 
-// The prompt that triggers the memory hog when SLUICE_WORKER_TEST_HOOKS=1.
+// The prompt that triggers the memory hog of TestHooks::hog_memory.
 inline constexpr char kHogMemoryPrompt[] = "sluice-test:hog-memory";
+
+struct TestHooks {
+  // Sleep this long after each token, so tests can act mid-stream.
+  int step_delay_ms = 0;
+  // A Generate whose prompt is exactly kHogMemoryPrompt allocates and
+  // touches memory until the kernel kills the worker (OOM tests).
+  bool hog_memory = false;
+};
 
 // Serves the supervisor on `socket_fd` until Shutdown or end of stream.
 // Returns the process exit code.
-int RunWorker(int socket_fd);
+int RunWorker(int socket_fd, const TestHooks& hooks = TestHooks());
 
 }  // namespace sluice::worker
 
