@@ -7,6 +7,7 @@
 #include <iomanip>
 #include <memory>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -34,6 +35,7 @@ commands:
   tokenize TEXT... [--parse_special] [--json]
   metrics                      Prometheus text of the daemon's metrics
 TLS: --tls_ca_file=CA.pem [--tls_cert_file=C.pem --tls_key_file=K.pem]
+API key: --api_key_file=FILE (the key itself; sent as 'authorization: Bearer KEY')
 defaults: --addr=127.0.0.1:50051, --timeout=0 (no deadline), plaintext
 )";
 
@@ -41,7 +43,7 @@ const std::vector<std::string> kFlags = {
     "addr", "timeout", "model_id", "threads", "context_length", "chat", "system", "json",
     "max_tokens", "temperature", "top_k", "top_p", "min_p", "repetition_penalty",
     "repetition_window", "seed", "stop", "ignore_eos", "parse_special", "help",
-    "tls_ca_file", "tls_cert_file", "tls_key_file"};
+    "tls_ca_file", "tls_cert_file", "tls_key_file", "api_key_file"};
 const std::vector<std::string> kBoolFlags = {"chat", "json", "ignore_eos", "parse_special",
                                              "help"};
 
@@ -121,6 +123,10 @@ class Command {
     return true;
   }
   void Prepare(grpc::ClientContext* ctx) {
+    if (Has("api_key_file")) {
+      const std::string key(absl::StripAsciiWhitespace(ReadFile(Flag("api_key_file"))));
+      ctx->AddMetadata("authorization", "Bearer " + key);
+    }
     double seconds = 0;
     if (absl::SimpleAtod(Flag("timeout", "0"), &seconds) && seconds > 0) {
       ctx->set_deadline(std::chrono::system_clock::now() +

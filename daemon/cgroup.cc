@@ -1,6 +1,8 @@
 #include "daemon/cgroup.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -181,7 +183,37 @@ absl::Status OomContainment::SetUpV1(const std::string& dir) {
   return absl::OkStatus();
 }
 
+int RemoveStaleWorkerCgroups(const std::string& base) {
+  DIR* d = opendir(base.c_str());
+  if (d == nullptr) return 0;
+  int removed = 0;
+  constexpr char kPrefix[] = "sluice-worker-";
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.rfind(kPrefix, 0) != 0) continue;
+    const std::string rest = name.substr(sizeof(kPrefix) - 1);
+    int pid = 0;
+    if (!absl::SimpleAtoi(rest.substr(0, rest.find('-')), &pid) || pid <= 0) continue;
+    if (pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH) continue;  // still alive
+    if (rmdir(absl::StrCat(base, "/", name).c_str()) == 0) ++removed;
+  }
+  closedir(d);
+  return removed;
+}
+
 absl::StatusOr<std::unique_ptr<OomContainment>> OomContainment::Create(
+    const std::string& mode, const std::string& path, uint64_t memory_limit) {
+  auto c = CreateImpl(mode, path, memory_limit);
+  if (c.ok() && (*c)->mode_ != OomMode::kNone) {
+    if (const int stale = RemoveStaleWorkerCgroups((*c)->base_); stale > 0) {
+      absl::StrAppend(&(*c)->description_, "; removed ", stale,
+                      " stale worker cgroups of a previous sluiced");
+    }
+  }
+  return c;
+}
+
+absl::StatusOr<std::unique_ptr<OomContainment>> OomContainment::CreateImpl(
     const std::string& mode, const std::string& path, uint64_t memory_limit) {
   std::unique_ptr<OomContainment> c(new OomContainment());
   c->memory_limit_ = memory_limit;

@@ -39,6 +39,12 @@ struct WorkerCgroup {
   std::string procs_file;  // the child writes its pid here before exec
 };
 
+// Removes "sluice-worker-PID-SERIAL" directories under `base` whose PID is
+// not a live process: cgroups left behind by a sluiced that was SIGKILLed
+// (its workers died with it, so the cgroups are empty). Returns how many
+// were removed.
+int RemoveStaleWorkerCgroups(const std::string& base);
+
 class OomContainment {
  public:
   // `mode` is auto | v2 | v1 | none. With an explicit v2/v1 that cannot be set
@@ -64,6 +70,8 @@ class OomContainment {
 
  private:
   OomContainment() = default;
+  static absl::StatusOr<std::unique_ptr<OomContainment>> CreateImpl(
+      const std::string& mode, const std::string& path, uint64_t memory_limit);
   absl::Status SetUpV2(const std::string& dir);
   absl::Status SetUpV1(const std::string& dir);
 

@@ -94,5 +94,20 @@ TEST(OomContainmentTest, NoneModeCreatesNothing) {
   EXPECT_FALSE((*c)->OomKilled(*cg));
 }
 
+// Issue 11: a SIGKILLed sluiced left its worker cgroups behind.
+TEST(CgroupTest, StaleWorkerCgroupsOfDeadDaemonsAreRemoved) {
+  const std::string base = FakeDir("stale");
+  // pid 2^22+1 exceeds the kernel's pid_max limit: never a live process.
+  const std::string dead = base + "/sluice-worker-4194305-3";
+  const std::string mine = absl::StrCat(base, "/sluice-worker-", getpid(), "-1");
+  const std::string other = base + "/not-ours";
+  for (const std::string& d : {dead, mine, other}) ASSERT_EQ(mkdir(d.c_str(), 0755), 0) << d;
+  EXPECT_EQ(RemoveStaleWorkerCgroups(base), 1);
+  struct stat st;
+  EXPECT_NE(stat(dead.c_str(), &st), 0);
+  EXPECT_EQ(stat(mine.c_str(), &st), 0);
+  EXPECT_EQ(stat(other.c_str(), &st), 0);
+}
+
 }  // namespace
 }  // namespace sluice::daemon

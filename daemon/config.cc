@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
 namespace sluice::daemon {
@@ -41,6 +42,22 @@ absl::StatusOr<WorkerKindConfig> ParseWorkerKind(const std::string& value) {
   if (value == "cuda") return WorkerKindConfig::kCuda;
   return absl::InvalidArgumentError(
       absl::StrCat("--worker_kind='", value, "': expected cpu or cuda"));
+}
+
+bool IsLoopbackAddress(const std::string& host_port) {
+  std::string host = host_port.substr(0, host_port.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host == "localhost" || host == "::1") return true;
+  // 127.0.0.0/8, written as a dotted quad.
+  std::vector<std::string> parts = absl::StrSplit(host, '.');
+  if (parts.size() != 4 || parts[0] != "127") return false;
+  for (const std::string& p : parts) {
+    int n = -1;
+    if (!absl::SimpleAtoi(p, &n) || n < 0 || n > 255) return false;
+  }
+  return true;
 }
 
 absl::StatusOr<uint64_t> ParseByteSize(const std::string& what,
@@ -89,11 +106,16 @@ absl::Status ValidateConfig(const Config& c) {
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = CheckRange("queue_limit", c.queue_limit, 0, 1 << 20); !s.ok()) {
+  if (absl::Status s = CheckRange("queue_limit", c.queue_limit, 0, kMaxQueueLimit); !s.ok()) {
     return s;
   }
   if (absl::Status s =
           CheckRange("worker_start_timeout_s", c.worker_start_timeout_s, 1, 86400);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          CheckRange("worker_hung_timeout_s", c.worker_hung_timeout_s, 1, 86400);
       !s.ok()) {
     return s;
   }
@@ -123,6 +145,21 @@ absl::Status ValidateConfig(const Config& c) {
   // Whether device N exists is the worker's to find out (the supervisor
   // never touches CUDA); this only rejects values no machine has.
   if (absl::Status s = CheckRange("device", c.device, 0, kMaxDevice); !s.ok()) return s;
+  if (!IsLoopbackAddress(c.grpc_address) && !c.insecure &&
+      (c.tls_cert_file.empty() || c.api_keys_file.empty())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--grpc_address='", c.grpc_address, "' is reachable from other hosts but ",
+        c.tls_cert_file.empty() ? "has no TLS (--tls_cert_file)" : "has no API keys (--api_keys_file)",
+        "; configure both, or pass --insecure to accept the risk"));
+  }
+  if (!c.http_address.empty() && c.http_address != "none" &&
+      !IsLoopbackAddress(c.http_address) && !c.insecure &&
+      (c.tls_cert_file.empty() || c.api_keys_file.empty())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--http_address='", c.http_address, "' is reachable from other hosts but ",
+        c.tls_cert_file.empty() ? "has no TLS (--tls_cert_file)" : "has no API keys (--api_keys_file)",
+        "; configure both, or pass --insecure to accept the risk"));
+  }
   return absl::OkStatus();
 }
 

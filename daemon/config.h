@@ -19,6 +19,10 @@ namespace sluice::daemon {
 
 enum class WorkerKindConfig { kCpu, kCuda };
 
+// Every waiting request holds a gRPC handler thread (a small stack, no CPU
+// while it waits); beyond this many a deeper queue only adds latency.
+inline constexpr int kMaxQueueLimit = 10000;
+
 struct Config {
   std::string grpc_address = "127.0.0.1:50051";
   std::string metrics_address = "127.0.0.1:9464";  // "" or "none": disabled
@@ -35,6 +39,7 @@ struct Config {
   std::string cgroup_path;          // "" : discovered from /proc/self/cgroup
   std::string worker_binary;        // "" : next to the sluiced binary
   int worker_start_timeout_s = kDefaultWorkerStartTimeoutS;
+  int worker_hung_timeout_s = 60;   // silent or stuck this long: killed as hung
   int drain_timeout_s = kDefaultDrainTimeoutS;  // SIGTERM: let requests finish this long
   std::string port_file;            // write bound ports here once serving
   // TLS for the gRPC port: both files (PEM) or neither (plaintext). With a
@@ -42,7 +47,13 @@ struct Config {
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_client_ca_file;
+  std::string api_keys_file;        // "" : no API keys (every call allowed)
+  // Allows a non-loopback --grpc_address in plaintext or without API keys.
+  bool insecure = false;
 };
+
+// True for 127.0.0.0/8, ::1 and "localhost" (the host part of HOST:PORT).
+bool IsLoopbackAddress(const std::string& host_port);
 
 // Parses "123", "64K", "512M", "8G", "1T" (powers of 1024; optional
 // trailing 'B' or 'iB'). InvalidArgument naming `what` and the value.

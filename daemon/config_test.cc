@@ -31,6 +31,43 @@ TEST(ParseByteSizeTest, RejectsGarbageNamingTheFlag) {
 
 TEST(ValidateConfigTest, DefaultsAreValid) { EXPECT_TRUE(ValidateConfig(Config{}).ok()); }
 
+TEST(ValidateConfigTest, NonLoopbackNeedsTlsAndKeysOrInsecure) {
+  EXPECT_TRUE(IsLoopbackAddress("127.0.0.1:1"));
+  EXPECT_TRUE(IsLoopbackAddress("127.8.9.10:1"));
+  EXPECT_TRUE(IsLoopbackAddress("[::1]:1"));
+  EXPECT_TRUE(IsLoopbackAddress("localhost:1"));
+  EXPECT_FALSE(IsLoopbackAddress("0.0.0.0:1"));
+  EXPECT_FALSE(IsLoopbackAddress("[::]:1"));
+  EXPECT_FALSE(IsLoopbackAddress("127.0.0.1.example.com:1"));
+  Config c;
+  c.grpc_address = "0.0.0.0:50051";
+  EXPECT_EQ(ValidateConfig(c).message(),
+            "--grpc_address='0.0.0.0:50051' is reachable from other hosts but has no TLS "
+            "(--tls_cert_file); configure both, or pass --insecure to accept the risk");
+  c.tls_cert_file = "cert.pem";
+  c.tls_key_file = "key.pem";
+  EXPECT_EQ(ValidateConfig(c).message(),
+            "--grpc_address='0.0.0.0:50051' is reachable from other hosts but has no API keys "
+            "(--api_keys_file); configure both, or pass --insecure to accept the risk");
+  c.api_keys_file = "keys";
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  c = Config{};
+  c.grpc_address = "0.0.0.0:50051";
+  c.insecure = true;
+  EXPECT_TRUE(ValidateConfig(c).ok());
+}
+
+TEST(ValidateConfigTest, QueueLimitHasASaneMaximum) {
+  Config c;
+  c.queue_limit = kMaxQueueLimit;
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  c.queue_limit = kMaxQueueLimit + 1;
+  EXPECT_EQ(ValidateConfig(c).message(), "--queue_limit=10001: must be in 0..10000");
+  c = Config{};
+  c.worker_hung_timeout_s = 0;
+  EXPECT_EQ(ValidateConfig(c).message(), "--worker_hung_timeout_s=0: must be in 1..86400");
+}
+
 TEST(ValidateConfigTest, ErrorsNameTheFlagAndValue) {
   Config c;
   c.grpc_address = "localhost";

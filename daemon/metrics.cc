@@ -104,7 +104,7 @@ HostMemory ReadHostMemory(const std::string& meminfo_path) {
 
 Metrics::Metrics() : ttft_(LatencyBounds()), itl_(LatencyBounds()) {
   absl::MutexLock lock(&mu_);
-  for (const char* r : {"exit", "signal", "oom_kill", "protocol_error"}) restarts_[r] = 0;
+  for (const char* r : {"exit", "signal", "oom_kill", "protocol_error", "hung"}) restarts_[r] = 0;
 }
 
 void Metrics::AddTokens(uint64_t prompt, uint64_t generated) {
@@ -115,6 +115,11 @@ void Metrics::AddTokens(uint64_t prompt, uint64_t generated) {
 void Metrics::AddRestart(absl::string_view reason) {
   absl::MutexLock lock(&mu_);
   ++restarts_[std::string(reason)];
+}
+
+void Metrics::AddAuthFailure(absl::string_view code) {
+  absl::MutexLock lock(&mu_);
+  ++auth_failures_[std::string(code)];
 }
 
 void Metrics::AddRequest(absl::string_view outcome) {
@@ -144,6 +149,13 @@ std::string Metrics::Render(const MetricsSnapshot& s, const HostMemory& host) co
       auto it = requests_.find(o);
       Sample(&out, "sluice_requests_total", it == requests_.end() ? 0 : it->second,
              absl::StrCat("outcome=\"", o, "\""));
+    }
+    Family(&out, "sluice_auth_failures_total", "counter",
+           "Calls refused for a missing or invalid API key, or a key without the role.");
+    for (const char* c : {"unauthenticated", "permission_denied"}) {
+      auto it = auth_failures_.find(c);
+      Sample(&out, "sluice_auth_failures_total", it == auth_failures_.end() ? 0 : it->second,
+             absl::StrCat("code=\"", c, "\""));
     }
     Family(&out, "sluice_worker_restarts_total", "counter",
            "Unexpected worker exits followed by a restart, by reason.");

@@ -78,6 +78,9 @@ class Metrics {
   void AddTokens(uint64_t prompt, uint64_t generated);
   // `reason` is a label value: exit, signal, oom_kill.
   void AddRestart(absl::string_view reason);
+  // A call refused by the API key check; `code` is "unauthenticated" or
+  // "permission_denied" (sluice_auth_failures_total).
+  void AddAuthFailure(absl::string_view code);
   // outcome: ok, cancelled, deadline_exceeded, unavailable, error, rejected.
   void AddRequest(absl::string_view outcome);
 
@@ -96,6 +99,7 @@ class Metrics {
   mutable absl::Mutex mu_;
   std::map<std::string, uint64_t, std::less<>> restarts_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, uint64_t, std::less<>> requests_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, uint64_t, std::less<>> auth_failures_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sluice::daemon

@@ -17,6 +17,10 @@ absl::StatusOr<ModelDesc> DescribeModel(const v1::LoadModelRequest& request,
   if (request.path().empty()) {
     return absl::InvalidArgumentError("LoadModel: path is empty");
   }
+  if (request.model_id().size() > 256) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LoadModel: model_id of ", request.model_id().size(), " bytes exceeds 256"));
+  }
   if (request.worker_kind() != v1::WORKER_KIND_CPU &&
       request.worker_kind() != v1::WORKER_KIND_CUDA &&
       request.worker_kind() != v1::WORKER_KIND_UNSPECIFIED) {

@@ -1,5 +1,6 @@
 #include "daemon/service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -7,10 +8,6 @@
 
 namespace sluice::daemon {
 namespace {
-
-// How often a waiting Generate handler looks at its call for a cancellation
-// (gRPC's sync API has no wake-up for it).
-constexpr absl::Duration kCancelPoll = absl::Milliseconds(5);
 
 absl::Time DeadlineOf(const grpc::ServerContext& context) {
   const auto d = context.deadline();
@@ -26,56 +23,105 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
                       std::string(status.message()));
 }
 
-grpc::Status SluiceService::LoadModel(grpc::ServerContext*,
+grpc::Status SluiceService::Authorize(const grpc::ServerContext& context, ApiKeys::Role role) {
+  if (api_keys_ == nullptr || !api_keys_->enabled()) return grpc::Status::OK;
+  const auto& metadata = context.client_metadata();
+  const auto it = metadata.find("authorization");
+  const std::string_view value =
+      it == metadata.end() ? std::string_view() : std::string_view(it->second.data(),
+                                                                   it->second.size());
+  const absl::Status s = api_keys_->Check(value, role);
+  if (s.ok()) return grpc::Status::OK;
+  metrics_->AddAuthFailure(s.code() == absl::StatusCode::kPermissionDenied ? "permission_denied"
+                                                                           : "unauthenticated");
+  return ToGrpcStatus(s);
+}
+
+grpc::Status SluiceService::LoadModel(grpc::ServerContext* context,
                                       const v1::LoadModelRequest* request,
                                       v1::LoadModelResponse* response) {
+  if (grpc::Status s = Authorize(*context, ApiKeys::Role::kAdmin); !s.ok()) return s;
+  if (model_paths_ == nullptr) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "LoadModel: this daemon serves only its --model");
+  }
+  if (absl::Status s = model_paths_->Check(request->path()); !s.ok()) return ToGrpcStatus(s);
   absl::StatusOr<v1::ModelInfo> info = supervisor_->LoadModel(*request);
   if (!info.ok()) return ToGrpcStatus(info.status());
   *response->mutable_model() = *std::move(info);
   return grpc::Status::OK;
 }
 
-grpc::Status SluiceService::UnloadModel(grpc::ServerContext*,
+grpc::Status SluiceService::UnloadModel(grpc::ServerContext* context,
                                         const v1::UnloadModelRequest* request,
                                         v1::UnloadModelResponse*) {
+  if (grpc::Status s = Authorize(*context, ApiKeys::Role::kAdmin); !s.ok()) return s;
   return ToGrpcStatus(supervisor_->UnloadModel(*request));
 }
 
-grpc::Status SluiceService::ListModels(grpc::ServerContext*, const v1::ListModelsRequest*,
+grpc::Status SluiceService::ListModels(grpc::ServerContext* context,
+                                       const v1::ListModelsRequest*,
                                        v1::ListModelsResponse* response) {
+  if (grpc::Status s = Authorize(*context, ApiKeys::Role::kGenerate); !s.ok()) return s;
   for (v1::ModelInfo& m : supervisor_->ListModels()) *response->add_models() = std::move(m);
   return grpc::Status::OK;
+}
+
+namespace {
+
+// Until the deadline: Next() blocks on the handle's events (no polling); the
+// call watcher interrupts it when the client goes away.
+absl::Duration Remaining(absl::Time deadline) {
+  return deadline == absl::InfiniteFuture() ? absl::InfiniteDuration()
+                                            : std::max(deadline - absl::Now(),
+                                                       absl::ZeroDuration());
+}
+
+}  // namespace
+
+uint64_t SluiceService::WatchCall(grpc::ServerContext* context,
+                                  const std::shared_ptr<RequestHandle>& handle) {
+  std::weak_ptr<RequestHandle> weak = handle;
+  return watcher_.Watch(context, [this, weak] {
+    if (std::shared_ptr<RequestHandle> h = weak.lock()) {
+      supervisor_->Cancel(h);
+      h->Interrupt(absl::CancelledError("the client cancelled"));
+    }
+  });
 }
 
 grpc::Status SluiceService::Generate(grpc::ServerContext* context,
                                      const v1::GenerateRequest* request,
                                      grpc::ServerWriter<v1::GenerateResponse>* writer) {
+  if (grpc::Status s = Authorize(*context, ApiKeys::Role::kGenerate); !s.ok()) return s;
   absl::StatusOr<std::shared_ptr<RequestHandle>> handle =
       supervisor_->SubmitGenerate(*request);
   if (!handle.ok()) return ToGrpcStatus(handle.status());
   const absl::Time deadline = DeadlineOf(*context);
+  const uint64_t token = WatchCall(context, *handle);
+  grpc::Status status = StreamEvents(context, deadline, **handle, writer);
+  watcher_.Unwatch(token);
+  if (!status.ok() && status.error_code() != grpc::StatusCode::UNAVAILABLE) {
+    supervisor_->Cancel(*handle);
+  }
+  return status;
+}
+
+grpc::Status SluiceService::StreamEvents(grpc::ServerContext* context, absl::Time deadline,
+                                         RequestHandle& handle,
+                                         grpc::ServerWriter<v1::GenerateResponse>* writer) {
   RequestHandle::Event event;
   while (true) {
-    if (!(*handle)->Next(&event, kCancelPoll)) {
-      if (absl::Now() >= deadline) {
-        supervisor_->Cancel(*handle);
-        metrics_->AddRequest("deadline_exceeded");
-        return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                            "the deadline expired before the generation finished");
-      }
-      if (context->IsCancelled()) {
-        supervisor_->Cancel(*handle);
-        metrics_->AddRequest("cancelled");
-        return grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled");
-      }
-      continue;
+    if (!handle.Next(&event, Remaining(deadline))) {
+      metrics_->AddRequest("deadline_exceeded");
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                          "the deadline expired before the generation finished");
     }
     v1::GenerateResponse response;
     switch (event.type) {
       case RequestHandle::Event::Type::kChunk:
         *response.mutable_chunk() = std::move(event.chunk);
         if (!writer->Write(response)) {
-          supervisor_->Cancel(*handle);
           metrics_->AddRequest("cancelled");
           return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
         }
@@ -85,6 +131,12 @@ grpc::Status SluiceService::Generate(grpc::ServerContext* context,
         writer->Write(response);
         return grpc::Status::OK;
       case RequestHandle::Event::Type::kError:
+        if (context->IsCancelled() && absl::Now() >= deadline) {
+          // gRPC cancels a call whose deadline passed: not the client's doing.
+          metrics_->AddRequest("deadline_exceeded");
+          return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                              "the deadline expired before the generation finished");
+        }
         if (event.status.code() != absl::StatusCode::kUnavailable) {
           metrics_->AddRequest(event.status.code() == absl::StatusCode::kCancelled
                                    ? "cancelled"
@@ -100,18 +152,20 @@ grpc::Status SluiceService::Generate(grpc::ServerContext* context,
 grpc::Status SluiceService::Tokenize(grpc::ServerContext* context,
                                      const v1::TokenizeRequest* request,
                                      v1::TokenizeResponse* response) {
+  if (grpc::Status s = Authorize(*context, ApiKeys::Role::kGenerate); !s.ok()) return s;
   absl::StatusOr<std::shared_ptr<RequestHandle>> handle =
       supervisor_->SubmitTokenize(*request);
   if (!handle.ok()) return ToGrpcStatus(handle.status());
   const absl::Time deadline = DeadlineOf(*context);
+  const uint64_t token = WatchCall(context, *handle);
   RequestHandle::Event event;
-  while (!(*handle)->Next(&event, kCancelPoll)) {
-    if (context->IsCancelled() || absl::Now() >= deadline) {
-      supervisor_->Cancel(*handle);
-      return absl::Now() >= deadline
-                 ? grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline expired")
-                 : grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled");
-    }
+  const bool got = (*handle)->Next(&event, Remaining(deadline));
+  watcher_.Unwatch(token);
+  if (!got || (event.type == RequestHandle::Event::Type::kError && context->IsCancelled())) {
+    supervisor_->Cancel(*handle);
+    return absl::Now() >= deadline
+               ? grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline expired")
+               : grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled");
   }
   if (event.type == RequestHandle::Event::Type::kError) return ToGrpcStatus(event.status);
   *response = std::move(event.tokenized);
@@ -122,8 +176,10 @@ std::string SluiceService::PrometheusText() {
   return metrics_->Render(supervisor_->Snapshot(), ReadHostMemory());
 }
 
-grpc::Status SluiceService::GetMetrics(grpc::ServerContext*, const v1::GetMetricsRequest*,
+grpc::Status SluiceService::GetMetrics(grpc::ServerContext* context,
+                                       const v1::GetMetricsRequest*,
                                        v1::GetMetricsResponse* response) {
+  if (grpc::Status s = Authorize(*context, ApiKeys::Role::kGenerate); !s.ok()) return s;
   MetricsSnapshot s = supervisor_->Snapshot();
   response->set_requests_running(s.requests_running);
   response->set_requests_waiting(s.requests_waiting);

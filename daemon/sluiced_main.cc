@@ -17,13 +17,17 @@
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "daemon/api_keys.h"
 #include "daemon/cgroup.h"
 #include "daemon/config.h"
 #include "daemon/defaults.h"
 #include "daemon/http_api.h"
 #include "daemon/metrics.h"
 #include "daemon/metrics_http.h"
+#include "daemon/model_paths.h"
 #include "daemon/notify.h"
+#include "daemon/parse_errors.h"
 #include "daemon/service.h"
 #include "daemon/supervisor.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -39,6 +43,9 @@ ABSL_FLAG(std::string, http_address, "",
           "empty or 'none' disables it. Uses the gRPC port's TLS files.");
 ABSL_FLAG(std::string, model, "", "GGUF file (any shard of a split set) to load at start.");
 ABSL_FLAG(std::string, model_id, "", "Model id for --model (default: the file stem).");
+ABSL_FLAG(std::vector<std::string>, model_dir, {},
+          "Directory the LoadModel RPC may load from (repeatable, or comma-separated); "
+          "without one, only --model is served.");
 ABSL_FLAG(std::string, worker_kind, "cpu", "Worker kind: cpu or cuda.");
 ABSL_FLAG(int, device, 0, "CUDA device ordinal of the worker (--worker_kind=cuda).");
 ABSL_FLAG(int, threads, sluice::daemon::DefaultThreads(),
@@ -56,11 +63,20 @@ ABSL_FLAG(std::string, worker_binary, "",
           "Path of sluice-worker (default: beside sluiced, or ../worker/).");
 ABSL_FLAG(int, worker_start_timeout_s, sluice::daemon::kDefaultWorkerStartTimeoutS,
           "Seconds a worker may take to load a model.");
+ABSL_FLAG(int, worker_hung_timeout_s, 60,
+          "Seconds a ready worker may stay silent (it heartbeats when idle) or make no "
+          "progress on a request before it is killed as hung and restarted.");
 ABSL_FLAG(std::string, tls_cert_file, "",
           "PEM certificate chain for TLS on the gRPC port (with --tls_key_file).");
 ABSL_FLAG(std::string, tls_key_file, "", "PEM private key for --tls_cert_file.");
 ABSL_FLAG(std::string, tls_client_ca_file, "",
           "PEM CA bundle; when set, clients must present a certificate it signed.");
+ABSL_FLAG(std::string, api_keys_file, "",
+          "API keys: lines of '<sha256 hex of the key> <generate|admin>'; clients send "
+          "'authorization: Bearer <key>'. Empty: every call is allowed.");
+ABSL_FLAG(bool, insecure, false,
+          "Allow a non-loopback --grpc_address or --http_address without TLS or without "
+          "API keys.");
 ABSL_FLAG(int, drain_timeout_s, sluice::daemon::kDefaultDrainTimeoutS,
           "On SIGTERM, seconds to let running and waiting generations finish.");
 ABSL_FLAG(std::string, port_file, "",
@@ -72,6 +88,26 @@ namespace {
 void Log(const std::string& line) { std::cerr << "sluiced: " << line << std::endl; }
 
 bool KnownFlag(const std::string& name) { return absl::FindCommandLineFlag(name) != nullptr; }
+
+// absl keeps only the last of a repeated flag; a repeatable one is merged
+// into a single comma-separated occurrence.
+std::vector<std::string> MergeRepeatedFlag(const std::vector<std::string>& args,
+                                           const std::string& name) {
+  const std::string prefix = "--" + name + "=";
+  std::vector<std::string> out;
+  std::vector<std::string> values;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].rfind(prefix, 0) == 0) {
+      values.push_back(args[i].substr(prefix.size()));
+    } else if (args[i] == "--" + name && i + 1 < args.size()) {
+      values.push_back(args[++i]);
+    } else {
+      out.push_back(args[i]);
+    }
+  }
+  if (!values.empty()) out.push_back(prefix + absl::StrJoin(values, ","));
+  return out;
+}
 
 // Config file entries go first so that command-line flags override them.
 absl::StatusOr<std::vector<std::string>> ExpandConfig(int argc, char** argv) {
@@ -88,7 +124,7 @@ absl::StatusOr<std::vector<std::string>> ExpandConfig(int argc, char** argv) {
     args.insert(args.end(), file_args->begin(), file_args->end());
   }
   for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
-  return args;
+  return MergeRepeatedFlag(args, "model_dir");
 }
 
 absl::StatusOr<Config> ConfigFromFlags() {
@@ -112,11 +148,14 @@ absl::StatusOr<Config> ConfigFromFlags() {
   c.cgroup_path = absl::GetFlag(FLAGS_cgroup_path);
   c.worker_binary = absl::GetFlag(FLAGS_worker_binary);
   c.worker_start_timeout_s = absl::GetFlag(FLAGS_worker_start_timeout_s);
+  c.worker_hung_timeout_s = absl::GetFlag(FLAGS_worker_hung_timeout_s);
   c.port_file = absl::GetFlag(FLAGS_port_file);
   c.drain_timeout_s = absl::GetFlag(FLAGS_drain_timeout_s);
   c.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
   c.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
   c.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  c.api_keys_file = absl::GetFlag(FLAGS_api_keys_file);
+  c.insecure = absl::GetFlag(FLAGS_insecure);
   if (absl::Status s = ValidateConfig(c); !s.ok()) return s;
   return c;
 }
@@ -187,10 +226,24 @@ absl::Status WritePortFile(const std::string& path, int grpc_port, int metrics_p
 }
 
 // The OpenAI-compatible HTTP API on the supervisor's queue, with the gRPC
-// port's TLS files; every request is allowed (no API keys yet).
+// port's TLS files and API keys (the same bearer keys, the same roles).
 absl::Status StartHttpApi(const Config& config, Supervisor* supervisor, Metrics* metrics,
-                          absl::Mutex* server_mu, std::unique_ptr<HttpApiServer>* out) {
+                          const ApiKeys* api_keys, absl::Mutex* server_mu,
+                          std::unique_ptr<HttpApiServer>* out) {
   HttpApiOptions options;
+  if (api_keys->enabled()) {
+    options.authorize = [api_keys, metrics](absl::string_view authorization, bool admin) {
+      absl::Status s = api_keys->Check(
+          std::string_view(authorization.data(), authorization.size()),
+          admin ? ApiKeys::Role::kAdmin : ApiKeys::Role::kGenerate);
+      if (!s.ok()) {
+        metrics->AddAuthFailure(s.code() == absl::StatusCode::kPermissionDenied
+                                    ? "permission_denied"
+                                    : "unauthenticated");
+      }
+      return s;
+    };
+  }
   options.address = config.http_address;
   options.tls_cert_file = config.tls_cert_file;
   options.tls_key_file = config.tls_key_file;
@@ -229,13 +282,29 @@ int Run(const Config& config, const std::string& worker_binary, sigset_t signals
   options.device = config.device;
   options.queue_limit = config.queue_limit;
   options.worker_start_timeout = absl::Seconds(config.worker_start_timeout_s);
+  options.hung_timeout = absl::Seconds(config.worker_hung_timeout_s);
   Supervisor supervisor(options, oom->get(), &metrics, [&](bool serving) {
     absl::MutexLock lock(&server_mu);
     if (server) server->GetHealthCheckService()->SetServingStatus(serving);
     if (http_api) http_api->SetServing(serving);
     NotifyStatus(serving ? "serving" : "no worker ready");
   });
-  SluiceService service(&supervisor, &metrics);
+  auto model_paths = ModelPathPolicy::Create(absl::GetFlag(FLAGS_model_dir));
+  if (!model_paths.ok()) {
+    Log(absl::StrCat("fatal: bad configuration: ", model_paths.status().message()));
+    return 2;
+  }
+  ApiKeys api_keys;
+  if (!config.api_keys_file.empty()) {
+    auto loaded = ApiKeys::LoadFile(config.api_keys_file);
+    if (!loaded.ok()) {
+      Log(absl::StrCat("fatal: bad configuration: ", loaded.status().message()));
+      return 2;
+    }
+    api_keys = *std::move(loaded);
+    Log(absl::StrCat("API keys: ", api_keys.size(), " from ", config.api_keys_file));
+  }
+  SluiceService service(&supervisor, &metrics, &*model_paths, &api_keys);
 
   auto credentials = ServerCredentials(config);
   if (!credentials.ok()) {
@@ -245,6 +314,12 @@ int Run(const Config& config, const std::string& worker_binary, sigset_t signals
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  // Without this gRPC sets SO_REUSEPORT, and a second sluiced on a busy port
+  // would silently share it instead of failing.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(NewParseErrorInterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   int grpc_port = 0;
   builder.AddListeningPort(config.grpc_address, *credentials, &grpc_port);
   builder.RegisterService(&service);
@@ -281,7 +356,7 @@ int Run(const Config& config, const std::string& worker_binary, sigset_t signals
 
   std::string start_failure;
   if (!config.http_address.empty() && config.http_address != "none") {
-    if (absl::Status s = StartHttpApi(config, &supervisor, &metrics, &server_mu, &http_api);
+    if (absl::Status s = StartHttpApi(config, &supervisor, &metrics, &api_keys, &server_mu, &http_api);
         !s.ok()) {
       Log(absl::StrCat("fatal: ", s.message()));
       return 1;

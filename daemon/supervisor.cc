@@ -1,11 +1,15 @@
 #include "daemon/supervisor.h"
 
+#include <pthread.h>
+
 #include <algorithm>
+#include <iostream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "daemon/model_desc.h"
+#include "daemon/request_limits.h"
 #include "loader/model_files.h"
 
 namespace sluice::daemon {
@@ -33,6 +37,13 @@ bool RequestHandle::Push(Event event) {
   finished_ = event.type != Event::Type::kChunk;
   events_.push_back(std::move(event));
   return true;
+}
+
+void RequestHandle::Interrupt(absl::Status status) {
+  Event e;
+  e.type = Event::Type::kError;
+  e.status = std::move(status);
+  Push(std::move(e));
 }
 
 bool RequestHandle::Next(Event* event, absl::Duration timeout) {
@@ -116,12 +127,35 @@ absl::Status Supervisor::CheckModelId(const std::string& model_id) {
   return absl::OkStatus();
 }
 
+absl::Status Supervisor::CheckTokenIdsLocked(const v1::GenerateRequest& request) {
+  if (request.input_case() != v1::GenerateRequest::kTokenIds) return absl::OkStatus();
+  const int64_t vocab = model_->info.vocab_size();
+  const int64_t context = model_->info.context_length();
+  const auto& ids = request.token_ids().ids();
+  for (int i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || (vocab > 0 && ids[i] >= vocab)) {
+      // The worker's wording (worker/request_convert.cc).
+      return absl::InvalidArgumentError(absl::StrCat("GenerateRequest.token_ids.ids[", i, "]=",
+                                                     ids[i], ": outside the vocabulary [0, ",
+                                                     vocab, ")"));
+    }
+  }
+  if (context > 0 && ids.size() >= context) {
+    return absl::InvalidArgumentError(absl::StrCat("GenerateRequest: the prompt has ", ids.size(),
+                                                   " tokens; the context holds ", context));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::ModelInfo> Supervisor::LoadModel(const v1::LoadModelRequest& request) {
   LoadSettings settings{options_.threads, options_.context_length, options_.worker_kind,
                         options_.device};
   ASSIGN_OR_RETURN(ModelDesc desc, DescribeModel(request, settings));
   absl::MutexLock load_lock(&load_mu_);
   std::unique_ptr<WorkerProcess> old;
+  // Kept (files open, validated) so that a replacement that fails to start
+  // gives the previous model back instead of leaving none.
+  std::unique_ptr<Model> previous;
   {
     absl::MutexLock lock(&mu_);
     if (shutdown_) return absl::UnavailableError("sluiced is shutting down");
@@ -129,7 +163,7 @@ absl::StatusOr<v1::ModelInfo> Supervisor::LoadModel(const v1::LoadModelRequest& 
       old = DetachLocked(absl::UnavailableError(
           absl::StrCat("model '", model_->info.model_id(), "' was replaced by '",
                        desc.info.model_id(), "'")));
-      model_.reset();
+      previous = std::move(model_);
     }
   }
   if (old) old->Stop(kWorkerStopGrace);
@@ -166,7 +200,19 @@ absl::StatusOr<v1::ModelInfo> Supervisor::LoadModel(const v1::LoadModelRequest& 
                            ? absl::Status(fatal_code_, fatal_message_)
                            : absl::UnavailableError(absl::StrCat(
                                  model_->info.last_error(), " while loading the model"));
-  if (serial_ != serial) {
+  std::string restored;
+  if (previous != nullptr && !shutdown_) {
+    // The replacement failed: the model that was serving comes back.
+    model_ = std::move(previous);
+    phase_ = WorkerPhase::kNone;
+    consecutive_failures_ = 0;
+    restored = absl::StrCat("; the previous model '", model_->info.model_id(), "' is loaded again");
+    if (absl::Status s = SpawnLocked(); !s.ok()) {
+      absl::StrAppend(&restored, " but its worker failed to start (", s.message(), ")");
+      ++consecutive_failures_;
+      ScheduleRestartLocked();
+    }
+  } else if (serial_ != serial) {
     model_.reset();
     phase_ = WorkerPhase::kNone;
   } else {
@@ -179,8 +225,8 @@ absl::StatusOr<v1::ModelInfo> Supervisor::LoadModel(const v1::LoadModelRequest& 
     model_->info.set_last_error(std::string(error.message()));
     restart_at_ = absl::InfiniteFuture();
   }
-  return absl::Status(error.code(),
-                      absl::StrCat("LoadModel path='", request.path(), "': ", error.message()));
+  return absl::Status(error.code(), absl::StrCat("LoadModel path='", request.path(), "': ",
+                                                 error.message(), restored));
 }
 
 absl::Status Supervisor::UnloadModel(const v1::UnloadModelRequest& request) {
@@ -202,7 +248,7 @@ absl::Status Supervisor::UnloadModel(const v1::UnloadModelRequest& request) {
 
 absl::Status Supervisor::CheckModelIdForUnload(const std::string& model_id) {
   if (!model_id.empty() && model_id != model_->info.model_id()) {
-    return absl::NotFoundError(absl::StrCat("UnloadModel: model_id '", model_id,
+    return absl::NotFoundError(absl::StrCat("UnloadModel: model_id '", QuoteForMessage(model_id),
                                             "' is not loaded (loaded: '",
                                             model_->info.model_id(), "')"));
   }
@@ -218,6 +264,8 @@ std::vector<v1::ModelInfo> Supervisor::ListModels() {
 absl::Status Supervisor::SpawnLocked() {
   const uint64_t serial = ++serial_;
   WorkerSpawnOptions spawn{options_.worker_binary, options_.worker_args, oom_, serial};
+  model_->hello.mutable_config()->set_heartbeat_interval_ms(
+      static_cast<uint32_t>(absl::ToInt64Milliseconds(HeartbeatInterval(options_.hung_timeout))));
   fatal_message_.clear();
   auto worker = WorkerProcess::Spawn(
       spawn, model_->hello, model_->fds,
@@ -231,6 +279,8 @@ absl::Status Supervisor::SpawnLocked() {
   worker_ = std::move(*worker);
   phase_ = WorkerPhase::kStarting;
   worker_started_ = absl::Now();
+  last_heard_ = worker_started_;
+  hung_ = false;
   model_->info.set_state(v1::MODEL_STATE_LOADING);
   worker_stats_.set_pid(worker_->pid());
   return absl::OkStatus();
@@ -239,7 +289,10 @@ absl::Status Supervisor::SpawnLocked() {
 void Supervisor::OnMessage(uint64_t serial, WorkerMessage msg) {
   absl::MutexLock lock(&mu_);
   if (serial != serial_ || model_ == nullptr) return;
+  last_heard_ = absl::Now();
   switch (msg.body_case()) {
+    case WorkerMessage::kHeartbeat:
+      return;
     case WorkerMessage::kReady: {
       phase_ = WorkerPhase::kReady;
       const v1::ModelInfo& w = msg.ready().model();
@@ -277,6 +330,7 @@ void Supervisor::OnRequestMessage(WorkerMessage& msg) {
   if (running_ != nullptr && running_->id() == id) {
     RequestHandle& h = *running_;
     const absl::Time now = absl::Now();
+    last_progress_ = now;
     if (msg.has_chunk()) {
       if (!h.first_token_seen_) {
         metrics_->time_to_first_token().Observe(absl::ToDoubleSeconds(now - h.accepted_));
@@ -301,24 +355,17 @@ void Supervisor::OnRequestMessage(WorkerMessage& msg) {
       metrics_->AddRequest("ok");
       consecutive_failures_ = 0;
       FinishRunningLocked(std::move(e));
+    } else if (msg.has_tokenized()) {
+      RequestHandle::Event e;
+      e.type = RequestHandle::Event::Type::kTokenized;
+      e.tokenized = std::move(*msg.mutable_tokenized());
+      consecutive_failures_ = 0;
+      FinishRunningLocked(std::move(e));
     } else if (msg.has_error()) {
       FinishRunningLocked(ErrorEvent(absl::Status(
           static_cast<absl::StatusCode>(msg.error().code()), msg.error().message())));
     }
-    return;
   }
-  auto it = tokenizing_.find(id);
-  if (it == tokenizing_.end()) return;  // a request cancelled meanwhile
-  if (msg.has_tokenized()) {
-    RequestHandle::Event e;
-    e.type = RequestHandle::Event::Type::kTokenized;
-    e.tokenized = std::move(*msg.mutable_tokenized());
-    it->second->Push(std::move(e));
-  } else if (msg.has_error()) {
-    it->second->Push(ErrorEvent(absl::Status(
-        static_cast<absl::StatusCode>(msg.error().code()), msg.error().message())));
-  }
-  tokenizing_.erase(it);
 }
 
 void Supervisor::FinishRunningLocked(RequestHandle::Event event) {
@@ -329,12 +376,13 @@ void Supervisor::FinishRunningLocked(RequestHandle::Event event) {
 
 void Supervisor::DispatchLocked() {
   if (phase_ != WorkerPhase::kReady || running_ != nullptr || worker_ == nullptr ||
-      queue_.empty()) {
+      queue_.empty() || hung_) {
     return;
   }
   running_ = std::move(queue_.front());
   queue_.pop_front();
   running_->started_ = absl::Now();
+  last_progress_ = running_->started_;
   // A failed send means the worker is dying: its exit fails the request.
   (void)worker_->Send(running_->message_);
 }
@@ -354,8 +402,10 @@ void Supervisor::OnExit(uint64_t serial, const WorkerExit& exit) {
       fatal_message_.empty()
           ? absl::StrCat("worker (pid ", worker_stats_.pid(), ") ", exit.description)
           : absl::StrCat("worker (pid ", worker_stats_.pid(), ") failed",
-                         (was_ready ? "" : " to start"), ": ", fatal_message_, " (",
-                         exit.description, ")");
+                         (was_ready ? "" : " to start"), ": ",
+                         fatal_message_.substr(0, 512), " (", exit.description, ")");
+  // Once per death: the monitor calls the exit handler exactly once.
+  std::cerr << "sluiced: " << cause << (was_ready ? "" : " while starting") << std::endl;
   model_->info.set_last_error(cause);
   worker_stats_.set_up(false);
   worker_stats_.set_last_exit(exit.description);
@@ -378,6 +428,29 @@ void Supervisor::OnExit(uint64_t serial, const WorkerExit& exit) {
   if (uptime > absl::Seconds(60)) consecutive_failures_ = 0;
   ++consecutive_failures_;
   ScheduleRestartLocked();
+}
+
+absl::Duration HeartbeatInterval(absl::Duration hung_timeout) {
+  return std::clamp(hung_timeout / 4, absl::Milliseconds(10), absl::Seconds(1));
+}
+
+void Supervisor::CheckHungLocked(absl::Time now) {
+  if (phase_ != WorkerPhase::kReady || worker_ == nullptr || hung_) return;
+  std::string why;
+  if (now - last_heard_ >= options_.hung_timeout) {
+    why = absl::StrCat("no message or heartbeat for ", absl::FormatDuration(now - last_heard_));
+  } else if (running_ != nullptr && now - last_progress_ >= options_.hung_timeout) {
+    why = absl::StrCat("no progress on request ", running_->id(), " for ",
+                       absl::FormatDuration(now - last_progress_));
+  } else {
+    return;
+  }
+  std::cerr << "sluiced: worker (pid " << worker_->pid() << ") is hung: " << why
+            << "; killing it" << std::endl;
+  // Health turns NOT_SERVING now; the exit fails the requests and restarts.
+  hung_ = true;
+  SetServingLocked(false);
+  worker_->KillHung(why);
 }
 
 void Supervisor::ScheduleRestartLocked() {
@@ -403,8 +476,6 @@ void Supervisor::FailAllLocked(const absl::Status& status) {
     if (h->Push(ErrorEvent(status))) metrics_->AddRequest("unavailable");
   }
   queue_.clear();
-  for (auto& [id, h] : tokenizing_) h->Push(ErrorEvent(status));
-  tokenizing_.clear();
 }
 
 void Supervisor::SetServingLocked(bool serving) {
@@ -425,16 +496,28 @@ std::unique_ptr<WorkerProcess> Supervisor::DetachLocked(const absl::Status& why)
   return std::move(worker_);
 }
 
+absl::Time Supervisor::NextDeadlineLocked() {
+  absl::Time deadline = restart_at_;
+  if (phase_ == WorkerPhase::kStarting && !loading_) {
+    deadline = std::min(deadline, worker_started_ + options_.worker_start_timeout);
+  }
+  if (phase_ == WorkerPhase::kReady && !hung_) {
+    deadline = std::min(deadline, last_heard_ + options_.hung_timeout);
+    if (running_ != nullptr) deadline = std::min(deadline, last_progress_ + options_.hung_timeout);
+  }
+  return deadline;
+}
+
 void Supervisor::ControlLoop() {
+  pthread_setname_np(pthread_self(), "sup-control");
   absl::MutexLock lock(&mu_);
   while (true) {
-    auto wake = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return shutdown_ || !dead_.empty() || absl::Now() >= restart_at_;
+    const absl::Time deadline = NextDeadlineLocked();
+    // Also wakes when a new, earlier deadline appears (a worker became
+    // ready, a request started), so that the wait is never too long.
+    auto wake = [this, deadline]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return shutdown_ || !dead_.empty() || NextDeadlineLocked() < deadline;
     };
-    absl::Time deadline = restart_at_;
-    if (phase_ == WorkerPhase::kStarting && !loading_) {
-      deadline = std::min(deadline, worker_started_ + options_.worker_start_timeout);
-    }
     mu_.AwaitWithDeadline(absl::Condition(&wake), deadline);
     if (!dead_.empty()) {
       std::vector<std::unique_ptr<WorkerProcess>> dead = std::move(dead_);
@@ -450,6 +533,7 @@ void Supervisor::ControlLoop() {
         now >= worker_started_ + options_.worker_start_timeout) {
       worker_->Kill();  // its exit schedules the next attempt
     }
+    CheckHungLocked(now);
     if (now >= restart_at_) {
       restart_at_ = absl::InfiniteFuture();
       if (model_ != nullptr && phase_ == WorkerPhase::kDead && !SpawnLocked().ok()) {
@@ -462,13 +546,12 @@ void Supervisor::ControlLoop() {
 
 absl::StatusOr<std::shared_ptr<RequestHandle>> Supervisor::SubmitGenerate(
     const v1::GenerateRequest& request) {
-  if (request.input_case() == v1::GenerateRequest::INPUT_NOT_SET) {
-    return absl::InvalidArgumentError(
-        "GenerateRequest.input: set one of prompt, token_ids or chat");
-  }
+  // Every field is checked before the request may wait in the queue.
+  RETURN_IF_ERROR(CheckGenerateRequest(request));
   absl::MutexLock lock(&mu_);
   if (draining_) return absl::UnavailableError("sluiced is shutting down");
   RETURN_IF_ERROR(CheckModelId(request.model_id()));
+  RETURN_IF_ERROR(CheckTokenIdsLocked(request));
   const bool runs_now = phase_ == WorkerPhase::kReady && running_ == nullptr && queue_.empty();
   if (!runs_now && queue_.size() >= static_cast<size_t>(options_.queue_limit)) {
     metrics_->AddRequest("rejected");
@@ -487,19 +570,29 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Supervisor::SubmitGenerate(
 
 absl::StatusOr<std::shared_ptr<RequestHandle>> Supervisor::SubmitTokenize(
     const v1::TokenizeRequest& request) {
+  RETURN_IF_ERROR(CheckTokenizeRequest(request));
   absl::MutexLock lock(&mu_);
+  if (draining_) return absl::UnavailableError("sluiced is shutting down");
   RETURN_IF_ERROR(CheckModelId(request.model_id()));
-  if (phase_ != WorkerPhase::kReady || worker_ == nullptr) {
+  if (phase_ != WorkerPhase::kReady || worker_ == nullptr || hung_) {
     return absl::UnavailableError(absl::StrCat(
         "the worker of model '", model_->info.model_id(), "' is not ready (",
         v1::ModelState_Name(model_->info.state()), ")"));
   }
+  // Tokenize takes its turn in the queue like a generation: one large text
+  // at a time on the worker, and the same bound on what may wait.
+  const bool runs_now = running_ == nullptr && queue_.empty();
+  if (!runs_now && queue_.size() >= static_cast<size_t>(options_.queue_limit)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "request queue is full: ", queue_.size(), " requests waiting (queue_limit ",
+        options_.queue_limit, "); retry later"));
+  }
   std::shared_ptr<RequestHandle> h(new RequestHandle(next_request_id_++, false));
-  SupervisorMessage msg;
-  msg.set_request_id(h->id());
-  *msg.mutable_tokenize() = request;
-  tokenizing_[h->id()] = h;
-  (void)worker_->Send(msg);
+  h->message_.set_request_id(h->id());
+  *h->message_.mutable_tokenize() = request;
+  h->accepted_ = absl::Now();
+  queue_.push_back(h);
+  DispatchLocked();
   return h;
 }
 
@@ -511,7 +604,6 @@ void Supervisor::Cancel(const std::shared_ptr<RequestHandle>& handle) {
     handle->Push(ErrorEvent(absl::CancelledError("cancelled while waiting in the queue")));
     return;
   }
-  tokenizing_.erase(handle->id());
   if (running_ == handle && !handle->cancel_sent_ && worker_ != nullptr) {
     handle->cancel_sent_ = true;
     SupervisorMessage msg;
@@ -523,7 +615,7 @@ void Supervisor::Cancel(const std::shared_ptr<RequestHandle>& handle) {
 
 MetricsSnapshot Supervisor::Snapshot(absl::Duration stats_timeout) {
   absl::MutexLock lock(&mu_);
-  if (phase_ == WorkerPhase::kReady && worker_ != nullptr) {
+  if (phase_ == WorkerPhase::kReady && worker_ != nullptr && !hung_) {
     const uint64_t seq = stats_seq_;
     SupervisorMessage msg;
     msg.mutable_stats_query();
@@ -538,7 +630,7 @@ MetricsSnapshot Supervisor::Snapshot(absl::Duration stats_timeout) {
   s.requests_running = running_ != nullptr ? 1 : 0;
   s.requests_waiting = queue_.size();
   s.worker = worker_stats_;
-  s.worker.set_up(phase_ == WorkerPhase::kReady);
+  s.worker.set_up(phase_ == WorkerPhase::kReady && !hung_);
   s.slot_cache = slot_stats_;
   s.device_memory.dense = device_memory_.dense_bytes();
   s.device_memory.kv_state = device_memory_.kv_state_bytes();

@@ -7,10 +7,14 @@
 // error). Loading another model replaces the current one; a model that fails
 // to open leaves the current one serving.
 //
-// Requests: Generate requests queue (bounded by queue_limit waiting requests,
-// beyond which ResourceExhausted) and run one at a time on the worker;
-// Tokenize requests go to the worker at once (it answers them between
-// decode steps). Each request is a RequestHandle from which the caller pulls
+// Requests: Generate and Tokenize requests queue (bounded by queue_limit
+// waiting requests, beyond which ResourceExhausted) and run one at a time on
+// the worker. Nothing here blocks on the worker's socket while holding the
+// lock: WorkerProcess::Send only queues.
+//
+// Hung workers: a ready worker silent for hung_timeout (it heartbeats when
+// idle), or without progress on its running request for that long, is killed
+// and reported with cause "hung"; health is NOT_SERVING from that moment. Each request is a RequestHandle from which the caller pulls
 // events; Cancel() removes a waiting request or tells the worker to stop
 // after the current step.
 //
@@ -73,7 +77,14 @@ struct SupervisorOptions {
   absl::Duration restart_backoff_initial = absl::Milliseconds(100);
   absl::Duration restart_backoff_max = absl::Seconds(30);
   int max_consecutive_failures = 10;
+  // A ready worker that sends nothing (not even a heartbeat) for this long,
+  // or makes no progress on the running request for this long, is killed and
+  // reported as hung.
+  absl::Duration hung_timeout = absl::Seconds(60);
 };
+
+// How often the worker sends heartbeats for a given hung timeout.
+absl::Duration HeartbeatInterval(absl::Duration hung_timeout);
 
 // The delay before restart attempt `consecutive_failures` (1-based): `initial`
 // doubling per consecutive failure, capped at `max`.
@@ -96,6 +107,10 @@ class RequestHandle {
   // kDone, kTokenized or kError event there are no more.
   bool Next(Event* event, absl::Duration timeout);
   uint64_t id() const { return id_; }
+  // Ends the stream with `status` (an error) unless it already ended; later
+  // events from the worker are dropped. For the front end whose client went
+  // away: it stops waiting at once while Supervisor::Cancel stops the work.
+  void Interrupt(absl::Status status);
 
  private:
   friend class Supervisor;
@@ -170,9 +185,16 @@ class Supervisor {
   std::unique_ptr<WorkerProcess> DetachLocked(const absl::Status& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckModelId(const std::string& model_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Token ids against the loaded model's vocabulary and context.
+  absl::Status CheckTokenIdsLocked(const v1::GenerateRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckModelIdForUnload(const std::string& model_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ScheduleRestartLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckHungLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // When the control loop must next look: a restart, a start timeout, a
+  // hung check.
+  absl::Time NextDeadlineLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const SupervisorOptions options_;
   const OomContainment* const oom_;
@@ -199,7 +221,9 @@ class Supervisor {
   uint64_t next_request_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::deque<std::shared_ptr<RequestHandle>> queue_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<RequestHandle> running_ ABSL_GUARDED_BY(mu_);
-  std::map<uint64_t, std::shared_ptr<RequestHandle>> tokenizing_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_heard_ ABSL_GUARDED_BY(mu_);     // any message from the worker
+  absl::Time last_progress_ ABSL_GUARDED_BY(mu_);  // start or event of running_
+  bool hung_ ABSL_GUARDED_BY(mu_) = false;         // killed as hung, exit pending
 
   v1::WorkerStats worker_stats_ ABSL_GUARDED_BY(mu_);
   v1::SlotCacheStats slot_stats_ ABSL_GUARDED_BY(mu_);

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/forker.h"
 #include "worker/channel.h"
 
 namespace sluice::daemon {
@@ -42,7 +44,7 @@ bool WritePidTo(const char* path) {
 }
 
 [[noreturn]] void ExecChild(pid_t parent, int socket_fd, const char* procs_file,
-                            char* const argv[]) {
+                            char* const argv[], char* const envp[]) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(125);
   sigset_t none;
@@ -59,9 +61,16 @@ bool WritePidTo(const char* path) {
   if (syscall(SYS_close_range, kChildSocketFd + 1, ~0u, 0) != 0) {
     for (int fd = kChildSocketFd + 1; fd < 4096; ++fd) close(fd);
   }
-  execv(argv[0], argv);
+  execve(argv[0], argv, envp);
   _exit(127);
 }
+
+// The variables a worker may need from the daemon's environment; nothing
+// else crosses over (no secrets, no test switches, no LD_PRELOAD).
+// LD_LIBRARY_PATH is the operator's: where sluiced itself finds its shared
+// libraries (a relocated install, the CUDA runtime), so does its worker.
+constexpr const char* kPassedThrough[] = {"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
+                                          "LD_LIBRARY_PATH", "TZ", "LANG", "LC_ALL"};
 
 std::string SignalName(int sig) {
   const char* abbrev = sigabbrev_np(sig);
@@ -70,12 +79,21 @@ std::string SignalName(int sig) {
 
 }  // namespace
 
+std::vector<std::string> WorkerEnvironment() {
+  std::vector<std::string> env = {"PATH=/usr/local/bin:/usr/bin:/bin"};
+  for (const char* name : kPassedThrough) {
+    if (const char* value = getenv(name)) env.push_back(absl::StrCat(name, "=", value));
+  }
+  return env;
+}
+
 absl::string_view ExitReasonLabel(WorkerExit::Reason reason) {
   switch (reason) {
     case WorkerExit::Reason::kExit: return "exit";
     case WorkerExit::Reason::kSignal: return "signal";
     case WorkerExit::Reason::kOomKill: return "oom_kill";
     case WorkerExit::Reason::kProtocolError: return "protocol_error";
+    case WorkerExit::Reason::kHung: return "hung";
   }
   return "exit";
 }
@@ -98,6 +116,10 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  std::vector<std::string> env = WorkerEnvironment();
+  std::vector<char*> envp;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
 
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
@@ -107,30 +129,33 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(
   const char* procs =
       w->cgroup_.procs_file.empty() ? nullptr : w->cgroup_.procs_file.c_str();
   const pid_t parent = getpid();
-  const pid_t pid = fork();
+  // Not fork(): see daemon/forker.h for why the forking thread matters.
+  const pid_t pid =
+      ForkOnLongLivedThread([&] { ExecChild(parent, sv[1], procs, argv.data(), envp.data()); });
   if (pid < 0) {
-    const int err = errno;
+    const int err = -pid;
     close(sv[0]);
     close(sv[1]);
     options.oom->Remove(w->cgroup_);
     return absl::InternalError(absl::StrCat("fork: ", strerror(err)));
   }
-  if (pid == 0) ExecChild(parent, sv[1], procs, argv.data());
   close(sv[1]);
   w->pid_ = pid;
   w->socket_fd_ = sv[0];
   w->pidfd_ = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
 
+  w->writer_ = std::make_unique<worker::FrameWriter>(w->socket_fd_);
   worker::v1::SupervisorMessage msg;
   *msg.mutable_hello() = hello;
   // A worker that dies before reading the Hello is reported by the monitor.
-  (void)worker::SendFrame(w->socket_fd_, msg, shard_fds);
+  (void)w->writer_->Send(msg, shard_fds);
   WorkerProcess* raw = w.get();
   w->monitor_ = std::thread([raw] { raw->Monitor(); });
   return w;
 }
 
 void WorkerProcess::Monitor() {
+  pthread_setname_np(pthread_self(), "worker-monitor");
   bool socket_open = true;
   while (true) {
     pollfd pfds[2];
@@ -185,6 +210,14 @@ WorkerExit WorkerProcess::Reap() {
     if (exit.code == 127) absl::StrAppend(&exit.description, " (could not exec the worker binary)");
     if (exit.code == 126) absl::StrAppend(&exit.description, " (could not join its cgroup)");
   }
+  {
+    absl::MutexLock lock(&exit_mu_);
+    if (!hung_.empty()) {
+      exit.reason = WorkerExit::Reason::kHung;
+      exit.description = absl::StrCat("was hung (", hung_, ") and was killed; ",
+                                      exit.description);
+    }
+  }
   if (!protocol_error_.empty()) {
     exit.reason = WorkerExit::Reason::kProtocolError;
     exit.description = absl::StrCat("broke the protocol (", protocol_error_,
@@ -201,13 +234,24 @@ WorkerExit WorkerProcess::Reap() {
 }
 
 absl::Status WorkerProcess::Send(const worker::v1::SupervisorMessage& msg) {
-  absl::MutexLock lock(&send_mu_);
-  return worker::SendFrame(socket_fd_, msg);
+  if (writer_ == nullptr) return absl::UnavailableError("the worker has stopped");
+  return writer_->Send(msg);
+}
+
+size_t WorkerProcess::PendingBytes() {
+  return writer_ == nullptr ? 0 : writer_->PendingBytes();
 }
 
 void WorkerProcess::Kill() {
   absl::MutexLock lock(&exit_mu_);
   if (!exited_) SendKill();
+}
+
+void WorkerProcess::KillHung(const std::string& why) {
+  absl::MutexLock lock(&exit_mu_);
+  if (exited_ || !hung_.empty()) return;
+  hung_ = why;
+  SendKill();
 }
 
 void WorkerProcess::SendKill() {
@@ -230,6 +274,7 @@ void WorkerProcess::Stop(absl::Duration grace) {
     Kill();
     monitor_.join();
   }
+  if (writer_ != nullptr) writer_->Close();
   if (socket_fd_ >= 0) close(socket_fd_);
   if (pidfd_ >= 0) close(pidfd_);
   socket_fd_ = pidfd_ = -1;

@@ -8,8 +8,13 @@
 // kernel OOM kill from the worker's cgroup) and calls the exit handler once.
 //
 // The child runs with oom_score_adj 1000, in its own cgroup where the
-// OomContainment has one, dies with the supervisor (PR_SET_PDEATHSIG) and
-// inherits no fd but the socket (as fd 3).
+// OomContainment has one, dies with the supervisor (PR_SET_PDEATHSIG, armed
+// on a thread that lives as long as the process: daemon/forker.h) and
+// inherits no fd but the socket (as fd 3) and no environment but
+// WorkerEnvironment().
+//
+// Messages to the worker leave through a FrameWriter: Send() only queues, so
+// it may be called under any lock without risk of blocking on the socket.
 //
 // Thread-safety: Send() and Kill() may be called from any thread. Handlers run
 // on the monitor thread; they must not call Stop() or destroy the object.
@@ -33,11 +38,12 @@
 #include "absl/time/time.h"
 #include "daemon/cgroup.h"
 #include "proto/sluice/worker/v1/worker.pb.h"
+#include "worker/frame_writer.h"
 
 namespace sluice::daemon {
 
 struct WorkerExit {
-  enum class Reason { kExit, kSignal, kOomKill, kProtocolError };
+  enum class Reason { kExit, kSignal, kOomKill, kProtocolError, kHung };
   Reason reason = Reason::kExit;
   int code = 0;  // exit status, or the signal number
   // "exited with code 3", "killed by signal 9 (SIGKILL)",
@@ -45,9 +51,13 @@ struct WorkerExit {
   std::string description;
 };
 
-// "exit", "signal", "oom_kill", "protocol_error": the label of
+// "exit", "signal", "oom_kill", "protocol_error", "hung": the label of
 // sluice_worker_restarts_total.
 absl::string_view ExitReasonLabel(WorkerExit::Reason reason);
+
+// The worker's whole environment: a fixed PATH and a few pass-through
+// variables (CUDA device selection, time zone, locale) when set.
+std::vector<std::string> WorkerEnvironment();
 
 struct WorkerSpawnOptions {
   std::string binary;
@@ -75,9 +85,15 @@ class WorkerProcess {
   WorkerProcess& operator=(const WorkerProcess&) = delete;
 
   pid_t pid() const { return pid_; }
-  // Unavailable once the worker is gone.
+  // Queues `msg`; never blocks on the socket. Unavailable once the worker is
+  // gone.
   absl::Status Send(const worker::v1::SupervisorMessage& msg);
+  // Bytes queued for the worker and not yet written.
+  size_t PendingBytes();
   void Kill();
+  // SIGKILLs a worker judged hung; its exit is reported with Reason::kHung
+  // and `why` in the description.
+  void KillHung(const std::string& why);
   // Sends Shutdown, waits up to `grace` for the exit, then SIGKILLs, and
   // joins the monitor thread (the exit handler has run when this returns).
   void Stop(absl::Duration grace);
@@ -95,9 +111,10 @@ class WorkerProcess {
   WorkerCgroup cgroup_;
   MessageHandler on_message_;
   ExitHandler on_exit_;
-  absl::Mutex send_mu_;
+  std::unique_ptr<worker::FrameWriter> writer_;
   absl::Mutex exit_mu_;
   bool exited_ ABSL_GUARDED_BY(exit_mu_) = false;
+  std::string hung_ ABSL_GUARDED_BY(exit_mu_);
   std::string protocol_error_;  // monitor thread only
   std::thread monitor_;
 };

@@ -120,9 +120,9 @@ class GgufParser {
   absl::Status ReadHeader(uint64_t* n_tensors, uint64_t* n_kv) {
     ASSIGN_OR_RETURN(uint32_t magic, Read<uint32_t>("header magic"));
     if (magic != kGgufMagic) {
-      return Invalid("header magic",
-                     absl::StrFormat("expected 0x%08x ('GGUF'), found 0x%08x",
-                                     kGgufMagic, magic));
+      // The bytes found are not quoted: an error must not reveal the
+      // contents of whatever file was named.
+      return Invalid("header magic", "expected 'GGUF': not a GGUF file");
     }
     ASSIGN_OR_RETURN(uint32_t version, Read<uint32_t>("header version"));
     if (version == 1) {

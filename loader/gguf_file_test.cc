@@ -68,7 +68,7 @@ TEST(GgufFileTest, RejectsBadMagic) {
   GgufBytes b;
   b.U32(0x4C4D4747).U32(3).U64(0).U64(0);
   ExpectError(b, absl::StatusCode::kInvalidArgument,
-              "header magic: expected 0x46554747 ('GGUF'), found 0x4c4d4747");
+              "header magic: expected 'GGUF': not a GGUF file");
 }
 
 TEST(GgufFileTest, RejectsVersion1) {

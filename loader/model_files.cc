@@ -144,7 +144,9 @@ absl::StatusOr<std::unique_ptr<ModelFiles>> ModelFiles::Open(
   }
   std::vector<ShardFd> fds;
   for (const std::string& p : paths) {
-    int fd = open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: a FIFO must not block the open (it is refused as not a
+    // regular file below); it changes nothing for regular files.
+    int fd = open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
       const int err = errno;
       for (ShardFd& f : fds) close(f.fd);

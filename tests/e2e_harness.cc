@@ -59,6 +59,27 @@ std::string RunfilePath(const std::string& path) {
   return absl::StrCat(srcdir != nullptr ? srcdir : ".", "/sluice/", path);
 }
 
+namespace {
+
+absl::StatusOr<std::string> WriteNamedModel(const std::string& dir, const std::string& name) {
+  mkmodel::Options options;
+  options.arch = mkmodel::Arch::kQwen35Moe;
+  auto shape = mkmodel::NamedShape(options.arch, name);
+  if (!shape.ok()) return shape.status();
+  options.shape = *shape;
+  options.seed = 7;
+  const std::string path = dir + "/" + name + "-qwen35moe.gguf";
+  auto written = mkmodel::WriteModel(options, path);
+  if (!written.ok()) return written.status();
+  return path;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> WriteTinyModel(const std::string& dir) {
+  return WriteNamedModel(dir, "tiny");
+}
+
 absl::StatusOr<std::string> WriteMicroModel(const std::string& dir) {
   mkmodel::Options options;
   options.arch = mkmodel::Arch::kQwen35Moe;
@@ -87,6 +108,20 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
       absl::StrCat("--context_length=", options.context_length),
   };
   if (!options.model_path.empty()) args.push_back("--model=" + options.model_path);
+  // Every test model lives under $TEST_TMPDIR (MakeTempDir).
+  args.push_back(absl::StrCat("--model_dir=", getenv("TEST_TMPDIR")));
+  if (!options.worker_test_flags.empty()) {
+    // sluiced starts workers with --socket_fd only; a wrapper adds the hooks.
+    const std::string wrapper = dir + "/sluice-worker-testing.sh";
+    {
+      std::ofstream out(wrapper);
+      out << "#!/bin/sh\nexec '" << RunfilePath("worker/sluice-worker-testing") << "'";
+      for (const std::string& f : options.worker_test_flags) out << " '" << f << "'";
+      out << " \"$@\"\n";
+    }
+    chmod(wrapper.c_str(), 0755);
+    args.push_back("--worker_binary=" + wrapper);
+  }
   args.insert(args.end(), options.flags.begin(), options.flags.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());

@@ -31,11 +31,17 @@ std::string RunfilePath(const std::string& path);
 // Writes the "micro" qwen35moe model (mkmodel, F32, fixed seed) to
 // dir/micro-qwen35moe.gguf and returns its path.
 absl::StatusOr<std::string> WriteMicroModel(const std::string& dir);
+// The same with mkmodel's "tiny" shape (about eight times the compute per
+// token), as dir/tiny-qwen35moe.gguf.
+absl::StatusOr<std::string> WriteTinyModel(const std::string& dir);
 
 struct DaemonOptions {
   std::string model_path;                 // --model, may be empty
   std::vector<std::string> flags;         // extra sluiced flags
   std::map<std::string, std::string> env; // added to the environment
+  // When set, workers are the test-only sluice-worker-testing with these
+  // flags (e.g. --test_step_delay_ms=5, --test_hog_memory).
+  std::vector<std::string> worker_test_flags;
   int context_length = 512;
 };
 

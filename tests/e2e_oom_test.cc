@@ -1,7 +1,7 @@
 // End-to-end: a worker that exceeds its cgroup memory limit is killed by the
 // kernel, the kill is reported as an OOM kill, and the daemon keeps serving.
-// Uses the worker's test-only memory hog (SLUICE_WORKER_TEST_HOOKS=1 and the
-// prompt worker::kHogMemoryPrompt). Runs through cgroup v1 on the development
+// Uses the memory hog of the test-only sluice-worker-testing
+// (--test_hog_memory and the prompt worker::kHogMemoryPrompt). Runs through cgroup v1 on the development
 // and CI machines and v2 where a delegated subtree exists; skips (with a
 // message) only where no memory cgroup is writable.
 #include <sys/stat.h>
@@ -34,7 +34,7 @@ TEST(E2eOomTest, CgroupLimitKillIsReportedAndTheDaemonKeepsServing) {
   DaemonOptions options;
   options.model_path = *path;
   options.flags = {"--worker_memory_limit=256M"};
-  options.env = {{"SLUICE_WORKER_TEST_HOOKS", "1"}};
+  options.worker_test_flags = {"--test_hog_memory"};
   auto d = Daemon::Start(options);
   ASSERT_TRUE(d.ok()) << d.status();
   Daemon& daemon = **d;

@@ -1,7 +1,6 @@
 // End-to-end: worker death and restart, cancellation, deadlines and the
-// bounded queue. The worker runs with the test-only step delay
-// (SLUICE_WORKER_TEST_STEP_DELAY_MS) so that streams last long enough to be
-// interrupted.
+// bounded queue. The worker is the test-only sluice-worker-testing with a
+// step delay, so that streams last long enough to be interrupted.
 #include <signal.h>
 #include <unistd.h>
 
@@ -28,7 +27,7 @@ class E2eRestartTest : public ::testing::Test {
     options.model_path = *path;
     options.flags = {"--queue_limit=1"};
     options.context_length = 4096;
-    options.env = {{"SLUICE_WORKER_TEST_STEP_DELAY_MS", "5"}};
+    options.worker_test_flags = {"--test_step_delay_ms=5"};
     auto d = Daemon::Start(options);
     ASSERT_TRUE(d.ok()) << d.status();
     daemon_ = std::move(*d);

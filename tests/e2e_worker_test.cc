@@ -4,6 +4,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/synchronization/mutex.h"
 #include "daemon/cgroup.h"
@@ -170,6 +171,32 @@ TEST_F(E2eWorkerTest, SigkillIsClassifiedAsASignal) {
   EXPECT_EQ(exit->code, 9);
   EXPECT_EQ(exit->description, "killed by signal 9 (SIGKILL)");
   EXPECT_EQ(daemon::ExitReasonLabel(exit->reason), "signal");
+}
+
+// Issue 11 defect 2: PR_SET_PDEATHSIG is tied to the forking thread, so a
+// worker spawned by a short-lived thread (a gRPC handler) used to be killed
+// when that thread exited.
+TEST_F(E2eWorkerTest, WorkerOutlivesTheThreadThatSpawnedIt) {
+  std::unique_ptr<daemon::WorkerProcess> w;
+  std::thread spawner([&] { w = Spawn(desc_.hello, fds_); });
+  spawner.join();
+  ASSERT_NE(w, nullptr);
+  auto ready = inbox_.Next();
+  ASSERT_TRUE(ready.has_value() && ready->has_ready()) << (ready ? ready->DebugString() : "");
+  absl::SleepFor(absl::Milliseconds(300));  // a SIGKILL would have landed by now
+  SupervisorMessage tok;
+  tok.set_request_id(9);
+  tok.mutable_tokenize()->set_text("still alive");
+  ASSERT_TRUE(w->Send(tok).ok());
+  std::optional<WorkerMessage> m;
+  while ((m = inbox_.Next()) && m->has_heartbeat()) {
+  }
+  ASSERT_TRUE(m.has_value() && m->has_tokenized()) << (m ? m->DebugString() : "no message");
+  EXPECT_EQ(m->request_id(), 9u);
+  w->Stop(absl::Seconds(10));
+  auto exit = inbox_.WaitExit();
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->description, "exited with code 0");
 }
 
 TEST_F(E2eWorkerTest, MissingBinaryIsExit127) {

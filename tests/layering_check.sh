@@ -30,7 +30,7 @@ rows=(
   "worker|$(all daemon clients tools bench tests)"
   "daemon|($(all worker) - //worker:channel) + $(all kernels memory model clients tools bench tests fuzz) + //third_party/cuda:runtime"
   "clients|$(all loader kernels memory model worker daemon tools bench tests fuzz) + //third_party/cuda:runtime"
-  "fuzz|$(all kernels memory model worker daemon clients tools bench tests)"
+  "fuzz|($(all model) - //model:tokenizer - //model:utf8) + ($(all worker) - //worker:channel) + $(all kernels memory daemon clients tools bench tests)"
 )
 
 bad=0

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -88,13 +89,7 @@ absl::StatusOr<size_t> ReadAll(int fd, char* data, size_t n,
 
 }  // namespace
 
-absl::Status SendFrame(int socket_fd, const google::protobuf::MessageLite& msg,
-                       absl::Span<const int> fds) {
-  if (fds.size() > static_cast<size_t>(kMaxFdsPerMessage)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "worker channel: ", fds.size(), " fds exceed the limit of ",
-        kMaxFdsPerMessage));
-  }
+absl::StatusOr<std::string> EncodeFrame(const google::protobuf::MessageLite& msg) {
   const size_t size = msg.ByteSizeLong();
   if (size > kMaxFrameBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -105,7 +100,28 @@ absl::Status SendFrame(int socket_fd, const google::protobuf::MessageLite& msg,
   if (!msg.SerializeToArray(buf.data() + 4, static_cast<int>(size))) {
     return absl::InternalError("worker channel: serialization failed");
   }
-  return WriteAll(socket_fd, buf.data(), buf.size(), fds);
+  return buf;
+}
+
+absl::Status SendEncoded(int socket_fd, std::string_view frame, absl::Span<const int> fds) {
+  if (fds.size() > static_cast<size_t>(kMaxFdsPerMessage)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "worker channel: ", fds.size(), " fds exceed the limit of ",
+        kMaxFdsPerMessage));
+  }
+  return WriteAll(socket_fd, frame.data(), frame.size(), fds);
+}
+
+absl::Status SendFrame(int socket_fd, const google::protobuf::MessageLite& msg,
+                       absl::Span<const int> fds) {
+  if (fds.size() > static_cast<size_t>(kMaxFdsPerMessage)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "worker channel: ", fds.size(), " fds exceed the limit of ",
+        kMaxFdsPerMessage));
+  }
+  absl::StatusOr<std::string> frame = EncodeFrame(msg);
+  if (!frame.ok()) return frame.status();
+  return SendEncoded(socket_fd, *frame, fds);
 }
 
 absl::StatusOr<bool> ReceiveFrame(int socket_fd,
@@ -124,14 +140,21 @@ absl::StatusOr<bool> ReceiveFrame(int socket_fd,
     return absl::InvalidArgumentError(absl::StrCat(
         "worker channel: frame length ", size, " exceeds ", kMaxFrameBytes));
   }
-  std::string body(size, '\0');
-  if (size > 0) {
-    auto body_got = ReadAll(socket_fd, body.data(), size, fds);
+  // The buffer grows with the bytes that actually arrive: a length prefix
+  // alone must not make the reader allocate (and zero) up to kMaxFrameBytes.
+  constexpr size_t kChunk = 1 << 20;
+  std::string body;
+  size_t have = 0;
+  while (have < size) {
+    const size_t chunk = std::min<size_t>(size - have, kChunk);
+    if (body.capacity() < have + chunk) body.reserve(std::max(have + chunk, 2 * body.capacity()));
+    body.resize(have + chunk);
+    auto body_got = ReadAll(socket_fd, body.data() + have, chunk, fds);
     if (!body_got.ok()) return body_got.status();
-    if (*body_got < size) {
+    have += *body_got;
+    if (*body_got < chunk) {
       return absl::DataLossError(absl::StrCat(
-          "worker channel: stream ended after ", *body_got, " of ", size,
-          " frame bytes"));
+          "worker channel: stream ended after ", have, " of ", size, " frame bytes"));
     }
   }
   if (!msg->ParseFromString(body)) {

@@ -11,6 +11,8 @@
 #define SLUICE_WORKER_CHANNEL_H_
 
 #include <cstdint>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -31,6 +33,13 @@ inline constexpr int kMaxFdsPerMessage = 64;
 // Unavailable when the peer has gone (EPIPE/ECONNRESET), Internal otherwise.
 absl::Status SendFrame(int socket_fd, const google::protobuf::MessageLite& msg,
                        absl::Span<const int> fds = {});
+
+// The pieces of SendFrame, for writers that serialize on one thread and write
+// on another (worker/frame_writer.h): a whole frame (length prefix and body),
+// and the blocking write of such a frame.
+absl::StatusOr<std::string> EncodeFrame(const google::protobuf::MessageLite& msg);
+absl::Status SendEncoded(int socket_fd, std::string_view frame,
+                         absl::Span<const int> fds = {});
 
 // Reads one frame into *msg. Received fds are appended to *fds (the caller
 // owns and must close them); fds may be null, then any received fd is

@@ -80,6 +80,20 @@ TEST_F(ChannelTest, TruncatedFrameIsDataLoss) {
       << got.status();
 }
 
+// A length prefix alone (200 MiB announced, nothing sent) is DataLoss; the
+// reader's buffer grows only with bytes that arrive.
+TEST_F(ChannelTest, AnnouncedButUnsentBodyIsDataLoss) {
+  const unsigned char announce[] = {0x00, 0x00, 0x80, 0x0c, 'x'};
+  ASSERT_EQ(write(sv_[0], announce, sizeof(announce)), 5);
+  close(sv_[0]);
+  sv_[0] = -1;
+  v1::SupervisorMessage in;
+  auto got = ReceiveFrame(sv_[1], &in, nullptr);
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(got.status().message(),
+            "worker channel: stream ended after 1 of 209715200 frame bytes");
+}
+
 TEST_F(ChannelTest, OversizedLengthIsRejected) {
   const unsigned char huge[] = {0xff, 0xff, 0xff, 0x7f};
   ASSERT_EQ(write(sv_[0], huge, sizeof(huge)), 4);

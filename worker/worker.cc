@@ -21,6 +21,7 @@
 #include "model/utf8.h"
 #include "proto/sluice/worker/v1/worker.pb.h"
 #include "worker/channel.h"
+#include "worker/frame_writer.h"
 #include "worker/proc_stats.h"
 #include "worker/request_convert.h"
 
@@ -32,11 +33,6 @@ using v1::WorkerMessage;
 
 void Log(const std::string& line) { std::cerr << "sluice-worker: " << line << std::endl; }
 
-int EnvInt(const char* name) {
-  const char* v = getenv(name);
-  int n = 0;
-  return v != nullptr && absl::SimpleAtoi(v, &n) ? n : 0;
-}
 
 // The backend's device memory by kind (nothing for the CPU backend). While
 // every routed expert is resident, the expert copies are the arena.
@@ -84,7 +80,8 @@ absl::StatusOr<EngineOptions> OptionsFromConfig(const v1::WorkerConfig& config) 
 
 class Worker {
  public:
-  explicit Worker(int fd) : fd_(fd) {}
+  Worker(int fd, const TestHooks& hooks)
+      : fd_(fd), step_delay_ms_(hooks.step_delay_ms), test_hooks_(hooks.hog_memory) {}
   int Run();
 
  private:
@@ -92,21 +89,25 @@ class Worker {
   void Send(const WorkerMessage& msg);
   void SendError(uint64_t id, const absl::Status& status, bool fatal = false);
   void GenerationLoop();
+  void RunJob(const SupervisorMessage& job);
   void RunGenerate(uint64_t id, const sluice::v1::GenerateRequest& request);
   void AnswerTokenize(uint64_t id, const sluice::v1::TokenizeRequest& request);
   void AnswerStats();
 
   const int fd_;
-  absl::Mutex send_mu_;
+  // Every message leaves through the writer thread, so neither the reader
+  // nor the generation thread ever blocks on the socket.
+  std::unique_ptr<FrameWriter> writer_;
   std::unique_ptr<ModelFiles> files_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<Session> session_;
   v1::WorkerConfig config_;
-  const int step_delay_ms_ = EnvInt("SLUICE_WORKER_TEST_STEP_DELAY_MS");
-  const bool test_hooks_ = EnvInt("SLUICE_WORKER_TEST_HOOKS") == 1;
+  const int step_delay_ms_;
+  const bool test_hooks_;
 
   absl::Mutex mu_;
-  std::deque<std::pair<uint64_t, sluice::v1::GenerateRequest>> queue_ ABSL_GUARDED_BY(mu_);
+  // Generate and Tokenize requests, run in order on the generation thread.
+  std::deque<SupervisorMessage> queue_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<uint64_t> running_id_{0};
   std::atomic<uint64_t> cancel_id_{0};
@@ -115,9 +116,13 @@ class Worker {
 };
 
 void Worker::Send(const WorkerMessage& msg) {
-  absl::MutexLock lock(&send_mu_);
+  if (writer_ == nullptr) {
+    // Before the writer exists (a failed Hello) nothing else is writing.
+    (void)SendFrame(fd_, msg);
+    return;
+  }
   // A failed send means the supervisor is gone; the read loop sees the EOF.
-  (void)SendFrame(fd_, msg);
+  (void)writer_->Send(msg);
 }
 
 void Worker::SendError(uint64_t id, const absl::Status& status, bool fatal) {
@@ -224,7 +229,7 @@ void Worker::RunGenerate(uint64_t id, const sluice::v1::GenerateRequest& request
 
 void Worker::GenerationLoop() {
   while (true) {
-    std::pair<uint64_t, sluice::v1::GenerateRequest> job;
+    SupervisorMessage job;
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -234,14 +239,21 @@ void Worker::GenerationLoop() {
       if (stop_) return;
       job = std::move(queue_.front());
       queue_.pop_front();
-      running_id_ = job.first;
+      running_id_ = job.request_id();
     }
-    if (cancel_id_.load() == job.first) {
-      SendError(job.first, absl::CancelledError("cancelled by the client"));
-    } else {
-      RunGenerate(job.first, job.second);
-    }
+    RunJob(job);
     running_id_ = 0;
+  }
+}
+
+void Worker::RunJob(const SupervisorMessage& job) {
+  const uint64_t id = job.request_id();
+  if (cancel_id_.load() == id) {
+    SendError(id, absl::CancelledError("cancelled by the client"));
+  } else if (job.has_tokenize()) {
+    AnswerTokenize(id, job.tokenize());
+  } else {
+    RunGenerate(id, job.generate());
   }
 }
 
@@ -288,6 +300,14 @@ int Worker::Run() {
     SendError(0, s, /*fatal=*/true);
     return 2;
   }
+  FrameWriter::Options writer_options;
+  if (config_.heartbeat_interval_ms() > 0) {
+    WorkerMessage beat;
+    beat.mutable_heartbeat();
+    writer_options.idle_frame = *EncodeFrame(beat);
+    writer_options.idle_interval = absl::Milliseconds(config_.heartbeat_interval_ms());
+  }
+  writer_ = std::make_unique<FrameWriter>(fd_, std::move(writer_options));
   WorkerMessage ready;
   sluice::v1::ModelInfo* info = ready.mutable_ready()->mutable_model();
   info->set_model_id(config_.model_id());
@@ -302,16 +322,16 @@ int Worker::Run() {
     if (!got.ok() || !*got || msg.has_shutdown()) break;
     const uint64_t id = msg.request_id();
     switch (msg.body_case()) {
-      case SupervisorMessage::kGenerate: {
+      case SupervisorMessage::kGenerate:
+      case SupervisorMessage::kTokenize: {
+        // Tokenize runs on the generation thread too: the reader only reads,
+        // and one large text at a time bounds the worker's memory.
         absl::MutexLock lock(&mu_);
-        queue_.emplace_back(id, msg.generate());
+        queue_.push_back(std::move(msg));
         break;
       }
       case SupervisorMessage::kCancel:
         cancel_id_ = id;
-        break;
-      case SupervisorMessage::kTokenize:
-        AnswerTokenize(id, msg.tokenize());
         break;
       case SupervisorMessage::kStatsQuery:
         AnswerStats();
@@ -327,11 +347,14 @@ int Worker::Run() {
     cancel_id_ = running_id_.load();
   }
   generation.join();
+  // Lets the last answers out; a supervisor that stopped reading has gone.
+  writer_->Flush(absl::Seconds(2));
+  writer_->Close();
   return got.ok() ? 0 : 3;
 }
 
 }  // namespace
 
-int RunWorker(int socket_fd) { return Worker(socket_fd).Run(); }
+int RunWorker(int socket_fd, const TestHooks& hooks) { return Worker(socket_fd, hooks).Run(); }
 
 }  // namespace sluice::worker

@@ -3,35 +3,43 @@
 // RunWorker() reads the Hello (with the shard fds as SCM_RIGHTS), maps the
 // shards (ModelFiles::FromFds, never opening a path), checks the tensor table
 // against the supervisor's, builds the engine and reports Ready. Then:
-//   * Generate requests run one at a time on a generation thread, streaming
-//     one TokenChunk per token and a final GenerateDone (or an Error);
+//   * Generate and Tokenize requests run one at a time, in order, on a
+//     generation thread; a Generate streams one TokenChunk per token and a
+//     final GenerateDone (or an Error);
 //   * Cancel for the running request stops it before the next decode step
 //     (the token callback returns false) and is answered with Error CANCELLED;
-//   * Tokenize and StatsQuery are answered at once by the reading thread;
+//   * StatsQuery is answered at once by the reading thread;
+//   * every message leaves through a FrameWriter thread (the reader never
+//     blocks on a send), which also sends a Heartbeat when idle for
+//     Hello.config.heartbeat_interval_ms;
 //   * Shutdown, or the supervisor closing the socket, ends the worker.
 // Hello.config.kind CUDA builds the engine on the CUDA backend on
 // Hello.config.device. A failure to build the model (for a CUDA worker: no
 // CUDA backend in the binary, no such device, no memory) is sent as `fatal`,
 // whose text names the cause, and the worker exits 2.
 //
-// Test-only hooks, read from the environment (never set them in production):
-//   SLUICE_WORKER_TEST_STEP_DELAY_MS=N   sleep N ms after each token, so tests
-//                                        can act in the middle of a stream;
-//   SLUICE_WORKER_TEST_HOOKS=1           a Generate whose prompt is exactly
-//                                        "sluice-test:hog-memory" makes the
-//                                        worker allocate and touch memory until
-//                                        the kernel kills it (OOM tests).
+// Test hooks exist only in the test-only binary sluice-worker-testing
+// (worker/worker_testing_main.cc), which passes a TestHooks; the production
+// sluice-worker passes none and reads no environment variable.
 #ifndef SLUICE_WORKER_WORKER_H_
 #define SLUICE_WORKER_WORKER_H_
 
 namespace sluice::worker {
 
-// The prompt that triggers the memory hog when SLUICE_WORKER_TEST_HOOKS=1.
+// The prompt that triggers the memory hog of TestHooks::hog_memory.
 inline constexpr char kHogMemoryPrompt[] = "sluice-test:hog-memory";
+
+struct TestHooks {
+  // Sleep this long after each token, so tests can act mid-stream.
+  int step_delay_ms = 0;
+  // A Generate whose prompt is exactly kHogMemoryPrompt allocates and
+  // touches memory until the kernel kills the worker (OOM tests).
+  bool hog_memory = false;
+};
 
 // Serves the supervisor on `socket_fd` until Shutdown or end of stream.
 // Returns the process exit code.
-int RunWorker(int socket_fd);
+int RunWorker(int socket_fd, const TestHooks& hooks = TestHooks());
 
 }  // namespace sluice::worker
 

@@ -17,6 +17,7 @@ Command line:
 """
 
 import argparse
+import collections
 import os
 import sys
 
@@ -47,14 +48,19 @@ class SluiceClient:
     (see docs/API.md).
     """
 
-    def __init__(self, address="127.0.0.1:50051", timeout=None, root_certificates=None):
+    def __init__(self, address="127.0.0.1:50051", timeout=None, root_certificates=None,
+                 api_key=None):
         """root_certificates: PEM bytes of the CA that signed the daemon's TLS
-        certificate (sluiced --tls_cert_file); None for a plaintext channel."""
+        certificate (sluiced --tls_cert_file); None for a plaintext channel.
+        api_key: sent as 'authorization: Bearer <key>' on every call (sluiced
+        --api_keys_file); None sends none."""
         if root_certificates is not None:
             creds = grpc.ssl_channel_credentials(root_certificates=root_certificates)
             self._channel = grpc.secure_channel(address, creds)
         else:
             self._channel = grpc.insecure_channel(address)
+        if api_key is not None:
+            self._channel = grpc.intercept_channel(self._channel, _BearerKey(api_key))
         self._stub = sluice_pb2_grpc.SluiceStub(self._channel)
         self._health = health_pb2_grpc.HealthStub(self._channel)
         self._timeout = timeout
@@ -130,11 +136,44 @@ class SluiceClient:
         return GenerationResult(ids, "".join(text), done)
 
 
+class _CallDetails(
+        collections.namedtuple("_CallDetails", ("method", "timeout", "metadata", "credentials",
+                                                "wait_for_ready", "compression")),
+        grpc.ClientCallDetails):
+    pass
+
+
+class _BearerKey(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
+    """Adds 'authorization: Bearer <key>' to every call."""
+
+    def __init__(self, key):
+        self._header = ("authorization", "Bearer " + key)
+
+    def _details(self, d):
+        metadata = list(d.metadata or []) + [self._header]
+        return _CallDetails(d.method, d.timeout, metadata, d.credentials,
+                            getattr(d, "wait_for_ready", None), getattr(d, "compression", None))
+
+    def intercept_unary_unary(self, continuation, client_call_details, request):
+        return continuation(self._details(client_call_details), request)
+
+    def intercept_unary_stream(self, continuation, client_call_details, request):
+        return continuation(self._details(client_call_details), request)
+
+
+def read_api_key(path):
+    """The key in a --api_key_file (surrounding whitespace removed)."""
+    with open(path) as f:
+        return f.read().strip()
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description="Example client of sluiced.")
     parser.add_argument("--addr", default="127.0.0.1:50051")
     parser.add_argument("--timeout", type=float, default=None)
     parser.add_argument("--tls-ca", default=None, help="PEM CA file: use TLS")
+    parser.add_argument("--api_key_file", "--api-key-file", default=None,
+                        help="file holding the API key (sluiced --api_keys_file)")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("health")
     sub.add_parser("models")
@@ -152,7 +191,8 @@ def main(argv=None):
     if args.tls_ca:
         with open(args.tls_ca, "rb") as f:
             roots = f.read()
-    client = SluiceClient(args.addr, timeout=args.timeout, root_certificates=roots)
+    key = read_api_key(args.api_key_file) if args.api_key_file else None
+    client = SluiceClient(args.addr, timeout=args.timeout, root_certificates=roots, api_key=key)
     try:
         if args.command == "health":
             print(client.health())

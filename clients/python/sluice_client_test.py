@@ -62,7 +62,8 @@ class SluiceClientTest(unittest.TestCase):
         self.assertIn("top_p", cm.exception.details())
         with self.assertRaises(grpc.RpcError) as cm:
             self.client.load("/nonexistent/model.gguf")
-        self.assertEqual(cm.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        # Outside every --model_dir.
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
         self.assertIn("/nonexistent/model.gguf", cm.exception.details())
 
     def test_metrics_text(self):

@@ -1,0 +1,144 @@
+#include "daemon/request_limits.h"
+
+#include <cmath>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace sluice::daemon {
+namespace {
+
+absl::Status TooLong(const std::string& field, size_t size, size_t limit) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": ", size, " bytes exceed the limit of ", limit));
+}
+
+// The worker's wording (model/sampler.cc), so both sides answer alike.
+absl::Status OutOfRange(const char* field, double value, const char* range) {
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "GenerateRequest.sampling: sampler: %s = %g is outside %s", field, value, range));
+}
+
+absl::Status CheckSampling(const v1::SamplingParams& s, const RequestLimits& limits) {
+  if (s.has_top_k() && s.top_k() > limits.max_top_k) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GenerateRequest.sampling.top_k=", s.top_k(), ": too large"));
+  }
+  if (s.has_repetition_window() && s.repetition_window() > limits.max_repetition_window) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GenerateRequest.sampling.repetition_window=", s.repetition_window(), ": too large"));
+  }
+  // Written as !(in range) so that NaN fails every check.
+  if (s.has_temperature() && (!(s.temperature() >= 0) || std::isinf(s.temperature()))) {
+    return OutOfRange("temperature", s.temperature(), "[0, inf)");
+  }
+  if (s.has_top_p() && !(s.top_p() > 0 && s.top_p() <= 1)) {
+    return OutOfRange("top_p", s.top_p(), "(0, 1]");
+  }
+  if (s.has_min_p() && !(s.min_p() >= 0 && s.min_p() <= 1)) {
+    return OutOfRange("min_p", s.min_p(), "[0, 1]");
+  }
+  if (s.has_repetition_penalty() &&
+      (!(s.repetition_penalty() > 0) || std::isinf(s.repetition_penalty()))) {
+    return OutOfRange("repetition_penalty", s.repetition_penalty(), "(0, inf)");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckModelIdField(const std::string& field, const std::string& model_id,
+                               const RequestLimits& limits) {
+  if (model_id.size() > limits.max_model_id_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, "='", QuoteForMessage(model_id), "': longer than ", limits.max_model_id_bytes,
+        " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckChat(const v1::ChatInput& chat, const RequestLimits& limits) {
+  if (static_cast<size_t>(chat.messages_size()) > limits.max_chat_messages) {
+    return absl::InvalidArgumentError(absl::StrCat("GenerateRequest.chat: ",
+                                                   chat.messages_size(),
+                                                   " messages exceed the limit of ",
+                                                   limits.max_chat_messages));
+  }
+  size_t total = 0;
+  for (int i = 0; i < chat.messages_size(); ++i) {
+    const v1::ChatMessage& m = chat.messages(i);
+    if (m.role() != "system" && m.role() != "user" && m.role() != "assistant") {
+      // The worker's wording (model/chat_template.cc), the role cut short.
+      return absl::InvalidArgumentError(absl::StrCat(
+          "GenerateRequest.chat: chat message ", i, ": role \"",
+          QuoteForMessage(m.role(), limits.max_role_bytes),
+          "\" is not one of \"system\", \"user\", \"assistant\""));
+    }
+    total += m.content().size();
+  }
+  if (total > limits.max_text_bytes) {
+    return TooLong("GenerateRequest.chat: the message contents", total, limits.max_text_bytes);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string QuoteForMessage(std::string_view text, size_t max_bytes) {
+  const bool cut = text.size() > max_bytes;
+  std::string_view head = text.substr(0, std::min(text.size(), max_bytes));
+  std::string out = absl::CHexEscape(absl::string_view(head.data(), head.size()));
+  if (cut) absl::StrAppend(&out, "... (", text.size(), " bytes)");
+  return out;
+}
+
+absl::Status CheckGenerateRequest(const v1::GenerateRequest& r, const RequestLimits& limits) {
+  if (absl::Status s = CheckModelIdField("GenerateRequest.model_id", r.model_id(), limits);
+      !s.ok()) {
+    return s;
+  }
+  switch (r.input_case()) {
+    case v1::GenerateRequest::kPrompt:
+      if (r.prompt().size() > limits.max_text_bytes) {
+        return TooLong("GenerateRequest.prompt", r.prompt().size(), limits.max_text_bytes);
+      }
+      break;
+    case v1::GenerateRequest::kTokenIds:
+      if (static_cast<size_t>(r.token_ids().ids_size()) > limits.max_token_ids) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "GenerateRequest.token_ids: ", r.token_ids().ids_size(),
+            " ids exceed the limit of ", limits.max_token_ids));
+      }
+      break;
+    case v1::GenerateRequest::kChat:
+      if (absl::Status s = CheckChat(r.chat(), limits); !s.ok()) return s;
+      break;
+    case v1::GenerateRequest::INPUT_NOT_SET:
+      return absl::InvalidArgumentError(
+          "GenerateRequest.input: set one of prompt, token_ids or chat");
+  }
+  if (static_cast<size_t>(r.stop_size()) > limits.max_stop_strings) {
+    return absl::InvalidArgumentError(absl::StrCat("GenerateRequest.stop: ", r.stop_size(),
+                                                   " strings exceed the limit of ",
+                                                   limits.max_stop_strings));
+  }
+  for (int i = 0; i < r.stop_size(); ++i) {
+    if (r.stop(i).size() > limits.max_stop_bytes) {
+      return TooLong(absl::StrCat("GenerateRequest.stop[", i, "]"), r.stop(i).size(),
+                     limits.max_stop_bytes);
+    }
+  }
+  return CheckSampling(r.sampling(), limits);
+}
+
+absl::Status CheckTokenizeRequest(const v1::TokenizeRequest& r, const RequestLimits& limits) {
+  if (absl::Status s = CheckModelIdField("TokenizeRequest.model_id", r.model_id(), limits);
+      !s.ok()) {
+    return s;
+  }
+  if (r.text().size() > limits.max_text_bytes) {
+    return TooLong("TokenizeRequest.text", r.text().size(), limits.max_text_bytes);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sluice::daemon
