@@ -35,7 +35,7 @@ class E2eHttpTest : public ::testing::Test {
     options.model_path = *path;
     options.context_length = 4096;
     options.flags = {"--queue_limit=1"};
-    options.env = {{"SLUICE_WORKER_TEST_STEP_DELAY_MS", "5"}};
+    options.worker_test_flags = {"--test_step_delay_ms=5"};
     auto d = Daemon::Start(options);
     ASSERT_TRUE(d.ok()) << d.status();
     daemon_ = d->release();

@@ -28,7 +28,7 @@ rows=(
   "memory|$(all model worker daemon clients tools bench tests)"
   "model|$(all worker daemon clients tools bench tests)"
   "worker|$(all daemon clients tools bench tests)"
-  "daemon|($(all worker) - //worker:channel) + $(all kernels memory model clients tools bench tests fuzz) + //third_party/cuda:runtime"
+  "daemon|($(all worker) - //worker:channel - //worker:frame_writer) + $(all kernels memory model clients tools bench tests fuzz) + //third_party/cuda:runtime"
   "clients|$(all loader kernels memory model worker daemon tools bench tests fuzz) + //third_party/cuda:runtime"
   "fuzz|($(all model) - //model:tokenizer - //model:utf8) + ($(all worker) - //worker:channel) + $(all kernels memory daemon clients tools bench tests)"
 )
