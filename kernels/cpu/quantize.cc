@@ -25,6 +25,10 @@ float RoundHalf(float v, uint16_t* h) {
 
 int Clamp(int v, int lo, int hi) { return std::min(hi, std::max(lo, v)); }
 
+// Round half away from zero, inline (std::lround is a library call, and
+// quantizing is most of mkmodel's time after generating). |v| < 2^30.
+int Round(float v) { return static_cast<int>(v + (v >= 0 ? 0.5f : -0.5f)); }
+
 // 6-bit sub-block scales and mins of a Q4_K / Q5_K block: the inverse of
 // internal::KScaleMin (low 6 bits of bytes 0..7 for sub-blocks 0..3, nibbles
 // of bytes 8..11 plus the top two bits of bytes 0..7 for sub-blocks 4..7).
@@ -63,14 +67,14 @@ void QuantizeKAsym(const float* x, int qmax, uint16_t* d_out, uint16_t* dmin_out
   const float dmin = RoundHalf(max_min / 63.0f, dmin_out);
   uint8_t sc[8], m[8];
   for (int j = 0; j < 8; ++j) {
-    sc[j] = static_cast<uint8_t>(d > 0 ? Clamp(std::lround(scale[j] / d), 0, 63) : 0);
-    m[j] = static_cast<uint8_t>(dmin > 0 ? Clamp(std::lround(min[j] / dmin), 0, 63) : 0);
+    sc[j] = static_cast<uint8_t>(d > 0 ? Clamp(Round(scale[j] / d), 0, 63) : 0);
+    m[j] = static_cast<uint8_t>(dmin > 0 ? Clamp(Round(min[j] / dmin), 0, 63) : 0);
     // Decode with the stored (rounded) factors so q absorbs their error.
     const float d1 = d * static_cast<float>(sc[j]);
     const float m1 = dmin * static_cast<float>(m[j]);
     const float inv = d1 > 0 ? 1.0f / d1 : 0.0f;
     for (int l = 0; l < 32; ++l) {
-      q[32 * j + l] = static_cast<uint8_t>(Clamp(std::lround((x[32 * j + l] + m1) * inv), 0, qmax));
+      q[32 * j + l] = static_cast<uint8_t>(Clamp(Round((x[32 * j + l] + m1) * inv), 0, qmax));
     }
   }
   PackKScales(sc, m, scales);
@@ -122,12 +126,12 @@ void QuantizeQ6_K(const float* x, int64_t nb, void* dst) {
     const float d = RoundHalf(max_scale / 127.0f, &b->d);
     uint8_t q[kQK];
     for (int j = 0; j < 16; ++j) {
-      const int sc = d > 0 ? Clamp(std::lround(scale[j] / d), 0, 127) : 0;
+      const int sc = d > 0 ? Clamp(Round(scale[j] / d), 0, 127) : 0;
       b->scales[j] = static_cast<int8_t>(sc);
       const float step = d * static_cast<float>(sc);
       const float inv = step > 0 ? 1.0f / step : 0.0f;
       for (int l = 0; l < 16; ++l) {
-        q[16 * j + l] = static_cast<uint8_t>(Clamp(std::lround(x[16 * j + l] * inv), -32, 31) + 32);
+        q[16 * j + l] = static_cast<uint8_t>(Clamp(Round(x[16 * j + l] * inv), -32, 31) + 32);
       }
     }
     // Element 128h + 32k + l: 4 low bits in ql[64h + l + 32(k&1)] (low

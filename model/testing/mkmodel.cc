@@ -304,8 +304,9 @@ absl::Status WriteShard(const Options& o, const std::string& path,
   for (size_t i = begin; i < end; ++i) {
     RETURN_IF_ERROR(w->AddTensorInfo(specs[i].name, specs[i].type, specs[i].ne));
   }
+  std::vector<internal::ChunkSlot> slots;
   for (size_t i = begin; i < end; ++i) {
-    RETURN_IF_ERROR(internal::WriteTensorData(o, specs[i], *w));
+    RETURN_IF_ERROR(internal::WriteTensorData(o, specs[i], *w, slots));
   }
   return w->Finish();
 }

@@ -50,10 +50,19 @@ uint64_t Rows(const Spec& spec);
 void DrawRows(const Options& o, const Spec& spec, uint64_t first_row, uint64_t n_rows,
               std::vector<float>& out);
 
+// One chunk's buffers, kept across chunks and tensors (fresh multi-MB
+// buffers cost page faults and zeroing comparable to generating them).
+struct ChunkSlot {
+  std::vector<float> values;
+  std::vector<uint8_t> bytes;
+  absl::Status status;
+};
+
 // Draws, converts to spec.type and appends the tensor's data, chunks of
 // Options::chunk_elements generated and quantized on Options::threads
-// threads while the previous batch is written.
-absl::Status WriteTensorData(const Options& o, const Spec& spec, GgufWriter& w);
+// threads while the previous batch is written. `slots` is reused scratch.
+absl::Status WriteTensorData(const Options& o, const Spec& spec, GgufWriter& w,
+                             std::vector<ChunkSlot>& slots);
 
 }  // namespace sluice::mkmodel::internal
 
