@@ -100,6 +100,9 @@ struct CommandResult {
   std::string out;
   std::string err;
 };
+// The first executable `name` on PATH, or "" when there is none.
+std::string FindOnPath(const std::string& name);
+
 CommandResult RunCommand(const std::vector<std::string>& argv,
                          const std::map<std::string, std::string>& env = {},
                          const std::string& stdin_path = "/dev/null",

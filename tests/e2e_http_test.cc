@@ -108,16 +108,6 @@ v1::GenerateRequest ChatRequest(int max_tokens) {
   return r;
 }
 
-std::string FindOnPath(const std::string& name) {
-  const char* path = getenv("PATH");
-  for (absl::string_view dir :
-       absl::StrSplit(path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin", ':')) {
-    const std::string candidate = absl::StrCat(dir, "/", name);
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return "";
-}
-
 TEST_F(E2eHttpTest, OfficialOpenAiClientMatchesTheGrpcApi) {
   char real[PATH_MAX];
   const std::string script = RunfilePath("tests/openai/openai_test.mjs");

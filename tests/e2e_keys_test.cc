@@ -1,6 +1,9 @@
 // End-to-end: API keys (--api_keys_file). Every RPC without a valid key is
 // refused and counted, admin-only RPCs are refused for a generate key,
 // health stays open, and the clients send keys from --api_key_file.
+#include <unistd.h>
+
+#include <climits>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -144,6 +147,27 @@ TEST_F(E2eKeysTest, HttpApiChecksTheSameKeys) {
   EXPECT_NE(metrics.find("sluice_auth_failures_total{code=\"unauthenticated\"} 2\n"),
             std::string::npos)
       << metrics;
+  EXPECT_EQ(daemon_->Stop(), 0) << daemon_->Log();
+}
+
+// The official openai npm client (tests/openai) with the keys on.
+TEST_F(E2eKeysTest, OfficialOpenAiClientSendsItsKey) {
+  char real[PATH_MAX];
+  const std::string script = RunfilePath("tests/openai/openai_keys_test.mjs");
+  ASSERT_NE(realpath(script.c_str(), real), nullptr) << script;
+  const std::string dir = std::string(real).substr(0, std::string(real).rfind('/'));
+  ASSERT_EQ(access((dir + "/node_modules/openai/package.json").c_str(), R_OK), 0)
+      << "run tests/openai/install.sh (make test and tests/run_all.sh do)";
+  const std::string node = FindOnPath("node");
+  ASSERT_FALSE(node.empty()) << "node is not on PATH (make deps installs nodejs)";
+  CommandResult r = RunCommand(
+      {node, "--test-reporter=tap", real},
+      {{"SLUICE_HTTP_BASE", absl::StrCat("http://127.0.0.1:", daemon_->http_port(), "/v1")},
+       {"SLUICE_API_KEY", "gen-key"}},
+      "/dev/null", absl::Seconds(120));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err << daemon_->Log();
+  EXPECT_NE(r.out.find("\n# pass 2\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n# fail 0\n"), std::string::npos) << r.out;
   EXPECT_EQ(daemon_->Stop(), 0) << daemon_->Log();
 }
 
