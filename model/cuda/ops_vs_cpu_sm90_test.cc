@@ -1,0 +1,275 @@
+// The CUDA forward-pass kernels (kernels/cuda/ops.h) against the CPU
+// backend's blocks (model/) on random data: RMSNorm with the residual add,
+// top-k routing, a whole gated attention block with sectioned RoPE over a KV
+// cache, and a whole Gated DeltaNet block (conv, L2 norms, recurrence, gated
+// norm), with F32 weights so that only the kernels differ. Each case prints
+// its error; the device cases skip where no CUDA device is present.
+//
+// Error measure: max |gpu - cpu| / max |cpu| over the outputs (summation
+// order differs, so agreement is to F32 rounding, not bit for bit).
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/testing/skip.h"
+#include "gtest/gtest.h"
+#include "kernels/cuda/device.h"
+#include "kernels/cuda/ops.h"
+#include "kernels/cuda/quant_matmul.h"
+#include "model/arch_util.h"
+#include "model/attention.h"
+#include "model/blocks.h"
+#include "model/delta_net.h"
+#include "model/moe.h"
+#include "model/state.h"
+
+namespace sluice {
+namespace {
+
+constexpr double kMaxRelErr = 2e-5;
+
+std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+double RelErr(const std::vector<float>& gpu, const std::vector<float>& cpu) {
+  double max_diff = 0, max_ref = 1e-30;
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    max_diff = std::max(max_diff, std::fabs(static_cast<double>(gpu[i]) - cpu[i]));
+    max_ref = std::max(max_ref, std::fabs(static_cast<double>(cpu[i])));
+  }
+  return max_diff / max_ref;
+}
+
+// Device copies that free themselves.
+class Dev {
+ public:
+  float* Put(const std::vector<float>& h) {
+    auto b = cuda::DeviceBuffer::Create(h.size() * sizeof(float));
+    EXPECT_TRUE(b.ok()) << b.status();
+    EXPECT_TRUE(cuda::CopyToDevice(b->data(), h.data(), h.size() * 4, nullptr).ok());
+    bufs_.push_back(*std::move(b));
+    return bufs_.back().as<float>();
+  }
+  template <typename T>
+  T* Zeros(size_t n) {
+    auto b = cuda::DeviceBuffer::Create(n * sizeof(T));
+    EXPECT_TRUE(b.ok()) << b.status();
+    EXPECT_TRUE(cuda::Memset(b->data(), 0, n * sizeof(T), nullptr).ok());
+    bufs_.push_back(*std::move(b));
+    return bufs_.back().as<T>();
+  }
+  template <typename T>
+  std::vector<T> Get(const T* d, size_t n) {
+    std::vector<T> h(n);
+    EXPECT_TRUE(cuda::Synchronize(nullptr).ok());
+    EXPECT_TRUE(cuda::CopyToHost(h.data(), d, n * sizeof(T), nullptr).ok());
+    EXPECT_TRUE(cuda::Synchronize(nullptr).ok());
+    return h;
+  }
+
+ private:
+  std::vector<cuda::DeviceBuffer> bufs_;
+};
+
+// An F32 matrix view of host floats (rows x cols).
+Matrix HostMatrix(const std::vector<float>& w, int64_t rows, int64_t cols) {
+  return Matrix{GgmlType::kF32, reinterpret_cast<const uint8_t*>(w.data()), rows,
+                cols, static_cast<uint64_t>(cols) * 4};
+}
+
+class OpsVsCpuSm90Test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (absl::Status s = cuda::SetDevice(0); !s.ok()) {
+      SLUICE_SKIP("no CUDA device here: " + s.ToString());
+    }
+    cuda::PrepareKernels();
+  }
+};
+
+TEST_F(OpsVsCpuSm90Test, AddRmsNormMatchesTheCpu) {
+  const int64_t n_tok = 5, n = 2048;
+  auto x = Random(n_tok * n, 1), add = Random(n_tok * n, 2), w = Random(n, 3);
+  std::vector<float> cpu_x = x, cpu_xn(n_tok * n);
+  AddResidual(cpu_x.data(), add.data(), n_tok * n);
+  for (int64_t t = 0; t < n_tok; ++t) {
+    RmsNorm(cpu_x.data() + t * n, n, w.data(), 1e-6f, cpu_xn.data() + t * n);
+  }
+  Dev d;
+  float *dx = d.Put(x), *dadd = d.Put(add), *dw = d.Put(w);
+  float* dxn = d.Zeros<float>(n_tok * n);
+  cuda::AddRmsNorm(dx, dadd, n_tok, n, dw, 1e-6f, dxn, nullptr);
+  const double ex = RelErr(d.Get(dx, n_tok * n), cpu_x);
+  const double exn = RelErr(d.Get(dxn, n_tok * n), cpu_xn);
+  std::printf("AddRmsNorm: residual rel err %.3g, normed rel err %.3g\n", ex, exn);
+  EXPECT_LT(ex, kMaxRelErr);
+  EXPECT_LT(exn, kMaxRelErr);
+}
+
+TEST_F(OpsVsCpuSm90Test, TopKChoosesTheCpuExpertsAndWeights) {
+  const int n_tok = 7, n_expert = 256, k = 8;
+  auto logits = Random(n_tok * n_expert, 4, 2.0f);
+  Dev d;
+  float* dl = d.Put(logits);
+  int32_t* ids = d.Zeros<int32_t>(n_tok * k);
+  float* weights = d.Zeros<float>(n_tok * k);
+  cuda::TopK(dl, n_tok, n_expert, k, ids, weights, nullptr);
+  auto gid = d.Get(ids, n_tok * k);
+  auto gw = d.Get(weights, n_tok * k);
+  double max_w = 0;
+  for (int t = 0; t < n_tok; ++t) {
+    Routing r;
+    RouteToken(logits.data() + t * n_expert, n_expert, k, &r);
+    for (int s = 0; s < k; ++s) {
+      EXPECT_EQ(gid[t * k + s], r.expert[s]) << "token " << t << " slot " << s;
+      max_w = std::max(max_w, std::fabs(static_cast<double>(gw[t * k + s]) - r.weight[s]));
+    }
+  }
+  std::printf("TopK: ids equal, max |weight diff| %.3g\n", max_w);
+  EXPECT_LT(max_w, 1e-6);
+}
+
+// A gated attention block with sectioned RoPE, evaluated as a 6-token batch
+// after 3 tokens already cached (so both prefill and the cache are used).
+TEST_F(OpsVsCpuSm90Test, GatedAttentionBlockMatchesTheCpu) {
+  AttentionConfig c;
+  c.n_embd = 256;
+  c.n_head = 4;
+  c.n_head_kv = 2;
+  c.head_dim = 64;
+  c.eps = 1e-6f;
+  c.gated = true;
+  c.rope.n_rot = 32;
+  c.rope.freq_base = 1e7f;
+  c.rope.multi_section = true;
+  c.rope.sections = {5, 5, 6, 0};
+  const int64_t e = c.n_embd, qw = 2 * c.n_head * c.head_dim;
+  const int64_t kv = c.n_head_kv * c.head_dim, ow = c.n_head * c.head_dim;
+  auto wq = Random(qw * e, 10, 0.05f), wk = Random(kv * e, 11, 0.05f);
+  auto wv = Random(kv * e, 12, 0.05f), wo = Random(e * ow, 13, 0.05f);
+  auto qn = Random(c.head_dim, 14), kn = Random(c.head_dim, 15);
+  AttentionWeights w{HostMatrix(wq, qw, e), HostMatrix(wk, kv, e),
+                     HostMatrix(wv, kv, e), HostMatrix(wo, e, ow), qn.data(),
+                     kn.data()};
+  const int capacity = 16;
+  State st(capacity, {BlockStateShape{.kv_dim = kv}});
+  auto x0 = Random(3 * e, 16), x1 = Random(6 * e, 17);
+  std::vector<float> out0(3 * e), cpu(6 * e);
+  ASSERT_TRUE(RunAttention(c, w, x0.data(), 3, 0, st.block(0), out0.data(), nullptr).ok());
+  ASSERT_TRUE(RunAttention(c, w, x1.data(), 6, 3, st.block(0), cpu.data(), nullptr).ok());
+
+  cuda::AttentionShape s;
+  s.n_head = c.n_head;
+  s.n_head_kv = c.n_head_kv;
+  s.head_dim = c.head_dim;
+  s.gated = true;
+  s.eps = c.eps;
+  s.n_rot = c.rope.n_rot;
+  s.freq_base = c.rope.freq_base;
+  s.multi_section = true;
+  for (int i = 0; i < 4; ++i) s.sections[i] = c.rope.sections[i];
+  s.kv_capacity = capacity;
+  Dev d;
+  float *dwq = d.Put(wq), *dwk = d.Put(wk), *dwv = d.Put(wv), *dwo = d.Put(wo);
+  float *dqn = d.Put(qn), *dkn = d.Put(kn);
+  float *kc = d.Zeros<float>(capacity * kv), *vc = d.Zeros<float>(capacity * kv);
+  float *q = d.Zeros<float>(6 * qw), *k = d.Zeros<float>(6 * kv), *v = d.Zeros<float>(6 * kv);
+  float *o = d.Zeros<float>(6 * ow), *y = d.Zeros<float>(6 * e);
+  int32_t* pos = d.Zeros<int32_t>(1);
+  for (auto [x, n, p0] : {std::tuple{&x0, 3, 0}, std::tuple{&x1, 6, 3}}) {
+    float* dx = d.Put(*x);
+    ASSERT_TRUE(cuda::CopyToDevice(pos, &p0, 4, nullptr).ok());
+    ASSERT_TRUE(cuda::MatMul(GgmlType::kF32, dwq, qw, e, dx, n, q, nullptr).ok());
+    ASSERT_TRUE(cuda::MatMul(GgmlType::kF32, dwk, kv, e, dx, n, k, nullptr).ok());
+    ASSERT_TRUE(cuda::MatMul(GgmlType::kF32, dwv, kv, e, dx, n, v, nullptr).ok());
+    cuda::AttentionPrepare(s, q, k, v, dqn, dkn, pos, n, kc, vc, nullptr);
+    cuda::Attend(s, q, kc, vc, pos, n, o, nullptr);
+    ASSERT_TRUE(cuda::MatMul(GgmlType::kF32, dwo, e, ow, o, n, y, nullptr).ok());
+  }
+  const double err = RelErr(d.Get(y, 6 * e), cpu);
+  const double kerr = RelErr(d.Get(kc, 9 * kv),
+                             std::vector<float>(st.block(0).k.begin(),
+                                                st.block(0).k.begin() + 9 * kv));
+  std::printf("gated attention block: output rel err %.3g, cached keys rel err %.3g\n",
+              err, kerr);
+  EXPECT_LT(err, kMaxRelErr);
+  EXPECT_LT(kerr, kMaxRelErr);
+}
+
+// A Gated DeltaNet block: a 5-token batch, then one more token (the state
+// carries over), against RunDeltaNet.
+TEST_F(OpsVsCpuSm90Test, DeltaNetBlockMatchesTheCpu) {
+  DeltaNetConfig c;
+  c.n_embd = 256;
+  c.state_size = 32;
+  c.n_k_heads = 2;
+  c.n_v_heads = 4;
+  c.conv_kernel = 4;
+  c.eps = 1e-6f;
+  const int64_t e = c.n_embd, ch = c.conv_channels(), vd = c.value_dim();
+  const int64_t r = c.n_v_heads;
+  auto wqkv = Random(ch * e, 20, 0.05f), wz = Random(vd * e, 21, 0.05f);
+  auto wb = Random(r * e, 22, 0.05f), wa = Random(r * e, 23, 0.05f);
+  auto wout = Random(e * vd, 24, 0.05f), conv = Random(ch * c.conv_kernel, 25, 0.5f);
+  auto dt = Random(r, 26), a = Random(r, 27), norm = Random(c.state_size, 28);
+  for (float& v : a) v = -std::fabs(v);
+  DeltaNetWeights w;
+  w.qkv = HostMatrix(wqkv, ch, e);
+  w.gate = HostMatrix(wz, vd, e);
+  w.beta = HostMatrix(wb, r, e);
+  w.alpha = HostMatrix(wa, r, e);
+  w.out = HostMatrix(wout, e, vd);
+  w.conv = conv.data();
+  w.dt_bias = dt.data();
+  w.a = a.data();
+  w.norm = norm.data();
+  BlockStateShape shape{.conv_kernel = c.conv_kernel, .conv_channels = ch,
+                        .v_heads = r, .state_size = c.state_size};
+  State st(1, {shape});
+  auto x0 = Random(5 * e, 29), x1 = Random(e, 30);
+  std::vector<float> cpu0(5 * e), cpu1(e);
+  ASSERT_TRUE(RunDeltaNet(c, w, x0.data(), 5, st.block(0), cpu0.data(), nullptr).ok());
+  ASSERT_TRUE(RunDeltaNet(c, w, x1.data(), 1, st.block(0), cpu1.data(), nullptr).ok());
+
+  cuda::DeltaNetShape s{static_cast<int>(c.state_size), static_cast<int>(c.n_k_heads),
+                        static_cast<int>(r), static_cast<int>(c.conv_kernel), c.eps};
+  Dev d;
+  float *dqkvw = d.Put(wqkv), *dzw = d.Put(wz), *dbw = d.Put(wb), *daw = d.Put(wa);
+  float *doutw = d.Put(wout), *dconv = d.Put(conv), *ddt = d.Put(dt), *da = d.Put(a);
+  float* dnorm = d.Put(norm);
+  float* conv_state = d.Zeros<float>((c.conv_kernel - 1) * ch);
+  float* ssm = d.Zeros<float>(r * c.state_size * c.state_size);
+  float *qkv = d.Zeros<float>(5 * ch), *z = d.Zeros<float>(5 * vd);
+  float *beta = d.Zeros<float>(5 * r), *g = d.Zeros<float>(5 * r);
+  float *o = d.Zeros<float>(5 * vd), *y = d.Zeros<float>(5 * e);
+  std::vector<float> gpu0, gpu1;
+  for (auto [x, n] : {std::pair{&x0, 5}, std::pair{&x1, 1}}) {
+    float* dx = d.Put(*x);
+    ASSERT_TRUE(cuda::MatMul(GgmlType::kF32, dqkvw, ch, e, dx, n, qkv, nullptr).ok());
+    ASSERT_TRUE(cuda::MatMul(GgmlType::kF32, dzw, vd, e, dx, n, z, nullptr).ok());
+    ASSERT_TRUE(cuda::MatMul(GgmlType::kF32, dbw, r, e, dx, n, beta, nullptr).ok());
+    ASSERT_TRUE(cuda::MatMul(GgmlType::kF32, daw, r, e, dx, n, g, nullptr).ok());
+    cuda::DeltaNetGates(s, beta, g, ddt, da, n, nullptr);
+    cuda::DeltaNetConv(s, dconv, qkv, n, conv_state, nullptr);
+    cuda::DeltaNetScan(s, qkv, beta, g, z, dnorm, n, ssm, o, nullptr);
+    ASSERT_TRUE(cuda::MatMul(GgmlType::kF32, doutw, e, vd, o, n, y, nullptr).ok());
+    (n == 5 ? gpu0 : gpu1) = d.Get(y, n * e);
+  }
+  const double e0 = RelErr(gpu0, cpu0), e1 = RelErr(gpu1, cpu1);
+  const double es = RelErr(d.Get(ssm, r * c.state_size * c.state_size), st.block(0).ssm);
+  std::printf("DeltaNet block: batch rel err %.3g, next token %.3g, state %.3g\n", e0, e1,
+              es);
+  EXPECT_LT(e0, kMaxRelErr);
+  EXPECT_LT(e1, kMaxRelErr);
+  EXPECT_LT(es, kMaxRelErr);
+}
+
+}  // namespace
+}  // namespace sluice
