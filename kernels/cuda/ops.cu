@@ -2,6 +2,7 @@
 // header; comments here say only where the GPU version differs in method.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cuda/ops.h"
@@ -191,12 +192,27 @@ __global__ void AttendKernel(AttentionShape s, const float* q,
   const float scale = 1.0f / sqrtf(static_cast<float>(d));
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int n_warps = blockDim.x >> 5;
-  for (int j = warp; j < n_ctx; j += n_warps) {
-    const float* kr = k_cache + static_cast<int64_t>(j) * kv_dim + g * d;
-    float acc = 0.0f;
-    for (int i = lane; i < d; i += 32) acc += qs[i] * kr[i];
-    acc = WarpSum(acc);
-    if (lane == 0) scores[j] = acc * scale;
+  // One key per thread: a thread's loads are independent (no reduction
+  // between keys), which decode at long contexts needs to hide latency.
+  if (d % 4 == 0) {
+    const float4* q4 = reinterpret_cast<const float4*>(qs);
+    for (int j = threadIdx.x; j < n_ctx; j += blockDim.x) {
+      const float4* k4 = reinterpret_cast<const float4*>(
+          k_cache + static_cast<int64_t>(j) * kv_dim + g * d);
+      float acc = 0.0f;
+      for (int i = 0; i < d / 4; ++i) {
+        const float4 a = k4[i], b = q4[i];
+        acc += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+      }
+      scores[j] = acc * scale;
+    }
+  } else {
+    for (int j = threadIdx.x; j < n_ctx; j += blockDim.x) {
+      const float* kr = k_cache + static_cast<int64_t>(j) * kv_dim + g * d;
+      float acc = 0.0f;
+      for (int i = 0; i < d; ++i) acc += qs[i] * kr[i];
+      scores[j] = acc * scale;
+    }
   }
   __syncthreads();
   float m = -INFINITY;
@@ -591,7 +607,10 @@ void DeltaNetScan(const DeltaNetShape& s, const float* qkv, const float* beta,
   if (n_tok <= 0) return;
   const int n = s.state_size;
   const size_t smem = (static_cast<size_t>(n) * (n + 1) + 2 * n) * sizeof(float);
-  DeltaScanKernel<<<s.n_v_heads, RoundUp32(n), smem, stream>>>(
+  // More threads than state rows: the extra ones only help move the state
+  // in and out of shared memory (the recurrence uses n of them).
+  const int threads = std::min(1024, std::max(RoundUp32(n), 512));
+  DeltaScanKernel<<<s.n_v_heads, threads, smem, stream>>>(
       s, qkv, beta, g, z, norm, n_tok, ssm, o);
 }
 
