@@ -49,7 +49,7 @@ demo: deps
 	SLUICE_GOLDENS=$(GOLDENS) daemon/demo.sh $(BAZEL) $(BAZEL_CONFIG)
 
 fuzz: deps
-	fuzz/run.sh 300
+	fuzz/run.sh 300 gguf && fuzz/run.sh 300 frame && fuzz/run.sh 300 tokenizer
 
 bench: deps
 	$(BAZEL) run -c opt $(BAZEL_CONFIG) //bench:matvec_bench

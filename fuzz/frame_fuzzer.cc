@@ -1,5 +1,5 @@
 // libFuzzer target for the supervisor<->worker message decoder
-// (worker/channel.h ReceiveFrame), built outside Bazel by fuzz/run_frame.sh;
+// (worker/channel.h ReceiveFrame), built outside Bazel by fuzz/run.sh SECONDS frame;
 // frame_fuzzer_test replays fixed inputs through the same entry point.
 //
 // The bytes are what a broken or hostile peer could write on the socket: they

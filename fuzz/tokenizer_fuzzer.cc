@@ -1,5 +1,5 @@
 // libFuzzer target for the tokenizer (model/tokenizer.h), built outside
-// Bazel by fuzz/run_tokenizer.sh; tokenizer_fuzzer_test replays fixed inputs.
+// Bazel by fuzz/run.sh SECONDS tokenizer; tokenizer_fuzzer_test replays fixed inputs.
 //
 // A small byte-level BPE vocabulary (all 256 bytes, a few merges, control and
 // user-defined tokens) is built once for each pre-tokenizer. The first input
