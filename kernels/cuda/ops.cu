@@ -408,7 +408,7 @@ __global__ void DeltaScanKernel(DeltaNetShape s, const float* qkv,
 // One warp per token: the k arg-max rounds need only shuffles, no block
 // barriers (decode runs this once per layer per token).
 __global__ void TopKKernel(const float* logits, int n_expert, int k,
-                           int32_t* ids, float* weights) {
+                           int32_t* ids, float* weights, int32_t* paired) {
   extern __shared__ float p[];
   const int t = blockIdx.x, lane = threadIdx.x;
   const float* l = logits + static_cast<int64_t>(t) * n_expert;
@@ -446,6 +446,10 @@ __global__ void TopKKernel(const float* logits, int n_expert, int k,
     }
     if (lane == 0) {
       ids[t * k + slot] = bi;
+      if (paired != nullptr) {
+        paired[t * 2 * k + slot] = bi;
+        paired[t * 2 * k + k + slot] = bi + n_expert;
+      }
       weights[t * k + slot] = bv;
       total += bv;
       p[bi] = -1.0f;
@@ -615,10 +619,10 @@ void DeltaNetScan(const DeltaNetShape& s, const float* qkv, const float* beta,
 }
 
 void TopK(const float* logits, int64_t n_tok, int n_expert, int k,
-          int32_t* ids, float* weights, Stream stream) {
+          int32_t* ids, float* weights, Stream stream, int32_t* paired_ids) {
   if (n_tok <= 0) return;
   TopKKernel<<<static_cast<unsigned>(n_tok), 32, n_expert * sizeof(float),
-               stream>>>(logits, n_expert, k, ids, weights);
+               stream>>>(logits, n_expert, k, ids, weights, paired_ids);
 }
 
 void GroupByExpert(const int32_t* ids, int64_t n_tok, int k, int n_expert,

@@ -105,9 +105,12 @@ int DeltaNetMaxStateSize();
 
 // Per token: softmax over n_expert logits, the top k by probability (ties
 // to the lower id), weights renormalised (sum clamped at 6.1e-5)
-// (model/moe.cc RouteToken). ids, weights: [n_tok][k].
+// (model/moe.cc RouteToken). ids, weights: [n_tok][k]. When paired_ids is
+// not null it receives [n_tok][2k]: the ids, then the ids + n_expert (the
+// rows of a table holding the gate pointers, then the up pointers).
 void TopK(const float* logits, int64_t n_tok, int n_expert, int k,
-          int32_t* ids, float* weights, Stream stream);
+          int32_t* ids, float* weights, Stream stream,
+          int32_t* paired_ids = nullptr);
 
 // Groups the n_tok * k (token, slot) pairs by expert: group_begin
 // [n_expert + 1] (prefix sums of the counts), entry_token[entry] its token,

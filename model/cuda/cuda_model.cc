@@ -37,9 +37,16 @@ struct DeviceDeltaNet {
 struct DeviceMoe {
   DeviceMatrix router;
   GgmlType gate_type, up_type, down_type;
-  // Per-expert pointer tables on the device [n_expert]: what the grouped
-  // products read, so a cache can repoint them.
-  cuda::DeviceBuffer gate_table, up_table, down_table;
+  // Per-expert pointer tables on the device: what the grouped products read,
+  // so a cache can repoint them. gate_up holds [n_expert] gate pointers then
+  // [n_expert] up pointers (a decode step multiplies both in one launch when
+  // they share a type); down [n_expert].
+  cuda::DeviceBuffer gate_up_table, down_table;
+  int n_expert = 0;
+  const void* const* gate_table() const { return gate_up_table.as<const void*>(); }
+  const void* const* up_table() const { return gate_table() + n_expert; }
+  // The shared expert's gate and up pointers, for one launch of both.
+  cuda::DeviceBuffer shared_gate_up_table;
   const float* shared_gate_inp = nullptr;
   DeviceMatrix shared_gate, shared_up, shared_down;
 };
@@ -53,12 +60,13 @@ struct DeviceLayer {
   DeviceMoe moe;
 };
 
-absl::StatusOr<cuda::DeviceBuffer> PointerTable(const DeviceWeights& w,
-                                                const ExpertMatrix& m,
-                                                Stream stream) {
-  std::vector<const void*> ptrs(m.n_expert);
-  for (int64_t e = 0; e < m.n_expert; ++e) {
-    ASSIGN_OR_RETURN(ptrs[e], w.Translate(m.expert(e).data));
+// A device table of the given host views' device addresses, in order.
+absl::StatusOr<cuda::DeviceBuffer> PointerTable(
+    const DeviceWeights& w, const std::vector<const uint8_t*>& views,
+    Stream stream) {
+  std::vector<const void*> ptrs(views.size());
+  for (size_t i = 0; i < views.size(); ++i) {
+    ASSIGN_OR_RETURN(ptrs[i], w.Translate(views[i]));
   }
   ASSIGN_OR_RETURN(cuda::DeviceBuffer table,
                    cuda::DeviceBuffer::Create(ptrs.size() * sizeof(void*)));
@@ -99,14 +107,20 @@ absl::Status BindLayer(const DeviceWeights& w, const LayerDesc& l,
   d.moe.gate_type = m.gate.type;
   d.moe.up_type = m.up.type;
   d.moe.down_type = m.down.type;
-  ASSIGN_OR_RETURN(d.moe.gate_table, PointerTable(w, m.gate, stream));
-  ASSIGN_OR_RETURN(d.moe.up_table, PointerTable(w, m.up, stream));
-  ASSIGN_OR_RETURN(d.moe.down_table, PointerTable(w, m.down, stream));
+  std::vector<const uint8_t*> gate_up, down;
+  for (int64_t e = 0; e < m.gate.n_expert; ++e) gate_up.push_back(m.gate.expert(e).data);
+  for (int64_t e = 0; e < m.up.n_expert; ++e) gate_up.push_back(m.up.expert(e).data);
+  for (int64_t e = 0; e < m.down.n_expert; ++e) down.push_back(m.down.expert(e).data);
+  d.moe.n_expert = static_cast<int>(m.gate.n_expert);
+  ASSIGN_OR_RETURN(d.moe.gate_up_table, PointerTable(w, gate_up, stream));
+  ASSIGN_OR_RETURN(d.moe.down_table, PointerTable(w, down, stream));
   if (shared_ff > 0) {
     ASSIGN_OR_RETURN(d.moe.shared_gate_inp, w.Floats(m.shared_gate_inp));
     ASSIGN_OR_RETURN(d.moe.shared_gate, w.Matrix(m.shared_gate));
     ASSIGN_OR_RETURN(d.moe.shared_up, w.Matrix(m.shared_up));
     ASSIGN_OR_RETURN(d.moe.shared_down, w.Matrix(m.shared_down));
+    ASSIGN_OR_RETURN(d.moe.shared_gate_up_table,
+                     PointerTable(w, {m.shared_gate.data, m.shared_up.data}, stream));
   }
   return absl::OkStatus();
 }
@@ -346,13 +360,17 @@ absl::Status CudaModel::Moe(const DeviceMoe& m, int64_t n_tok) const {
   const int64_t e = c.n_embd, ff = c.expert_ff;
   RETURN_IF_ERROR(Project(m.router, w.xn, n_tok, w.router_logits));
   Mark("moe.router_proj");
-  cuda::TopK(w.router_logits, n_tok, n_expert, k, w.ids, w.weights, stream_);
+  const bool one = n_tok == 1;
+  // A decode step multiplies gate and up in one launch (2k groups through
+  // the paired ids) when they share a type.
+  const bool fuse_gate_up = one && m.gate_type == m.up_type;
+  cuda::TopK(w.router_logits, n_tok, n_expert, k, w.ids, w.weights, stream_,
+             fuse_gate_up ? w.paired_ids : nullptr);
   ++launches_;
   Mark("moe.topk");
   // Decode: one group per routed slot, weights picked through the ids;
   // batches: the pairs grouped by expert so each expert's weights are read
   // once per group.
-  const bool one = n_tok == 1;
   if (!one) {
     cuda::GroupByExpert(w.ids, n_tok, k, n_expert, w.counts, w.group_begin,
                         w.entry_token, w.slot_entry, stream_);
@@ -371,14 +389,27 @@ absl::Status CudaModel::Moe(const DeviceMoe& m, int64_t n_tok) const {
   g.x_stride = e;
   g.y_stride = ff;
   g.type = m.gate_type;
-  g.d_weights = m.gate_table.as<const void*>();
-  g.d_y = w.expert_g;
-  RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(g, stream_));
-  g.type = m.up_type;
-  g.d_weights = m.up_table.as<const void*>();
-  g.d_y = w.expert_u;
-  RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(g, stream_));
-  cuda::SwiGlu(w.expert_g, w.expert_u, n_tok * k * ff, stream_);
+  float* up_out = w.expert_u;
+  if (fuse_gate_up) {
+    // Rows 0..k-1 of expert_g get the gate products, k..2k-1 the up ones.
+    g.n_groups = 2 * k;
+    g.d_group_weight = w.paired_ids;
+    g.d_weights = m.gate_table();
+    g.d_y = w.expert_g;
+    RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(g, stream_));
+    up_out = w.expert_g + k * ff;
+    g.n_groups = k;
+    g.d_group_weight = w.ids;
+  } else {
+    g.d_weights = m.gate_table();
+    g.d_y = w.expert_g;
+    RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(g, stream_));
+    g.type = m.up_type;
+    g.d_weights = m.up_table();
+    g.d_y = w.expert_u;
+    RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(g, stream_));
+  }
+  cuda::SwiGlu(w.expert_g, up_out, n_tok * k * ff, stream_);
   cuda::GroupedMatMul down = g;
   down.type = m.down_type;
   down.rows = e;
@@ -392,11 +423,30 @@ absl::Status CudaModel::Moe(const DeviceMoe& m, int64_t n_tok) const {
   RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(down, stream_));
   cuda::CombineExperts(w.expert_y, one ? w.iota : w.slot_entry, w.weights,
                        n_tok, k, e, w.y, stream_);
-  launches_ += 5;
+  launches_ += fuse_gate_up ? 4 : 5;
   Mark("moe.experts");
   if (c.shared_ff == 0) return absl::OkStatus();
-  RETURN_IF_ERROR(Project(m.shared_gate, w.xn, n_tok, w.shared_g));
-  RETURN_IF_ERROR(Project(m.shared_up, w.xn, n_tok, w.shared_u));
+  if (one && m.shared_gate.type == m.shared_up.type) {
+    // Both of the shared expert's input products in one launch: entry 0
+    // writes shared_g, entry 1 shared_u.
+    cuda::GroupedMatMul s;
+    s.type = m.shared_gate.type;
+    s.rows = c.shared_ff;
+    s.cols = e;
+    s.n_groups = 2;
+    s.max_entries_per_group = 1;
+    s.d_weights = m.shared_gate_up_table.as<const void*>();
+    s.d_x_row = w.zeros;
+    s.d_x = w.xn;
+    s.x_stride = e;
+    s.d_y = w.shared_g;
+    s.y_stride = w.shared_u - w.shared_g;
+    ++launches_;
+    RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(s, stream_));
+  } else {
+    RETURN_IF_ERROR(Project(m.shared_gate, w.xn, n_tok, w.shared_g));
+    RETURN_IF_ERROR(Project(m.shared_up, w.xn, n_tok, w.shared_u));
+  }
   cuda::SwiGlu(w.shared_g, w.shared_u, n_tok * c.shared_ff, stream_);
   RETURN_IF_ERROR(Project(m.shared_down, w.shared_g, n_tok, w.shared_y));
   cuda::AddGatedShared(m.shared_gate_inp, w.xn, w.shared_y, n_tok, e, w.y,

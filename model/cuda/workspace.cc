@@ -51,12 +51,13 @@ void Carve(const ArchDesc& d, int64_t n, int64_t logits_rows, Carver& c,
   c.Take(&w.ssm_o, n * d.ssm.value_dim());
   c.Take(&w.router_logits, n * d.moe.n_expert);
   c.Take(&w.ids, n * k);
+  c.Take(&w.paired_ids, n * 2 * k);
   c.Take(&w.weights, n * k);
   c.Take(&w.counts, d.moe.n_expert);
   c.Take(&w.group_begin, d.moe.n_expert + 1);
   c.Take(&w.entry_token, n * k);
   c.Take(&w.slot_entry, n * k);
-  c.Take(&w.zeros, k);
+  c.Take(&w.zeros, 2 * k);
   c.Take(&w.iota, k);
   c.Take(&w.expert_g, n * k * d.moe.expert_ff);
   c.Take(&w.expert_u, n * k * d.moe.expert_ff);
@@ -78,9 +79,9 @@ absl::Status Workspace::Allocate(const ArchDesc& desc, int64_t max_tokens) {
   Carver assign(buffer.as<uint8_t>());
   Carve(desc, max_tokens, logits_rows, assign, *this);
   const int64_t k = desc.moe.n_expert_used;
-  std::vector<int32_t> zeros(k, 0), iota_v(k);
+  std::vector<int32_t> zeros(2 * k, 0), iota_v(k);
   std::iota(iota_v.begin(), iota_v.end(), 0);
-  RETURN_IF_ERROR(cuda::CopyToDevice(this->zeros, zeros.data(), k * sizeof(int32_t), nullptr));
+  RETURN_IF_ERROR(cuda::CopyToDevice(this->zeros, zeros.data(), 2 * k * sizeof(int32_t), nullptr));
   RETURN_IF_ERROR(cuda::CopyToDevice(iota, iota_v.data(), k * sizeof(int32_t), nullptr));
   return cuda::Synchronize(nullptr);
 }

@@ -33,10 +33,11 @@ struct Workspace {
   // MoE.
   float* router_logits = nullptr;  // [tokens][n_expert]
   int32_t* ids = nullptr;          // [tokens][k]
+  int32_t* paired_ids = nullptr;   // [tokens][2k]: ids, then ids + n_expert
   float* weights = nullptr;        // [tokens][k]
   int32_t *counts = nullptr, *group_begin = nullptr;  // [n_expert (+1)]
   int32_t *entry_token = nullptr, *slot_entry = nullptr;  // [tokens * k]
-  int32_t* zeros = nullptr;  // [k]: every decode slot reads activation row 0
+  int32_t* zeros = nullptr;  // [2k]: every decode slot reads activation row 0
   int32_t* iota = nullptr;   // [k]: decode slot s is entry s
   float *expert_g = nullptr, *expert_u = nullptr;  // [tokens * k][ff]
   float* expert_y = nullptr;                       // [tokens * k][n_embd]
