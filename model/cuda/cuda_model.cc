@@ -27,11 +27,13 @@ struct DeviceAttention {
   DeviceMatrix wq, wk, wv, wo;
   const float* q_norm = nullptr;
   const float* k_norm = nullptr;
+  cuda::DeviceBuffer kv_table;  // {wk, wv}: one decode launch for both
 };
 
 struct DeviceDeltaNet {
   DeviceMatrix qkv, gate, beta, alpha, out;
   const float *conv = nullptr, *dt_bias = nullptr, *a = nullptr, *norm = nullptr;
+  cuda::DeviceBuffer beta_alpha_table;  // {beta, alpha}
 };
 
 struct DeviceMoe {
@@ -88,6 +90,8 @@ absl::Status BindLayer(const DeviceWeights& w, const LayerDesc& l,
     ASSIGN_OR_RETURN(d.attn.wo, w.Matrix(l.attn.wo));
     ASSIGN_OR_RETURN(d.attn.q_norm, w.Floats(l.attn.q_norm));
     ASSIGN_OR_RETURN(d.attn.k_norm, w.Floats(l.attn.k_norm));
+    ASSIGN_OR_RETURN(d.attn.kv_table,
+                     PointerTable(w, {l.attn.wk.data, l.attn.wv.data}, stream));
   } else {
     ASSIGN_OR_RETURN(d.delta.qkv, w.Matrix(l.delta.qkv));
     ASSIGN_OR_RETURN(d.delta.gate, w.Matrix(l.delta.gate));
@@ -98,6 +102,8 @@ absl::Status BindLayer(const DeviceWeights& w, const LayerDesc& l,
     ASSIGN_OR_RETURN(d.delta.dt_bias, w.Floats(l.delta.dt_bias));
     ASSIGN_OR_RETURN(d.delta.a, w.Floats(l.delta.a));
     ASSIGN_OR_RETURN(d.delta.norm, w.Floats(l.delta.norm));
+    ASSIGN_OR_RETURN(d.delta.beta_alpha_table,
+                     PointerTable(w, {l.delta.beta.data, l.delta.alpha.data}, stream));
   }
   const MoeWeights& m = l.moe;
   ASSIGN_OR_RETURN(d.moe.router, w.Matrix(m.router));
@@ -166,6 +172,12 @@ class CudaModel final : public Model {
   absl::Status Moe(const DeviceMoe& m, int64_t n_tok) const;
   absl::Status Project(const DeviceMatrix& w, const float* x, int64_t n_tok,
                        float* y) const;
+  // ya = a x and yb = b x. One token and matrices of one type and shape:
+  // one launch through `table` ({a, b} on the device); else two.
+  // Precondition: yb > ya (workspace order).
+  absl::Status ProjectPair(const DeviceMatrix& a, const DeviceMatrix& b,
+                           const cuda::DeviceBuffer& table, const float* x,
+                           int64_t n_tok, float* ya, float* yb) const;
 
   ArchDesc desc_;
   CudaModelOptions options_;
@@ -311,6 +323,30 @@ absl::Status CudaModel::Project(const DeviceMatrix& w, const float* x,
   return cuda::MatMul(w.type, w.data, w.rows, w.cols, x, n_tok, y, stream_);
 }
 
+absl::Status CudaModel::ProjectPair(const DeviceMatrix& a, const DeviceMatrix& b,
+                                    const cuda::DeviceBuffer& table,
+                                    const float* x, int64_t n_tok, float* ya,
+                                    float* yb) const {
+  if (n_tok != 1 || a.type != b.type || a.rows != b.rows || a.cols != b.cols) {
+    RETURN_IF_ERROR(Project(a, x, n_tok, ya));
+    return Project(b, x, n_tok, yb);
+  }
+  cuda::GroupedMatMul g;
+  g.type = a.type;
+  g.rows = a.rows;
+  g.cols = a.cols;
+  g.n_groups = 2;
+  g.max_entries_per_group = 1;
+  g.d_weights = table.as<const void*>();
+  g.d_x_row = ws_.zeros;  // both entries read activation row 0
+  g.d_x = x;
+  g.x_stride = a.cols;
+  g.d_y = ya;
+  g.y_stride = yb - ya;
+  ++launches_;
+  return cuda::LaunchGroupedMatMul(g, stream_);
+}
+
 absl::Status CudaModel::Attention(const DeviceAttention& a, int64_t n_tok,
                                   int kv_capacity, float* k_cache,
                                   float* v_cache) const {
@@ -318,8 +354,7 @@ absl::Status CudaModel::Attention(const DeviceAttention& a, int64_t n_tok,
   cuda::AttentionShape shape = attn_shape_;
   shape.kv_capacity = kv_capacity;
   RETURN_IF_ERROR(Project(a.wq, w.xn, n_tok, w.q));
-  RETURN_IF_ERROR(Project(a.wk, w.xn, n_tok, w.k));
-  RETURN_IF_ERROR(Project(a.wv, w.xn, n_tok, w.v));
+  RETURN_IF_ERROR(ProjectPair(a.wk, a.wv, a.kv_table, w.xn, n_tok, w.k, w.v));
   Mark("attn.qkv_proj");
   cuda::AttentionPrepare(shape, w.q, w.k, w.v, a.q_norm, a.k_norm, w.pos0,
                          n_tok, k_cache, v_cache, stream_);
@@ -337,8 +372,8 @@ absl::Status CudaModel::DeltaNet(const DeviceDeltaNet& d, int64_t n_tok,
   Workspace& w = ws_;
   RETURN_IF_ERROR(Project(d.qkv, w.xn, n_tok, w.qkv));
   RETURN_IF_ERROR(Project(d.gate, w.xn, n_tok, w.z));
-  RETURN_IF_ERROR(Project(d.beta, w.xn, n_tok, w.beta));
-  RETURN_IF_ERROR(Project(d.alpha, w.xn, n_tok, w.g));
+  RETURN_IF_ERROR(ProjectPair(d.beta, d.alpha, d.beta_alpha_table, w.xn, n_tok,
+                              w.beta, w.g));
   Mark("delta.in_proj");
   cuda::DeltaNetGates(ssm_shape_, w.beta, w.g, d.dt_bias, d.a, n_tok, stream_);
   cuda::DeltaNetConv(ssm_shape_, d.conv, w.qkv, n_tok, conv, stream_);
@@ -426,27 +461,8 @@ absl::Status CudaModel::Moe(const DeviceMoe& m, int64_t n_tok) const {
   launches_ += fuse_gate_up ? 4 : 5;
   Mark("moe.experts");
   if (c.shared_ff == 0) return absl::OkStatus();
-  if (one && m.shared_gate.type == m.shared_up.type) {
-    // Both of the shared expert's input products in one launch: entry 0
-    // writes shared_g, entry 1 shared_u.
-    cuda::GroupedMatMul s;
-    s.type = m.shared_gate.type;
-    s.rows = c.shared_ff;
-    s.cols = e;
-    s.n_groups = 2;
-    s.max_entries_per_group = 1;
-    s.d_weights = m.shared_gate_up_table.as<const void*>();
-    s.d_x_row = w.zeros;
-    s.d_x = w.xn;
-    s.x_stride = e;
-    s.d_y = w.shared_g;
-    s.y_stride = w.shared_u - w.shared_g;
-    ++launches_;
-    RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(s, stream_));
-  } else {
-    RETURN_IF_ERROR(Project(m.shared_gate, w.xn, n_tok, w.shared_g));
-    RETURN_IF_ERROR(Project(m.shared_up, w.xn, n_tok, w.shared_u));
-  }
+  RETURN_IF_ERROR(ProjectPair(m.shared_gate, m.shared_up, m.shared_gate_up_table,
+                              w.xn, n_tok, w.shared_g, w.shared_u));
   cuda::SwiGlu(w.shared_g, w.shared_u, n_tok * c.shared_ff, stream_);
   RETURN_IF_ERROR(Project(m.shared_down, w.shared_g, n_tok, w.shared_y));
   cuda::AddGatedShared(m.shared_gate_inp, w.xn, w.shared_y, n_tok, e, w.y,
