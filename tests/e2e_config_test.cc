@@ -159,10 +159,7 @@ TEST(E2eConfigTest, ConfigFileStartsTheDaemonAndFlagsOverrideIt) {
 TEST(E2eConfigTest, TlsServesSluicectlWithTheCaAndRefusesPlaintext) {
   if (access("/usr/bin/openssl", X_OK) != 0) SLUICE_SKIP("openssl is not installed");
   const std::string dir = MakeTempDir("e2e-tls");
-  CommandResult gen = RunCommand(
-      {"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-       "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
-       "-keyout", dir + "/key.pem", "-out", dir + "/cert.pem"});
+  CommandResult gen = WriteSelfSignedCert(dir);
   ASSERT_EQ(gen.exit_code, 0) << gen.err;
   DaemonOptions options;
   options.flags = {"--tls_cert_file=" + dir + "/cert.pem", "--tls_key_file=" + dir + "/key.pem"};

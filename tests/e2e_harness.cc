@@ -268,6 +268,13 @@ char ProcessState(pid_t pid) {
   return paren == std::string::npos || paren + 2 >= stat.size() ? 0 : stat[paren + 2];
 }
 
+CommandResult WriteSelfSignedCert(const std::string& dir) {
+  return RunCommand(
+      {"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+       "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+       "-keyout", dir + "/key.pem", "-out", dir + "/cert.pem"});
+}
+
 std::string FindOnPath(const std::string& name) {
   const char* path = getenv("PATH");
   for (absl::string_view dir :

@@ -100,6 +100,10 @@ struct CommandResult {
   std::string out;
   std::string err;
 };
+// A self-signed certificate for localhost and 127.0.0.1, written by openssl
+// as DIR/cert.pem and DIR/key.pem (valid one day).
+CommandResult WriteSelfSignedCert(const std::string& dir);
+
 // The first executable `name` on PATH, or "" when there is none.
 std::string FindOnPath(const std::string& name);
 

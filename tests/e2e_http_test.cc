@@ -15,6 +15,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/testing/skip.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -262,12 +263,9 @@ TEST_F(E2eHttpTest, ErrorsHaveOpenAiShapesAndStatuses) {
 // The HTTP port takes the gRPC port's TLS files: HTTPS with them, no
 // plaintext beside it.
 TEST(E2eHttpTlsTest, HttpsWithTheGrpcCertificateAndNoPlaintext) {
-  if (access("/usr/bin/openssl", X_OK) != 0) GTEST_SKIP() << "openssl is not installed";
+  if (access("/usr/bin/openssl", X_OK) != 0) SLUICE_SKIP("openssl is not installed");
   const std::string dir = MakeTempDir("e2e-http-tls");
-  CommandResult gen = RunCommand(
-      {"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-       "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
-       "-keyout", dir + "/key.pem", "-out", dir + "/cert.pem"});
+  CommandResult gen = WriteSelfSignedCert(dir);
   ASSERT_EQ(gen.exit_code, 0) << gen.err;
   DaemonOptions options;
   options.flags = {"--tls_cert_file=" + dir + "/cert.pem", "--tls_key_file=" + dir + "/key.pem"};

@@ -9,14 +9,6 @@
 #include "loader/tensor_table.h"
 
 namespace sluice {
-namespace {
-
-constexpr uint64_t kAlign = 256;
-
-uint64_t AlignUp(uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(
     const ModelFiles& files, int device, cuda::Stream stream) {
   auto w = std::unique_ptr<DeviceWeights>(new DeviceWeights());
@@ -29,7 +21,7 @@ absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(
   for (const TensorEntry& t : files.tensors().entries()) {
     if (t.kind != TensorKind::kRoutedExpert) continue;
     w->ranges_.push_back({t.data, t.data + t.n_bytes, total});
-    total += AlignUp(t.n_bytes);
+    total += memory::AlignUp(t.n_bytes);
   }
   ASSIGN_OR_RETURN(w->experts_, cuda::DeviceBuffer::Create(total));
   auto* base = w->experts_.as<uint8_t>();

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/status_macros.h"
+#include "memory/dense_residency.h"
 
 namespace sluice {
 namespace {
@@ -17,7 +18,7 @@ class Carver {
   template <typename T>
   void Take(T** p, int64_t count) {
     *p = base_ ? reinterpret_cast<T*>(base_ + used_) : nullptr;
-    used_ += (static_cast<uint64_t>(std::max<int64_t>(count, 1)) * sizeof(T) + 255) / 256 * 256;
+    used_ += memory::AlignUp(static_cast<uint64_t>(std::max<int64_t>(count, 1)) * sizeof(T));
   }
   uint64_t used() const { return used_; }
 
