@@ -66,6 +66,24 @@ struct EngineOptions {
   // Tokens one session can hold (prompt plus generated). The KV cache of
   // every session is sized for it up front.
   int context_length = 4096;
+
+  // Where routed experts live (CUDA only; the CPU reads them in place).
+  struct Experts {
+    // Device slots for routed experts. -1: every expert resident (no
+    // cache), unless arena_fraction says otherwise; 0 is valid (every
+    // expert computed without a slot).
+    int64_t slots = -1;
+    // When > 0 and slots == -1: slots = ceil(fraction x layers x experts),
+    // at most all of them. 1.0 streams every expert once, then hits.
+    double arena_fraction = 0;
+    // Eviction policy: "lru" or "lfu" (frequency-weighted LRU).
+    std::string policy = "lru";
+    // Host RAM the cache may pin for expert bytes (0: register the mapping
+    // in place when it fits in RAM; the fit planner decides otherwise).
+    uint64_t host_tier_bytes = 0;
+    // Fetch the next layer's predicted experts ahead of demand.
+    bool prefetch = false;
+  } experts;
 };
 
 class Session;

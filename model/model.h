@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "memory/slot_counters.h"
 
 namespace sluice {
 
@@ -81,6 +82,20 @@ class SequenceState {
   int position_ = 0;
 };
 
+// Routed experts streamed through a device slot cache (CUDA with fewer
+// slots than experts, or with the cache forced on). All zero / false when
+// every expert is resident or read in place (the CPU).
+struct ExpertStreamStats {
+  bool streaming = false;    // experts come through the slot cache
+  std::string policy;        // eviction policy name ("lru", ...)
+  int64_t slots = 0;         // device slots (all slot classes)
+  int64_t experts = 0;       // routed experts in the model (layers x experts)
+  uint64_t slot_bytes = 0;   // bytes of one slot (largest slot class)
+  uint64_t arena_bytes = 0;  // device bytes of all slots
+  uint64_t host_tier_bytes = 0;  // host RAM holding experts for the slots
+  memory::SlotCacheCounters counters;  // since the model was built
+};
+
 // What a backend reports about itself (tools/generate, worker metrics).
 struct BackendStats {
   // Device bytes by kind ("dense", "experts", "kv_state", "workspace");
@@ -98,6 +113,7 @@ struct BackendStats {
   // calls so far (phase: prefill for batches, decode for one token), and
   // the number of calls of each phase ("<phase>.calls").
   std::vector<std::pair<std::string, double>> profile;
+  ExpertStreamStats experts;
 };
 
 // One loaded model on one backend.
