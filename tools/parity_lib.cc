@@ -207,11 +207,13 @@ absl::StatusOr<ModelReport> RunParity(const std::string& model_path,
   engine_options.backend = options.backend;
   engine_options.device = options.device;
   engine_options.threads = options.threads;
+  EngineOptions compare_options = engine_options;
+  engine_options.experts = options.experts;
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
                    LoadModel(*files, engine_options));
   std::unique_ptr<Model> other;
   if (options.compare.has_value()) {
-    EngineOptions o = engine_options;
+    EngineOptions o = compare_options;
     o.backend = *options.compare;
     ASSIGN_OR_RETURN(other, LoadModel(*files, o));
   }
@@ -275,6 +277,7 @@ absl::StatusOr<ModelReport> RunParity(const std::string& model_path,
     p.decode_s = run.decode_s;
     report.prompts.push_back(p);
   }
+  report.experts = model->Stats().experts;
   report.passed = !report.prompts.empty();
   for (const PromptReport& p : report.prompts) {
     report.passed = report.passed && p.passed;
@@ -305,12 +308,26 @@ std::string FormatReport(const std::vector<ModelReport>& reports) {
     for (const PromptReport& c : m.comparisons) {
       absl::StrAppendFormat(
           &out,
-          "compare %s: rows=%d max=%.6f rms=%.6f median=%.6f top1=%d/%d "
+          "compare %s: rows=%d max=%.6f rms=%.6f median=%.6f top1=%d/%d %s "
           "(the other backend: prefill %.1f tok/s, decode %.1f tok/s)\n",
           c.name, c.rows, c.max, c.rms, c.median, c.top1, c.rows,
+          c.max == 0 ? "IDENTICAL" : "DIFFERENT",
           c.n_prompt / std::max(c.prefill_s, 1e-9),
           kDecodeSteps / std::max(c.decode_s, 1e-9));
     }
+  }
+  for (const ModelReport& m : reports) {
+    const ExpertStreamStats& x = m.experts;
+    if (!x.streaming) continue;
+    const memory::SlotCacheCounters& c = x.counters;
+    absl::StrAppendFormat(
+        &out,
+        "experts %s: streaming policy=%s slots=%d/%d arena_bytes=%d "
+        "lookups=%d hits=%d hit_rate=%.4f misses=%d forced=%d exhausted=%d "
+        "evictions=%d bytes_host=%d\n",
+        m.model, x.policy, x.slots, x.experts, x.arena_bytes, c.lookups,
+        c.hits, c.hit_rate(), c.misses, c.forced, c.exhausted, c.evictions,
+        c.bytes_by_tier[static_cast<int>(memory::Tier::kHost)]);
   }
   absl::StrAppendFormat(&out,
                         "worst_max=%.6f worst_rms=%.6f worst_median=%.6f "

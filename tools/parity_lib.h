@@ -80,6 +80,9 @@ struct ModelReport {
   // `passed` are those against the goldens).
   std::vector<PromptReport> comparisons;
   bool passed = false;
+  // The --device arm's routed-expert streaming figures after every prompt
+  // (streaming false when all experts are resident).
+  ExpertStreamStats experts;
 };
 
 struct Options {
@@ -87,6 +90,11 @@ struct Options {
   int device = 0;
   // Also runs the model on this backend and compares the two, row by row.
   std::optional<Backend> compare;
+  // Where the --device arm keeps routed experts (the compare arm keeps the
+  // defaults: all resident). With compare == backend == kCuda this checks
+  // that streaming experts through the slot cache leaves the logits
+  // bit-identical.
+  EngineOptions::Experts experts;
   int threads = 1;
   Gates gates;
   // Times each prompt's prefill and decode this many times (>= 1) and

@@ -28,6 +28,15 @@ ABSL_FLAG(std::string, compare, "",
           "also run this backend (cpu or cuda) and print its logits' "
           "statistics against --device's, row by row");
 ABSL_FLAG(int, threads, 1, "threads for the CPU kernels");
+ABSL_FLAG(int64_t, expert_slots, -1,
+          "--device=cuda: stream routed experts through this many device "
+          "slots (-1: all resident); the --compare arm keeps all resident");
+ABSL_FLAG(double, expert_arena_fraction, 0,
+          "--device=cuda: slots as a fraction of all routed experts (0: off)");
+ABSL_FLAG(std::string, expert_policy, "lru", "slot eviction policy: lru or lfu");
+ABSL_FLAG(bool, require_identical, false,
+          "fail unless every --compare row is bit-identical (for checking "
+          "that streaming experts leaves the logits unchanged)");
 ABSL_FLAG(int, repeat, 1,
           "run each prompt this many times and report the fastest timings");
 ABSL_FLAG(double, max_gate, 0.005,
@@ -71,6 +80,9 @@ int main(int argc, char** argv) {
   options.device = absl::GetFlag(FLAGS_gpu);
   if (!compare.empty()) options.compare = compare_backend;
   options.threads = absl::GetFlag(FLAGS_threads);
+  options.experts.slots = absl::GetFlag(FLAGS_expert_slots);
+  options.experts.arena_fraction = absl::GetFlag(FLAGS_expert_arena_fraction);
+  options.experts.policy = absl::GetFlag(FLAGS_expert_policy);
   options.repeat = std::max(1, absl::GetFlag(FLAGS_repeat));
   sluice::parity::Gates requested;
   requested.f32_max = absl::GetFlag(FLAGS_max_gate);
@@ -92,6 +104,10 @@ int main(int argc, char** argv) {
       continue;
     }
     ok = ok && report->passed;
+    if (absl::GetFlag(FLAGS_require_identical)) {
+      ok = ok && !report->comparisons.empty();
+      for (const auto& c : report->comparisons) ok = ok && c.max == 0;
+    }
     reports.push_back(*std::move(report));
   }
   std::string text = sluice::parity::FormatReport(reports);

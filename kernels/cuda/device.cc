@@ -149,6 +149,10 @@ absl::Status Synchronize(Stream stream) {
   return Check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
 }
 
+absl::Status WaitEvent(Event event) {
+  return Check(cudaEventSynchronize(event), "cudaEventSynchronize");
+}
+
 absl::StatusOr<Event> CreateEvent(bool timing) {
   cudaEvent_t e = nullptr;
   if (cudaError_t rc = cudaEventCreateWithFlags(
@@ -216,13 +220,5 @@ absl::Status Graph::Launch(Stream stream) const {
   return Check(cudaGraphLaunch(exec_, stream), "cudaGraphLaunch");
 }
 
-absl::StatusOr<DeviceBuffer> DeviceBuffer::Create(uint64_t bytes) {
-  auto d = DeviceAlloc(bytes);
-  if (!d.ok()) return d.status();
-  DeviceBuffer b;
-  b.data_ = *d;
-  b.bytes_ = bytes;
-  return b;
-}
 
 }  // namespace sluice::cuda

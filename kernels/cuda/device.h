@@ -69,6 +69,8 @@ absl::StatusOr<Event> CreateEvent(bool timing = false);
 void DestroyEvent(Event event);
 absl::Status RecordEvent(Event event, Stream stream);
 absl::Status StreamWaitEvent(Stream stream, Event event);
+// Blocks the calling thread until the work recorded by `event` completed.
+absl::Status WaitEvent(Event event);
 absl::StatusOr<float> ElapsedMs(Event start, Event end);
 
 // The error of the last launch on this thread (and clears it).
@@ -98,25 +100,47 @@ class Graph {
   CUgraphExec_st* exec_ = nullptr;
 };
 
-// Owned device memory (move-only).
-class DeviceBuffer {
+namespace internal {
+struct DeviceMemory {
+  static absl::StatusOr<void*> Alloc(uint64_t bytes) { return DeviceAlloc(bytes); }
+  static void Free(void* p) { DeviceFree(p); }
+};
+struct PinnedMemory {
+  static absl::StatusOr<void*> Alloc(uint64_t bytes) { return PinnedAlloc(bytes); }
+  static void Free(void* p) { PinnedFree(p); }
+};
+}  // namespace internal
+
+// Owned memory of one kind (move-only): DeviceBuffer on the device,
+// PinnedBuffer page-locked on the host.
+template <typename Memory>
+class OwnedBuffer {
  public:
-  DeviceBuffer() = default;
-  ~DeviceBuffer() { DeviceFree(data_); }
-  DeviceBuffer(DeviceBuffer&& o) noexcept
+  OwnedBuffer() = default;
+  ~OwnedBuffer() {
+    if (data_ != nullptr) Memory::Free(data_);
+  }
+  OwnedBuffer(OwnedBuffer&& o) noexcept
       : data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+  OwnedBuffer& operator=(OwnedBuffer&& o) noexcept {
     if (this != &o) {
-      DeviceFree(data_);
+      if (data_ != nullptr) Memory::Free(data_);
       data_ = std::exchange(o.data_, nullptr);
       bytes_ = std::exchange(o.bytes_, 0);
     }
     return *this;
   }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  OwnedBuffer(const OwnedBuffer&) = delete;
+  OwnedBuffer& operator=(const OwnedBuffer&) = delete;
 
-  static absl::StatusOr<DeviceBuffer> Create(uint64_t bytes);
+  static absl::StatusOr<OwnedBuffer> Create(uint64_t bytes) {
+    absl::StatusOr<void*> p = Memory::Alloc(bytes);
+    if (!p.ok()) return p.status();
+    OwnedBuffer b;
+    b.data_ = *p;
+    b.bytes_ = bytes;
+    return b;
+  }
 
   void* data() const { return data_; }
   template <typename T>
@@ -127,6 +151,9 @@ class DeviceBuffer {
   void* data_ = nullptr;
   uint64_t bytes_ = 0;
 };
+
+using DeviceBuffer = OwnedBuffer<internal::DeviceMemory>;
+using PinnedBuffer = OwnedBuffer<internal::PinnedMemory>;
 
 }  // namespace sluice::cuda
 

@@ -1,6 +1,7 @@
 #include "model/cuda/cuda_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -14,6 +15,7 @@
 #include "kernels/cuda/quant_matmul.h"
 #include "loader/model_files.h"
 #include "model/cuda/device_weights.h"
+#include "model/cuda/expert_stream.h"
 #include "model/cuda/device_state.h"
 #include "model/cuda/workspace.h"
 #include "model/engine.h"
@@ -78,8 +80,11 @@ absl::StatusOr<cuda::DeviceBuffer> PointerTable(
   return table;
 }
 
+// With `stream_experts` the routed-expert tables are allocated but left for
+// the ExpertStream to fill.
 absl::Status BindLayer(const DeviceWeights& w, const LayerDesc& l,
-                       int64_t shared_ff, Stream stream, DeviceLayer& d) {
+                       int64_t shared_ff, bool stream_experts, Stream stream,
+                       DeviceLayer& d) {
   d.mixer = l.mixer;
   ASSIGN_OR_RETURN(d.mixer_norm, w.Floats(l.mixer_norm));
   ASSIGN_OR_RETURN(d.ffn_norm, w.Floats(l.ffn_norm));
@@ -108,7 +113,11 @@ absl::Status BindLayer(const DeviceWeights& w, const LayerDesc& l,
   const MoeWeights& m = l.moe;
   ASSIGN_OR_RETURN(d.moe.router, w.Matrix(m.router));
   for (const ExpertMatrix* e : {&m.gate, &m.up, &m.down}) {
-    RETURN_IF_ERROR(w.Matrix(e->expert(0)).status());
+    if (!cuda::MatMulSupported(e->type)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cuda backend: no device kernel for routed experts of type ",
+          std::string(TraitsOf(e->type).name)));
+    }
   }
   d.moe.gate_type = m.gate.type;
   d.moe.up_type = m.up.type;
@@ -118,8 +127,15 @@ absl::Status BindLayer(const DeviceWeights& w, const LayerDesc& l,
   for (int64_t e = 0; e < m.up.n_expert; ++e) gate_up.push_back(m.up.expert(e).data);
   for (int64_t e = 0; e < m.down.n_expert; ++e) down.push_back(m.down.expert(e).data);
   d.moe.n_expert = static_cast<int>(m.gate.n_expert);
-  ASSIGN_OR_RETURN(d.moe.gate_up_table, PointerTable(w, gate_up, stream));
-  ASSIGN_OR_RETURN(d.moe.down_table, PointerTable(w, down, stream));
+  if (stream_experts) {
+    ASSIGN_OR_RETURN(d.moe.gate_up_table,
+                     cuda::DeviceBuffer::Create(gate_up.size() * sizeof(void*)));
+    ASSIGN_OR_RETURN(d.moe.down_table,
+                     cuda::DeviceBuffer::Create(down.size() * sizeof(void*)));
+  } else {
+    ASSIGN_OR_RETURN(d.moe.gate_up_table, PointerTable(w, gate_up, stream));
+    ASSIGN_OR_RETURN(d.moe.down_table, PointerTable(w, down, stream));
+  }
   if (shared_ff > 0) {
     ASSIGN_OR_RETURN(d.moe.shared_gate_inp, w.Floats(m.shared_gate_inp));
     ASSIGN_OR_RETURN(d.moe.shared_gate, w.Matrix(m.shared_gate));
@@ -138,6 +154,7 @@ class CudaModel final : public Model {
   ~CudaModel() override {
     cuda::SetDevice(device_).IgnoreError();
     for (cuda::Event e : events_) cuda::DestroyEvent(e);
+    if (routed_ != nullptr) cuda::DestroyEvent(routed_);
     cuda::DestroyStream(stream_);
   }
 
@@ -169,7 +186,13 @@ class CudaModel final : public Model {
                          float* v_cache) const;
   absl::Status DeltaNet(const DeviceDeltaNet& d, int64_t n_tok, float* conv,
                         float* ssm) const;
-  absl::Status Moe(const DeviceMoe& m, int64_t n_tok) const;
+  absl::Status Moe(int64_t il, const DeviceMoe& m, int64_t n_tok) const;
+  // Streaming or observing: reads layer il's routing back, tells the
+  // observer, and has the expert stream acquire the routed experts.
+  // `begin` is the batch's group_begin already read back (empty: decode).
+  absl::Status AcquireRouted(int64_t il, int64_t n_tok,
+                             const std::vector<int32_t>& begin) const;
+  absl::Status SharedExpert(const DeviceMoe& m, int64_t n_tok) const;
   absl::Status Project(const DeviceMatrix& w, const float* x, int64_t n_tok,
                        float* y) const;
   // ya = a x and yb = b x. One token and matrices of one type and shape:
@@ -184,6 +207,8 @@ class CudaModel final : public Model {
   int device_;
   Stream stream_ = nullptr;
   std::unique_ptr<DeviceWeights> weights_;
+  // Set when routed experts stream through a slot arena.
+  std::unique_ptr<ExpertStream> experts_;
   std::vector<DeviceLayer> layers_;
   DeviceMatrix token_embd_, output_;
   const float* output_norm_ = nullptr;
@@ -193,6 +218,19 @@ class CudaModel final : public Model {
   mutable std::mutex mu_;
   mutable Workspace ws_;
   mutable int64_t launches_ = 0;
+  // While a segmented decode step is being captured: its state (the
+  // segments go there).
+  mutable DeviceState* capturing_ = nullptr;
+  // Ends the capture of the current decode segment, stores and launches it.
+  absl::Status CutSegment() const;
+  // Whether decode steps stop after each layer's routing for the host.
+  bool Segmented() const {
+    return experts_ != nullptr || options_.routing_observer != nullptr;
+  }
+  // Pinned host copies of a batch's group bounds and of the routing (ids,
+  // then weights), and the event that says they arrived.
+  cuda::PinnedBuffer host_begin_, host_routing_;
+  cuda::Event routed_ = nullptr;
   mutable int64_t launches_per_decode_ = 0;
   uint64_t free_at_start_ = 0;
   // Profiling (options_.profile): events recorded after each section of
@@ -249,15 +287,40 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(
   cuda::PrepareKernels();
   ASSIGN_OR_RETURN(const auto mem, cuda::MemoryInfo());
   m->free_at_start_ = mem.first;
-  ASSIGN_OR_RETURN(m->weights_, DeviceWeights::Upload(files, options.device, m->stream_));
   const ArchDesc& d = m->desc_;
+  const int64_t all_experts = static_cast<int64_t>(d.layers.size()) * d.moe.n_expert;
+  int64_t slots = options.expert_slots;
+  if (slots < 0 && options.expert_arena_fraction > 0) {
+    slots = std::min<int64_t>(
+        all_experts, static_cast<int64_t>(std::ceil(
+                         options.expert_arena_fraction * all_experts - 1e-9)));
+  }
+  const bool stream_experts = slots >= 0;
+  ASSIGN_OR_RETURN(m->weights_, DeviceWeights::Upload(files, options.device,
+                                                      m->stream_, !stream_experts));
   ASSIGN_OR_RETURN(m->token_embd_, m->weights_->Matrix(d.head.token_embd));
   ASSIGN_OR_RETURN(m->output_, m->weights_->Matrix(d.head.output));
   ASSIGN_OR_RETURN(m->output_norm_, m->weights_->Floats(d.head.output_norm));
   m->layers_.resize(d.layers.size());
   for (size_t il = 0; il < d.layers.size(); ++il) {
     RETURN_IF_ERROR(BindLayer(*m->weights_, d.layers[il], d.moe.shared_ff,
-                              m->stream_, m->layers_[il]));
+                              stream_experts, m->stream_, m->layers_[il]));
+  }
+  if (stream_experts) {
+    std::vector<LayerExpertViews> views;
+    std::vector<void*> gate_up, down;
+    for (size_t il = 0; il < d.layers.size(); ++il) {
+      const MoeWeights& w = d.layers[il].moe;
+      views.push_back({w.gate, w.up, w.down});
+      gate_up.push_back(m->layers_[il].moe.gate_up_table.data());
+      down.push_back(m->layers_[il].moe.down_table.data());
+    }
+    ASSIGN_OR_RETURN(m->experts_,
+                     ExpertStream::Create(std::move(views), std::move(gate_up),
+                                          std::move(down),
+                                          {.slots = slots,
+                                           .policy = options.expert_policy},
+                                          m->stream_));
   }
   cuda::AttentionShape& a = m->attn_shape_;
   a.n_head = static_cast<int>(d.attn.n_head);
@@ -285,6 +348,12 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(
         "cuda backend: ssm.conv_kernel ", s.conv_kernel, " exceeds 8"));
   }
   RETURN_IF_ERROR(m->ws_.Allocate(d, Model::kMaxMicroBatch));
+  ASSIGN_OR_RETURN(m->host_begin_,
+                   cuda::PinnedBuffer::Create((d.moe.n_expert + 1) * sizeof(int32_t)));
+  ASSIGN_OR_RETURN(m->host_routing_,
+                   cuda::PinnedBuffer::Create(Model::kMaxMicroBatch *
+                                              d.moe.n_expert_used * 8));
+  ASSIGN_OR_RETURN(m->routed_, cuda::CreateEvent());
   return m;
 }
 
@@ -306,7 +375,8 @@ BackendStats CudaModel::Stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   BackendStats s;
   s.device_memory = {{"dense", weights_->dense_bytes()},
-                     {"experts", weights_->expert_bytes()},
+                     {"experts", experts_ != nullptr ? experts_->arena_bytes()
+                                                     : weights_->expert_bytes()},
                      {"workspace", ws_.bytes()}};
   s.launches_per_decode = launches_per_decode_;
   if (auto mem = cuda::MemoryInfo(); mem.ok() && mem->first < free_at_start_) {
@@ -314,6 +384,7 @@ BackendStats CudaModel::Stats() const {
   }
   s.decode_graph = options_.decode_graph;
   s.profile = profile_ms_;
+  if (experts_ != nullptr) s.experts = experts_->Stats();
   return s;
 }
 
@@ -387,7 +458,45 @@ absl::Status CudaModel::DeltaNet(const DeviceDeltaNet& d, int64_t n_tok,
   return absl::OkStatus();
 }
 
-absl::Status CudaModel::Moe(const DeviceMoe& m, int64_t n_tok) const {
+absl::Status CudaModel::SharedExpert(const DeviceMoe& m, int64_t n_tok) const {
+  Workspace& w = ws_;
+  const MoeConfig& c = desc_.moe;
+  RETURN_IF_ERROR(ProjectPair(m.shared_gate, m.shared_up, m.shared_gate_up_table,
+                              w.xn, n_tok, w.shared_g, w.shared_u));
+  cuda::SwiGlu(w.shared_g, w.shared_u, n_tok * c.shared_ff, stream_);
+  ++launches_;
+  return Project(m.shared_down, w.shared_g, n_tok, w.shared_y);
+}
+
+absl::Status CudaModel::AcquireRouted(int64_t il, int64_t n_tok,
+                                      const std::vector<int32_t>& begin) const {
+  const int k = static_cast<int>(desc_.moe.n_expert_used);
+  const int n_expert = static_cast<int>(desc_.moe.n_expert);
+  const int32_t* ids = host_routing_.as<int32_t>();
+  if (options_.routing_observer != nullptr) {
+    const float* weights = reinterpret_cast<const float*>(ids + n_tok * k);
+    std::vector<Routing> routes(n_tok);
+    for (int64_t t = 0; t < n_tok; ++t) {
+      for (int j = 0; j < k; ++j) {
+        routes[t].expert[j] = ids[t * k + j];
+        routes[t].weight[j] = weights[t * k + j];
+      }
+    }
+    options_.routing_observer->OnRouting(il, k, routes);
+  }
+  if (experts_ == nullptr) return absl::OkStatus();
+  std::vector<int32_t> used;
+  if (begin.empty()) {
+    used.assign(ids, ids + k);  // one token: k distinct experts
+  } else {
+    for (int x = 0; x < n_expert; ++x) {
+      if (begin[x + 1] > begin[x]) used.push_back(x);
+    }
+  }
+  return experts_->Acquire(static_cast<int>(il), used, stream_);
+}
+
+absl::Status CudaModel::Moe(int64_t il, const DeviceMoe& m, int64_t n_tok) const {
   Workspace& w = ws_;
   const MoeConfig& c = desc_.moe;
   const int k = static_cast<int>(c.n_expert_used);
@@ -412,20 +521,53 @@ absl::Status CudaModel::Moe(const DeviceMoe& m, int64_t n_tok) const {
     launches_ += 4;
     Mark("moe.group");
   }
-  // The launch is sized by the largest group: with the real bound (read back
-  // once per block; a batch is not a captured graph) instead of n_tok, a
-  // 512-token batch spread over 256 experts launches ~16x fewer blocks, most
-  // of which would exit at once.
-  int max_entries = static_cast<int>(n_tok);
+  // What the host needs from the routing goes back through pinned memory
+  // while the shared expert computes: a batch's group bounds (its launch is
+  // sized by the largest group: a 512-token batch spread over 256 experts
+  // then launches ~16x fewer blocks), and when streaming or observing the
+  // routed ids (and weights).
+  const bool streaming = experts_ != nullptr;
+  const bool observing = options_.routing_observer != nullptr;
+  const bool need_ids = streaming || observing;
   if (!one) {
-    std::vector<int32_t> begin(n_expert + 1);
-    RETURN_IF_ERROR(cuda::CopyToHost(begin.data(), w.group_begin,
-                                     begin.size() * sizeof(int32_t), stream_));
-    RETURN_IF_ERROR(cuda::Synchronize(stream_));
+    RETURN_IF_ERROR(cuda::CopyToHost(host_begin_.data(), w.group_begin,
+                                     (n_expert + 1) * sizeof(int32_t), stream_));
+  }
+  if (need_ids) {
+    int32_t* ids = host_routing_.as<int32_t>();
+    RETURN_IF_ERROR(cuda::CopyToHost(ids, w.ids, n_tok * k * sizeof(int32_t),
+                                     stream_));
+    if (observing) {
+      RETURN_IF_ERROR(cuda::CopyToHost(ids + n_tok * k, w.weights,
+                                       n_tok * k * sizeof(float), stream_));
+    }
+  }
+  if (!one || need_ids) RETURN_IF_ERROR(cuda::RecordEvent(routed_, stream_));
+  // The shared expert does not depend on the routing: it runs while the
+  // host reads the routing back and misses are copied.
+  if (c.shared_ff > 0) {
+    RETURN_IF_ERROR(SharedExpert(m, n_tok));
+    Mark("moe.shared");
+  }
+  int max_entries = static_cast<int>(n_tok);
+  std::vector<int32_t> begin;
+  // (While capturing, the wait is CutSegment's, after the launch.)
+  if ((!one || need_ids) && capturing_ == nullptr) {
+    RETURN_IF_ERROR(cuda::WaitEvent(routed_));
+  }
+  if (!one) {
+    const int32_t* b = host_begin_.as<int32_t>();
+    begin.assign(b, b + n_expert + 1);
     max_entries = 1;
     for (int x = 0; x < n_expert; ++x) {
       max_entries = std::max(max_entries, begin[x + 1] - begin[x]);
     }
+  }
+  if (need_ids) {
+    if (capturing_ != nullptr) RETURN_IF_ERROR(CutSegment());
+    RETURN_IF_ERROR(AcquireRouted(il, n_tok, begin));
+    Mark("moe.acquire");
+    if (capturing_ != nullptr) RETURN_IF_ERROR(cuda::Graph::BeginCapture(stream_));
   }
   cuda::GroupedMatMul g;
   g.rows = ff;
@@ -476,15 +618,18 @@ absl::Status CudaModel::Moe(const DeviceMoe& m, int64_t n_tok) const {
   launches_ += fuse_gate_up ? 4 : 5;
   Mark("moe.experts");
   if (c.shared_ff == 0) return absl::OkStatus();
-  RETURN_IF_ERROR(ProjectPair(m.shared_gate, m.shared_up, m.shared_gate_up_table,
-                              w.xn, n_tok, w.shared_g, w.shared_u));
-  cuda::SwiGlu(w.shared_g, w.shared_u, n_tok * c.shared_ff, stream_);
-  RETURN_IF_ERROR(Project(m.shared_down, w.shared_g, n_tok, w.shared_y));
   cuda::AddGatedShared(m.shared_gate_inp, w.xn, w.shared_y, n_tok, e, w.y,
                        stream_);
-  launches_ += 2;
-  Mark("moe.shared");
+  ++launches_;
+  Mark("moe.shared_add");
   return absl::OkStatus();
+}
+
+absl::Status CudaModel::CutSegment() const {
+  ASSIGN_OR_RETURN(cuda::Graph g, cuda::Graph::EndCapture(stream_));
+  RETURN_IF_ERROR(g.Launch(stream_));
+  capturing_->decode_segments().push_back(std::move(g));
+  return cuda::WaitEvent(routed_);
 }
 
 absl::Status CudaModel::Mixer(int64_t il, int64_t n_tok,
@@ -515,7 +660,7 @@ absl::Status CudaModel::Enqueue(int64_t n_tok, DeviceState& st,
     cuda::AddRmsNorm(w.x, w.y, n_tok, e, l.ffn_norm, eps, w.xn, stream_);
     launches_ += 2;
     Mark("norms");
-    RETURN_IF_ERROR(Moe(l.moe, n_tok));
+    RETURN_IF_ERROR(Moe(il, l.moe, n_tok));
   }
   if (rows == LogitRows::kNone) {
     return cuda::LastLaunchError("cuda forward");
@@ -552,7 +697,39 @@ absl::Status CudaModel::ForwardImpl(absl::Span<const int32_t> tokens,
                                      n_tok * sizeof(int32_t), stream_));
   RETURN_IF_ERROR(cuda::CopyToDevice(w.pos0, &pos0, sizeof(int32_t), stream_));
   const bool decode = n_tok == 1 && rows == LogitRows::kLast;
-  if (decode && options_.decode_graph) {
+  if (decode && options_.decode_graph && Segmented()) {
+    std::vector<cuda::Graph>& segments = st->decode_segments();
+    if (segments.empty()) {
+      // Captured while it runs: each cut launches the segment so far and
+      // lets the host act on the layer's routing.
+      RETURN_IF_ERROR(cuda::Synchronize(stream_));
+      RETURN_IF_ERROR(cuda::Graph::BeginCapture(stream_));
+      const int64_t before = launches_;
+      capturing_ = st;
+      absl::Status body = Enqueue(1, *st, rows);
+      capturing_ = nullptr;
+      absl::StatusOr<cuda::Graph> last = cuda::Graph::EndCapture(stream_);
+      if (!body.ok()) {
+        segments.clear();
+        return body;
+      }
+      if (!last.ok()) {
+        segments.clear();
+        return last.status();
+      }
+      RETURN_IF_ERROR(last->Launch(stream_));
+      segments.push_back(*std::move(last));
+      launches_per_decode_ = launches_ - before;
+    } else {
+      const int64_t n_layer = static_cast<int64_t>(layers_.size());
+      for (int64_t il = 0; il < n_layer; ++il) {
+        RETURN_IF_ERROR(segments[il].Launch(stream_));
+        RETURN_IF_ERROR(cuda::WaitEvent(routed_));
+        RETURN_IF_ERROR(AcquireRouted(il, 1, {}));
+      }
+      RETURN_IF_ERROR(segments[n_layer].Launch(stream_));
+    }
+  } else if (decode && options_.decode_graph) {
     if (!st->decode_graph().valid()) {
       // The copies above run before the capture starts: the graph holds
       // only the step itself, reading ids_in and pos0 where they are.
@@ -591,7 +768,10 @@ absl::StatusOr<std::unique_ptr<Model>> FromEngine(const ModelFiles& files,
                                                   const EngineOptions& o) {
   return LoadCudaModel(files, {.device = o.device,
                                .decode_graph = !o.profile,
-                               .profile = o.profile});
+                               .profile = o.profile,
+                               .expert_slots = o.experts.slots,
+                               .expert_arena_fraction = o.experts.arena_fraction,
+                               .expert_policy = o.experts.policy});
 }
 
 const bool kRegistered = RegisterBackend(Backend::kCuda, FromEngine);

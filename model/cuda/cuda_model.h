@@ -19,10 +19,12 @@
 #define SLUICE_MODEL_CUDA_CUDA_MODEL_H_
 
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "model/arch.h"
 #include "model/model.h"
+#include "model/moe.h"
 
 namespace sluice {
 
@@ -36,6 +38,16 @@ struct CudaModelOptions {
   // Time each section of the forward pass with events (turns the decode
   // graph off); see BackendStats::profile.
   bool profile = false;
+  // Routed experts through a device slot cache (model/cuda/expert_stream.h)
+  // instead of all resident: slots >= 0, or arena_fraction > 0 (slots =
+  // ceil(fraction x layers x experts)). -1 with no fraction: all resident
+  // (decode as one graph); 0 slots: every expert read in place.
+  int64_t expert_slots = -1;
+  double expert_arena_fraction = 0;
+  std::string expert_policy = "lru";
+  // Sees each layer's routing (read back from the device; costs a
+  // synchronisation per layer, so decode then runs without its graph).
+  RoutingObserver* routing_observer = nullptr;
 };
 
 // Describes the model in `files` and loads it onto the device.

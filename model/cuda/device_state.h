@@ -41,6 +41,10 @@ class DeviceState final : public SequenceState {
 
   const cuda::Graph& decode_graph() const { return decode_graph_; }
   void set_decode_graph(cuda::Graph g) { decode_graph_ = std::move(g); }
+  // A decode step cut where the host must see each layer's routing (expert
+  // streaming): segment i ends with layer i's routing read back, the last
+  // one computes the logits.
+  std::vector<cuda::Graph>& decode_segments() { return decode_segments_; }
 
  private:
   struct Block {
@@ -54,6 +58,7 @@ class DeviceState final : public SequenceState {
   cuda::DeviceBuffer buffer_;
   std::vector<Block> blocks_;
   cuda::Graph decode_graph_;
+  std::vector<cuda::Graph> decode_segments_;
 };
 
 }  // namespace sluice

@@ -10,7 +10,8 @@
 
 namespace sluice {
 absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(
-    const ModelFiles& files, int device, cuda::Stream stream) {
+    const ModelFiles& files, int device, cuda::Stream stream,
+    bool upload_experts) {
   auto w = std::unique_ptr<DeviceWeights>(new DeviceWeights());
   ASSIGN_OR_RETURN(w->platform_, memory::CudaPlatform::Create(device));
   ASSIGN_OR_RETURN(std::vector<memory::DenseTensor> dense,
@@ -18,6 +19,7 @@ absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(
   ASSIGN_OR_RETURN(w->dense_,
                    memory::DenseResidency::Place(*w->platform_, std::move(dense)));
   uint64_t total = 0;
+  if (!upload_experts) return w;
   for (const TensorEntry& t : files.tensors().entries()) {
     if (t.kind != TensorKind::kRoutedExpert) continue;
     w->ranges_.push_back({t.data, t.data + t.n_bytes, total});

@@ -34,9 +34,12 @@ struct DeviceMatrix {
 // only some of them.
 class DeviceWeights {
  public:
-  // RESOURCE_EXHAUSTED names the bytes needed and free.
+  // RESOURCE_EXHAUSTED names the bytes needed and free. With
+  // `upload_experts` false the routed experts stay in the mapping (the
+  // expert stream brings them into slots) and Translate refuses them.
   static absl::StatusOr<std::unique_ptr<DeviceWeights>> Upload(
-      const ModelFiles& files, int device, cuda::Stream stream);
+      const ModelFiles& files, int device, cuda::Stream stream,
+      bool upload_experts = true);
   ~DeviceWeights();
 
   // The device address of a host pointer into an uploaded tensor.

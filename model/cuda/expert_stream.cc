@@ -1,0 +1,303 @@
+#include "model/cuda/expert_stream.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "memory/dense_residency.h"
+
+namespace sluice {
+namespace {
+
+uint64_t PageSize() { return static_cast<uint64_t>(sysconf(_SC_PAGESIZE)); }
+
+const uint8_t* PageDown(const uint8_t* p) {
+  const uint64_t page = PageSize();
+  return reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(p) /
+                                          page * page);
+}
+
+const uint8_t* PageUp(const uint8_t* p) {
+  const uint64_t page = PageSize();
+  return reinterpret_cast<const uint8_t*>(
+      (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ExpertStream>> ExpertStream::Create(
+    std::vector<LayerExpertViews> layers, std::vector<void*> gate_up_tables,
+    std::vector<void*> down_tables, const ExpertStreamOptions& options,
+    cuda::Stream compute) {
+  if (layers.empty() || gate_up_tables.size() != layers.size() ||
+      down_tables.size() != layers.size()) {
+    return absl::InvalidArgumentError(
+        "expert stream: one pair of pointer tables per layer is needed");
+  }
+  auto s = std::unique_ptr<ExpertStream>(new ExpertStream());
+  s->layers_ = std::move(layers);
+  s->gate_up_tables_ = std::move(gate_up_tables);
+  s->down_tables_ = std::move(down_tables);
+  s->n_expert_ = static_cast<int>(s->layers_[0].gate.n_expert);
+  s->policy_ = options.policy;
+  const int n_layer = static_cast<int>(s->layers_.size());
+
+  // Slot classes by slice sizes, in order of first appearance.
+  for (int l = 0; l < n_layer; ++l) {
+    const LayerExpertViews& v = s->layers_[l];
+    if (v.gate.n_expert != s->n_expert_ || v.up.n_expert != s->n_expert_ ||
+        v.down.n_expert != s->n_expert_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "expert stream: layer ", l, " has a different expert count"));
+    }
+    int found = -1;
+    for (size_t c = 0; c < s->classes_.size(); ++c) {
+      const SlotClass& k = s->classes_[c];
+      if (k.gate_bytes == v.gate.slice_bytes && k.up_bytes == v.up.slice_bytes &&
+          k.down_bytes == v.down.slice_bytes) {
+        found = static_cast<int>(c);
+      }
+    }
+    if (found < 0) {
+      SlotClass k;
+      k.gate_bytes = v.gate.slice_bytes;
+      k.up_bytes = v.up.slice_bytes;
+      k.down_bytes = v.down.slice_bytes;
+      k.slot_bytes = memory::AlignUp(k.gate_bytes) + memory::AlignUp(k.up_bytes) +
+                     memory::AlignUp(k.down_bytes);
+      s->classes_.push_back(std::move(k));
+      found = static_cast<int>(s->classes_.size()) - 1;
+    }
+    s->classes_[found].layers.push_back(l);
+    s->class_of_.push_back(found);
+  }
+
+  // Slots per class in proportion to its layers; at most one per expert.
+  const int64_t all = static_cast<int64_t>(n_layer) * s->n_expert_;
+  const int64_t want = std::clamp<int64_t>(options.slots, 0, all);
+  int64_t given = 0;
+  std::vector<int64_t> per_class(s->classes_.size());
+  for (size_t c = 0; c < s->classes_.size(); ++c) {
+    per_class[c] = want * static_cast<int64_t>(s->classes_[c].layers.size()) / n_layer;
+    given += per_class[c];
+  }
+  for (size_t c = 0; given < want; c = (c + 1) % per_class.size()) {
+    const int64_t cap = static_cast<int64_t>(s->classes_[c].layers.size()) * s->n_expert_;
+    if (per_class[c] < cap) {
+      ++per_class[c];
+      ++given;
+    }
+  }
+  s->total_slots_ = want;
+  uint64_t arena_bytes = 0;
+  for (size_t c = 0; c < s->classes_.size(); ++c) {
+    arena_bytes += per_class[c] * s->classes_[c].slot_bytes;
+  }
+  ASSIGN_OR_RETURN(const auto mem, cuda::MemoryInfo());
+  if (arena_bytes > mem.first) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "expert stream: an arena of ", want, " slots needs ", arena_bytes,
+        " bytes of device memory; ", mem.first, " are free"));
+  }
+  for (size_t c = 0; c < s->classes_.size(); ++c) {
+    SlotClass& k = s->classes_[c];
+    ASSIGN_OR_RETURN(std::unique_ptr<memory::EvictionPolicy> policy,
+                     memory::MakePolicy(options.policy));
+    memory::SlotCacheOptions o;
+    o.n_layer = n_layer;
+    o.n_expert = s->n_expert_;
+    o.n_slots = static_cast<int32_t>(per_class[c]);
+    o.slice_bytes = k.gate_bytes + k.up_bytes + k.down_bytes;
+    ASSIGN_OR_RETURN(k.cache, memory::SlotCache::Create(o, std::move(policy)));
+    if (per_class[c] > 0) {
+      ASSIGN_OR_RETURN(k.arena,
+                       cuda::DeviceBuffer::Create(per_class[c] * k.slot_bytes));
+    }
+  }
+
+  // Register the expert tensors' pages once, in merged windows (tensors of
+  // one shard that share a page or touch merge).
+  std::vector<std::pair<const uint8_t*, const uint8_t*>> spans;
+  for (const LayerExpertViews& v : s->layers_) {
+    for (const ExpertMatrix* m : {&v.gate, &v.up, &v.down}) {
+      spans.push_back({PageDown(m->data),
+                       PageUp(m->data + m->slice_bytes * m->n_expert)});
+    }
+  }
+  std::sort(spans.begin(), spans.end());
+  for (const auto& [b, e] : spans) {
+    if (!s->windows_.empty() && b <= s->windows_.back().end) {
+      s->windows_.back().end = std::max(s->windows_.back().end, e);
+    } else {
+      s->windows_.push_back({b, e, nullptr});
+    }
+  }
+  for (size_t i = 0; i < s->windows_.size(); ++i) {
+    Window& w = s->windows_[i];
+    absl::Status reg = cuda::HostRegister(w.begin, w.end - w.begin, true);
+    if (!reg.ok()) {
+      s->windows_.resize(i);  // only those registered are unregistered
+      return absl::Status(reg.code(), absl::StrCat(
+          "expert stream: registering ", w.end - w.begin,
+          " bytes of expert weights with the driver failed (", reg.message(),
+          "); the experts must fit in host RAM for streaming"));
+    }
+    ASSIGN_OR_RETURN(void* d, cuda::DevicePointerOf(w.begin));
+    w.device = static_cast<const uint8_t*>(d);
+  }
+
+  ASSIGN_OR_RETURN(s->mirror_,
+                   cuda::PinnedBuffer::Create(static_cast<uint64_t>(n_layer) * 3 *
+                                              s->n_expert_ * sizeof(void*)));
+  for (int l = 0; l < n_layer; ++l) {
+    for (int32_t e = 0; e < s->n_expert_; ++e) s->PointAtHost(l, e);
+    RETURN_IF_ERROR(cuda::CopyToDevice(s->gate_up_tables_[l], s->mirror(l),
+                                       2 * s->n_expert_ * sizeof(void*), compute));
+    RETURN_IF_ERROR(cuda::CopyToDevice(s->down_tables_[l],
+                                       s->mirror(l) + 2 * s->n_expert_,
+                                       s->n_expert_ * sizeof(void*), compute));
+  }
+  RETURN_IF_ERROR(cuda::Synchronize(compute));
+  // Demand copies go ahead of any other work on the device.
+  ASSIGN_OR_RETURN(s->copy_, cuda::CreateStream(/*priority=*/-1));
+  ASSIGN_OR_RETURN(s->copied_, cuda::CreateEvent());
+  return s;
+}
+
+ExpertStream::~ExpertStream() {
+  if (copy_ != nullptr) {
+    cuda::Synchronize(copy_).IgnoreError();
+    cuda::DestroyStream(copy_);
+  }
+  if (copied_ != nullptr) cuda::DestroyEvent(copied_);
+  for (const Window& w : windows_) cuda::HostUnregister(w.begin).IgnoreError();
+}
+
+const void* ExpertStream::Mapped(const uint8_t* host) const {
+  auto it = std::upper_bound(
+      windows_.begin(), windows_.end(), host,
+      [](const uint8_t* p, const Window& w) { return p < w.begin; });
+  // Create registered a window around every expert byte.
+  --it;
+  return it->device + (host - it->begin);
+}
+
+void ExpertStream::PointAtHost(int layer, int32_t expert) {
+  const LayerExpertViews& v = layers_[layer];
+  const void** t = mirror(layer);
+  t[expert] = Mapped(v.gate.expert(expert).data);
+  t[n_expert_ + expert] = Mapped(v.up.expert(expert).data);
+  t[2 * n_expert_ + expert] = Mapped(v.down.expert(expert).data);
+}
+
+void ExpertStream::PointAtSlot(int layer, int32_t expert, const SlotClass& c,
+                               int32_t slot) {
+  auto* base = static_cast<uint8_t*>(SlotAddress(c, slot));
+  const void** t = mirror(layer);
+  t[expert] = base;
+  t[n_expert_ + expert] = base + memory::AlignUp(c.gate_bytes);
+  t[2 * n_expert_ + expert] =
+      base + memory::AlignUp(c.gate_bytes) + memory::AlignUp(c.up_bytes);
+}
+
+absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> experts,
+                                   cuda::Stream compute) {
+  SlotClass& c = classes_[class_of_[layer]];
+  c.cache->BeginStep();
+  ASSIGN_OR_RETURN(std::vector<memory::SlotAssignment> got,
+                   c.cache->Acquire(layer, experts));
+  // Layers whose mirror changed (an eviction may touch another layer).
+  std::vector<int> dirty;
+  const auto mark = [&](int l) {
+    if (std::find(dirty.begin(), dirty.end(), l) == dirty.end()) dirty.push_back(l);
+  };
+  bool copied = false;
+  const LayerExpertViews& v = layers_[layer];
+  for (size_t i = 0; i < got.size(); ++i) {
+    const memory::SlotAssignment& a = got[i];
+    const int32_t e = experts[i];
+    if (a.kind == memory::SlotAssignment::kMiss) {
+      if (a.evicted) {
+        PointAtHost(a.evicted_key.layer, a.evicted_key.expert);
+        mark(a.evicted_key.layer);
+      }
+      auto* slot = static_cast<uint8_t*>(SlotAddress(c, a.slot));
+      RETURN_IF_ERROR(cuda::CopyToDevice(slot, v.gate.expert(e).data,
+                                         c.gate_bytes, copy_));
+      slot += memory::AlignUp(c.gate_bytes);
+      RETURN_IF_ERROR(cuda::CopyToDevice(slot, v.up.expert(e).data,
+                                         c.up_bytes, copy_));
+      slot += memory::AlignUp(c.up_bytes);
+      RETURN_IF_ERROR(cuda::CopyToDevice(slot, v.down.expert(e).data,
+                                         c.down_bytes, copy_));
+      PointAtSlot(layer, e, c, a.slot);
+      mark(layer);
+      copied = true;
+      c.cache->RecordBytes(memory::Tier::kHost,
+                           c.gate_bytes + c.up_bytes + c.down_bytes);
+    } else if (a.kind == memory::SlotAssignment::kForced) {
+      // Read in place through the mapped window (the table already points
+      // there): the bytes still cross the bus once.
+      c.cache->RecordBytes(memory::Tier::kHost,
+                           c.gate_bytes + c.up_bytes + c.down_bytes);
+    }
+  }
+  if (copied) {
+    RETURN_IF_ERROR(cuda::RecordEvent(copied_, copy_));
+    RETURN_IF_ERROR(cuda::StreamWaitEvent(compute, copied_));
+  }
+  for (int l : dirty) {
+    RETURN_IF_ERROR(cuda::CopyToDevice(gate_up_tables_[l], mirror(l),
+                                       2 * n_expert_ * sizeof(void*), compute));
+    RETURN_IF_ERROR(cuda::CopyToDevice(down_tables_[l], mirror(l) + 2 * n_expert_,
+                                       n_expert_ * sizeof(void*), compute));
+  }
+  return absl::OkStatus();
+}
+
+uint64_t ExpertStream::arena_bytes() const {
+  uint64_t b = 0;
+  for (const SlotClass& c : classes_) b += c.arena.bytes();
+  return b;
+}
+
+ExpertStreamStats ExpertStream::Stats() const {
+  ExpertStreamStats s;
+  s.streaming = true;
+  s.policy = policy_;
+  s.slots = total_slots_;
+  s.experts = static_cast<int64_t>(layers_.size()) * n_expert_;
+  s.arena_bytes = arena_bytes();
+  for (const Window& w : windows_) s.host_tier_bytes += w.end - w.begin;
+  memory::SlotCacheCounters& t = s.counters;
+  t.layer_lookups.assign(layers_.size(), 0);
+  t.layer_hits.assign(layers_.size(), 0);
+  for (const SlotClass& c : classes_) {
+    s.slot_bytes = std::max(s.slot_bytes, c.slot_bytes);
+    const memory::SlotCacheCounters k = c.cache->Snapshot();
+    t.lookups += k.lookups;
+    t.hits += k.hits;
+    t.misses += k.misses;
+    t.evictions += k.evictions;
+    t.exhausted += k.exhausted;
+    t.forced += k.forced;
+    t.prefetches_issued += k.prefetches_issued;
+    t.prefetches_useful += k.prefetches_useful;
+    t.prefetches_late += k.prefetches_late;
+    t.bytes_filled += k.bytes_filled;
+    t.bytes_forced += k.bytes_forced;
+    for (int i = 0; i < memory::kTierCount; ++i) {
+      t.bytes_by_tier[i] += k.bytes_by_tier[i];
+    }
+    for (size_t l = 0; l < k.layer_lookups.size() && l < layers_.size(); ++l) {
+      t.layer_lookups[l] += k.layer_lookups[l];
+      t.layer_hits[l] += k.layer_hits[l];
+    }
+  }
+  return s;
+}
+
+}  // namespace sluice
