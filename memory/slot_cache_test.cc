@@ -1,0 +1,474 @@
+#include "memory/slot_cache.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace sluice::memory {
+namespace {
+
+using Kind = SlotAssignment::Kind;
+
+std::unique_ptr<SlotCache> MakeCache(int32_t n_layer, int32_t n_expert,
+                                     int32_t n_slots,
+                                     std::unique_ptr<EvictionPolicy> policy,
+                                     uint64_t slice_bytes = 100) {
+  auto c = SlotCache::Create({n_layer, n_expert, n_slots, slice_bytes},
+                             std::move(policy));
+  EXPECT_TRUE(c.ok()) << c.status();
+  return std::move(*c);
+}
+
+// One step of one expert: BeginStep, Acquire, Release.
+SlotAssignment Touch(SlotCache& c, int32_t layer, int32_t expert) {
+  c.BeginStep();
+  auto got = c.Acquire(layer, {expert});
+  EXPECT_TRUE(got.ok()) << got.status();
+  c.Release();
+  return got.ok() ? (*got)[0] : SlotAssignment{};
+}
+
+// The experts resident in layer 0, by slot.
+std::vector<int32_t> Residents(const SlotCache& c) {
+  std::vector<int32_t> r;
+  for (int32_t s = 0; s < c.options().n_slots; ++s) {
+    auto k = c.SlotKey(s);
+    r.push_back(k ? k->expert : -1);
+  }
+  return r;
+}
+
+TEST(SlotCacheTest, CreateRejectsBadOptions) {
+  EXPECT_EQ(SlotCache::Create({0, 4, 2, 1}, MakeLruPolicy()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SlotCache::Create({1, 0, 2, 1}, MakeLruPolicy()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto neg = SlotCache::Create({1, 4, -1, 1}, MakeLruPolicy());
+  EXPECT_EQ(neg.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(neg.status().message().find("n_slots"), std::string::npos);
+  EXPECT_EQ(SlotCache::Create({1, 4, 2, 1}, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(SlotCacheTest, MakePolicyByName) {
+  auto lru = MakePolicy("lru");
+  ASSERT_TRUE(lru.ok());
+  EXPECT_EQ((*lru)->Name(), "lru");
+  auto lfu = MakePolicy("lfu");
+  ASSERT_TRUE(lfu.ok());
+  EXPECT_EQ((*lfu)->Name(), "lfu");
+  auto bad = MakePolicy("fifo");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("fifo"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("lru, lfu"), std::string::npos);
+  EXPECT_EQ(MakePolicy("belady").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(SlotCacheTest, LruEvictsLeastRecentlyUsed) {
+  auto c = MakeCache(1, 8, 3, MakeLruPolicy());
+  EXPECT_EQ(Touch(*c, 0, 1).kind, Kind::kMiss);  // slot 0
+  EXPECT_EQ(Touch(*c, 0, 2).kind, Kind::kMiss);  // slot 1
+  EXPECT_EQ(Touch(*c, 0, 3).kind, Kind::kMiss);  // slot 2
+  EXPECT_EQ(Residents(*c), (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(Touch(*c, 0, 1).kind, Kind::kHit);  // recency: 2, 3, 1
+  SlotAssignment a = Touch(*c, 0, 4);           // evicts 2
+  EXPECT_EQ(a.kind, Kind::kMiss);
+  EXPECT_TRUE(a.evicted);
+  EXPECT_EQ(a.evicted_key, (ExpertKey{0, 2}));
+  EXPECT_EQ(a.slot, 1);
+  a = Touch(*c, 0, 5);  // recency 3, 1, 4: evicts 3
+  EXPECT_EQ(a.evicted_key, (ExpertKey{0, 3}));
+  a = Touch(*c, 0, 2);  // recency 1, 4, 5: evicts 1
+  EXPECT_EQ(a.evicted_key, (ExpertKey{0, 1}));
+  EXPECT_EQ(Residents(*c), (std::vector<int32_t>{2, 4, 5}));
+  EXPECT_EQ(c->Snapshot().evictions, 3u);
+  EXPECT_EQ(c->policy_name(), "lru");
+}
+
+TEST(SlotCacheTest, LfuKeepsTheFrequentExpertThatLruWouldEvict) {
+  // 1 is used three times, then 2 and 3 once each; a new expert must evict
+  // 2 (lowest score, 1 is frequent), where LRU evicts 1.
+  for (bool lfu : {true, false}) {
+    auto c = MakeCache(1, 8, 3, lfu ? MakeDecayedLfuPolicy(1000) : MakeLruPolicy());
+    Touch(*c, 0, 1);
+    Touch(*c, 0, 1);
+    Touch(*c, 0, 1);
+    Touch(*c, 0, 2);
+    Touch(*c, 0, 3);
+    SlotAssignment a = Touch(*c, 0, 4);
+    EXPECT_EQ(a.evicted_key, (ExpertKey{0, lfu ? 2 : 1})) << "lfu=" << lfu;
+  }
+}
+
+TEST(SlotCacheTest, LfuTiesGoToTheLeastRecent) {
+  // With a half-life of 1e30 accesses every access is worth exactly 1.0 in
+  // double precision: 5 (accesses 0, 3) and 6 (1, 2) tie at 2; 6 is the
+  // less recent, so it goes although 5 sits in the lower slot.
+  auto c = MakeCache(1, 8, 2, MakeDecayedLfuPolicy(1e30));
+  Touch(*c, 0, 5);
+  Touch(*c, 0, 6);
+  Touch(*c, 0, 6);
+  Touch(*c, 0, 5);
+  EXPECT_EQ(Touch(*c, 0, 7).evicted_key, (ExpertKey{0, 6}));
+}
+
+TEST(SlotCacheTest, LfuWithShortHalfLifeActsLikeLru) {
+  // With a half-life of one access, one recent access outweighs three old
+  // ones: 1 (used thrice, long ago) goes before 3 (used once, last).
+  auto c = MakeCache(1, 8, 3, MakeDecayedLfuPolicy(1.0));
+  Touch(*c, 0, 1);
+  Touch(*c, 0, 1);
+  Touch(*c, 0, 1);
+  Touch(*c, 0, 2);
+  Touch(*c, 0, 3);
+  EXPECT_EQ(Touch(*c, 0, 4).evicted_key, (ExpertKey{0, 1}));
+}
+
+TEST(SlotCacheTest, LfuScoreDecaysSoOldFrequencyFades) {
+  // Half-life 2, scores scaled to access 0: expert 1 used at 0, 1, 2 scores
+  // 1 + 2^0.5 + 2 = 4.41. A single later use at t scores 2^(t/2): 2.83 at 3
+  // and 4 at 4 (below 1's, so those fillers go), 5.66 at 5 (above: now 1
+  // goes).
+  auto c = MakeCache(1, 16, 2, MakeDecayedLfuPolicy(2.0));
+  Touch(*c, 0, 1);
+  Touch(*c, 0, 1);
+  Touch(*c, 0, 1);
+  EXPECT_FALSE(Touch(*c, 0, 10).evicted);  // access 3, free slot
+  EXPECT_EQ(Touch(*c, 0, 11).evicted_key, (ExpertKey{0, 10}));
+  EXPECT_EQ(Touch(*c, 0, 12).evicted_key, (ExpertKey{0, 11}));
+  EXPECT_EQ(Touch(*c, 0, 13).evicted_key, (ExpertKey{0, 1}));
+}
+
+TEST(SlotCacheTest, BeladyEvictsTheKeyUsedFurthestAhead) {
+  // Accesses 1 2 3 1 2 3 (numbered 0..5) over two slots.
+  std::vector<int32_t> seq = {1, 2, 3, 1, 2, 3};
+  std::vector<ExpertKey> future;
+  for (int32_t e : seq) future.push_back({0, e});
+  auto c = MakeCache(1, 8, 2, MakeBeladyPolicy(future));
+  std::vector<Kind> kinds;
+  for (int32_t e : seq) kinds.push_back(Touch(*c, 0, e).kind);
+  // 1 m, 2 m, 3 m (evicts 2: its next use, 4, is after 1's, 3), 1 h,
+  // 2 m (evicts 1, never used again), 3 h.
+  EXPECT_EQ(kinds, (std::vector<Kind>{Kind::kMiss, Kind::kMiss, Kind::kMiss,
+                                      Kind::kHit, Kind::kMiss, Kind::kHit}));
+  EXPECT_EQ(c->Snapshot().hits, 2u);
+  EXPECT_EQ(c->policy_name(), "belady");
+}
+
+TEST(SlotCacheTest, BeladyBeatsLruOnACycleLongerThanTheCache) {
+  // Cycle of 4 over 3 slots: LRU always misses; MIN hits.
+  std::vector<ExpertKey> future;
+  for (int r = 0; r < 10; ++r) {
+    for (int32_t e = 0; e < 4; ++e) future.push_back({0, e});
+  }
+  auto lru = MakeCache(1, 4, 3, MakeLruPolicy());
+  auto min = MakeCache(1, 4, 3, MakeBeladyPolicy(future));
+  for (const ExpertKey& k : future) {
+    Touch(*lru, k.layer, k.expert);
+    Touch(*min, k.layer, k.expert);
+  }
+  EXPECT_EQ(lru->Snapshot().hits, 0u);
+  // MIN: 4 cold misses, then one miss in every 3 accesses (12 of 36), so
+  // 24 hits of 40 (checked against a hand simulation of MIN).
+  EXPECT_EQ(min->Snapshot().hits, 24u);
+}
+
+TEST(SlotCacheTest, ProtectedSlotsAreNeverEvicted) {
+  auto c = MakeCache(1, 8, 2, MakeLruPolicy());
+  c->BeginStep();
+  ASSERT_TRUE(c->Acquire(0, {1, 2}).ok());
+  // Same step: both slots protected, so 3 is forced, not evicting 1 or 2.
+  auto got = c->Acquire(0, {3});
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ((*got)[0].kind, Kind::kForced);
+  EXPECT_EQ((*got)[0].slot, -1);
+  EXPECT_EQ(Residents(*c), (std::vector<int32_t>{1, 2}));
+  c->Release();
+  // After Release the least recent (1) is evictable again.
+  EXPECT_EQ(Touch(*c, 0, 3).evicted_key, (ExpertKey{0, 1}));
+}
+
+TEST(SlotCacheTest, HitsOfTheCallAreProtectedBeforeMissesChooseVictims) {
+  // 1 is the LRU slot, but it is a hit of this call: the miss (3) must
+  // evict 2 even though 3 comes first in the call.
+  auto c = MakeCache(1, 8, 2, MakeLruPolicy());
+  Touch(*c, 0, 1);
+  Touch(*c, 0, 2);
+  c->BeginStep();
+  auto got = c->Acquire(0, {3, 1});
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ((*got)[0].kind, Kind::kMiss);
+  EXPECT_EQ((*got)[0].evicted_key, (ExpertKey{0, 2}));
+  EXPECT_EQ((*got)[1].kind, Kind::kHit);
+  EXPECT_EQ((*got)[1].slot, 0);
+}
+
+TEST(SlotCacheTest, MoreExpertsThanSlotsForcesTheExtraOnesAndCountsOnce) {
+  auto c = MakeCache(2, 8, 3, MakeLruPolicy(), /*slice_bytes=*/10);
+  c->BeginStep();
+  auto got = c->Acquire(1, {7, 6, 5, 4, 3});
+  ASSERT_TRUE(got.ok());
+  std::vector<Kind> kinds;
+  for (const auto& a : *got) kinds.push_back(a.kind);
+  EXPECT_EQ(kinds, (std::vector<Kind>{Kind::kMiss, Kind::kMiss, Kind::kMiss,
+                                      Kind::kForced, Kind::kForced}));
+  SlotCacheCounters n = c->Snapshot();
+  EXPECT_EQ(n.exhausted, 1u);
+  EXPECT_EQ(n.forced, 2u);
+  EXPECT_EQ(n.misses, 5u);
+  EXPECT_EQ(n.evictions, 0u);
+  EXPECT_EQ(n.bytes_filled, 30u);
+  EXPECT_EQ(n.bytes_forced, 20u);
+}
+
+TEST(SlotCacheTest, CapacityZeroForcesEveryMiss) {
+  auto c = MakeCache(1, 4, 0, MakeLruPolicy(), 8);
+  c->BeginStep();
+  auto got = c->Acquire(0, {0, 1});
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ((*got)[0].kind, Kind::kForced);
+  EXPECT_EQ((*got)[1].kind, Kind::kForced);
+  EXPECT_EQ(Touch(*c, 0, 0).kind, Kind::kForced);
+  SlotCacheCounters n = c->Snapshot();
+  EXPECT_EQ(n.lookups, 3u);
+  EXPECT_EQ(n.hits, 0u);
+  EXPECT_EQ(n.exhausted, 2u);
+  EXPECT_EQ(n.bytes_forced, 24u);
+  EXPECT_EQ(n.bytes_filled, 0u);
+  auto p = c->Prefetch({0, 1});
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->kind, Kind::kNone);
+  EXPECT_EQ(c->SlotKey(0), std::nullopt);
+}
+
+TEST(SlotCacheTest, CapacityOneAlternates) {
+  auto c = MakeCache(1, 4, 1, MakeLruPolicy());
+  EXPECT_EQ(Touch(*c, 0, 0).kind, Kind::kMiss);
+  EXPECT_EQ(Touch(*c, 0, 0).kind, Kind::kHit);
+  SlotAssignment a = Touch(*c, 0, 1);
+  EXPECT_EQ(a.kind, Kind::kMiss);
+  EXPECT_EQ(a.slot, 0);
+  EXPECT_EQ(a.evicted_key, (ExpertKey{0, 0}));
+  c->BeginStep();
+  auto got = c->Acquire(0, {2, 3});
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ((*got)[0].kind, Kind::kMiss);
+  EXPECT_EQ((*got)[1].kind, Kind::kForced);
+  EXPECT_EQ(c->Peek({0, 2}), 0);
+  EXPECT_EQ(c->Peek({0, 1}), std::nullopt);
+}
+
+TEST(SlotCacheTest, InvalidArgumentsLeaveEverythingUntouched) {
+  auto c = MakeCache(2, 4, 2, MakeLruPolicy());
+  Touch(*c, 0, 1);
+  const SlotCacheCounters before = c->Snapshot();
+  c->BeginStep();
+  EXPECT_EQ(c->Acquire(2, {0}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c->Acquire(-1, {0}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto out_of_range = c->Acquire(0, {2, 4});
+  EXPECT_EQ(out_of_range.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(out_of_range.status().message().find("expert 4"),
+            std::string::npos);
+  auto repeated = c->Acquire(0, {3, 1, 3});
+  EXPECT_EQ(repeated.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(repeated.status().message().find("repeated"), std::string::npos);
+  EXPECT_EQ(c->Prefetch({0, 9}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  const SlotCacheCounters after = c->Snapshot();
+  EXPECT_EQ(after.lookups, before.lookups);
+  EXPECT_EQ(after.hits, before.hits);
+  EXPECT_EQ(after.misses, before.misses);
+  EXPECT_EQ(after.prefetches_issued, 0u);
+  EXPECT_EQ(after.layer_lookups, before.layer_lookups);
+  // Nothing was placed: only expert 1 is resident, and 2 (first in the
+  // failed call) was not.
+  EXPECT_EQ(Residents(*c), (std::vector<int32_t>{1, -1}));
+}
+
+TEST(SlotCacheTest, PrefetchIssuedUsefulLate) {
+  auto c = MakeCache(2, 8, 3, MakeLruPolicy(), 50);
+  auto p = c->Prefetch({1, 5});
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->kind, Kind::kMiss);
+  EXPECT_EQ(p->slot, 0);
+  // Already resident: nothing counted.
+  EXPECT_EQ(c->Prefetch({1, 5})->kind, Kind::kNone);
+  // Demanded while in flight: a hit that is pending, useful and late.
+  c->BeginStep();
+  auto got = c->Acquire(1, {5});
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ((*got)[0].kind, Kind::kHit);
+  EXPECT_TRUE((*got)[0].pending);
+  c->Release();
+  c->CompletePrefetch({1, 5});
+  // A second prefetch, completed before demand: useful, not late.
+  ASSERT_EQ(c->Prefetch({1, 6})->kind, Kind::kMiss);
+  c->CompletePrefetch({1, 6});
+  SlotAssignment a = Touch(*c, 1, 6);
+  EXPECT_EQ(a.kind, Kind::kHit);
+  EXPECT_FALSE(a.pending);
+  // A third, never demanded: issued only. A second demand of 6 does not
+  // count it useful twice.
+  ASSERT_EQ(c->Prefetch({0, 0})->kind, Kind::kMiss);
+  Touch(*c, 1, 6);
+  SlotCacheCounters n = c->Snapshot();
+  EXPECT_EQ(n.prefetches_issued, 3u);
+  EXPECT_EQ(n.prefetches_useful, 2u);
+  EXPECT_EQ(n.prefetches_late, 1u);
+  EXPECT_EQ(n.hits, 3u);
+  EXPECT_EQ(n.lookups, 3u);
+  EXPECT_EQ(n.bytes_filled, 150u);
+  EXPECT_DOUBLE_EQ(n.prefetch_accuracy(), 2.0 / 3.0);
+}
+
+TEST(SlotCacheTest, PrefetchInFlightIsProtectedUntilCompleted) {
+  auto c = MakeCache(1, 8, 1, MakeLruPolicy());
+  ASSERT_EQ(c->Prefetch({0, 3})->kind, Kind::kMiss);
+  // The only slot is in flight: a demand miss is forced, not evicting it.
+  EXPECT_EQ(Touch(*c, 0, 4).kind, Kind::kForced);
+  EXPECT_EQ(c->Prefetch({0, 5})->kind, Kind::kNone);
+  c->CompletePrefetch({0, 3});
+  c->CompletePrefetch({0, 3});  // twice: a no-op
+  SlotAssignment a = Touch(*c, 0, 4);
+  EXPECT_EQ(a.kind, Kind::kMiss);
+  EXPECT_EQ(a.evicted_key, (ExpertKey{0, 3}));
+  SlotCacheCounters n = c->Snapshot();
+  EXPECT_EQ(n.prefetches_issued, 1u);
+  EXPECT_EQ(n.prefetches_useful, 0u);
+}
+
+TEST(SlotCacheTest, PerLayerCounters) {
+  auto c = MakeCache(3, 4, 8, MakeLruPolicy());
+  Touch(*c, 0, 1);
+  Touch(*c, 0, 1);
+  Touch(*c, 2, 1);
+  c->BeginStep();
+  ASSERT_TRUE(c->Acquire(2, {1, 2, 3}).ok());
+  SlotCacheCounters n = c->Snapshot();
+  EXPECT_EQ(n.layer_lookups, (std::vector<uint64_t>{2, 0, 4}));
+  EXPECT_EQ(n.layer_hits, (std::vector<uint64_t>{1, 0, 1}));
+  EXPECT_DOUBLE_EQ(n.layer_hit_rate(0), 0.5);
+  EXPECT_DOUBLE_EQ(n.layer_hit_rate(1), 0.0);
+  EXPECT_DOUBLE_EQ(n.layer_hit_rate(2), 0.25);
+}
+
+TEST(SlotCacheTest, RecordBytesByTier) {
+  auto c = MakeCache(1, 4, 1, MakeLruPolicy());
+  c->RecordBytes(Tier::kHost, 7);
+  c->RecordBytes(Tier::kDisk, 5);
+  c->RecordBytes(Tier::kHost, 3);
+  SlotCacheCounters n = c->Snapshot();
+  EXPECT_EQ(n.bytes_by_tier[static_cast<int>(Tier::kHost)], 10u);
+  EXPECT_EQ(n.bytes_by_tier[static_cast<int>(Tier::kDisk)], 5u);
+}
+
+TEST(SlotCacheTest, MinusOfTwoSnapshots) {
+  auto c = MakeCache(2, 8, 2, MakeLruPolicy(), 4);
+  Touch(*c, 0, 1);
+  Touch(*c, 1, 1);
+  const SlotCacheCounters a = c->Snapshot();
+  Touch(*c, 0, 1);                // hit
+  Touch(*c, 1, 2);                // miss, evicts
+  c->RecordBytes(Tier::kDisk, 4);
+  const SlotCacheCounters d = c->Snapshot().Minus(a);
+  EXPECT_EQ(d.lookups, 2u);
+  EXPECT_EQ(d.hits, 1u);
+  EXPECT_EQ(d.misses, 1u);
+  EXPECT_EQ(d.evictions, 1u);
+  EXPECT_EQ(d.bytes_filled, 4u);
+  EXPECT_EQ(d.bytes_by_tier[static_cast<int>(Tier::kDisk)], 4u);
+  EXPECT_EQ(d.layer_lookups, (std::vector<uint64_t>{1, 1}));
+  EXPECT_EQ(d.layer_hits, (std::vector<uint64_t>{1, 0}));
+  EXPECT_DOUBLE_EQ(d.hit_rate(), 0.5);
+}
+
+// Random steps against every policy: the counter identities hold and the
+// slot table agrees with Peek after every call.
+TEST(SlotCacheTest, CounterIdentitiesOnRandomSteps) {
+  constexpr int32_t kLayers = 4, kExperts = 16, kSlots = 10, kK = 4;
+  std::mt19937 rng(7);
+  std::vector<std::vector<int32_t>> calls;
+  std::vector<int32_t> layers;
+  std::vector<ExpertKey> future;
+  for (int i = 0; i < 2000; ++i) {
+    const int32_t layer = rng() % kLayers;
+    std::vector<int32_t> e;
+    while (static_cast<int>(e.size()) < 1 + static_cast<int>(rng() % kK)) {
+      const int32_t x = rng() % kExperts;
+      if (std::find(e.begin(), e.end(), x) == e.end()) e.push_back(x);
+    }
+    for (int32_t x : e) future.push_back({layer, x});
+    layers.push_back(layer);
+    calls.push_back(e);
+  }
+  std::vector<std::unique_ptr<EvictionPolicy>> policies;
+  policies.push_back(MakeLruPolicy());
+  policies.push_back(MakeDecayedLfuPolicy(50));
+  policies.push_back(MakeBeladyPolicy(future));
+  for (auto& policy : policies) {
+    const std::string name = policy->Name();
+    auto c = MakeCache(kLayers, kExperts, kSlots, std::move(policy), 3);
+    uint64_t filled = 0, forced = 0;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      c->BeginStep();
+      auto got = c->Acquire(layers[i], calls[i]);
+      ASSERT_TRUE(got.ok());
+      for (size_t j = 0; j < got->size(); ++j) {
+        const SlotAssignment& a = (*got)[j];
+        if (a.kind == Kind::kForced) {
+          ++forced;
+          continue;
+        }
+        if (a.kind == Kind::kMiss) ++filled;
+        ASSERT_EQ(c->Peek({layers[i], calls[i][j]}), a.slot) << name;
+      }
+      if (i % 3 == 0) c->Release();
+    }
+    SlotCacheCounters n = c->Snapshot();
+    EXPECT_EQ(n.hits + n.misses, n.lookups) << name;
+    EXPECT_EQ(n.lookups, future.size()) << name;
+    EXPECT_EQ(n.forced, forced) << name;
+    EXPECT_EQ(n.bytes_filled, filled * 3) << name;
+    EXPECT_EQ(n.bytes_forced, forced * 3) << name;
+    EXPECT_EQ(n.evictions, filled - kSlots) << name;
+    uint64_t layer_sum = 0;
+    for (uint64_t l : n.layer_lookups) layer_sum += l;
+    EXPECT_EQ(layer_sum, n.lookups) << name;
+    // Every occupied slot's key maps back to it.
+    for (int32_t s = 0; s < kSlots; ++s) {
+      auto k = c->SlotKey(s);
+      ASSERT_TRUE(k.has_value()) << name;
+      EXPECT_EQ(c->Peek(*k), s) << name;
+    }
+  }
+}
+
+// 10^5 slots and mostly misses: a linear victim scan would take minutes,
+// the list/sets take well under a second.
+TEST(SlotCacheTest, ManySlotsStayCheap) {
+  constexpr int32_t kLayers = 1000, kExperts = 256, kSlots = 100000;
+  for (const char* name : {"lru", "lfu"}) {
+    auto policy = MakePolicy(name);
+    ASSERT_TRUE(policy.ok());
+    auto c = MakeCache(kLayers, kExperts, kSlots, std::move(*policy));
+    std::mt19937 rng(1);
+    for (int i = 0; i < 100000; ++i) {
+      c->BeginStep();
+      const int32_t base = rng() % (kExperts - 8);
+      std::vector<int32_t> e = {base, base + 3, base + 7};
+      ASSERT_TRUE(c->Acquire(rng() % kLayers, e).ok());
+    }
+    SlotCacheCounters n = c->Snapshot();
+    EXPECT_EQ(n.lookups, 300000u);
+    EXPECT_GT(n.evictions, 0u) << name;
+  }
+}
+
+}  // namespace
+}  // namespace sluice::memory
