@@ -211,11 +211,16 @@ absl::StatusOr<ModelReport> RunParity(const std::string& model_path,
   engine_options.experts = options.experts;
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
                    LoadModel(*files, engine_options));
+  // The compare arm maps the files again: a streaming arm registers its
+  // expert pages with the driver, and a copy from a range that is partly
+  // registered is refused.
+  std::unique_ptr<ModelFiles> other_files;
   std::unique_ptr<Model> other;
   if (options.compare.has_value()) {
     EngineOptions o = compare_options;
     o.backend = *options.compare;
-    ASSIGN_OR_RETURN(other, LoadModel(*files, o));
+    ASSIGN_OR_RETURN(other_files, ModelFiles::Open(model_path));
+    ASSIGN_OR_RETURN(other, LoadModel(*other_files, o));
   }
   const std::string golden_name =
       options.golden_name.empty() ? Stem(model_path) : options.golden_name;

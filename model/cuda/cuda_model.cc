@@ -542,7 +542,12 @@ absl::Status CudaModel::Moe(int64_t il, const DeviceMoe& m, int64_t n_tok) const
                                        n_tok * k * sizeof(float), stream_));
     }
   }
-  if (!one || need_ids) RETURN_IF_ERROR(cuda::RecordEvent(routed_, stream_));
+  // (While a decode step is captured, CutSegment records the event after
+  // launching the segment: an event recorded inside a capture cannot be
+  // waited for by the host.)
+  if ((!one || need_ids) && capturing_ == nullptr) {
+    RETURN_IF_ERROR(cuda::RecordEvent(routed_, stream_));
+  }
   // The shared expert does not depend on the routing: it runs while the
   // host reads the routing back and misses are copied.
   if (c.shared_ff > 0) {
@@ -629,6 +634,7 @@ absl::Status CudaModel::CutSegment() const {
   ASSIGN_OR_RETURN(cuda::Graph g, cuda::Graph::EndCapture(stream_));
   RETURN_IF_ERROR(g.Launch(stream_));
   capturing_->decode_segments().push_back(std::move(g));
+  RETURN_IF_ERROR(cuda::RecordEvent(routed_, stream_));
   return cuda::WaitEvent(routed_);
 }
 
@@ -724,6 +730,7 @@ absl::Status CudaModel::ForwardImpl(absl::Span<const int32_t> tokens,
       const int64_t n_layer = static_cast<int64_t>(layers_.size());
       for (int64_t il = 0; il < n_layer; ++il) {
         RETURN_IF_ERROR(segments[il].Launch(stream_));
+        RETURN_IF_ERROR(cuda::RecordEvent(routed_, stream_));
         RETURN_IF_ERROR(cuda::WaitEvent(routed_));
         RETURN_IF_ERROR(AcquireRouted(il, 1, {}));
       }
