@@ -34,6 +34,9 @@ ABSL_FLAG(int64_t, expert_slots, -1,
 ABSL_FLAG(double, expert_arena_fraction, 0,
           "--device=cuda: slots as a fraction of all routed experts (0: off)");
 ABSL_FLAG(std::string, expert_policy, "lru", "slot eviction policy: lru or lfu");
+ABSL_FLAG(bool, expert_prefetch, false,
+          "--device=cuda with streaming: prefetch each next layer's predicted "
+          "experts during decode");
 ABSL_FLAG(bool, require_identical, false,
           "fail unless every --compare row is bit-identical (for checking "
           "that streaming experts leaves the logits unchanged)");
@@ -83,6 +86,7 @@ int main(int argc, char** argv) {
   options.experts.slots = absl::GetFlag(FLAGS_expert_slots);
   options.experts.arena_fraction = absl::GetFlag(FLAGS_expert_arena_fraction);
   options.experts.policy = absl::GetFlag(FLAGS_expert_policy);
+  options.experts.prefetch = absl::GetFlag(FLAGS_expert_prefetch);
   options.repeat = std::max(1, absl::GetFlag(FLAGS_repeat));
   sluice::parity::Gates requested;
   requested.f32_max = absl::GetFlag(FLAGS_max_gate);

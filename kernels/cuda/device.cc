@@ -153,6 +153,13 @@ absl::Status WaitEvent(Event event) {
   return Check(cudaEventSynchronize(event), "cudaEventSynchronize");
 }
 
+absl::StatusOr<bool> EventDone(Event event) {
+  const cudaError_t rc = cudaEventQuery(event);
+  if (rc == cudaSuccess) return true;
+  if (rc == cudaErrorNotReady) return false;
+  return Error(rc, "cudaEventQuery");
+}
+
 absl::StatusOr<Event> CreateEvent(bool timing) {
   cudaEvent_t e = nullptr;
   if (cudaError_t rc = cudaEventCreateWithFlags(

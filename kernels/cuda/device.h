@@ -71,6 +71,8 @@ absl::Status RecordEvent(Event event, Stream stream);
 absl::Status StreamWaitEvent(Stream stream, Event event);
 // Blocks the calling thread until the work recorded by `event` completed.
 absl::Status WaitEvent(Event event);
+// Whether the work recorded by `event` has completed (without blocking).
+absl::StatusOr<bool> EventDone(Event event);
 absl::StatusOr<float> ElapsedMs(Event start, Event end);
 
 // The error of the last launch on this thread (and clears it).

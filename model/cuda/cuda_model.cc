@@ -230,6 +230,8 @@ class CudaModel final : public Model {
   // Pinned host copies of a batch's group bounds and of the routing (ids,
   // then weights), and the event that says they arrived.
   cuda::PinnedBuffer host_begin_, host_routing_;
+  // Decode prefetch: the next layer's predicted experts (ids, weights).
+  cuda::DeviceBuffer predicted_;
   cuda::Event routed_ = nullptr;
   mutable int64_t launches_per_decode_ = 0;
   uint64_t free_at_start_ = 0;
@@ -354,6 +356,8 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(
                    cuda::PinnedBuffer::Create(Model::kMaxMicroBatch *
                                               d.moe.n_expert_used * 8));
   ASSIGN_OR_RETURN(m->routed_, cuda::CreateEvent());
+  ASSIGN_OR_RETURN(m->predicted_,
+                   cuda::DeviceBuffer::Create(2 * d.moe.n_expert_used * 4));
   return m;
 }
 
@@ -493,7 +497,14 @@ absl::Status CudaModel::AcquireRouted(int64_t il, int64_t n_tok,
       if (begin[x + 1] > begin[x]) used.push_back(x);
     }
   }
-  return experts_->Acquire(static_cast<int>(il), used, stream_);
+  RETURN_IF_ERROR(experts_->Acquire(static_cast<int>(il), used, stream_));
+  if (begin.empty() && options_.expert_prefetch &&
+      il + 1 < static_cast<int64_t>(layers_.size())) {
+    RETURN_IF_ERROR(experts_->Prefetch(static_cast<int>(il + 1),
+                                       absl::MakeConstSpan(ids + 2 * k, k),
+                                       stream_));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CudaModel::Moe(int64_t il, const DeviceMoe& m, int64_t n_tok) const {
@@ -529,6 +540,20 @@ absl::Status CudaModel::Moe(int64_t il, const DeviceMoe& m, int64_t n_tok) const
   const bool streaming = experts_ != nullptr;
   const bool observing = options_.routing_observer != nullptr;
   const bool need_ids = streaming || observing;
+  // Decode prefetch: the next layer's router on this layer's input.
+  const bool predict = streaming && one && options_.expert_prefetch &&
+                       il + 1 < static_cast<int64_t>(layers_.size());
+  if (predict) {
+    RETURN_IF_ERROR(Project(layers_[il + 1].moe.router, w.xn, 1,
+                            w.router_logits));
+    cuda::TopK(w.router_logits, 1, n_expert, k, predicted_.as<int32_t>(),
+               predicted_.as<float>() + k, stream_, nullptr);
+    ++launches_;
+    RETURN_IF_ERROR(cuda::CopyToHost(host_routing_.as<int32_t>() + 2 * k,
+                                     predicted_.data(), k * sizeof(int32_t),
+                                     stream_));
+    Mark("moe.predict");
+  }
   if (!one) {
     RETURN_IF_ERROR(cuda::CopyToHost(host_begin_.data(), w.group_begin,
                                      (n_expert + 1) * sizeof(int32_t), stream_));
@@ -778,7 +803,8 @@ absl::StatusOr<std::unique_ptr<Model>> FromEngine(const ModelFiles& files,
                                .profile = o.profile,
                                .expert_slots = o.experts.slots,
                                .expert_arena_fraction = o.experts.arena_fraction,
-                               .expert_policy = o.experts.policy});
+                               .expert_policy = o.experts.policy,
+                               .expert_prefetch = o.experts.prefetch});
 }
 
 const bool kRegistered = RegisterBackend(Backend::kCuda, FromEngine);

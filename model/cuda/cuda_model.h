@@ -45,6 +45,9 @@ struct CudaModelOptions {
   int64_t expert_slots = -1;
   double expert_arena_fraction = 0;
   std::string expert_policy = "lru";
+  // Streaming decode: predict the next layer's experts (its router applied
+  // to this layer's MoE input) and fetch them ahead of demand.
+  bool expert_prefetch = false;
   // Sees each layer's routing (read back from the device; costs a
   // synchronisation per layer, so decode then runs without its graph).
   RoutingObserver* routing_observer = nullptr;

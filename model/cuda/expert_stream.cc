@@ -164,6 +164,8 @@ absl::StatusOr<std::unique_ptr<ExpertStream>> ExpertStream::Create(
   // Demand copies go ahead of any other work on the device.
   ASSIGN_OR_RETURN(s->copy_, cuda::CreateStream(/*priority=*/-1));
   ASSIGN_OR_RETURN(s->copied_, cuda::CreateEvent());
+  ASSIGN_OR_RETURN(s->prefetch_, cuda::CreateStream(/*priority=*/0));
+  ASSIGN_OR_RETURN(s->prefetched_, cuda::CreateEvent());
   return s;
 }
 
@@ -173,6 +175,11 @@ ExpertStream::~ExpertStream() {
     cuda::DestroyStream(copy_);
   }
   if (copied_ != nullptr) cuda::DestroyEvent(copied_);
+  if (prefetch_ != nullptr) {
+    cuda::Synchronize(prefetch_).IgnoreError();
+    cuda::DestroyStream(prefetch_);
+  }
+  if (prefetched_ != nullptr) cuda::DestroyEvent(prefetched_);
   for (const Window& w : windows_) cuda::HostUnregister(w.begin).IgnoreError();
 }
 
@@ -203,38 +210,75 @@ void ExpertStream::PointAtSlot(int layer, int32_t expert, const SlotClass& c,
       base + memory::AlignUp(c.gate_bytes) + memory::AlignUp(c.up_bytes);
 }
 
+absl::Status ExpertStream::Fill(int layer, int32_t expert, const SlotClass& c,
+                                int32_t slot, cuda::Stream stream) {
+  const LayerExpertViews& v = layers_[layer];
+  auto* d = static_cast<uint8_t*>(SlotAddress(c, slot));
+  RETURN_IF_ERROR(cuda::CopyToDevice(d, v.gate.expert(expert).data,
+                                     c.gate_bytes, stream));
+  d += memory::AlignUp(c.gate_bytes);
+  RETURN_IF_ERROR(cuda::CopyToDevice(d, v.up.expert(expert).data, c.up_bytes,
+                                     stream));
+  d += memory::AlignUp(c.up_bytes);
+  RETURN_IF_ERROR(cuda::CopyToDevice(d, v.down.expert(expert).data,
+                                     c.down_bytes, stream));
+  PointAtSlot(layer, expert, c, slot);
+  return absl::OkStatus();
+}
+
+absl::Status ExpertStream::Upload(const std::vector<int>& layers,
+                                  cuda::Stream compute) {
+  for (int l : layers) {
+    RETURN_IF_ERROR(cuda::CopyToDevice(gate_up_tables_[l], mirror(l),
+                                       2 * n_expert_ * sizeof(void*), compute));
+    RETURN_IF_ERROR(cuda::CopyToDevice(down_tables_[l], mirror(l) + 2 * n_expert_,
+                                       n_expert_ * sizeof(void*), compute));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+void Mark(std::vector<int>& dirty, int layer) {
+  if (std::find(dirty.begin(), dirty.end(), layer) == dirty.end()) {
+    dirty.push_back(layer);
+  }
+}
+}  // namespace
+
 absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> experts,
                                    cuda::Stream compute) {
+  // Prefetches whose copies already landed are plain residents now; those
+  // still running stay protected through this step and count as late if
+  // demanded.
+  bool wait_prefetch = false;
+  if (!in_flight_.empty()) {
+    ASSIGN_OR_RETURN(const bool done, cuda::EventDone(prefetched_));
+    if (done) {
+      for (const memory::ExpertKey& k : in_flight_) {
+        classes_[class_of_[k.layer]].cache->CompletePrefetch(k);
+      }
+      in_flight_.clear();
+    } else {
+      wait_prefetch = true;
+    }
+  }
   SlotClass& c = classes_[class_of_[layer]];
   c.cache->BeginStep();
   ASSIGN_OR_RETURN(std::vector<memory::SlotAssignment> got,
                    c.cache->Acquire(layer, experts));
   // Layers whose mirror changed (an eviction may touch another layer).
   std::vector<int> dirty;
-  const auto mark = [&](int l) {
-    if (std::find(dirty.begin(), dirty.end(), l) == dirty.end()) dirty.push_back(l);
-  };
   bool copied = false;
-  const LayerExpertViews& v = layers_[layer];
   for (size_t i = 0; i < got.size(); ++i) {
     const memory::SlotAssignment& a = got[i];
     const int32_t e = experts[i];
     if (a.kind == memory::SlotAssignment::kMiss) {
       if (a.evicted) {
         PointAtHost(a.evicted_key.layer, a.evicted_key.expert);
-        mark(a.evicted_key.layer);
+        Mark(dirty, a.evicted_key.layer);
       }
-      auto* slot = static_cast<uint8_t*>(SlotAddress(c, a.slot));
-      RETURN_IF_ERROR(cuda::CopyToDevice(slot, v.gate.expert(e).data,
-                                         c.gate_bytes, copy_));
-      slot += memory::AlignUp(c.gate_bytes);
-      RETURN_IF_ERROR(cuda::CopyToDevice(slot, v.up.expert(e).data,
-                                         c.up_bytes, copy_));
-      slot += memory::AlignUp(c.up_bytes);
-      RETURN_IF_ERROR(cuda::CopyToDevice(slot, v.down.expert(e).data,
-                                         c.down_bytes, copy_));
-      PointAtSlot(layer, e, c, a.slot);
-      mark(layer);
+      RETURN_IF_ERROR(Fill(layer, e, c, a.slot, copy_));
+      Mark(dirty, layer);
       copied = true;
       c.cache->RecordBytes(memory::Tier::kHost,
                            c.gate_bytes + c.up_bytes + c.down_bytes);
@@ -249,13 +293,41 @@ absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> experts,
     RETURN_IF_ERROR(cuda::RecordEvent(copied_, copy_));
     RETURN_IF_ERROR(cuda::StreamWaitEvent(compute, copied_));
   }
-  for (int l : dirty) {
-    RETURN_IF_ERROR(cuda::CopyToDevice(gate_up_tables_[l], mirror(l),
-                                       2 * n_expert_ * sizeof(void*), compute));
-    RETURN_IF_ERROR(cuda::CopyToDevice(down_tables_[l], mirror(l) + 2 * n_expert_,
-                                       n_expert_ * sizeof(void*), compute));
+  if (wait_prefetch) {
+    RETURN_IF_ERROR(cuda::StreamWaitEvent(compute, prefetched_));
+    for (const memory::ExpertKey& k : in_flight_) {
+      classes_[class_of_[k.layer]].cache->CompletePrefetch(k);
+    }
+    in_flight_.clear();
   }
-  return absl::OkStatus();
+  return Upload(dirty, compute);
+}
+
+absl::Status ExpertStream::Prefetch(int layer, absl::Span<const int32_t> experts,
+                                    cuda::Stream compute) {
+  if (!in_flight_.empty()) return absl::OkStatus();  // one batch at a time
+  SlotClass& c = classes_[class_of_[layer]];
+  std::vector<int> dirty;
+  for (const int32_t e : experts) {
+    ASSIGN_OR_RETURN(const memory::SlotAssignment a,
+                     c.cache->Prefetch({layer, e}));
+    if (a.kind != memory::SlotAssignment::kMiss) continue;
+    if (a.evicted) {
+      PointAtHost(a.evicted_key.layer, a.evicted_key.expert);
+      Mark(dirty, a.evicted_key.layer);
+    }
+    RETURN_IF_ERROR(Fill(layer, e, c, a.slot, prefetch_));
+    Mark(dirty, layer);
+    in_flight_.push_back({layer, e});
+    c.cache->RecordBytes(memory::Tier::kHost,
+                         c.gate_bytes + c.up_bytes + c.down_bytes);
+  }
+  if (in_flight_.empty()) return Upload(dirty, compute);
+  RETURN_IF_ERROR(cuda::RecordEvent(prefetched_, prefetch_));
+  // The tables may point at the new slots at once: the only kernels that
+  // read them (layer `layer`'s) run after the next Acquire, which makes the
+  // compute stream wait for these copies.
+  return Upload(dirty, compute);
 }
 
 uint64_t ExpertStream::arena_bytes() const {

@@ -70,6 +70,15 @@ class ExpertStream {
   absl::Status Acquire(int layer, absl::Span<const int32_t> experts,
                        cuda::Stream compute);
 
+  // Brings layer `layer`'s predicted experts into slots ahead of demand, on
+  // a low-priority stream, after this step's demand copies were issued.
+  // Only experts that are not resident and find an evictable slot move (the
+  // step in flight stays protected). The next Acquire makes the compute
+  // stream wait for these copies; a prefetched expert demanded while its
+  // copy is still running counts as late. Same precondition as Acquire.
+  absl::Status Prefetch(int layer, absl::Span<const int32_t> experts,
+                        cuda::Stream compute);
+
   int64_t slots() const { return total_slots_; }
   uint64_t arena_bytes() const;
   ExpertStreamStats Stats() const;
@@ -93,6 +102,11 @@ class ExpertStream {
   void PointAtSlot(int layer, int32_t expert, const SlotClass& c,
                    int32_t slot);
   void PointAtHost(int layer, int32_t expert);
+  // Copies the slices of `expert` of `layer` into `slot` on `stream`.
+  absl::Status Fill(int layer, int32_t expert, const SlotClass& c,
+                    int32_t slot, cuda::Stream stream);
+  // Rewrites the device tables of `layers` from their mirrors on `compute`.
+  absl::Status Upload(const std::vector<int>& layers, cuda::Stream compute);
 
   struct Window {
     const uint8_t* begin;
@@ -117,6 +131,11 @@ class ExpertStream {
   }
   cuda::Stream copy_ = nullptr;
   cuda::Event copied_ = nullptr;
+  // Prefetches in flight: their keys (completed at the next Acquire) and
+  // the event after their copies.
+  cuda::Stream prefetch_ = nullptr;
+  cuda::Event prefetched_ = nullptr;
+  std::vector<memory::ExpertKey> in_flight_;
 };
 
 }  // namespace sluice
