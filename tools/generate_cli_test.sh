@@ -36,4 +36,49 @@ if "$generate" --model "$dir/missing.gguf" --prompt "x" >/dev/null 2>"$dir/err5"
   fail "missing model accepted"
 fi
 grep -q "missing.gguf" "$dir/err5" || fail "missing model message: $(cat "$dir/err5")"
+# --json: one object on stdout (no text), checked field by field. On the CPU
+# every expert is read in place, so the expert counters are all zero and
+# there is no device memory.
+"$generate" --model "$model" --prompt "The license" --max-tokens 6 --ignore-eos \
+  --warmup-tokens 2 --expert-policy lfu --expert-arena-fraction 0.25 \
+  --host-tier-bytes 4096 --expert-prefetch --json >"$dir/json" 2>"$dir/err6" \
+  || fail "--json exited: $(cat "$dir/err6")"
+[ "$(wc -l <"$dir/json")" -eq 1 ] || fail "--json printed more than one line: $(cat "$dir/json")"
+python3 - "$dir/json" <<'PY' || fail "--json fields: $(cat "$dir/json")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+def check(cond, what):
+    if not cond:
+        sys.exit("bad field: " + what)
+check(r["device"] == "cpu", "device")
+check(r["prompt_tokens"] > 0 and r["generated_tokens"] == 6, "token counts")
+check(r["finish"] == "length" and r["warmup_tokens"] == 2, "finish/warmup")
+check(r["ttft_ms"] > 0 and r["prefill_tok_s"] > 0 and r["decode_tok_s"] > 0, "timings")
+check(r["rss"]["peak_bytes"] >= r["rss"]["anon_bytes"] > 0, "rss")
+check(r["kv_state_bytes"] > 0 and r["model_file_bytes"] > 0, "sizes")
+o = r["expert_options"]
+check(o == {"slots": -1, "arena_fraction": 0.25, "policy": "lfu",
+            "host_tier_bytes": 4096, "prefetch": True}, "expert_options %r" % o)
+d = r["device_memory"]
+check(d["by_kind"] == {} and d["peak_bytes"] == 0, "cpu device memory %r" % d)
+e = r["experts"]
+check(e["streaming"] is False and e["slots"] == 0, "experts streaming")
+dec = e["decode"]
+check(dec["tokens"] == 5, "decode steps %r" % dec.get("tokens"))
+check(dec["lookups"] == 0 and dec["hit_rate"] == 0, "decode counters")
+check(dec["bytes_per_token"] == {"host": 0, "disk": 0, "moved": 0}, "bytes_per_token")
+check(set(dec["bytes_by_tier"]) == {"host", "disk"}, "tiers")
+check(e["prefill"]["tokens"] == r["prompt_tokens"], "prefill tokens")
+print("json ok:", r["prefill_tok_s"], r["decode_tok_s"])
+PY
+
+for bad in "--expert-policy fifo" "--expert-arena-fraction 1.5" "--expert-slots -2"; do
+  # shellcheck disable=SC2086
+  if "$generate" --model "$model" --prompt "x" $bad >/dev/null 2>"$dir/err7"; then
+    fail "$bad accepted"
+  fi
+  flag="${bad%% *}"
+  flag="--$(echo "${flag#--}" | tr - _)"  # messages spell flags with '_'
+  grep -qF -e "$flag" "$dir/err7" || fail "$bad message: $(cat "$dir/err7")"
+done
 echo PASS

@@ -9,6 +9,13 @@
 // first token, prefill and decode tokens/s, and the process's peak RSS
 // (VmHWM) and anonymous RSS (RssAnon) read from /proc/self/status after
 // decoding, next to the session's KV/state size.
+//
+// Benchmarks: --expert_slots / --expert_arena_fraction / --expert_policy /
+// --host_tier_bytes / --expert_prefetch set EngineOptions::experts (CUDA);
+// --warmup_tokens N runs one generation of N tokens first (not measured; the
+// session is then reset, the expert cache keeps what it loaded); --json
+// prints one JSON object on stdout instead of the text (tools/generate_report.h,
+// fields in docs/BENCHMARKS.md).
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -21,6 +28,7 @@
 #include "loader/model_files.h"
 #include "model/chat_template.h"
 #include "model/engine.h"
+#include "tools/generate_report.h"
 
 ABSL_FLAG(std::string, model, "", "GGUF model (or any shard of a split set)");
 ABSL_FLAG(std::string, prompt, "", "prompt text");
@@ -46,6 +54,21 @@ ABSL_FLAG(bool, profile, false,
 ABSL_FLAG(int, ctx, 4096, "context length (KV cache size)");
 ABSL_FLAG(std::string, stop, "", "stop strings, separated by '|'");
 ABSL_FLAG(bool, ignore_eos, false, "keep generating past end-of-generation");
+ABSL_FLAG(int64_t, expert_slots, -1,
+          "device slots for routed experts (-1: all resident unless "
+          "--expert_arena_fraction; 0: none)");
+ABSL_FLAG(double, expert_arena_fraction, 0,
+          "slots as a fraction of all routed experts (with --expert_slots -1)");
+ABSL_FLAG(std::string, expert_policy, "lru", "slot eviction policy: lru or lfu");
+ABSL_FLAG(uint64_t, host_tier_bytes, 0,
+          "host RAM the expert cache may pin (0: the backend decides)");
+ABSL_FLAG(bool, expert_prefetch, false,
+          "fetch the next layer's predicted experts ahead of demand");
+ABSL_FLAG(int, warmup_tokens, 0,
+          "first run one unmeasured generation of this many tokens");
+ABSL_FLAG(bool, json, false,
+          "print one JSON object (timings, memory, expert counters) on stdout "
+          "instead of the generated text");
 
 namespace {
 
@@ -106,6 +129,27 @@ absl::StatusOr<sluice::GenerateParams> ParamsFromFlags(
   return params;
 }
 
+absl::StatusOr<sluice::EngineOptions::Experts> ExpertOptionsFromFlags() {
+  sluice::EngineOptions::Experts e;
+  e.slots = absl::GetFlag(FLAGS_expert_slots);
+  e.arena_fraction = absl::GetFlag(FLAGS_expert_arena_fraction);
+  e.policy = absl::GetFlag(FLAGS_expert_policy);
+  e.host_tier_bytes = absl::GetFlag(FLAGS_host_tier_bytes);
+  e.prefetch = absl::GetFlag(FLAGS_expert_prefetch);
+  if (e.slots < -1) {
+    return absl::InvalidArgumentError("--expert_slots must be >= -1");
+  }
+  if (!(e.arena_fraction >= 0 && e.arena_fraction <= 1)) {
+    return absl::InvalidArgumentError(
+        "--expert_arena_fraction must be in [0, 1]");
+  }
+  if (e.policy != "lru" && e.policy != "lfu") {
+    return absl::InvalidArgumentError("--expert_policy must be lru or lfu, not '" +
+                                      e.policy + "'");
+  }
+  return e;
+}
+
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "generate: %s\n", s.ToString().c_str());
   return 1;
@@ -131,6 +175,9 @@ int main(int argc, char** argv) {
   options.backend = *backend;
   options.device = absl::GetFlag(FLAGS_gpu);
   options.profile = absl::GetFlag(FLAGS_profile);
+  auto experts = ExpertOptionsFromFlags();
+  if (!experts.ok()) return Fail(experts.status());
+  options.experts = *experts;
   auto engine = sluice::Engine::Create(**files, options);
   if (!engine.ok()) return Fail(engine.status());
   const sluice::Tokenizer& tok = (*engine)->tokenizer();
@@ -141,19 +188,40 @@ int main(int argc, char** argv) {
   auto made = (*engine)->NewSession();
   if (!made.ok()) return Fail(made.status());
   std::unique_ptr<sluice::Session> session = *std::move(made);
+  const bool json = absl::GetFlag(FLAGS_json);
+  sluice::tools::GenerateReport report;
+  if (const int warmup = absl::GetFlag(FLAGS_warmup_tokens); warmup > 0) {
+    sluice::GenerateParams warm = *params;
+    warm.max_tokens = warmup;
+    auto done = sluice::Generate(*session, warm,
+                                 [](int32_t, std::string_view) { return true; });
+    if (!done.ok()) return Fail(done.status());
+    session->Reset();
+    report.warmup_tokens = warmup;
+  }
+  report.before_prefill = (*engine)->model().Stats().experts.counters;
+  report.after_prefill = report.before_prefill;
   long anon_decoding_kb = -1;
   int calls = 0;
   auto result = sluice::Generate(
       *session, *params, [&](int32_t, std::string_view piece) {
-        std::fwrite(piece.data(), 1, piece.size(), stdout);
-        std::fflush(stdout);
+        if (json) {
+          // The first token comes right after prefill: the split point of
+          // the expert counters (read once, so decode timing barely moves).
+          if (calls == 0) {
+            report.after_prefill = (*engine)->model().Stats().experts.counters;
+          }
+        } else {
+          std::fwrite(piece.data(), 1, piece.size(), stdout);
+          std::fflush(stdout);
+        }
         // Sampled, not read every token: the read would show in tok/s.
         if (calls++ % 8 == 0) {
           anon_decoding_kb = std::max(anon_decoding_kb, StatusKb("RssAnon"));
         }
         return true;
       });
-  std::printf("\n");
+  if (!json) std::printf("\n");
   if (!result.ok()) return Fail(result.status());
   std::fprintf(stderr,
                "prompt_tokens=%d generated_tokens=%d finish=%s ttft_ms=%.2f "
@@ -200,6 +268,20 @@ int main(int argc, char** argv) {
     const double n = key.rfind("prefill.", 0) == 0 ? phase_calls[0] : phase_calls[1];
     std::fprintf(stderr, "profile %-28s %9.3f ms/call\n", key.c_str(),
                  n > 0 ? ms / n : 0.0);
+  }
+  if (json) {
+    report.model_path = absl::GetFlag(FLAGS_model);
+    report.device = absl::GetFlag(FLAGS_device);
+    report.threads = options.threads;
+    report.expert_options = options.experts;
+    report.result = *result;
+    report.peak_rss_kb = StatusKb("VmHWM");
+    report.rss_anon_kb = StatusKb("RssAnon");
+    report.rss_anon_decoding_max_kb = anon_decoding_kb;
+    report.kv_state_bytes = (*engine)->SessionStateBytes();
+    report.model_file_bytes = (*files)->total_file_bytes();
+    report.stats = stats;
+    std::printf("%s\n", sluice::tools::GenerateReportJson(report).c_str());
   }
   return 0;
 }

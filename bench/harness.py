@@ -1,0 +1,271 @@
+#!/usr/bin/python3
+"""Sluice beside llama.cpp on one GPU machine: the runs behind bench/run.sh.
+
+Pure python3 standard library (the GPU machine has nothing else). Writes the
+benchmark models with mkmodel once (reused across arena sizes and later
+calls), runs `generate --json` at each arena fraction, llama-bench at the
+matching placements on the same files, and writes OUT/results.json (format:
+docs/BENCHMARKS.md, "results.json"). Usage: see bench/run.sh.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shlex
+import subprocess
+import sys
+import time
+
+# Layer shape of each named mkmodel shape (mkmodel.cc BenchShape; --n-layer
+# overrides the block count). Only what the report needs: the PCIe ceiling
+# and llama.cpp's -ncmoe placement.
+SHAPES = {
+    "bench35": {"n_expert": 256, "n_expert_used": 8, "n_layer": 8},
+    "bench397": {"n_expert": 512, "n_expert_used": 10, "n_layer": 8},
+    # The CPU self-test of the harness (bench/harness_cli_test.sh).
+    "micro": {"n_expert": 8, "n_expert_used": 2, "n_layer": 4},
+}
+DEFAULT_MIX = {"bench35": "q4_k_m", "bench397": "ud_q1_0", "micro": "q4_k_m"}
+
+
+def log(msg):
+    print(f"[{datetime.datetime.utcnow():%H:%M:%S}] {msg}", file=sys.stderr, flush=True)
+
+
+def csv(text, conv=str):
+    return [conv(x) for x in text.split(",") if x != ""]
+
+
+def run(cmd, timeout, env=None):
+    """(rc, stdout, stderr, seconds); rc 124 on timeout."""
+    log("$ " + " ".join(shlex.quote(c) for c in cmd))
+    start = time.monotonic()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        return p.returncode, p.stdout, p.stderr, time.monotonic() - start
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
+        return 124, out, err, time.monotonic() - start
+
+
+def machine_info(args):
+    info = {"hostname": platform.node(), "cpus": os.cpu_count(),
+            "kernel": platform.release(), "date_utc": datetime.datetime.utcnow().isoformat() + "Z"}
+    try:
+        with open("/proc/meminfo") as f:
+            info["mem_total_kb"] = int(re.search(r"MemTotal:\s+(\d+)", f.read()).group(1))
+        with open("/proc/cpuinfo") as f:
+            m = re.search(r"model name\s*:\s*(.*)", f.read())
+            info["cpu"] = m.group(1) if m else ""
+    except OSError:
+        pass
+    rc, out, _, _ = run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version",
+                         "--format=csv,noheader"], 30) if _has("nvidia-smi") else (1, "", "", 0)
+    if rc == 0:
+        info["gpu"] = out.strip()
+    commit = args.commit
+    if not commit:
+        rc, out, _, _ = run(["git", "rev-parse", "HEAD"], 30) if _has("git") else (1, "", "", 0)
+        commit = out.strip() if rc == 0 else "unknown"
+    info["commit"] = commit
+    return info
+
+
+def _has(tool):
+    return any(os.access(os.path.join(d, tool), os.X_OK)
+               for d in os.environ.get("PATH", "").split(os.pathsep))
+
+
+def model_specs(args):
+    for shape in args.shapes:
+        if shape not in SHAPES:
+            sys.exit(f"harness: unknown shape {shape!r} (one of {', '.join(SHAPES)})")
+        mix = args.mix or DEFAULT_MIX[shape]
+        n_layer = args.n_layer or SHAPES[shape]["n_layer"]
+        for loc in args.locality:
+            name = f"{shape}-{mix}-l{n_layer}-loc{loc:g}"
+            yield {"shape": shape, "mix": mix, "locality": loc, "n_layer": n_layer,
+                   "n_expert": SHAPES[shape]["n_expert"],
+                   "n_expert_used": SHAPES[shape]["n_expert_used"],
+                   "name": name, "path": os.path.join(args.models, name + ".gguf")}
+
+
+def write_model(args, spec):
+    """Writes spec's GGUF unless a finished one with the same flags exists."""
+    cmd = [os.path.join(args.bundle, "bin", "mkmodel"), "--shape", spec["shape"],
+           "--mix", spec["mix"], "--routing-locality", f"{spec['locality']:g}",
+           "--n-layer", str(spec["n_layer"]), "--out", spec["path"]]
+    stamp = spec["path"] + ".stamp.json"
+    if os.path.exists(spec["path"]) and os.path.exists(stamp):
+        with open(stamp) as f:
+            done = json.load(f)
+        if done.get("cmd") == cmd[1:]:
+            log(f"reusing {spec['path']}")
+            return done
+    os.makedirs(args.models, exist_ok=True)
+    rc, out, err, secs = run(cmd, args.timeout)
+    if rc != 0:
+        return {"cmd": cmd[1:], "ok": False, "error": (err or out)[-2000:]}
+    routing = next((l for l in out.splitlines() if l.startswith("routing:")), "")
+    done = {"cmd": cmd[1:], "ok": True, "routing": routing, "seconds": round(secs, 1),
+            "bytes": os.path.getsize(spec["path"])}
+    with open(stamp, "w") as f:
+        json.dump(done, f)
+    return done
+
+
+def sluice_runs(args, spec):
+    rows = []
+    for frac in args.fractions:
+        cmd = [os.path.join(args.bundle, "bin", "generate"), "--model", spec["path"],
+               "--device", args.device, "--json", "--ignore_eos",
+               "--prompt_tokens", str(args.prompt), "--max_tokens", str(args.gen),
+               "--warmup_tokens", str(args.warmup), "--threads", str(args.threads),
+               "--ctx", str(args.prompt + args.gen + 16),
+               "--expert_policy", args.policy]
+        # 100% is "every expert resident" (no cache) unless asked to stream
+        # it through a full-size arena.
+        mode = "resident" if frac >= 1 and not args.cache_at_full else "cache"
+        if mode == "cache":
+            cmd += ["--expert_arena_fraction", f"{frac:g}"]
+        if args.prefetch:
+            cmd.append("--expert_prefetch")
+        if args.host_tier_bytes:
+            cmd += ["--host_tier_bytes", str(args.host_tier_bytes)]
+        rc, out, err, secs = run(cmd, args.timeout)
+        row = {"model": spec["name"], "shape": spec["shape"], "mix": spec["mix"],
+               "locality": spec["locality"], "fraction": frac, "mode": mode,
+               "cmd": cmd[1:], "seconds": round(secs, 1), "ok": False}
+        line = out.strip().splitlines()[-1] if out.strip() else ""
+        if rc == 0 and line.startswith("{"):
+            row["ok"] = True
+            row["result"] = json.loads(line)
+        else:
+            row["error"] = f"rc={rc}: " + (err or out)[-2000:]
+        log(f"{spec['name']} arena {frac:g}: " + (
+            f"decode {row['result']['decode_tok_s']:.1f} tok/s, prompt "
+            f"{row['result']['prefill_tok_s']:.1f} tok/s" if row["ok"] else row["error"][:300]))
+        rows.append(row)
+    return rows
+
+
+def ncmoe_for(spec, frac):
+    """-ncmoe N keeping about `frac` of the expert bytes on the GPU."""
+    return max(0, min(spec["n_layer"], round(spec["n_layer"] * (1 - frac))))
+
+
+def llama_runs(args, spec):
+    bench = os.path.join(args.llama, "llama-bench")
+    if not os.path.exists(bench):
+        bench = os.path.join(args.llama, "bin", "llama-bench")
+    env = dict(os.environ)
+    libdirs = [args.llama, os.path.join(args.llama, "lib"), os.path.join(args.llama, "bin")]
+    env["LD_LIBRARY_PATH"] = ":".join(libdirs + [env.get("LD_LIBRARY_PATH", "")])
+    ncmoe = sorted({ncmoe_for(spec, f) for f in args.fractions})
+    common = ["-m", spec["path"], "-p", str(args.prompt), "-n", str(args.gen),
+              "-r", str(args.llama_reps), "-t", str(args.threads), "-fa", "0", "-o", "json"]
+    plans = [["-ngl", "99", "-ncmoe", ",".join(map(str, ncmoe))]]
+    if not args.no_llama_cpu:
+        plans.append(["-ngl", "0"])
+    rows = []
+    for plan in plans:
+        rc, out, err, secs = run([bench] + common + plan, args.timeout, env=env)
+        if rc != 0:
+            rows.append({"model": spec["name"], "shape": spec["shape"], "mix": spec["mix"],
+                         "locality": spec["locality"], "ok": False, "args": plan,
+                         "error": f"rc={rc}: " + (err or out)[-2000:]})
+            log(f"llama-bench failed: {rows[-1]['error'][:300]}")
+            continue
+        rows.extend(parse_llama(out, spec, plan))
+    return rows
+
+
+def parse_llama(out, spec, plan):
+    """One row per placement (ngl, ncmoe) with prompt and decode tok/s."""
+    start = out.find("[")
+    tests = json.loads(out[start:]) if start >= 0 else []
+    by_place = {}
+    for t in tests:
+        ngl, ncm = t.get("n_gpu_layers", 0), t.get("n_cpu_moe", 0)
+        key = (ngl, ncm)
+        row = by_place.setdefault(key, {
+            "model": spec["name"], "shape": spec["shape"], "mix": spec["mix"],
+            "locality": spec["locality"], "ok": True, "n_gpu_layers": ngl, "n_cpu_moe": ncm,
+            "placement": ("cpu" if ngl == 0 else "all_gpu" if ncm == 0 else "ncmoe"),
+            "gpu_expert_fraction": (0.0 if ngl == 0 else 1 - min(ncm, spec["n_layer"]) / spec["n_layer"]),
+            "args": plan})
+        best = max(t.get("samples_ts") or [t.get("avg_ts", 0)])
+        if t.get("n_prompt", 0) > 0 and t.get("n_gen", 0) == 0:
+            row["prompt_tok_s"] = best
+            row["prompt_tok_s_avg"] = t.get("avg_ts")
+        elif t.get("n_gen", 0) > 0:
+            row["decode_tok_s"] = best
+            row["decode_tok_s_avg"] = t.get("avg_ts")
+        for k in ("build_commit", "cpu_info", "gpu_info", "n_threads", "model_size", "model_n_params"):
+            if k in t:
+                row[k] = t[k]
+    return list(by_place.values())
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--out", required=True, help="results folder (results.json, log)")
+    ap.add_argument("--bundle", default="bundle", help="folder with bin/generate, bin/mkmodel")
+    ap.add_argument("--models", default="/tmp/sluice-bench-models",
+                    help="where the GGUF files are written and reused (not under --out)")
+    ap.add_argument("--shapes", type=csv, default=["bench35", "bench397"])
+    ap.add_argument("--mix", default="", help="one mix for every shape (default per shape: "
+                    + ", ".join(f"{k} {v}" for k, v in DEFAULT_MIX.items()) + ")")
+    ap.add_argument("--locality", type=lambda s: csv(s, float), default=[0.0, 0.2])
+    ap.add_argument("--fractions", type=lambda s: csv(s, float), default=[1.0, 0.5, 0.25, 0.1])
+    ap.add_argument("--n-layer", type=int, default=0, help="blocks (default 8)")
+    ap.add_argument("--prompt", type=int, default=512)
+    ap.add_argument("--gen", type=int, default=128)
+    ap.add_argument("--warmup", type=int, default=8, help="unmeasured tokens first")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--policy", default="lru")
+    ap.add_argument("--prefetch", action="store_true")
+    ap.add_argument("--host-tier-bytes", type=int, default=0)
+    ap.add_argument("--cache-at-full", action="store_true",
+                    help="run 100%% through the slot cache instead of all resident")
+    ap.add_argument("--llama", default="", help="folder with llama-bench and its libraries")
+    ap.add_argument("--llama-reps", type=int, default=2)
+    ap.add_argument("--llama-localities", type=lambda s: csv(s, float), default=None,
+                    help="localities llama.cpp runs on (default: the first; its speed "
+                    "does not depend on routing)")
+    ap.add_argument("--no-llama-cpu", action="store_true", help="skip llama.cpp -ngl 0")
+    ap.add_argument("--only", choices=["all", "sluice", "llama", "models"], default="all")
+    ap.add_argument("--timeout", type=int, default=300, help="seconds per command")
+    ap.add_argument("--commit", default="", help="Sluice commit (default: git rev-parse)")
+    args = ap.parse_args()
+
+    os.makedirs(args.out, exist_ok=True)
+    llama_locs = args.llama_localities if args.llama_localities is not None else args.locality[:1]
+    results = {"format": 1, "machine": machine_info(args),
+               "settings": {k: v for k, v in vars(args).items()}, "models": [],
+               "sluice": [], "llama": []}
+    path = os.path.join(args.out, "results.json")
+    for spec in model_specs(args):
+        made = write_model(args, spec)
+        results["models"].append({**spec, **made})
+        if not made.get("ok", False):
+            log(f"mkmodel failed for {spec['name']}: {made.get('error', '')[:300]}")
+            continue
+        if args.only in ("all", "sluice"):
+            results["sluice"].extend(sluice_runs(args, spec))
+        if args.llama and args.only in ("all", "llama") and spec["locality"] in llama_locs:
+            results["llama"].extend(llama_runs(args, spec))
+        # Written after every model, so a command cut short keeps what ran.
+        with open(path, "w") as f:
+            json.dump(results, f, indent=1)
+    with open(path, "w") as f:
+        json.dump(results, f, indent=1)
+    log(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+#!/usr/bin/python3
+"""bench/report.py on a fixed results.json (bench/testdata/results_fixture.json:
+made-up figures of the right shape, not a measurement)."""
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import pngplot  # noqa: E402
+import report  # noqa: E402
+
+FIXTURE = os.path.join(HERE, "testdata", "results_fixture.json")
+SLOT = 589824 * 2 + 860160  # the fixture's bench35 Q4_K/Q6_K slice
+
+
+class ReportTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        cls.md_path = os.path.join(cls.tmp, "r.md")
+        cls.png_path = os.path.join(cls.tmp, "r.png")
+        report.main([FIXTURE, "--md", cls.md_path, "--png", cls.png_path])
+        with open(cls.md_path) as f:
+            cls.md = f.read()
+        cls.results = report.load([FIXTURE])
+
+    def test_shape_facts_take_the_slot_bytes_of_streamed_runs(self):
+        f = report.shape_facts(self.results)[("bench35", "q4_k_m")]
+        self.assertEqual(f["slice_bytes"], SLOT)
+        self.assertEqual(f["expert_bytes"], SLOT * 8 * 256)
+
+    def test_ceilings(self):
+        f = report.shape_facts(self.results)[("bench35", "q4_k_m")]
+        # 25% arena, uniform: 0.75 x 8 layers x 8 used x SLOT bytes per token.
+        self.assertAlmostEqual(report.decode_ceiling(f, 0.25, 55.2),
+                               55.2e9 / (0.75 * 64 * SLOT), places=6)
+        self.assertIsNone(report.decode_ceiling(f, 1.0, 55.2))
+        self.assertAlmostEqual(report.prompt_ceiling(f, 0.5, 55.2, 512),
+                               512 * 55.2e9 / (0.5 * SLOT * 2048), places=6)
+
+    def test_llama_match_is_nearest_placement(self):
+        f = report.shape_facts(self.results)[("bench35", "q4_k_m")]
+        key = ("bench35", "q4_k_m", 0.0)
+        self.assertEqual(report.llama_match(self.results, key, 1.0, f)["placement"], "all_gpu")
+        self.assertEqual(report.llama_match(self.results, key, 0.25, f)["n_cpu_moe"], 6)
+        self.assertEqual(report.llama_match(self.results, key, 0.1, f)["n_cpu_moe"], 7)
+        # llama.cpp ran at locality 0 only: locality 0.2 compares with those.
+        self.assertEqual(report.llama_match(self.results, ("bench35", "q4_k_m", 0.2), 0.5, f)["n_cpu_moe"], 4)
+
+    def test_markdown_rows(self):
+        self.assertIn("## bench35 q4_k_m, routing locality 0.2", self.md)
+        # 25% at locality 0: 500 / 250 decode, 3500 / 1000 prompt, hit 0.25,
+        # 0.75 x 64 x SLOT / 1e6 MB per token.
+        row = next(l for l in self.md.splitlines() if l.startswith("| 25% | cache | 500.0 |"))
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        self.assertEqual(cells[5], "0.250")
+        self.assertEqual(cells[6], f"{int(8 * 8 * 127 * 0.75) * SLOT / 127 / 1e6:,.2f}")
+        self.assertEqual(cells[14], "-ncmoe 6")
+        self.assertEqual(cells[17:19], ["2.00", "3.50"])
+        self.assertIn("| 5% | cache | failed: rc=1: generate: RESOURCE_EXHAUSTED", self.md)
+        self.assertIn("| 0 | cpu | 0 | 0 | 0% | 150.0 | 80.0 |", self.md)
+
+    def test_targets_say_met_or_by_how_much(self):
+        self.assertIn("- bench35 q4_k_m locality 0, arena 25% vs llama.cpp -ncmoe 6, decode: "
+                      "2.00x (goal >= 2.0x): met", self.md)
+        self.assertIn("- bench35 q4_k_m locality 0, arena 25% vs llama.cpp -ncmoe 6, prompt: "
+                      "3.50x (goal >= 5.0x): NOT met (70% of the goal)", self.md)
+        self.assertIn("all resident vs llama.cpp all on GPU, decode: 0.80x (goal >= 1.2x): "
+                      "NOT met (67% of the goal)", self.md)
+        self.assertIn("miss-bound streaming (smallest arena): 47.0 GB/s", self.md)
+
+    def test_png_is_valid_and_draws_the_series(self):
+        with open(self.png_path, "rb") as f:
+            w, h, px = pngplot.decode_png_rgb(f.read())
+        self.assertEqual(w, 1200)
+        canvas = pngplot.Canvas(w, h)
+        canvas.px = bytearray(px)
+        # Re-create the decode panel's axes to find the 25% point of
+        # locality 0 (first Sluice colour after the ceiling took it).
+        panel = report.Panel(pngplot.Canvas(w, h), 110, 60, 450, 420, 10, 100000, "DECODE")
+        x, y = round(panel.px(0.25)), round(panel.py(500.0))
+        self.assertEqual(canvas.get(x, y), report.PALETTE[0])
+        # llama.cpp's -ngl 0 point (80 tok/s at 0%) is a square of its colour.
+        x, y = round(panel.px(0.0)), round(panel.py(80.0))
+        self.assertEqual(canvas.get(x + 2, y + 2), report.PALETTE[2])
+        # Background far from anything stays white.
+        self.assertEqual(canvas.get(w - 3, 3), (255, 255, 255))
+
+    def test_merging_two_files_keeps_models_once(self):
+        merged = report.load([FIXTURE, FIXTURE])
+        self.assertEqual(len(merged["models"]), 2)
+        self.assertEqual(len(merged["sluice"]), 2 * len(self.results["sluice"]))
+
+
+class PngTest(unittest.TestCase):
+    def test_round_trip(self):
+        c = pngplot.Canvas(7, 5)
+        c.set(3, 2, (1, 2, 3))
+        w, h, px = pngplot.decode_png_rgb(c.png())
+        self.assertEqual((w, h), (7, 5))
+        self.assertEqual(px[3 * (2 * 7 + 3):3 * (2 * 7 + 3) + 3], bytes((1, 2, 3)))
+        self.assertEqual(px[:3], bytes((255, 255, 255)))
+
+    def test_text_draws_glyph_pixels(self):
+        c = pngplot.Canvas(20, 10)
+        self.assertEqual(c.text(0, 0, "1"), 6)
+        # '1' is 4,12,4,4,4,4,14: column 2 set in row 0, column 0 not.
+        self.assertEqual(c.get(2, 0), (0, 0, 0))
+        self.assertEqual(c.get(0, 0), (255, 255, 255))
+
+
+if __name__ == "__main__":
+    unittest.main()
