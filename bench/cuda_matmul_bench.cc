@@ -7,8 +7,9 @@
 //
 // Decode lines report weight bytes read per second: every launch touches a
 // different copy of the weights (several hundred MB in all, more than L2),
-// so the figure is HBM traffic, not cache hits. Prefill lines report the
-// time of one 512-token group and its F32 multiply-add rate.
+// so the figure is HBM traffic, not cache hits. Batch lines (prefill shapes)
+// report the time and multiply-add rate of the FP32 kernel and of the
+// tensor-core kernel on the same launch, and the speed-up.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -168,40 +169,57 @@ void MoeDecode(GgmlType t, int64_t rows, int64_t cols, const std::string& shape)
          static_cast<double>(rows * cols) * kRouted);
 }
 
-// kPrefill tokens through one expert (one group) and through a dense matrix.
-void Prefill(GgmlType t) {
-  {
-    Matrices m = MakeMatrices(t, kExpertFf, kHidden, 1);
-    DeviceBuffer begin = Ints({0, static_cast<int32_t>(kPrefill)});
-    DeviceBuffer x = Activations(kPrefill * kHidden);
-    DeviceBuffer y = Unwrap(DeviceBuffer::Create(kPrefill * kExpertFf * 4));
-    GroupedMatMul a;
-    a.type = t;
-    a.rows = kExpertFf;
-    a.cols = kHidden;
-    a.n_groups = 1;
-    a.max_entries_per_group = static_cast<int>(kPrefill);
-    a.d_weights = m.table.as<const void* const>();
-    a.d_group_begin = begin.as<const int32_t>();
-    a.d_x = x.as<float>();
-    a.x_stride = kHidden;
-    a.d_y = y.as<float>();
-    a.y_stride = kExpertFf;
-    const double ms = TimeMs(20, [&](int) { return LaunchGroupedMatMul(a, nullptr); });
-    Report("prefill", t, "expert 2048->512, group of 512", ms, static_cast<double>(m.bytes),
-           static_cast<double>(kPrefill * kExpertFf * kHidden));
-  }
-  {
-    Matrices m = MakeMatrices(t, kDenseFf, kHidden, 1);
-    DeviceBuffer x = Activations(kPrefill * kHidden);
-    DeviceBuffer y = Unwrap(DeviceBuffer::Create(kPrefill * kDenseFf * 4));
-    const double ms = TimeMs(10, [&](int) {
-      return MatMul(t, m.data.data(), kDenseFf, kHidden, x.as<float>(), kPrefill, y.as<float>(),
+// A batch's products on both kernels: `groups` distinct matrices of rows x
+// cols (experts), each multiplied by `per_group` activation rows in one
+// grouped launch; `dense` instead runs MatMul of per_group tokens through one
+// matrix. Prints the time and MAC rate of the FP32 kernel and of the
+// tensor-core kernel (SetTensorCoresEnabled picks) and the ratio.
+struct BatchShape {
+  const char* name;
+  int64_t rows, cols;
+  int groups;
+  int per_group;
+  bool dense;
+};
+
+double TimeBatch(GgmlType t, const BatchShape& s, const Matrices& m, const DeviceBuffer& x,
+                 const DeviceBuffer& begin, const DeviceBuffer& y, bool tensor_cores) {
+  SetTensorCoresEnabled(tensor_cores);
+  if (s.dense) {
+    return TimeMs(20, [&](int) {
+      return MatMul(t, m.data.data(), s.rows, s.cols, x.as<float>(), s.per_group, y.as<float>(),
                     nullptr);
     });
-    Report("prefill", t, "dense 2048->8192, 512 tokens", ms, static_cast<double>(m.bytes),
-           static_cast<double>(kPrefill * kDenseFf * kHidden));
   }
+  GroupedMatMul a;
+  a.type = t;
+  a.rows = s.rows;
+  a.cols = s.cols;
+  a.n_groups = s.groups;
+  a.max_entries_per_group = s.per_group;
+  a.d_weights = m.table.as<const void* const>();
+  a.d_group_begin = begin.as<const int32_t>();
+  a.d_x = x.as<float>();
+  a.x_stride = s.cols;
+  a.d_y = y.as<float>();
+  a.y_stride = s.rows;
+  return TimeMs(20, [&](int) { return LaunchGroupedMatMul(a, nullptr); });
+}
+
+void Batch(GgmlType t, const BatchShape& s) {
+  const Matrices m = MakeMatrices(t, s.rows, s.cols, s.dense ? 1 : s.groups);
+  const int64_t entries = static_cast<int64_t>(s.dense ? 1 : s.groups) * s.per_group;
+  std::vector<int32_t> offsets;
+  for (int g = 0; g <= s.groups; ++g) offsets.push_back(g * s.per_group);
+  const DeviceBuffer begin = Ints(offsets), x = Activations(entries * s.cols);
+  const DeviceBuffer y = Unwrap(DeviceBuffer::Create(entries * s.rows * 4));
+  const double macs = static_cast<double>(entries) * s.rows * s.cols;
+  const double fp32 = TimeBatch(t, s, m, x, begin, y, false);
+  const double tc = TimeBatch(t, s, m, x, begin, y, true);
+  SetTensorCoresEnabled(true);
+  std::printf("%-8s %-5s %-36s fp32 %9.2f us %6.2f TMAC/s | tensor cores %9.2f us %6.2f TMAC/s | x%.1f\n",
+              "batch", Name(t).c_str(), s.name, fp32 * 1e3, macs / (fp32 * 1e-3) / 1e12, tc * 1e3,
+              macs / (tc * 1e-3) / 1e12, fp32 / tc);
 }
 
 // The bandwidth ceiling the decode lines compare with: a device-to-device
@@ -236,7 +254,23 @@ int Main() {
   }
   DenseDecode(GgmlType::kQ6_K, kVocab, kHidden, "LM head 2048->248320");
   DenseDecode(GgmlType::kQ8_0, kVocab, kHidden, "LM head 2048->248320");
-  for (GgmlType t : all) Prefill(t);
+  // Prefill shapes: one expert's group of 512 tokens, the 512-token prompt
+  // of bench35 routed evenly (16 tokens per expert, 256 experts), a dense
+  // projection of 512 tokens, and a larger model's expert (hidden 4096, FFN
+  // 1024, 64 tokens).
+  const BatchShape batches[] = {
+      {"expert 2048->512, 1 group of 512", kExpertFf, kHidden, 1, 512, false},
+      {"expert 512->2048, 1 group of 512", kHidden, kExpertFf, 1, 512, false},
+      {"experts 2048->512, 256 x 16 tokens", kExpertFf, kHidden, kExperts, 16, false},
+      {"experts 512->2048, 256 x 16 tokens", kHidden, kExpertFf, kExperts, 16, false},
+      {"dense 2048->8192, 512 tokens", kDenseFf, kHidden, 1, static_cast<int>(kPrefill), true},
+      {"experts 4096->1024, 32 x 64 tokens", 1024, 4096, 32, 64, false},
+      {"experts 1024->4096, 32 x 64 tokens", 4096, 1024, 32, 64, false},
+  };
+  for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kQ8_0,
+                     GgmlType::kBF16, GgmlType::kF16, GgmlType::kQ1_0}) {
+    for (const BatchShape& b : batches) Batch(t, b);
+  }
   return 0;
 }
 

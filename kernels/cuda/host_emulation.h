@@ -1,11 +1,14 @@
-// Just enough of CUDA's built-ins for g++ to run quant_matmul_kernel.h on the
-// CPU (testonly): a warp is 32 fibers (ucontext) that meet at each shuffle,
-// so the kernel's own indexing, tiling and reduction are what run. An exit
-// that is not warp-uniform aborts (on a GPU it is undefined).
-// Include this before any kernels/cuda device header.
+// Just enough of CUDA's built-ins for g++ to run quant_matmul_kernel.h and
+// quant_matmul_mma_kernel.h on the CPU (testonly): every thread of a block is
+// a fiber (ucontext); the 32 lanes of a warp meet at each shuffle and MMA,
+// the whole block at each __syncthreads, so the kernels' own indexing,
+// tiling, fragment layouts and reductions are what run. An exit that is not
+// warp-uniform (or a barrier some threads skip) aborts: on a GPU it is
+// undefined. Include this before any kernels/cuda device header.
 //
-// Only the built-ins those kernels use are here; memory is host memory and
-// warps of a grid run one after another.
+// Only the built-ins those kernels use are here; memory is host memory,
+// __shared__ arrays are function statics, and the blocks of a grid run one
+// after another.
 #ifndef SLUICE_KERNELS_CUDA_HOST_EMULATION_H_
 #define SLUICE_KERNELS_CUDA_HOST_EMULATION_H_
 
@@ -29,6 +32,7 @@
 #define __global__
 #define __forceinline__ inline
 #define __launch_bounds__(n)
+#define __shared__ static
 
 struct uint2 { uint32_t x, y; };
 struct uint4 { uint32_t x, y, z, w; };
@@ -77,101 +81,222 @@ inline dim3 blockIdx, threadIdx, blockDim;
 
 namespace sluice::cuda::emulation {
 
-// The 32 lanes of the running warp, as cooperative fibers: a lane runs until
-// it reaches a shuffle (or returns), then the next lane runs. A shuffle
-// completes once all 32 lanes have posted their value; slots alternate
-// between two buffers so a lane that moves on cannot overwrite a value
-// another lane has yet to read.
-struct Warp {
-  ucontext_t scheduler;
-  ucontext_t lane_ctx[32];
-  std::vector<char> stacks[32];
-  bool done[32] = {};
-  float slot[2][32];
-  int phase[32] = {};  // shuffles each lane has posted
-  unsigned block_x = 0, block_y = 0, block_z = 0, warp = 0;
-  const std::function<void()>* kernel = nullptr;
-  int running = 0;
+// The threads of the running block, as cooperative fibers. A thread runs
+// until it reaches a warp collective (a shuffle, an MMA), a barrier or its
+// end, then the next one runs. A collective completes once all 32 lanes of
+// the warp have posted to it: the scheduler then computes every lane's
+// result (so a lane that moves on cannot disturb another's inputs). A
+// barrier completes once every thread of the block waits at it.
+struct LaneSlot {
+  enum Kind { kNone, kShuffle, kMma } kind = kNone;
+  float value = 0.0f;  // shuffle: posted value, then the result
+  int offset = 0;
+  uint32_t a[4] = {}, b[2] = {};
+  float c[4] = {};  // MMA: accumulators in, then D out
 };
-inline Warp* current_warp = nullptr;
 
-inline void SetLaneIndices(const Warp& w, int lane) {
-  blockIdx = {w.block_x, w.block_y, w.block_z};
-  threadIdx = {32 * w.warp + static_cast<unsigned>(lane), 0, 0};
+struct Block {
+  unsigned n_threads = 0;
+  ucontext_t scheduler;
+  std::vector<ucontext_t> ctx;
+  std::vector<std::vector<char>> stacks;
+  std::vector<char> done, at_barrier;
+  std::vector<LaneSlot> slot;
+  unsigned block_x = 0, block_y = 0, block_z = 0;
+  const std::function<void()>* kernel = nullptr;
+  unsigned running = 0;
+};
+inline Block* current_block = nullptr;
+
+inline void ThreadMain(int t) {
+  Block& b = *current_block;
+  (*b.kernel)();
+  b.done[t] = 1;
+  swapcontext(&b.ctx[t], &b.scheduler);
 }
 
-inline void LaneMain(int lane) {
-  Warp& w = *current_warp;
-  (*w.kernel)();
-  w.done[lane] = true;
-  swapcontext(&w.lane_ctx[lane], &w.scheduler);
+[[noreturn]] inline void Fail(const char* what, unsigned warp) {
+  std::fprintf(stderr, "host_emulation: block (%u,%u,%u) warp %u: %s\n",
+               current_block->block_x, current_block->block_y, current_block->block_z, warp, what);
+  std::abort();
 }
 
-// Runs one warp to completion. Aborts if its lanes disagree on the number
-// of shuffles (an exit that is not warp-uniform: undefined on a GPU).
-inline void RunWarp(Warp& w) {
+// BF16 bits of f, rounded to nearest even (as cvt.rn.bf16x2.f32 does for
+// finite values; NaN becomes the canonical quiet NaN).
+inline uint32_t Bf16Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FFFu;
+  return (u + 0x7FFFu + ((u >> 16) & 1)) >> 16;
+}
+inline float Bf16Value(uint32_t bits) {
+  const uint32_t u = (bits & 0xFFFFu) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// D = A * B + C of mma.m16n8k16.row.col.f32.bf16.bf16.f32 from the 32
+// lanes' fragments, laid out as the PTX ISA's "Matrix Fragments for
+// mma.m16n8k16 with floating point type" says (g = lane / 4, t = lane % 4;
+// each 32-bit register holds the lower-index element in its low half):
+//   A: a[0] = (g, 2t..2t+1), a[1] = (g+8, 2t..), a[2] = (g, 2t+8..),
+//      a[3] = (g+8, 2t+8..)      B: b[0] = (2t..2t+1, g), b[1] = (2t+8.., g)
+//   C/D: c[0] = (g, 2t), c[1] = (g, 2t+1), c[2] = (g+8, 2t), c[3] = (g+8, 2t+1)
+// Products are exact in double; each D element is rounded to F32 once.
+inline void ResolveMma(LaneSlot* lanes) {
+  float A[16][16], B[16][8], C[16][8];
   for (int l = 0; l < 32; ++l) {
-    w.done[l] = false;
-    w.phase[l] = 0;
-    if (w.stacks[l].empty()) w.stacks[l].resize(256 << 10);
-    getcontext(&w.lane_ctx[l]);
-    w.lane_ctx[l].uc_stack.ss_sp = w.stacks[l].data();
-    w.lane_ctx[l].uc_stack.ss_size = w.stacks[l].size();
-    w.lane_ctx[l].uc_link = nullptr;
-    makecontext(&w.lane_ctx[l], reinterpret_cast<void (*)()>(&LaneMain), 1, l);
+    const int g = l >> 2, t = l & 3;
+    const LaneSlot& s = lanes[l];
+    for (int h = 0; h < 2; ++h) {
+      A[g][2 * t + h] = Bf16Value(s.a[0] >> (16 * h));
+      A[g + 8][2 * t + h] = Bf16Value(s.a[1] >> (16 * h));
+      A[g][2 * t + 8 + h] = Bf16Value(s.a[2] >> (16 * h));
+      A[g + 8][2 * t + 8 + h] = Bf16Value(s.a[3] >> (16 * h));
+      B[2 * t + h][g] = Bf16Value(s.b[0] >> (16 * h));
+      B[2 * t + 8 + h][g] = Bf16Value(s.b[1] >> (16 * h));
+    }
+    C[g][2 * t] = s.c[0];
+    C[g][2 * t + 1] = s.c[1];
+    C[g + 8][2 * t] = s.c[2];
+    C[g + 8][2 * t + 1] = s.c[3];
+  }
+  for (int l = 0; l < 32; ++l) {
+    const int g = l >> 2, t = l & 3;
+    const int rows[4] = {g, g, g + 8, g + 8}, cols[4] = {2 * t, 2 * t + 1, 2 * t, 2 * t + 1};
+    for (int i = 0; i < 4; ++i) {
+      double d = C[rows[i]][cols[i]];
+      for (int k = 0; k < 16; ++k) d += static_cast<double>(A[rows[i]][k]) * B[k][cols[i]];
+      lanes[l].c[i] = static_cast<float>(d);
+    }
+  }
+}
+
+// Completes the collective all 32 lanes of `warp` wait at, if they do.
+// Returns whether it did.
+inline bool ResolveWarp(Block& b, unsigned warp) {
+  LaneSlot* lanes = &b.slot[32 * warp];
+  int waiting = 0, finished = 0;
+  for (int l = 0; l < 32; ++l) {
+    waiting += lanes[l].kind != LaneSlot::kNone;
+    finished += b.done[32 * warp + l];
+  }
+  if (waiting == 0) return false;
+  if (finished != 0) Fail("lanes returned while others wait at a warp collective", warp);
+  if (waiting != 32) return false;  // the others are at a barrier or still running
+  for (int l = 1; l < 32; ++l) {
+    if (lanes[l].kind != lanes[0].kind) Fail("lanes wait at different collectives", warp);
+  }
+  if (lanes[0].kind == LaneSlot::kShuffle) {
+    float posted[32];
+    for (int l = 0; l < 32; ++l) posted[l] = lanes[l].value;
+    for (int l = 0; l < 32; ++l) lanes[l].value = posted[l ^ lanes[l].offset];
+  } else {
+    ResolveMma(lanes);
+  }
+  for (int l = 0; l < 32; ++l) lanes[l].kind = LaneSlot::kNone;
+  return true;
+}
+
+// Runs one block to completion. Aborts on a deadlock: lanes of a warp that
+// disagree on their collectives, or a barrier some threads never reach.
+inline void RunBlock(Block& b) {
+  for (unsigned t = 0; t < b.n_threads; ++t) {
+    b.done[t] = 0;
+    b.at_barrier[t] = 0;
+    b.slot[t] = LaneSlot{};
+    if (b.stacks[t].empty()) b.stacks[t].resize(256 << 10);
+    getcontext(&b.ctx[t]);
+    b.ctx[t].uc_stack.ss_sp = b.stacks[t].data();
+    b.ctx[t].uc_stack.ss_size = b.stacks[t].size();
+    b.ctx[t].uc_link = nullptr;
+    makecontext(&b.ctx[t], reinterpret_cast<void (*)()>(&ThreadMain), 1, static_cast<int>(t));
   }
   for (;;) {
-    int n_done = 0;
-    for (int l = 0; l < 32; ++l) {
-      if (w.done[l]) continue;
-      w.running = l;
-      SetLaneIndices(w, l);
-      swapcontext(&w.scheduler, &w.lane_ctx[l]);
+    for (unsigned t = 0; t < b.n_threads; ++t) {
+      if (b.done[t] || b.at_barrier[t] || b.slot[t].kind != LaneSlot::kNone) continue;
+      b.running = t;
+      blockIdx = {b.block_x, b.block_y, b.block_z};
+      threadIdx = {t, 0, 0};
+      swapcontext(&b.scheduler, &b.ctx[t]);
     }
-    for (int l = 0; l < 32; ++l) n_done += w.done[l];
-    if (n_done == 32) return;
-    if (n_done != 0) {
-      std::fprintf(stderr, "host_emulation: %d lanes returned while %d wait at a shuffle\n",
-                   n_done, 32 - n_done);
-      std::abort();
+    bool progress = false;
+    for (unsigned w = 0; w < b.n_threads / 32; ++w) progress |= ResolveWarp(b, w);
+    unsigned n_done = 0, n_barrier = 0;
+    for (unsigned t = 0; t < b.n_threads; ++t) {
+      n_done += b.done[t];
+      n_barrier += b.at_barrier[t];
     }
+    if (n_done == b.n_threads) return;
+    if (n_barrier != 0 && n_done != 0) Fail("threads returned while others wait at __syncthreads", 0);
+    if (n_barrier == b.n_threads) {
+      for (unsigned t = 0; t < b.n_threads; ++t) b.at_barrier[t] = 0;
+      progress = true;
+    }
+    if (!progress) Fail("deadlock: no thread can run", 0);
   }
+}
+
+// Posts to a warp collective and returns once the scheduler completed it.
+inline LaneSlot& WaitCollective(LaneSlot::Kind kind) {
+  Block& b = *current_block;
+  const unsigned t = b.running;
+  b.slot[t].kind = kind;
+  swapcontext(&b.ctx[t], &b.scheduler);
+  return b.slot[t];
+}
+
+inline void MmaM16N8K16Bf16(float (&acc)[4], const uint32_t (&a)[4], const uint32_t (&bf)[2]) {
+  LaneSlot& s = current_block->slot[current_block->running];
+  std::memcpy(s.a, a, sizeof(s.a));
+  std::memcpy(s.b, bf, sizeof(s.b));
+  std::memcpy(s.c, acc, sizeof(s.c));
+  WaitCollective(LaneSlot::kMma);
+  std::memcpy(acc, s.c, sizeof(s.c));
 }
 
 }  // namespace sluice::cuda::emulation
 
 inline float __shfl_xor_sync(unsigned /*mask: always the full warp here*/, float v, int offset) {
-  auto& w = *sluice::cuda::emulation::current_warp;
-  const int lane = w.running;
-  const int buf = w.phase[lane]++ & 1;
-  w.slot[buf][lane] = v;
-  swapcontext(&w.lane_ctx[lane], &w.scheduler);  // resumes once every lane posted
-  return w.slot[buf][lane ^ offset];
+  auto& s = sluice::cuda::emulation::current_block->slot[sluice::cuda::emulation::current_block->running];
+  s.value = v;
+  s.offset = offset;
+  return sluice::cuda::emulation::WaitCollective(sluice::cuda::emulation::LaneSlot::kShuffle).value;
+}
+
+inline void __syncthreads() {
+  auto& b = *sluice::cuda::emulation::current_block;
+  b.at_barrier[b.running] = 1;
+  swapcontext(&b.ctx[b.running], &b.scheduler);
 }
 
 namespace sluice::cuda::emulation {
 
 // Runs `kernel` for every thread of a grid of `threads`-wide blocks (a
-// multiple of 32), one warp at a time.
+// multiple of 32), one block at a time.
 inline void Launch(dim3 grid, unsigned threads, const std::function<void()>& kernel) {
-  Warp warp;
-  current_warp = &warp;
-  warp.kernel = &kernel;
+  Block block;
+  block.n_threads = threads;
+  block.ctx.resize(threads);
+  block.stacks.resize(threads);
+  block.done.resize(threads);
+  block.at_barrier.resize(threads);
+  block.slot.resize(threads);
+  block.kernel = &kernel;
+  current_block = &block;
   blockDim = {threads, 1, 1};
   for (unsigned z = 0; z < grid.z; ++z) {
     for (unsigned y = 0; y < grid.y; ++y) {
       for (unsigned x = 0; x < grid.x; ++x) {
-        for (unsigned w = 0; w < threads / 32; ++w) {
-          warp.block_x = x;
-          warp.block_y = y;
-          warp.block_z = z;
-          warp.warp = w;
-          RunWarp(warp);
-        }
+        block.block_x = x;
+        block.block_y = y;
+        block.block_z = z;
+        RunBlock(block);
       }
     }
   }
-  current_warp = nullptr;
+  current_block = nullptr;
 }
 
 }  // namespace sluice::cuda::emulation

@@ -3,6 +3,9 @@
 // InvalidArgument naming the field rather than a kernel fault.
 #include "kernels/cuda/quant_matmul.h"
 
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -61,7 +64,41 @@ absl::Status CheckGeometry(const internal::RawGroupedMatMul& raw, const char* wh
   return absl::OkStatus();
 }
 
+// -1: not decided yet (read SLUICE_CUDA_TENSOR_CORES on first use); 0 or 1.
+std::atomic<int> tensor_cores{-1};
+
+// Launches `raw` on the tensor-core kernel when UsesTensorCores allows it for
+// its largest group, else on the FP32 kernel. CheckGeometry has bounded the
+// FP32 kernel's grid, which is never smaller than the tensor-core kernel's
+// (128 rows and 32 entries per block against at most 64 and 8).
+absl::Status LaunchEither(const internal::RawGroupedMatMul& raw, CUstream_st* stream,
+                          const char* what) {
+  if (UsesTensorCores(static_cast<GgmlType>(raw.type), raw.cols, raw.max_entries_per_group)) {
+    return LaunchError(internal::LaunchGroupedMma(raw, stream), what);
+  }
+  return LaunchError(internal::LaunchGrouped(raw, stream), what);
+}
+
 }  // namespace
+
+bool TensorCoresEnabled() {
+  int v = tensor_cores.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* env = std::getenv("SLUICE_CUDA_TENSOR_CORES");
+    v = env != nullptr && std::strcmp(env, "0") == 0 ? 0 : 1;
+    int expected = -1;
+    // A concurrent SetTensorCoresEnabled wins over the environment.
+    if (!tensor_cores.compare_exchange_strong(expected, v)) v = expected;
+  }
+  return v == 1;
+}
+
+void SetTensorCoresEnabled(bool enabled) { tensor_cores.store(enabled ? 1 : 0); }
+
+bool UsesTensorCores(GgmlType type, int64_t cols, int64_t max_entries) {
+  return max_entries >= kTensorCoreMinEntries &&
+         internal::MmaKernelSupports(static_cast<int>(type), cols) && TensorCoresEnabled();
+}
 
 bool MatMulSupported(GgmlType type) {
   return internal::KernelSupportsType(static_cast<int>(type));
@@ -107,7 +144,7 @@ absl::Status LaunchGroupedMatMul(const GroupedMatMul& args, CUstream_st* stream)
   raw.y = args.d_y;
   raw.y_stride = args.y_stride;
   RETURN_IF_ERROR(CheckGeometry(raw, kWhat));
-  return LaunchError(internal::LaunchGrouped(raw, stream), kWhat);
+  return LaunchEither(raw, stream, kWhat);
 }
 
 absl::Status MatMul(GgmlType type, const void* d_w, int64_t rows, int64_t cols, const float* d_x,
@@ -136,7 +173,7 @@ absl::Status MatMul(GgmlType type, const void* d_w, int64_t rows, int64_t cols, 
   raw.y = d_y;
   raw.y_stride = rows;
   RETURN_IF_ERROR(CheckGeometry(raw, kWhat));
-  return LaunchError(internal::LaunchGrouped(raw, stream), kWhat);
+  return LaunchEither(raw, stream, kWhat);
 }
 
 absl::Status DequantRows(GgmlType type, const void* d_w, int64_t cols, const int32_t* d_ids,

@@ -1,12 +1,14 @@
-// Launches of the grouped mat-mul kernel and the row dequantizer (the kernels
-// themselves are in quant_matmul_kernel.h); the host wrapper is
-// quant_matmul.cc.
+// Launches of the grouped mat-mul kernels (FP32 CUDA cores and tensor cores)
+// and the row dequantizer (the kernels themselves are in
+// quant_matmul_kernel.h and quant_matmul_mma_kernel.h); the host wrapper,
+// which picks between the two products, is quant_matmul.cc.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
 #include "kernels/cuda/quant_matmul_impl.h"
 #include "kernels/cuda/quant_matmul_kernel.h"
+#include "kernels/cuda/quant_matmul_mma_kernel.h"
 
 namespace sluice::cuda::internal {
 namespace {
@@ -20,6 +22,15 @@ int Launch(const RawGroupedMatMul& a, const GroupedGeometry& geo, cudaStream_t s
   } else {
     GroupedKernel<T, kEntryTile><<<grid, kThreads, 0, stream>>>(a, geo.lanes_per_row);
   }
+  return static_cast<int>(cudaGetLastError());
+}
+
+template <class T>
+int LaunchMma(const RawGroupedMatMul& a, cudaStream_t stream) {
+  const GroupedGeometry geo = ComputeMmaGeometry(a);
+  const dim3 grid(static_cast<unsigned>(geo.entry_tiles), static_cast<unsigned>(geo.row_blocks),
+                  static_cast<unsigned>(a.n_groups));
+  GroupedMmaKernel<T><<<grid, kMmaThreads, 0, stream>>>(a);
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -50,6 +61,23 @@ int LaunchGrouped(const RawGroupedMatMul& a, CUstream_st* stream) {
     case kQ5_K: return Launch<KWeights<true>>(a, geo, stream);
     case kQ6_K: return Launch<Q6KWeights>(a, geo, stream);
     default: return static_cast<int>(cudaErrorInvalidValue);
+  }
+}
+
+bool MmaKernelSupports(int type, int64_t cols) { return MmaSupportsShape(type, cols); }
+
+GroupedGeometry MmaGeometryFor(const RawGroupedMatMul& a) { return ComputeMmaGeometry(a); }
+
+int LaunchGroupedMma(const RawGroupedMatMul& a, CUstream_st* stream) {
+  switch (a.type) {
+    case kF16: return LaunchMma<HalfWeights<false>>(a, stream);
+    case kBF16: return LaunchMma<HalfWeights<true>>(a, stream);
+    case kQ8_0: return LaunchMma<Q8_0Weights>(a, stream);
+    case kQ1_0: return LaunchMma<Q1_0Weights>(a, stream);
+    case kQ4_K: return LaunchMma<KWeights<false>>(a, stream);
+    case kQ5_K: return LaunchMma<KWeights<true>>(a, stream);
+    case kQ6_K: return LaunchMma<Q6KWeights>(a, stream);
+    default: return static_cast<int>(cudaErrorInvalidValue);  // F32 never takes this path
   }
 }
 

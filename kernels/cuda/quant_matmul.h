@@ -10,7 +10,9 @@
 // starts at w + r * RowBytes(type, cols), blocks in ggml order (the layouts
 // are docs/QUANT_FORMATS.md and kernels/cpu/blocks.h). Activations are F32
 // and are not rounded to Q8 as ggml's CPU backend does: products accumulate
-// in F32 (F32 weights are multiplied in F32; no TF32 or BF16 shortcut).
+// in F32. Batches of non-F32 weights (UsesTensorCores) round the decoded
+// weights and the activations to BF16 (relative error <= 2^-8 per product);
+// F32 weights are always multiplied in F32 (no TF32 or BF16 shortcut).
 //
 // Alignment: a weight row must start at an even address (every layout keeps
 // its fp16 fields at even offsets); loads widen to 4, 8 or 16 bytes where the
@@ -79,6 +81,30 @@ struct GroupedMatMul {
   int64_t y_stride = 0;  // floats between output rows (>= rows)
 };
 
+// Batches whose largest group has at least this many entries take the
+// tensor-core kernel; smaller ones (decode: one entry per group) the FP32
+// kernel, unchanged. Why 16: the FP32 kernel reads each weight once per tile
+// of 8 entries and does all its work on FP32 FMAs, so up to 2 tiles it costs
+// about what the tensor-core kernel spends decoding each weight into shared
+// memory once and rounding the activations (its MMAs are nearly free), while
+// keeping products exact to F32; from 16 entries the FP32 kernel's FMAs grow
+// linearly and the tensor-core kernel's cost barely moves. Not yet tuned on
+// the H200 (bench/cuda_matmul_bench prints both kernels per shape).
+inline constexpr int kTensorCoreMinEntries = 16;
+
+// Whether the tensor-core kernel is allowed: true unless the environment
+// variable SLUICE_CUDA_TENSOR_CORES is "0" when first asked (A/B runs and
+// parity comparisons), or SetTensorCoresEnabled said otherwise.
+bool TensorCoresEnabled();
+// Overrides the environment for this process (tests and benchmarks).
+void SetTensorCoresEnabled(bool enabled);
+
+// Whether a product of `type` rows of `cols` elements whose largest group has
+// `max_entries` entries takes the tensor-core kernel: enabled, at least
+// kTensorCoreMinEntries entries, not F32, and rows of whole 32-element
+// chunks (F16/BF16 rows with a tail stay on the FP32 kernel).
+bool UsesTensorCores(GgmlType type, int64_t cols, int64_t max_entries);
+
 // Enqueues the product. InvalidArgument for an unsupported type, a cols that
 // is not a multiple of the block size, non-positive sizes or strides below
 // cols / rows; errors from the launch are Internal with the CUDA message.
@@ -86,10 +112,8 @@ absl::Status LaunchGroupedMatMul(const GroupedMatMul& args,
                                  CUstream_st* stream);
 
 // y[t][r] = sum_c W[r][c] x[t][c] for t < n_tok (a dense projection; row
-// strides cols and rows). Picks the fastest path per shape (the grouped
-// kernel, or dequantization to BF16 tiles + cuBLASLt for large batches of
-// quantized weights; F32 weights always in F32).
-// Today every shape takes the grouped kernel (one group of n_tok entries).
+// strides cols and rows): one group of n_tok entries, on the tensor-core
+// kernel when UsesTensorCores(type, cols, n_tok), else the FP32 kernel.
 absl::Status MatMul(GgmlType type, const void* d_w, int64_t rows,
                     int64_t cols, const float* d_x, int64_t n_tok, float* d_y,
                     CUstream_st* stream);

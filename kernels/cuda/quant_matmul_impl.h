@@ -51,6 +51,13 @@ GroupedGeometry GeometryFor(const RawGroupedMatMul& a);
 // Enqueues the grouped kernel; returns cudaGetLastError() after the launch.
 int LaunchGrouped(const RawGroupedMatMul& a, CUstream_st* stream);
 
+// The tensor-core kernel (quant_matmul_mma_kernel.h): whether it handles
+// type id `type` with rows of `cols` elements (every kernel type but F32,
+// rows of whole 32-element chunks), its geometry, and its launch.
+bool MmaKernelSupports(int type, int64_t cols);
+GroupedGeometry MmaGeometryFor(const RawGroupedMatMul& a);
+int LaunchGroupedMma(const RawGroupedMatMul& a, CUstream_st* stream);
+
 // Enqueues dst[i][c] = W[ids[i]][c] (bit-exact with kernels/cpu/dequant.cc).
 int LaunchDequantRows(int type, const void* w, uint64_t row_bytes,
                       int64_t cols, const int32_t* ids, int64_t n, float* dst,

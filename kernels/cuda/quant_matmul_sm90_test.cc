@@ -1,5 +1,7 @@
-// The CUDA products against a double-precision host reference built from the
-// CPU dequantizer (kernels/cpu/dequant.h), for every supported weight type.
+// The CUDA products of the FP32 kernel against a double-precision host
+// reference built from the CPU dequantizer (kernels/cpu/dequant.h), for every
+// supported weight type (the tensor-core kernel's cases are in
+// quant_matmul_tensor_core_sm90_test.cc, linked into the same binary).
 // The device cases skip where no CUDA device is present; the argument checks
 // need none and run everywhere.
 //
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/testing/skip.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/test_util.h"
@@ -66,11 +69,14 @@ struct Case {
 
 class QuantMatMulSm90Test : public ::testing::TestWithParam<GgmlType> {
  protected:
+  // These cases pin the FP32 kernel (exact to F32 accumulation), including
+  // the group of 512 the dispatch would send to the tensor cores;
+  // quant_matmul_tensor_core_sm90_test.cc covers those.
   void SetUp() override {
-    if (absl::Status s = SetDevice(0); !s.ok()) {
-      GTEST_SKIP() << "no CUDA device here: " << s;
-    }
+    if (absl::Status s = SetDevice(0); !s.ok()) SLUICE_SKIP("no CUDA device here: " + s.ToString());
+    SetTensorCoresEnabled(false);
   }
+  void TearDown() override { SetTensorCoresEnabled(true); }
 
   // Runs `c` on the device and compares every output with the reference;
   // checks that the stride gaps of y were not written.
@@ -312,9 +318,7 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, QuantMatMulSm90Test, ::testing::ValuesIn(kTyp
 // pointer table between replays. A captured launch must read the table (and
 // group_weight) when it runs, not when it was captured.
 TEST(QuantMatMulGraphSm90Test, ReplayFollowsThePointerTableAndRouting) {
-  if (absl::Status s = SetDevice(0); !s.ok()) {
-    GTEST_SKIP() << "no CUDA device here: " << s;
-  }
+  if (absl::Status s = SetDevice(0); !s.ok()) SLUICE_SKIP("no CUDA device here: " + s.ToString());
   constexpr GgmlType kType = GgmlType::kQ4_K;
   constexpr int64_t kRows = 32, kCols = 512;
   std::mt19937 rng(21);

@@ -1,0 +1,308 @@
+// The tensor-core kernel (quant_matmul_mma_kernel.h) run on the CPU through
+// host_emulation.h: every thread of a block is a fiber, __syncthreads a
+// barrier, and mma.sync is computed from the 32 lanes' registers with the
+// fragment layout of the PTX ISA. What this checks without a GPU: the
+// fragment loads and accumulator mapping, the staging of every ggml layout
+// into BF16 tiles in the chunk reader's k order (weights and activations
+// alike), row blocks and entry tiles with partial ends, skipped n8 tiles,
+// group routing, gathered activations, strides and odd chunk counts.
+// What it cannot check: that the hardware agrees with our reading of the
+// layout (quant_matmul_sm90_test does that on the H200).
+#include "kernels/cuda/host_emulation.h"  // first: stands in for CUDA
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/dequant.h"
+#include "kernels/cpu/test_util.h"
+#include "kernels/cuda/quant_matmul_mma_kernel.h"
+#include "loader/ggml_type.h"
+
+namespace sluice::cuda::internal {
+namespace {
+
+using emulation::Bf16Bits;
+using emulation::Bf16Value;
+
+float RoundBf16(float f) { return Bf16Value(Bf16Bits(f)); }
+
+// ---- the MMA fragment layout, pinned to the PTX ISA's tables -------------
+
+// Lane 9 (g = 2, t = 1) of m16n8k16 holds A[2][2..3], A[10][2..3],
+// A[2][10..11], A[10][10..11]; B[2..3][2], B[10..11][2]; and D[2][2],
+// D[2][3], D[10][2], D[10][3]: the numbers are the ISA's, not the formulas'.
+TEST(MmaFragmentTest, LaneNineHoldsTheElementsTheIsaNames) {
+  EXPECT_EQ(AccRow(9, 0), 2);
+  EXPECT_EQ(AccRow(9, 1), 2);
+  EXPECT_EQ(AccRow(9, 2), 10);
+  EXPECT_EQ(AccRow(9, 3), 10);
+  EXPECT_EQ(AccCol(9, 0), 2);
+  EXPECT_EQ(AccCol(9, 1), 3);
+  EXPECT_EQ(AccCol(9, 2), 2);
+  EXPECT_EQ(AccCol(9, 3), 3);
+  // A staged as word (row, k/2) = row * 100 + k/2: the words lane 9 loads.
+  std::vector<uint32_t> tile(16 * kMmaStrideWords);
+  for (int r = 0; r < 16; ++r) {
+    for (int w = 0; w < kMmaStrideWords; ++w) tile[r * kMmaStrideWords + w] = r * 100 + w;
+  }
+  uint32_t a[4];
+  LoadAFragment(tile.data(), 0, 9, a);
+  EXPECT_EQ(a[0], 2u * 100 + 1);   // A[2][2..3]
+  EXPECT_EQ(a[1], 10u * 100 + 1);  // A[10][2..3]
+  EXPECT_EQ(a[2], 2u * 100 + 5);   // A[2][10..11]
+  EXPECT_EQ(a[3], 10u * 100 + 5);  // A[10][10..11]
+  LoadAFragment(tile.data(), 1, 9, a);  // the second k16 step: k + 16
+  EXPECT_EQ(a[0], 2u * 100 + 9);
+  uint32_t b[2];
+  LoadBFragment(tile.data(), 0, 9, b);  // entry 2, k 2..3 and 10..11
+  EXPECT_EQ(b[0], 2u * 100 + 1);
+  EXPECT_EQ(b[1], 2u * 100 + 5);
+}
+
+TEST(MmaFragmentTest, Bf16RoundsToNearestEven) {
+  EXPECT_EQ(Bf16Bits(1.0f), 0x3F80u);
+  EXPECT_EQ(Bf16Bits(1.0f + 0x1p-8f), 0x3F80u);               // tie: even stays
+  EXPECT_EQ(Bf16Bits(1.0f + 0x1p-7f + 0x1p-8f), 0x3F82u);     // tie: odd rounds up
+  EXPECT_EQ(Bf16Bits(1.0f + 0x1p-8f + 0x1p-20f), 0x3F81u);    // above the tie
+  EXPECT_EQ(Bf16Bits(-2.5f), 0xC020u);
+  EXPECT_EQ(Bf16Bits(3.0e38f), 0x7F62u);
+}
+
+// One warp: a 16x32 A and a 32x8 B staged like the kernel's tiles, two k16
+// MMAs through the kernel's fragment loads, D read back through AccRow and
+// AccCol, against the plain product of the BF16-rounded values.
+TEST(MmaFragmentTest, TwoKStepsThroughTheKernelsLoadsEqualThePlainProduct) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> val(-2.f, 2.f);
+  float A[16][32], B[32][8];
+  std::vector<uint32_t> sa(16 * kMmaStrideWords), sb(8 * kMmaStrideWords);
+  for (int r = 0; r < 16; ++r) {
+    for (int k = 0; k < 32; ++k) A[r][k] = RoundBf16(val(rng));
+    for (int k = 0; k < 32; k += 2) {
+      sa[r * kMmaStrideWords + k / 2] = Bf16Bits(A[r][k]) | (Bf16Bits(A[r][k + 1]) << 16);
+    }
+  }
+  for (int n = 0; n < 8; ++n) {
+    for (int k = 0; k < 32; ++k) B[k][n] = RoundBf16(val(rng));
+    for (int k = 0; k < 32; k += 2) {
+      sb[n * kMmaStrideWords + k / 2] = Bf16Bits(B[k][n]) | (Bf16Bits(B[k + 1][n]) << 16);
+    }
+  }
+  float D[16][8];
+  std::fill(&D[0][0], &D[0][0] + 16 * 8, NAN);
+  emulation::Launch(dim3{1, 1, 1}, 32, [&] {
+    const int lane = threadIdx.x;
+    float acc[4] = {0, 0, 0, 0};
+    for (int ks = 0; ks < 2; ++ks) {
+      uint32_t a[4], b[2];
+      LoadAFragment(sa.data(), ks, lane, a);
+      LoadBFragment(sb.data(), ks, lane, b);
+      MmaBf16(acc, a, b);
+    }
+    for (int i = 0; i < 4; ++i) D[AccRow(lane, i)][AccCol(lane, i)] = acc[i];
+  });
+  double max_err = 0;
+  for (int r = 0; r < 16; ++r) {
+    for (int n = 0; n < 8; ++n) {
+      double want = 0;
+      for (int k = 0; k < 32; ++k) want += static_cast<double>(A[r][k]) * B[k][n];
+      max_err = std::max(max_err, std::isnan(D[r][n]) ? INFINITY : std::fabs(D[r][n] - want));
+    }
+  }
+  std::printf("16x8x32 through the fragments: max_abs_err=%.3g\n", max_err);
+  EXPECT_LT(max_err, 1e-5);  // two F32 roundings of sums below 40
+}
+
+// ---- the whole kernel, every type ----------------------------------------
+
+constexpr GgmlType kTypes[] = {GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ8_0,
+                               GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,
+                               GgmlType::kQ1_0};
+
+// Of sum |w x|: against the BF16-rounded operands only F32 accumulation
+// differs (plus a rare one-ulp BF16 difference where the kernel's fused
+// decode and the CPU dequantizer round a weight differently); against the
+// exact operands each product may be off by (1 + 2^-8)^2 - 1 < 2^-7.
+constexpr double kMaxRelErrBf16 = 1e-5;
+constexpr double kMaxRelErrExact = 0x1p-7 + 1e-5;
+
+struct Case {
+  int64_t rows = 0, cols = 0;
+  int n_weights = 1, n_groups = 1;
+  std::vector<int32_t> group_weight, group_begin, x_row;
+  int max_entries = 1;
+  int64_t x_rows = 1, x_pad = 0, y_pad = 0;
+  int weight_offset = 0, x_offset = 0;
+};
+
+template <class T>
+void EmulateMma(const RawGroupedMatMul& a) {
+  const GroupedGeometry geo = ComputeMmaGeometry(a);
+  const dim3 grid{static_cast<unsigned>(geo.entry_tiles), static_cast<unsigned>(geo.row_blocks),
+                  static_cast<unsigned>(a.n_groups)};
+  emulation::Launch(grid, kMmaThreads, [&] { GroupedMmaKernel<T>(a); });
+}
+
+void EmulateMmaType(const RawGroupedMatMul& a) {
+  switch (static_cast<GgmlType>(a.type)) {
+    case GgmlType::kF16: return EmulateMma<HalfWeights<false>>(a);
+    case GgmlType::kBF16: return EmulateMma<HalfWeights<true>>(a);
+    case GgmlType::kQ8_0: return EmulateMma<Q8_0Weights>(a);
+    case GgmlType::kQ1_0: return EmulateMma<Q1_0Weights>(a);
+    case GgmlType::kQ4_K: return EmulateMma<KWeights<false>>(a);
+    case GgmlType::kQ5_K: return EmulateMma<KWeights<true>>(a);
+    case GgmlType::kQ6_K: return EmulateMma<Q6KWeights>(a);
+    default: FAIL() << "no tensor-core kernel for type " << a.type;
+  }
+}
+
+class MmaEmulationTest : public ::testing::TestWithParam<GgmlType> {
+ protected:
+  // A row of about `chunks` 32-element chunks, rounded up to the type's
+  // blocks: Q8_0/F16/BF16 keep an odd count (a half-empty last k step).
+  int64_t Cols(int64_t chunks) const {
+    const int64_t block = std::max<int64_t>(32, TraitsOf(GetParam()).block_size);
+    return (32 * chunks + block - 1) / block * block;
+  }
+
+  void Check(const Case& c, const char* name) {
+    const GgmlType t = GetParam();
+    std::mt19937 rng(31 + static_cast<int>(t));
+    const uint64_t row_bytes = *kernels::RowBytes(t, c.cols);
+    const uint64_t slot = (c.rows * row_bytes + c.weight_offset + 255) / 256 * 256;
+    std::vector<uint8_t> all(slot * c.n_weights);
+    std::vector<const void*> table(c.n_weights);
+    std::vector<std::vector<float>> deq(c.n_weights, std::vector<float>(c.rows * c.cols));
+    for (int w = 0; w < c.n_weights; ++w) {
+      const std::vector<uint8_t> m = kernels::testing_util::RandomWeights(t, c.rows, c.cols, rng);
+      std::copy(m.begin(), m.end(), all.begin() + w * slot + c.weight_offset);
+      table[w] = &all[w * slot + c.weight_offset];
+      for (int64_t r = 0; r < c.rows; ++r) {
+        ASSERT_TRUE(kernels::DequantizeRow(t, &m[r * row_bytes], c.cols, &deq[w][r * c.cols]).ok());
+      }
+    }
+    const int64_t x_stride = c.cols + c.x_pad, y_stride = c.rows + c.y_pad;
+    std::vector<float> x(c.x_offset + c.x_rows * x_stride);
+    std::uniform_real_distribution<float> val(-1.f, 1.f);
+    for (float& v : x) v = val(rng);
+    const int64_t n_entries = c.group_begin.empty() ? c.n_groups : c.group_begin.back();
+    std::vector<float> y(n_entries * y_stride, NAN);
+
+    RawGroupedMatMul a;
+    a.type = static_cast<int>(t);
+    a.rows = c.rows;
+    a.cols = c.cols;
+    a.row_bytes = row_bytes;
+    a.n_groups = c.n_groups;
+    a.max_entries_per_group = c.max_entries;
+    a.weights = table.data();
+    a.group_weight = c.group_weight.empty() ? nullptr : c.group_weight.data();
+    a.group_begin = c.group_begin.empty() ? nullptr : c.group_begin.data();
+    a.x_row = c.x_row.empty() ? nullptr : c.x_row.data();
+    a.x = x.data() + c.x_offset;
+    a.x_stride = x_stride;
+    a.y = y.data();
+    a.y_stride = y_stride;
+    ASSERT_TRUE(MmaSupportsShape(a.type, a.cols));
+    EmulateMmaType(a);
+
+    double rel_bf16 = 0, rel_exact = 0;
+    int64_t gap_writes = 0;
+    for (int g = 0; g < c.n_groups; ++g) {
+      const int w = c.group_weight.empty() ? g : c.group_weight[g];
+      for (int64_t e = c.group_begin[g]; e < c.group_begin[g + 1]; ++e) {
+        const float* xr = &x[c.x_offset + (c.x_row.empty() ? e : c.x_row[e]) * x_stride];
+        for (int64_t r = 0; r < c.rows; ++r) {
+          double exact = 0, rounded = 0, mag = 0;
+          for (int64_t k = 0; k < c.cols; ++k) {
+            const float wk = deq[w][r * c.cols + k];
+            exact += static_cast<double>(wk) * xr[k];
+            rounded += static_cast<double>(RoundBf16(wk)) * RoundBf16(xr[k]);
+            mag += std::fabs(static_cast<double>(wk) * xr[k]);
+          }
+          const float got = y[e * y_stride + r];
+          const double m = std::max(mag, 1e-30);
+          rel_bf16 = std::max(rel_bf16, std::isnan(got) ? INFINITY : std::fabs(got - rounded) / m);
+          rel_exact = std::max(rel_exact, std::isnan(got) ? INFINITY : std::fabs(got - exact) / m);
+        }
+        for (int64_t r = c.rows; r < y_stride; ++r) gap_writes += !std::isnan(y[e * y_stride + r]);
+      }
+    }
+    std::printf("%-5s %-44s rel_err_vs_bf16=%.3g rel_err_vs_exact=%.3g\n",
+                kernels::TypeName(t).c_str(), name, rel_bf16, rel_exact);
+    EXPECT_LT(rel_bf16, kMaxRelErrBf16) << name;
+    EXPECT_LT(rel_exact, kMaxRelErrExact) << name;
+    EXPECT_EQ(gap_writes, 0) << name << ": outputs written into the y_stride gap";
+  }
+};
+
+// Groups of 17, 0, 1, 33 (two entry tiles, the second of one entry) and 5
+// entries through a weight table, gathered activations with repeats, 40 rows
+// (warps 2 and 3 of the block have no rows), padded strides.
+TEST_P(MmaEmulationTest, ExpertsThroughTableWithEmptyAndUnevenGroups) {
+  Case c;
+  c.rows = 40;
+  c.cols = Cols(8);
+  c.n_weights = 3;
+  c.n_groups = 5;
+  c.group_weight = {2, 0, 1, 2, 0};
+  c.group_begin = {0, 17, 17, 18, 51, 56};
+  c.max_entries = 33;
+  c.x_rows = 23;
+  for (int e = 0; e < 56; ++e) c.x_row.push_back((e * 7 + 3) % 23);
+  c.x_pad = 4;
+  c.y_pad = 3;
+  Check(c, "5 groups (17,0,1,33,5), table, gather, 40 rows");
+}
+
+// 130 rows (a second row block of 2), misaligned weights and activations, an
+// odd number of chunks where the type allows it (a half-empty last k step).
+TEST_P(MmaEmulationTest, TwoRowBlocksMisalignedOddChunks) {
+  Case c;
+  c.rows = 130;
+  c.cols = Cols(5);
+  c.group_begin = {0, 19};
+  c.max_entries = 19;
+  c.x_rows = 19;
+  c.x_pad = 1;
+  c.y_pad = 2;
+  c.weight_offset = 2;  // the 2-byte alignment every layout guarantees
+  c.x_offset = 1;
+  Check(c, "130 rows, 19 entries, +2 bytes / +1 float");
+}
+
+INSTANTIATE_TEST_SUITE_P(TensorCoreTypes, MmaEmulationTest, ::testing::ValuesIn(kTypes),
+                         [](const ::testing::TestParamInfo<GgmlType>& info) {
+                           return kernels::TypeName(info.param);
+                         });
+
+TEST(MmaGeometryTest, BlocksOf128RowsAnd32Entries) {
+  RawGroupedMatMul a;
+  a.rows = 4096;
+  a.max_entries_per_group = 512;
+  GroupedGeometry geo = ComputeMmaGeometry(a);
+  EXPECT_EQ(geo.row_blocks, 32);
+  EXPECT_EQ(geo.entry_tiles, 16);
+  a.rows = 130;
+  a.max_entries_per_group = 17;
+  geo = ComputeMmaGeometry(a);
+  EXPECT_EQ(geo.row_blocks, 2);
+  EXPECT_EQ(geo.entry_tiles, 1);
+}
+
+TEST(MmaGeometryTest, EveryKernelTypeButF32WithWholeChunks) {
+  EXPECT_TRUE(MmaSupportsShape(kQ4_K, 2048));
+  EXPECT_TRUE(MmaSupportsShape(kQ8_0, 96));
+  EXPECT_TRUE(MmaSupportsShape(kBF16, 512));
+  EXPECT_FALSE(MmaSupportsShape(kF32, 2048));  // the F32 parity gate needs F32 products
+  EXPECT_FALSE(MmaSupportsShape(kF16, 500));   // a tail: the FP32 kernel handles it
+  EXPECT_FALSE(MmaSupportsShape(8 + 1, 256));  // not a kernel type
+}
+
+}  // namespace
+}  // namespace sluice::cuda::internal
