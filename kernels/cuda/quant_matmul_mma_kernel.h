@@ -13,9 +13,9 @@
 // (massive activations in the down projection's input reach 1e3..1e4 in
 // large MoE models, and nothing here bounds them) can overflow to inf and no
 // small weight flushes to zero; its 8-bit significand rounds each operand by
-// at most 2^-9 relative, so a product's error is at most ~2^-8 |w x|, below
-// the Q8 rounding of activations that ggml (and the reference goldens) apply
-// to the same products. FP16 would be 8x finer but fails outright past 65504.
+// at most 2^-8 relative, so a product's error is below 2^-7 |w x|, which is
+// of the order of the Q8 rounding of activations that ggml (and the
+// reference goldens) apply to the same products. FP16 would be 8x finer but fails outright past 65504.
 //
 // Tiles: a block is 4 warps and computes kMmaRows (128) output rows x
 // kMmaEntries (32) entries; each k step covers kMmaChunks (2) weight chunks
