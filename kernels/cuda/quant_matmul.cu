@@ -66,8 +66,6 @@ int LaunchGrouped(const RawGroupedMatMul& a, CUstream_st* stream) {
 
 bool MmaKernelSupports(int type, int64_t cols) { return MmaSupportsShape(type, cols); }
 
-GroupedGeometry MmaGeometryFor(const RawGroupedMatMul& a) { return ComputeMmaGeometry(a); }
-
 int LaunchGroupedMma(const RawGroupedMatMul& a, CUstream_st* stream) {
   switch (a.type) {
     case kF16: return LaunchMma<HalfWeights<false>>(a, stream);

@@ -11,7 +11,7 @@
 // are docs/QUANT_FORMATS.md and kernels/cpu/blocks.h). Activations are F32
 // and are not rounded to Q8 as ggml's CPU backend does: products accumulate
 // in F32. Batches of non-F32 weights (UsesTensorCores) round the decoded
-// weights and the activations to BF16 (relative error <= 2^-8 per product);
+// weights and the activations to BF16 (each product off by < 2^-7 of itself);
 // F32 weights are always multiplied in F32 (no TF32 or BF16 shortcut).
 //
 // Alignment: a weight row must start at an even address (every layout keeps

@@ -53,9 +53,9 @@ int LaunchGrouped(const RawGroupedMatMul& a, CUstream_st* stream);
 
 // The tensor-core kernel (quant_matmul_mma_kernel.h): whether it handles
 // type id `type` with rows of `cols` elements (every kernel type but F32,
-// rows of whole 32-element chunks), its geometry, and its launch.
+// rows of whole 32-element chunks), and its launch. Its grid is never larger
+// than LaunchGrouped's for the same arguments, so GeometryFor bounds both.
 bool MmaKernelSupports(int type, int64_t cols);
-GroupedGeometry MmaGeometryFor(const RawGroupedMatMul& a);
 int LaunchGroupedMma(const RawGroupedMatMul& a, CUstream_st* stream);
 
 // Enqueues dst[i][c] = W[ids[i]][c] (bit-exact with kernels/cpu/dequant.cc).

@@ -261,11 +261,12 @@ TEST_P(MmaEmulationTest, ExpertsThroughTableWithEmptyAndUnevenGroups) {
 }
 
 // 130 rows (a second row block of 2), misaligned weights and activations, an
-// odd number of chunks where the type allows it (a half-empty last k step).
+// odd number of chunks where the type allows it (a half-empty last k step),
+// else rows of two or three blocks.
 TEST_P(MmaEmulationTest, TwoRowBlocksMisalignedOddChunks) {
   Case c;
   c.rows = 130;
-  c.cols = Cols(5);
+  c.cols = Cols(9);
   c.group_begin = {0, 19};
   c.max_entries = 19;
   c.x_rows = 19;

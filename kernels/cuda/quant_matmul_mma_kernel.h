@@ -13,9 +13,9 @@
 // (massive activations in the down projection's input reach 1e3..1e4 in
 // large MoE models, and nothing here bounds them) can overflow to inf and no
 // small weight flushes to zero; its 8-bit significand rounds each operand by
-// at most 2^-9 relative, so a product's error is at most ~2^-8 |w x|, below
-// the Q8 rounding of activations that ggml (and the reference goldens) apply
-// to the same products. FP16 would be 8x finer but fails outright past 65504.
+// at most 2^-8 relative, so a product's error is below 2^-7 |w x|, which is
+// of the order of the Q8 rounding of activations that ggml (and the
+// reference goldens) apply to the same products. FP16 would be 8x finer but fails outright past 65504.
 //
 // Tiles: a block is 4 warps and computes kMmaRows (128) output rows x
 // kMmaEntries (32) entries; each k step covers kMmaChunks (2) weight chunks
@@ -202,14 +202,24 @@ __device__ __forceinline__ void StoreStage(const MmaStage<T>& st, int tid, uint3
   }
 }
 
+// The staged BF16 tiles of one k step (pairs of BF16 per word). 16-byte
+// alignment for the 16- and 8-byte stores of StoreStage; both sizes are
+// multiples of 16 bytes, so x stays aligned too.
+struct alignas(16) MmaTiles {
+  uint32_t w[kMmaRows * kMmaStrideWords];     // row-major weights
+  uint32_t x[kMmaEntries * kMmaStrideWords];  // entry-major activations
+};
+static_assert(sizeof(uint32_t) * kMmaRows * kMmaStrideWords % 16 == 0);
+
 // Grid: x = entry tiles of kMmaEntries, y = row blocks of kMmaRows, z =
 // groups (GroupedKernel's order). Requires T::kChunk == 32 and a row of whole
 // chunks (MmaKernelSupports).
 template <class T>
 __global__ void __launch_bounds__(kMmaThreads) GroupedMmaKernel(const RawGroupedMatMul a) {
   static_assert(T::kChunk == 32, "tiles are made of 32-element chunks");
-  __shared__ uint32_t sw[kMmaRows * kMmaStrideWords];
-  __shared__ uint32_t sx[kMmaEntries * kMmaStrideWords];
+  __shared__ MmaTiles tiles;
+  uint32_t* const sw = tiles.w;
+  uint32_t* const sx = tiles.x;
 
   const int g = blockIdx.z;
   int64_t begin, end;

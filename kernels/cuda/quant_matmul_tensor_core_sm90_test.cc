@@ -97,6 +97,7 @@ class TensorCoreSm90Test : public ::testing::TestWithParam<GgmlType> {
     slot_ = (mat_bytes + c.weight_offset + 255) / 256 * 256;
     std::vector<uint8_t> all(slot_ * c.n_weights);
     deq_.assign(c.n_weights, std::vector<float>(c.rows * c.cols));
+    deq_bf16_.assign(c.n_weights, std::vector<float>(c.rows * c.cols));
     for (int w = 0; w < c.n_weights; ++w) {
       std::vector<uint8_t> m = kernels::testing_util::RandomWeights(t, c.rows, c.cols, rng);
       std::memcpy(&all[w * slot_ + c.weight_offset], m.data(), mat_bytes);
@@ -104,12 +105,15 @@ class TensorCoreSm90Test : public ::testing::TestWithParam<GgmlType> {
         ASSERT_TRUE(kernels::DequantizeRow(t, m.data() + r * row_bytes, c.cols,
                                            &deq_[w][r * c.cols]).ok());
       }
+      std::transform(deq_[w].begin(), deq_[w].end(), deq_bf16_[w].begin(), RoundBf16);
     }
     x_stride_ = c.cols + c.x_pad;
     y_stride_ = c.rows + c.y_pad;
     x_.assign(c.x_offset + c.x_rows * x_stride_, 0.0f);
     std::uniform_real_distribution<float> val(-1.f, 1.f);
     for (float& v : x_) v = val(rng);
+    x_bf16_.resize(x_.size());
+    std::transform(x_.begin(), x_.end(), x_bf16_.begin(), RoundBf16);
     d_all_ = Upload(all);
     std::vector<const void*> table(c.n_weights);
     for (int w = 0; w < c.n_weights; ++w) {
@@ -172,15 +176,18 @@ class TensorCoreSm90Test : public ::testing::TestWithParam<GgmlType> {
     for (size_t g = 0; g + 1 < c.group_begin.size(); ++g) {
       const int w = c.group_weight.empty() ? static_cast<int>(g) : c.group_weight[g];
       for (int64_t e = c.group_begin[g]; e < c.group_begin[g + 1]; ++e) {
-        const float* xr = &x_[c.x_offset + (c.x_row.empty() ? e : c.x_row[e]) * x_stride_];
+        const int64_t xo = c.x_offset + (c.x_row.empty() ? e : c.x_row[e]) * x_stride_;
+        const float* xr = &x_[xo];
+        const float* xb = &x_bf16_[xo];
         for (int64_t r = 0; r < c.rows; ++r) {
           const float* wr = &deq_[w][r * c.cols];
+          const float* wb = &deq_bf16_[w][r * c.cols];
           double exact = 0, rounded = 0, mag = 0;
           for (int64_t k = 0; k < c.cols; ++k) {
             const double p = static_cast<double>(wr[k]) * xr[k];
             exact += p;
             mag += std::fabs(p);
-            rounded += static_cast<double>(RoundBf16(wr[k])) * RoundBf16(xr[k]);
+            rounded += static_cast<double>(wb[k]) * xb[k];
           }
           const float got = y[e * y_stride_ + r];
           const double m = std::max(mag, 1e-30);
@@ -218,8 +225,8 @@ class TensorCoreSm90Test : public ::testing::TestWithParam<GgmlType> {
 
   uint64_t slot_ = 0;
   int64_t x_stride_ = 0, y_stride_ = 0;
-  std::vector<std::vector<float>> deq_;
-  std::vector<float> x_;
+  std::vector<std::vector<float>> deq_, deq_bf16_;  // dequantized weights, and rounded
+  std::vector<float> x_, x_bf16_;
   DeviceBuffer d_all_, d_table_, d_gw_, d_begin_, d_xrow_, d_x_;
 };
 
