@@ -3,6 +3,7 @@
 //   bazel run //tools:generate -- --model M.gguf --prompt "Hello"
 //       [--chat] [--temperature 0.7 --top-k 40 --top-p 0.9 --min-p 0.05
 //        --repeat-penalty 1.1 --seed 1] [--max-tokens 64] [--threads 2]
+//       [--record_trace FILE]
 //
 // Flags may be spelled with '-' or '_' (--top-k or --top_k). At the end it
 // prints to stderr: prompt/generated tokens, the finish reason, time to
@@ -21,6 +22,7 @@
 #include "loader/model_files.h"
 #include "model/chat_template.h"
 #include "model/engine.h"
+#include "model/routing_trace_recorder.h"
 
 ABSL_FLAG(std::string, model, "", "GGUF model (or any shard of a split set)");
 ABSL_FLAG(std::string, prompt, "", "prompt text");
@@ -46,6 +48,9 @@ ABSL_FLAG(bool, profile, false,
 ABSL_FLAG(int, ctx, 4096, "context length (KV cache size)");
 ABSL_FLAG(std::string, stop, "", "stop strings, separated by '|'");
 ABSL_FLAG(bool, ignore_eos, false, "keep generating past end-of-generation");
+ABSL_FLAG(std::string, record_trace, "",
+          "write every MoE block's routing to this file (a routing trace for "
+          "tools/slotsim; docs/SLOT_CACHE.md)");
 
 namespace {
 
@@ -131,8 +136,16 @@ int main(int argc, char** argv) {
   options.backend = *backend;
   options.device = absl::GetFlag(FLAGS_gpu);
   options.profile = absl::GetFlag(FLAGS_profile);
+  std::unique_ptr<sluice::RoutingTraceRecorder> recorder;
+  if (!absl::GetFlag(FLAGS_record_trace).empty()) {
+    recorder = sluice::RoutingTraceRecorder::Create(absl::GetFlag(FLAGS_record_trace));
+    options.routing_observer = recorder.get();
+  }
   auto engine = sluice::Engine::Create(**files, options);
   if (!engine.ok()) return Fail(engine.status());
+  if (recorder != nullptr) {
+    if (absl::Status s = recorder->Start((*engine)->info()); !s.ok()) return Fail(s);
+  }
   const sluice::Tokenizer& tok = (*engine)->tokenizer();
 
   auto params = ParamsFromFlags(tok);
@@ -155,6 +168,9 @@ int main(int argc, char** argv) {
       });
   std::printf("\n");
   if (!result.ok()) return Fail(result.status());
+  if (recorder != nullptr) {
+    if (absl::Status s = recorder->Close(); !s.ok()) return Fail(s);
+  }
   std::fprintf(stderr,
                "prompt_tokens=%d generated_tokens=%d finish=%s ttft_ms=%.2f "
                "prefill_tok_s=%.1f decode_tok_s=%.1f\n",
@@ -200,6 +216,11 @@ int main(int argc, char** argv) {
     const double n = key.rfind("prefill.", 0) == 0 ? phase_calls[0] : phase_calls[1];
     std::fprintf(stderr, "profile %-28s %9.3f ms/call\n", key.c_str(),
                  n > 0 ? ms / n : 0.0);
+  }
+  if (recorder != nullptr) {
+    std::fprintf(stderr, "routing_trace=%s records=%llu\n",
+                 absl::GetFlag(FLAGS_record_trace).c_str(),
+                 static_cast<unsigned long long>(recorder->records()));
   }
   return 0;
 }
