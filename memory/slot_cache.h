@@ -99,9 +99,12 @@ std::unique_ptr<EvictionPolicy> MakeLruPolicy();
 // one to LRU. Precondition: half_life > 0.
 std::unique_ptr<EvictionPolicy> MakeDecayedLfuPolicy(double half_life);
 
-// The half-life MakePolicy("lfu") uses, in accesses (lookups): with 48
-// layers x 8 experts per token, about 40 tokens.
-inline constexpr double kDefaultLfuHalfLife = 16384;
+// The half-life MakePolicy("lfu") uses, in accesses (lookups): about 10
+// tokens of a 48-layer, 8-experts-per-token model. Measured with slotsim
+// (docs/SLOT_CACHE.md): longer half-lives win on stationary (Zipf) routing
+// but let stale experts squat when routing drifts (a recorded trace), where
+// shorter ones approach LRU.
+inline constexpr double kDefaultLfuHalfLife = 4096;
 
 // Belady's MIN (offline only): evicts the key used furthest in the future.
 // future[i] is the key of access i, in the order the cache will see them

@@ -23,7 +23,8 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const ModelFiles& files,
                                                  const EngineOptions& o) {
   switch (o.backend) {
     case Backend::kCpu:
-      return LoadCpuModel(files, {.threads = o.threads});
+      return LoadCpuModel(files, {.threads = o.threads,
+                                   .routing_observer = o.routing_observer});
     case Backend::kCuda:
       if (CudaFactory() == nullptr) {
         return absl::UnavailableError(

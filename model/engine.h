@@ -45,6 +45,7 @@
 namespace sluice {
 
 class ModelFiles;
+class RoutingObserver;  // model/moe.h
 
 // Where the forward pass runs.
 enum class Backend { kCpu, kCuda };
@@ -66,6 +67,10 @@ struct EngineOptions {
   // Tokens one session can hold (prompt plus generated). The KV cache of
   // every session is sized for it up front.
   int context_length = 4096;
+  // Sees every MoE block's routing (e.g. a RoutingTraceRecorder); not
+  // owned, may be null, must outlive the engine. Called on the forward
+  // pass's thread, concurrently when sessions run on several threads.
+  RoutingObserver* routing_observer = nullptr;
 
   // Where routed experts live (CUDA only; the CPU reads them in place).
   struct Experts {

@@ -3,6 +3,7 @@
 //   bazel run //tools:generate -- --model M.gguf --prompt "Hello"
 //       [--chat] [--temperature 0.7 --top-k 40 --top-p 0.9 --min-p 0.05
 //        --repeat-penalty 1.1 --seed 1] [--max-tokens 64] [--threads 2]
+//       [--record_trace FILE]
 //
 // Flags may be spelled with '-' or '_' (--top-k or --top_k). At the end it
 // prints to stderr: prompt/generated tokens, the finish reason, time to
@@ -29,6 +30,7 @@
 #include "model/chat_template.h"
 #include "model/engine.h"
 #include "tools/generate_report.h"
+#include "model/routing_trace_recorder.h"
 
 ABSL_FLAG(std::string, model, "", "GGUF model (or any shard of a split set)");
 ABSL_FLAG(std::string, prompt, "", "prompt text");
@@ -69,6 +71,9 @@ ABSL_FLAG(int, warmup_tokens, 0,
 ABSL_FLAG(bool, json, false,
           "print one JSON object (timings, memory, expert counters) on stdout "
           "instead of the generated text");
+ABSL_FLAG(std::string, record_trace, "",
+          "write every MoE block's routing to this file (a routing trace for "
+          "tools/slotsim; docs/SLOT_CACHE.md)");
 
 namespace {
 
@@ -178,8 +183,16 @@ int main(int argc, char** argv) {
   auto experts = ExpertOptionsFromFlags();
   if (!experts.ok()) return Fail(experts.status());
   options.experts = *experts;
+  std::unique_ptr<sluice::RoutingTraceRecorder> recorder;
+  if (!absl::GetFlag(FLAGS_record_trace).empty()) {
+    recorder = sluice::RoutingTraceRecorder::Create(absl::GetFlag(FLAGS_record_trace));
+    options.routing_observer = recorder.get();
+  }
   auto engine = sluice::Engine::Create(**files, options);
   if (!engine.ok()) return Fail(engine.status());
+  if (recorder != nullptr) {
+    if (absl::Status s = recorder->Start((*engine)->info()); !s.ok()) return Fail(s);
+  }
   const sluice::Tokenizer& tok = (*engine)->tokenizer();
 
   auto params = ParamsFromFlags(tok);
@@ -223,6 +236,9 @@ int main(int argc, char** argv) {
       });
   if (!json) std::printf("\n");
   if (!result.ok()) return Fail(result.status());
+  if (recorder != nullptr) {
+    if (absl::Status s = recorder->Close(); !s.ok()) return Fail(s);
+  }
   std::fprintf(stderr,
                "prompt_tokens=%d generated_tokens=%d finish=%s ttft_ms=%.2f "
                "prefill_tok_s=%.1f decode_tok_s=%.1f\n",
@@ -282,6 +298,11 @@ int main(int argc, char** argv) {
     report.model_file_bytes = (*files)->total_file_bytes();
     report.stats = stats;
     std::printf("%s\n", sluice::tools::GenerateReportJson(report).c_str());
+  }
+  if (recorder != nullptr) {
+    std::fprintf(stderr, "routing_trace=%s records=%llu\n",
+                 absl::GetFlag(FLAGS_record_trace).c_str(),
+                 static_cast<unsigned long long>(recorder->records()));
   }
   return 0;
 }

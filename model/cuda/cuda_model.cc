@@ -804,7 +804,8 @@ absl::StatusOr<std::unique_ptr<Model>> FromEngine(const ModelFiles& files,
                                .expert_slots = o.experts.slots,
                                .expert_arena_fraction = o.experts.arena_fraction,
                                .expert_policy = o.experts.policy,
-                               .expert_prefetch = o.experts.prefetch});
+                               .expert_prefetch = o.experts.prefetch,
+                               .routing_observer = o.routing_observer});
 }
 
 const bool kRegistered = RegisterBackend(Backend::kCuda, FromEngine);
