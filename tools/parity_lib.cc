@@ -329,11 +329,12 @@ std::string FormatReport(const std::vector<ModelReport>& reports) {
         &out,
         "experts %s: streaming policy=%s slots=%d/%d arena_bytes=%d "
         "lookups=%d hits=%d hit_rate=%.4f misses=%d forced=%d exhausted=%d "
-        "evictions=%d bytes_host=%d prefetches=%d useful=%d late=%d\n",
+        "evictions=%d bytes_host=%d bytes_disk=%d prefetches=%d useful=%d "
+        "late=%d\n",
         m.model, x.policy, x.slots, x.experts, x.arena_bytes, c.lookups,
         c.hits, c.hit_rate(), c.misses, c.forced, c.exhausted, c.evictions,
         c.bytes_by_tier[static_cast<int>(memory::Tier::kHost)],
-        c.prefetches_issued, c.prefetches_useful, c.prefetches_late);
+        c.bytes_by_tier[static_cast<int>(memory::Tier::kDisk)], c.prefetches_issued, c.prefetches_useful, c.prefetches_late);
   }
   absl::StrAppendFormat(&out,
                         "worst_max=%.6f worst_rms=%.6f worst_median=%.6f "

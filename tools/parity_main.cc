@@ -37,6 +37,9 @@ ABSL_FLAG(std::string, expert_policy, "lru", "slot eviction policy: lru or lfu")
 ABSL_FLAG(bool, expert_prefetch, false,
           "--device=cuda with streaming: prefetch each next layer's predicted "
           "experts during decode");
+ABSL_FLAG(uint64_t, host_tier_bytes, 0,
+          "--device=cuda with streaming: a pinned host tier of this many "
+          "bytes in front of O_DIRECT disk reads (0: register the mapping)");
 ABSL_FLAG(bool, require_identical, false,
           "fail unless every --compare row is bit-identical (for checking "
           "that streaming experts leaves the logits unchanged)");
@@ -87,6 +90,7 @@ int main(int argc, char** argv) {
   options.experts.arena_fraction = absl::GetFlag(FLAGS_expert_arena_fraction);
   options.experts.policy = absl::GetFlag(FLAGS_expert_policy);
   options.experts.prefetch = absl::GetFlag(FLAGS_expert_prefetch);
+  options.experts.host_tier_bytes = absl::GetFlag(FLAGS_host_tier_bytes);
   options.repeat = std::max(1, absl::GetFlag(FLAGS_repeat));
   sluice::parity::Gates requested;
   requested.f32_max = absl::GetFlag(FLAGS_max_gate);

@@ -321,7 +321,10 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(
                      ExpertStream::Create(std::move(views), std::move(gate_up),
                                           std::move(down),
                                           {.slots = slots,
-                                           .policy = options.expert_policy},
+                                           .policy = options.expert_policy,
+                                           .host_tier_bytes =
+                                               options.expert_host_tier_bytes,
+                                           .files = &files},
                                           m->stream_));
   }
   cuda::AttentionShape& a = m->attn_shape_;
@@ -805,6 +808,7 @@ absl::StatusOr<std::unique_ptr<Model>> FromEngine(const ModelFiles& files,
                                .expert_arena_fraction = o.experts.arena_fraction,
                                .expert_policy = o.experts.policy,
                                .expert_prefetch = o.experts.prefetch,
+                               .expert_host_tier_bytes = o.experts.host_tier_bytes,
                                .routing_observer = o.routing_observer});
 }
 

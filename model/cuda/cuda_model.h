@@ -48,6 +48,10 @@ struct CudaModelOptions {
   // Streaming decode: predict the next layer's experts (its router applied
   // to this layer's MoE input) and fetch them ahead of demand.
   bool expert_prefetch = false;
+  // Streaming: 0 registers the mapping's expert pages (they must fit in
+  // RAM); otherwise a pinned host tier of this many bytes in front of
+  // O_DIRECT disk reads.
+  uint64_t expert_host_tier_bytes = 0;
   // Sees each layer's routing (read back from the device; costs a
   // synchronisation per layer, so decode then runs without its graph).
   RoutingObserver* routing_observer = nullptr;

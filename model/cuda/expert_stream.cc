@@ -118,10 +118,22 @@ absl::StatusOr<std::unique_ptr<ExpertStream>> ExpertStream::Create(
     }
   }
 
-  // Register the expert tensors' pages once, in merged windows (tensors of
-  // one shard that share a page or touch merge).
+  if (options.host_tier_bytes > 0) {
+    if (options.files == nullptr) {
+      return absl::InvalidArgumentError("expert stream: a host tier needs the files");
+    }
+    std::vector<std::array<ExpertMatrix, 3>> views;
+    for (const LayerExpertViews& v : s->layers_) views.push_back({v.gate, v.up, v.down});
+    ASSIGN_OR_RETURN(s->host_, HostTier::Create(*options.files, std::move(views),
+                                                options.host_tier_bytes,
+                                                /*threads=*/8));
+  }
+  // Without a host tier, register the expert tensors' pages once, in merged
+  // windows (tensors of one shard that share a page or touch merge).
   std::vector<std::pair<const uint8_t*, const uint8_t*>> spans;
-  for (const LayerExpertViews& v : s->layers_) {
+  for (const LayerExpertViews& v : s->host_ != nullptr
+                                        ? std::vector<LayerExpertViews>{}
+                                        : s->layers_) {
     for (const ExpertMatrix* m : {&v.gate, &v.up, &v.down}) {
       spans.push_back({PageDown(m->data),
                        PageUp(m->data + m->slice_bytes * m->n_expert)});
@@ -192,9 +204,21 @@ const void* ExpertStream::Mapped(const uint8_t* host) const {
   return it->device + (host - it->begin);
 }
 
+HostTier::Slices ExpertStream::InMapping(int layer, int32_t expert) const {
+  const LayerExpertViews& v = layers_[layer];
+  return {v.gate.expert(expert).data, v.up.expert(expert).data,
+          v.down.expert(expert).data};
+}
+
 void ExpertStream::PointAtHost(int layer, int32_t expert) {
   const LayerExpertViews& v = layers_[layer];
   const void** t = mirror(layer);
+  if (host_ != nullptr) {
+    // Not resident anywhere the device can read: Acquire points it again
+    // before any kernel reads it.
+    t[expert] = t[n_expert_ + expert] = t[2 * n_expert_ + expert] = nullptr;
+    return;
+  }
   t[expert] = Mapped(v.gate.expert(expert).data);
   t[n_expert_ + expert] = Mapped(v.up.expert(expert).data);
   t[2 * n_expert_ + expert] = Mapped(v.down.expert(expert).data);
@@ -211,17 +235,14 @@ void ExpertStream::PointAtSlot(int layer, int32_t expert, const SlotClass& c,
 }
 
 absl::Status ExpertStream::Fill(int layer, int32_t expert, const SlotClass& c,
-                                int32_t slot, cuda::Stream stream) {
-  const LayerExpertViews& v = layers_[layer];
+                                int32_t slot, const HostTier::Slices& from,
+                                cuda::Stream stream) {
   auto* d = static_cast<uint8_t*>(SlotAddress(c, slot));
-  RETURN_IF_ERROR(cuda::CopyToDevice(d, v.gate.expert(expert).data,
-                                     c.gate_bytes, stream));
+  RETURN_IF_ERROR(cuda::CopyToDevice(d, from[0], c.gate_bytes, stream));
   d += memory::AlignUp(c.gate_bytes);
-  RETURN_IF_ERROR(cuda::CopyToDevice(d, v.up.expert(expert).data, c.up_bytes,
-                                     stream));
+  RETURN_IF_ERROR(cuda::CopyToDevice(d, from[1], c.up_bytes, stream));
   d += memory::AlignUp(c.up_bytes);
-  RETURN_IF_ERROR(cuda::CopyToDevice(d, v.down.expert(expert).data,
-                                     c.down_bytes, stream));
+  RETURN_IF_ERROR(cuda::CopyToDevice(d, from[2], c.down_bytes, stream));
   PointAtSlot(layer, expert, c, slot);
   return absl::OkStatus();
 }
@@ -251,6 +272,11 @@ absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> experts,
   // still running stay protected through this step and count as late if
   // demanded.
   bool wait_prefetch = false;
+  if (host_ != nullptr) {
+    // Host slots are reused below: copies out of them must be done.
+    RETURN_IF_ERROR(cuda::Synchronize(copy_));
+    RETURN_IF_ERROR(cuda::Synchronize(prefetch_));
+  }
   if (!in_flight_.empty()) {
     ASSIGN_OR_RETURN(const bool done, cuda::EventDone(prefetched_));
     if (done) {
@@ -266,28 +292,58 @@ absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> experts,
   c.cache->BeginStep();
   ASSIGN_OR_RETURN(std::vector<memory::SlotAssignment> got,
                    c.cache->Acquire(layer, experts));
+  // With a host tier, the experts that are not in a device slot are made
+  // present there first (read from disk when the tier lacks them).
+  std::vector<HostTier::Slices> from(got.size());
+  std::vector<bool> from_disk(got.size(), false);
+  if (host_ != nullptr) {
+    std::vector<int32_t> need;
+    std::vector<size_t> where;
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (got[i].kind == memory::SlotAssignment::kHit) continue;
+      need.push_back(experts[i]);
+      where.push_back(i);
+    }
+    std::vector<HostTier::Slices> loaded;
+    std::vector<bool> disk;
+    if (!need.empty()) RETURN_IF_ERROR(host_->Load(layer, need, loaded, disk));
+    for (size_t j = 0; j < need.size(); ++j) {
+      from[where[j]] = loaded[j];
+      from_disk[where[j]] = disk[j];
+    }
+  } else {
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (got[i].kind != memory::SlotAssignment::kHit) from[i] = InMapping(layer, experts[i]);
+    }
+  }
   // Layers whose mirror changed (an eviction may touch another layer).
   std::vector<int> dirty;
   bool copied = false;
+  const uint64_t expert_bytes = c.gate_bytes + c.up_bytes + c.down_bytes;
   for (size_t i = 0; i < got.size(); ++i) {
     const memory::SlotAssignment& a = got[i];
     const int32_t e = experts[i];
+    if (a.kind == memory::SlotAssignment::kHit) continue;
+    c.cache->RecordBytes(from_disk[i] ? memory::Tier::kDisk : memory::Tier::kHost,
+                         expert_bytes);
     if (a.kind == memory::SlotAssignment::kMiss) {
       if (a.evicted) {
         PointAtHost(a.evicted_key.layer, a.evicted_key.expert);
         Mark(dirty, a.evicted_key.layer);
       }
-      RETURN_IF_ERROR(Fill(layer, e, c, a.slot, copy_));
+      RETURN_IF_ERROR(Fill(layer, e, c, a.slot, from[i], copy_));
       Mark(dirty, layer);
       copied = true;
-      c.cache->RecordBytes(memory::Tier::kHost,
-                           c.gate_bytes + c.up_bytes + c.down_bytes);
-    } else if (a.kind == memory::SlotAssignment::kForced) {
-      // Read in place through the mapped window (the table already points
-      // there): the bytes still cross the bus once.
-      c.cache->RecordBytes(memory::Tier::kHost,
-                           c.gate_bytes + c.up_bytes + c.down_bytes);
+    } else if (host_ != nullptr) {
+      // Forced: the kernels read the pinned host slot in place.
+      const void** t = mirror(layer);
+      t[e] = from[i][0];
+      t[n_expert_ + e] = from[i][1];
+      t[2 * n_expert_ + e] = from[i][2];
+      Mark(dirty, layer);
     }
+    // (Forced without a host tier: the table already points at the mapped
+    // window; the bytes still cross the bus once.)
   }
   if (copied) {
     RETURN_IF_ERROR(cuda::RecordEvent(copied_, copy_));
@@ -309,6 +365,14 @@ absl::Status ExpertStream::Prefetch(int layer, absl::Span<const int32_t> experts
   SlotClass& c = classes_[class_of_[layer]];
   std::vector<int> dirty;
   for (const int32_t e : experts) {
+    // With a host tier only what it already holds is prefetched: a disk
+    // read would stall this thread, which is the decode loop.
+    HostTier::Slices src = InMapping(layer, e);
+    if (host_ != nullptr) {
+      std::optional<HostTier::Slices> held = host_->Peek(layer, e);
+      if (!held.has_value()) continue;
+      src = *held;
+    }
     ASSIGN_OR_RETURN(const memory::SlotAssignment a,
                      c.cache->Prefetch({layer, e}));
     if (a.kind != memory::SlotAssignment::kMiss) continue;
@@ -316,7 +380,7 @@ absl::Status ExpertStream::Prefetch(int layer, absl::Span<const int32_t> experts
       PointAtHost(a.evicted_key.layer, a.evicted_key.expert);
       Mark(dirty, a.evicted_key.layer);
     }
-    RETURN_IF_ERROR(Fill(layer, e, c, a.slot, prefetch_));
+    RETURN_IF_ERROR(Fill(layer, e, c, a.slot, src, prefetch_));
     Mark(dirty, layer);
     in_flight_.push_back({layer, e});
     c.cache->RecordBytes(memory::Tier::kHost,
@@ -344,6 +408,7 @@ ExpertStreamStats ExpertStream::Stats() const {
   s.experts = static_cast<int64_t>(layers_.size()) * n_expert_;
   s.arena_bytes = arena_bytes();
   for (const Window& w : windows_) s.host_tier_bytes += w.end - w.begin;
+  if (host_ != nullptr) s.host_tier_bytes = host_->bytes();
   memory::SlotCacheCounters& t = s.counters;
   t.layer_lookups.assign(layers_.size(), 0);
   t.layer_hits.assign(layers_.size(), 0);

@@ -33,6 +33,7 @@
 #include "absl/types/span.h"
 #include "kernels/cuda/device.h"
 #include "memory/slot_cache.h"
+#include "model/cuda/host_tier.h"
 #include "model/model.h"
 #include "model/weights.h"
 
@@ -47,6 +48,12 @@ struct ExpertStreamOptions {
   // Total device slots over all classes; clamped to the number of experts.
   int64_t slots = 0;
   std::string policy = "lru";
+  // 0: the mapping's expert pages are registered with the driver (the
+  // experts must fit in host RAM). Otherwise a pinned host tier of this
+  // many bytes in front of O_DIRECT disk reads (host_tier.h); `files` must
+  // then be set.
+  uint64_t host_tier_bytes = 0;
+  const ModelFiles* files = nullptr;
 };
 
 class ExpertStream {
@@ -104,7 +111,10 @@ class ExpertStream {
   void PointAtHost(int layer, int32_t expert);
   // Copies the slices of `expert` of `layer` into `slot` on `stream`.
   absl::Status Fill(int layer, int32_t expert, const SlotClass& c,
-                    int32_t slot, cuda::Stream stream);
+                    int32_t slot, const HostTier::Slices& from,
+                    cuda::Stream stream);
+  // The slices of `expert` in the mapping.
+  HostTier::Slices InMapping(int layer, int32_t expert) const;
   // Rewrites the device tables of `layers` from their mirrors on `compute`.
   absl::Status Upload(const std::vector<int>& layers, cuda::Stream compute);
 
@@ -136,6 +146,8 @@ class ExpertStream {
   cuda::Stream prefetch_ = nullptr;
   cuda::Event prefetched_ = nullptr;
   std::vector<memory::ExpertKey> in_flight_;
+  // Set when the experts do not live in registered host memory.
+  std::unique_ptr<HostTier> host_;
 };
 
 }  // namespace sluice
