@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -34,7 +35,16 @@ absl::StatusOr<std::unique_ptr<HostTier>> HostTier::Create(
     // The shard is reopened, not dup()ed: O_DIRECT is a property of the open
     // file description, and the mapping's fd must stay as it is.
     const std::string proc = absl::StrCat("/proc/self/fd/", s.fd);
-    const int fd = open(proc.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+    int fd = open(proc.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+    if (fd < 0 && errno == EINVAL) {
+      // Some filesystems (tmpfs, some overlays) refuse O_DIRECT: read through
+      // the page cache there, and say so once.
+      std::fprintf(stderr,
+                   "host tier: %s does not support O_DIRECT; reading it "
+                   "through the page cache\n",
+                   s.name.c_str());
+      fd = open(proc.c_str(), O_RDONLY | O_CLOEXEC);
+    }
     if (fd < 0) {
       return absl::FailedPreconditionError(absl::StrCat(
           "host tier: cannot reopen ", s.name, " with O_DIRECT: ",
