@@ -30,8 +30,12 @@ SHAPES = {
 DEFAULT_MIX = {"bench35": "q4_k_m", "bench397": "ud_q1_0", "micro": "q4_k_m"}
 
 
+def now():
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
 def log(msg):
-    print(f"[{datetime.datetime.utcnow():%H:%M:%S}] {msg}", file=sys.stderr, flush=True)
+    print(f"[{now():%H:%M:%S}] {msg}", file=sys.stderr, flush=True)
 
 
 def csv(text, conv=str):
@@ -53,7 +57,7 @@ def run(cmd, timeout, env=None):
 
 def machine_info(args):
     info = {"hostname": platform.node(), "cpus": os.cpu_count(),
-            "kernel": platform.release(), "date_utc": datetime.datetime.utcnow().isoformat() + "Z"}
+            "kernel": platform.release(), "date_utc": now().strftime("%Y-%m-%dT%H:%M:%SZ")}
     try:
         with open("/proc/meminfo") as f:
             info["mem_total_kb"] = int(re.search(r"MemTotal:\s+(\d+)", f.read()).group(1))
