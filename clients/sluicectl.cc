@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "clients/plan.h"
 #include "clients/proto/health.grpc.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
@@ -34,6 +35,12 @@ commands:
                                one JSON object per streamed message
   tokenize TEXT... [--parse_special] [--json]
   metrics                      Prometheus text of the daemon's metrics
+  plan MODEL [--device_memory=BYTES|auto] [--host_memory=BYTES|auto]
+       [--context=N] [--sessions=N] [--arena_fraction=F | --expert_slots=N]
+       [--host_tier_bytes=BYTES] [--disk_bandwidth=BYTES_PER_S]
+                               where the model's bytes would go (device,
+                               expert arena, host tier), without a daemon and
+                               without loading it; exit 1 when refused
 TLS: --tls_ca_file=CA.pem [--tls_cert_file=C.pem --tls_key_file=K.pem]
 API key: --api_key_file=FILE (the key itself; sent as 'authorization: Bearer KEY')
 defaults: --addr=127.0.0.1:50051, --timeout=0 (no deadline), plaintext
@@ -43,9 +50,11 @@ const std::vector<std::string> kFlags = {
     "addr", "timeout", "model_id", "threads", "context_length", "chat", "system", "json",
     "max_tokens", "temperature", "top_k", "top_p", "min_p", "repetition_penalty",
     "repetition_window", "seed", "stop", "ignore_eos", "parse_special", "help",
-    "tls_ca_file", "tls_cert_file", "tls_key_file", "api_key_file"};
+    "tls_ca_file", "tls_cert_file", "tls_key_file", "api_key_file", "stats",
+    "device_memory", "host_memory", "context", "sessions", "arena_fraction", "expert_slots",
+    "host_tier_bytes", "disk_bandwidth"};
 const std::vector<std::string> kBoolFlags = {"chat", "json", "ignore_eos", "parse_special",
-                                             "help"};
+                                             "help", "stats"};
 
 const char* CodeName(grpc::StatusCode code) {
   static constexpr const char* kNames[] = {
@@ -384,6 +393,8 @@ int Run(const std::vector<std::string>& argv, std::ostream& out, std::ostream& e
     (args->command.empty() ? err : out) << kUsage;
     return args->command.empty() ? 2 : 0;
   }
+  // Needs no daemon: runs before a channel is made.
+  if (args->command == "plan") return RunPlan(args->flags, args->positional, out, err);
   return Command(*args, out, err).Dispatch();
 }
 

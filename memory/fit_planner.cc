@@ -131,6 +131,7 @@ uint64_t StagingBytes(uint64_t slot_bytes) { return std::max(64 * kMiB, 4 * slot
 std::string FormatBytes(uint64_t bytes) {
   if (bytes >= kGiB) return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / kGiB);
   if (bytes >= kMiB) return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / kMiB);
+  if (bytes >= 1024) return absl::StrFormat("%.1f KiB", static_cast<double>(bytes) / 1024);
   return absl::StrCat(bytes, " B");
 }
 

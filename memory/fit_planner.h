@@ -138,7 +138,7 @@ struct Plan {
 // outside (0, 1], a model without routed experts asked to stream).
 absl::StatusOr<Plan> PlanFit(const FitInputs& in);
 
-// "1.50 GiB", "512.0 MiB", "4096 B".
+// "1.50 GiB", "512.0 MiB", "96.0 KiB", "1000 B".
 std::string FormatBytes(uint64_t bytes);
 
 }  // namespace sluice::memory

@@ -177,7 +177,8 @@ TEST(FitPlannerTest, UnknownDeviceChecksTheHostOnly) {
 TEST(FitPlannerTest, FormatBytes) {
   EXPECT_EQ(FormatBytes(3 * kGiB / 2), "1.50 GiB");
   EXPECT_EQ(FormatBytes(512 * kMiB), "512.0 MiB");
-  EXPECT_EQ(FormatBytes(4096), "4096 B");
+  EXPECT_EQ(FormatBytes(98304), "96.0 KiB");
+  EXPECT_EQ(FormatBytes(1000), "1000 B");
 }
 
 }  // namespace
