@@ -5,7 +5,9 @@ tests/layering_check.sh proves the forbidden edges stay closed.
 A layer is visible to itself, to the layers above it that the table lets
 depend on it, and to the test-side folders (tools/, bench/, tests/). daemon/
 and clients/ appear in none of the lists below kernels/: the supervisor never
-sees kernels, memory, the model or CUDA.
+sees kernels, memory, the model or CUDA. One narrow exception: clients/ sees
+the fit planner and the header-reading part of loader/ (FIT_PLANNER_USERS,
+LOADER_READER_USERS) for `sluicectl plan`.
 """
 
 _TEST_SIDE = [
@@ -25,8 +27,15 @@ LOADER_USERS = [
     "//worker:__subpackages__",
 ] + _TEST_SIDE
 
+# The parts of loader/ that read a model's header and tensor table
+# (gguf_file, tensor_table, model_files, ggml_type): clients/ sees them too,
+# because `sluicectl plan` plans a model from its GGUF header without a
+# daemon (see FIT_PLANNER_USERS). They map files read-only and depend on
+# Abseil only: no kernels, no model, no CUDA.
+LOADER_READER_USERS = LOADER_USERS + ["//clients:__subpackages__"]
+
 # The ggml type table: the one part of loader/ kernels/ may know.
-GGML_TYPE_USERS = LOADER_USERS + ["//kernels:__subpackages__"]
+GGML_TYPE_USERS = LOADER_READER_USERS + ["//kernels:__subpackages__"]
 
 # CPU and CUDA kernels (kernels/ and kernels/cuda/) and the CUDA runtime.
 KERNELS_USERS = [
@@ -42,6 +51,13 @@ MEMORY_USERS = [
     "//model:__subpackages__",
     "//worker:__subpackages__",
 ] + _TEST_SIDE
+
+# The fit planner and host probe (memory:fit_planner, memory:host_probe):
+# plain C++ over byte figures, with no device code. clients/ may use them so
+# that `sluicectl plan MODEL` prints the plan the worker would make, without
+# loading the model. Everything else in memory/ (placement, the CUDA
+# platform, the slot cache) stays invisible to clients/.
+FIT_PLANNER_USERS = MEMORY_USERS + ["//clients:__subpackages__"]
 
 # Architectures, tokenizer, sampler, engine.
 MODEL_USERS = [

@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "clients/plan.h"
 #include "clients/proto/health.grpc.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
@@ -31,9 +32,19 @@ commands:
            [--repetition_penalty=F] [--repetition_window=N] [--seed=N]
            [--stop=TEXT] [--ignore_eos] [--parse_special] [--model_id=ID]
                                streams text as it is generated; --json prints
-                               one JSON object per streamed message
+                               one JSON object per streamed message;
+           [--stats | --stats=token]
+                               after the text, the request's expert slot cache
+                               figures (hit rate, bytes per tier, prefetch
+                               accuracy, per layer); =token: also per token
   tokenize TEXT... [--parse_special] [--json]
   metrics                      Prometheus text of the daemon's metrics
+  plan MODEL [--device_memory=BYTES|auto] [--host_memory=BYTES|auto]
+       [--context=N] [--sessions=N] [--arena_fraction=F | --expert_slots=N]
+       [--host_tier_bytes=BYTES] [--disk_bandwidth=BYTES_PER_S]
+                               where the model's bytes would go (device,
+                               expert arena, host tier), without a daemon and
+                               without loading it; exit 1 when refused
 TLS: --tls_ca_file=CA.pem [--tls_cert_file=C.pem --tls_key_file=K.pem]
 API key: --api_key_file=FILE (the key itself; sent as 'authorization: Bearer KEY')
 defaults: --addr=127.0.0.1:50051, --timeout=0 (no deadline), plaintext
@@ -43,9 +54,11 @@ const std::vector<std::string> kFlags = {
     "addr", "timeout", "model_id", "threads", "context_length", "chat", "system", "json",
     "max_tokens", "temperature", "top_k", "top_p", "min_p", "repetition_penalty",
     "repetition_window", "seed", "stop", "ignore_eos", "parse_special", "help",
-    "tls_ca_file", "tls_cert_file", "tls_key_file", "api_key_file"};
+    "tls_ca_file", "tls_cert_file", "tls_key_file", "api_key_file", "stats",
+    "device_memory", "host_memory", "context", "sessions", "arena_fraction", "expert_slots",
+    "host_tier_bytes", "disk_bandwidth"};
 const std::vector<std::string> kBoolFlags = {"chat", "json", "ignore_eos", "parse_special",
-                                             "help"};
+                                             "help", "stats"};
 
 const char* CodeName(grpc::StatusCode code) {
   static constexpr const char* kNames[] = {
@@ -139,6 +152,8 @@ class Command {
   int Models();
   int Generate();
   bool BuildGenerate(v1::GenerateRequest* request);
+  // --stats: the request's expert cache figures, on stderr like the summary.
+  void PrintExpertStats(const v1::GenerateDone& done);
   int Tokenize();
   int Metrics();
   void PrintModel(const v1::ModelInfo& m);
@@ -266,7 +281,36 @@ bool Command::BuildGenerate(v1::GenerateRequest* req) {
   if (Has("repetition_penalty")) sp->set_repetition_penalty(penalty);
   if (Has("repetition_window")) sp->set_repetition_window(window);
   if (Has("seed")) sp->set_seed(seed);
+  if (Has("stats") && Flag("stats") != "true" && Flag("stats") != "token") {
+    err_ << "sluicectl: --stats='" << Flag("stats") << "': use --stats or --stats=token\n";
+    return false;
+  }
+  req->set_expert_token_stats(Flag("stats") == "token");
   return true;
+}
+
+void Command::PrintExpertStats(const v1::GenerateDone& d) {
+  if (!d.has_experts()) {
+    err_ << "[experts] not streaming (every expert resident, or read in place)\n";
+    return;
+  }
+  const v1::ExpertRequestStats& e = d.experts();
+  err_ << std::fixed << std::setprecision(3) << "[experts] lookups=" << e.lookups()
+       << " hits=" << e.hits() << " misses=" << e.misses() << " hit_rate=" << e.hit_rate()
+       << " forced=" << e.forced() << " evictions=" << e.evictions()
+       << " exhausted=" << e.exhausted() << " bytes_host=" << e.bytes_host()
+       << " bytes_disk=" << e.bytes_disk() << " prefetches=" << e.prefetches_issued()
+       << " useful=" << e.prefetches_useful() << " late=" << e.prefetches_late()
+       << " prefetch_accuracy=" << e.prefetch_accuracy() << "\n";
+  if (e.layer_hit_rate_size() > 0) {
+    err_ << "[experts] layer hit rate:";
+    for (int l = 0; l < e.layer_hit_rate_size(); ++l) err_ << " " << l << "=" << e.layer_hit_rate(l);
+    err_ << "\n";
+  }
+  for (int t = 0; t < e.tokens_size(); ++t) {
+    err_ << "[experts] token " << t << ": hits=" << e.tokens(t).hits()
+         << " misses=" << e.tokens(t).misses() << "\n";
+  }
 }
 
 int Command::Generate() {
@@ -294,6 +338,7 @@ int Command::Generate() {
            << " completion_tokens=" << d.usage().completion_tokens() << std::fixed
            << std::setprecision(1) << " ttft_ms=" << d.timings().time_to_first_token_ms()
            << " decode_tok/s=" << d.timings().decode_tokens_per_second() << "\n";
+      if (Has("stats")) PrintExpertStats(d);
     }
   }
   grpc::Status s = reader->Finish();
@@ -384,6 +429,8 @@ int Run(const std::vector<std::string>& argv, std::ostream& out, std::ostream& e
     (args->command.empty() ? err : out) << kUsage;
     return args->command.empty() ? 2 : 0;
   }
+  // Needs no daemon: runs before a channel is made.
+  if (args->command == "plan") return RunPlan(args->flags, args->positional, out, err);
   return Command(*args, out, err).Dispatch();
 }
 

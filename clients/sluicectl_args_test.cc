@@ -1,5 +1,6 @@
 #include <sstream>
 
+#include "clients/plan.h"
 #include "clients/sluicectl.h"
 #include "gtest/gtest.h"
 
@@ -45,6 +46,29 @@ TEST(RunTest, UnreachableDaemonIsExitOne) {
   std::ostringstream out, err;
   EXPECT_EQ(ctl::Run({"--addr=127.0.0.1:1", "--timeout=2", "models"}, out, err), 1);
   EXPECT_NE(err.str().find("sluicectl: "), std::string::npos) << err.str();
+}
+
+TEST(PlanTest, ParseBytes) {
+  EXPECT_EQ(*ParseBytes("x", "123"), 123u);
+  EXPECT_EQ(*ParseBytes("x", "64K"), 65536u);
+  EXPECT_EQ(*ParseBytes("x", "1.5G"), 3ull << 29);
+  EXPECT_EQ(*ParseBytes("x", "2GiB"), 2ull << 30);
+  EXPECT_EQ(ParseBytes("host_memory", "lots").status().message(),
+            "--host_memory='lots': not a byte size (e.g. 123, 64K, 512M, 8G, 1.5T)");
+}
+
+// Bad plan flags are usage errors (exit 2) that name the flag, before any
+// file is opened.
+TEST(PlanTest, BadFlagsAreUsageErrors) {
+  std::ostringstream out, err;
+  EXPECT_EQ(ctl::Run({"plan", "m.gguf", "--arena_fraction=0.5", "--expert_slots=3"}, out, err), 2);
+  EXPECT_EQ(err.str(), "sluicectl: plan: --arena_fraction and --expert_slots are exclusive\n");
+  std::ostringstream out2, err2;
+  EXPECT_EQ(ctl::Run({"plan", "m.gguf", "--arena_fraction=1.5"}, out2, err2), 2);
+  EXPECT_EQ(err2.str(), "sluicectl: plan: --arena_fraction='1.5': must be in (0, 1]\n");
+  std::ostringstream out3, err3;
+  EXPECT_EQ(ctl::Run({"plan", "/nonexistent/m.gguf", "--host_memory=8G"}, out3, err3), 1);
+  EXPECT_NE(err3.str().find("/nonexistent/m.gguf"), std::string::npos) << err3.str();
 }
 
 }  // namespace

@@ -88,6 +88,28 @@ absl::StatusOr<uint64_t> ParseByteSize(const std::string& what,
   return n * scale;
 }
 
+absl::Status ValidateExpertSettings(const ExpertSettings& e) {
+  if (e.slots < -1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--expert_slots=", e.slots, ": must be >= 0 (or -1: the fit planner chooses)"));
+  }
+  if (!(e.arena_fraction >= 0 && e.arena_fraction <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("--expert_arena_fraction=", e.arena_fraction,
+                                                   ": must be in (0, 1] (0: the fit planner "
+                                                   "chooses)"));
+  }
+  if (e.slots >= 0 && e.arena_fraction > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--expert_slots=", e.slots, " and --expert_arena_fraction=", e.arena_fraction,
+        ": give one of them"));
+  }
+  if (e.policy != "lru" && e.policy != "lfu") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--expert_policy='", e.policy, "': expected lru or lfu"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateConfig(const Config& c) {
   if (absl::Status s = CheckAddress("grpc_address", c.grpc_address); !s.ok()) {
     return s;
@@ -122,6 +144,7 @@ absl::Status ValidateConfig(const Config& c) {
   if (absl::Status s = CheckRange("drain_timeout_s", c.drain_timeout_s, 0, 3600); !s.ok()) {
     return s;
   }
+  if (absl::Status s = ValidateExpertSettings(c.experts); !s.ok()) return s;
   if (c.worker_memory_limit != 0 && c.worker_memory_limit < (16ull << 20)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--worker_memory_limit=", c.worker_memory_limit,

@@ -23,6 +23,21 @@ enum class WorkerKindConfig { kCpu, kCuda };
 // while it waits); beyond this many a deeper queue only adds latency.
 inline constexpr int kMaxQueueLimit = 10000;
 
+// Where a CUDA worker keeps routed experts (EngineOptions::experts); the
+// worker's fit planner fills in what is left unset and refuses what does
+// not fit.
+struct ExpertSettings {
+  int64_t slots = -1;           // --expert_slots; -1: the planner chooses
+  double arena_fraction = 0;    // --expert_arena_fraction; 0: the planner chooses
+  std::string policy = "lru";   // --expert_policy: lru or lfu
+  uint64_t host_tier_bytes = 0; // --host_tier_bytes; 0: the planner chooses
+  bool prefetch = false;        // --expert_prefetch
+};
+
+// Checks ranges: slots >= -1, a fraction in [0, 1], not both a slot count
+// and a fraction, a known policy. Errors name the flag and the value.
+absl::Status ValidateExpertSettings(const ExpertSettings& e);
+
 struct Config {
   std::string grpc_address = "127.0.0.1:50051";
   std::string metrics_address = "127.0.0.1:9464";  // "" or "none": disabled
@@ -50,6 +65,8 @@ struct Config {
   std::string api_keys_file;        // "" : no API keys (every call allowed)
   // Allows a non-loopback --grpc_address in plaintext or without API keys.
   bool insecure = false;
+  // The expert slot cache of CUDA workers (worker::v1::WorkerConfig).
+  ExpertSettings experts;
 };
 
 // True for 127.0.0.0/8, ::1 and "localhost" (the host part of HOST:PORT).

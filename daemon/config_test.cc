@@ -129,6 +129,26 @@ TEST(ValidateConfigTest, AcceptsTheCudaWorkerOnAnyDevice) {
   EXPECT_TRUE(ValidateConfig(c).ok());
 }
 
+TEST(ValidateConfigTest, ExpertSettingsNameTheFlag) {
+  Config c;
+  c.experts.slots = -2;
+  EXPECT_EQ(ValidateConfig(c).message(),
+            "--expert_slots=-2: must be >= 0 (or -1: the fit planner chooses)");
+  c.experts.slots = 16;
+  c.experts.arena_fraction = 0.25;
+  EXPECT_EQ(ValidateConfig(c).message(),
+            "--expert_slots=16 and --expert_arena_fraction=0.25: give one of them");
+  c.experts.slots = -1;
+  c.experts.arena_fraction = 1.5;
+  EXPECT_EQ(ValidateConfig(c).message(),
+            "--expert_arena_fraction=1.5: must be in (0, 1] (0: the fit planner chooses)");
+  c.experts.arena_fraction = 0.25;
+  c.experts.policy = "fifo";
+  EXPECT_EQ(ValidateConfig(c).message(), "--expert_policy='fifo': expected lru or lfu");
+  c.experts.policy = "lfu";
+  EXPECT_TRUE(ValidateConfig(c).ok());
+}
+
 TEST(ParseWorkerKindTest, CpuOrCudaElseNamesTheFlag) {
   EXPECT_EQ(*ParseWorkerKind("cpu"), WorkerKindConfig::kCpu);
   EXPECT_EQ(*ParseWorkerKind("cuda"), WorkerKindConfig::kCuda);

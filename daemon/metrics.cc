@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <iterator>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -54,6 +56,60 @@ void RenderHistogram(std::string* out, absl::string_view name, absl::string_view
 std::vector<double> LatencyBounds() {
   return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
           0.5,   1,      2.5,   5,    10,    30,   60};
+}
+
+// The expert slot cache as the worker last reported it (all 0 on a CPU
+// worker, which never streams), so that a dashboard's series exist before
+// the first CUDA worker.
+void RenderExpertCache(std::string* out, const v1::SlotCacheStats& c) {
+  Metric(out, "sluice_expert_streaming", "gauge",
+         "1 while routed experts stream through the device slot cache.", c.streaming() ? 1 : 0);
+  Metric(out, "sluice_expert_slots_capacity", "gauge", "Expert slots in the arena.",
+         c.slots_total());
+  Metric(out, "sluice_expert_slots_used", "gauge", "Expert slots holding an expert.",
+         c.slots_used());
+  Metric(out, "sluice_expert_arena_bytes", "gauge", "Device bytes of the expert slot arena.",
+         c.arena_bytes());
+  Metric(out, "sluice_expert_host_tier_bytes", "gauge",
+         "Host RAM pinned for expert bytes (the host tier).", c.host_tier_bytes());
+  const std::pair<const char*, uint64_t> counters[] = {
+      {"lookups", c.lookups()},
+      {"hits", c.hits()},
+      {"misses", c.misses()},
+      {"evictions", c.evictions()},
+      {"exhausted", c.exhausted()},
+      {"forced", c.forced()},
+      {"prefetches_issued", c.prefetches_issued()},
+      {"prefetches_useful", c.prefetches_useful()},
+      {"prefetches_late", c.prefetches_late()}};
+  const char* const help[] = {
+      "Expert lookups (one per routed expert of a token and layer).",
+      "Expert lookups served from a slot.",
+      "Expert lookups that missed (moved into a slot or computed without one).",
+      "Experts evicted from a slot.",
+      "Lookups of a layer in which some miss found no evictable slot.",
+      "Misses computed without taking a slot.",
+      "Experts fetched ahead of demand.",
+      "Prefetched experts demanded before eviction.",
+      "Useful prefetches demanded while still in flight."};
+  for (size_t i = 0; i < std::size(counters); ++i) {
+    Metric(out, absl::StrCat("sluice_expert_slot_", counters[i].first, "_total"), "counter",
+           help[i], counters[i].second);
+  }
+  Metric(out, "sluice_expert_bytes_streamed_total", "counter",
+         "Expert bytes copied into slots.", c.bytes_streamed());
+  Family(out, "sluice_expert_bytes_total", "counter",
+         "Bytes of expert misses by the tier they came from.");
+  Sample(out, "sluice_expert_bytes_total", c.bytes_host(), "tier=\"host\"");
+  Sample(out, "sluice_expert_bytes_total", c.bytes_disk(), "tier=\"disk\"");
+  if (c.layer_hit_ratio_size() > 0) {
+    Family(out, "sluice_expert_slot_layer_hit_ratio", "gauge",
+           "Expert slot hit ratio per layer since the worker started.");
+    for (int l = 0; l < c.layer_hit_ratio_size(); ++l) {
+      Sample(out, "sluice_expert_slot_layer_hit_ratio", c.layer_hit_ratio(l),
+             absl::StrCat("layer=\"", l, "\""));
+    }
+  }
 }
 
 }  // namespace
@@ -186,23 +242,7 @@ std::string Metrics::Render(const MetricsSnapshot& s, const HostMemory& host) co
          "Host swap in use (SwapTotal - SwapFree).", host.swap_used_bytes);
   Metric(&out, "sluice_host_page_cache_bytes", "gauge",
          "Host page cache (Cached in /proc/meminfo).", host.page_cache_bytes);
-  const v1::SlotCacheStats& c = s.slot_cache;
-  Metric(&out, "sluice_expert_slots_capacity", "gauge", "Expert slots in the arena.",
-         c.slots_total());
-  Metric(&out, "sluice_expert_slots_used", "gauge", "Expert slots holding an expert.",
-         c.slots_used());
-  Metric(&out, "sluice_expert_slot_hits_total", "counter",
-         "Expert lookups served from a slot.", c.hits());
-  Metric(&out, "sluice_expert_slot_misses_total", "counter",
-         "Expert lookups that had to stream the expert in.", c.misses());
-  Metric(&out, "sluice_expert_slot_evictions_total", "counter",
-         "Experts evicted from a slot.", c.evictions());
-  Metric(&out, "sluice_expert_slot_exhausted_total", "counter",
-         "Times no slot was evictable.", c.exhausted());
-  Metric(&out, "sluice_expert_slot_forced_total", "counter",
-         "Times the in-place fallback was used instead of a slot.", c.forced());
-  Metric(&out, "sluice_expert_bytes_streamed_total", "counter",
-         "Expert bytes copied into slots.", c.bytes_streamed());
+  RenderExpertCache(&out, s.slot_cache);
   // Always all four kinds, 0 on a CPU worker, so that a dashboard's series
   // exist before the first CUDA worker.
   Family(&out, "sluice_device_memory_bytes", "gauge",

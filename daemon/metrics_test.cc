@@ -95,5 +95,53 @@ TEST(MetricsTest, DeviceMemoryByKind) {
   }
 }
 
+TEST(MetricsTest, ExpertSlotCache) {
+  Metrics metrics;
+  MetricsSnapshot s;
+  std::string text = metrics.Render(s, HostMemory{});
+  // Nothing streams: the series exist at 0, no per-layer series.
+  for (const char* line : {"sluice_expert_streaming 0\n", "sluice_expert_slot_lookups_total 0\n",
+                           "sluice_expert_bytes_total{tier=\"disk\"} 0\n"}) {
+    EXPECT_TRUE(Contains(text, line)) << "missing: " << line << "\nin:\n" << text;
+  }
+  EXPECT_FALSE(Contains(text, "sluice_expert_slot_layer_hit_ratio"));
+  v1::SlotCacheStats& c = s.slot_cache;
+  c.set_streaming(true);
+  c.set_slots_total(12);
+  c.set_arena_bytes(12000);
+  c.set_host_tier_bytes(5000);
+  c.set_lookups(80);
+  c.set_hits(50);
+  c.set_misses(30);
+  c.set_evictions(20);
+  c.set_exhausted(2);
+  c.set_forced(10);
+  c.set_prefetches_issued(40);
+  c.set_prefetches_useful(10);
+  c.set_prefetches_late(3);
+  c.set_bytes_host(3000);
+  c.set_bytes_disk(1000);
+  c.add_layer_hit_ratio(1);
+  c.add_layer_hit_ratio(0.25);
+  text = metrics.Render(s, HostMemory{});
+  for (const char* line :
+       {"# TYPE sluice_expert_streaming gauge\nsluice_expert_streaming 1\n",
+        "sluice_expert_slots_capacity 12\n", "sluice_expert_arena_bytes 12000\n",
+        "sluice_expert_host_tier_bytes 5000\n", "sluice_expert_slot_lookups_total 80\n",
+        "sluice_expert_slot_hits_total 50\n", "sluice_expert_slot_misses_total 30\n",
+        "sluice_expert_slot_evictions_total 20\n", "sluice_expert_slot_exhausted_total 2\n",
+        "sluice_expert_slot_forced_total 10\n",
+        "# TYPE sluice_expert_slot_prefetches_issued_total counter\n"
+        "sluice_expert_slot_prefetches_issued_total 40\n",
+        "sluice_expert_slot_prefetches_useful_total 10\n",
+        "sluice_expert_slot_prefetches_late_total 3\n",
+        "sluice_expert_bytes_total{tier=\"host\"} 3000\n",
+        "sluice_expert_bytes_total{tier=\"disk\"} 1000\n",
+        "sluice_expert_slot_layer_hit_ratio{layer=\"0\"} 1\n",
+        "sluice_expert_slot_layer_hit_ratio{layer=\"1\"} 0.25\n"}) {
+    EXPECT_TRUE(Contains(text, line)) << "missing: " << line << "\nin:\n" << text;
+  }
+}
+
 }  // namespace
 }  // namespace sluice::daemon

@@ -78,6 +78,14 @@ absl::StatusOr<ModelDesc> DescribeModel(const v1::LoadModelRequest& request,
   if (kind == v1::WORKER_KIND_CUDA) config->set_device(static_cast<uint32_t>(defaults.device));
   config->set_threads(threads);
   config->set_context_length(context);
+  if (kind == v1::WORKER_KIND_CUDA) {
+    const ExpertSettings& e = defaults.experts;
+    if (e.slots >= 0) config->set_expert_slots(e.slots);
+    config->set_expert_arena_fraction(e.arena_fraction);
+    config->set_expert_policy(e.policy);
+    config->set_host_tier_bytes(e.host_tier_bytes);
+    config->set_expert_prefetch(e.prefetch);
+  }
   for (int i = 0; i < (*files)->shard_count(); ++i) {
     worker::v1::ShardDesc* s = d.hello.add_shards();
     s->set_name((*files)->shard(i).path);

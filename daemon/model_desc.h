@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "daemon/config.h"
 #include "daemon/defaults.h"
 #include "loader/model_files.h"
 #include "proto/sluice/v1/sluice.pb.h"
@@ -21,6 +22,7 @@ struct LoadSettings {
   // Used where the request leaves worker_kind UNSPECIFIED (--worker_kind).
   v1::WorkerKind kind = v1::WORKER_KIND_CPU;
   int device = 0;           // CUDA device of a CUDA worker (--device)
+  ExpertSettings experts;   // --expert_*, --host_tier_bytes (CUDA workers)
 };
 
 struct ModelDesc {

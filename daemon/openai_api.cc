@@ -323,6 +323,19 @@ absl::string_view FinishReasonName(v1::FinishReason reason) {
 SluiceExtension ExtensionOf(const v1::GenerateDone& done) {
   SluiceExtension e;
   e.timings = done.timings();
+  if (done.has_experts()) {
+    const v1::ExpertRequestStats& x = done.experts();
+    v1::SlotCacheStats& s = e.slot_cache.emplace();
+    s.set_hits(x.hits());
+    s.set_misses(x.misses());
+    s.set_evictions(x.evictions());
+    s.set_forced(x.forced());
+    s.set_bytes_host(x.bytes_host());
+    s.set_bytes_disk(x.bytes_disk());
+    s.set_bytes_streamed(x.bytes_host() + x.bytes_disk());
+    s.set_prefetches_issued(x.prefetches_issued());
+    s.set_prefetches_useful(x.prefetches_useful());
+  }
   return e;
 }
 
@@ -365,7 +378,14 @@ Json ExtensionJson(const SluiceExtension& e) {
                          {"misses", s.misses()},
                          {"hit_rate", lookups == 0 ? 0.0 : double(s.hits()) / lookups},
                          {"evictions", s.evictions()},
-                         {"bytes_streamed", s.bytes_streamed()}};
+                         {"forced", s.forced()},
+                         {"bytes_streamed", s.bytes_streamed()},
+                         {"bytes_host", s.bytes_host()},
+                         {"bytes_disk", s.bytes_disk()},
+                         {"prefetch_accuracy", s.prefetches_issued() == 0
+                                                   ? 0.0
+                                                   : double(s.prefetches_useful()) /
+                                                         s.prefetches_issued()}};
   }
   return out;
 }

@@ -67,10 +67,9 @@ absl::string_view FinishReasonName(v1::FinishReason reason);
 
 // What the final chunk (and the non-streamed object) carry beyond OpenAI's
 // fields, under "sluice": the request's timings and, when present, its
-// expert slot-cache counters with hit_rate. GenerateDone carries no
-// per-request cache counters yet, so ExtensionOf leaves slot_cache empty;
-// once the worker reports them, ExtensionOf copies them and every client
-// sees them without further change here.
+// expert slot-cache counters with hit_rate. ExtensionOf copies them from
+// GenerateDone.experts, which the worker sets only where experts stream
+// through a slot cache (never on the CPU worker).
 struct SluiceExtension {
   v1::Timings timings;
   std::optional<v1::SlotCacheStats> slot_cache;

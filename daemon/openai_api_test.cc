@@ -175,6 +175,19 @@ TEST(ResponseJsonTest, CompletionObjectsAndSlotCacheExtension) {
   Json chunk = Json::parse(TextChunkJson(meta, "d", false));
   EXPECT_EQ(chunk["choices"][0]["text"], "d");
   const ResponseMeta chat{kChat, "chatcmpl-3", 1, "micro"};
+  // The request's figures from GenerateDone.experts.
+  v1::GenerateDone streamed = done;
+  streamed.mutable_experts()->set_hits(6);
+  streamed.mutable_experts()->set_misses(2);
+  streamed.mutable_experts()->set_bytes_host(3000);
+  streamed.mutable_experts()->set_bytes_disk(1000);
+  streamed.mutable_experts()->set_prefetches_issued(4);
+  streamed.mutable_experts()->set_prefetches_useful(1);
+  Json x = Json::parse(CompletionJson(meta, "abc", streamed, ExtensionOf(streamed)));
+  EXPECT_EQ(x["sluice"]["slot_cache"]["hit_rate"], 0.75);
+  EXPECT_EQ(x["sluice"]["slot_cache"]["bytes_streamed"], 4000);
+  EXPECT_EQ(x["sluice"]["slot_cache"]["bytes_disk"], 1000);
+  EXPECT_EQ(x["sluice"]["slot_cache"]["prefetch_accuracy"], 0.25);
   Json m = Json::parse(CompletionJson(chat, "hi", done, ExtensionOf(done)));
   EXPECT_EQ(m["object"], "chat.completion");
   EXPECT_EQ(m["choices"][0]["message"]["content"], "hi");

@@ -79,6 +79,17 @@ ABSL_FLAG(bool, insecure, false,
           "API keys.");
 ABSL_FLAG(int, drain_timeout_s, sluice::daemon::kDefaultDrainTimeoutS,
           "On SIGTERM, seconds to let running and waiting generations finish.");
+ABSL_FLAG(int64_t, expert_slots, -1,
+          "CUDA workers: device slots for routed experts (-1: the fit planner chooses: all "
+          "resident when they fit, else the largest arena that fits).");
+ABSL_FLAG(double, expert_arena_fraction, 0,
+          "CUDA workers: slots as a fraction (0, 1] of all routed experts; exclusive with "
+          "--expert_slots (0: the fit planner chooses).");
+ABSL_FLAG(std::string, expert_policy, "lru", "Expert slot eviction policy: lru or lfu.");
+ABSL_FLAG(std::string, host_tier_bytes, "0",
+          "Host RAM the expert cache may pin (e.g. 64G; 0: the fit planner chooses).");
+ABSL_FLAG(bool, expert_prefetch, false,
+          "Fetch the next layer's predicted experts ahead of demand.");
 ABSL_FLAG(std::string, port_file, "",
           "Once serving, write 'grpc=PORT', 'metrics=PORT' and 'http=PORT' lines here.");
 
@@ -156,6 +167,13 @@ absl::StatusOr<Config> ConfigFromFlags() {
   c.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
   c.api_keys_file = absl::GetFlag(FLAGS_api_keys_file);
   c.insecure = absl::GetFlag(FLAGS_insecure);
+  c.experts.slots = absl::GetFlag(FLAGS_expert_slots);
+  c.experts.arena_fraction = absl::GetFlag(FLAGS_expert_arena_fraction);
+  c.experts.policy = absl::GetFlag(FLAGS_expert_policy);
+  c.experts.prefetch = absl::GetFlag(FLAGS_expert_prefetch);
+  auto tier = ParseByteSize("--host_tier_bytes", absl::GetFlag(FLAGS_host_tier_bytes));
+  if (!tier.ok()) return tier.status();
+  c.experts.host_tier_bytes = *tier;
   if (absl::Status s = ValidateConfig(c); !s.ok()) return s;
   return c;
 }
@@ -280,6 +298,7 @@ int Run(const Config& config, const std::string& worker_binary, sigset_t signals
   options.worker_kind = config.worker_kind == WorkerKindConfig::kCuda ? v1::WORKER_KIND_CUDA
                                                                       : v1::WORKER_KIND_CPU;
   options.device = config.device;
+  options.experts = config.experts;
   options.queue_limit = config.queue_limit;
   options.worker_start_timeout = absl::Seconds(config.worker_start_timeout_s);
   options.hung_timeout = absl::Seconds(config.worker_hung_timeout_s);

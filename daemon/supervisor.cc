@@ -149,7 +149,7 @@ absl::Status Supervisor::CheckTokenIdsLocked(const v1::GenerateRequest& request)
 
 absl::StatusOr<v1::ModelInfo> Supervisor::LoadModel(const v1::LoadModelRequest& request) {
   LoadSettings settings{options_.threads, options_.context_length, options_.worker_kind,
-                        options_.device};
+                        options_.device, options_.experts};
   ASSIGN_OR_RETURN(ModelDesc desc, DescribeModel(request, settings));
   absl::MutexLock load_lock(&load_mu_);
   std::unique_ptr<WorkerProcess> old;

@@ -51,6 +51,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/cgroup.h"
+#include "daemon/config.h"
 #include "daemon/defaults.h"
 #include "daemon/metrics.h"
 #include "daemon/worker_process.h"
@@ -72,6 +73,8 @@ struct SupervisorOptions {
   // device of CUDA workers.
   v1::WorkerKind worker_kind = v1::WORKER_KIND_CPU;
   int device = 0;
+  // The expert slot cache settings every CUDA worker's Hello carries.
+  ExpertSettings experts;
   int queue_limit = kDefaultQueueLimit;
   absl::Duration worker_start_timeout = absl::Seconds(kDefaultWorkerStartTimeoutS);
   absl::Duration restart_backoff_initial = absl::Milliseconds(100);

@@ -29,7 +29,9 @@ rows=(
   "model|$(all worker daemon clients tools bench tests)"
   "worker|$(all daemon clients tools bench tests)"
   "daemon|($(all worker) - //worker:channel - //worker:frame_writer) + $(all kernels memory model clients tools bench tests fuzz) + //third_party/cuda:runtime"
-  "clients|$(all loader kernels memory model worker daemon tools bench tests fuzz) + //third_party/cuda:runtime"
+  # clients/ may see the fit planner and the GGUF header reader (sluicectl
+  # plan; layers.bzl FIT_PLANNER_USERS), nothing else below it.
+  "clients|($(all loader) - //loader:gguf_file - //loader:tensor_table - //loader:model_files - //loader:ggml_type) + ($(all memory) - //memory:fit_planner - //memory:host_probe) + $(all kernels model worker daemon tools bench tests fuzz) + //third_party/cuda:runtime"
   "fuzz|($(all model) - //model:tokenizer - //model:utf8) + ($(all worker) - //worker:channel) + $(all kernels memory daemon clients tools bench tests)"
 )
 

@@ -7,8 +7,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -20,7 +22,10 @@
 #include "model/engine.h"
 #include "model/utf8.h"
 #include "proto/sluice/worker/v1/worker.pb.h"
+#include "memory/host_probe.h"
 #include "worker/channel.h"
+#include "worker/device_memory_probe.h"
+#include "worker/experts.h"
 #include "worker/frame_writer.h"
 #include "worker/proc_stats.h"
 #include "worker/request_convert.h"
@@ -59,6 +64,11 @@ absl::StatusOr<EngineOptions> OptionsFromConfig(const v1::WorkerConfig& config) 
     case sluice::v1::WORKER_KIND_CUDA:
       options.backend = Backend::kCuda;
       options.device = static_cast<int>(config.device());
+      options.experts.slots = config.has_expert_slots() ? config.expert_slots() : -1;
+      options.experts.arena_fraction = config.expert_arena_fraction();
+      if (!config.expert_policy().empty()) options.experts.policy = config.expert_policy();
+      options.experts.host_tier_bytes = config.host_tier_bytes();
+      options.experts.prefetch = config.expert_prefetch();
       break;
     default:
       return absl::InvalidArgumentError(
@@ -81,11 +91,19 @@ absl::StatusOr<EngineOptions> OptionsFromConfig(const v1::WorkerConfig& config) 
 class Worker {
  public:
   Worker(int fd, const TestHooks& hooks)
-      : fd_(fd), step_delay_ms_(hooks.step_delay_ms), test_hooks_(hooks.hog_memory) {}
+      : fd_(fd),
+        step_delay_ms_(hooks.step_delay_ms),
+        test_hooks_(hooks.hog_memory),
+        fake_device_(hooks.device_memory),
+        fake_experts_(hooks.expert_stats) {}
   int Run();
 
  private:
   absl::Status Load(const SupervisorMessage& hello, std::vector<int> fds);
+  // Runs the fit planner for a CUDA engine (options->experts in and out).
+  absl::Status PlanCuda(EngineOptions* options);
+  // The backend's expert cache figures (or the test hook's).
+  ExpertStreamStats Experts() const;
   void Send(const WorkerMessage& msg);
   void SendError(uint64_t id, const absl::Status& status, bool fatal = false);
   void GenerationLoop();
@@ -104,6 +122,10 @@ class Worker {
   v1::WorkerConfig config_;
   const int step_delay_ms_;
   const bool test_hooks_;
+  const std::optional<memory::DeviceMemory> fake_device_;
+  const std::function<ExpertStreamStats(uint64_t)> fake_experts_;
+  // Prefill and decode passes run so far (one per token generated).
+  std::atomic<uint64_t> forward_passes_{0};
 
   absl::Mutex mu_;
   // Generate and Tokenize requests, run in order on the generation thread.
@@ -166,6 +188,12 @@ absl::Status Worker::Load(const SupervisorMessage& msg, std::vector<int> fds) {
   }
   absl::StatusOr<EngineOptions> options = OptionsFromConfig(config_);
   if (!options.ok()) return options.status();
+  if (options->backend == Backend::kCuda) {
+    if (absl::Status s = PlanCuda(&*options); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("cuda worker on device ", options->device,
+                                                 ": ", s.message()));
+    }
+  }
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(*files_, *options);
   if (!engine.ok() && options->backend == Backend::kCuda) {
     // Says which worker failed; the engine's text names the cause (no CUDA
@@ -182,6 +210,23 @@ absl::Status Worker::Load(const SupervisorMessage& msg, std::vector<int> fds) {
   return absl::OkStatus();
 }
 
+absl::Status Worker::PlanCuda(EngineOptions* options) {
+  absl::StatusOr<memory::DeviceMemory> device =
+      fake_device_.has_value() ? *fake_device_ : ProbeDeviceMemory(options->device);
+  if (!device.ok()) return device.status();
+  absl::StatusOr<memory::HostMemory> host = memory::ProcHostProbe().Memory();
+  if (!host.ok()) return host.status();
+  absl::StatusOr<memory::Plan> plan = PlanExperts(files_->tensors(), *device, *host, options);
+  if (!plan.ok()) return plan.status();
+  Log(absl::StrCat("fit plan:\n", plan->Table()));
+  return absl::OkStatus();
+}
+
+ExpertStreamStats Worker::Experts() const {
+  if (fake_experts_) return fake_experts_(forward_passes_.load());
+  return engine_->model().Stats().experts;
+}
+
 void Worker::RunGenerate(uint64_t id, const sluice::v1::GenerateRequest& request) {
   if (test_hooks_ && request.input_case() == sluice::v1::GenerateRequest::kPrompt &&
       request.prompt() == kHogMemoryPrompt) {
@@ -195,7 +240,15 @@ void Worker::RunGenerate(uint64_t id, const sluice::v1::GenerateRequest& request
     return;
   }
   session_->Reset();
+  // Snapshots around the forward passes: each token's callback follows the
+  // pass that produced it.
+  std::optional<RequestExpertTracker> experts;
+  if (const ExpertStreamStats start = Experts(); start.streaming) {
+    experts.emplace(start.counters, request.expert_token_stats());
+  }
   auto on_token = [&](int32_t token, std::string_view piece) {
+    ++forward_passes_;
+    if (experts.has_value()) experts->Token(Experts().counters);
     if (cancel_id_.load() == id) return false;
     WorkerMessage msg;
     msg.set_request_id(id);
@@ -224,6 +277,7 @@ void Worker::RunGenerate(uint64_t id, const sluice::v1::GenerateRequest& request
   WorkerMessage msg;
   msg.set_request_id(id);
   *msg.mutable_done() = ToGenerateDone(*result);
+  if (experts.has_value()) *msg.mutable_done()->mutable_experts() = experts->Finish(Experts().counters);
   Send(msg);
 }
 
@@ -281,7 +335,7 @@ void Worker::AnswerStats() {
   s->set_major_faults(p.major_faults);
   s->set_prompt_tokens_total(prompt_tokens_);
   s->set_generated_tokens_total(generated_tokens_);
-  s->mutable_slot_cache();  // the CPU worker has no expert slot arena
+  ToSlotCacheStats(Experts(), s->mutable_slot_cache());
   FillDeviceMemory(*engine_, s->mutable_device_memory());
   Send(msg);
 }

@@ -14,7 +14,14 @@
 //     Hello.config.heartbeat_interval_ms;
 //   * Shutdown, or the supervisor closing the socket, ends the worker.
 // Hello.config.kind CUDA builds the engine on the CUDA backend on
-// Hello.config.device. A failure to build the model (for a CUDA worker: no
+// Hello.config.device, after the fit planner (memory/fit_planner.h) has
+// checked Hello.config's expert settings against the device and the host
+// and filled in what was left to it; a refusal is a `fatal` whose text is
+// the planner's (the numbers and a configuration that fits).
+// Expert cache telemetry: every Stats answer carries the backend's
+// ExpertStreamStats, and where experts stream each GenerateDone carries the
+// request's own figures (and, with GenerateRequest.expert_token_stats, one
+// entry per token). A failure to build the model (for a CUDA worker: no
 // CUDA backend in the binary, no such device, no memory) is sent as `fatal`,
 // whose text names the cause, and the worker exits 2.
 //
@@ -23,6 +30,13 @@
 // sluice-worker passes none and reads no environment variable.
 #ifndef SLUICE_WORKER_WORKER_H_
 #define SLUICE_WORKER_WORKER_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+
+#include "memory/fit_planner.h"
+#include "model/model.h"
 
 namespace sluice::worker {
 
@@ -35,6 +49,14 @@ struct TestHooks {
   // A Generate whose prompt is exactly kHogMemoryPrompt allocates and
   // touches memory until the kernel kills the worker (OOM tests).
   bool hog_memory = false;
+  // The device memory the fit planner of a CUDA worker sees instead of
+  // asking the device, so that a refusal is tested without a GPU.
+  std::optional<memory::DeviceMemory> device_memory;
+  // Stands in for the backend's BackendStats::experts (the CPU backend never
+  // streams): called with the forward passes this worker has run so far
+  // (one per prefill, one per decode step), so its figures are
+  // deterministic.
+  std::function<ExpertStreamStats(uint64_t forward_passes)> expert_stats;
 };
 
 // Serves the supervisor on `socket_fd` until Shutdown or end of stream.

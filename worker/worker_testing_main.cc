@@ -2,11 +2,52 @@
 // is testonly in Bazel and never installed). Tests run it through a wrapper
 // script given to sluiced as --worker_binary:
 //   sluice-worker-testing --socket_fd=N [--test_step_delay_ms=N] [--test_hog_memory]
+//                         [--test_device_memory=BYTES] [--test_fake_expert_stats]
+//
+// --test_device_memory: a CUDA worker's fit planner sees a device of BYTES
+// (total and free) instead of asking one.
+// --test_fake_expert_stats: the backend's expert cache figures are replaced
+// by FakeExpertStats below (the CPU backend never streams), so the
+// telemetry path is tested with exact values.
 #include <cstdio>
 #include <string>
 
 #include "absl/strings/numbers.h"
 #include "worker/worker.h"
+
+namespace {
+
+// Two layers; every forward pass looks up 4 experts per layer: layer 0 hits
+// 3, layer 1 hits 1 (so 4 hits, 4 misses, one of them forced), evicts 2,
+// prefetches 2 of which 1 is useful and 0 late; miss bytes: 3 slices from
+// the host, 1 from the disk.
+sluice::ExpertStreamStats FakeExpertStats(uint64_t passes) {
+  constexpr uint64_t kSlice = 1000;
+  sluice::ExpertStreamStats s;
+  s.streaming = true;
+  s.policy = "lru";
+  s.slots = 6;
+  s.experts = 16;
+  s.slot_bytes = kSlice;
+  s.arena_bytes = 6 * kSlice;
+  s.host_tier_bytes = 0;
+  sluice::memory::SlotCacheCounters& c = s.counters;
+  c.lookups = 8 * passes;
+  c.hits = 4 * passes;
+  c.misses = 4 * passes;
+  c.forced = passes;
+  c.evictions = 2 * passes;
+  c.prefetches_issued = 2 * passes;
+  c.prefetches_useful = passes;
+  c.bytes_filled = 5 * kSlice * passes;
+  c.bytes_forced = kSlice * passes;
+  c.bytes_by_tier = {3 * kSlice * passes, kSlice * passes};
+  c.layer_lookups = {4 * passes, 4 * passes};
+  c.layer_hits = {3 * passes, passes};
+  return s;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   int fd = -1;
@@ -20,6 +61,16 @@ int main(int argc, char** argv) {
     }
     if (arg == "--test_hog_memory") {
       hooks.hog_memory = true;
+      continue;
+    }
+    uint64_t device_bytes = 0;
+    if (arg.rfind("--test_device_memory=", 0) == 0 &&
+        absl::SimpleAtoi(arg.substr(21), &device_bytes)) {
+      hooks.device_memory = sluice::memory::DeviceMemory{true, device_bytes, device_bytes};
+      continue;
+    }
+    if (arg == "--test_fake_expert_stats") {
+      hooks.expert_stats = FakeExpertStats;
       continue;
     }
     fprintf(stderr, "sluice-worker-testing: unknown argument '%s'\n", argv[i]);

@@ -1,0 +1,150 @@
+#include "clients/plan.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "loader/model_files.h"
+#include "memory/fit_planner.h"
+#include "memory/host_probe.h"
+#include "memory/model_footprint.h"
+
+namespace sluice::ctl {
+namespace {
+
+constexpr int64_t kDefaultContext = 4096;  // sluiced's --context_length default
+
+std::string Get(const std::map<std::string, std::string>& flags, const std::string& name,
+                const std::string& fallback) {
+  auto it = flags.find(name);
+  return it == flags.end() ? fallback : it->second;
+}
+
+// The first GPU's memory from nvidia-smi (a process, not a link: clients/
+// never links CUDA). Unknown where there is no nvidia-smi or no GPU.
+memory::DeviceMemory ProbeDevice() {
+  memory::DeviceMemory d;
+  FILE* p = popen(
+      "nvidia-smi --query-gpu=memory.total,memory.free --format=csv,noheader,nounits -i 0 "
+      "2>/dev/null",
+      "r");
+  if (p == nullptr) return d;
+  char line[256] = {0};
+  const bool got = fgets(line, sizeof line, p) != nullptr;
+  const int rc = pclose(p);
+  unsigned long long total_mib = 0, free_mib = 0;
+  if (got && rc == 0 && sscanf(line, "%llu, %llu", &total_mib, &free_mib) == 2) {
+    d.known = true;
+    d.total_bytes = total_mib << 20;
+    d.free_bytes = free_mib << 20;
+  }
+  return d;
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> ParseBytes(const std::string& flag, const std::string& value) {
+  std::string v(absl::StripAsciiWhitespace(value));
+  if (absl::EndsWith(v, "iB")) v.resize(v.size() - 2);
+  else if (absl::EndsWith(v, "B")) v.resize(v.size() - 1);
+  double scale = 1;
+  if (!v.empty()) {
+    const char unit = absl::ascii_toupper(v.back());
+    const std::string units = "KMGT";
+    const size_t i = units.find(unit);
+    if (i != std::string::npos) {
+      scale = std::pow(1024.0, static_cast<double>(i + 1));
+      v.pop_back();
+    }
+  }
+  double n = 0;
+  if (v.empty() || !absl::SimpleAtod(v, &n) || n < 0 || !std::isfinite(n) || n * scale > 1.8e19) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag, "='", value, "': not a byte size (e.g. 123, 64K, 512M, 8G, 1.5T)"));
+  }
+  return static_cast<uint64_t>(std::llround(n * scale));
+}
+
+int RunPlan(const std::map<std::string, std::string>& flags,
+            const std::vector<std::string>& positional, std::ostream& out, std::ostream& err) {
+  auto usage = [&err](const std::string& why) {
+    err << "sluicectl: plan: " << why << "\n";
+    return 2;
+  };
+  if (positional.size() != 1) return usage("takes one MODEL path");
+  memory::FitInputs in;
+  int64_t context = kDefaultContext, sessions = 1;
+  if (!absl::SimpleAtoi(Get(flags, "context", "4096"), &context) || context < 1) {
+    return usage(absl::StrCat("--context='", Get(flags, "context", ""), "': must be >= 1"));
+  }
+  if (!absl::SimpleAtoi(Get(flags, "sessions", "1"), &sessions) || sessions < 1) {
+    return usage(absl::StrCat("--sessions='", Get(flags, "sessions", ""), "': must be >= 1"));
+  }
+  if (flags.count("arena_fraction") && flags.count("expert_slots")) {
+    return usage("--arena_fraction and --expert_slots are exclusive");
+  }
+  if (flags.count("expert_slots") &&
+      (!absl::SimpleAtoi(flags.at("expert_slots"), &in.request.slots) || in.request.slots < 0)) {
+    return usage(absl::StrCat("--expert_slots='", flags.at("expert_slots"), "': must be >= 0"));
+  }
+  if (flags.count("arena_fraction") &&
+      (!absl::SimpleAtod(flags.at("arena_fraction"), &in.request.arena_fraction) ||
+       !(in.request.arena_fraction > 0 && in.request.arena_fraction <= 1))) {
+    return usage(
+        absl::StrCat("--arena_fraction='", flags.at("arena_fraction"), "': must be in (0, 1]"));
+  }
+  for (const auto& [name, target] :
+       {std::pair<const char*, uint64_t*>{"host_tier_bytes", &in.request.host_tier_bytes},
+        {"disk_bandwidth", nullptr}}) {
+    if (!flags.count(name)) continue;
+    absl::StatusOr<uint64_t> b = ParseBytes(name, flags.at(name));
+    if (!b.ok()) return usage(std::string(b.status().message()));
+    if (target != nullptr) *target = *b;
+    else in.disk_bytes_per_s = static_cast<double>(*b);
+  }
+  const std::string device = Get(flags, "device_memory", "auto");
+  if (device == "auto") {
+    in.device = ProbeDevice();
+  } else {
+    absl::StatusOr<uint64_t> b = ParseBytes("device_memory", device);
+    if (!b.ok()) return usage(std::string(b.status().message()));
+    in.device = {true, *b, *b};
+  }
+  const std::string host = Get(flags, "host_memory", "auto");
+  if (host == "auto") {
+    absl::StatusOr<memory::HostMemory> h = memory::ProcHostProbe().Memory();
+    if (!h.ok()) return usage(std::string(h.status().message()));
+    in.host = *h;
+  } else {
+    absl::StatusOr<uint64_t> b = ParseBytes("host_memory", host);
+    if (!b.ok()) return usage(std::string(b.status().message()));
+    in.host = {*b, *b};
+  }
+  absl::StatusOr<std::unique_ptr<ModelFiles>> files = ModelFiles::Open(positional[0]);
+  if (!files.ok()) {
+    err << "sluicectl: plan: " << files.status().message() << "\n";
+    return 1;
+  }
+  absl::StatusOr<memory::ModelFootprint> footprint =
+      memory::FootprintOf((*files)->tensors(), context, sessions);
+  if (!footprint.ok()) {
+    err << "sluicectl: plan: " << footprint.status().message() << "\n";
+    return 1;
+  }
+  in.model = *footprint;
+  absl::StatusOr<memory::Plan> plan = memory::PlanFit(in);
+  if (!plan.ok()) {
+    err << "sluicectl: plan refused: " << plan.status().message() << "\n";
+    return 1;
+  }
+  out << "model                  " << positional[0] << " (" << (*files)->shard_count()
+      << " shard(s), " << (*files)->tensors().size() << " tensors)\n"
+      << "context                " << context << " tokens x " << sessions << " session(s)\n"
+      << plan->Table();
+  return 0;
+}
+
+}  // namespace sluice::ctl

@@ -1,0 +1,212 @@
+#include "memory/fit_planner.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace sluice::memory {
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+constexpr uint64_t kGiB = 1ull << 30;
+
+uint64_t SubOrZero(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
+
+// Slots the request names (capped at every expert), or -1 for "choose".
+absl::StatusOr<int64_t> RequestedSlots(const FitRequest& r, int64_t experts) {
+  if (r.slots < -1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expert slots = ", r.slots, ": must be >= 0 (or -1: the planner chooses)"));
+  }
+  if (r.arena_fraction < 0 || r.arena_fraction > 1 || std::isnan(r.arena_fraction)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expert arena fraction = ", r.arena_fraction, ": must be in (0, 1] (0: the planner chooses)"));
+  }
+  const bool asked = r.slots >= 0 || r.arena_fraction > 0;
+  if (asked && experts == 0) {
+    return absl::InvalidArgumentError(
+        "an expert arena was asked for, but the model has no routed experts");
+  }
+  if (r.slots >= 0) return std::min(r.slots, experts);
+  if (r.arena_fraction > 0) {
+    const auto n = static_cast<int64_t>(std::ceil(r.arena_fraction * static_cast<double>(experts)));
+    return std::min(n, experts);
+  }
+  return -1;
+}
+
+// The most slots that fit beside `fixed` (dense, state, workspace, margin)
+// in `free`; -1 when not even zero slots fit.
+int64_t MaxSlots(uint64_t free, uint64_t fixed, uint64_t slot_bytes, int64_t experts) {
+  if (fixed > free) return -1;
+  if (slot_bytes == 0) return experts;
+  return std::min<int64_t>(static_cast<int64_t>((free - fixed) / slot_bytes), experts);
+}
+
+std::string DeviceNeedText(const Plan& p, const ModelFootprint& m) {
+  return absl::StrCat(
+      FormatBytes(p.device_need_bytes), " (dense ", FormatBytes(p.dense_bytes), " + experts ",
+      FormatBytes(p.arena_bytes),
+      p.streaming() ? absl::StrCat(" [", p.slots, " slots x ", FormatBytes(p.slot_bytes), "]")
+                    : std::string(" [all resident]"),
+      " + KV/state ", FormatBytes(p.state_bytes), " [", m.sessions, " x ",
+      FormatBytes(m.state_bytes_per_session()), " for ", m.context, " tokens] + workspace ",
+      FormatBytes(p.workspace_bytes), " + margin ", FormatBytes(p.device_margin_bytes), ")");
+}
+
+// What fits on the device when the request does not: the largest arena, or,
+// when no arena fits at all, the longest context.
+std::string DeviceSuggestion(const ModelFootprint& m, uint64_t free, uint64_t margin) {
+  const uint64_t fixed = m.dense_bytes + m.state_bytes() + m.workspace_bytes + margin;
+  const int64_t slots = MaxSlots(free, fixed, m.slot_bytes, m.experts);
+  if (slots >= 0) {
+    return absl::StrFormat("at most %d expert slots fit (--expert_slots=%d, arena fraction %.4f)",
+                           slots, slots,
+                           m.experts > 0 ? static_cast<double>(slots) / m.experts : 0.0);
+  }
+  const uint64_t base = m.dense_bytes + m.workspace_bytes + margin +
+                        m.state_fixed_bytes * static_cast<uint64_t>(m.sessions);
+  if (base >= free || m.state_bytes_per_token == 0) {
+    return "even the dense weights and workspace do not fit: use a device with more memory";
+  }
+  const uint64_t tokens =
+      (free - base) / (m.state_bytes_per_token * static_cast<uint64_t>(m.sessions));
+  return absl::StrCat("no expert arena fits beside the KV/state: use a context of at most ",
+                      tokens, " tokens (--context_length) or fewer sessions, with 0 slots");
+}
+
+absl::Status FitHost(const FitInputs& in, Plan& p) {
+  const ModelFootprint& m = in.model;
+  p.host_margin_bytes = HostMarginBytes(in.host.total_bytes);
+  if (p.streaming()) {
+    if (in.request.host_tier_bytes > 0) {
+      p.mode = FitMode::kArenaHostTier;
+      p.host_tier_bytes = std::min(in.request.host_tier_bytes, m.expert_bytes);
+      p.staging_bytes = p.host_tier_bytes < m.expert_bytes ? StagingBytes(m.slot_bytes) : 0;
+    } else if (m.expert_bytes + p.host_margin_bytes <= in.host.available_bytes) {
+      p.mode = FitMode::kArenaRegistered;
+      p.page_cache_bytes = m.expert_bytes;
+    } else {
+      p.mode = FitMode::kArenaHostTier;
+      p.staging_bytes = StagingBytes(m.slot_bytes);
+      p.host_tier_bytes = std::min(
+          SubOrZero(in.host.available_bytes, p.host_margin_bytes + p.staging_bytes),
+          m.expert_bytes);
+    }
+  }
+  p.host_need_bytes =
+      p.host_tier_bytes + p.staging_bytes + p.page_cache_bytes + p.host_margin_bytes;
+  if (p.host_need_bytes <= in.host.available_bytes) return absl::OkStatus();
+  const uint64_t tier_fits =
+      SubOrZero(in.host.available_bytes, p.host_margin_bytes + StagingBytes(m.slot_bytes));
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "host memory oversubscribed: the plan needs ", FormatBytes(p.host_need_bytes),
+      " (pinned host tier ", FormatBytes(p.host_tier_bytes), " + staging ",
+      FormatBytes(p.staging_bytes), " + page cache ", FormatBytes(p.page_cache_bytes),
+      " + margin ", FormatBytes(p.host_margin_bytes), ") but MemAvailable is ",
+      FormatBytes(in.host.available_bytes), " of ", FormatBytes(in.host.total_bytes),
+      "; fits: --host_tier_bytes=", tier_fits, " (", FormatBytes(tier_fits), ")"));
+}
+
+}  // namespace
+
+absl::string_view FitModeName(FitMode mode) {
+  switch (mode) {
+    case FitMode::kAllResident:
+      return "all-resident";
+    case FitMode::kArenaRegistered:
+      return "arena+registered";
+    case FitMode::kArenaHostTier:
+      return "arena+host-tier+disk";
+  }
+  return "?";
+}
+
+uint64_t DeviceMarginBytes(uint64_t total) { return std::max(512 * kMiB, total / 100 * 3); }
+uint64_t HostMarginBytes(uint64_t total) { return std::max(2 * kGiB, total / 100 * 5); }
+uint64_t StagingBytes(uint64_t slot_bytes) { return std::max(64 * kMiB, 4 * slot_bytes); }
+
+std::string FormatBytes(uint64_t bytes) {
+  if (bytes >= kGiB) return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / kGiB);
+  if (bytes >= kMiB) return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / kMiB);
+  if (bytes >= 1024) return absl::StrFormat("%.1f KiB", static_cast<double>(bytes) / 1024);
+  return absl::StrCat(bytes, " B");
+}
+
+absl::StatusOr<Plan> PlanFit(const FitInputs& in) {
+  const ModelFootprint& m = in.model;
+  absl::StatusOr<int64_t> requested = RequestedSlots(in.request, m.experts);
+  if (!requested.ok()) return requested.status();
+  Plan p;
+  p.experts = m.experts;
+  p.slot_bytes = m.slot_bytes;
+  p.dense_bytes = m.dense_bytes;
+  p.state_bytes = m.state_bytes();
+  p.workspace_bytes = m.workspace_bytes;
+  p.device = in.device;
+  p.host = in.host;
+  p.disk_bytes_per_s = in.disk_bytes_per_s;
+  p.device_margin_bytes = in.device.known ? DeviceMarginBytes(in.device.total_bytes) : 0;
+  const uint64_t fixed = p.dense_bytes + p.state_bytes + p.workspace_bytes + p.device_margin_bytes;
+
+  int64_t slots = *requested;
+  if (slots < 0 && in.device.known && fixed + m.expert_bytes > in.device.free_bytes) {
+    // Streaming by default: the largest arena that fits (refused below
+    // when not even an empty one does).
+    slots = std::max<int64_t>(0, MaxSlots(in.device.free_bytes, fixed, m.slot_bytes, m.experts));
+  }
+  if (slots < 0) {
+    p.mode = FitMode::kAllResident;
+    p.slots = m.experts;
+    p.arena_bytes = m.expert_bytes;
+  } else {
+    p.mode = FitMode::kArenaRegistered;  // FitHost settles the host side
+    p.slots = slots;
+    p.arena_bytes = static_cast<uint64_t>(slots) * m.slot_bytes;
+  }
+  p.device_need_bytes = fixed + p.arena_bytes;
+  if (in.device.known && p.device_need_bytes > in.device.free_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "device memory oversubscribed: the plan needs ", DeviceNeedText(p, m), " but the device has ",
+        FormatBytes(in.device.free_bytes), " free of ", FormatBytes(in.device.total_bytes), "; ",
+        DeviceSuggestion(m, in.device.free_bytes, p.device_margin_bytes)));
+  }
+  if (absl::Status s = FitHost(in, p); !s.ok()) return s;
+  return p;
+}
+
+std::string Plan::Table() const {
+  std::string t;
+  auto row = [&t](absl::string_view name, const std::string& value) {
+    absl::StrAppend(&t, absl::StrFormat("%-22s %s\n", name, value));
+  };
+  row("mode", std::string(FitModeName(mode)));
+  row("routed experts", absl::StrCat(experts, " (one slot ", FormatBytes(slot_bytes), ")"));
+  row("device slots",
+      streaming() ? absl::StrFormat("%d (%.1f%% of experts)", slots,
+                                    experts > 0 ? 100.0 * slots / experts : 0.0)
+                  : std::string("every expert resident"));
+  row("device", device.known ? absl::StrCat(FormatBytes(device.free_bytes), " free of ",
+                                            FormatBytes(device.total_bytes))
+                             : std::string("unknown (not checked)"));
+  row("  dense", FormatBytes(dense_bytes));
+  row("  experts", FormatBytes(arena_bytes));
+  row("  KV/state", FormatBytes(state_bytes));
+  row("  workspace", FormatBytes(workspace_bytes));
+  row("  margin", FormatBytes(device_margin_bytes));
+  row("  total", FormatBytes(device_need_bytes));
+  row("host", absl::StrCat(FormatBytes(host.available_bytes), " available of ",
+                           FormatBytes(host.total_bytes)));
+  row("  host tier (pinned)", FormatBytes(host_tier_bytes));
+  row("  staging (pinned)", FormatBytes(staging_bytes));
+  row("  page cache kept", FormatBytes(page_cache_bytes));
+  row("  margin", FormatBytes(host_margin_bytes));
+  row("  total", FormatBytes(host_need_bytes));
+  row("disk", disk_bytes_per_s > 0 ? absl::StrFormat("%.2f GB/s", disk_bytes_per_s / 1e9)
+                                   : std::string("unknown"));
+  return t;
+}
+
+}  // namespace sluice::memory

@@ -1,0 +1,146 @@
+// The fit planner: where a model's bytes go before anything is loaded
+// (issue 13, "Fit planner").
+//
+//   device = dense + expert arena (or every expert) + KV/state x sessions
+//            + workspace + margin
+//   host   = pinned host tier + staging + page cache the mapping must keep
+//            + margin
+//
+// Three modes, chosen from the numbers:
+//   kAllResident     every routed expert on the device: it fits there with
+//                    the margin. No slot cache.
+//   kArenaRegistered a device arena of equal slots; the expert bytes fit in
+//                    host RAM, so the mapping is registered in large windows
+//                    once and misses DMA straight from the page cache
+//                    (~50 GB/s measured, DESIGN.md). Those pages must stay in
+//                    the page cache: they are counted as host memory.
+//   kArenaHostTier   a device arena; the experts do not fit in host RAM (or a
+//                    host tier was asked for): a pinned host cache of expert
+//                    slices in front of O_DIRECT disk reads into pinned
+//                    staging buffers (~1.5 GB/s cold).
+//
+// Requests (FitRequest, the settings of EngineOptions::experts) are honoured
+// or refused, never silently shrunk: a configuration that would oversubscribe
+// the device or the host is RESOURCE_EXHAUSTED with a message that gives the
+// numbers and a configuration that fits. Without a request the planner
+// chooses: all resident when that fits with the margin, else the largest
+// arena that fits.
+//
+// Plain C++ with no device code: the worker runs it before building a CUDA
+// engine, `sluicectl plan` runs it on a GGUF header. Thread-safe (pure).
+#ifndef SLUICE_MEMORY_FIT_PLANNER_H_
+#define SLUICE_MEMORY_FIT_PLANNER_H_
+
+#include <cstdint>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/statusor.h"
+#include "memory/host_probe.h"
+
+namespace sluice::memory {
+
+// A model's byte figures (model_footprint.h computes them from a tensor
+// table).
+struct ModelFootprint {
+  uint64_t dense_bytes = 0;   // everything but routed experts
+  uint64_t expert_bytes = 0;  // every routed expert tensor
+  // One slot: one expert's gate + up + down slices of the largest layer
+  // shape.
+  uint64_t slot_bytes = 0;
+  int64_t experts = 0;  // routed experts in the model (layers x experts)
+  // KV and recurrent state of one session: fixed + per_token x context.
+  uint64_t state_fixed_bytes = 0;
+  uint64_t state_bytes_per_token = 0;
+  int64_t context = 0;
+  int64_t sessions = 1;
+  uint64_t workspace_bytes = 0;  // activations and scratch (an estimate)
+
+  uint64_t state_bytes_per_session() const {
+    return state_fixed_bytes + state_bytes_per_token * static_cast<uint64_t>(context);
+  }
+  uint64_t state_bytes() const {
+    return state_bytes_per_session() * static_cast<uint64_t>(sessions);
+  }
+};
+
+// The device's memory; known = false where there is no way to ask (a
+// binary without CUDA): then only the host is checked and an arena must be
+// asked for explicitly.
+struct DeviceMemory {
+  bool known = false;
+  uint64_t total_bytes = 0;
+  uint64_t free_bytes = 0;  // before the model is loaded
+};
+
+// What the user asked for (EngineOptions::experts, sluiced and sluicectl
+// flags). slots -1 and arena_fraction 0: the planner chooses.
+struct FitRequest {
+  int64_t slots = -1;
+  double arena_fraction = 0;
+  uint64_t host_tier_bytes = 0;  // 0: the planner chooses
+};
+
+struct FitInputs {
+  ModelFootprint model;
+  DeviceMemory device;
+  HostMemory host;
+  double disk_bytes_per_s = 0;  // 0: unknown
+  FitRequest request;
+};
+
+enum class FitMode { kAllResident, kArenaRegistered, kArenaHostTier };
+
+// "all-resident", "arena+registered", "arena+host-tier+disk".
+absl::string_view FitModeName(FitMode mode);
+
+// Kept free on the device: max(512 MiB, 3% of total) (fragmentation,
+// cuBLASLt's own allocations, the driver's growth).
+uint64_t DeviceMarginBytes(uint64_t device_total_bytes);
+// Kept available on the host: max(2 GiB, 5% of MemTotal) (the OS, the
+// supervisor, the worker's own heap).
+uint64_t HostMarginBytes(uint64_t host_total_bytes);
+// Pinned buffers for disk reads in kArenaHostTier: 4 slots' worth, at
+// least 64 MiB.
+uint64_t StagingBytes(uint64_t slot_bytes);
+
+struct Plan {
+  FitMode mode = FitMode::kAllResident;
+  bool streaming() const { return mode != FitMode::kAllResident; }
+  // Device slots (every expert when all resident) and their bytes.
+  int64_t slots = 0;
+  int64_t experts = 0;
+  uint64_t slot_bytes = 0;
+  uint64_t arena_bytes = 0;  // expert bytes on the device
+  uint64_t host_tier_bytes = 0;   // pinned expert cache (kArenaHostTier)
+  uint64_t staging_bytes = 0;     // pinned disk-read buffers (kArenaHostTier)
+  uint64_t page_cache_bytes = 0;  // mapping pages that must stay cached
+  // Device side.
+  uint64_t dense_bytes = 0;
+  uint64_t state_bytes = 0;  // all sessions
+  uint64_t workspace_bytes = 0;
+  uint64_t device_margin_bytes = 0;
+  uint64_t device_need_bytes = 0;  // the sum above, margin included
+  DeviceMemory device;
+  // Host side.
+  uint64_t host_margin_bytes = 0;
+  uint64_t host_need_bytes = 0;  // tier + staging + page cache + margin
+  HostMemory host;
+  double disk_bytes_per_s = 0;
+
+  // A human-readable table: one line per figure, bytes in GiB/MiB.
+  std::string Table() const;
+};
+
+// The plan for `in`, or RESOURCE_EXHAUSTED (device or host oversubscribed:
+// the message gives the numbers and a configuration that fits) or
+// INVALID_ARGUMENT (a request out of range: negative slots, a fraction
+// outside (0, 1], a model without routed experts asked to stream).
+absl::StatusOr<Plan> PlanFit(const FitInputs& in);
+
+// "1.50 GiB", "512.0 MiB", "96.0 KiB", "1000 B".
+std::string FormatBytes(uint64_t bytes);
+
+}  // namespace sluice::memory
+
+#endif  // SLUICE_MEMORY_FIT_PLANNER_H_

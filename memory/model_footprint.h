@@ -1,0 +1,32 @@
+// A model's byte figures for the fit planner, read from its tensor table and
+// GGUF metadata only (no weights are touched), so that `sluicectl plan` and
+// the worker plan from the same numbers before anything is loaded.
+//
+// Routed experts are the tensors blk.N.ffn_{gate,up,down}_exps.weight (3-D,
+// the expert the slowest dimension): a slot holds one expert's three slices
+// of the largest layer. KV and recurrent state follow the backends' layout
+// (F32): per attention block 2 x kv_dim floats per token (kv_dim = rows of
+// blk.N.attn_k.weight); per DeltaNet block (kernel - 1) x channels conv
+// floats (blk.N.ssm_conv1d.weight) and v_heads x state^2 recurrent floats
+// (blk.N.ssm_a, blk.N.ssm_norm.weight). The workspace is an estimate of the
+// CUDA backend's activations for one micro-batch of 512 tokens.
+#ifndef SLUICE_MEMORY_MODEL_FOOTPRINT_H_
+#define SLUICE_MEMORY_MODEL_FOOTPRINT_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "loader/tensor_table.h"
+#include "memory/fit_planner.h"
+
+namespace sluice::memory {
+
+// INVALID_ARGUMENT (naming the model and tensor) when an expert tensor is not
+// 3-D or the three tensors of a layer disagree on the number of experts;
+// context >= 1 and sessions >= 1 are preconditions checked the same way.
+absl::StatusOr<ModelFootprint> FootprintOf(const TensorTable& table, int64_t context,
+                                           int64_t sessions);
+
+}  // namespace sluice::memory
+
+#endif  // SLUICE_MEMORY_MODEL_FOOTPRINT_H_

@@ -1,0 +1,81 @@
+#include "memory/model_footprint.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "loader/model_files.h"
+#include "loader/testing/gguf_bytes.h"
+
+namespace sluice::memory {
+namespace {
+
+struct T {
+  std::string name;
+  std::vector<uint64_t> ne;
+};
+
+// A mapped F32 GGUF of `tensors` (zero data), each at a 32-byte aligned
+// offset.
+std::unique_ptr<ModelFiles> Write(const std::vector<T>& tensors) {
+  sluice::testing::GgufBytes b;
+  b.Header(3, tensors.size(), 0);
+  uint64_t offset = 0;
+  for (const T& t : tensors) {
+    b.TensorInfo(t.name, t.ne, /*F32*/ 0, offset);
+    uint64_t n = 4;
+    for (uint64_t d : t.ne) n *= d;
+    offset += (n + 31) / 32 * 32;
+  }
+  b.PadTo(32).Zeros(offset);
+  const std::string path = sluice::testing::MakeTempDir() + "/m.gguf";
+  sluice::testing::WriteFileOrDie(path, b.bytes());
+  auto files = ModelFiles::Open(path);
+  EXPECT_TRUE(files.ok()) << files.status();
+  return files.ok() ? *std::move(files) : nullptr;
+}
+
+// Block 0: attention (kv_dim 4) and 4 experts; block 1: DeltaNet (conv
+// kernel 4 x 6 channels, 2 value heads of state 3) and 4 experts.
+TEST(ModelFootprintTest, FiguresFromTheTensorTable) {
+  auto files = Write({{"token_embd.weight", {8, 10}},
+                      {"blk.0.attn_k.weight", {8, 4}},
+                      {"blk.0.ffn_gate_exps.weight", {8, 2, 4}},
+                      {"blk.0.ffn_up_exps.weight", {8, 2, 4}},
+                      {"blk.0.ffn_down_exps.weight", {2, 8, 4}},
+                      {"blk.1.ssm_conv1d.weight", {4, 6}},
+                      {"blk.1.ssm_a", {2}},
+                      {"blk.1.ssm_norm.weight", {3}},
+                      {"blk.1.ffn_gate_exps.weight", {8, 2, 4}},
+                      {"blk.1.ffn_up_exps.weight", {8, 2, 4}},
+                      {"blk.1.ffn_down_exps.weight", {2, 8, 4}}});
+  ASSERT_NE(files, nullptr);
+  auto f = FootprintOf(files->tensors(), /*context=*/100, /*sessions=*/2);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->experts, 8);
+  EXPECT_EQ(f->slot_bytes, 3u * 64);  // 16 floats per slice, 3 slices
+  EXPECT_EQ(f->expert_bytes, 6u * 256);
+  EXPECT_EQ(f->dense_bytes, 320u + 128 + 96 + 8 + 12);
+  EXPECT_EQ(f->state_bytes_per_token, 2u * 4 * 4);
+  EXPECT_EQ(f->state_fixed_bytes, (3u * 6 + 2 * 3 * 3) * 4);
+  EXPECT_EQ(f->state_bytes(), 2u * (144 + 100 * 32));
+  // 512 x (16 x 8 + 8 x (2 x 2 + 8)) floats + 512 x 10 logits.
+  EXPECT_EQ(f->workspace_bytes, 512u * 224 * 4 + 512 * 10 * 4);
+}
+
+TEST(ModelFootprintTest, ExpertTensorsMustAgree) {
+  auto files = Write({{"blk.0.ffn_gate_exps.weight", {8, 2, 4}},
+                      {"blk.0.ffn_up_exps.weight", {8, 2, 3}}});
+  ASSERT_NE(files, nullptr);
+  auto f = FootprintOf(files->tensors(), 16, 1);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("tensor 'blk.0.ffn_up_exps.weight' has 3 experts; the other "
+                                      "expert tensors of block 0 have 4"),
+            std::string::npos)
+      << f.status().message();
+  EXPECT_EQ(FootprintOf(files->tensors(), 0, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace sluice::memory

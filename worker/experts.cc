@@ -1,0 +1,97 @@
+#include "worker/experts.h"
+
+#include "memory/model_footprint.h"
+
+namespace sluice::worker {
+
+absl::StatusOr<memory::Plan> PlanExperts(const TensorTable& table,
+                                         const memory::DeviceMemory& device,
+                                         const memory::HostMemory& host, EngineOptions* options) {
+  // One session: the worker runs one sequence at a time.
+  absl::StatusOr<memory::ModelFootprint> footprint =
+      memory::FootprintOf(table, options->context_length, /*sessions=*/1);
+  if (!footprint.ok()) return footprint.status();
+  memory::FitInputs in;
+  in.model = *footprint;
+  in.device = device;
+  in.host = host;
+  in.request.slots = options->experts.slots;
+  in.request.arena_fraction = options->experts.arena_fraction;
+  in.request.host_tier_bytes = options->experts.host_tier_bytes;
+  absl::StatusOr<memory::Plan> plan = memory::PlanFit(in);
+  if (!plan.ok()) return plan.status();
+  // The engine takes the plan's numbers, so that it builds exactly what was
+  // checked (a fraction becomes its slot count).
+  options->experts.arena_fraction = 0;
+  options->experts.slots = plan->streaming() ? plan->slots : -1;
+  options->experts.host_tier_bytes =
+      plan->mode == memory::FitMode::kArenaHostTier ? plan->host_tier_bytes : 0;
+  return plan;
+}
+
+void ToSlotCacheStats(const ExpertStreamStats& s, sluice::v1::SlotCacheStats* out) {
+  const memory::SlotCacheCounters& c = s.counters;
+  out->set_streaming(s.streaming);
+  out->set_policy(s.policy);
+  out->set_slots_total(static_cast<uint64_t>(s.slots));
+  out->set_experts(static_cast<uint64_t>(s.experts));
+  out->set_slot_bytes(s.slot_bytes);
+  out->set_arena_bytes(s.arena_bytes);
+  out->set_host_tier_bytes(s.host_tier_bytes);
+  out->set_lookups(c.lookups);
+  out->set_hits(c.hits);
+  out->set_misses(c.misses);
+  out->set_evictions(c.evictions);
+  out->set_exhausted(c.exhausted);
+  out->set_forced(c.forced);
+  out->set_bytes_streamed(c.bytes_filled);
+  out->set_prefetches_issued(c.prefetches_issued);
+  out->set_prefetches_useful(c.prefetches_useful);
+  out->set_prefetches_late(c.prefetches_late);
+  out->set_bytes_host(c.bytes_by_tier[static_cast<int>(memory::Tier::kHost)]);
+  out->set_bytes_disk(c.bytes_by_tier[static_cast<int>(memory::Tier::kDisk)]);
+  for (size_t l = 0; l < c.layer_lookups.size(); ++l) {
+    out->add_layer_hit_ratio(c.layer_hit_rate(static_cast<int>(l)));
+  }
+}
+
+sluice::v1::ExpertRequestStats ToRequestStats(const memory::SlotCacheCounters& d) {
+  sluice::v1::ExpertRequestStats r;
+  r.set_lookups(d.lookups);
+  r.set_hits(d.hits);
+  r.set_misses(d.misses);
+  r.set_forced(d.forced);
+  r.set_evictions(d.evictions);
+  r.set_exhausted(d.exhausted);
+  r.set_hit_rate(d.hit_rate());
+  r.set_bytes_host(d.bytes_by_tier[static_cast<int>(memory::Tier::kHost)]);
+  r.set_bytes_disk(d.bytes_by_tier[static_cast<int>(memory::Tier::kDisk)]);
+  r.set_prefetches_issued(d.prefetches_issued);
+  r.set_prefetches_useful(d.prefetches_useful);
+  r.set_prefetches_late(d.prefetches_late);
+  r.set_prefetch_accuracy(d.prefetch_accuracy());
+  for (size_t l = 0; l < d.layer_lookups.size(); ++l) {
+    r.add_layer_hit_rate(d.layer_hit_rate(static_cast<int>(l)));
+  }
+  return r;
+}
+
+void RequestExpertTracker::Token(const memory::SlotCacheCounters& now) {
+  if (per_token_) {
+    const memory::SlotCacheCounters d = now.Minus(last_);
+    sluice::v1::ExpertTokenStats t;
+    t.set_hits(d.hits);
+    t.set_misses(d.misses);
+    tokens_.push_back(t);
+  }
+  last_ = now;
+}
+
+sluice::v1::ExpertRequestStats RequestExpertTracker::Finish(
+    const memory::SlotCacheCounters& now) const {
+  sluice::v1::ExpertRequestStats r = ToRequestStats(now.Minus(start_));
+  for (const sluice::v1::ExpertTokenStats& t : tokens_) *r.add_tokens() = t;
+  return r;
+}
+
+}  // namespace sluice::worker

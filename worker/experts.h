@@ -1,0 +1,57 @@
+// The worker's side of the expert slot cache: the fit planner run before a
+// CUDA engine is built (its decisions become EngineOptions::experts), and
+// the backend's ExpertStreamStats turned into the messages the supervisor
+// exports (worker Stats -> Prometheus) and each request's GenerateDone.
+#ifndef SLUICE_WORKER_EXPERTS_H_
+#define SLUICE_WORKER_EXPERTS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "loader/tensor_table.h"
+#include "memory/fit_planner.h"
+#include "memory/slot_counters.h"
+#include "model/engine.h"
+#include "model/model.h"
+#include "proto/sluice/v1/sluice.pb.h"
+
+namespace sluice::worker {
+
+// Plans `table` for one session of options->context_length tokens on
+// `device` and `host` with options->experts as the request, then sets
+// options->experts to the plan (slots, host tier; slots -1 when every
+// expert stays resident). The planner's RESOURCE_EXHAUSTED or
+// INVALID_ARGUMENT is returned unchanged: its message gives the numbers and
+// a configuration that fits.
+absl::StatusOr<memory::Plan> PlanExperts(const TensorTable& table,
+                                         const memory::DeviceMemory& device,
+                                         const memory::HostMemory& host, EngineOptions* options);
+
+// The cache's state and counters since the model was built, as the worker's
+// Stats carry them (all zero / false when nothing streams).
+void ToSlotCacheStats(const ExpertStreamStats& stats, sluice::v1::SlotCacheStats* out);
+
+// One request's figures from the counters' difference around it.
+sluice::v1::ExpertRequestStats ToRequestStats(const memory::SlotCacheCounters& delta);
+
+// Follows one request: Start() before its first forward pass, Token() after
+// each pass that produced a token, Finish() at the end. The per-token list
+// is kept only when asked for.
+class RequestExpertTracker {
+ public:
+  RequestExpertTracker(const memory::SlotCacheCounters& start, bool per_token)
+      : start_(start), last_(start), per_token_(per_token) {}
+  void Token(const memory::SlotCacheCounters& now);
+  sluice::v1::ExpertRequestStats Finish(const memory::SlotCacheCounters& now) const;
+
+ private:
+  memory::SlotCacheCounters start_;
+  memory::SlotCacheCounters last_;
+  const bool per_token_;
+  std::vector<sluice::v1::ExpertTokenStats> tokens_;
+};
+
+}  // namespace sluice::worker
+
+#endif  // SLUICE_WORKER_EXPERTS_H_

@@ -1,0 +1,88 @@
+#include "worker/experts.h"
+
+#include "gtest/gtest.h"
+
+namespace sluice::worker {
+namespace {
+
+memory::SlotCacheCounters Counters(uint64_t scale) {
+  memory::SlotCacheCounters c;
+  c.lookups = 8 * scale;
+  c.hits = 5 * scale;
+  c.misses = 3 * scale;
+  c.forced = 1 * scale;
+  c.evictions = 2 * scale;
+  c.prefetches_issued = 4 * scale;
+  c.prefetches_useful = 1 * scale;
+  c.bytes_filled = 200 * scale;
+  c.bytes_by_tier = {300 * scale, 100 * scale};
+  c.layer_lookups = {4 * scale, 4 * scale};
+  c.layer_hits = {4 * scale, 1 * scale};
+  return c;
+}
+
+TEST(ExpertsTest, SlotCacheStatsCarryEveryFigure) {
+  ExpertStreamStats s;
+  s.streaming = true;
+  s.policy = "lfu";
+  s.slots = 12;
+  s.experts = 64;
+  s.slot_bytes = 1000;
+  s.arena_bytes = 12000;
+  s.host_tier_bytes = 5000;
+  s.counters = Counters(1);
+  sluice::v1::SlotCacheStats p;
+  ToSlotCacheStats(s, &p);
+  EXPECT_TRUE(p.streaming());
+  EXPECT_EQ(p.policy(), "lfu");
+  EXPECT_EQ(p.slots_total(), 12u);
+  EXPECT_EQ(p.arena_bytes(), 12000u);
+  EXPECT_EQ(p.lookups(), 8u);
+  EXPECT_EQ(p.bytes_streamed(), 200u);
+  EXPECT_EQ(p.bytes_host(), 300u);
+  EXPECT_EQ(p.bytes_disk(), 100u);
+  ASSERT_EQ(p.layer_hit_ratio_size(), 2);
+  EXPECT_DOUBLE_EQ(p.layer_hit_ratio(0), 1.0);
+  EXPECT_DOUBLE_EQ(p.layer_hit_ratio(1), 0.25);
+}
+
+// Start at 1x, two tokens at 2x and 3x: the request is the 2x difference,
+// each token a 1x one.
+TEST(ExpertsTest, TrackerGivesTheRequestAndEachToken) {
+  RequestExpertTracker t(Counters(1), /*per_token=*/true);
+  t.Token(Counters(2));
+  t.Token(Counters(3));
+  sluice::v1::ExpertRequestStats r = t.Finish(Counters(3));
+  EXPECT_EQ(r.lookups(), 16u);
+  EXPECT_EQ(r.hits(), 10u);
+  EXPECT_EQ(r.misses(), 6u);
+  EXPECT_DOUBLE_EQ(r.hit_rate(), 0.625);
+  EXPECT_EQ(r.bytes_host(), 600u);
+  EXPECT_EQ(r.bytes_disk(), 200u);
+  EXPECT_DOUBLE_EQ(r.prefetch_accuracy(), 0.25);
+  ASSERT_EQ(r.tokens_size(), 2);
+  EXPECT_EQ(r.tokens(1).hits(), 5u);
+  EXPECT_EQ(r.tokens(1).misses(), 3u);
+  RequestExpertTracker quiet(Counters(1), /*per_token=*/false);
+  quiet.Token(Counters(2));
+  EXPECT_EQ(quiet.Finish(Counters(2)).tokens_size(), 0);
+}
+
+// A model without routed experts: the default plan keeps "every expert"
+// resident, and the engine is told so; asking for an arena is refused.
+TEST(ExpertsTest, PlanExpertsWritesThePlanIntoTheOptions) {
+  TensorTable empty;
+  EngineOptions options;
+  options.context_length = 16;
+  auto plan = PlanExperts(empty, {true, 8ull << 30, 8ull << 30}, {16ull << 30, 16ull << 30},
+                          &options);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->mode, memory::FitMode::kAllResident);
+  EXPECT_EQ(options.experts.slots, -1);
+  options.experts.arena_fraction = 0.5;
+  EXPECT_EQ(PlanExperts(empty, {}, {16ull << 30, 16ull << 30}, &options).status().message(),
+            "an expert arena was asked for, but the model has no routed experts");
+}
+
+}  // namespace
+}  // namespace sluice::worker
