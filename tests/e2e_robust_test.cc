@@ -105,24 +105,38 @@ struct LoadCall {
   std::thread thread;  // last: starts once the fields above exist
 };
 
-// Generates with `single`'s request while `load` runs; every generation must
-// complete with `single`'s tokens, except that one running at the switch
-// may end with `switch_error` (empty: none may). Returns how many completed.
-int ServeWhileLoading(Daemon& d, LoadCall& load, const Generation& single,
-                      const std::string& switch_error = "") {
-  int served = 0;
+// Generates "the old model" greedily, one request after another, until
+// `load` returns; the results in order.
+std::vector<Generation> GenerateWhileLoading(Daemon& d, LoadCall& load) {
+  std::vector<Generation> results;
   while (!load.done) {
-    Generation g = RunGenerate(d.stub(), GreedyRequest("the old model", 4));
-    if (!switch_error.empty() && !g.status.ok() && g.status.error_message() == switch_error) {
-      EXPECT_EQ(g.status.error_code(), grpc::StatusCode::UNAVAILABLE);
-      break;
-    }
-    if (load.done && !g.status.ok()) break;  // a request after the load may see the new model
-    EXPECT_TRUE(g.status.ok()) << g.status.error_message();
-    EXPECT_EQ(g.token_ids, single.token_ids);
-    ++served;
+    results.push_back(RunGenerate(d.stub(), GreedyRequest("the old model", 4)));
   }
-  return served;
+  return results;
+}
+
+// How many of `results` are the old model's (`old_tokens`). They must come
+// first; after them only the one request cut at the switch (`switch_error`,
+// UNAVAILABLE) and requests served by the new model (`new_tokens`) may
+// follow. With empty `switch_error` every result must be the old model's.
+int OldModelServed(const std::vector<Generation>& results,
+                   const std::vector<int32_t>& old_tokens, const std::string& switch_error,
+                   const std::vector<int32_t>& new_tokens) {
+  size_t i = 0;
+  while (i < results.size() && results[i].status.ok() && results[i].token_ids == old_tokens) ++i;
+  const int old_served = static_cast<int>(i);
+  if (i < results.size() && !switch_error.empty() && !results[i].status.ok()) {
+    EXPECT_EQ(results[i].status.error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_EQ(results[i].status.error_message(), switch_error);
+    ++i;
+  }
+  for (; i < results.size(); ++i) {
+    EXPECT_TRUE(results[i].status.ok() && !switch_error.empty() &&
+                results[i].token_ids == new_tokens)
+        << "request " << i << " of " << results.size() << ": "
+        << results[i].status.error_message();
+  }
+  return old_served;
 }
 
 // Issue 11 defect 3: a SIGSTOPped worker used to go unnoticed, health staying
@@ -296,9 +310,11 @@ TEST(E2eRobustTest, FailedReplacementLoadLeavesTheOldModelServing) {
   std::ofstream(bad, std::ios::binary) << bytes;
 
   LoadCall load(*d, bad);
-  int served = ServeWhileLoading(*d, load, single);
+  const std::vector<Generation> during = GenerateWhileLoading(*d, load);
   const grpc::Status s = load.Finish();
-  EXPECT_GE(served, 2);  // the load took 1.5 s or more
+  // Every request during the load (1.5 s or more) got the old model's tokens.
+  EXPECT_EQ(OldModelServed(during, single.token_ids, "", {}), static_cast<int>(during.size()));
+  EXPECT_GE(during.size(), 2u);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.error_message().find("qwen99moe"), std::string::npos) << s.error_message();
   EXPECT_NE(s.error_message().find("; the previous model 'micro-qwen35moe' kept serving (the "
@@ -324,20 +340,25 @@ TEST(E2eRobustTest, ReplacementLoadServesTheOldModelUntilTheNewOneIsReady) {
   ASSERT_TRUE(tiny.ok()) << tiny.status();
 
   LoadCall load(*d, *tiny);
-  int served = ServeWhileLoading(*d, load, single,
-                                 "model 'micro-qwen35moe' was replaced by 'tiny-qwen35moe'");
+  const std::vector<Generation> during = GenerateWhileLoading(*d, load);
   const grpc::Status s = load.Finish();
   ASSERT_TRUE(s.ok()) << s.error_message() << d->Log();
-  EXPECT_GE(served, 2);
   EXPECT_EQ(load.response.model().model_id(), "tiny-qwen35moe");
   EXPECT_EQ(load.response.replacement(),
             "the previous model 'micro-qwen35moe' served until 'tiny-qwen35moe' was ready");
   const pid_t replaced = OnlyChild(d->pid());
   EXPECT_NE(replaced, worker);
   EXPECT_GT(replaced, 0);
-  Generation after = RunGenerate(d->stub(), GreedyRequest("the new model", 4));
-  EXPECT_TRUE(after.status.ok()) << after.status.error_message();
+  Generation after = RunGenerate(d->stub(), GreedyRequest("the old model", 4));
+  ASSERT_TRUE(after.status.ok()) << after.status.error_message();
   EXPECT_EQ(after.final.usage().completion_tokens(), 4u);
+  EXPECT_NE(after.token_ids, single.token_ids);  // another model, other weights
+  // The old model served the requests during the load (1.5 s or more); then
+  // at most one was cut at the switch, and the rest had the new model's tokens.
+  EXPECT_GE(OldModelServed(during, single.token_ids,
+                           "model 'micro-qwen35moe' was replaced by 'tiny-qwen35moe'",
+                           after.token_ids),
+            2);
   EXPECT_EQ(d->Stop(), 0) << d->Log();
 }
 
