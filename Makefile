@@ -48,11 +48,11 @@ test: deps
 demo: deps
 	SLUICE_GOLDENS=$(GOLDENS) daemon/demo.sh $(BAZEL) $(BAZEL_CONFIG)
 
-# The three fuzz targets to 10 million executions each (or 540 s), nproc/3
-# cores each: the bundle (binaries, the libraries a bare Ubuntu 24.04 lacks,
+# The three fuzz targets to 10 million executions each (or 540 s), on all
+# cores (most for the slow tokenizer; fuzz/run_all.sh): the bundle (binaries, the libraries a bare Ubuntu 24.04 lacks,
 # seeds, run_all.sh) is built into FUZZ_BUNDLE and run from there, the same
 # command a machine without clang runs on a copy of FUZZ_BUNDLE:
-# $(FUZZ_BUNDLE)/run_all.sh [cores per target] [executions] [seconds].
+# $(FUZZ_BUNDLE)/run_all.sh [cores per target, or G,F,T] [executions] [seconds].
 FUZZ_BUNDLE ?= .device/fuzz
 FUZZ_ARGS ?=
 fuzz: deps
