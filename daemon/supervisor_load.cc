@@ -126,8 +126,12 @@ absl::StatusOr<LoadOutcome> Supervisor::LoadAlongside(std::unique_ptr<Model> nex
         candidate_fatal_ = absl::StrCat("the worker did not report ready within ",
                                         absl::FormatDuration(options_.worker_start_timeout));
         candidate_fatal_code_ = absl::StatusCode::kUnavailable;
+        // Its exit, even if a Ready slipped in before the kill landed.
+        auto dead = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return shutdown_ || candidate_phase_ == WorkerPhase::kDead;
+        };
+        mu_.Await(absl::Condition(&dead));
       }
-      mu_.Await(absl::Condition(&settled));  // the killed worker's exit
       if (shutdown_) {
         error = absl::UnavailableError("sluiced is shutting down");
       } else if (candidate_phase_ != WorkerPhase::kReady) {

@@ -219,6 +219,33 @@ TEST(SupervisorReplaceTest, FailedReplacementLeavesTheServingWorkerUntouched) {
   supervisor.Shutdown();
 }
 
+// A replacement that does not start in time is killed; the serving worker
+// never noticed.
+TEST(SupervisorReplaceTest, ReplacementThatDoesNotStartInTimeLeavesTheServingWorker) {
+  auto oom = OomContainment::Create("none", "", 0);
+  ASSERT_TRUE(oom.ok());
+  Metrics metrics;
+  SupervisorOptions o = OverlapOptions();
+  o.worker_args.push_back("--silent_model_id=b");
+  o.worker_start_timeout = absl::Milliseconds(500);
+  Supervisor supervisor(o, oom->get(), &metrics, nullptr);
+  ASSERT_TRUE(supervisor.LoadModel(LoadRequest("a")).ok());
+  const uint64_t first_pid = supervisor.Snapshot().worker.pid();
+  auto b = supervisor.LoadModel(LoadRequest("b"));
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(b.status().message().find("': the worker did not report ready within 500ms; the "
+                                      "previous model 'a' kept serving"),
+            std::string::npos)
+      << b.status();
+  std::vector<v1::ModelInfo> models = supervisor.ListModels();
+  ASSERT_EQ(models.size(), 1u);
+  EXPECT_EQ(models[0].model_id(), "a");
+  MetricsSnapshot s = supervisor.Snapshot();
+  EXPECT_TRUE(s.worker.up());
+  EXPECT_EQ(s.worker.pid(), first_pid);
+  supervisor.Shutdown();
+}
+
 // Where two models are not assumed to fit, the serving worker stops first
 // and the outcome says why.
 TEST(SupervisorReplaceTest, StopsFirstWhereTwoModelsMayNotFit) {
