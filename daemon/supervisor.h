@@ -39,9 +39,9 @@
 // failed meanwhile). Such a failure is deterministic, so it is not retried:
 // the model is marked FAILED at once (health stays NOT_SERVING, Generate gets
 // FAILED_PRECONDITION with the cause) until LoadModel is called again. The
-// same holds for a LoadModel whose worker fails to start for any reason when
-// no other model serves (none was loaded, or it was stopped first and cannot
-// come back): the model stays listed as FAILED instead of disappearing.
+// same holds for a first LoadModel (no model loaded before) whose worker
+// fails to start for any reason: the model stays listed as FAILED instead of
+// disappearing.
 //
 // Thread-safety: all public methods may be called concurrently. The serving
 // callback is called with no supervisor lock held being required by callers,
