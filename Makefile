@@ -22,7 +22,7 @@ BAZEL_CONFIG := $(if $(wildcard /usr/local/cuda/bin/nvcc),,--config=nocuda) $(BA
 BAZEL := bazel
 DISK_CACHE := $(HOME)/.cache/sluice-bazel-disk
 
-.PHONY: deps build test demo fuzz bench clean
+.PHONY: deps build test demo fuzz fuzz-bundle bench clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do \
@@ -48,8 +48,18 @@ test: deps
 demo: deps
 	SLUICE_GOLDENS=$(GOLDENS) daemon/demo.sh $(BAZEL) $(BAZEL_CONFIG)
 
+# The three fuzz targets to 10 million executions each (or 540 s), on all
+# cores (most for the slow tokenizer; fuzz/run_all.sh): the bundle (binaries, the libraries a bare Ubuntu 24.04 lacks,
+# seeds, run_all.sh) is built into FUZZ_BUNDLE and run from there, the same
+# command a machine without clang runs on a copy of FUZZ_BUNDLE:
+# $(FUZZ_BUNDLE)/run_all.sh [cores per target, or G,F,T] [executions] [seconds].
+FUZZ_BUNDLE ?= .device/fuzz
+FUZZ_ARGS ?=
 fuzz: deps
-	fuzz/run.sh 300 gguf && fuzz/run.sh 300 frame && fuzz/run.sh 300 tokenizer
+	fuzz/bundle.sh $(FUZZ_BUNDLE) && $(FUZZ_BUNDLE)/run_all.sh $(FUZZ_ARGS)
+
+fuzz-bundle: deps
+	fuzz/bundle.sh $(FUZZ_BUNDLE)
 
 bench: deps
 	$(BAZEL) run -c opt $(BAZEL_CONFIG) //bench:matvec_bench

@@ -221,6 +221,7 @@ int Command::Load() {
   grpc::Status s = stub_->LoadModel(&ctx, req, &resp);
   if (!s.ok()) return Fail(err_, s);
   PrintModel(resp.model());
+  if (!resp.replacement().empty()) out_ << "replacement: " << resp.replacement() << "\n";
   return 0;
 }
 

@@ -141,6 +141,10 @@ absl::Status ValidateConfig(const Config& c) {
       !s.ok()) {
     return s;
   }
+  if (c.replace_load != "overlap" && c.replace_load != "stop_first") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--replace_load='", c.replace_load.substr(0, 64), "': must be overlap or stop_first"));
+  }
   if (absl::Status s = CheckRange("drain_timeout_s", c.drain_timeout_s, 0, 3600); !s.ok()) {
     return s;
   }

@@ -55,6 +55,9 @@ struct Config {
   std::string worker_binary;        // "" : next to the sluiced binary
   int worker_start_timeout_s = kDefaultWorkerStartTimeoutS;
   int worker_hung_timeout_s = 60;   // silent or stuck this long: killed as hung
+  // How LoadModel replaces a loaded model: "overlap" (the new worker starts
+  // beside the serving one where memory allows) or "stop_first".
+  std::string replace_load = "overlap";
   int drain_timeout_s = kDefaultDrainTimeoutS;  // SIGTERM: let requests finish this long
   std::string port_file;            // write bound ports here once serving
   // TLS for the gRPC port: both files (PEM) or neither (plaintext). With a

@@ -46,9 +46,10 @@ grpc::Status SluiceService::LoadModel(grpc::ServerContext* context,
                         "LoadModel: this daemon serves only its --model");
   }
   if (absl::Status s = model_paths_->Check(request->path()); !s.ok()) return ToGrpcStatus(s);
-  absl::StatusOr<v1::ModelInfo> info = supervisor_->LoadModel(*request);
-  if (!info.ok()) return ToGrpcStatus(info.status());
-  *response->mutable_model() = *std::move(info);
+  absl::StatusOr<LoadOutcome> loaded = supervisor_->LoadModel(*request);
+  if (!loaded.ok()) return ToGrpcStatus(loaded.status());
+  *response->mutable_model() = std::move(loaded->model);
+  response->set_replacement(std::move(loaded->replacement));
   return grpc::Status::OK;
 }
 

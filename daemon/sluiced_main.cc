@@ -66,6 +66,10 @@ ABSL_FLAG(int, worker_start_timeout_s, sluice::daemon::kDefaultWorkerStartTimeou
 ABSL_FLAG(int, worker_hung_timeout_s, 60,
           "Seconds a ready worker may stay silent (it heartbeats when idle) or make no "
           "progress on a request before it is killed as hung and restarted.");
+ABSL_FLAG(std::string, replace_load, "overlap",
+          "How LoadModel replaces a loaded model: overlap (the new model's worker starts "
+          "while the old one serves, switching when it is ready; CPU workers whose new model "
+          "fits in the host's available memory) or stop_first (one model resident at a time).");
 ABSL_FLAG(std::string, tls_cert_file, "",
           "PEM certificate chain for TLS on the gRPC port (with --tls_key_file).");
 ABSL_FLAG(std::string, tls_key_file, "", "PEM private key for --tls_cert_file.");
@@ -160,6 +164,7 @@ absl::StatusOr<Config> ConfigFromFlags() {
   c.worker_binary = absl::GetFlag(FLAGS_worker_binary);
   c.worker_start_timeout_s = absl::GetFlag(FLAGS_worker_start_timeout_s);
   c.worker_hung_timeout_s = absl::GetFlag(FLAGS_worker_hung_timeout_s);
+  c.replace_load = absl::GetFlag(FLAGS_replace_load);
   c.port_file = absl::GetFlag(FLAGS_port_file);
   c.drain_timeout_s = absl::GetFlag(FLAGS_drain_timeout_s);
   c.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
@@ -302,6 +307,8 @@ int Run(const Config& config, const std::string& worker_binary, sigset_t signals
   options.queue_limit = config.queue_limit;
   options.worker_start_timeout = absl::Seconds(config.worker_start_timeout_s);
   options.hung_timeout = absl::Seconds(config.worker_hung_timeout_s);
+  options.replace_load =
+      config.replace_load == "stop_first" ? ReplaceLoad::kStopFirst : ReplaceLoad::kOverlap;
   Supervisor supervisor(options, oom->get(), &metrics, [&](bool serving) {
     absl::MutexLock lock(&server_mu);
     if (server) server->GetHealthCheckService()->SetServingStatus(serving);
@@ -386,18 +393,19 @@ int Run(const Config& config, const std::string& worker_binary, sigset_t signals
     v1::LoadModelRequest load;
     load.set_path(config.model_path);
     load.set_model_id(config.model_id);
-    auto info = supervisor.LoadModel(load);
-    if (info.ok()) {
-      Log(absl::StrCat("model '", info->model_id(), "' (", info->architecture(), ") ready"));
+    auto loaded = supervisor.LoadModel(load);
+    if (loaded.ok()) {
+      Log(absl::StrCat("model '", loaded->model.model_id(), "' (", loaded->model.architecture(),
+                       ") ready"));
     } else if (std::vector<v1::ModelInfo> models = supervisor.ListModels(); !models.empty()) {
       // The files are valid but the worker could not start (no GPU, ...).
       // Exiting would only make systemd restart us into the same failure;
       // staying up keeps health (NOT_SERVING), metrics and LoadModel there.
       start_failure = absl::StrCat("model '", models[0].model_id(),
-                                   "' failed to start: ", info.status().message());
+                                   "' failed to start: ", loaded.status().message());
       Log(absl::StrCat(start_failure, "; serving with health NOT_SERVING"));
     } else {
-      Log(absl::StrCat("fatal: --model: ", info.status().message()));
+      Log(absl::StrCat("fatal: --model: ", loaded.status().message()));
       return 1;
     }
   }

@@ -10,19 +10,13 @@
 #include "base/status_macros.h"
 #include "daemon/model_desc.h"
 #include "daemon/request_limits.h"
+#include "daemon/supervisor_model.h"
 #include "loader/model_files.h"
 
 namespace sluice::daemon {
 
 using worker::v1::SupervisorMessage;
 using worker::v1::WorkerMessage;
-
-struct Supervisor::Model {
-  std::unique_ptr<ModelFiles> files;
-  v1::ModelInfo info;
-  worker::v1::Hello hello;
-  std::vector<int> fds;
-};
 
 absl::Duration RestartBackoff(int consecutive_failures, absl::Duration initial,
                               absl::Duration max) {
@@ -92,13 +86,17 @@ int Supervisor::Drain(absl::Duration timeout) {
 
 void Supervisor::Shutdown() {
   std::unique_ptr<WorkerProcess> worker;
+  std::unique_ptr<WorkerProcess> candidate;
   {
     absl::MutexLock lock(&mu_);
     if (shutdown_) return;
     shutdown_ = true;
     worker = DetachLocked(absl::UnavailableError("sluiced is shutting down"));
+    // A replacement still starting: LoadAlongside sees shutdown_ and gives up.
+    candidate = std::move(candidate_worker_);
   }
   if (worker) worker->Stop(kWorkerStopGrace);
+  if (candidate) candidate->Stop(kWorkerStopGrace);
   control_.join();
 }
 
@@ -147,114 +145,6 @@ absl::Status Supervisor::CheckTokenIdsLocked(const v1::GenerateRequest& request)
   return absl::OkStatus();
 }
 
-absl::StatusOr<v1::ModelInfo> Supervisor::LoadModel(const v1::LoadModelRequest& request) {
-  LoadSettings settings{options_.threads, options_.context_length, options_.worker_kind,
-                        options_.device, options_.experts};
-  ASSIGN_OR_RETURN(ModelDesc desc, DescribeModel(request, settings));
-  absl::MutexLock load_lock(&load_mu_);
-  std::unique_ptr<WorkerProcess> old;
-  // Kept (files open, validated) so that a replacement that fails to start
-  // gives the previous model back instead of leaving none.
-  std::unique_ptr<Model> previous;
-  {
-    absl::MutexLock lock(&mu_);
-    if (shutdown_) return absl::UnavailableError("sluiced is shutting down");
-    if (model_ != nullptr) {
-      old = DetachLocked(absl::UnavailableError(
-          absl::StrCat("model '", model_->info.model_id(), "' was replaced by '",
-                       desc.info.model_id(), "'")));
-      previous = std::move(model_);
-    }
-  }
-  if (old) old->Stop(kWorkerStopGrace);
-
-  absl::MutexLock lock(&mu_);
-  model_ = std::make_unique<Model>();
-  model_->files = std::move(desc.files);
-  model_->info = std::move(desc.info);
-  model_->hello = std::move(desc.hello);
-  for (const ShardFd& s : model_->files->fds()) model_->fds.push_back(s.fd);
-  consecutive_failures_ = 0;
-  worker_stats_.set_restarts(0);
-  loading_ = true;
-  absl::Status spawned = SpawnLocked();
-  const uint64_t serial = serial_;
-  auto settled = [this, serial]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return serial_ != serial || phase_ != WorkerPhase::kStarting;
-  };
-  if (spawned.ok() &&
-      !mu_.AwaitWithTimeout(absl::Condition(&settled), options_.worker_start_timeout)) {
-    worker_->Kill();
-    mu_.Await(absl::Condition(&settled));
-    fatal_message_ = absl::StrCat("the worker did not report ready within ",
-                                  absl::FormatDuration(options_.worker_start_timeout));
-    fatal_code_ = absl::StatusCode::kUnavailable;
-  }
-  loading_ = false;
-  if (spawned.ok() && serial_ == serial && phase_ == WorkerPhase::kReady) {
-    return model_->info;
-  }
-  absl::Status error = !spawned.ok()      ? spawned
-                       : serial_ != serial ? absl::UnavailableError("sluiced is shutting down")
-                       : !fatal_message_.empty()
-                           ? absl::Status(fatal_code_, fatal_message_)
-                           : absl::UnavailableError(absl::StrCat(
-                                 model_->info.last_error(), " while loading the model"));
-  std::string restored;
-  if (previous != nullptr && !shutdown_) {
-    // The replacement failed: the model that was serving comes back.
-    model_ = std::move(previous);
-    phase_ = WorkerPhase::kNone;
-    consecutive_failures_ = 0;
-    restored = absl::StrCat("; the previous model '", model_->info.model_id(), "' is loaded again");
-    if (absl::Status s = SpawnLocked(); !s.ok()) {
-      absl::StrAppend(&restored, " but its worker failed to start (", s.message(), ")");
-      ++consecutive_failures_;
-      ScheduleRestartLocked();
-    }
-  } else if (serial_ != serial) {
-    model_.reset();
-    phase_ = WorkerPhase::kNone;
-  } else {
-    // The files were valid but no worker could be started on them. The model
-    // stays listed as FAILED with the cause, so that ListModels, Generate
-    // (FAILED_PRECONDITION) and the operator see why; it is not retried:
-    // whatever stopped this start (no GPU, an unbuildable file) would stop
-    // the next one. LoadModel again once the cause is fixed.
-    model_->info.set_state(v1::MODEL_STATE_FAILED);
-    model_->info.set_last_error(std::string(error.message()));
-    restart_at_ = absl::InfiniteFuture();
-  }
-  return absl::Status(error.code(), absl::StrCat("LoadModel path='", request.path(), "': ",
-                                                 error.message(), restored));
-}
-
-absl::Status Supervisor::UnloadModel(const v1::UnloadModelRequest& request) {
-  absl::MutexLock load_lock(&load_mu_);
-  std::unique_ptr<WorkerProcess> old;
-  {
-    absl::MutexLock lock(&mu_);
-    if (model_ == nullptr) {
-      return absl::FailedPreconditionError("UnloadModel: no model is loaded");
-    }
-    RETURN_IF_ERROR(CheckModelIdForUnload(request.model_id()));
-    old = DetachLocked(absl::UnavailableError(
-        absl::StrCat("model '", model_->info.model_id(), "' was unloaded")));
-    model_.reset();
-  }
-  if (old) old->Stop(kWorkerStopGrace);
-  return absl::OkStatus();
-}
-
-absl::Status Supervisor::CheckModelIdForUnload(const std::string& model_id) {
-  if (!model_id.empty() && model_id != model_->info.model_id()) {
-    return absl::NotFoundError(absl::StrCat("UnloadModel: model_id '", QuoteForMessage(model_id),
-                                            "' is not loaded (loaded: '",
-                                            model_->info.model_id(), "')"));
-  }
-  return absl::OkStatus();
-}
-
 std::vector<v1::ModelInfo> Supervisor::ListModels() {
   absl::MutexLock lock(&mu_);
   if (model_ == nullptr) return {};
@@ -262,7 +152,7 @@ std::vector<v1::ModelInfo> Supervisor::ListModels() {
 }
 
 absl::Status Supervisor::SpawnLocked() {
-  const uint64_t serial = ++serial_;
+  const uint64_t serial = serial_ = ++next_serial_;
   WorkerSpawnOptions spawn{options_.worker_binary, options_.worker_args, oom_, serial};
   model_->hello.mutable_config()->set_heartbeat_interval_ms(
       static_cast<uint32_t>(absl::ToInt64Milliseconds(HeartbeatInterval(options_.hung_timeout))));
@@ -288,6 +178,10 @@ absl::Status Supervisor::SpawnLocked() {
 
 void Supervisor::OnMessage(uint64_t serial, WorkerMessage msg) {
   absl::MutexLock lock(&mu_);
+  if (candidate_ != nullptr && serial == candidate_serial_) {
+    OnCandidateMessageLocked(msg);
+    return;
+  }
   if (serial != serial_ || model_ == nullptr) return;
   last_heard_ = absl::Now();
   switch (msg.body_case()) {
@@ -389,6 +283,13 @@ void Supervisor::DispatchLocked() {
 
 void Supervisor::OnExit(uint64_t serial, const WorkerExit& exit) {
   absl::MutexLock lock(&mu_);
+  if (candidate_ != nullptr && serial == candidate_serial_) {
+    // LoadAlongside reports it; the serving worker is not affected.
+    candidate_phase_ = WorkerPhase::kDead;
+    candidate_exit_ = exit.description;
+    if (candidate_worker_ != nullptr) dead_.push_back(std::move(candidate_worker_));
+    return;
+  }
   if (serial != serial_ || model_ == nullptr) return;
   const bool was_ready = phase_ == WorkerPhase::kReady;
   const absl::Duration uptime = absl::Now() - worker_started_;
@@ -486,7 +387,7 @@ void Supervisor::SetServingLocked(bool serving) {
 }
 
 std::unique_ptr<WorkerProcess> Supervisor::DetachLocked(const absl::Status& why) {
-  ++serial_;  // handlers of the detached worker are ignored from now on
+  serial_ = ++next_serial_;  // handlers of the detached worker are ignored from now on
   FailAllLocked(why);
   SetServingLocked(false);
   phase_ = WorkerPhase::kNone;

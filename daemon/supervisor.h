@@ -7,6 +7,16 @@
 // error). Loading another model replaces the current one; a model that fails
 // to open leaves the current one serving.
 //
+// Replacement (ReplaceLoad): by default the new model's worker starts while
+// the current one keeps serving, and the supervisor switches when the new one
+// is Ready (what was running or waiting on the old one then ends with
+// Unavailable "model 'a' was replaced by 'b'"); a replacement that fails
+// leaves the current model serving, untouched. Where two models cannot be
+// assumed to fit (CUDA workers; a host whose MemAvailable is below the new
+// model's tensor bytes; --replace_load=stop_first) the current worker stops
+// first and a failed start brings it back; LoadOutcome::replacement (and a
+// failed load's message) says which happened and why.
+//
 // Requests: Generate and Tokenize requests queue (bounded by queue_limit
 // waiting requests, beyond which ResourceExhausted) and run one at a time on
 // the worker. Nothing here blocks on the worker's socket while holding the
@@ -29,8 +39,9 @@
 // failed meanwhile). Such a failure is deterministic, so it is not retried:
 // the model is marked FAILED at once (health stays NOT_SERVING, Generate gets
 // FAILED_PRECONDITION with the cause) until LoadModel is called again. The
-// same holds for a LoadModel whose worker fails to start for any reason: the
-// model stays listed as FAILED instead of disappearing.
+// same holds for a first LoadModel (no model loaded before) whose worker
+// fails to start for any reason: the model stays listed as FAILED instead of
+// disappearing.
 //
 // Thread-safety: all public methods may be called concurrently. The serving
 // callback is called with no supervisor lock held being required by callers,
@@ -64,6 +75,18 @@ class ModelFiles;
 
 namespace sluice::daemon {
 
+// How LoadModel replaces a loaded model.
+enum class ReplaceLoad {
+  // Start the new model's worker beside the serving one and switch when it is
+  // Ready, where memory allows (see Supervisor); otherwise as kStopFirst.
+  kOverlap,
+  // Stop the serving worker first: one model resident at a time.
+  kStopFirst,
+};
+
+// The host's MemAvailable from /proc/meminfo, in bytes.
+absl::StatusOr<uint64_t> HostMemAvailable();
+
 struct SupervisorOptions {
   std::string worker_binary;
   std::vector<std::string> worker_args;  // extra arguments for every worker
@@ -84,6 +107,19 @@ struct SupervisorOptions {
   // or makes no progress on the running request for this long, is killed and
   // reported as hung.
   absl::Duration hung_timeout = absl::Seconds(60);
+  ReplaceLoad replace_load = ReplaceLoad::kOverlap;
+  // Memory a CPU worker of a replacement may use beside the serving one;
+  // null: HostMemAvailable (tests substitute a figure).
+  std::function<absl::StatusOr<uint64_t>()> host_memory_available;
+};
+
+// What LoadModel did.
+struct LoadOutcome {
+  v1::ModelInfo model;
+  // Empty when no model was loaded before; otherwise how the previous one was
+  // replaced: "the previous model 'a' served until 'b' was ready" or "the
+  // previous model 'a' was stopped before 'b' started: <why>".
+  std::string replacement;
 };
 
 // How often the worker sends heartbeats for a given hung timeout.
@@ -142,7 +178,7 @@ class Supervisor {
              std::function<void(bool serving)> on_serving);
   ~Supervisor();  // Shutdown()
 
-  absl::StatusOr<v1::ModelInfo> LoadModel(const v1::LoadModelRequest& request);
+  absl::StatusOr<LoadOutcome> LoadModel(const v1::LoadModelRequest& request);
   absl::Status UnloadModel(const v1::UnloadModelRequest& request);
   std::vector<v1::ModelInfo> ListModels();
 
@@ -176,6 +212,16 @@ class Supervisor {
   enum class WorkerPhase { kNone, kStarting, kReady, kDead };
 
   void ControlLoop();
+  // The two ways of replacing (or first loading) a model; `stop_first_why`
+  // says why the serving one had to stop first.
+  absl::StatusOr<LoadOutcome> LoadStopFirst(std::unique_ptr<Model> next, const std::string& path,
+                                            const std::string& stop_first_why);
+  absl::StatusOr<LoadOutcome> LoadAlongside(std::unique_ptr<Model> next, const std::string& path);
+  // Why a replacement by `next` cannot start beside the serving model; empty
+  // when it can.
+  std::string StopFirstReasonLocked(const v1::ModelInfo& next) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnCandidateMessageLocked(worker::v1::WorkerMessage& msg)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SpawnLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnMessage(uint64_t serial, worker::v1::WorkerMessage msg);
   void OnExit(uint64_t serial, const WorkerExit& exit);
@@ -210,13 +256,25 @@ class Supervisor {
   std::unique_ptr<WorkerProcess> worker_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<WorkerProcess>> dead_ ABSL_GUARDED_BY(mu_);
   WorkerPhase phase_ ABSL_GUARDED_BY(mu_) = WorkerPhase::kNone;
-  uint64_t serial_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t serial_ ABSL_GUARDED_BY(mu_) = 0;       // the current worker's
+  uint64_t next_serial_ ABSL_GUARDED_BY(mu_) = 0;  // every spawn and detach takes one
   absl::Time worker_started_ ABSL_GUARDED_BY(mu_);
   absl::Time restart_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   int consecutive_failures_ ABSL_GUARDED_BY(mu_) = 0;
   std::string fatal_message_ ABSL_GUARDED_BY(mu_);
   absl::StatusCode fatal_code_ ABSL_GUARDED_BY(mu_) = absl::StatusCode::kInternal;
   bool loading_ ABSL_GUARDED_BY(mu_) = false;  // LoadModel waits for the worker
+  // A replacement starting beside the serving worker (LoadAlongside); its
+  // messages and exit are told apart by candidate_serial_.
+  std::unique_ptr<Model> candidate_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<WorkerProcess> candidate_worker_ ABSL_GUARDED_BY(mu_);
+  uint64_t candidate_serial_ ABSL_GUARDED_BY(mu_) = 0;
+  WorkerPhase candidate_phase_ ABSL_GUARDED_BY(mu_) = WorkerPhase::kNone;
+  std::string candidate_fatal_ ABSL_GUARDED_BY(mu_);
+  absl::StatusCode candidate_fatal_code_ ABSL_GUARDED_BY(mu_) = absl::StatusCode::kInternal;
+  std::string candidate_exit_ ABSL_GUARDED_BY(mu_);
+  worker::v1::DeviceMemory candidate_device_memory_ ABSL_GUARDED_BY(mu_);
+  absl::Time candidate_started_ ABSL_GUARDED_BY(mu_);
   bool serving_ ABSL_GUARDED_BY(mu_) = false;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;

@@ -79,10 +79,12 @@ std::string WriteTinyModel() {
   return path;
 }
 
-SupervisorOptions FakeWorkerOptions(const std::string& mode) {
+SupervisorOptions FakeWorkerOptions(const std::string& mode,
+                                    const std::string& fatal_model_id = "") {
   SupervisorOptions o;
   o.worker_binary = std::string(getenv("TEST_SRCDIR")) + "/sluice/daemon/fake_worker";
   o.worker_args = {"--mode=" + mode};
+  if (!fatal_model_id.empty()) o.worker_args.push_back("--fatal_model_id=" + fatal_model_id);
   o.worker_kind = v1::WORKER_KIND_CUDA;
   o.device = 5;
   o.worker_start_timeout = absl::Seconds(30);
@@ -98,7 +100,8 @@ TEST(SupervisorFakeWorkerTest, DeviceMemoryOfTheWorkerReachesTheSnapshot) {
   load.set_path(WriteTinyModel());
   auto info = supervisor.LoadModel(load);
   ASSERT_TRUE(info.ok()) << info.status();
-  EXPECT_EQ(info->worker_kind(), v1::WORKER_KIND_CUDA);  // --worker_kind's default
+  EXPECT_EQ(info->model.worker_kind(), v1::WORKER_KIND_CUDA);  // --worker_kind's default
+  EXPECT_EQ(info->replacement, "");
   MetricsSnapshot s = supervisor.Snapshot(absl::Seconds(10));
   EXPECT_TRUE(s.worker.up());
   EXPECT_EQ(s.device_memory.dense, 5u << 20);
@@ -145,6 +148,144 @@ TEST(SupervisorFakeWorkerTest, FatalStartErrorIsTheCauseAndTheModelStaysFailed) 
   EXPECT_EQ(metrics.restarts_total(), 0u);
   EXPECT_EQ(std::count(serving.begin(), serving.end(), true), 0);
   supervisor.Shutdown();
+}
+
+// Replacement: CPU workers, and the host has room for both models.
+SupervisorOptions OverlapOptions(const std::string& fatal_model_id = "") {
+  SupervisorOptions o = FakeWorkerOptions("ready", fatal_model_id);
+  o.worker_kind = v1::WORKER_KIND_CPU;
+  o.host_memory_available = []() -> absl::StatusOr<uint64_t> { return uint64_t{1} << 30; };
+  return o;
+}
+
+v1::LoadModelRequest LoadRequest(const std::string& model_id) {
+  v1::LoadModelRequest load;
+  load.set_path(WriteTinyModel());
+  load.set_model_id(model_id);
+  return load;
+}
+
+TEST(SupervisorReplaceTest, NewWorkerStartsBesideTheServingOneAndTakesOver) {
+  auto oom = OomContainment::Create("none", "", 0);
+  ASSERT_TRUE(oom.ok());
+  Metrics metrics;
+  std::vector<bool> serving;
+  Supervisor supervisor(OverlapOptions(), oom->get(), &metrics,
+                        [&](bool s) { serving.push_back(s); });
+  ASSERT_TRUE(supervisor.LoadModel(LoadRequest("a")).ok());
+  const uint64_t first_pid = supervisor.Snapshot().worker.pid();
+  auto b = supervisor.LoadModel(LoadRequest("b"));
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->model.model_id(), "b");
+  EXPECT_EQ(b->model.state(), v1::MODEL_STATE_READY);
+  EXPECT_EQ(b->replacement, "the previous model 'a' served until 'b' was ready");
+  std::vector<v1::ModelInfo> models = supervisor.ListModels();
+  ASSERT_EQ(models.size(), 1u);
+  EXPECT_EQ(models[0].model_id(), "b");
+  MetricsSnapshot s = supervisor.Snapshot();
+  EXPECT_TRUE(s.worker.up());
+  EXPECT_NE(s.worker.pid(), first_pid);
+  EXPECT_EQ(s.worker.restarts(), 0u);
+  // Health never dropped during the switch.
+  EXPECT_EQ(serving, std::vector<bool>{true});
+  supervisor.Shutdown();
+}
+
+TEST(SupervisorReplaceTest, FailedReplacementLeavesTheServingWorkerUntouched) {
+  auto oom = OomContainment::Create("none", "", 0);
+  ASSERT_TRUE(oom.ok());
+  Metrics metrics;
+  std::vector<bool> serving;
+  Supervisor supervisor(OverlapOptions(/*fatal_model_id=*/"b"), oom->get(), &metrics,
+                        [&](bool s) { serving.push_back(s); });
+  ASSERT_TRUE(supervisor.LoadModel(LoadRequest("a")).ok());
+  const uint64_t first_pid = supervisor.Snapshot().worker.pid();
+  auto b = supervisor.LoadModel(LoadRequest("b"));
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(b.status().message().find("fake worker of kind 1 on device 0: no CUDA device; "
+                                      "the previous model 'a' kept serving (the new worker "
+                                      "started beside it)"),
+            std::string::npos)
+      << b.status();
+  std::vector<v1::ModelInfo> models = supervisor.ListModels();
+  ASSERT_EQ(models.size(), 1u);
+  EXPECT_EQ(models[0].model_id(), "a");
+  EXPECT_EQ(models[0].state(), v1::MODEL_STATE_READY);
+  MetricsSnapshot s = supervisor.Snapshot();
+  EXPECT_TRUE(s.worker.up());
+  EXPECT_EQ(s.worker.pid(), first_pid);
+  EXPECT_EQ(metrics.restarts_total(), 0u);
+  EXPECT_EQ(serving, std::vector<bool>{true});
+  supervisor.Shutdown();
+}
+
+// A replacement that does not start in time is killed; the serving worker
+// never noticed.
+TEST(SupervisorReplaceTest, ReplacementThatDoesNotStartInTimeLeavesTheServingWorker) {
+  auto oom = OomContainment::Create("none", "", 0);
+  ASSERT_TRUE(oom.ok());
+  Metrics metrics;
+  SupervisorOptions o = OverlapOptions();
+  o.worker_args.push_back("--silent_model_id=b");
+  o.worker_start_timeout = absl::Milliseconds(500);
+  Supervisor supervisor(o, oom->get(), &metrics, nullptr);
+  ASSERT_TRUE(supervisor.LoadModel(LoadRequest("a")).ok());
+  const uint64_t first_pid = supervisor.Snapshot().worker.pid();
+  auto b = supervisor.LoadModel(LoadRequest("b"));
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(b.status().message().find("': the worker did not report ready within 500ms; the "
+                                      "previous model 'a' kept serving"),
+            std::string::npos)
+      << b.status();
+  std::vector<v1::ModelInfo> models = supervisor.ListModels();
+  ASSERT_EQ(models.size(), 1u);
+  EXPECT_EQ(models[0].model_id(), "a");
+  MetricsSnapshot s = supervisor.Snapshot();
+  EXPECT_TRUE(s.worker.up());
+  EXPECT_EQ(s.worker.pid(), first_pid);
+  supervisor.Shutdown();
+}
+
+// Where two models are not assumed to fit, the serving worker stops first
+// and the outcome says why.
+TEST(SupervisorReplaceTest, StopsFirstWhereTwoModelsMayNotFit) {
+  auto oom = OomContainment::Create("none", "", 0);
+  ASSERT_TRUE(oom.ok());
+  Metrics metrics;
+  {
+    Supervisor cuda(FakeWorkerOptions("ready"), oom->get(), &metrics, nullptr);
+    ASSERT_TRUE(cuda.LoadModel(LoadRequest("a")).ok());
+    auto b = cuda.LoadModel(LoadRequest("b"));
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(b->replacement,
+              "the previous model 'a' was stopped before 'b' started: a CUDA worker holds its "
+              "whole model in device memory, so two models are not assumed to fit");
+    cuda.Shutdown();
+  }
+  {
+    SupervisorOptions o = OverlapOptions();
+    o.host_memory_available = []() -> absl::StatusOr<uint64_t> { return uint64_t{100}; };
+    Supervisor small(o, oom->get(), &metrics, nullptr);
+    ASSERT_TRUE(small.LoadModel(LoadRequest("a")).ok());
+    auto b = small.LoadModel(LoadRequest("b"));
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(b->replacement,
+              "the previous model 'a' was stopped before 'b' started: the host has 100 bytes "
+              "available and the new model's tensors take 128 bytes");
+    small.Shutdown();
+  }
+  {
+    SupervisorOptions o = OverlapOptions(/*fatal_model_id=*/"b");
+    o.replace_load = ReplaceLoad::kStopFirst;
+    Supervisor stop_first(o, oom->get(), &metrics, nullptr);
+    ASSERT_TRUE(stop_first.LoadModel(LoadRequest("a")).ok());
+    auto b = stop_first.LoadModel(LoadRequest("b"));
+    EXPECT_NE(b.status().message().find("; the previous model 'a' is loaded again (it was "
+                                        "stopped first: --replace_load=stop_first)"),
+              std::string::npos)
+        << b.status();
+    stop_first.Shutdown();
+  }
 }
 
 }  // namespace

@@ -3,6 +3,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -64,6 +67,38 @@ TEST(FrameFuzzerTest, EntryPointSurvivesHandMadeInputs) {
   for (const std::string& in : inputs) {
     EXPECT_EQ(LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(in.data()), in.size()), 0);
   }
+}
+
+// The committed seeds (fuzz/make_text_seeds.sh) are streams of valid frames,
+// WorkerMessage and SupervisorMessage alternately, as the entry point reads
+// them: each decodes to its clean end with at least two frames.
+TEST(FrameFuzzerTest, SeedsAreWholeValidStreams) {
+  int seeds = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("fuzz/corpus_frame")) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    const std::string data = bytes.str();
+    int sv[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    ASSERT_EQ(write(sv[0], data.data(), data.size()), static_cast<ssize_t>(data.size()));
+    shutdown(sv[0], SHUT_WR);
+    int frames = 0;
+    for (;; ++frames) {
+      worker::v1::WorkerMessage w;
+      worker::v1::SupervisorMessage s;
+      google::protobuf::MessageLite* msg =
+          frames % 2 == 0 ? static_cast<google::protobuf::MessageLite*>(&w) : &s;
+      absl::StatusOr<bool> got = worker::ReceiveFrame(sv[1], msg, nullptr);
+      ASSERT_TRUE(got.ok()) << entry.path() << " frame " << frames << ": " << got.status();
+      if (!*got) break;
+    }
+    close(sv[0]);
+    close(sv[1]);
+    EXPECT_GE(frames, 2) << entry.path();
+    ++seeds;
+  }
+  EXPECT_EQ(seeds, 5);
 }
 
 }  // namespace

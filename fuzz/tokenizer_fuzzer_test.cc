@@ -2,6 +2,9 @@
 // libFuzzer): the entry point aborts on a violated property, so returning
 // is the assertion.
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -24,6 +27,19 @@ TEST(TokenizerFuzzerTest, EntryPointHoldsItsPropertiesOnHandMadeInputs) {
     EXPECT_EQ(Feed(std::string(1, mode) + std::string("\0a\0", 3)), 0);
   }
   EXPECT_EQ(Feed(""), 0);
+}
+
+// The committed seeds (fuzz/make_text_seeds.sh) hold the same properties.
+TEST(TokenizerFuzzerTest, SeedsHoldTheProperties) {
+  int seeds = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("fuzz/corpus_tokenizer")) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    EXPECT_EQ(Feed(bytes.str()), 0) << entry.path();
+    ++seeds;
+  }
+  EXPECT_EQ(seeds, 5);
 }
 
 }  // namespace

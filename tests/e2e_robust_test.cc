@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -80,6 +81,62 @@ TEST(E2eRobustTest, ConcurrentLargeTokenizeCallsDoNotWedgeTheDaemon) {
 pid_t OnlyChild(pid_t parent) {
   std::vector<pid_t> children = ChildrenOf(parent);
   return children.size() == 1 ? children[0] : -1;
+}
+
+// A LoadModel of `path` running on its own thread from construction.
+struct LoadCall {
+  LoadCall(Daemon& d, const std::string& path)
+      : thread([this, &d, path] {
+          grpc::ClientContext ctx;
+          ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+          v1::LoadModelRequest request;
+          request.set_path(path);
+          status = d.stub().LoadModel(&ctx, request, &response);
+          done = true;
+        }) {}
+  grpc::Status Finish() {
+    thread.join();
+    return status;
+  }
+
+  std::atomic<bool> done{false};
+  grpc::Status status;
+  v1::LoadModelResponse response;
+  std::thread thread;  // last: starts once the fields above exist
+};
+
+// Generates "the old model" greedily, one request after another, until
+// `load` returns; the results in order.
+std::vector<Generation> GenerateWhileLoading(Daemon& d, LoadCall& load) {
+  std::vector<Generation> results;
+  while (!load.done) {
+    results.push_back(RunGenerate(d.stub(), GreedyRequest("the old model", 4)));
+  }
+  return results;
+}
+
+// How many of `results` are the old model's (`old_tokens`). They must come
+// first; after them only the one request cut at the switch (`switch_error`,
+// UNAVAILABLE) and requests served by the new model (`new_tokens`) may
+// follow. With empty `switch_error` every result must be the old model's.
+int OldModelServed(const std::vector<Generation>& results,
+                   const std::vector<int32_t>& old_tokens, const std::string& switch_error,
+                   const std::vector<int32_t>& new_tokens) {
+  size_t i = 0;
+  while (i < results.size() && results[i].status.ok() && results[i].token_ids == old_tokens) ++i;
+  const int old_served = static_cast<int>(i);
+  if (i < results.size() && !switch_error.empty() && !results[i].status.ok()) {
+    EXPECT_EQ(results[i].status.error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_EQ(results[i].status.error_message(), switch_error);
+    ++i;
+  }
+  for (; i < results.size(); ++i) {
+    EXPECT_TRUE(results[i].status.ok() && !switch_error.empty() &&
+                results[i].token_ids == new_tokens)
+        << "request " << i << " of " << results.size() << ": "
+        << results[i].status.error_message();
+  }
+  return old_served;
 }
 
 // Issue 11 defect 3: a SIGSTOPped worker used to go unnoticed, health staying
@@ -230,11 +287,17 @@ TEST(E2eRobustTest, LoadModelIsConfinedToTheModelDirectories) {
 }
 
 // Issue 11 defect 9: a replacement LoadModel whose worker fails to start used
-// to leave no model loaded; the previous one now comes back, and the error
-// says so and carries the worker's own reason.
-TEST(E2eRobustTest, FailedReplacementLoadRestoresThePreviousModel) {
-  auto d = StartDaemon({});
+// to leave no model loaded. The new worker now starts beside the serving one
+// (a CPU worker whose model fits the host's available memory): the old model
+// answers throughout the failed load with its single-client tokens, its
+// worker is never stopped, and the error says so with the worker's own reason.
+TEST(E2eRobustTest, FailedReplacementLoadLeavesTheOldModelServing) {
+  auto d = StartDaemon({}, {"--test_start_delay_ms=1500"});
   ASSERT_NE(d, nullptr);
+  const pid_t worker = OnlyChild(d->pid());
+  ASSERT_GT(worker, 0);
+  const Generation single = RunGenerate(d->stub(), GreedyRequest("the old model", 4));
+  ASSERT_TRUE(single.status.ok()) << single.status.error_message();
   const std::string dir = MakeTempDir("e2e-robust-replace");
   auto good = WriteMicroModel(dir);
   ASSERT_TRUE(good.ok());
@@ -246,19 +309,56 @@ TEST(E2eRobustTest, FailedReplacementLoadRestoresThePreviousModel) {
   const std::string bad = dir + "/unknown-arch.gguf";
   std::ofstream(bad, std::ios::binary) << bytes;
 
-  grpc::ClientContext ctx;
-  v1::LoadModelRequest load;
-  load.set_path(bad);
-  v1::LoadModelResponse resp;
-  const grpc::Status s = d->stub().LoadModel(&ctx, load, &resp);
+  LoadCall load(*d, bad);
+  const std::vector<Generation> during = GenerateWhileLoading(*d, load);
+  const grpc::Status s = load.Finish();
+  // Every request during the load (1.5 s or more) got the old model's tokens.
+  EXPECT_EQ(OldModelServed(during, single.token_ids, "", {}), static_cast<int>(during.size()));
+  EXPECT_GE(during.size(), 2u);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.error_message().find("qwen99moe"), std::string::npos) << s.error_message();
-  EXPECT_NE(s.error_message().find("; the previous model 'micro-qwen35moe' is loaded again"),
+  EXPECT_NE(s.error_message().find("; the previous model 'micro-qwen35moe' kept serving (the "
+                                   "new worker started beside it)"),
             std::string::npos)
       << s.error_message();
-  ASSERT_TRUE(d->WaitForHealth("SERVING", absl::Seconds(20))) << d->Log();
-  Generation g = RunGenerate(d->stub(), GreedyRequest("back again", 2));
-  EXPECT_TRUE(g.status.ok()) << g.status.error_message();
+  EXPECT_EQ(d->Health(), "SERVING");
+  EXPECT_EQ(OnlyChild(d->pid()), worker);
+  Generation after = RunGenerate(d->stub(), GreedyRequest("the old model", 4));
+  EXPECT_EQ(after.token_ids, single.token_ids);
+  EXPECT_EQ(d->Stop(), 0) << d->Log();
+}
+
+// A replacement that succeeds: the old model serves (single-client tokens)
+// until the new one is ready, then the new one serves.
+TEST(E2eRobustTest, ReplacementLoadServesTheOldModelUntilTheNewOneIsReady) {
+  auto d = StartDaemon({}, {"--test_start_delay_ms=1500"});
+  ASSERT_NE(d, nullptr);
+  const pid_t worker = OnlyChild(d->pid());
+  const Generation single = RunGenerate(d->stub(), GreedyRequest("the old model", 4));
+  ASSERT_TRUE(single.status.ok()) << single.status.error_message();
+  auto tiny = WriteTinyModel(MakeTempDir("e2e-robust-replace-ok"));
+  ASSERT_TRUE(tiny.ok()) << tiny.status();
+
+  LoadCall load(*d, *tiny);
+  const std::vector<Generation> during = GenerateWhileLoading(*d, load);
+  const grpc::Status s = load.Finish();
+  ASSERT_TRUE(s.ok()) << s.error_message() << d->Log();
+  EXPECT_EQ(load.response.model().model_id(), "tiny-qwen35moe");
+  EXPECT_EQ(load.response.replacement(),
+            "the previous model 'micro-qwen35moe' served until 'tiny-qwen35moe' was ready");
+  const pid_t replaced = OnlyChild(d->pid());
+  EXPECT_NE(replaced, worker);
+  EXPECT_GT(replaced, 0);
+  Generation after = RunGenerate(d->stub(), GreedyRequest("the old model", 4));
+  ASSERT_TRUE(after.status.ok()) << after.status.error_message();
+  EXPECT_EQ(after.final.usage().completion_tokens(), 4u);
+  EXPECT_NE(after.token_ids, single.token_ids);  // another model, other weights
+  // The old model served the requests during the load (1.5 s or more); then
+  // at most one was cut at the switch, and the rest had the new model's tokens.
+  EXPECT_GE(OldModelServed(during, single.token_ids,
+                           "model 'micro-qwen35moe' was replaced by 'tiny-qwen35moe'",
+                           after.token_ids),
+            2);
   EXPECT_EQ(d->Stop(), 0) << d->Log();
 }
 

@@ -4,7 +4,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <string>
+#include <thread>
+
 #include "gtest/gtest.h"
+#include "absl/strings/str_cat.h"
 #include "proto/sluice/worker/v1/worker.pb.h"
 
 namespace sluice::worker {
@@ -113,6 +117,36 @@ TEST_F(ChannelTest, UnparsableFrameIsInvalidArgument) {
   EXPECT_NE(got.status().message().find("does not parse as sluice.worker.v1.SupervisorMessage"),
             std::string::npos)
       << got.status();
+}
+
+// The reader's buffer grows in steps (4 KiB doubling to 1 MiB): a 3 MiB frame
+// crosses every step and arrives byte for byte, and a stream cut inside a
+// later step counts the bytes of all earlier ones.
+TEST_F(ChannelTest, LargeFrameCrossesEveryReadStep) {
+  v1::WorkerMessage out;
+  std::string text(3 << 20, '\0');
+  for (size_t i = 0; i < text.size(); ++i) text[i] = static_cast<char>('a' + i % 26);
+  out.mutable_chunk()->set_text(text);
+  // The frame is larger than the socket buffer: the writer needs its own thread.
+  std::thread writer([&] { ASSERT_TRUE(SendFrame(sv_[0], out).ok()); });
+  v1::WorkerMessage in;
+  auto got = ReceiveFrame(sv_[1], &in, nullptr);
+  writer.join();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(in.chunk().text(), text);
+
+  const std::string frame = *EncodeFrame(out);
+  std::thread cut([&] {
+    ASSERT_TRUE(SendEncoded(sv_[0], std::string_view(frame).substr(0, 4 + 1500000)).ok());
+    close(sv_[0]);
+    sv_[0] = -1;
+  });
+  got = ReceiveFrame(sv_[1], &in, nullptr);
+  cut.join();
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(got.status().message(),
+            absl::StrCat("worker channel: stream ended after 1500000 of ",
+                         frame.size() - 4, " frame bytes"));
 }
 
 }  // namespace

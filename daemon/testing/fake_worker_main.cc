@@ -8,6 +8,11 @@
 //   --mode=fatal  answers the Hello with a fatal UNAVAILABLE error naming
 //                 the kind and device it was asked for, and exits 2 (what a
 //                 CUDA worker without a GPU does).
+//   --fatal_model_id=ID  with --mode=ready: fatal as above for a Hello of
+//                 model ID only (a replacement that fails beside a serving
+//                 worker).
+//   --silent_model_id=ID  never answers a Hello of model ID (a worker that
+//                 does not start in time); exits at end of stream.
 #include <unistd.h>
 
 #include <cstdio>
@@ -40,11 +45,21 @@ void SetMiB(DeviceMemory* m, uint64_t dense, uint64_t kv, uint64_t ws, uint64_t 
 int main(int argc, char** argv) {
   int fd = -1;
   std::string mode;
+  std::string fatal_model_id;
+  std::string silent_model_id;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.rfind("--socket_fd=", 0) == 0 && absl::SimpleAtoi(arg.substr(12), &fd)) continue;
     if (arg.rfind("--mode=", 0) == 0) {
       mode = arg.substr(7);
+      continue;
+    }
+    if (arg.rfind("--silent_model_id=", 0) == 0) {
+      silent_model_id = arg.substr(18);
+      continue;
+    }
+    if (arg.rfind("--fatal_model_id=", 0) == 0) {
+      fatal_model_id = arg.substr(17);
       continue;
     }
     fprintf(stderr, "fake_worker: unknown argument '%s'\n", argv[i]);
@@ -57,7 +72,12 @@ int main(int argc, char** argv) {
   if (!got.ok() || !*got || !msg.has_hello()) return 2;
   const auto& config = msg.hello().config();
   WorkerMessage out;
-  if (mode == "fatal") {
+  if (!silent_model_id.empty() && config.model_id() == silent_model_id) {
+    while ((got = ReceiveFrame(fd, &msg, nullptr)).ok() && *got) {
+    }
+    return 0;
+  }
+  if (mode == "fatal" || (!fatal_model_id.empty() && config.model_id() == fatal_model_id)) {
     out.mutable_fatal()->set_code(static_cast<int>(absl::StatusCode::kUnavailable));
     out.mutable_fatal()->set_message(absl::StrCat("fake worker of kind ", config.kind(),
                                                   " on device ", config.device(),
