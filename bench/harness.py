@@ -129,7 +129,12 @@ def sluice_runs(args, spec):
                "--prompt_tokens", str(args.prompt), "--max_tokens", str(args.gen),
                "--warmup_tokens", str(args.warmup), "--threads", str(args.threads),
                "--ctx", str(args.prompt + args.gen + 16),
-               "--expert_policy", args.policy]
+               "--expert_policy", args.policy,
+               # Decode tokens are sampled nearly uniformly (a very high
+               # temperature): a greedy synthetic model repeats itself, which
+               # would route every token to the same experts and flatter the
+               # cache. Results say which.
+               "--temperature", f"{args.decode_temperature:g}", "--seed", "1"]
         # 100% is "every expert resident" (no cache) unless asked to stream
         # it through a full-size arena.
         mode = "resident" if frac >= 1 and not args.cache_at_full else "cache"
@@ -232,6 +237,9 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--policy", default="lru")
+    ap.add_argument("--decode-temperature", type=float, default=10000.0,
+                    help="sampling temperature of the generated tokens (default: "
+                    "nearly uniform random tokens, the cache's honest case; 0: greedy)")
     ap.add_argument("--prefetch", action="store_true")
     ap.add_argument("--host-tier-bytes", type=int, default=0)
     ap.add_argument("--cache-at-full", action="store_true",
