@@ -11,6 +11,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 worker_kind="${SLUICE_DEMO_WORKER_KIND:-cpu}"
+# More sluiced flags, e.g. SLUICE_DEMO_FLAGS="--expert_arena_fraction=0.25
+# --expert_prefetch" with a CUDA worker streams the experts through the slot
+# cache (the stats and metrics below then move).
+read -r -a extra_flags <<< "${SLUICE_DEMO_FLAGS:-}"
 if [ -n "${SLUICE_DEMO_BIN:-}" ]; then
   bin() { echo "$SLUICE_DEMO_BIN/$1"; }
 else
@@ -43,7 +47,7 @@ trap cleanup EXIT
 "$(bin sluiced)" --model="$model" --model_id=demo --threads=2 \
   --worker_kind="$worker_kind" --worker_binary="$(bin sluice-worker)" \
   --grpc_address=127.0.0.1:0 --metrics_address=127.0.0.1:0 --http_address=127.0.0.1:0 \
-  --port_file="$run/ports" 2>"$run/sluiced.log" &
+  --port_file="$run/ports" "${extra_flags[@]}" 2>"$run/sluiced.log" &
 daemon_pid=$!
 for _ in $(seq 600); do
   [ -f "$run/ports" ] && break
@@ -60,7 +64,7 @@ echo "== sluiced log"; cat "$run/sluiced.log"
 echo "== sluicectl health";  "${ctl[@]}" health
 echo "== sluicectl models";  "${ctl[@]}" models
 echo "== sluicectl generate (greedy, 48 tokens; random weights, so the text is noise)"
-"${ctl[@]}" generate --max_tokens=48 --ignore_eos "The sluice gate opened and"
+"${ctl[@]}" generate --max_tokens=48 --ignore_eos --stats "The sluice gate opened and"
 echo "== sluicectl generate --chat (temperature 0.8, seed 7)"
 "${ctl[@]}" generate --chat --max_tokens=24 --ignore_eos --temperature=0.8 --seed=7 "Hello!"
 echo "== curl: the same chat through the OpenAI-compatible API (http://127.0.0.1:$http_port/v1; same text)"
@@ -69,7 +73,7 @@ curl -sS "http://127.0.0.1:$http_port/v1/chat/completions" -H 'Content-Type: app
        "max_tokens": 24, "temperature": 0.8, "seed": 7, "ignore_eos": true}' |
   python3 -m json.tool --no-ensure-ascii
 echo "== metrics (http://127.0.0.1:$metrics_port/metrics, excerpt)"
-"${ctl[@]}" metrics | grep -E '^sluice_(device_memory_bytes|generated_tokens_total|prompt_tokens_total|worker_up|worker_rss_(anon|file)_bytes|oom_containment_mode|time_to_first_token_seconds_(sum|count)|requests_total\{outcome="ok"\})'
+"${ctl[@]}" metrics | grep -E '^sluice_(device_memory_bytes|generated_tokens_total|prompt_tokens_total|worker_up|worker_rss_(anon|file)_bytes|oom_containment_mode|time_to_first_token_seconds_(sum|count)|requests_total\{outcome="ok"\}|expert_streaming|expert_arena_bytes|expert_slot_(lookups|hits|misses)_total)'
 
 kill -TERM "$daemon_pid"
 status=0
