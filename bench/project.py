@@ -106,7 +106,10 @@ def replay_shares(replay, fa, fh, policy, out):
     row = pick_replay_row(replay, policy)
     lookups = row["lookups"]
     dev = row["hits"] / lookups
-    if "disk_misses" in row or "host_hits" in row:
+    if "disk_bytes_per_token" in row:
+        # tools/slotsim --json: bytes per replayed token from each tier.
+        disk = row["disk_bytes_per_token"] * row["tokens"] / row["slice_bytes"] / lookups
+    elif "disk_misses" in row or "host_hits" in row:
         disk = row.get("disk_misses", lookups - row["hits"] - row.get("host_hits", 0)) / lookups
     else:
         tiers = row.get("bytes_by_tier", {})
@@ -144,9 +147,12 @@ def compute_ms(inputs, results, out):
             raise SystemExit("project: compute.per_layer_ms is not set: give --results "
                              "(a bench/run.sh results.json with bench397 all resident)")
         want = c.get("from_results", {"shape": "bench397", "mix": "ud_q1_0", "locality": 0})
-        rows = [r for r in results.get("sluice", []) if r.get("ok") and r["shape"] == want["shape"]
-                and r["mix"] == want["mix"] and float(r["locality"]) == want["locality"]
-                and r["mode"] == "resident"]
+        resident = [r for r in results.get("sluice", []) if r.get("ok")
+                    and r["shape"] == want["shape"] and r["mix"] == want["mix"]
+                    and r["mode"] == "resident"]
+        # With every expert resident the routing does not change the speed:
+        # any locality's run will do when the wanted one is absent.
+        rows = [r for r in resident if float(r["locality"]) == want["locality"]] or resident
         if not rows:
             raise SystemExit(f"project: no resident run of {want} in --results")
         model = next(m for m in results["models"] if m["name"] == rows[0]["model"])

@@ -63,6 +63,14 @@ class ProjectTest(unittest.TestCase):
         self.assertIn("serial:", text)
         self.assertIn("lookups per token = 4 x 2 = 8", text)
 
+    def test_replay_in_slotsims_own_json(self):
+        # tools/slotsim --json gives bytes per token per tier: 10 tokens x
+        # 1 MB of disk = 100 slices of 1000 lookups -> disk 0.1, host 0.3.
+        replay = os.path.join(HERE, "testdata", "slotsim_json_replay.json")
+        pred, _ = self.run_main("--scenario", "big", "--replay", replay, "--results", RESULTS)
+        for tier, share in (("device", 0.6), ("host", 0.3), ("disk", 0.1)):
+            self.assertAlmostEqual(pred["shares"][tier], share)
+
     def test_tiers_holding_everything_need_no_replay(self):
         pred, text = self.run_main("--scenario", "fits")
         self.assertEqual(pred["shares"], {"device": 1.0, "host": 0.0, "disk": 0.0})
