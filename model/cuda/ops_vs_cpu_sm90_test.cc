@@ -204,11 +204,12 @@ TEST_F(OpsVsCpuSm90Test, GatedAttentionBlockMatchesTheCpu) {
 }
 
 // A Gated DeltaNet block: a 5-token batch, then one more token (the state
-// carries over), against RunDeltaNet.
-TEST_F(OpsVsCpuSm90Test, DeltaNetBlockMatchesTheCpu) {
+// carries over), against RunDeltaNet. State sizes 16 (the row-per-thread
+// scan) and 32 / 128 (the register scan, 1 and 4 threads per state row).
+void CheckDeltaNetBlock(int64_t state_size) {
   DeltaNetConfig c;
   c.n_embd = 256;
-  c.state_size = 32;
+  c.state_size = state_size;
   c.n_k_heads = 2;
   c.n_v_heads = 4;
   c.conv_kernel = 4;
@@ -264,12 +265,16 @@ TEST_F(OpsVsCpuSm90Test, DeltaNetBlockMatchesTheCpu) {
   }
   const double e0 = RelErr(gpu0, cpu0), e1 = RelErr(gpu1, cpu1);
   const double es = RelErr(d.Get(ssm, r * c.state_size * c.state_size), st.block(0).ssm);
-  std::printf("DeltaNet block: batch rel err %.3g, next token %.3g, state %.3g\n", e0, e1,
-              es);
+  std::printf("DeltaNet block (state %lld): batch rel err %.3g, next token %.3g, state %.3g\n",
+              static_cast<long long>(state_size), e0, e1, es);
   EXPECT_LT(e0, kMaxRelErr);
   EXPECT_LT(e1, kMaxRelErr);
   EXPECT_LT(es, kMaxRelErr);
 }
+
+TEST_F(OpsVsCpuSm90Test, DeltaNetBlockMatchesTheCpuState16) { CheckDeltaNetBlock(16); }
+TEST_F(OpsVsCpuSm90Test, DeltaNetBlockMatchesTheCpuState32) { CheckDeltaNetBlock(32); }
+TEST_F(OpsVsCpuSm90Test, DeltaNetBlockMatchesTheCpuState128) { CheckDeltaNetBlock(128); }
 
 }  // namespace
 }  // namespace sluice
