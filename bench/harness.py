@@ -144,10 +144,19 @@ def sluice_runs(args, spec):
             cmd.append("--expert_prefetch")
         if args.host_tier_bytes:
             cmd += ["--host_tier_bytes", str(args.host_tier_bytes)]
+        trace = ""
+        if args.record_trace and mode == "resident" and spec["locality"] > 0:
+            # The routing trace of the projection (docs/BENCHMARKS.md): small
+            # (tokens x layers x k ids), so it travels back under --out.
+            trace = os.path.join(args.out, "traces", spec["name"] + ".trace")
+            os.makedirs(os.path.dirname(trace), exist_ok=True)
+            cmd += ["--record_trace", trace]
         rc, out, err, secs = run(cmd, args.timeout)
         row = {"model": spec["name"], "shape": spec["shape"], "mix": spec["mix"],
                "locality": spec["locality"], "fraction": frac, "mode": mode,
                "cmd": cmd[1:], "seconds": round(secs, 1), "ok": False}
+        if trace:
+            row["trace"] = trace
         line = out.strip().splitlines()[-1] if out.strip() else ""
         if rc == 0 and line.startswith("{"):
             row["ok"] = True
@@ -244,6 +253,9 @@ def main():
     ap.add_argument("--host-tier-bytes", type=int, default=0)
     ap.add_argument("--cache-at-full", action="store_true",
                     help="run 100%% through the slot cache instead of all resident")
+    ap.add_argument("--record-trace", action="store_true",
+                    help="record a routing trace (generate --record_trace) in the all-resident "
+                    "run of every model with locality > 0, under OUT/traces")
     ap.add_argument("--llama", default="", help="folder with llama-bench and its libraries")
     ap.add_argument("--llama-reps", type=int, default=2)
     ap.add_argument("--llama-localities", type=lambda s: csv(s, float), default=None,
