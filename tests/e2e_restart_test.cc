@@ -152,6 +152,14 @@ TEST_F(E2eRestartTest, DeadlineIsHonoured) {
   Generation next = RunGenerate(daemon_->stub(), GreedyRequest("next", 2));
   EXPECT_TRUE(next.status.ok()) << next.status.error_message();
   EXPECT_LT(absl::Now() - start, absl::Seconds(6));
+  // Issue 11, item 9: an expired deadline is counted as such, not as a
+  // client cancel.
+  const std::string metrics = daemon_->HttpGet("/metrics");
+  EXPECT_NE(metrics.find("sluice_requests_total{outcome=\"deadline_exceeded\"} 1\n"),
+            std::string::npos)
+      << metrics;
+  EXPECT_EQ(metrics.find("sluice_requests_total{outcome=\"cancelled\"} 1\n"), std::string::npos)
+      << metrics;
 }
 
 TEST_F(E2eRestartTest, FullQueueIsResourceExhausted) {
