@@ -10,6 +10,7 @@
 // accumulation over a lane's share of a row bounds it by about (cols/lanes +
 // log2 lanes) * 2^-24; a wrong index or bit gives O(1).
 #include "kernels/cuda/quant_matmul.h"
+#include "kernels/cuda/sm90_test_upload.h"
 
 #include <algorithm>
 #include <cmath>
@@ -39,16 +40,6 @@ constexpr GgmlType kTypes[] = {GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16
 
 bool IsPlain(GgmlType t) {
   return t == GgmlType::kF32 || t == GgmlType::kF16 || t == GgmlType::kBF16;
-}
-
-template <typename T>
-DeviceBuffer Upload(const std::vector<T>& host) {
-  auto buf = DeviceBuffer::Create(std::max<uint64_t>(host.size() * sizeof(T), 1));
-  EXPECT_TRUE(buf.ok()) << buf.status();
-  if (!host.empty()) {
-    EXPECT_TRUE(CopyToDevice(buf->data(), host.data(), host.size() * sizeof(T), nullptr).ok());
-  }
-  return std::move(*buf);
 }
 
 // One grouped product: shapes, routing and layout quirks.

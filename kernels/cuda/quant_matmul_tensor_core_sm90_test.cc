@@ -32,6 +32,7 @@
 #include "kernels/cpu/test_util.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/quant_matmul.h"
+#include "kernels/cuda/sm90_test_upload.h"
 #include "loader/ggml_type.h"
 
 namespace sluice::cuda {
@@ -51,16 +52,6 @@ float RoundBf16(float f) {
   u = ((u + 0x7FFFu + ((u >> 16) & 1)) >> 16) << 16;
   std::memcpy(&f, &u, 4);
   return f;
-}
-
-template <typename T>
-DeviceBuffer Upload(const std::vector<T>& host) {
-  auto buf = DeviceBuffer::Create(std::max<uint64_t>(host.size() * sizeof(T), 1));
-  EXPECT_TRUE(buf.ok()) << buf.status();
-  if (!host.empty()) {
-    EXPECT_TRUE(CopyToDevice(buf->data(), host.data(), host.size() * sizeof(T), nullptr).ok());
-  }
-  return std::move(*buf);
 }
 
 struct Case {
