@@ -58,29 +58,45 @@ struct SlotCacheCounters {
   // are treated as zero-extended.
   SlotCacheCounters Minus(const SlotCacheCounters& earlier) const {
     SlotCacheCounters d = *this;
-    d.lookups -= earlier.lookups;
-    d.hits -= earlier.hits;
-    d.misses -= earlier.misses;
-    d.evictions -= earlier.evictions;
-    d.exhausted -= earlier.exhausted;
-    d.forced -= earlier.forced;
-    d.prefetches_issued -= earlier.prefetches_issued;
-    d.prefetches_useful -= earlier.prefetches_useful;
-    d.prefetches_late -= earlier.prefetches_late;
-    d.bytes_filled -= earlier.bytes_filled;
-    d.bytes_forced -= earlier.bytes_forced;
-    for (int t = 0; t < kTierCount; ++t) {
-      d.bytes_by_tier[t] -= earlier.bytes_by_tier[t];
-    }
-    for (size_t i = 0; i < d.layer_lookups.size(); ++i) {
-      if (i < earlier.layer_lookups.size()) {
-        d.layer_lookups[i] -= earlier.layer_lookups[i];
-      }
-      if (i < earlier.layer_hits.size() && i < d.layer_hits.size()) {
-        d.layer_hits[i] -= earlier.layer_hits[i];
-      }
-    }
+    d.Combine(earlier, [](uint64_t& x, uint64_t y) { x -= y; });
     return d;
+  }
+
+  // Adds `other` field by field (the counters of several slot classes, whose
+  // layers differ); the per-layer vectors grow to the longer of the two.
+  void Add(const SlotCacheCounters& other) {
+    if (layer_lookups.size() < other.layer_lookups.size()) {
+      layer_lookups.resize(other.layer_lookups.size());
+    }
+    if (layer_hits.size() < other.layer_hits.size()) {
+      layer_hits.resize(other.layer_hits.size());
+    }
+    Combine(other, [](uint64_t& x, uint64_t y) { x += y; });
+  }
+
+ private:
+  // op(field of this, field of other) for every counter; per-layer entries
+  // beyond this object's vectors are left out.
+  template <typename Op>
+  void Combine(const SlotCacheCounters& o, Op op) {
+    op(lookups, o.lookups);
+    op(hits, o.hits);
+    op(misses, o.misses);
+    op(evictions, o.evictions);
+    op(exhausted, o.exhausted);
+    op(forced, o.forced);
+    op(prefetches_issued, o.prefetches_issued);
+    op(prefetches_useful, o.prefetches_useful);
+    op(prefetches_late, o.prefetches_late);
+    op(bytes_filled, o.bytes_filled);
+    op(bytes_forced, o.bytes_forced);
+    for (int t = 0; t < kTierCount; ++t) op(bytes_by_tier[t], o.bytes_by_tier[t]);
+    for (size_t i = 0; i < layer_lookups.size() && i < o.layer_lookups.size(); ++i) {
+      op(layer_lookups[i], o.layer_lookups[i]);
+    }
+    for (size_t i = 0; i < layer_hits.size() && i < o.layer_hits.size(); ++i) {
+      op(layer_hits[i], o.layer_hits[i]);
+    }
   }
 };
 

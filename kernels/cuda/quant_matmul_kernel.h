@@ -48,11 +48,10 @@ __device__ __forceinline__ float Dot4(float4 w, float4 x, float acc) {
   return fmaf(w.w, x.w, acc);
 }
 
-template <class T, int NE>
-__global__ void __launch_bounds__(kThreads)
-    GroupedKernel(const RawGroupedMatMul a, int lanes_per_row) {
-  const int g = blockIdx.z;
-  int64_t begin, end;
+// The entries [begin, end) of group g: from group_begin, or the one group of
+// single_group_entries, or one entry per group.
+__device__ __forceinline__ void GroupEntries(const RawGroupedMatMul& a, int g,
+                                             int64_t& begin, int64_t& end) {
   if (a.group_begin != nullptr) {
     begin = a.group_begin[g];
     end = a.group_begin[g + 1];
@@ -63,6 +62,14 @@ __global__ void __launch_bounds__(kThreads)
     begin = g;
     end = g + 1;
   }
+}
+
+template <class T, int NE>
+__global__ void __launch_bounds__(kThreads)
+    GroupedKernel(const RawGroupedMatMul a, int lanes_per_row) {
+  const int g = blockIdx.z;
+  int64_t begin, end;
+  GroupEntries(a, g, begin, end);
   const int64_t e0 = begin + static_cast<int64_t>(blockIdx.x) * NE;
   if (e0 >= end) return;
   const int ne = static_cast<int>(end - e0 < NE ? end - e0 : NE);

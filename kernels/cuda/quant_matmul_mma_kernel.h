@@ -223,16 +223,7 @@ __global__ void __launch_bounds__(kMmaThreads) GroupedMmaKernel(const RawGrouped
 
   const int g = blockIdx.z;
   int64_t begin, end;
-  if (a.group_begin != nullptr) {
-    begin = a.group_begin[g];
-    end = a.group_begin[g + 1];
-  } else if (a.single_group_entries > 0) {
-    begin = 0;
-    end = a.single_group_entries;
-  } else {
-    begin = g;
-    end = g + 1;
-  }
+  GroupEntries(a, g, begin, end);
   const int64_t e0 = begin + static_cast<int64_t>(blockIdx.x) * kMmaEntries;
   if (e0 >= end) return;  // the whole block: no barrier is left waiting
   const int ne = static_cast<int>(end - e0 < kMmaEntries ? end - e0 : kMmaEntries);

@@ -223,10 +223,6 @@ class CudaModel final : public Model {
   mutable DeviceState* capturing_ = nullptr;
   // Ends the capture of the current decode segment, stores and launches it.
   absl::Status CutSegment() const;
-  // Whether decode steps stop after each layer's routing for the host.
-  bool Segmented() const {
-    return experts_ != nullptr || options_.routing_observer != nullptr;
-  }
   // Pinned host copies of a batch's group bounds and of the routing (ids,
   // then weights), and the event that says they arrived.
   cuda::PinnedBuffer host_begin_, host_routing_;
@@ -731,11 +727,16 @@ absl::Status CudaModel::ForwardImpl(absl::Span<const int32_t> tokens,
                                      n_tok * sizeof(int32_t), stream_));
   RETURN_IF_ERROR(cuda::CopyToDevice(w.pos0, &pos0, sizeof(int32_t), stream_));
   const bool decode = n_tok == 1 && rows == LogitRows::kLast;
-  if (decode && options_.decode_graph && Segmented()) {
+  if (decode && options_.decode_graph) {
+    // A decode step is a CUDA graph, cut into one segment per layer while
+    // the host must see each layer's routing (streaming experts, or a routing
+    // observer).
     std::vector<cuda::Graph>& segments = st->decode_segments();
     if (segments.empty()) {
       // Captured while it runs: each cut launches the segment so far and
-      // lets the host act on the layer's routing.
+      // lets the host act on the layer's routing. The copies above run
+      // before the capture starts: the graph reads ids_in and pos0 where
+      // they are.
       RETURN_IF_ERROR(cuda::Synchronize(stream_));
       RETURN_IF_ERROR(cuda::Graph::BeginCapture(stream_));
       const int64_t before = launches_;
@@ -743,42 +744,23 @@ absl::Status CudaModel::ForwardImpl(absl::Span<const int32_t> tokens,
       absl::Status body = Enqueue(1, *st, rows);
       capturing_ = nullptr;
       absl::StatusOr<cuda::Graph> last = cuda::Graph::EndCapture(stream_);
-      if (!body.ok()) {
+      if (!body.ok() || !last.ok()) {
         segments.clear();
-        return body;
-      }
-      if (!last.ok()) {
-        segments.clear();
-        return last.status();
+        return body.ok() ? last.status() : body;
       }
       RETURN_IF_ERROR(last->Launch(stream_));
       segments.push_back(*std::move(last));
       launches_per_decode_ = launches_ - before;
     } else {
-      const int64_t n_layer = static_cast<int64_t>(layers_.size());
-      for (int64_t il = 0; il < n_layer; ++il) {
+      const int64_t cuts = static_cast<int64_t>(segments.size()) - 1;
+      for (int64_t il = 0; il < cuts; ++il) {
         RETURN_IF_ERROR(segments[il].Launch(stream_));
         RETURN_IF_ERROR(cuda::RecordEvent(routed_, stream_));
         RETURN_IF_ERROR(cuda::WaitEvent(routed_));
         RETURN_IF_ERROR(AcquireRouted(il, 1, {}));
       }
-      RETURN_IF_ERROR(segments[n_layer].Launch(stream_));
+      RETURN_IF_ERROR(segments[cuts].Launch(stream_));
     }
-  } else if (decode && options_.decode_graph) {
-    if (!st->decode_graph().valid()) {
-      // The copies above run before the capture starts: the graph holds
-      // only the step itself, reading ids_in and pos0 where they are.
-      RETURN_IF_ERROR(cuda::Synchronize(stream_));
-      RETURN_IF_ERROR(cuda::Graph::BeginCapture(stream_));
-      const int64_t before = launches_;
-      absl::Status body = Enqueue(1, *st, rows);
-      absl::StatusOr<cuda::Graph> graph = cuda::Graph::EndCapture(stream_);
-      RETURN_IF_ERROR(body);
-      if (!graph.ok()) return graph.status();
-      launches_per_decode_ = launches_ - before;
-      st->set_decode_graph(*std::move(graph));
-    }
-    RETURN_IF_ERROR(st->decode_graph().Launch(stream_));
   } else {
     const int64_t before = launches_;
     if (options_.profile) {

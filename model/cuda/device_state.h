@@ -39,11 +39,9 @@ class DeviceState final : public SequenceState {
   float* conv(int64_t il) const { return blocks_[il].conv; }
   float* ssm(int64_t il) const { return blocks_[il].ssm; }
 
-  const cuda::Graph& decode_graph() const { return decode_graph_; }
-  void set_decode_graph(cuda::Graph g) { decode_graph_ = std::move(g); }
-  // A decode step cut where the host must see each layer's routing (expert
-  // streaming): segment i ends with layer i's routing read back, the last
-  // one computes the logits.
+  // The captured decode step: one graph, or, where the host must see each
+  // layer's routing (expert streaming), one segment per layer ending with
+  // that layer's routing read back, then the one that computes the logits.
   std::vector<cuda::Graph>& decode_segments() { return decode_segments_; }
 
  private:
@@ -57,7 +55,6 @@ class DeviceState final : public SequenceState {
   cuda::Stream stream_;
   cuda::DeviceBuffer buffer_;
   std::vector<Block> blocks_;
-  cuda::Graph decode_graph_;
   std::vector<cuda::Graph> decode_segments_;
 };
 

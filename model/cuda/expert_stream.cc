@@ -45,35 +45,7 @@ absl::StatusOr<std::unique_ptr<ExpertStream>> ExpertStream::Create(
   s->policy_ = options.policy;
   const int n_layer = static_cast<int>(s->layers_.size());
 
-  // Slot classes by slice sizes, in order of first appearance.
-  for (int l = 0; l < n_layer; ++l) {
-    const LayerExpertViews& v = s->layers_[l];
-    if (v.gate.n_expert != s->n_expert_ || v.up.n_expert != s->n_expert_ ||
-        v.down.n_expert != s->n_expert_) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "expert stream: layer ", l, " has a different expert count"));
-    }
-    int found = -1;
-    for (size_t c = 0; c < s->classes_.size(); ++c) {
-      const SlotClass& k = s->classes_[c];
-      if (k.gate_bytes == v.gate.slice_bytes && k.up_bytes == v.up.slice_bytes &&
-          k.down_bytes == v.down.slice_bytes) {
-        found = static_cast<int>(c);
-      }
-    }
-    if (found < 0) {
-      SlotClass k;
-      k.gate_bytes = v.gate.slice_bytes;
-      k.up_bytes = v.up.slice_bytes;
-      k.down_bytes = v.down.slice_bytes;
-      k.slot_bytes = memory::AlignUp(k.gate_bytes) + memory::AlignUp(k.up_bytes) +
-                     memory::AlignUp(k.down_bytes);
-      s->classes_.push_back(std::move(k));
-      found = static_cast<int>(s->classes_.size()) - 1;
-    }
-    s->classes_[found].layers.push_back(l);
-    s->class_of_.push_back(found);
-  }
+  RETURN_IF_ERROR(s->BuildClasses());
 
   // Slots per class in proportion to its layers; at most one per expert.
   const int64_t all = static_cast<int64_t>(n_layer) * s->n_expert_;
@@ -110,7 +82,7 @@ absl::StatusOr<std::unique_ptr<ExpertStream>> ExpertStream::Create(
     o.n_layer = n_layer;
     o.n_expert = s->n_expert_;
     o.n_slots = static_cast<int32_t>(per_class[c]);
-    o.slice_bytes = k.gate_bytes + k.up_bytes + k.down_bytes;
+    o.slice_bytes = k.expert_bytes();
     ASSIGN_OR_RETURN(k.cache, memory::SlotCache::Create(o, std::move(policy)));
     if (per_class[c] > 0) {
       ASSIGN_OR_RETURN(k.arena,
@@ -128,38 +100,7 @@ absl::StatusOr<std::unique_ptr<ExpertStream>> ExpertStream::Create(
                                                 options.host_tier_bytes,
                                                 /*threads=*/8));
   }
-  // Without a host tier, register the expert tensors' pages once, in merged
-  // windows (tensors of one shard that share a page or touch merge).
-  std::vector<std::pair<const uint8_t*, const uint8_t*>> spans;
-  for (const LayerExpertViews& v : s->host_ != nullptr
-                                        ? std::vector<LayerExpertViews>{}
-                                        : s->layers_) {
-    for (const ExpertMatrix* m : {&v.gate, &v.up, &v.down}) {
-      spans.push_back({PageDown(m->data),
-                       PageUp(m->data + m->slice_bytes * m->n_expert)});
-    }
-  }
-  std::sort(spans.begin(), spans.end());
-  for (const auto& [b, e] : spans) {
-    if (!s->windows_.empty() && b <= s->windows_.back().end) {
-      s->windows_.back().end = std::max(s->windows_.back().end, e);
-    } else {
-      s->windows_.push_back({b, e, nullptr});
-    }
-  }
-  for (size_t i = 0; i < s->windows_.size(); ++i) {
-    Window& w = s->windows_[i];
-    absl::Status reg = cuda::HostRegister(w.begin, w.end - w.begin, true);
-    if (!reg.ok()) {
-      s->windows_.resize(i);  // only those registered are unregistered
-      return absl::Status(reg.code(), absl::StrCat(
-          "expert stream: registering ", w.end - w.begin,
-          " bytes of expert weights with the driver failed (", reg.message(),
-          "); the experts must fit in host RAM for streaming"));
-    }
-    ASSIGN_OR_RETURN(void* d, cuda::DevicePointerOf(w.begin));
-    w.device = static_cast<const uint8_t*>(d);
-  }
+  if (s->host_ == nullptr) RETURN_IF_ERROR(s->RegisterWindows());
 
   ASSIGN_OR_RETURN(s->mirror_,
                    cuda::PinnedBuffer::Create(static_cast<uint64_t>(n_layer) * 3 *
@@ -179,6 +120,75 @@ absl::StatusOr<std::unique_ptr<ExpertStream>> ExpertStream::Create(
   ASSIGN_OR_RETURN(s->prefetch_, cuda::CreateStream(/*priority=*/0));
   ASSIGN_OR_RETURN(s->prefetched_, cuda::CreateEvent());
   return s;
+}
+
+absl::Status ExpertStream::BuildClasses() {
+  const int n_layer = static_cast<int>(layers_.size());
+  // Slot classes by slice sizes, in order of first appearance.
+  for (int l = 0; l < n_layer; ++l) {
+    const LayerExpertViews& v = layers_[l];
+    if (v.gate.n_expert != n_expert_ || v.up.n_expert != n_expert_ ||
+        v.down.n_expert != n_expert_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "expert stream: layer ", l, " has a different expert count"));
+    }
+    int found = -1;
+    for (size_t c = 0; c < classes_.size(); ++c) {
+      const SlotClass& k = classes_[c];
+      if (k.gate_bytes == v.gate.slice_bytes && k.up_bytes == v.up.slice_bytes &&
+          k.down_bytes == v.down.slice_bytes) {
+        found = static_cast<int>(c);
+      }
+    }
+    if (found < 0) {
+      SlotClass k;
+      k.gate_bytes = v.gate.slice_bytes;
+      k.up_bytes = v.up.slice_bytes;
+      k.down_bytes = v.down.slice_bytes;
+      k.up_offset = memory::AlignUp(k.gate_bytes);
+      k.down_offset = k.up_offset + memory::AlignUp(k.up_bytes);
+      k.slot_bytes = k.down_offset + memory::AlignUp(k.down_bytes);
+      classes_.push_back(std::move(k));
+      found = static_cast<int>(classes_.size()) - 1;
+    }
+    classes_[found].layers.push_back(l);
+    class_of_.push_back(found);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ExpertStream::RegisterWindows() {
+  // The expert tensors' pages, in merged windows (tensors of one shard that
+  // share a page or touch merge), each registered once.
+  std::vector<std::pair<const uint8_t*, const uint8_t*>> spans;
+  for (const LayerExpertViews& v : layers_) {
+    for (const ExpertMatrix* m : {&v.gate, &v.up, &v.down}) {
+      spans.push_back({PageDown(m->data),
+                       PageUp(m->data + m->slice_bytes * m->n_expert)});
+    }
+  }
+  std::sort(spans.begin(), spans.end());
+  for (const auto& [b, e] : spans) {
+    if (!windows_.empty() && b <= windows_.back().end) {
+      windows_.back().end = std::max(windows_.back().end, e);
+    } else {
+      windows_.push_back({b, e, nullptr});
+    }
+  }
+  for (size_t i = 0; i < windows_.size(); ++i) {
+    Window& w = windows_[i];
+    absl::Status reg = cuda::HostRegister(w.begin, w.end - w.begin, true);
+    if (!reg.ok()) {
+      windows_.resize(i);  // only those registered are unregistered
+      return absl::Status(reg.code(), absl::StrCat(
+          "expert stream: registering ", w.end - w.begin,
+          " bytes of expert weights with the driver failed (", reg.message(),
+          "); the experts must fit in host RAM for streaming"));
+    }
+    ASSIGN_OR_RETURN(void* d, cuda::DevicePointerOf(w.begin));
+    w.device = static_cast<const uint8_t*>(d);
+  }
+  return absl::OkStatus();
 }
 
 ExpertStream::~ExpertStream() {
@@ -229,9 +239,8 @@ void ExpertStream::PointAtSlot(int layer, int32_t expert, const SlotClass& c,
   auto* base = static_cast<uint8_t*>(SlotAddress(c, slot));
   const void** t = mirror(layer);
   t[expert] = base;
-  t[n_expert_ + expert] = base + memory::AlignUp(c.gate_bytes);
-  t[2 * n_expert_ + expert] =
-      base + memory::AlignUp(c.gate_bytes) + memory::AlignUp(c.up_bytes);
+  t[n_expert_ + expert] = base + c.up_offset;
+  t[2 * n_expert_ + expert] = base + c.down_offset;
 }
 
 absl::Status ExpertStream::Fill(int layer, int32_t expert, const SlotClass& c,
@@ -239,10 +248,8 @@ absl::Status ExpertStream::Fill(int layer, int32_t expert, const SlotClass& c,
                                 cuda::Stream stream) {
   auto* d = static_cast<uint8_t*>(SlotAddress(c, slot));
   RETURN_IF_ERROR(cuda::CopyToDevice(d, from[0], c.gate_bytes, stream));
-  d += memory::AlignUp(c.gate_bytes);
-  RETURN_IF_ERROR(cuda::CopyToDevice(d, from[1], c.up_bytes, stream));
-  d += memory::AlignUp(c.up_bytes);
-  RETURN_IF_ERROR(cuda::CopyToDevice(d, from[2], c.down_bytes, stream));
+  RETURN_IF_ERROR(cuda::CopyToDevice(d + c.up_offset, from[1], c.up_bytes, stream));
+  RETURN_IF_ERROR(cuda::CopyToDevice(d + c.down_offset, from[2], c.down_bytes, stream));
   PointAtSlot(layer, expert, c, slot);
   return absl::OkStatus();
 }
@@ -319,7 +326,7 @@ absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> experts,
   // Layers whose mirror changed (an eviction may touch another layer).
   std::vector<int> dirty;
   bool copied = false;
-  const uint64_t expert_bytes = c.gate_bytes + c.up_bytes + c.down_bytes;
+  const uint64_t expert_bytes = c.expert_bytes();
   for (size_t i = 0; i < got.size(); ++i) {
     const memory::SlotAssignment& a = got[i];
     const int32_t e = experts[i];
@@ -384,7 +391,7 @@ absl::Status ExpertStream::Prefetch(int layer, absl::Span<const int32_t> experts
     Mark(dirty, layer);
     in_flight_.push_back({layer, e});
     c.cache->RecordBytes(memory::Tier::kHost,
-                         c.gate_bytes + c.up_bytes + c.down_bytes);
+                         c.expert_bytes());
   }
   if (in_flight_.empty()) return Upload(dirty, compute);
   RETURN_IF_ERROR(cuda::RecordEvent(prefetched_, prefetch_));
@@ -409,30 +416,9 @@ ExpertStreamStats ExpertStream::Stats() const {
   s.arena_bytes = arena_bytes();
   for (const Window& w : windows_) s.host_tier_bytes += w.end - w.begin;
   if (host_ != nullptr) s.host_tier_bytes = host_->bytes();
-  memory::SlotCacheCounters& t = s.counters;
-  t.layer_lookups.assign(layers_.size(), 0);
-  t.layer_hits.assign(layers_.size(), 0);
   for (const SlotClass& c : classes_) {
     s.slot_bytes = std::max(s.slot_bytes, c.slot_bytes);
-    const memory::SlotCacheCounters k = c.cache->Snapshot();
-    t.lookups += k.lookups;
-    t.hits += k.hits;
-    t.misses += k.misses;
-    t.evictions += k.evictions;
-    t.exhausted += k.exhausted;
-    t.forced += k.forced;
-    t.prefetches_issued += k.prefetches_issued;
-    t.prefetches_useful += k.prefetches_useful;
-    t.prefetches_late += k.prefetches_late;
-    t.bytes_filled += k.bytes_filled;
-    t.bytes_forced += k.bytes_forced;
-    for (int i = 0; i < memory::kTierCount; ++i) {
-      t.bytes_by_tier[i] += k.bytes_by_tier[i];
-    }
-    for (size_t l = 0; l < k.layer_lookups.size() && l < layers_.size(); ++l) {
-      t.layer_lookups[l] += k.layer_lookups[l];
-      t.layer_hits[l] += k.layer_hits[l];
-    }
+    s.counters.Add(c.cache->Snapshot());
   }
   return s;
 }

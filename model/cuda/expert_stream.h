@@ -93,12 +93,19 @@ class ExpertStream {
  private:
   struct SlotClass {
     uint64_t gate_bytes = 0, up_bytes = 0, down_bytes = 0;
-    uint64_t slot_bytes = 0;  // the three, each 256-byte aligned
+    // In a slot: gate at 0, up and down at these offsets, each 256-byte
+    // aligned; slot_bytes is the whole.
+    uint64_t up_offset = 0, down_offset = 0, slot_bytes = 0;
+    uint64_t expert_bytes() const { return gate_bytes + up_bytes + down_bytes; }
     std::vector<int> layers;
     std::unique_ptr<memory::SlotCache> cache;
     cuda::DeviceBuffer arena;
   };
   ExpertStream() = default;
+  // Groups layers_ into classes_ by slice sizes (class_of_ per layer).
+  absl::Status BuildClasses();
+  // Registers the mapping's expert pages with the driver (no host tier).
+  absl::Status RegisterWindows();
   // The device address of host bytes inside a registered window.
   const void* Mapped(const uint8_t* host) const;
   void* SlotAddress(const SlotClass& c, int32_t slot) const {

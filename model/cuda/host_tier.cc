@@ -107,8 +107,7 @@ HostTier::Slices HostTier::SlicesIn(int32_t slot, int layer,
   Slices s;
   const uint8_t* base = SlotBase(slot);
   for (int p = 0; p < 3; ++p) {
-    const Part& part = layers_[layer][p];
-    const uint64_t off = part.offset + static_cast<uint64_t>(expert) * part.stride;
+    const uint64_t off = FileOffset(layer, p, expert);
     s[p] = base + (off - AlignDown(off));
     base += part_bytes_[p];
   }
@@ -147,7 +146,7 @@ absl::Status HostTier::Load(int layer, absl::Span<const int32_t> experts,
     uint8_t* base = SlotBase(got[i].slot);
     for (int p = 0; p < 3; ++p) {
       const Part& part = layers_[layer][p];
-      const uint64_t off = part.offset + static_cast<uint64_t>(experts[i]) * part.stride;
+      const uint64_t off = FileOffset(layer, p, experts[i]);
       const uint64_t begin = AlignDown(off);
       reads.push_back({fds_[part.file], begin, AlignUpDirect(off + part.stride) - begin,
                        base});

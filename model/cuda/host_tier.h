@@ -65,6 +65,11 @@ class HostTier {
   };
   HostTier() = default;
   Slices SlicesIn(int32_t slot, int layer, int32_t expert) const;
+  // Where part p (gate, up, down) of `expert` of `layer` starts in its file.
+  uint64_t FileOffset(int layer, int p, int32_t expert) const {
+    const Part& part = layers_[layer][p];
+    return part.offset + static_cast<uint64_t>(expert) * part.stride;
+  }
   uint8_t* SlotBase(int32_t slot) const {
     return pinned_.as<uint8_t>() + static_cast<uint64_t>(slot) * slot_bytes_;
   }
