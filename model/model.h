@@ -134,6 +134,9 @@ class Model {
   virtual uint64_t StateBytes(int capacity) const = 0;
 
   virtual BackendStats Stats() const { return {}; }
+  // Stats().experts alone, without the device queries the rest costs (read
+  // around every request, and every token when asked).
+  virtual ExpertStreamStats ExpertStats() const { return Stats().experts; }
 
   // Evaluates `tokens` at positions state.position() .. + tokens.size() - 1
   // (one sequence; the batch continues it), updates `state` and advances it.

@@ -212,7 +212,7 @@ int main(int argc, char** argv) {
     session->Reset();
     report.warmup_tokens = warmup;
   }
-  report.before_prefill = (*engine)->model().Stats().experts.counters;
+  report.before_prefill = (*engine)->model().ExpertStats().counters;
   report.after_prefill = report.before_prefill;
   long anon_decoding_kb = -1;
   int calls = 0;
@@ -222,7 +222,7 @@ int main(int argc, char** argv) {
           // The first token comes right after prefill: the split point of
           // the expert counters (read once, so decode timing barely moves).
           if (calls == 0) {
-            report.after_prefill = (*engine)->model().Stats().experts.counters;
+            report.after_prefill = (*engine)->model().ExpertStats().counters;
           }
         } else {
           std::fwrite(piece.data(), 1, piece.size(), stdout);

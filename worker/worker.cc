@@ -224,7 +224,7 @@ absl::Status Worker::PlanCuda(EngineOptions* options) {
 
 ExpertStreamStats Worker::Experts() const {
   if (fake_experts_) return fake_experts_(forward_passes_.load());
-  return engine_->model().Stats().experts;
+  return engine_->model().ExpertStats();
 }
 
 void Worker::RunGenerate(uint64_t id, const sluice::v1::GenerateRequest& request) {

@@ -166,6 +166,9 @@ class CudaModel final : public Model {
     return DeviceState::BytesFor(capacity, desc_.StateShapes());
   }
   BackendStats Stats() const override;
+  ExpertStreamStats ExpertStats() const override {
+    return experts_ != nullptr ? experts_->Stats() : ExpertStreamStats{};
+  }
 
  protected:
   absl::Status ForwardImpl(absl::Span<const int32_t> tokens,
