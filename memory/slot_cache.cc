@@ -157,6 +157,41 @@ absl::StatusOr<std::vector<SlotAssignment>> SlotCache::Acquire(
   return out;
 }
 
+absl::Status SlotCache::ComputedOnHost(int32_t layer,
+                                       absl::Span<const int32_t> experts) {
+  absl::MutexLock lock(&mu_);
+  if (layer < 0 || layer >= options_.n_layer) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("slot cache: layer ", layer, " out of range [0, ",
+                     options_.n_layer, ")"));
+  }
+  ++call_;
+  for (int32_t e : experts) {
+    if (e < 0 || e >= options_.n_expert) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("slot cache: layer ", layer, " expert ", e,
+                       " out of range [0, ", options_.n_expert, ")"));
+    }
+    if (seen_[e] == call_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "slot cache: layer ", layer, " expert ", e, " repeated in one call"));
+    }
+    seen_[e] = call_;
+    if (where_[Index({layer, e})] >= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("slot cache: layer ", layer, " expert ", e,
+                       " is resident: a hit, not a host computation"));
+    }
+  }
+  const uint64_t n = experts.size();
+  counters_.lookups += n;
+  counters_.misses += n;
+  counters_.host_computed += n;
+  counters_.bytes_host_computed += n * options_.slice_bytes;
+  counters_.layer_lookups[layer] += n;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<SlotAssignment> SlotCache::Prefetch(ExpertKey key) {
   absl::MutexLock lock(&mu_);
   if (!InRange(key)) {

@@ -165,6 +165,14 @@ class SlotCache {
   absl::StatusOr<std::vector<SlotAssignment>> Acquire(
       int32_t layer, absl::Span<const int32_t> experts);
 
+  // Counts `experts` of `layer`, none of them resident, as looked up and
+  // missed by the step in flight, computed by the host CPU (host_computed,
+  // bytes_host_computed): no slot is taken and recency is not touched.
+  // Errors: InvalidArgument for a layer or expert out of range, a repeated
+  // expert, or one that is resident (that is a hit: Acquire it); counters
+  // are then untouched.
+  absl::Status ComputedOnHost(int32_t layer, absl::Span<const int32_t> experts);
+
   // Asks for `key` to be brought in ahead of demand. kMiss: the caller
   // copies it into `slot` and calls CompletePrefetch when the copy is done;
   // until then the slot is protected. kNone: already resident or no

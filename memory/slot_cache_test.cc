@@ -358,6 +358,48 @@ TEST(SlotCacheTest, PerLayerCounters) {
   EXPECT_DOUBLE_EQ(n.layer_hit_rate(2), 0.25);
 }
 
+TEST(SlotCacheTest, ComputedOnHostCountsMissesWithoutTakingSlots) {
+  auto c = MakeCache(2, 8, 2, MakeLruPolicy(), 100);
+  Touch(*c, 1, 0);  // expert 0 of layer 1 resident in a slot
+  c->BeginStep();
+  ASSERT_TRUE(c->Acquire(1, {0}).ok());
+  ASSERT_TRUE(c->ComputedOnHost(1, {3, 5, 6}).ok());
+  c->Release();
+  SlotCacheCounters n = c->Snapshot();
+  EXPECT_EQ(n.lookups, 5u);
+  EXPECT_EQ(n.hits, 1u);
+  EXPECT_EQ(n.misses, 4u);  // the first Touch and the three host ones
+  EXPECT_EQ(n.host_computed, 3u);
+  EXPECT_EQ(n.bytes_host_computed, 300u);
+  EXPECT_EQ(n.bytes_filled, 100u);  // only the first Touch copied
+  EXPECT_EQ(n.forced, 0u);
+  EXPECT_EQ(n.layer_lookups, (std::vector<uint64_t>{0, 5}));
+  EXPECT_EQ(n.layer_hits, (std::vector<uint64_t>{0, 1}));
+  // No slot was taken: the second slot is still empty, and the host
+  // experts are not resident.
+  EXPECT_EQ(Residents(*c), (std::vector<int32_t>{0, -1}));
+  EXPECT_FALSE(c->Peek({1, 3}).has_value());
+}
+
+TEST(SlotCacheTest, ComputedOnHostRejectsBadCallsAndCountsNothing) {
+  auto c = MakeCache(2, 8, 2, MakeLruPolicy(), 100);
+  Touch(*c, 0, 2);
+  const SlotCacheCounters before = c->Snapshot();
+  EXPECT_EQ(c->ComputedOnHost(2, {1}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c->ComputedOnHost(0, {1, 8}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c->ComputedOnHost(0, {1, 1}).code(),
+            absl::StatusCode::kInvalidArgument);
+  const absl::Status resident = c->ComputedOnHost(0, {1, 2});
+  EXPECT_EQ(resident.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(resident.message().find("expert 2 is resident"), std::string::npos);
+  const SlotCacheCounters after = c->Snapshot();
+  EXPECT_EQ(after.lookups, before.lookups);
+  EXPECT_EQ(after.misses, before.misses);
+  EXPECT_EQ(after.host_computed, 0u);
+}
+
 TEST(SlotCacheTest, RecordBytesByTier) {
   auto c = MakeCache(1, 4, 1, MakeLruPolicy());
   c->RecordBytes(Tier::kHost, 7);

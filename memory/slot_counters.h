@@ -23,6 +23,9 @@ struct SlotCacheCounters {
   uint64_t evictions = 0;  // demand and prefetch fills that evicted a key
   uint64_t exhausted = 0;  // Acquire calls in which some miss found no slot
   uint64_t forced = 0;     // misses computed without taking a slot
+  // Misses the host CPU computed (the miss policy, memory/miss_split.h):
+  // no slot taken, nothing copied; counted in lookups and misses too.
+  uint64_t host_computed = 0;
   uint64_t prefetches_issued = 0;
   uint64_t prefetches_useful = 0;  // prefetched, then demanded before eviction
   uint64_t prefetches_late = 0;    // of the useful: demanded while in flight
@@ -31,6 +34,8 @@ struct SlotCacheCounters {
   uint64_t bytes_filled = 0;
   // slice_bytes x forced: bytes read without a slot.
   uint64_t bytes_forced = 0;
+  // slice_bytes x host_computed: bytes the host CPU read instead.
+  uint64_t bytes_host_computed = 0;
   // Bytes by source tier, as the caller reports them.
   std::array<uint64_t, kTierCount> bytes_by_tier{};
   // Per layer (index = layer id); sized n_layer by the cache.
@@ -85,11 +90,13 @@ struct SlotCacheCounters {
     op(evictions, o.evictions);
     op(exhausted, o.exhausted);
     op(forced, o.forced);
+    op(host_computed, o.host_computed);
     op(prefetches_issued, o.prefetches_issued);
     op(prefetches_useful, o.prefetches_useful);
     op(prefetches_late, o.prefetches_late);
     op(bytes_filled, o.bytes_filled);
     op(bytes_forced, o.bytes_forced);
+    op(bytes_host_computed, o.bytes_host_computed);
     for (int t = 0; t < kTierCount; ++t) op(bytes_by_tier[t], o.bytes_by_tier[t]);
     for (size_t i = 0; i < layer_lookups.size() && i < o.layer_lookups.size(); ++i) {
       op(layer_lookups[i], o.layer_lookups[i]);

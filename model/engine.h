@@ -88,6 +88,12 @@ struct EngineOptions {
     uint64_t host_tier_bytes = 0;
     // Fetch the next layer's predicted experts ahead of demand.
     bool prefetch = false;
+    // Where decode misses are computed (memory/miss_split.h): "copy" into
+    // slots (bit-identical logits), or "host" / "cost": some or all on the
+    // host CPU, from host RAM, on host_threads threads (0: one per hardware
+    // thread).
+    std::string miss_policy = "copy";
+    int host_threads = 0;
   } experts;
 };
 

@@ -94,6 +94,11 @@ struct ExpertStreamStats {
   uint64_t arena_bytes = 0;  // device bytes of all slots
   uint64_t host_tier_bytes = 0;  // host RAM holding experts for the slots
   memory::SlotCacheCounters counters;  // since the model was built
+  // Where decode misses are computed ("copy", "host", "cost") and the miss
+  // policy's current estimates of the two paths (bytes/s).
+  std::string miss_policy = "copy";
+  double copy_bytes_per_s = 0;
+  double host_bytes_per_s = 0;
 };
 
 // What a backend reports about itself (tools/generate, worker metrics).

@@ -119,46 +119,25 @@ absl::Status AddSharedExpert(const MoeWeights& w, int64_t e_dim,
   return absl::OkStatus();
 }
 
-// The single-token step: the gate and up products of every chosen expert
-// (and of the shared one) run as one parallel loop, the down products as a
-// second. Same arithmetic per element as the batched path.
+// The single-token step: every chosen expert and the shared one through
+// ExpertsOneToken (two parallel loops), then the weighted sum in slot order.
 absl::Status MoeOneToken(const MoeConfig& c, const MoeWeights& w,
                          const Routing& r,
                          absl::Span<const ExpertWeights> experts,
                          const float* x, float* out,
                          kernels::ThreadPool* pool) {
-  const int64_t k = c.n_expert_used, e_dim = c.n_embd, ff = c.expert_ff;
-  const int64_t sff = c.shared_ff;
-  std::vector<Matrix> mats;
-  for (int64_t s = 0; s < k; ++s) {
-    const ExpertWeights& ew = experts[r.expert[s]];
-    mats.push_back(ew.gate);
-    mats.push_back(ew.up);
-    mats.push_back(ew.down);
-  }
-  std::vector<float> g(k * ff + sff), u(k * ff + sff), y((k + 1) * e_dim);
-  std::vector<RowJob> jobs;
-  for (int64_t s = 0; s < k; ++s) {
-    jobs.push_back({&mats[3 * s], x, &g[s * ff]});
-    jobs.push_back({&mats[3 * s + 1], x, &u[s * ff]});
-  }
-  if (sff > 0) {
-    jobs.push_back({&w.shared_gate, x, &g[k * ff]});
-    jobs.push_back({&w.shared_up, x, &u[k * ff]});
-  }
-  RETURN_IF_ERROR(ProjectRows(jobs, pool));
-  for (size_t i = 0; i < g.size(); ++i) g[i] = Silu(g[i]) * u[i];
-  jobs.clear();
-  for (int64_t s = 0; s < k; ++s) {
-    jobs.push_back({&mats[3 * s + 2], &g[s * ff], &y[s * e_dim]});
-  }
-  if (sff > 0) jobs.push_back({&w.shared_down, &g[k * ff], &y[k * e_dim]});
-  RETURN_IF_ERROR(ProjectRows(jobs, pool));
+  const int64_t k = c.n_expert_used, e_dim = c.n_embd;
+  const bool shared = c.shared_ff > 0;
+  std::vector<ExpertWeights> chosen;
+  for (int64_t s = 0; s < k; ++s) chosen.push_back(experts[r.expert[s]]);
+  if (shared) chosen.push_back({w.shared_gate, w.shared_up, w.shared_down});
+  std::vector<float> y(chosen.size() * e_dim);
+  RETURN_IF_ERROR(ExpertsOneToken(chosen, x, y.data(), pool));
   for (int64_t j = 0; j < e_dim; ++j) out[j] = y[j] * r.weight[0];
   for (int64_t s = 1; s < k; ++s) {
     for (int64_t j = 0; j < e_dim; ++j) out[j] += y[s * e_dim + j] * r.weight[s];
   }
-  if (sff > 0) {
+  if (shared) {
     const float gate = Sigmoid(Dot(w.shared_gate_inp, x, e_dim));
     for (int64_t j = 0; j < e_dim; ++j) out[j] += y[k * e_dim + j] * gate;
   }
@@ -213,6 +192,31 @@ void RouteToken(const float* logits, int64_t n_expert, int64_t k,
   }
   total = std::max(total, kMinWeightSum);
   for (int64_t i = 0; i < k; ++i) routing->weight[i] /= total;
+}
+
+absl::Status ExpertsOneToken(absl::Span<const ExpertWeights> experts,
+                             const float* x, float* y,
+                             kernels::ThreadPool* pool) {
+  if (experts.empty()) return absl::OkStatus();
+  const int64_t e_dim = experts[0].down.rows;
+  // Hidden rows of expert i start at offset[i] in g and u.
+  std::vector<int64_t> offset(experts.size() + 1, 0);
+  for (size_t i = 0; i < experts.size(); ++i) {
+    offset[i + 1] = offset[i] + experts[i].gate.rows;
+  }
+  std::vector<float> g(offset.back()), u(offset.back());
+  std::vector<RowJob> jobs;
+  for (size_t i = 0; i < experts.size(); ++i) {
+    jobs.push_back({&experts[i].gate, x, &g[offset[i]]});
+    jobs.push_back({&experts[i].up, x, &u[offset[i]]});
+  }
+  RETURN_IF_ERROR(ProjectRows(jobs, pool));
+  for (size_t i = 0; i < g.size(); ++i) g[i] = Silu(g[i]) * u[i];
+  jobs.clear();
+  for (size_t i = 0; i < experts.size(); ++i) {
+    jobs.push_back({&experts[i].down, &g[offset[i]], y + i * e_dim});
+  }
+  return ProjectRows(jobs, pool);
 }
 
 absl::Status RouteMoe(const MoeConfig& c, const Matrix& router,

@@ -65,6 +65,17 @@ struct ExpertWeights {
   Matrix down;  // expert_ff -> n_embd
 };
 
+// Single-token outputs of `experts`, unweighted: y[i] ([n_embd] each,
+// n_embd = down.rows, the same for all) = down_i(silu(gate_i x) * up_i x).
+// The gate and up products of all of them run as one parallel loop, the
+// down products as a second; every output row is computed as Project would
+// (same kernel, same order), so results do not depend on the pool. Used by
+// the single-token MoE step and by a GPU backend computing missed experts
+// on the host.
+absl::Status ExpertsOneToken(absl::Span<const ExpertWeights> experts,
+                             const float* x, float* y,
+                             kernels::ThreadPool* pool);
+
 // The MoE block runs in three steps, so that a cache can stand between
 // routing and compute:
 //   route:   RouteMoe gives each token's experts and weights;

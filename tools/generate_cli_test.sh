@@ -41,7 +41,8 @@ grep -q "missing.gguf" "$dir/err5" || fail "missing model message: $(cat "$dir/e
 # there is no device memory.
 "$generate" --model "$model" --prompt "The license" --max-tokens 6 --ignore-eos \
   --warmup-tokens 2 --expert-policy lfu --expert-arena-fraction 0.25 \
-  --host-tier-bytes 4096 --expert-prefetch --json >"$dir/json" 2>"$dir/err6" \
+  --host-tier-bytes 4096 --expert-prefetch --expert-miss-policy cost \
+  --expert-host-threads 3 --json >"$dir/json" 2>"$dir/err6" \
   || fail "--json exited: $(cat "$dir/err6")"
 [ "$(wc -l <"$dir/json")" -eq 1 ] || fail "--json printed more than one line: $(cat "$dir/json")"
 python3 - "$dir/json" <<'PY' || fail "--json fields: $(cat "$dir/json")"
@@ -58,7 +59,8 @@ check(r["rss"]["peak_bytes"] >= r["rss"]["anon_bytes"] > 0, "rss")
 check(r["kv_state_bytes"] > 0 and r["model_file_bytes"] > 0, "sizes")
 o = r["expert_options"]
 check(o == {"slots": -1, "arena_fraction": 0.25, "policy": "lfu",
-            "host_tier_bytes": 4096, "prefetch": True}, "expert_options %r" % o)
+            "host_tier_bytes": 4096, "prefetch": True, "miss_policy": "cost",
+            "host_threads": 3}, "expert_options %r" % o)
 d = r["device_memory"]
 check(d["by_kind"] == {} and d["peak_bytes"] == 0, "cpu device memory %r" % d)
 e = r["experts"]
@@ -72,7 +74,8 @@ check(e["prefill"]["tokens"] == r["prompt_tokens"], "prefill tokens")
 print("json ok:", r["prefill_tok_s"], r["decode_tok_s"])
 PY
 
-for bad in "--expert-policy fifo" "--expert-arena-fraction 1.5" "--expert-slots -2"; do
+for bad in "--expert-policy fifo" "--expert-arena-fraction 1.5" "--expert-slots -2" \
+    "--expert-miss-policy cpu" "--expert-host-threads -1"; do
   # shellcheck disable=SC2086
   if "$generate" --model "$model" --prompt "x" $bad >/dev/null 2>"$dir/err7"; then
     fail "$bad accepted"

@@ -31,6 +31,7 @@
 #include "model/engine.h"
 #include "tools/generate_report.h"
 #include "model/routing_trace_recorder.h"
+#include "tools/expert_flags.h"
 
 ABSL_FLAG(std::string, model, "", "GGUF model (or any shard of a split set)");
 ABSL_FLAG(std::string, prompt, "", "prompt text");
@@ -56,16 +57,6 @@ ABSL_FLAG(bool, profile, false,
 ABSL_FLAG(int, ctx, 4096, "context length (KV cache size)");
 ABSL_FLAG(std::string, stop, "", "stop strings, separated by '|'");
 ABSL_FLAG(bool, ignore_eos, false, "keep generating past end-of-generation");
-ABSL_FLAG(int64_t, expert_slots, -1,
-          "device slots for routed experts (-1: all resident unless "
-          "--expert_arena_fraction; 0: none)");
-ABSL_FLAG(double, expert_arena_fraction, 0,
-          "slots as a fraction of all routed experts (with --expert_slots -1)");
-ABSL_FLAG(std::string, expert_policy, "lru", "slot eviction policy: lru or lfu");
-ABSL_FLAG(uint64_t, host_tier_bytes, 0,
-          "host RAM the expert cache may pin (0: the backend decides)");
-ABSL_FLAG(bool, expert_prefetch, false,
-          "fetch the next layer's predicted experts ahead of demand");
 ABSL_FLAG(int, warmup_tokens, 0,
           "first run one unmeasured generation of this many tokens");
 ABSL_FLAG(bool, json, false,
@@ -134,27 +125,6 @@ absl::StatusOr<sluice::GenerateParams> ParamsFromFlags(
   return params;
 }
 
-absl::StatusOr<sluice::EngineOptions::Experts> ExpertOptionsFromFlags() {
-  sluice::EngineOptions::Experts e;
-  e.slots = absl::GetFlag(FLAGS_expert_slots);
-  e.arena_fraction = absl::GetFlag(FLAGS_expert_arena_fraction);
-  e.policy = absl::GetFlag(FLAGS_expert_policy);
-  e.host_tier_bytes = absl::GetFlag(FLAGS_host_tier_bytes);
-  e.prefetch = absl::GetFlag(FLAGS_expert_prefetch);
-  if (e.slots < -1) {
-    return absl::InvalidArgumentError("--expert_slots must be >= -1");
-  }
-  if (!(e.arena_fraction >= 0 && e.arena_fraction <= 1)) {
-    return absl::InvalidArgumentError(
-        "--expert_arena_fraction must be in [0, 1]");
-  }
-  if (e.policy != "lru" && e.policy != "lfu") {
-    return absl::InvalidArgumentError("--expert_policy must be lru or lfu, not '" +
-                                      e.policy + "'");
-  }
-  return e;
-}
-
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "generate: %s\n", s.ToString().c_str());
   return 1;
@@ -180,7 +150,7 @@ int main(int argc, char** argv) {
   options.backend = *backend;
   options.device = absl::GetFlag(FLAGS_gpu);
   options.profile = absl::GetFlag(FLAGS_profile);
-  auto experts = ExpertOptionsFromFlags();
+  auto experts = sluice::tools::ExpertOptionsFromFlags();
   if (!experts.ok()) return Fail(experts.status());
   options.experts = *experts;
   std::unique_ptr<sluice::RoutingTraceRecorder> recorder;

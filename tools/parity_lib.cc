@@ -327,14 +327,16 @@ std::string FormatReport(const std::vector<ModelReport>& reports) {
     const memory::SlotCacheCounters& c = x.counters;
     absl::StrAppendFormat(
         &out,
-        "experts %s: streaming policy=%s slots=%d/%d arena_bytes=%d "
-        "lookups=%d hits=%d hit_rate=%.4f misses=%d forced=%d exhausted=%d "
-        "evictions=%d bytes_host=%d bytes_disk=%d prefetches=%d useful=%d "
-        "late=%d\n",
-        m.model, x.policy, x.slots, x.experts, x.arena_bytes, c.lookups,
-        c.hits, c.hit_rate(), c.misses, c.forced, c.exhausted, c.evictions,
+        "experts %s: streaming policy=%s miss_policy=%s slots=%d/%d "
+        "arena_bytes=%d lookups=%d hits=%d hit_rate=%.4f misses=%d "
+        "forced=%d host_computed=%d exhausted=%d evictions=%d bytes_host=%d "
+        "bytes_disk=%d prefetches=%d useful=%d late=%d\n",
+        m.model, x.policy, x.miss_policy, x.slots, x.experts, x.arena_bytes,
+        c.lookups, c.hits, c.hit_rate(), c.misses, c.forced, c.host_computed,
+        c.exhausted, c.evictions,
         c.bytes_by_tier[static_cast<int>(memory::Tier::kHost)],
-        c.bytes_by_tier[static_cast<int>(memory::Tier::kDisk)], c.prefetches_issued, c.prefetches_useful, c.prefetches_late);
+        c.bytes_by_tier[static_cast<int>(memory::Tier::kDisk)],
+        c.prefetches_issued, c.prefetches_useful, c.prefetches_late);
   }
   absl::StrAppendFormat(&out,
                         "worst_max=%.6f worst_rms=%.6f worst_median=%.6f "

@@ -16,6 +16,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_split.h"
+#include "tools/expert_flags.h"
 #include "tools/parity_lib.h"
 
 ABSL_FLAG(std::string, model, "",
@@ -28,18 +29,6 @@ ABSL_FLAG(std::string, compare, "",
           "also run this backend (cpu or cuda) and print its logits' "
           "statistics against --device's, row by row");
 ABSL_FLAG(int, threads, 1, "threads for the CPU kernels");
-ABSL_FLAG(int64_t, expert_slots, -1,
-          "--device=cuda: stream routed experts through this many device "
-          "slots (-1: all resident); the --compare arm keeps all resident");
-ABSL_FLAG(double, expert_arena_fraction, 0,
-          "--device=cuda: slots as a fraction of all routed experts (0: off)");
-ABSL_FLAG(std::string, expert_policy, "lru", "slot eviction policy: lru or lfu");
-ABSL_FLAG(bool, expert_prefetch, false,
-          "--device=cuda with streaming: prefetch each next layer's predicted "
-          "experts during decode");
-ABSL_FLAG(uint64_t, host_tier_bytes, 0,
-          "--device=cuda with streaming: a pinned host tier of this many "
-          "bytes in front of O_DIRECT disk reads (0: register the mapping)");
 ABSL_FLAG(bool, require_identical, false,
           "fail unless every --compare row is bit-identical (for checking "
           "that streaming experts leaves the logits unchanged)");
@@ -86,11 +75,12 @@ int main(int argc, char** argv) {
   options.device = absl::GetFlag(FLAGS_gpu);
   if (!compare.empty()) options.compare = compare_backend;
   options.threads = absl::GetFlag(FLAGS_threads);
-  options.experts.slots = absl::GetFlag(FLAGS_expert_slots);
-  options.experts.arena_fraction = absl::GetFlag(FLAGS_expert_arena_fraction);
-  options.experts.policy = absl::GetFlag(FLAGS_expert_policy);
-  options.experts.prefetch = absl::GetFlag(FLAGS_expert_prefetch);
-  options.experts.host_tier_bytes = absl::GetFlag(FLAGS_host_tier_bytes);
+  auto experts = sluice::tools::ExpertOptionsFromFlags();
+  if (!experts.ok()) {
+    std::fprintf(stderr, "parity: %s\n", experts.status().ToString().c_str());
+    return 2;
+  }
+  options.experts = *experts;
   options.repeat = std::max(1, absl::GetFlag(FLAGS_repeat));
   sluice::parity::Gates requested;
   requested.f32_max = absl::GetFlag(FLAGS_max_gate);

@@ -1,6 +1,7 @@
 #include "model/cuda/cuda_model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -10,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/quant_matmul.h"
@@ -224,8 +226,25 @@ class CudaModel final : public Model {
   // While a segmented decode step is being captured: its state (the
   // segments go there).
   mutable DeviceState* capturing_ = nullptr;
-  // Ends the capture of the current decode segment, stores and launches it.
-  absl::Status CutSegment() const;
+  // Ends the capture of the current decode segment, stores and launches it
+  // and records what the host does next (`cut`); a routing cut waits for
+  // the segment to finish.
+  absl::Status CutSegment(DecodeCut cut) const;
+  // Host miss policy, decode: computes host_experts_ from host_x_ into the
+  // rows of host_y_ (zeros for the device's experts) and times it.
+  absl::Status RunHostExperts() const;
+  // Host miss policy: after the routed down products of a decode step, the
+  // host's results join them (expert_y += host_y) before the combine.
+  absl::Status AddHostExperts(int64_t il) const;
+  // Set when a decode step's misses may be computed by the host CPU.
+  bool host_misses_ = false;
+  std::unique_ptr<kernels::ThreadPool> host_pool_;
+  // The decode step's MoE input and the host's expert outputs [k][n_embd]
+  // (pinned), their device copy, and the host's experts of the layer in
+  // flight.
+  cuda::PinnedBuffer host_x_, host_y_;
+  cuda::DeviceBuffer device_host_y_;
+  mutable std::vector<HostExpert> host_experts_;
   // Pinned host copies of a batch's group bounds and of the routing (ids,
   // then weights), and the event that says they arrived.
   cuda::PinnedBuffer host_begin_, host_routing_;
@@ -316,6 +335,9 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(
       gate_up.push_back(m->layers_[il].moe.gate_up_table.data());
       down.push_back(m->layers_[il].moe.down_table.data());
     }
+    memory::MissSplitOptions miss;
+    ASSIGN_OR_RETURN(miss.policy,
+                     memory::ParseMissPolicy(options.expert_miss_policy));
     ASSIGN_OR_RETURN(m->experts_,
                      ExpertStream::Create(std::move(views), std::move(gate_up),
                                           std::move(down),
@@ -323,8 +345,27 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(
                                            .policy = options.expert_policy,
                                            .host_tier_bytes =
                                                options.expert_host_tier_bytes,
-                                           .files = &files},
+                                           .files = &files,
+                                           .miss = miss},
                                           m->stream_));
+    if (miss.policy != memory::MissPolicy::kCopy) {
+      m->host_misses_ = true;
+      const int threads =
+          options.expert_host_threads > 0
+              ? options.expert_host_threads
+              : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+      m->host_pool_ = std::make_unique<kernels::ThreadPool>(threads);
+      const uint64_t row = d.moe.n_embd * sizeof(float);
+      ASSIGN_OR_RETURN(m->host_x_, cuda::PinnedBuffer::Create(row));
+      ASSIGN_OR_RETURN(m->host_y_,
+                       cuda::PinnedBuffer::Create(d.moe.n_expert_used * row));
+      ASSIGN_OR_RETURN(m->device_host_y_,
+                       cuda::DeviceBuffer::Create(d.moe.n_expert_used * row));
+    }
+  } else if (options.expert_miss_policy != "copy") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda backend: expert miss policy \"", options.expert_miss_policy,
+        "\" needs streaming experts (an arena or slot count)"));
   }
   cuda::AttentionShape& a = m->attn_shape_;
   a.n_head = static_cast<int>(d.attn.n_head);
@@ -499,7 +540,9 @@ absl::Status CudaModel::AcquireRouted(int64_t il, int64_t n_tok,
       if (begin[x + 1] > begin[x]) used.push_back(x);
     }
   }
-  RETURN_IF_ERROR(experts_->Acquire(static_cast<int>(il), used, stream_));
+  RETURN_IF_ERROR(experts_->Acquire(
+      static_cast<int>(il), used, stream_,
+      begin.empty() && host_misses_ ? &host_experts_ : nullptr));
   if (begin.empty() && options_.expert_prefetch &&
       il + 1 < static_cast<int64_t>(layers_.size())) {
     RETURN_IF_ERROR(experts_->Prefetch(static_cast<int>(il + 1),
@@ -568,6 +611,10 @@ absl::Status CudaModel::Moe(int64_t il, const DeviceMoe& m, int64_t n_tok) const
       RETURN_IF_ERROR(cuda::CopyToHost(ids + n_tok * k, w.weights,
                                        n_tok * k * sizeof(float), stream_));
     }
+    if (one && host_misses_) {
+      RETURN_IF_ERROR(cuda::CopyToHost(host_x_.data(), w.xn, e * sizeof(float),
+                                       stream_));
+    }
   }
   // (While a decode step is captured, CutSegment records the event after
   // launching the segment: an event recorded inside a capture cannot be
@@ -596,7 +643,9 @@ absl::Status CudaModel::Moe(int64_t il, const DeviceMoe& m, int64_t n_tok) const
     }
   }
   if (need_ids) {
-    if (capturing_ != nullptr) RETURN_IF_ERROR(CutSegment());
+    if (capturing_ != nullptr) {
+      RETURN_IF_ERROR(CutSegment({DecodeCut::kRouting, il}));
+    }
     RETURN_IF_ERROR(AcquireRouted(il, n_tok, begin));
     Mark("moe.acquire");
     if (capturing_ != nullptr) RETURN_IF_ERROR(cuda::Graph::BeginCapture(stream_));
@@ -645,6 +694,7 @@ absl::Status CudaModel::Moe(int64_t il, const DeviceMoe& m, int64_t n_tok) const
   down.d_y = w.expert_y;
   down.y_stride = e;
   RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(down, stream_));
+  if (one && host_misses_) RETURN_IF_ERROR(AddHostExperts(il));
   cuda::CombineExperts(w.expert_y, one ? w.iota : w.slot_entry, w.weights,
                        n_tok, k, e, w.y, stream_);
   launches_ += fuse_gate_up ? 4 : 5;
@@ -657,12 +707,58 @@ absl::Status CudaModel::Moe(int64_t il, const DeviceMoe& m, int64_t n_tok) const
   return absl::OkStatus();
 }
 
-absl::Status CudaModel::CutSegment() const {
+absl::Status CudaModel::CutSegment(DecodeCut cut) const {
   ASSIGN_OR_RETURN(cuda::Graph g, cuda::Graph::EndCapture(stream_));
   RETURN_IF_ERROR(g.Launch(stream_));
   capturing_->decode_segments().push_back(std::move(g));
+  capturing_->decode_cuts().push_back(cut);
+  if (cut.kind != DecodeCut::kRouting) return absl::OkStatus();
   RETURN_IF_ERROR(cuda::RecordEvent(routed_, stream_));
   return cuda::WaitEvent(routed_);
+}
+
+absl::Status CudaModel::RunHostExperts() const {
+  const int64_t e = desc_.moe.n_embd;
+  float* y = host_y_.as<float>();
+  std::memset(y, 0, host_y_.bytes());
+  if (host_experts_.empty()) return absl::OkStatus();
+  std::vector<ExpertWeights> ws;
+  uint64_t bytes = 0;
+  for (const HostExpert& h : host_experts_) {
+    ws.push_back(h.weights);
+    for (const Matrix* m : {&h.weights.gate, &h.weights.up, &h.weights.down}) {
+      bytes += static_cast<uint64_t>(m->rows) * m->row_bytes;
+    }
+  }
+  std::vector<float> out(ws.size() * e);
+  const auto t0 = std::chrono::steady_clock::now();
+  RETURN_IF_ERROR(ExpertsOneToken(ws, host_x_.as<float>(), out.data(),
+                                  host_pool_.get()));
+  const std::chrono::duration<double> took =
+      std::chrono::steady_clock::now() - t0;
+  experts_->ObserveHost(bytes, took.count());
+  for (size_t i = 0; i < host_experts_.size(); ++i) {
+    std::memcpy(y + host_experts_[i].index * e, out.data() + i * e,
+                e * sizeof(float));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaModel::AddHostExperts(int64_t il) const {
+  // The device's products are running; the host computes its share
+  // meanwhile. While capturing, the segment so far is launched first (and
+  // the host's work is redone between the two segments at every replay).
+  if (capturing_ != nullptr) {
+    RETURN_IF_ERROR(CutSegment({DecodeCut::kHostExperts, il}));
+  }
+  RETURN_IF_ERROR(RunHostExperts());
+  if (capturing_ != nullptr) RETURN_IF_ERROR(cuda::Graph::BeginCapture(stream_));
+  const int64_t n = desc_.moe.n_expert_used * desc_.moe.n_embd;
+  RETURN_IF_ERROR(cuda::CopyToDevice(device_host_y_.data(), host_y_.data(),
+                                     n * sizeof(float), stream_));
+  cuda::Add(ws_.expert_y, device_host_y_.as<float>(), n, stream_);
+  ++launches_;
+  return absl::OkStatus();
 }
 
 absl::Status CudaModel::Mixer(int64_t il, int64_t n_tok,
@@ -749,20 +845,25 @@ absl::Status CudaModel::ForwardImpl(absl::Span<const int32_t> tokens,
       absl::StatusOr<cuda::Graph> last = cuda::Graph::EndCapture(stream_);
       if (!body.ok() || !last.ok()) {
         segments.clear();
+        st->decode_cuts().clear();
         return body.ok() ? last.status() : body;
       }
       RETURN_IF_ERROR(last->Launch(stream_));
       segments.push_back(*std::move(last));
       launches_per_decode_ = launches_ - before;
     } else {
-      const int64_t cuts = static_cast<int64_t>(segments.size()) - 1;
-      for (int64_t il = 0; il < cuts; ++il) {
-        RETURN_IF_ERROR(segments[il].Launch(stream_));
+      const std::vector<DecodeCut>& cuts = st->decode_cuts();
+      for (size_t i = 0; i < cuts.size(); ++i) {
+        RETURN_IF_ERROR(segments[i].Launch(stream_));
+        if (cuts[i].kind == DecodeCut::kHostExperts) {
+          RETURN_IF_ERROR(RunHostExperts());
+          continue;
+        }
         RETURN_IF_ERROR(cuda::RecordEvent(routed_, stream_));
         RETURN_IF_ERROR(cuda::WaitEvent(routed_));
-        RETURN_IF_ERROR(AcquireRouted(il, 1, {}));
+        RETURN_IF_ERROR(AcquireRouted(cuts[i].layer, 1, {}));
       }
-      RETURN_IF_ERROR(segments[cuts].Launch(stream_));
+      RETURN_IF_ERROR(segments.back().Launch(stream_));
     }
   } else {
     const int64_t before = launches_;
@@ -794,6 +895,8 @@ absl::StatusOr<std::unique_ptr<Model>> FromEngine(const ModelFiles& files,
                                .expert_policy = o.experts.policy,
                                .expert_prefetch = o.experts.prefetch,
                                .expert_host_tier_bytes = o.experts.host_tier_bytes,
+                               .expert_miss_policy = o.experts.miss_policy,
+                               .expert_host_threads = o.experts.host_threads,
                                .routing_observer = o.routing_observer});
 }
 

@@ -52,6 +52,12 @@ struct CudaModelOptions {
   // RAM); otherwise a pinned host tier of this many bytes in front of
   // O_DIRECT disk reads.
   uint64_t expert_host_tier_bytes = 0;
+  // Streaming decode: where misses are computed, "copy" (into slots; the
+  // logits stay bit-identical), "host" or "cost" (memory/miss_split.h: the
+  // host CPU computes some or all of them from host RAM, with the CPU
+  // kernels, on expert_host_threads threads; 0: one per hardware thread).
+  std::string expert_miss_policy = "copy";
+  int expert_host_threads = 0;
   // Sees each layer's routing (read back from the device; costs a
   // synchronisation per layer, so decode then runs without its graph).
   RoutingObserver* routing_observer = nullptr;

@@ -26,6 +26,13 @@ const uint8_t* PageUp(const uint8_t* p) {
       (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page);
 }
 
+// Adds `layer` to the layers whose tables must be uploaded.
+void Mark(std::vector<int>& dirty, int layer) {
+  if (std::find(dirty.begin(), dirty.end(), layer) == dirty.end()) {
+    dirty.push_back(layer);
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ExpertStream>> ExpertStream::Create(
@@ -88,7 +95,13 @@ absl::StatusOr<std::unique_ptr<ExpertStream>> ExpertStream::Create(
       ASSIGN_OR_RETURN(k.arena,
                        cuda::DeviceBuffer::Create(per_class[c] * k.slot_bytes));
     }
+    if (options.miss.policy != memory::MissPolicy::kCopy) {
+      ASSIGN_OR_RETURN(k.zero, cuda::DeviceBuffer::Create(k.slot_bytes));
+      RETURN_IF_ERROR(cuda::Memset(k.zero.data(), 0, k.slot_bytes, compute));
+    }
   }
+  s->splitter_ = memory::MissSplitter(options.miss);
+  s->zeroed_.resize(n_layer);
 
   if (options.host_tier_bytes > 0) {
     if (options.files == nullptr) {
@@ -116,7 +129,8 @@ absl::StatusOr<std::unique_ptr<ExpertStream>> ExpertStream::Create(
   RETURN_IF_ERROR(cuda::Synchronize(compute));
   // Demand copies go ahead of any other work on the device.
   ASSIGN_OR_RETURN(s->copy_, cuda::CreateStream(/*priority=*/-1));
-  ASSIGN_OR_RETURN(s->copied_, cuda::CreateEvent());
+  ASSIGN_OR_RETURN(s->copied_, cuda::CreateEvent(/*timing=*/true));
+  ASSIGN_OR_RETURN(s->copy_started_, cuda::CreateEvent(/*timing=*/true));
   ASSIGN_OR_RETURN(s->prefetch_, cuda::CreateStream(/*priority=*/0));
   ASSIGN_OR_RETURN(s->prefetched_, cuda::CreateEvent());
   return s;
@@ -197,6 +211,7 @@ ExpertStream::~ExpertStream() {
     cuda::DestroyStream(copy_);
   }
   if (copied_ != nullptr) cuda::DestroyEvent(copied_);
+  if (copy_started_ != nullptr) cuda::DestroyEvent(copy_started_);
   if (prefetch_ != nullptr) {
     cuda::Synchronize(prefetch_).IgnoreError();
     cuda::DestroyStream(prefetch_);
@@ -243,6 +258,67 @@ void ExpertStream::PointAtSlot(int layer, int32_t expert, const SlotClass& c,
   t[2 * n_expert_ + expert] = base + c.down_offset;
 }
 
+void ExpertStream::PointAtZero(int layer, int32_t expert) {
+  const SlotClass& c = classes_[class_of_[layer]];
+  auto* base = c.zero.as<uint8_t>();
+  const void** t = mirror(layer);
+  t[expert] = base;
+  t[n_expert_ + expert] = base + c.up_offset;
+  t[2 * n_expert_ + expert] = base + c.down_offset;
+  zeroed_[layer].push_back(expert);
+}
+
+void ExpertStream::RestoreZeroed(int layer, std::vector<int>& dirty) {
+  if (zeroed_[layer].empty()) return;
+  const void* zero = classes_[class_of_[layer]].zero.data();
+  for (const int32_t e : zeroed_[layer]) {
+    // A prefetch may have put it in a slot since: then it points there.
+    if (mirror(layer)[e] == zero) PointAtHost(layer, e);
+  }
+  zeroed_[layer].clear();
+  Mark(dirty, layer);
+}
+
+ExpertWeights ExpertStream::WeightsAt(int layer, int32_t expert,
+                                      const HostTier::Slices& from) const {
+  const LayerExpertViews& v = layers_[layer];
+  ExpertWeights w{v.gate.expert(expert), v.up.expert(expert),
+                  v.down.expert(expert)};
+  w.gate.data = from[0];
+  w.up.data = from[1];
+  w.down.data = from[2];
+  return w;
+}
+
+std::vector<size_t> ExpertStream::SplitMisses(
+    int layer, absl::Span<const int32_t> experts, const SlotClass& c) const {
+  int misses = 0;
+  std::vector<size_t> reachable;
+  for (size_t i = 0; i < experts.size(); ++i) {
+    if (c.cache->Peek({layer, experts[i]}).has_value()) continue;
+    ++misses;
+    // With a host tier, only what the tier holds is in host RAM.
+    if (host_ == nullptr || host_->Peek(layer, experts[i]).has_value()) {
+      reachable.push_back(i);
+    }
+  }
+  const int n = splitter_.HostShare(misses, static_cast<int>(reachable.size()),
+                                    c.expert_bytes());
+  // The last ones: decode lists a token's experts by decreasing weight, so
+  // the device keeps those that matter most for the arena.
+  return std::vector<size_t>(reachable.end() - n, reachable.end());
+}
+
+absl::Status ExpertStream::ObserveCopies() {
+  if (copy_bytes_pending_ == 0) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const bool done, cuda::EventDone(copied_));
+  if (!done) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const float ms, cuda::ElapsedMs(copy_started_, copied_));
+  splitter_.ObserveDevice(copy_bytes_pending_, ms / 1e3);
+  copy_bytes_pending_ = 0;
+  return absl::OkStatus();
+}
+
 absl::Status ExpertStream::Fill(int layer, int32_t expert, const SlotClass& c,
                                 int32_t slot, const HostTier::Slices& from,
                                 cuda::Stream stream) {
@@ -265,16 +341,11 @@ absl::Status ExpertStream::Upload(const std::vector<int>& layers,
   return absl::OkStatus();
 }
 
-namespace {
-void Mark(std::vector<int>& dirty, int layer) {
-  if (std::find(dirty.begin(), dirty.end(), layer) == dirty.end()) {
-    dirty.push_back(layer);
-  }
-}
-}  // namespace
-
-absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> experts,
-                                   cuda::Stream compute) {
+absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> all,
+                                   cuda::Stream compute,
+                                   std::vector<HostExpert>* on_host) {
+  if (on_host != nullptr) on_host->clear();
+  RETURN_IF_ERROR(ObserveCopies());
   // Prefetches whose copies already landed are plain residents now; those
   // still running stay protected through this step and count as late if
   // demanded.
@@ -297,12 +368,35 @@ absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> experts,
   }
   SlotClass& c = classes_[class_of_[layer]];
   c.cache->BeginStep();
+  // Layers whose mirror changed (an eviction may touch another layer).
+  std::vector<int> dirty;
+  RestoreZeroed(layer, dirty);
+  // The miss policy's share goes to the host; the rest as before.
+  std::vector<int32_t> experts(all.begin(), all.end()), host_ids;
+  if (on_host != nullptr && splitter_.policy() != memory::MissPolicy::kCopy) {
+    const std::vector<size_t> picked = SplitMisses(layer, all, c);
+    std::vector<bool> is_host(all.size(), false);
+    for (const size_t i : picked) is_host[i] = true;
+    experts.clear();
+    for (size_t i = 0; i < all.size(); ++i) {
+      (is_host[i] ? host_ids : experts).push_back(all[i]);
+    }
+    for (const size_t i : picked) {
+      on_host->push_back({static_cast<int>(i), all[i], {}});
+    }
+  }
   ASSIGN_OR_RETURN(std::vector<memory::SlotAssignment> got,
                    c.cache->Acquire(layer, experts));
+  if (!host_ids.empty()) {
+    RETURN_IF_ERROR(c.cache->ComputedOnHost(layer, host_ids));
+  }
   // With a host tier, the experts that are not in a device slot are made
-  // present there first (read from disk when the tier lacks them).
+  // present there first (read from disk when the tier lacks them); the
+  // host's experts are in the tier already and are held through this step
+  // by the same Load.
   std::vector<HostTier::Slices> from(got.size());
   std::vector<bool> from_disk(got.size(), false);
+  std::vector<HostTier::Slices> host_from(host_ids.size());
   if (host_ != nullptr) {
     std::vector<int32_t> need;
     std::vector<size_t> where;
@@ -311,22 +405,32 @@ absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> experts,
       need.push_back(experts[i]);
       where.push_back(i);
     }
+    need.insert(need.end(), host_ids.begin(), host_ids.end());
     std::vector<HostTier::Slices> loaded;
     std::vector<bool> disk;
     if (!need.empty()) RETURN_IF_ERROR(host_->Load(layer, need, loaded, disk));
-    for (size_t j = 0; j < need.size(); ++j) {
+    for (size_t j = 0; j < where.size(); ++j) {
       from[where[j]] = loaded[j];
       from_disk[where[j]] = disk[j];
+    }
+    for (size_t j = 0; j < host_ids.size(); ++j) {
+      host_from[j] = loaded[where.size() + j];
     }
   } else {
     for (size_t i = 0; i < got.size(); ++i) {
       if (got[i].kind != memory::SlotAssignment::kHit) from[i] = InMapping(layer, experts[i]);
     }
+    for (size_t j = 0; j < host_ids.size(); ++j) {
+      host_from[j] = InMapping(layer, host_ids[j]);
+    }
   }
-  // Layers whose mirror changed (an eviction may touch another layer).
-  std::vector<int> dirty;
-  bool copied = false;
+  for (size_t j = 0; j < host_ids.size(); ++j) {
+    (*on_host)[j].weights = WeightsAt(layer, host_ids[j], host_from[j]);
+    PointAtZero(layer, host_ids[j]);
+    Mark(dirty, layer);
+  }
   const uint64_t expert_bytes = c.expert_bytes();
+  uint64_t copied = 0;
   for (size_t i = 0; i < got.size(); ++i) {
     const memory::SlotAssignment& a = got[i];
     const int32_t e = experts[i];
@@ -338,9 +442,10 @@ absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> experts,
         PointAtHost(a.evicted_key.layer, a.evicted_key.expert);
         Mark(dirty, a.evicted_key.layer);
       }
+      if (copied == 0) RETURN_IF_ERROR(cuda::RecordEvent(copy_started_, copy_));
       RETURN_IF_ERROR(Fill(layer, e, c, a.slot, from[i], copy_));
       Mark(dirty, layer);
-      copied = true;
+      copied += expert_bytes;
     } else if (host_ != nullptr) {
       // Forced: the kernels read the pinned host slot in place.
       const void** t = mirror(layer);
@@ -352,9 +457,10 @@ absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> experts,
     // (Forced without a host tier: the table already points at the mapped
     // window; the bytes still cross the bus once.)
   }
-  if (copied) {
+  if (copied > 0) {
     RETURN_IF_ERROR(cuda::RecordEvent(copied_, copy_));
     RETURN_IF_ERROR(cuda::StreamWaitEvent(compute, copied_));
+    copy_bytes_pending_ = copied;
   }
   if (wait_prefetch) {
     RETURN_IF_ERROR(cuda::StreamWaitEvent(compute, prefetched_));
@@ -411,6 +517,9 @@ ExpertStreamStats ExpertStream::Stats() const {
   ExpertStreamStats s;
   s.streaming = true;
   s.policy = policy_;
+  s.miss_policy = memory::MissPolicyName(splitter_.policy());
+  s.copy_bytes_per_s = splitter_.device_bytes_per_s();
+  s.host_bytes_per_s = splitter_.host_bytes_per_s();
   s.slots = total_slots_;
   s.experts = static_cast<int64_t>(layers_.size()) * n_expert_;
   s.arena_bytes = arena_bytes();

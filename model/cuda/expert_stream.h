@@ -32,9 +32,11 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "kernels/cuda/device.h"
+#include "memory/miss_split.h"
 #include "memory/slot_cache.h"
 #include "model/cuda/host_tier.h"
 #include "model/model.h"
+#include "model/moe.h"
 #include "model/weights.h"
 
 namespace sluice {
@@ -54,6 +56,18 @@ struct ExpertStreamOptions {
   // then be set.
   uint64_t host_tier_bytes = 0;
   const ModelFiles* files = nullptr;
+  // Where decode misses are computed (memory/miss_split.h); kCopy keeps
+  // the logits bit-identical.
+  memory::MissSplitOptions miss;
+};
+
+// A routed expert the host CPU computes for this step instead of the
+// device: its position in the Acquire call, its id and its weights in host
+// memory (the mapping or a pinned host-tier slot).
+struct HostExpert {
+  int index = 0;
+  int32_t expert = 0;
+  ExpertWeights weights;
 };
 
 class ExpertStream {
@@ -74,8 +88,23 @@ class ExpertStream {
   // computed on `compute`. Precondition: every kernel that read a slot
   // before this call has completed (the caller synchronised `compute` to
   // read the routing back), so slots of earlier steps may be refilled.
+  //
+  // With `on_host` (decode) and a miss policy other than copy, the misses
+  // are first split (memory::MissSplitter): those the host is to compute
+  // are returned there, take no slot, and their table entries point at a
+  // zeroed block, so the device's products for them are exactly zero and
+  // the caller adds the host's results. Their bytes stay where they are
+  // (a host-tier slot holding one is kept until the next Acquire).
   absl::Status Acquire(int layer, absl::Span<const int32_t> experts,
-                       cuda::Stream compute);
+                       cuda::Stream compute,
+                       std::vector<HostExpert>* on_host = nullptr);
+
+  // The host computed experts totalling `bytes` in `seconds` (feeds the
+  // miss policy's cost model).
+  void ObserveHost(uint64_t bytes, double seconds) {
+    splitter_.ObserveHost(bytes, seconds);
+  }
+  const memory::MissSplitter& splitter() const { return splitter_; }
 
   // Brings layer `layer`'s predicted experts into slots ahead of demand, on
   // a low-priority stream, after this step's demand copies were issued.
@@ -100,6 +129,10 @@ class ExpertStream {
     std::vector<int> layers;
     std::unique_ptr<memory::SlotCache> cache;
     cuda::DeviceBuffer arena;
+    // One zeroed slot (a miss policy other than copy): what the tables of a
+    // host-computed expert point at. Every supported type decodes all-zero
+    // bytes to 0 (each block's scale is 0).
+    cuda::DeviceBuffer zero;
   };
   ExpertStream() = default;
   // Groups layers_ into classes_ by slice sizes (class_of_ per layer).
@@ -116,6 +149,22 @@ class ExpertStream {
   void PointAtSlot(int layer, int32_t expert, const SlotClass& c,
                    int32_t slot);
   void PointAtHost(int layer, int32_t expert);
+  // Points the entries of `expert` at its class's zeroed slot (host
+  // computed this step) and remembers to point them back.
+  void PointAtZero(int layer, int32_t expert);
+  // Points the entries zeroed at layer `layer`'s previous step back at the
+  // expert's bytes, unless something moved it into a slot since.
+  void RestoreZeroed(int layer, std::vector<int>& dirty);
+  // The host experts (on_host) among `experts`: the last of the misses the
+  // host can reach, as many as the miss policy says. Positions into
+  // `experts`.
+  std::vector<size_t> SplitMisses(int layer, absl::Span<const int32_t> experts,
+                                  const SlotClass& c) const;
+  // Weights of `expert` of `layer` at `from` (its slices).
+  ExpertWeights WeightsAt(int layer, int32_t expert,
+                          const HostTier::Slices& from) const;
+  // Feeds the cost model the last demand copies once they completed.
+  absl::Status ObserveCopies();
   // Copies the slices of `expert` of `layer` into `slot` on `stream`.
   absl::Status Fill(int layer, int32_t expert, const SlotClass& c,
                     int32_t slot, const HostTier::Slices& from,
@@ -148,6 +197,13 @@ class ExpertStream {
   }
   cuda::Stream copy_ = nullptr;
   cuda::Event copied_ = nullptr;
+  // Timing of the last batch of demand copies (copy_started_ .. copied_),
+  // and its bytes until observed.
+  cuda::Event copy_started_ = nullptr;
+  uint64_t copy_bytes_pending_ = 0;
+  memory::MissSplitter splitter_{{}};
+  // Per layer: experts whose entries point at the zeroed slot.
+  std::vector<std::vector<int32_t>> zeroed_;
   // Prefetches in flight: their keys (completed at the next Acquire) and
   // the event after their copies.
   cuda::Stream prefetch_ = nullptr;

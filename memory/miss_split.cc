@@ -1,0 +1,80 @@
+#include "memory/miss_split.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace sluice::memory {
+
+absl::StatusOr<MissPolicy> ParseMissPolicy(std::string_view name) {
+  if (name == "copy") return MissPolicy::kCopy;
+  if (name == "host") return MissPolicy::kHost;
+  if (name == "cost") return MissPolicy::kCost;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown expert miss policy \"", std::string(name),
+      "\" (copy, host or cost)"));
+}
+
+std::string MissPolicyName(MissPolicy p) {
+  switch (p) {
+    case MissPolicy::kCopy:
+      return "copy";
+    case MissPolicy::kHost:
+      return "host";
+    case MissPolicy::kCost:
+      return "cost";
+  }
+  return "copy";
+}
+
+double MissSplitter::DeviceSeconds(uint64_t bytes) const {
+  return static_cast<double>(bytes) / o_.device_bytes_per_s;
+}
+
+double MissSplitter::HostSeconds(uint64_t bytes) const {
+  if (bytes == 0) return 0;
+  return o_.host_fixed_s + static_cast<double>(bytes) / o_.host_bytes_per_s;
+}
+
+int MissSplitter::HostShare(int misses, int host_reachable,
+                            uint64_t bytes) const {
+  const int reachable = std::clamp(host_reachable, 0, std::max(misses, 0));
+  switch (o_.policy) {
+    case MissPolicy::kCopy:
+      return 0;
+    case MissPolicy::kHost:
+      return reachable;
+    case MissPolicy::kCost:
+      break;
+  }
+  int best = 0;
+  double best_s = DeviceSeconds(static_cast<uint64_t>(misses) * bytes);
+  for (int n = 1; n <= reachable; ++n) {
+    const double s =
+        std::max(DeviceSeconds(static_cast<uint64_t>(misses - n) * bytes),
+                 HostSeconds(static_cast<uint64_t>(n) * bytes));
+    if (s < best_s) {
+      best_s = s;
+      best = n;
+    }
+  }
+  return best;
+}
+
+void MissSplitter::ObserveDevice(uint64_t bytes, double seconds) {
+  if (bytes == 0 || seconds <= 0) return;
+  const double rate = static_cast<double>(bytes) / seconds;
+  o_.device_bytes_per_s += o_.learning_rate * (rate - o_.device_bytes_per_s);
+}
+
+void MissSplitter::ObserveHost(uint64_t bytes, double seconds) {
+  if (bytes == 0 || seconds <= 0) return;
+  // The fixed cost is not learnt: what is left after it is the rate. A call
+  // faster than the fixed cost says the rate is at least what a tenth of
+  // the fixed cost would give.
+  const double work = std::max(seconds - o_.host_fixed_s, o_.host_fixed_s / 10);
+  const double rate = static_cast<double>(bytes) / work;
+  o_.host_bytes_per_s += o_.learning_rate * (rate - o_.host_bytes_per_s);
+}
+
+}  // namespace sluice::memory

@@ -1,0 +1,95 @@
+#include "memory/miss_split.h"
+
+#include "gtest/gtest.h"
+
+namespace sluice::memory {
+namespace {
+
+// 1 GB/s both ways and 1 MB experts: each expert costs 1 ms on either path.
+MissSplitOptions Even(MissPolicy p, double fixed_s) {
+  MissSplitOptions o;
+  o.policy = p;
+  o.device_bytes_per_s = 1e9;
+  o.host_bytes_per_s = 1e9;
+  o.host_fixed_s = fixed_s;
+  o.learning_rate = 0.5;
+  return o;
+}
+
+constexpr uint64_t kMb = 1000000;
+
+TEST(MissSplitTest, ParsesTheThreePoliciesAndNamesThem) {
+  for (const char* name : {"copy", "host", "cost"}) {
+    auto p = ParseMissPolicy(name);
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_EQ(MissPolicyName(*p), name);
+  }
+  auto bad = ParseMissPolicy("cpu");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("\"cpu\""), std::string::npos);
+  EXPECT_NE(bad.status().message().find("copy, host or cost"),
+            std::string::npos);
+}
+
+TEST(MissSplitTest, CopyNeverSplitsAndHostTakesEveryReachableMiss) {
+  MissSplitter copy(Even(MissPolicy::kCopy, 0));
+  EXPECT_EQ(copy.HostShare(6, 6, kMb), 0);
+  MissSplitter host(Even(MissPolicy::kHost, 0));
+  EXPECT_EQ(host.HostShare(6, 6, kMb), 6);
+  EXPECT_EQ(host.HostShare(6, 4, kMb), 4);  // two are not in host RAM
+  EXPECT_EQ(host.HostShare(3, 9, kMb), 3);  // never more than the misses
+  EXPECT_EQ(host.HostShare(0, 0, kMb), 0);
+}
+
+TEST(MissSplitTest, CostBalancesEqualPathsHalfAndHalf) {
+  // 6 misses: n = 3 finishes both in 3 ms; 2 or 4 leave one path 4 ms.
+  MissSplitter s(Even(MissPolicy::kCost, 0));
+  EXPECT_EQ(s.HostShare(6, 6, kMb), 3);
+  // Only two reachable: both go to the host (4 ms instead of 6).
+  EXPECT_EQ(s.HostShare(6, 2, kMb), 2);
+}
+
+TEST(MissSplitTest, CostChargesTheHostsFixedCost) {
+  // Fixed 1.5 ms per host call: n=1 max(5, 2.5), n=2 max(4, 3.5),
+  // n=3 max(3, 4.5): two is best.
+  MissSplitter s(Even(MissPolicy::kCost, 1.5e-3));
+  EXPECT_EQ(s.HostShare(6, 6, kMb), 2);
+  // One miss: the host's 2.5 ms loses to the device's 1 ms.
+  EXPECT_EQ(s.HostShare(1, 1, kMb), 0);
+}
+
+TEST(MissSplitTest, CostPrefersTheDeviceOnATie) {
+  // Two misses, fixed 1 ms: n=0 takes 2 ms, n=1 max(1, 2) = 2 ms too.
+  MissSplitter s(Even(MissPolicy::kCost, 1e-3));
+  EXPECT_EQ(s.HostShare(2, 2, kMb), 0);
+}
+
+TEST(MissSplitTest, CostFollowsAFasterHost) {
+  // Host 3x faster, no fixed cost, 8 misses: n=6 gives max(2, 2) = 2 ms.
+  MissSplitOptions o = Even(MissPolicy::kCost, 0);
+  o.host_bytes_per_s = 3e9;
+  MissSplitter s(o);
+  EXPECT_EQ(s.HostShare(8, 8, kMb), 6);
+}
+
+TEST(MissSplitTest, ObservationsMoveTheEstimatesByTheLearningRate) {
+  MissSplitter s(Even(MissPolicy::kCost, 1e-3));
+  s.ObserveDevice(2 * kMb, 1e-3);  // 2 GB/s seen; half way from 1 GB/s
+  EXPECT_DOUBLE_EQ(s.device_bytes_per_s(), 1.5e9);
+  // 3 MB in 2 ms with 1 ms fixed: 3 GB/s of work; half way from 1.
+  s.ObserveHost(3 * kMb, 2e-3);
+  EXPECT_DOUBLE_EQ(s.host_bytes_per_s(), 2e9);
+  EXPECT_DOUBLE_EQ(s.DeviceSeconds(3 * kMb), 2e-3);
+  EXPECT_DOUBLE_EQ(s.HostSeconds(4 * kMb), 3e-3);
+  EXPECT_DOUBLE_EQ(s.HostSeconds(0), 0);
+  // Nonsense observations are ignored.
+  s.ObserveDevice(0, 1);
+  s.ObserveDevice(kMb, 0);
+  s.ObserveHost(kMb, -1);
+  EXPECT_DOUBLE_EQ(s.device_bytes_per_s(), 1.5e9);
+  EXPECT_DOUBLE_EQ(s.host_bytes_per_s(), 2e9);
+}
+
+}  // namespace
+}  // namespace sluice::memory
