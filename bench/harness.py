@@ -123,7 +123,7 @@ def write_model(args, spec):
 
 def sluice_runs(args, spec):
     rows = []
-    for frac in args.fractions:
+    for frac, policy in runs_for(args):
         cmd = [os.path.join(args.bundle, "bin", "generate"), "--model", spec["path"],
                "--device", args.device, "--json", "--ignore_eos",
                "--prompt_tokens", str(args.prompt), "--max_tokens", str(args.gen),
@@ -139,7 +139,10 @@ def sluice_runs(args, spec):
         # it through a full-size arena.
         mode = "resident" if frac >= 1 and not args.cache_at_full else "cache"
         if mode == "cache":
-            cmd += ["--expert_arena_fraction", f"{frac:g}"]
+            cmd += ["--expert_arena_fraction", f"{frac:g}",
+                    "--expert_miss_policy", policy]
+            if policy != "copy":
+                mode = f"cache, {policy} misses"
         if args.prefetch:
             cmd.append("--expert_prefetch")
         if args.host_tier_bytes:
@@ -154,6 +157,7 @@ def sluice_runs(args, spec):
         rc, out, err, secs = run(cmd, args.timeout)
         row = {"model": spec["name"], "shape": spec["shape"], "mix": spec["mix"],
                "locality": spec["locality"], "fraction": frac, "mode": mode,
+               "miss_policy": policy if mode != "resident" else "copy",
                "cmd": cmd[1:], "seconds": round(secs, 1), "ok": False}
         if trace:
             row["trace"] = trace
@@ -163,11 +167,22 @@ def sluice_runs(args, spec):
             row["result"] = json.loads(line)
         else:
             row["error"] = f"rc={rc}: " + (err or out)[-2000:]
-        log(f"{spec['name']} arena {frac:g}: " + (
+        log(f"{spec['name']} arena {frac:g} {mode}: " + (
             f"decode {row['result']['decode_tok_s']:.1f} tok/s, prompt "
             f"{row['result']['prefill_tok_s']:.1f} tok/s" if row["ok"] else row["error"][:300]))
         rows.append(row)
     return rows
+
+
+def runs_for(args):
+    """(fraction, miss policy) pairs: every policy at each streamed fraction,
+    one run where every expert is resident."""
+    out = []
+    for frac in args.fractions:
+        resident = frac >= 1 and not args.cache_at_full
+        for policy in (["copy"] if resident else args.miss_policies):
+            out.append((frac, policy))
+    return out
 
 
 def ncmoe_for(spec, frac):
@@ -250,6 +265,8 @@ def main():
                     help="sampling temperature of the generated tokens (default: "
                     "nearly uniform random tokens, the cache's honest case; 0: greedy)")
     ap.add_argument("--prefetch", action="store_true")
+    ap.add_argument("--miss-policies", type=csv, default=["copy"],
+                    help="where decode misses are computed, one run each: copy, host, cost")
     ap.add_argument("--host-tier-bytes", type=int, default=0)
     ap.add_argument("--cache-at-full", action="store_true",
                     help="run 100%% through the slot cache instead of all resident")

@@ -16,6 +16,7 @@ run() {
   bench/run.sh --out "$dir/out$1" --only "$2" --bundle "$dir/bundle" --models "$dir/models" \
     --llama "$dir/llama" --shapes micro --locality 0,0.5 --fractions 1,0.25 \
     --device cpu --prompt 12 --gen 5 --warmup 2 --threads 1 --commit test \
+    --miss-policies copy,host \
     2>"$dir/log$1" || fail "run.sh $1: $(tail -5 "$dir/log$1")"
 }
 run 1 all
@@ -29,9 +30,12 @@ assert [m["name"] for m in r["models"]] == ["micro-q4_k_m-l4-loc0", "micro-q4_k_
 assert all(m["ok"] and m["routing"].startswith("routing: locality=") for m in r["models"])
 s = r["sluice"]
 assert [(x["locality"], x["fraction"], x["mode"]) for x in s] == [
-    (0.0, 1.0, "resident"), (0.0, 0.25, "cache"), (0.5, 1.0, "resident"), (0.5, 0.25, "cache")], s
+    (0.0, 1.0, "resident"), (0.0, 0.25, "cache"), (0.0, 0.25, "cache, host misses"),
+    (0.5, 1.0, "resident"), (0.5, 0.25, "cache"), (0.5, 0.25, "cache, host misses")], s
 assert all(x["ok"] and x["result"]["generated_tokens"] == 5 for x in s)
 assert s[1]["result"]["expert_options"]["arena_fraction"] == 0.25
+assert [x["miss_policy"] for x in s[:3]] == ["copy", "copy", "host"]
+assert s[2]["result"]["expert_options"]["miss_policy"] == "host"
 # llama.cpp on the first locality only: -ngl 99 at -ncmoe 0 and 3 (4 blocks,
 # 25% kept), then -ngl 0.
 l = r["llama"]

@@ -47,6 +47,11 @@ def key(row):
     return (row["shape"], row["mix"], float(row["locality"]))
 
 
+def miss_policy(row):
+    """Where the run computed decode misses (rows before the policy: copy)."""
+    return row.get("miss_policy", "copy")
+
+
 def shape_facts(results):
     """(shape, mix) -> n_layer, n_expert, k, slice_bytes (0 if never
     streamed), expert_bytes."""
@@ -105,15 +110,15 @@ def ratio(a, b):
 
 def sluice_table(results, mkey, facts, gbs):
     lines = ["| arena | mode | decode tok/s | prompt tok/s | TTFT ms | hit rate (decode) "
-             "| host MB/tok | disk MB/tok | GB/s moved | prefetch acc | device peak GiB "
+             "| host MB/tok | disk MB/tok | CPU MB/tok | GB/s moved | prefetch acc | device peak GiB "
              "| peak RSS GiB | anon RSS GiB | PCIe ceiling tok/s | llama.cpp at same memory "
              "| its decode | its prompt | decode x | prompt x |",
-             "|" + "---|" * 19]
+             "|" + "---|" * 20]
     rows = sorted((r for r in results["sluice"] if key(r) == mkey), key=lambda r: -r["fraction"])
     for r in rows:
         if not r.get("ok"):
             lines.append(f"| {r['fraction']:.0%} | {r['mode']} | failed: "
-                         f"{r.get('error', '')[:80].replace('|', '/')} |" + " |" * 16)
+                         f"{r.get('error', '')[:80].replace('|', '/')} |" + " |" * 17)
             continue
         g = r["result"]
         d = g["experts"]["decode"]
@@ -128,6 +133,7 @@ def sluice_table(results, mkey, facts, gbs):
             f"{r['fraction']:.0%}", r["mode"], fmt(g["decode_tok_s"]), fmt(g["prefill_tok_s"]),
             fmt(g["ttft_ms"]), fmt(d["hit_rate"], 3) if d["lookups"] else "—",
             fmt(bpt.get("host", 0) / 1e6, 2), fmt(bpt.get("disk", 0) / 1e6, 2),
+            fmt(d.get("bytes_host_computed", 0) / d["tokens"] / 1e6 if d.get("tokens") else 0, 2),
             fmt(bps.get("moved", 0) / 1e9, 2),
             fmt(d["prefetch_accuracy"], 3) if d["prefetches_issued"] else "—",
             fmt(g["device_memory"]["peak_bytes"] / GIB, 2),
@@ -159,13 +165,19 @@ def llama_table(results, shape, mix):
 def targets(results, facts, gbs):
     """One line per target and model: measured, goal, met or by how much not."""
     out = []
-    for mkey in sorted({key(r) for r in results["sluice"]}):
+    for mkey, policy in sorted({(key(r), miss_policy(r)) for r in results["sluice"]}):
         f = facts.get(mkey[:2])
+        # The all-resident row has no misses: it belongs to every policy.
         ok_rows = {r["fraction"]: r["result"] for r in results["sluice"]
-                   if key(r) == mkey and r.get("ok")}
+                   if key(r) == mkey and r.get("ok")
+                   and (miss_policy(r) == policy or r["mode"] == "resident")}
         name = f"{mkey[0]} {mkey[1]} locality {mkey[2]:g}"
+        if policy != "copy":
+            name += f", {policy} misses"
         for frac, want_d, want_p, label in ((0.25, TARGET_25_DECODE, TARGET_25_PROMPT, "arena 25%"),
                                             (1.0, TARGET_FULL_DECODE, TARGET_FULL_PROMPT, "all resident")):
+            if frac >= 1 and policy != "copy":
+                continue
             g = ok_rows.get(frac)
             lm = llama_match(results, mkey, frac, f) if f else None
             if not g or not lm:
@@ -288,6 +300,8 @@ def plot(results, path, gbs):
     for r in results["sluice"]:
         if r.get("ok"):
             label = f"SLUICE {r['shape']} {r['mix']} LOC {float(r['locality']):g}"
+            if miss_policy(r) != "copy":
+                label += f" {miss_policy(r).upper()} MISSES"
             series.setdefault(label, []).append((r["fraction"], r["result"]["decode_tok_s"],
                                                  r["result"]["prefill_tok_s"]))
     llama = {}

@@ -58,10 +58,35 @@ class ReportTest(unittest.TestCase):
         cells = [c.strip() for c in row.strip("|").split("|")]
         self.assertEqual(cells[5], "0.250")
         self.assertEqual(cells[6], f"{int(8 * 8 * 127 * 0.75) * SLOT / 127 / 1e6:,.2f}")
-        self.assertEqual(cells[14], "-ncmoe 6")
-        self.assertEqual(cells[17:19], ["2.00", "3.50"])
+        self.assertEqual(cells[8], "0.00")  # nothing computed on the host CPU
+        self.assertEqual(cells[15], "-ncmoe 6")
+        self.assertEqual(cells[18:20], ["2.00", "3.50"])
         self.assertIn("| 5% | cache | failed: rc=1: generate: RESOURCE_EXHAUSTED", self.md)
         self.assertIn("| 0 | cpu | 0 | 0 | 0% | 150.0 | 80.0 |", self.md)
+
+    def test_a_miss_policy_run_gets_its_own_row_and_targets(self):
+        results = report.load([FIXTURE])
+        base = next(r for r in results["sluice"] if r.get("ok") and r["fraction"] == 0.25
+                    and float(r["locality"]) == 0 and r["shape"] == "bench35")
+        host = json.loads(json.dumps(base))
+        host["miss_policy"] = "host"
+        host["mode"] = "cache, host misses"
+        host["result"]["decode_tok_s"] = 750.0
+        dec = host["result"]["experts"]["decode"]
+        dec["bytes_host_computed"] = int(dec["tokens"] * 30e6)  # 30 MB a token
+        results["sluice"].append(host)
+        md = report.markdown(results, 55.2)
+        row = next(l for l in md.splitlines() if l.startswith("| 25% | cache, host misses |"))
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        self.assertEqual(cells[2], "750.0")
+        self.assertEqual(cells[8], "30.00")
+        self.assertIn("- bench35 q4_k_m locality 0, host misses, arena 25% vs llama.cpp "
+                      "-ncmoe 6, decode: 3.00x (goal >= 2.0x): met", md)
+        # The copy policy's own target is still there, and the all-resident
+        # target is not repeated for the host policy.
+        self.assertIn("- bench35 q4_k_m locality 0, arena 25% vs llama.cpp -ncmoe 6, decode: "
+                      "2.00x (goal >= 2.0x): met", md)
+        self.assertNotIn("host misses, all resident", md)
 
     def test_targets_say_met_or_by_how_much(self):
         self.assertIn("- bench35 q4_k_m locality 0, arena 25% vs llama.cpp -ncmoe 6, decode: "
