@@ -69,9 +69,26 @@ void MissSplitter::ObserveDevice(uint64_t bytes, double seconds) {
 
 void MissSplitter::ObserveHost(uint64_t bytes, double seconds) {
   if (bytes == 0 || seconds <= 0) return;
-  // The fixed cost is not learnt: what is left after it is the rate. A call
-  // faster than the fixed cost says the rate is at least what a tenth of
-  // the fixed cost would give.
+  const double mb = static_cast<double>(bytes) / 1e6;
+  const double keep = 1 - o_.learning_rate;
+  w_ = w_ * keep + 1;
+  x_ = x_ * keep + mb;
+  y_ = y_ * keep + seconds;
+  xx_ = xx_ * keep + mb * mb;
+  xy_ = xy_ * keep + mb * seconds;
+  const double mx = x_ / w_, my = y_ / w_;
+  const double var = xx_ / w_ - mx * mx;
+  const double cov = xy_ / w_ - mx * my;
+  // Sizes spread by at least a tenth of their mean, and seconds growing
+  // with bytes: fit the line.
+  if (var > 0.01 * mx * mx && cov > 0) {
+    const double slope = cov / var;  // seconds per MB
+    o_.host_bytes_per_s = 1e6 / slope;
+    o_.host_fixed_s = std::clamp(my - slope * mx, 0.0, my);
+    return;
+  }
+  // What is left after the fixed cost is the rate; a call faster than the
+  // fixed cost says the rate is at least what a tenth of it would give.
   const double work = std::max(seconds - o_.host_fixed_s, o_.host_fixed_s / 10);
   const double rate = static_cast<double>(bytes) / work;
   o_.host_bytes_per_s += o_.learning_rate * (rate - o_.host_bytes_per_s);

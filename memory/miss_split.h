@@ -71,16 +71,26 @@ class MissSplitter {
   double HostSeconds(uint64_t bytes) const;
 
   // A completed batch of copies / host products: `bytes` took `seconds`.
-  // Ignored when bytes or seconds are not positive.
+  // Ignored when bytes or seconds are not positive. The device's rate is a
+  // running average. The host's fixed cost and rate are the weighted least-
+  // squares line through its recent calls (seconds against bytes) once
+  // their sizes differ enough to fit one (a call of one expert costs more
+  // per byte than one of four: the fixed part is real, and larger when the
+  // host's threads had gone to sleep); before that, the fixed cost stays as
+  // given and only the rate moves.
   void ObserveDevice(uint64_t bytes, double seconds);
   void ObserveHost(uint64_t bytes, double seconds);
 
   double device_bytes_per_s() const { return o_.device_bytes_per_s; }
   double host_bytes_per_s() const { return o_.host_bytes_per_s; }
+  double host_fixed_s() const { return o_.host_fixed_s; }
   MissPolicy policy() const { return o_.policy; }
 
  private:
   MissSplitOptions o_;
+  // Exponentially weighted sums over the host's calls: weight, bytes,
+  // seconds, bytes^2, bytes x seconds (bytes in MB to keep them small).
+  double w_ = 0, x_ = 0, y_ = 0, xx_ = 0, xy_ = 0;
 };
 
 }  // namespace sluice::memory

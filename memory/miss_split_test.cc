@@ -73,6 +73,29 @@ TEST(MissSplitTest, CostFollowsAFasterHost) {
   EXPECT_EQ(s.HostShare(8, 8, kMb), 6);
 }
 
+TEST(MissSplitTest, HostCallsOfSeveralSizesGiveTheFixedCostAndTheRate) {
+  // Calls of 1, 2, 3 and 4 MB taking 0.4 ms + bytes / 2 GB/s: the fitted
+  // line recovers both, and the split then charges 0.4 ms per host call.
+  MissSplitter s(Even(MissPolicy::kCost, 1e-3));
+  for (int round = 0; round < 5; ++round) {
+    for (uint64_t n = 1; n <= 4; ++n) s.ObserveHost(n * kMb, 4e-4 + n * kMb / 2e9);
+  }
+  EXPECT_NEAR(s.host_fixed_s(), 4e-4, 1e-9);
+  EXPECT_NEAR(s.host_bytes_per_s(), 2e9, 1e-3);
+  // 6 misses, device 1 ms each: n=3 gives max(3, 1.9) ms, n=4 max(2, 2.4),
+  // n=5 max(1, 2.9).
+  EXPECT_EQ(s.HostShare(6, 6, kMb), 4);
+}
+
+TEST(MissSplitTest, CallsOfOneSizeOnlyMoveTheRate) {
+  // 2 MB calls of 3 ms with the 1 ms fixed cost given: 1 GB/s of work,
+  // and the fixed cost is not touched.
+  MissSplitter s(Even(MissPolicy::kCost, 1e-3));
+  for (int i = 0; i < 200; ++i) s.ObserveHost(2 * kMb, 3e-3);
+  EXPECT_DOUBLE_EQ(s.host_fixed_s(), 1e-3);
+  EXPECT_NEAR(s.host_bytes_per_s(), 1e9, 1e-3);
+}
+
 TEST(MissSplitTest, ObservationsMoveTheEstimatesByTheLearningRate) {
   MissSplitter s(Even(MissPolicy::kCost, 1e-3));
   s.ObserveDevice(2 * kMb, 1e-3);  // 2 GB/s seen; half way from 1 GB/s
