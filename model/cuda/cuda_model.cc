@@ -11,7 +11,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "kernels/cpu/background_task.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/ops.h"
@@ -234,11 +233,7 @@ class CudaModel final : public Model {
   // Host miss policy, decode: computes host_experts_ from host_x_ into the
   // rows of host_y_ (zeros for the device's experts) and times it.
   absl::Status RunHostExperts() const;
-  // Starts RunHostExperts on host_task_ (called by the expert stream once
-  // the layer's host experts are known, before its copies are issued), and
-  // waits for it (before the host's rows are copied to the device).
-  void StartHostExperts() const;
-  absl::Status FinishHostExperts() const;
+
   // Host miss policy: after the routed down products of a decode step, the
   // host's results join them (expert_y += host_y) before the combine.
   absl::Status AddHostExperts(int64_t il) const;
@@ -251,11 +246,6 @@ class CudaModel final : public Model {
   cuda::PinnedBuffer host_x_, host_y_;
   cuda::DeviceBuffer device_host_y_;
   mutable std::vector<HostExpert> host_experts_;
-  // The host's share runs on its own thread (with host_pool_) while this
-  // one issues the copies and launches the device's share.
-  std::unique_ptr<kernels::BackgroundTask> host_task_;
-  mutable bool host_started_ = false;
-  mutable absl::Status host_status_;
   // Whether host_y_ holds rows of an earlier step (must be zeroed).
   mutable bool host_y_used_ = false;
   // Pinned host copies of a batch's group bounds and of the routing (ids,
@@ -363,15 +353,15 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(
                                           m->stream_));
     if (miss.policy != memory::MissPolicy::kCopy) {
       m->host_misses_ = true;
-      // By default every hardware thread but the one issuing copies and
-      // launches.
+      // The decode thread takes part (after launching the device's share).
+      // Measured on the H200 (docs/STATUS.md): handing the share to another
+      // thread as soon as the split was known, to overlap it with issuing
+      // the copies, was slower (228 vs 289 tok/s, all misses on the host).
       const int threads =
           options.expert_host_threads > 0
               ? options.expert_host_threads
-              : static_cast<int>(
-                    std::max(2u, std::thread::hardware_concurrency()) - 1);
+              : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
       m->host_pool_ = std::make_unique<kernels::ThreadPool>(threads);
-      m->host_task_ = std::make_unique<kernels::BackgroundTask>();
       const uint64_t row = d.moe.n_embd * sizeof(float);
       ASSIGN_OR_RETURN(m->host_x_, cuda::PinnedBuffer::Create(row));
       ASSIGN_OR_RETURN(m->host_y_,
@@ -557,13 +547,9 @@ absl::Status CudaModel::AcquireRouted(int64_t il, int64_t n_tok,
       if (begin[x + 1] > begin[x]) used.push_back(x);
     }
   }
-  if (begin.empty() && host_misses_) {
-    RETURN_IF_ERROR(experts_->Acquire(static_cast<int>(il), used, stream_,
-                                      &host_experts_,
-                                      [this] { StartHostExperts(); }));
-  } else {
-    RETURN_IF_ERROR(experts_->Acquire(static_cast<int>(il), used, stream_));
-  }
+  RETURN_IF_ERROR(experts_->Acquire(
+      static_cast<int>(il), used, stream_,
+      begin.empty() && host_misses_ ? &host_experts_ : nullptr));
   if (begin.empty() && options_.expert_prefetch &&
       il + 1 < static_cast<int64_t>(layers_.size())) {
     RETURN_IF_ERROR(experts_->Prefetch(static_cast<int>(il + 1),
@@ -738,19 +724,6 @@ absl::Status CudaModel::CutSegment(DecodeCut cut) const {
   return cuda::WaitEvent(routed_);
 }
 
-void CudaModel::StartHostExperts() const {
-  if (host_experts_.empty()) return;  // only zeros to write: done inline
-  host_started_ = true;
-  host_task_->Start([this] { host_status_ = RunHostExperts(); });
-}
-
-absl::Status CudaModel::FinishHostExperts() const {
-  if (!host_started_) return RunHostExperts();
-  host_task_->Wait();
-  host_started_ = false;
-  return host_status_;
-}
-
 absl::Status CudaModel::RunHostExperts() const {
   const int64_t e = desc_.moe.n_embd;
   float* y = host_y_.as<float>();
@@ -780,14 +753,13 @@ absl::Status CudaModel::RunHostExperts() const {
 }
 
 absl::Status CudaModel::AddHostExperts(int64_t il) const {
-  // The device's products are running; the host has been computing its
-  // share since the layer's routing was known. While capturing, the segment
-  // so far is launched first (at every replay the host's share is waited
-  // for between the two segments).
+  // The device's products are running; the host computes its share
+  // meanwhile. While capturing, the segment so far is launched first (and
+  // the host's work is redone between the two segments at every replay).
   if (capturing_ != nullptr) {
     RETURN_IF_ERROR(CutSegment({DecodeCut::kHostExperts, il}));
   }
-  RETURN_IF_ERROR(FinishHostExperts());
+  RETURN_IF_ERROR(RunHostExperts());
   if (capturing_ != nullptr) RETURN_IF_ERROR(cuda::Graph::BeginCapture(stream_));
   const int64_t n = desc_.moe.n_expert_used * desc_.moe.n_embd;
   RETURN_IF_ERROR(cuda::CopyToDevice(device_host_y_.data(), host_y_.data(),
@@ -892,7 +864,7 @@ absl::Status CudaModel::ForwardImpl(absl::Span<const int32_t> tokens,
       for (size_t i = 0; i < cuts.size(); ++i) {
         RETURN_IF_ERROR(segments[i].Launch(stream_));
         if (cuts[i].kind == DecodeCut::kHostExperts) {
-          RETURN_IF_ERROR(FinishHostExperts());
+          RETURN_IF_ERROR(RunHostExperts());
           continue;
         }
         RETURN_IF_ERROR(cuda::RecordEvent(routed_, stream_));

@@ -343,8 +343,7 @@ absl::Status ExpertStream::Upload(const std::vector<int>& layers,
 
 absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> all,
                                    cuda::Stream compute,
-                                   std::vector<HostExpert>* on_host,
-                                   const std::function<void()>& host_ready) {
+                                   std::vector<HostExpert>* on_host) {
   if (on_host != nullptr) on_host->clear();
   RETURN_IF_ERROR(ObserveCopies());
   // Prefetches whose copies already landed are plain residents now; those
@@ -430,7 +429,6 @@ absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> all,
     PointAtZero(layer, host_ids[j]);
     Mark(dirty, layer);
   }
-  if (on_host != nullptr && host_ready) host_ready();
   const uint64_t expert_bytes = c.expert_bytes();
   uint64_t copied = 0;
   for (size_t i = 0; i < got.size(); ++i) {

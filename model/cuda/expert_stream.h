@@ -26,7 +26,6 @@
 #define SLUICE_MODEL_CUDA_EXPERT_STREAM_H_
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <vector>
 
@@ -96,12 +95,9 @@ class ExpertStream {
   // zeroed block, so the device's products for them are exactly zero and
   // the caller adds the host's results. Their bytes stay where they are
   // (a host-tier slot holding one is kept until the next Acquire).
-  // `host_ready`, when set, is called once *on_host is filled and before
-  // any copy is issued, so the host can start on its share at once.
   absl::Status Acquire(int layer, absl::Span<const int32_t> experts,
                        cuda::Stream compute,
-                       std::vector<HostExpert>* on_host = nullptr,
-                       const std::function<void()>& host_ready = {});
+                       std::vector<HostExpert>* on_host = nullptr);
 
   // The host computed experts totalling `bytes` in `seconds` (feeds the
   // miss policy's cost model).
