@@ -19,7 +19,7 @@ std::vector<DirectRead> SplitReads(absl::Span<const DirectRead> reads,
   for (const DirectRead& r : reads) {
     for (uint64_t done = 0; done < r.length; done += chunk) {
       out.push_back({r.fd, r.offset + done, std::min(chunk, r.length - done),
-                     r.dst + done});
+                     r.dst == nullptr ? nullptr : r.dst + done});
     }
   }
   return out;
@@ -43,6 +43,7 @@ absl::Status ReadFully(const DirectRead& r) {
 }
 
 absl::Status ReadAll(kernels::ThreadPool& pool, absl::Span<const DirectRead> reads) {
+  if (reads.empty()) return absl::OkStatus();  // no wake-up of the pool
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   std::vector<absl::Status> errors(static_cast<size_t>(pool.num_threads()));
