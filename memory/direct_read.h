@@ -1,7 +1,8 @@
 // Reading model shards with O_DIRECT, below any page cache: the disk tier of
 // the expert cache (model/cuda/host_tier.h) and the disk-rate measurement of
-// tools/coldread share these, so the two figures differ only in what is read,
-// never in how.
+// tools/coldread share the opening, alignment and read loop, so the two
+// figures differ in what is read (whole tensors in big blocks against a
+// call's scattered slices) and not in how a read is issued.
 //
 // O_DIRECT's rule: the file offset, the length and the buffer address of a
 // read are multiples of kDirectAlign (4096 satisfies every block size Linux
@@ -54,10 +55,11 @@ inline DirectRead AlignedSpan(int fd, uint64_t offset, uint64_t length, uint8_t*
 
 // Splits each read into consecutive pieces of `chunk_bytes` (rounded down to
 // a multiple of kDirectAlign, at least one block), the last piece holding the
-// rest; pieces keep their reads' order. Aligned reads give aligned pieces.
-// Why: a few large slices per call would otherwise leave most readers of a
-// pool idle while one thread reads a whole slice; pieces are taken by
-// whichever reader is free, so the disk sees a steady queue.
+// rest; pieces keep their reads' order. Aligned reads give aligned pieces;
+// a null dst stays null (for callers that supply buffers later). Why: a few
+// large slices per call would otherwise leave most readers of a pool idle
+// while one thread reads a whole slice; pieces are taken by whichever reader
+// is free, so the disk sees a steady queue.
 std::vector<DirectRead> SplitReads(absl::Span<const DirectRead> reads,
                                    uint64_t chunk_bytes);
 

@@ -131,7 +131,7 @@ const DiskRun* BestDisk(const Report& r);
 
 // Human-readable lines, one per run, with host-tier/disk ratios.
 std::string FormatText(const Report& r);
-// One JSON object on one line (fields: docs/BENCHMARKS.md, "coldread").
+// One JSON object on one line (fields: docs/BENCHMARKS.md, "Cold reads").
 std::string FormatJson(const Report& r);
 
 }  // namespace sluice::coldread

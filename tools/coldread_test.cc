@@ -1,9 +1,6 @@
 #include "tools/coldread_lib.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cstdio>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>

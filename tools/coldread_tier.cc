@@ -1,5 +1,6 @@
 #include "tools/coldread_tier.h"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 
