@@ -3,9 +3,16 @@
 # CUDA image lacks (Debian's Abseil, gRPC, protobuf, ...) into one folder, for
 # running on the GPU machine, which has no Bazel. Usage:
 #   tools/gpu_bundle.sh OUT_DIR bazel-bin/tools/cuda_probe [more binaries]
+#   tools/gpu_bundle.sh OUT_DIR    (the tools below, built with CUDA:
+#     bazel build //tools:cuda_probe //tools:generate //tools:mkmodel
+#       //tools:parity //tools:coldread)
 # On the GPU machine: LD_LIBRARY_PATH=OUT_DIR/lib OUT_DIR/bin/cuda_probe
 set -euo pipefail
 out="$1"; shift
+if [ "$#" -eq 0 ]; then
+  set -- bazel-bin/tools/cuda_probe bazel-bin/tools/generate bazel-bin/tools/mkmodel \
+    bazel-bin/tools/parity bazel-bin/tools/coldread
+fi
 mkdir -p "$out/bin" "$out/lib"
 for bin in "$@"; do
   cp -f "$bin" "$out/bin/"

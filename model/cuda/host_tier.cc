@@ -1,56 +1,57 @@
 #include "model/cuda/host_tier.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <cerrno>
+#include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "loader/model_files.h"
+#include "memory/direct_read.h"
 
 namespace sluice {
-namespace {
 
-// O_DIRECT's alignment of offsets, lengths and buffers.
-constexpr uint64_t kDirectAlign = 4096;
+using memory::AlignDownDirect;
+using memory::DirectRead;
 
-uint64_t AlignDown(uint64_t v) { return v / kDirectAlign * kDirectAlign; }
-uint64_t AlignUpDirect(uint64_t v) {
-  return (v + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
+uint64_t HostTier::SlotBytes(const std::vector<std::array<ExpertMatrix, 3>>& layers) {
+  std::array<uint64_t, 3> part{};
+  for (const std::array<ExpertMatrix, 3>& l : layers) {
+    for (int p = 0; p < 3; ++p) {
+      part[p] = std::max(part[p], memory::DirectSpanBytes(l[p].slice_bytes));
+    }
+  }
+  return part[0] + part[1] + part[2];
 }
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<HostTier>> HostTier::Create(
     const ModelFiles& files, std::vector<std::array<ExpertMatrix, 3>> layers,
-    uint64_t bytes, int threads) {
+    uint64_t bytes, int threads, uint64_t read_piece_bytes) {
+  if (read_piece_bytes % memory::kDirectAlign != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "host tier: read pieces of ", read_piece_bytes,
+        " bytes are not a multiple of ", memory::kDirectAlign));
+  }
   auto t = std::unique_ptr<HostTier>(new HostTier());
+  t->read_piece_bytes_ = read_piece_bytes;
   const std::vector<ShardFd> shard_fds = files.fds();
   for (const ShardFd& s : shard_fds) {
-    // The shard is reopened, not dup()ed: O_DIRECT is a property of the open
-    // file description, and the mapping's fd must stay as it is.
-    const std::string proc = absl::StrCat("/proc/self/fd/", s.fd);
-    int fd = open(proc.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
-    if (fd < 0 && errno == EINVAL) {
+    absl::StatusOr<memory::DirectFd> fd = memory::ReopenDirect(s.fd, s.name);
+    if (!fd.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("host tier: ", fd.status().message()));
+    }
+    if (!fd->direct) {
       // Some filesystems (tmpfs, some overlays) refuse O_DIRECT: read through
       // the page cache there, and say so once.
       std::fprintf(stderr,
                    "host tier: %s does not support O_DIRECT; reading it "
                    "through the page cache\n",
                    s.name.c_str());
-      fd = open(proc.c_str(), O_RDONLY | O_CLOEXEC);
     }
-    if (fd < 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "host tier: cannot reopen ", s.name, " with O_DIRECT: ",
-          std::strerror(errno)));
-    }
-    t->fds_.push_back(fd);
+    t->fds_.push_back(fd->fd);
   }
   int32_t n_expert = 0;
   for (const std::array<ExpertMatrix, 3>& l : layers) {
@@ -69,10 +70,9 @@ absl::StatusOr<std::unique_ptr<HostTier>> HostTier::Create(
       }
       parts[p] = {shard, static_cast<uint64_t>(m.data - files.shard(shard).base),
                   m.slice_bytes};
-      // The aligned span around any slice: its length plus the worst
-      // misalignment at each end.
-      t->part_bytes_[p] = std::max(t->part_bytes_[p],
-                                   AlignUpDirect(m.slice_bytes) + 2 * kDirectAlign);
+      // The aligned span around any slice.
+      t->part_bytes_[p] =
+          std::max(t->part_bytes_[p], memory::DirectSpanBytes(m.slice_bytes));
     }
     t->layers_.push_back(parts);
   }
@@ -108,7 +108,7 @@ HostTier::Slices HostTier::SlicesIn(int32_t slot, int layer,
   const uint8_t* base = SlotBase(slot);
   for (int p = 0; p < 3; ++p) {
     const uint64_t off = FileOffset(layer, p, expert);
-    s[p] = base + (off - AlignDown(off));
+    s[p] = base + (off - AlignDownDirect(off));
     base += part_bytes_[p];
   }
   return s;
@@ -128,13 +128,8 @@ absl::Status HostTier::Load(int layer, absl::Span<const int32_t> experts,
                    cache_->Acquire(layer, experts));
   out.assign(experts.size(), Slices{});
   from_disk.assign(experts.size(), false);
-  // (slot, part) reads of the misses, done by the pool.
-  struct Read {
-    int fd;
-    uint64_t begin, length;
-    uint8_t* dst;
-  };
-  std::vector<Read> reads;
+  // (slot, part) reads of the misses, done by the pool in pieces.
+  std::vector<DirectRead> reads;
   for (size_t i = 0; i < got.size(); ++i) {
     if (got[i].kind == memory::SlotAssignment::kForced) {
       // Create guarantees a layer's experts fit.
@@ -146,36 +141,21 @@ absl::Status HostTier::Load(int layer, absl::Span<const int32_t> experts,
     uint8_t* base = SlotBase(got[i].slot);
     for (int p = 0; p < 3; ++p) {
       const Part& part = layers_[layer][p];
-      const uint64_t off = FileOffset(layer, p, experts[i]);
-      const uint64_t begin = AlignDown(off);
-      reads.push_back({fds_[part.file], begin, AlignUpDirect(off + part.stride) - begin,
-                       base});
+      reads.push_back(memory::AlignedSpan(fds_[part.file], FileOffset(layer, p, experts[i]),
+                                          part.stride, base));
       base += part_bytes_[p];
     }
   }
-  std::atomic<int> failed_errno{0};
-  pool_->ParallelFor(static_cast<int64_t>(reads.size()), [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      const Read& rd = reads[r];
-      uint64_t done = 0;
-      while (done < rd.length) {
-        const ssize_t n = pread(rd.fd, rd.dst + done, rd.length - done, rd.begin + done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-          // A short read at the end of the file is the aligned span running
-          // past it: the slice itself was read.
-          if (n == 0 && done > 0) break;
-          failed_errno.store(n < 0 ? errno : EIO);
-          break;
-        }
-        done += static_cast<uint64_t>(n);
-      }
-    }
-  });
-  if (failed_errno.load() != 0) {
+  // Pieces are taken by whichever reader is free. Whole slices (3 per
+  // expert) handed out in equal-count ranges, as before, left readers idle
+  // when a call had few misses or a slice count that does not divide among
+  // them (k = 10: 30 slices over 8 readers take 4 rounds where 3.75 would
+  // do); with pieces every reader stays busy until the call's last piece.
+  const absl::Status read = memory::ReadAll(
+      *pool_, read_piece_bytes_ == 0 ? reads : memory::SplitReads(reads, read_piece_bytes_));
+  if (!read.ok()) {
     return absl::DataLossError(absl::StrCat("host tier: reading layer ", layer,
-                                            "'s experts from disk: ",
-                                            std::strerror(failed_errno.load())));
+                                            "'s experts from disk: ", read.message()));
   }
   return absl::OkStatus();
 }

@@ -3,7 +3,9 @@
 // LRU) in front of the disk. Misses are read with O_DIRECT (never through
 // the page cache, which this tier would otherwise fight for the same RAM)
 // by a pool of persistent threads, straight into pinned slots, from which
-// the device copies them (or reads them in place).
+// the device copies them (or reads them in place). A call's missed slices
+// are read in 1 MiB pieces taken by whichever reader is free
+// (memory/direct_read.h), so a few large slices still keep every reader busy.
 //
 // A host slot holds one expert's gate, up and down slices, each read as the
 // 4096-byte-aligned span around it (O_DIRECT's rule), so a slice starts a
@@ -39,10 +41,20 @@ class HostTier {
   // never needs more). InvalidArgument otherwise (with the numbers); the
   // driver's error when pinning fails; the OS error when a shard cannot be
   // reopened with O_DIRECT.
+  // `threads` readers; each missed slice is read in pieces of
+  // `read_piece_bytes` (a multiple of 4096; 0: whole slices), which
+  // tools/coldread compares.
+  static constexpr uint64_t kDefaultReadPieceBytes = uint64_t{1} << 20;
   static absl::StatusOr<std::unique_ptr<HostTier>> Create(
       const ModelFiles& files, std::vector<std::array<ExpertMatrix, 3>> layers,
-      uint64_t bytes, int threads);
+      uint64_t bytes, int threads,
+      uint64_t read_piece_bytes = kDefaultReadPieceBytes);
   ~HostTier();
+
+  // Bytes of one pinned slot for these layers' experts (each slice's aligned
+  // span, the largest over the layers): Create needs at least n_expert of
+  // them.
+  static uint64_t SlotBytes(const std::vector<std::array<ExpertMatrix, 3>>& layers);
 
   // Makes every expert of `experts` (distinct, of `layer`) present, reading
   // the missing ones from disk in parallel; they stay put until the next
@@ -77,6 +89,7 @@ class HostTier {
   std::vector<std::array<Part, 3>> layers_;
   std::array<uint64_t, 3> part_bytes_{};  // span reserved per part in a slot
   uint64_t slot_bytes_ = 0;
+  uint64_t read_piece_bytes_ = 0;  // 0: whole slices
   int64_t n_slots_ = 0;
   std::vector<int> fds_;  // O_DIRECT, one per shard
   cuda::PinnedBuffer pinned_;
