@@ -298,7 +298,8 @@ void Command::PrintExpertStats(const v1::GenerateDone& d) {
   const v1::ExpertRequestStats& e = d.experts();
   err_ << std::fixed << std::setprecision(3) << "[experts] lookups=" << e.lookups()
        << " hits=" << e.hits() << " misses=" << e.misses() << " hit_rate=" << e.hit_rate()
-       << " forced=" << e.forced() << " evictions=" << e.evictions()
+       << " forced=" << e.forced() << " host_computed=" << e.host_computed()
+       << " evictions=" << e.evictions()
        << " exhausted=" << e.exhausted() << " bytes_host=" << e.bytes_host()
        << " bytes_disk=" << e.bytes_disk() << " prefetches=" << e.prefetches_issued()
        << " useful=" << e.prefetches_useful() << " late=" << e.prefetches_late()

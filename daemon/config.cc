@@ -88,6 +88,10 @@ absl::StatusOr<uint64_t> ParseByteSize(const std::string& what,
   return n * scale;
 }
 
+bool IsMissPolicyName(const std::string& name) {
+  return name == "copy" || name == "host" || name == "cost";
+}
+
 absl::Status ValidateExpertSettings(const ExpertSettings& e) {
   if (e.slots < -1) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -107,7 +111,11 @@ absl::Status ValidateExpertSettings(const ExpertSettings& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("--expert_policy='", e.policy, "': expected lru or lfu"));
   }
-  return absl::OkStatus();
+  if (!IsMissPolicyName(e.miss_policy)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--expert_miss_policy='", e.miss_policy.substr(0, 64), "': expected copy, host or cost"));
+  }
+  return CheckRange("expert_host_threads", e.host_threads, 0, 1024);
 }
 
 absl::Status ValidateConfig(const Config& c) {

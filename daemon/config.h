@@ -32,10 +32,21 @@ struct ExpertSettings {
   std::string policy = "lru";   // --expert_policy: lru or lfu
   uint64_t host_tier_bytes = 0; // --host_tier_bytes; 0: the planner chooses
   bool prefetch = false;        // --expert_prefetch
+  // --expert_miss_policy: where decode misses are computed: copy (into
+  // slots; bit-identical logits), host (the host CPU) or cost (split by the
+  // worker's learnt cost model; memory/miss_split.h).
+  std::string miss_policy = "copy";
+  int host_threads = 0;         // --expert_host_threads; 0: one per hardware thread
 };
 
+// The names memory::ParseMissPolicy accepts. The supervisor may not depend
+// on memory/ (layers.bzl), so it checks the same three names itself; the
+// worker parses them again with memory::ParseMissPolicy.
+bool IsMissPolicyName(const std::string& name);
+
 // Checks ranges: slots >= -1, a fraction in [0, 1], not both a slot count
-// and a fraction, a known policy. Errors name the flag and the value.
+// and a fraction, a known eviction and miss policy, host threads in
+// 0..1024. Errors name the flag and the value.
 absl::Status ValidateExpertSettings(const ExpertSettings& e);
 
 struct Config {

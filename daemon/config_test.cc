@@ -147,6 +147,20 @@ TEST(ValidateConfigTest, ExpertSettingsNameTheFlag) {
   EXPECT_EQ(ValidateConfig(c).message(), "--expert_policy='fifo': expected lru or lfu");
   c.experts.policy = "lfu";
   EXPECT_TRUE(ValidateConfig(c).ok());
+  // The names of memory::ParseMissPolicy, checked here without memory/.
+  for (const char* p : {"copy", "host", "cost"}) {
+    c.experts.miss_policy = p;
+    EXPECT_TRUE(ValidateConfig(c).ok()) << p;
+  }
+  c.experts.miss_policy = "Host";
+  EXPECT_EQ(ValidateConfig(c).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ValidateConfig(c).message(),
+            "--expert_miss_policy='Host': expected copy, host or cost");
+  c.experts.miss_policy = "cost";
+  c.experts.host_threads = -1;
+  EXPECT_EQ(ValidateConfig(c).message(), "--expert_host_threads=-1: must be in 0..1024");
+  c.experts.host_threads = 16;
+  EXPECT_TRUE(ValidateConfig(c).ok());
 }
 
 TEST(ParseWorkerKindTest, CpuOrCudaElseNamesTheFlag) {

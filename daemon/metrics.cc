@@ -79,6 +79,7 @@ void RenderExpertCache(std::string* out, const v1::SlotCacheStats& c) {
       {"evictions", c.evictions()},
       {"exhausted", c.exhausted()},
       {"forced", c.forced()},
+      {"host_computed", c.host_computed()},
       {"prefetches_issued", c.prefetches_issued()},
       {"prefetches_useful", c.prefetches_useful()},
       {"prefetches_late", c.prefetches_late()}};
@@ -89,6 +90,7 @@ void RenderExpertCache(std::string* out, const v1::SlotCacheStats& c) {
       "Experts evicted from a slot.",
       "Lookups of a layer in which some miss found no evictable slot.",
       "Misses computed without taking a slot.",
+      "Misses computed by the host CPU (the miss policy): no slot, no copy.",
       "Experts fetched ahead of demand.",
       "Prefetched experts demanded before eviction.",
       "Useful prefetches demanded while still in flight."};
@@ -102,6 +104,24 @@ void RenderExpertCache(std::string* out, const v1::SlotCacheStats& c) {
          "Bytes of expert misses by the tier they came from.");
   Sample(out, "sluice_expert_bytes_total", c.bytes_host(), "tier=\"host\"");
   Sample(out, "sluice_expert_bytes_total", c.bytes_disk(), "tier=\"disk\"");
+  Metric(out, "sluice_expert_bytes_host_computed_total", "counter",
+         "Expert bytes the host CPU read to compute misses (in no tier of "
+         "sluice_expert_bytes_total).",
+         c.bytes_host_computed());
+  // One series per policy (1 for the one in use; all 0 while nothing
+  // streams), so that a dashboard sees a policy change as a step.
+  Family(out, "sluice_expert_miss_policy", "gauge",
+         "1 for the miss policy in use: where decode misses are computed.");
+  for (const char* p : {"copy", "host", "cost"}) {
+    Sample(out, "sluice_expert_miss_policy", c.miss_policy() == p ? 1 : 0,
+           absl::StrCat("policy=\"", p, "\""));
+  }
+  Metric(out, "sluice_expert_copy_bytes_per_second_estimate", "gauge",
+         "The miss policy's estimate of copies into slots (bytes/s; learnt from transfers).",
+         c.copy_bytes_per_second());
+  Metric(out, "sluice_expert_host_bytes_per_second_estimate", "gauge",
+         "The miss policy's estimate of host CPU products (expert bytes/s; learnt from them).",
+         c.host_bytes_per_second());
   if (c.layer_hit_ratio_size() > 0) {
     Family(out, "sluice_expert_slot_layer_hit_ratio", "gauge",
            "Expert slot hit ratio per layer since the worker started.");

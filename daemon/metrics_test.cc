@@ -101,7 +101,14 @@ TEST(MetricsTest, ExpertSlotCache) {
   std::string text = metrics.Render(s, HostMemory{});
   // Nothing streams: the series exist at 0, no per-layer series.
   for (const char* line : {"sluice_expert_streaming 0\n", "sluice_expert_slot_lookups_total 0\n",
-                           "sluice_expert_bytes_total{tier=\"disk\"} 0\n"}) {
+                           "sluice_expert_bytes_total{tier=\"disk\"} 0\n",
+                           "sluice_expert_slot_host_computed_total 0\n",
+                           "sluice_expert_bytes_host_computed_total 0\n",
+                           "sluice_expert_miss_policy{policy=\"copy\"} 0\n"
+                           "sluice_expert_miss_policy{policy=\"host\"} 0\n"
+                           "sluice_expert_miss_policy{policy=\"cost\"} 0\n",
+                           "sluice_expert_copy_bytes_per_second_estimate 0\n",
+                           "sluice_expert_host_bytes_per_second_estimate 0\n"}) {
     EXPECT_TRUE(Contains(text, line)) << "missing: " << line << "\nin:\n" << text;
   }
   EXPECT_FALSE(Contains(text, "sluice_expert_slot_layer_hit_ratio"));
@@ -116,6 +123,11 @@ TEST(MetricsTest, ExpertSlotCache) {
   c.set_evictions(20);
   c.set_exhausted(2);
   c.set_forced(10);
+  c.set_host_computed(7);
+  c.set_bytes_host_computed(7000);
+  c.set_miss_policy("cost");
+  c.set_copy_bytes_per_second(4.5e10);
+  c.set_host_bytes_per_second(2.75e10);
   c.set_prefetches_issued(40);
   c.set_prefetches_useful(10);
   c.set_prefetches_late(3);
@@ -131,6 +143,18 @@ TEST(MetricsTest, ExpertSlotCache) {
         "sluice_expert_slot_hits_total 50\n", "sluice_expert_slot_misses_total 30\n",
         "sluice_expert_slot_evictions_total 20\n", "sluice_expert_slot_exhausted_total 2\n",
         "sluice_expert_slot_forced_total 10\n",
+        "# TYPE sluice_expert_slot_host_computed_total counter\n"
+        "sluice_expert_slot_host_computed_total 7\n",
+        "# TYPE sluice_expert_bytes_host_computed_total counter\n"
+        "sluice_expert_bytes_host_computed_total 7000\n",
+        "# TYPE sluice_expert_miss_policy gauge\n"
+        "sluice_expert_miss_policy{policy=\"copy\"} 0\n"
+        "sluice_expert_miss_policy{policy=\"host\"} 0\n"
+        "sluice_expert_miss_policy{policy=\"cost\"} 1\n",
+        "# TYPE sluice_expert_copy_bytes_per_second_estimate gauge\n"
+        "sluice_expert_copy_bytes_per_second_estimate 45000000000\n",
+        "# TYPE sluice_expert_host_bytes_per_second_estimate gauge\n"
+        "sluice_expert_host_bytes_per_second_estimate 27500000000\n",
         "# TYPE sluice_expert_slot_prefetches_issued_total counter\n"
         "sluice_expert_slot_prefetches_issued_total 40\n",
         "sluice_expert_slot_prefetches_useful_total 10\n",

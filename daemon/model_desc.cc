@@ -85,6 +85,8 @@ absl::StatusOr<ModelDesc> DescribeModel(const v1::LoadModelRequest& request,
     config->set_expert_policy(e.policy);
     config->set_host_tier_bytes(e.host_tier_bytes);
     config->set_expert_prefetch(e.prefetch);
+    config->set_expert_miss_policy(e.miss_policy);
+    config->set_expert_host_threads(static_cast<uint32_t>(e.host_threads));
   }
   for (int i = 0; i < (*files)->shard_count(); ++i) {
     worker::v1::ShardDesc* s = d.hello.add_shards();

@@ -179,6 +179,7 @@ TEST(ResponseJsonTest, CompletionObjectsAndSlotCacheExtension) {
   v1::GenerateDone streamed = done;
   streamed.mutable_experts()->set_hits(6);
   streamed.mutable_experts()->set_misses(2);
+  streamed.mutable_experts()->set_host_computed(1);
   streamed.mutable_experts()->set_bytes_host(3000);
   streamed.mutable_experts()->set_bytes_disk(1000);
   streamed.mutable_experts()->set_prefetches_issued(4);
@@ -187,6 +188,7 @@ TEST(ResponseJsonTest, CompletionObjectsAndSlotCacheExtension) {
   EXPECT_EQ(x["sluice"]["slot_cache"]["hit_rate"], 0.75);
   EXPECT_EQ(x["sluice"]["slot_cache"]["bytes_streamed"], 4000);
   EXPECT_EQ(x["sluice"]["slot_cache"]["bytes_disk"], 1000);
+  EXPECT_EQ(x["sluice"]["slot_cache"]["host_computed"], 1);
   EXPECT_EQ(x["sluice"]["slot_cache"]["prefetch_accuracy"], 0.25);
   Json m = Json::parse(CompletionJson(chat, "hi", done, ExtensionOf(done)));
   EXPECT_EQ(m["object"], "chat.completion");

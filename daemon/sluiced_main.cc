@@ -94,6 +94,11 @@ ABSL_FLAG(std::string, host_tier_bytes, "0",
           "Host RAM the expert cache may pin (e.g. 64G; 0: the fit planner chooses).");
 ABSL_FLAG(bool, expert_prefetch, false,
           "Fetch the next layer's predicted experts ahead of demand.");
+ABSL_FLAG(std::string, expert_miss_policy, "copy",
+          "CUDA workers: where decode misses are computed: copy (into slots; bit-identical "
+          "logits), host (on the host CPU) or cost (split by measured copy and host rates).");
+ABSL_FLAG(int, expert_host_threads, 0,
+          "CUDA workers: threads computing misses on the host (0: one per hardware thread).");
 ABSL_FLAG(std::string, port_file, "",
           "Once serving, write 'grpc=PORT', 'metrics=PORT' and 'http=PORT' lines here.");
 
@@ -176,6 +181,8 @@ absl::StatusOr<Config> ConfigFromFlags() {
   c.experts.arena_fraction = absl::GetFlag(FLAGS_expert_arena_fraction);
   c.experts.policy = absl::GetFlag(FLAGS_expert_policy);
   c.experts.prefetch = absl::GetFlag(FLAGS_expert_prefetch);
+  c.experts.miss_policy = absl::GetFlag(FLAGS_expert_miss_policy);
+  c.experts.host_threads = absl::GetFlag(FLAGS_expert_host_threads);
   auto tier = ParseByteSize("--host_tier_bytes", absl::GetFlag(FLAGS_host_tier_bytes));
   if (!tier.ok()) return tier.status();
   c.experts.host_tier_bytes = *tier;

@@ -130,7 +130,10 @@ TEST_F(E2eClientsTest, PromtoolAcceptsTheScrape) {
         "sluice_expert_slots_used", "sluice_expert_slot_hits_total",
         "sluice_expert_slot_misses_total", "sluice_expert_slot_evictions_total",
         "sluice_expert_slot_exhausted_total", "sluice_expert_slot_forced_total",
-        "sluice_expert_bytes_streamed_total", "sluice_oom_containment_mode"}) {
+        "sluice_expert_bytes_streamed_total", "sluice_expert_slot_host_computed_total",
+        "sluice_expert_bytes_host_computed_total", "sluice_expert_miss_policy",
+        "sluice_expert_copy_bytes_per_second_estimate",
+        "sluice_expert_host_bytes_per_second_estimate", "sluice_oom_containment_mode"}) {
     EXPECT_NE(text.find(absl::StrCat("\n", family)), std::string::npos) << family;
   }
   EXPECT_EQ(text.find("sluice_worker_rss_anon_bytes 0\n"), std::string::npos)

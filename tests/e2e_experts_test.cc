@@ -1,10 +1,11 @@
 // End-to-end: the expert slot cache's settings and telemetry through the
 // daemon, without a GPU. The CPU backend never streams, so the test-only
 // worker stands in for the backend's figures (--test_fake_expert_stats:
-// per forward pass 8 lookups, 4 hits, 4 misses of which 1 forced, 2
-// evictions, 2 prefetches of which 1 useful, 3000 bytes from the host and
-// 1000 from the disk; layer 0 hits 3 of 4, layer 1 1 of 4) and the device
-// a CUDA worker's fit planner sees (--test_device_memory).
+// per forward pass 8 lookups, 4 hits, 4 misses of which 1 forced and 1
+// computed by the host CPU (1000 bytes; miss policy cost, estimates 45 and
+// 27.5 GB/s), 2 evictions, 2 prefetches of which 1 useful, 2000 bytes from
+// the host and 1000 from the disk; layer 0 hits 3 of 4, layer 1 1 of 4) and
+// the device a CUDA worker's fit planner sees (--test_device_memory).
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -41,9 +42,11 @@ TEST(E2eExpertsTest, RequestStatsMetricsAndSluicectl) {
   EXPECT_EQ(e.hits(), 12u);
   EXPECT_EQ(e.misses(), 12u);
   EXPECT_EQ(e.forced(), 3u);
+  EXPECT_EQ(e.host_computed(), 3u);
+  EXPECT_EQ(e.bytes_host_computed(), 3000u);
   EXPECT_EQ(e.evictions(), 6u);
   EXPECT_DOUBLE_EQ(e.hit_rate(), 0.5);
-  EXPECT_EQ(e.bytes_host(), 9000u);
+  EXPECT_EQ(e.bytes_host(), 6000u);
   EXPECT_EQ(e.bytes_disk(), 3000u);
   EXPECT_EQ(e.prefetches_issued(), 6u);
   EXPECT_EQ(e.prefetches_useful(), 3u);
@@ -67,7 +70,13 @@ TEST(E2eExpertsTest, RequestStatsMetricsAndSluicectl) {
         "sluice_expert_slot_prefetches_issued_total 6\n",
         "sluice_expert_slot_prefetches_useful_total 3\n",
         "sluice_expert_slot_prefetches_late_total 0\n",
-        "sluice_expert_bytes_total{tier=\"host\"} 9000\n",
+        "sluice_expert_slot_host_computed_total 3\n",
+        "sluice_expert_bytes_host_computed_total 3000\n",
+        "sluice_expert_miss_policy{policy=\"copy\"} 0\n",
+        "sluice_expert_miss_policy{policy=\"cost\"} 1\n",
+        "sluice_expert_copy_bytes_per_second_estimate 45000000000\n",
+        "sluice_expert_host_bytes_per_second_estimate 27500000000\n",
+        "sluice_expert_bytes_total{tier=\"host\"} 6000\n",
         "sluice_expert_bytes_total{tier=\"disk\"} 3000\n",
         "sluice_expert_slot_layer_hit_ratio{layer=\"0\"} 0.75\n",
         "sluice_expert_slot_layer_hit_ratio{layer=\"1\"} 0.25\n"}) {
@@ -81,7 +90,8 @@ TEST(E2eExpertsTest, RequestStatsMetricsAndSluicectl) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(Contains(r.err,
                        "[experts] lookups=24 hits=12 misses=12 hit_rate=0.500 forced=3 "
-                       "evictions=6 exhausted=0 bytes_host=9000 bytes_disk=3000 prefetches=6 "
+                       "host_computed=3 evictions=6 exhausted=0 bytes_host=6000 "
+                       "bytes_disk=3000 prefetches=6 "
                        "useful=3 late=0 prefetch_accuracy=0.500\n"
                        "[experts] layer hit rate: 0=0.750 1=0.250\n"
                        "[experts] token 0: hits=4 misses=4\n"
@@ -150,6 +160,44 @@ TEST(E2eExpertsTest, BadFlagsAreRejectedAtStart) {
                   "--grpc_address=127.0.0.1:0", "--metrics_address=none"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(Contains(r.err, "--host_tier_bytes")) << r.err;
+  r = RunCommand({RunfilePath("daemon/sluiced"), "--expert_miss_policy=fastest",
+                  "--grpc_address=127.0.0.1:0", "--metrics_address=none"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(Contains(r.err, "--expert_miss_policy='fastest': expected copy, host or cost"))
+      << r.err;
+  r = RunCommand({RunfilePath("daemon/sluiced"), "--expert_host_threads=-2",
+                  "--grpc_address=127.0.0.1:0", "--metrics_address=none"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(Contains(r.err, "--expert_host_threads=-2: must be in 0..1024")) << r.err;
+}
+
+// --expert_miss_policy and --expert_host_threads travel in the Hello to a
+// CUDA worker: with an arena (4 of micro's 32 experts stream) the worker
+// keeps the policy and logs it after its fit plan; with every expert
+// resident nothing misses and it runs copy. Whether the engine then builds
+// (a GPU here, a CUDA build) or not is beside the point.
+TEST(E2eExpertsTest, MissPolicyFlagsReachTheWorker) {
+  const std::string dir = MakeTempDir("e2e-experts-miss");
+  auto model = WriteMicroModel(dir);
+  ASSERT_TRUE(model.ok()) << model.status();
+  DaemonOptions options;
+  options.model_path = *model;
+  options.flags = {"--worker_kind=cuda", "--expert_slots=4", "--expert_miss_policy=cost",
+                   "--expert_host_threads=3"};
+  options.worker_test_flags = {absl::StrCat("--test_device_memory=", 8ull << 30)};
+  auto d = Daemon::Start(options);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE(Contains((*d)->Log(), "sluice-worker: expert miss policy: cost, host threads: 3\n"))
+      << (*d)->Log();
+  EXPECT_EQ((*d)->Stop(), 0) << (*d)->Log();
+
+  options.flags = {"--worker_kind=cuda", "--expert_miss_policy=host"};
+  d = Daemon::Start(options);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE(Contains((*d)->Log(), "sluice-worker: expert miss policy: copy (every expert "
+                                    "resident: no misses; host has nothing to split)\n"))
+      << (*d)->Log();
+  EXPECT_EQ((*d)->Stop(), 0) << (*d)->Log();
 }
 
 }  // namespace

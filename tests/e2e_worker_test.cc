@@ -150,6 +150,22 @@ TEST_F(E2eWorkerTest, TableThatDisagreesWithTheShardsIsFatal) {
   EXPECT_EQ(exit->description, "exited with code 2");
 }
 
+// The supervisor checks --expert_miss_policy by name; the worker parses the
+// Hello's again with memory::ParseMissPolicy, before any planning.
+TEST_F(E2eWorkerTest, UnknownMissPolicyInTheHelloIsFatal) {
+  worker::v1::Hello hello = desc_.hello;
+  hello.mutable_config()->set_kind(v1::WORKER_KIND_CUDA);
+  hello.mutable_config()->set_expert_miss_policy("fastest");
+  auto w = Spawn(hello, fds_);
+  ASSERT_NE(w, nullptr);
+  auto m = inbox_.Next();
+  ASSERT_TRUE(m.has_value() && m->has_fatal());
+  EXPECT_EQ(m->fatal().code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(m->fatal().message(),
+            "Hello.config.expert_miss_policy: unknown expert miss policy \"fastest\" "
+            "(copy, host or cost)");
+}
+
 TEST_F(E2eWorkerTest, MissingFdsAreFatal) {
   auto w = Spawn(desc_.hello, {});
   ASSERT_NE(w, nullptr);

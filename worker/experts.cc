@@ -26,6 +26,9 @@ absl::StatusOr<memory::Plan> PlanExperts(const TensorTable& table,
   options->experts.slots = plan->streaming() ? plan->slots : -1;
   options->experts.host_tier_bytes =
       plan->mode == memory::FitMode::kArenaHostTier ? plan->host_tier_bytes : 0;
+  // Without streaming nothing misses, and the CUDA backend refuses a miss
+  // policy other than copy; the setting applies to the models that stream.
+  if (!plan->streaming()) options->experts.miss_policy = "copy";
   return plan;
 }
 
@@ -38,6 +41,11 @@ void ToSlotCacheStats(const ExpertStreamStats& s, sluice::v1::SlotCacheStats* ou
   out->set_slot_bytes(s.slot_bytes);
   out->set_arena_bytes(s.arena_bytes);
   out->set_host_tier_bytes(s.host_tier_bytes);
+  if (s.streaming) out->set_miss_policy(s.miss_policy);
+  out->set_copy_bytes_per_second(s.copy_bytes_per_s);
+  out->set_host_bytes_per_second(s.host_bytes_per_s);
+  out->set_host_computed(c.host_computed);
+  out->set_bytes_host_computed(c.bytes_host_computed);
   out->set_lookups(c.lookups);
   out->set_hits(c.hits);
   out->set_misses(c.misses);
@@ -61,6 +69,8 @@ sluice::v1::ExpertRequestStats ToRequestStats(const memory::SlotCacheCounters& d
   r.set_hits(d.hits);
   r.set_misses(d.misses);
   r.set_forced(d.forced);
+  r.set_host_computed(d.host_computed);
+  r.set_bytes_host_computed(d.bytes_host_computed);
   r.set_evictions(d.evictions);
   r.set_exhausted(d.exhausted);
   r.set_hit_rate(d.hit_rate());

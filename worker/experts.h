@@ -21,9 +21,9 @@ namespace sluice::worker {
 // Plans `table` for one session of options->context_length tokens on
 // `device` and `host` with options->experts as the request, then sets
 // options->experts to the plan (slots, host tier; slots -1 when every
-// expert stays resident). The planner's RESOURCE_EXHAUSTED or
-// INVALID_ARGUMENT is returned unchanged: its message gives the numbers and
-// a configuration that fits.
+// expert stays resident, and then miss_policy "copy": nothing misses). The
+// planner's RESOURCE_EXHAUSTED or INVALID_ARGUMENT is returned unchanged:
+// its message gives the numbers and a configuration that fits.
 absl::StatusOr<memory::Plan> PlanExperts(const TensorTable& table,
                                          const memory::DeviceMemory& device,
                                          const memory::HostMemory& host, EngineOptions* options);

@@ -11,6 +11,8 @@ memory::SlotCacheCounters Counters(uint64_t scale) {
   c.hits = 5 * scale;
   c.misses = 3 * scale;
   c.forced = 1 * scale;
+  c.host_computed = 1 * scale;
+  c.bytes_host_computed = 1000 * scale;
   c.evictions = 2 * scale;
   c.prefetches_issued = 4 * scale;
   c.prefetches_useful = 1 * scale;
@@ -31,10 +33,18 @@ TEST(ExpertsTest, SlotCacheStatsCarryEveryFigure) {
   s.arena_bytes = 12000;
   s.host_tier_bytes = 5000;
   s.counters = Counters(1);
+  s.miss_policy = "cost";
+  s.copy_bytes_per_s = 4.5e10;
+  s.host_bytes_per_s = 2.75e10;
   sluice::v1::SlotCacheStats p;
   ToSlotCacheStats(s, &p);
   EXPECT_TRUE(p.streaming());
   EXPECT_EQ(p.policy(), "lfu");
+  EXPECT_EQ(p.miss_policy(), "cost");
+  EXPECT_DOUBLE_EQ(p.copy_bytes_per_second(), 4.5e10);
+  EXPECT_DOUBLE_EQ(p.host_bytes_per_second(), 2.75e10);
+  EXPECT_EQ(p.host_computed(), 1u);
+  EXPECT_EQ(p.bytes_host_computed(), 1000u);
   EXPECT_EQ(p.slots_total(), 12u);
   EXPECT_EQ(p.arena_bytes(), 12000u);
   EXPECT_EQ(p.lookups(), 8u);
@@ -44,6 +54,10 @@ TEST(ExpertsTest, SlotCacheStatsCarryEveryFigure) {
   ASSERT_EQ(p.layer_hit_ratio_size(), 2);
   EXPECT_DOUBLE_EQ(p.layer_hit_ratio(0), 1.0);
   EXPECT_DOUBLE_EQ(p.layer_hit_ratio(1), 0.25);
+  // Nothing streams (a CPU backend): no miss policy is reported.
+  sluice::v1::SlotCacheStats idle;
+  ToSlotCacheStats(ExpertStreamStats{}, &idle);
+  EXPECT_EQ(idle.miss_policy(), "");
 }
 
 // Start at 1x, two tokens at 2x and 3x: the request is the 2x difference,
@@ -57,6 +71,9 @@ TEST(ExpertsTest, TrackerGivesTheRequestAndEachToken) {
   EXPECT_EQ(r.hits(), 10u);
   EXPECT_EQ(r.misses(), 6u);
   EXPECT_DOUBLE_EQ(r.hit_rate(), 0.625);
+  EXPECT_EQ(r.forced(), 2u);
+  EXPECT_EQ(r.host_computed(), 2u);
+  EXPECT_EQ(r.bytes_host_computed(), 2000u);
   EXPECT_EQ(r.bytes_host(), 600u);
   EXPECT_EQ(r.bytes_disk(), 200u);
   EXPECT_DOUBLE_EQ(r.prefetch_accuracy(), 0.25);
@@ -69,16 +86,22 @@ TEST(ExpertsTest, TrackerGivesTheRequestAndEachToken) {
 }
 
 // A model without routed experts: the default plan keeps "every expert"
-// resident, and the engine is told so; asking for an arena is refused.
+// resident, and the engine is told so (with nothing to miss, the miss
+// policy becomes copy, the only one the backend takes without streaming);
+// asking for an arena is refused.
 TEST(ExpertsTest, PlanExpertsWritesThePlanIntoTheOptions) {
   TensorTable empty;
   EngineOptions options;
   options.context_length = 16;
+  options.experts.miss_policy = "cost";
+  options.experts.host_threads = 4;
   auto plan = PlanExperts(empty, {true, 8ull << 30, 8ull << 30}, {16ull << 30, 16ull << 30},
                           &options);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->mode, memory::FitMode::kAllResident);
   EXPECT_EQ(options.experts.slots, -1);
+  EXPECT_EQ(options.experts.miss_policy, "copy");
+  EXPECT_EQ(options.experts.host_threads, 4);
   options.experts.arena_fraction = 0.5;
   EXPECT_EQ(PlanExperts(empty, {}, {16ull << 30, 16ull << 30}, &options).status().message(),
             "an expert arena was asked for, but the model has no routed experts");

@@ -23,9 +23,11 @@
 namespace {
 
 // Two layers; every forward pass looks up 4 experts per layer: layer 0 hits
-// 3, layer 1 hits 1 (so 4 hits, 4 misses, one of them forced), evicts 2,
-// prefetches 2 of which 1 is useful and 0 late; miss bytes: 3 slices from
-// the host, 1 from the disk.
+// 3, layer 1 hits 1 (so 4 hits, 4 misses: 2 filled, 1 forced, 1 computed by
+// the host CPU under the "cost" miss policy), evicts 2, prefetches 2 of
+// which 1 is useful and 0 late; bytes of the filled and forced misses: 2
+// slices from the host, 1 from the disk; the policy's estimates 45 GB/s
+// (copies) and 27.5 GB/s (host products).
 sluice::ExpertStreamStats FakeExpertStats(uint64_t passes) {
   constexpr uint64_t kSlice = 1000;
   sluice::ExpertStreamStats s;
@@ -36,17 +38,22 @@ sluice::ExpertStreamStats FakeExpertStats(uint64_t passes) {
   s.slot_bytes = kSlice;
   s.arena_bytes = 6 * kSlice;
   s.host_tier_bytes = 0;
+  s.miss_policy = "cost";
+  s.copy_bytes_per_s = 4.5e10;
+  s.host_bytes_per_s = 2.75e10;
   sluice::memory::SlotCacheCounters& c = s.counters;
   c.lookups = 8 * passes;
   c.hits = 4 * passes;
   c.misses = 4 * passes;
   c.forced = passes;
+  c.host_computed = passes;
   c.evictions = 2 * passes;
   c.prefetches_issued = 2 * passes;
   c.prefetches_useful = passes;
-  c.bytes_filled = 5 * kSlice * passes;
+  c.bytes_filled = 4 * kSlice * passes;  // 2 filled misses + 2 prefetches
   c.bytes_forced = kSlice * passes;
-  c.bytes_by_tier = {3 * kSlice * passes, kSlice * passes};
+  c.bytes_host_computed = kSlice * passes;
+  c.bytes_by_tier = {2 * kSlice * passes, kSlice * passes};
   c.layer_lookups = {4 * passes, 4 * passes};
   c.layer_hits = {3 * passes, passes};
   return s;
