@@ -36,8 +36,7 @@ double MissSplitter::HostSeconds(uint64_t bytes) const {
   return o_.host_fixed_s + static_cast<double>(bytes) / o_.host_bytes_per_s;
 }
 
-int MissSplitter::HostShare(int misses, int host_reachable,
-                            uint64_t bytes) const {
+int MissSplitter::HostShare(int misses, int host_reachable, uint64_t bytes) {
   const int reachable = std::clamp(host_reachable, 0, std::max(misses, 0));
   switch (o_.policy) {
     case MissPolicy::kCopy:
@@ -58,6 +57,12 @@ int MissSplitter::HostShare(int misses, int host_reachable,
       best = n;
     }
   }
+  if (best > 0 || reachable == 0) {
+    declined_ = 0;
+  } else if (o_.explore_every > 0 && ++declined_ >= o_.explore_every) {
+    declined_ = 0;
+    return 1;
+  }
   return best;
 }
 
@@ -69,6 +74,7 @@ void MissSplitter::ObserveDevice(uint64_t bytes, double seconds) {
 
 void MissSplitter::ObserveHost(uint64_t bytes, double seconds) {
   if (bytes == 0 || seconds <= 0) return;
+  seconds = std::min(seconds, 4 * HostSeconds(bytes));
   const double mb = static_cast<double>(bytes) / 1e6;
   const double keep = 1 - o_.learning_rate;
   w_ = w_ * keep + 1;

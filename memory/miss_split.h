@@ -51,6 +51,12 @@ struct MissSplitOptions {
   double host_fixed_s = 30e-6;
   // Weight of a new observation in the running estimates, (0, 1].
   double learning_rate = 0.1;
+  // kCost: after this many splits in a row that gave the host nothing
+  // although it could have taken a miss, the next gives it one, so that
+  // an estimate spoilt by a slow call (threads that had gone to sleep, a
+  // cold cache) is measured again instead of keeping the host idle for
+  // good. 0: never.
+  int explore_every = 32;
 };
 
 class MissSplitter {
@@ -62,8 +68,9 @@ class MissSplitter {
   // 0 for kCopy; every reachable one for kHost; for kCost the n in
   // [0, host_reachable] minimising max(device time of misses - n, host
   // time of n), the smaller n on a tie (the device path keeps the arena
-  // warm and the arithmetic of a resident run).
-  int HostShare(int misses, int host_reachable, uint64_t bytes) const;
+  // warm and the arithmetic of a resident run), except for the exploring
+  // split of MissSplitOptions::explore_every.
+  int HostShare(int misses, int host_reachable, uint64_t bytes);
 
   // Predicted seconds for the device to copy `bytes`, and for the host to
   // compute experts totalling `bytes` in one call.
@@ -71,8 +78,10 @@ class MissSplitter {
   double HostSeconds(uint64_t bytes) const;
 
   // A completed batch of copies / host products: `bytes` took `seconds`.
-  // Ignored when bytes or seconds are not positive. The device's rate is a
-  // running average. The host's fixed cost and rate are the weighted least-
+  // Ignored when bytes or seconds are not positive. A call slower than four
+  // times the prediction counts as four times the prediction (one stall
+  // does not undo what many calls taught). The device's rate is a running
+  // average. The host's fixed cost and rate are the weighted least-
   // squares line through its recent calls (seconds against bytes) once
   // their sizes differ enough to fit one (a call of one expert costs more
   // per byte than one of four: the fixed part is real, and larger when the
@@ -91,6 +100,7 @@ class MissSplitter {
   // Exponentially weighted sums over the host's calls: weight, bytes,
   // seconds, bytes^2, bytes x seconds (bytes in MB to keep them small).
   double w_ = 0, x_ = 0, y_ = 0, xx_ = 0, xy_ = 0;
+  int declined_ = 0;  // kCost splits in a row that could have used the host
 };
 
 }  // namespace sluice::memory

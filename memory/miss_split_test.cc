@@ -1,5 +1,7 @@
 #include "memory/miss_split.h"
 
+#include <vector>
+
 #include "gtest/gtest.h"
 
 namespace sluice::memory {
@@ -13,6 +15,7 @@ MissSplitOptions Even(MissPolicy p, double fixed_s) {
   o.host_bytes_per_s = 1e9;
   o.host_fixed_s = fixed_s;
   o.learning_rate = 0.5;
+  o.explore_every = 0;
   return o;
 }
 
@@ -94,6 +97,30 @@ TEST(MissSplitTest, CallsOfOneSizeOnlyMoveTheRate) {
   for (int i = 0; i < 200; ++i) s.ObserveHost(2 * kMb, 3e-3);
   EXPECT_DOUBLE_EQ(s.host_fixed_s(), 1e-3);
   EXPECT_NEAR(s.host_bytes_per_s(), 1e9, 1e-3);
+}
+
+TEST(MissSplitTest, AnIdleHostIsGivenOneMissNowAndThenToMeasureItAgain) {
+  // A host estimate of 0.1 GB/s keeps every miss on the device; every
+  // third split that could have used the host gives it one anyway.
+  MissSplitOptions o = Even(MissPolicy::kCost, 0);
+  o.host_bytes_per_s = 1e8;
+  o.explore_every = 3;
+  MissSplitter s(o);
+  std::vector<int> got;
+  for (int i = 0; i < 7; ++i) got.push_back(s.HostShare(4, 4, kMb));
+  EXPECT_EQ(got, (std::vector<int>{0, 0, 1, 0, 0, 1, 0}));
+  // Splits the host could not take part in do not count.
+  MissSplitter t(o);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(t.HostShare(4, 0, kMb), 0);
+  EXPECT_EQ(t.HostShare(4, 4, kMb), 0);
+}
+
+TEST(MissSplitTest, OneStallCountsAsFourTimesThePrediction) {
+  // Predicted 1 ms (0 fixed, 1 GB/s, 1 MB); a 100 ms call counts as 4 ms:
+  // 0.25 GB/s seen, half way from 1 GB/s.
+  MissSplitter s(Even(MissPolicy::kCost, 0));
+  s.ObserveHost(kMb, 0.1);
+  EXPECT_DOUBLE_EQ(s.host_bytes_per_s(), 0.625e9);
 }
 
 TEST(MissSplitTest, ObservationsMoveTheEstimatesByTheLearningRate) {

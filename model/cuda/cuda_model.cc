@@ -623,11 +623,13 @@ absl::Status CudaModel::Moe(int64_t il, const DeviceMoe& m, int64_t n_tok) const
                                        stream_));
     }
   }
-  // (While a decode step is captured, CutSegment records the event after
-  // launching the segment: an event recorded inside a capture cannot be
-  // waited for by the host.)
-  if ((!one || need_ids) && capturing_ == nullptr) {
-    RETURN_IF_ERROR(cuda::RecordEvent(routed_, stream_));
+  // (While a decode step is captured the record is a node of the segment's
+  // graph: the host waits for it, not for the whole segment, and acquires
+  // the experts while the shared expert computes.)
+  if (!one || need_ids) {
+    RETURN_IF_ERROR(capturing_ != nullptr
+                        ? cuda::RecordEventInGraph(routed_, stream_)
+                        : cuda::RecordEvent(routed_, stream_));
   }
   // The shared expert does not depend on the routing: it runs while the
   // host reads the routing back and misses are copied.
@@ -720,8 +722,7 @@ absl::Status CudaModel::CutSegment(DecodeCut cut) const {
   capturing_->decode_segments().push_back(std::move(g));
   capturing_->decode_cuts().push_back(cut);
   if (cut.kind != DecodeCut::kRouting) return absl::OkStatus();
-  RETURN_IF_ERROR(cuda::RecordEvent(routed_, stream_));
-  return cuda::WaitEvent(routed_);
+  return cuda::WaitEvent(routed_);  // the segment's routing record
 }
 
 absl::Status CudaModel::RunHostExperts() const {
@@ -867,7 +868,7 @@ absl::Status CudaModel::ForwardImpl(absl::Span<const int32_t> tokens,
           RETURN_IF_ERROR(RunHostExperts());
           continue;
         }
-        RETURN_IF_ERROR(cuda::RecordEvent(routed_, stream_));
+        // The segment records routed_ once the routing is back.
         RETURN_IF_ERROR(cuda::WaitEvent(routed_));
         RETURN_IF_ERROR(AcquireRouted(cuts[i].layer, 1, {}));
       }

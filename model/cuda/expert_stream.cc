@@ -102,6 +102,7 @@ absl::StatusOr<std::unique_ptr<ExpertStream>> ExpertStream::Create(
   }
   s->splitter_ = memory::MissSplitter(options.miss);
   s->zeroed_.resize(n_layer);
+  s->stale_.assign(n_layer, false);
 
   if (options.host_tier_bytes > 0) {
     if (options.files == nullptr) {
@@ -291,7 +292,7 @@ ExpertWeights ExpertStream::WeightsAt(int layer, int32_t expert,
 }
 
 std::vector<size_t> ExpertStream::SplitMisses(
-    int layer, absl::Span<const int32_t> experts, const SlotClass& c) const {
+    int layer, absl::Span<const int32_t> experts, const SlotClass& c) {
   int misses = 0;
   std::vector<size_t> reachable;
   for (size_t i = 0; i < experts.size(); ++i) {
@@ -330,9 +331,14 @@ absl::Status ExpertStream::Fill(int layer, int32_t expert, const SlotClass& c,
   return absl::OkStatus();
 }
 
-absl::Status ExpertStream::Upload(const std::vector<int>& layers,
+absl::Status ExpertStream::Upload(const std::vector<int>& layers, int now,
                                   cuda::Stream compute) {
   for (int l : layers) {
+    if (l != now) {
+      stale_[l] = true;
+      continue;
+    }
+    stale_[l] = false;
     RETURN_IF_ERROR(cuda::CopyToDevice(gate_up_tables_[l], mirror(l),
                                        2 * n_expert_ * sizeof(void*), compute));
     RETURN_IF_ERROR(cuda::CopyToDevice(down_tables_[l], mirror(l) + 2 * n_expert_,
@@ -370,6 +376,7 @@ absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> all,
   c.cache->BeginStep();
   // Layers whose mirror changed (an eviction may touch another layer).
   std::vector<int> dirty;
+  if (stale_[layer]) Mark(dirty, layer);
   RestoreZeroed(layer, dirty);
   // The miss policy's share goes to the host; the rest as before.
   std::vector<int32_t> experts(all.begin(), all.end()), host_ids;
@@ -469,7 +476,7 @@ absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> all,
     }
     in_flight_.clear();
   }
-  return Upload(dirty, compute);
+  return Upload(dirty, layer, compute);
 }
 
 absl::Status ExpertStream::Prefetch(int layer, absl::Span<const int32_t> experts,
@@ -499,12 +506,12 @@ absl::Status ExpertStream::Prefetch(int layer, absl::Span<const int32_t> experts
     c.cache->RecordBytes(memory::Tier::kHost,
                          c.expert_bytes());
   }
-  if (in_flight_.empty()) return Upload(dirty, compute);
+  if (in_flight_.empty()) return Upload(dirty, /*now=*/-1, compute);
   RETURN_IF_ERROR(cuda::RecordEvent(prefetched_, prefetch_));
   // The tables may point at the new slots at once: the only kernels that
   // read them (layer `layer`'s) run after the next Acquire, which makes the
   // compute stream wait for these copies.
-  return Upload(dirty, compute);
+  return Upload(dirty, /*now=*/-1, compute);
 }
 
 uint64_t ExpertStream::arena_bytes() const {

@@ -159,7 +159,7 @@ class ExpertStream {
   // host can reach, as many as the miss policy says. Positions into
   // `experts`.
   std::vector<size_t> SplitMisses(int layer, absl::Span<const int32_t> experts,
-                                  const SlotClass& c) const;
+                                  const SlotClass& c);
   // Weights of `expert` of `layer` at `from` (its slices).
   ExpertWeights WeightsAt(int layer, int32_t expert,
                           const HostTier::Slices& from) const;
@@ -171,8 +171,13 @@ class ExpertStream {
                     cuda::Stream stream);
   // The slices of `expert` in the mapping.
   HostTier::Slices InMapping(int layer, int32_t expert) const;
-  // Rewrites the device tables of `layers` from their mirrors on `compute`.
-  absl::Status Upload(const std::vector<int>& layers, cuda::Stream compute);
+  // Rewrites the device table of layer `now` from its mirror on `compute`
+  // if it is among `layers`; the others of `layers` are marked stale and
+  // rewritten by their own next Acquire, before any kernel reads them (an
+  // eviction touches another layer's table; uploading it at once cost a
+  // copy per such layer on every step).
+  absl::Status Upload(const std::vector<int>& layers, int now,
+                      cuda::Stream compute);
 
   struct Window {
     const uint8_t* begin;
@@ -204,6 +209,8 @@ class ExpertStream {
   memory::MissSplitter splitter_{{}};
   // Per layer: experts whose entries point at the zeroed slot.
   std::vector<std::vector<int32_t>> zeroed_;
+  // Per layer: the mirror changed since the device table was written.
+  std::vector<bool> stale_;
   // Prefetches in flight: their keys (completed at the next Acquire) and
   // the event after their copies.
   cuda::Stream prefetch_ = nullptr;
