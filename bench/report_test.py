@@ -87,6 +87,11 @@ class ReportTest(unittest.TestCase):
         self.assertIn("- bench35 q4_k_m locality 0, arena 25% vs llama.cpp -ncmoe 6, decode: "
                       "2.00x (goal >= 2.0x): met", md)
         self.assertNotIn("host misses, all resident", md)
+        # 30 MB a token at 750 tok/s computed by the host, plus the copies.
+        moved = dec["bytes_moved"] / (dec["tokens"] / 750.0) / 1e9
+        self.assertIn(f"- bench35 q4_k_m locality 0, host misses, arena 25%: misses served at "
+                      f"{moved + 22.5:.1f} GB/s ({moved:.1f} copied over PCIe, 22.5 computed "
+                      f"by the host CPU)", md)
 
     def test_targets_say_met_or_by_how_much(self):
         self.assertIn("- bench35 q4_k_m locality 0, arena 25% vs llama.cpp -ncmoe 6, decode: "
