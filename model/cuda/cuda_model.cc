@@ -226,13 +226,17 @@ class CudaModel final : public Model {
   // While a segmented decode step is being captured: its state (the
   // segments go there).
   mutable DeviceState* capturing_ = nullptr;
-  // Ends the capture of the current decode segment, stores and launches it,
-  // and waits for its routing record.
-  absl::Status CutSegment() const;
+  // Ends the capture of the current decode segment, stores and launches it
+  // and records what the host does next (`cut`); a routing cut waits for
+  // the segment to finish.
+  absl::Status CutSegment(DecodeCut cut) const;
   // Host miss policy, decode: computes host_experts_ from host_x_ into the
   // rows of host_y_ (zeros for the device's experts) and times it.
   absl::Status RunHostExperts() const;
 
+  // Host miss policy: after the routed down products of a decode step, the
+  // host's results join them (expert_y += host_y) before the combine.
+  absl::Status AddHostExperts(int64_t il) const;
   // Set when a decode step's misses may be computed by the host CPU.
   bool host_misses_ = false;
   std::unique_ptr<kernels::ThreadPool> host_pool_;
@@ -543,12 +547,9 @@ absl::Status CudaModel::AcquireRouted(int64_t il, int64_t n_tok,
       if (begin[x + 1] > begin[x]) used.push_back(x);
     }
   }
-  const bool host_share = begin.empty() && host_misses_;
-  RETURN_IF_ERROR(experts_->Acquire(static_cast<int>(il), used, stream_,
-                                    host_share ? &host_experts_ : nullptr));
-  // The host computes its share while the copies run (the device's products
-  // wait for the copies, which the split sized to take about as long).
-  if (host_share) RETURN_IF_ERROR(RunHostExperts());
+  RETURN_IF_ERROR(experts_->Acquire(
+      static_cast<int>(il), used, stream_,
+      begin.empty() && host_misses_ ? &host_experts_ : nullptr));
   if (begin.empty() && options_.expert_prefetch &&
       il + 1 < static_cast<int64_t>(layers_.size())) {
     RETURN_IF_ERROR(experts_->Prefetch(static_cast<int>(il + 1),
@@ -652,7 +653,7 @@ absl::Status CudaModel::Moe(int64_t il, const DeviceMoe& m, int64_t n_tok) const
   }
   if (need_ids) {
     if (capturing_ != nullptr) {
-      RETURN_IF_ERROR(CutSegment());
+      RETURN_IF_ERROR(CutSegment({DecodeCut::kRouting, il}));
     }
     RETURN_IF_ERROR(AcquireRouted(il, n_tok, begin));
     Mark("moe.acquire");
@@ -702,15 +703,7 @@ absl::Status CudaModel::Moe(int64_t il, const DeviceMoe& m, int64_t n_tok) const
   down.d_y = w.expert_y;
   down.y_stride = e;
   RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(down, stream_));
-  if (one && host_misses_) {
-    // The host's rows (computed after the acquire, while the copies ran)
-    // join the device's before the combine: expert_y += host_y.
-    const int64_t n = k * e;
-    RETURN_IF_ERROR(cuda::CopyToDevice(device_host_y_.data(), host_y_.data(),
-                                       n * sizeof(float), stream_));
-    cuda::Add(w.expert_y, device_host_y_.as<float>(), n, stream_);
-    ++launches_;
-  }
+  if (one && host_misses_) RETURN_IF_ERROR(AddHostExperts(il));
   cuda::CombineExperts(w.expert_y, one ? w.iota : w.slot_entry, w.weights,
                        n_tok, k, e, w.y, stream_);
   launches_ += fuse_gate_up ? 4 : 5;
@@ -723,10 +716,12 @@ absl::Status CudaModel::Moe(int64_t il, const DeviceMoe& m, int64_t n_tok) const
   return absl::OkStatus();
 }
 
-absl::Status CudaModel::CutSegment() const {
+absl::Status CudaModel::CutSegment(DecodeCut cut) const {
   ASSIGN_OR_RETURN(cuda::Graph g, cuda::Graph::EndCapture(stream_));
   RETURN_IF_ERROR(g.Launch(stream_));
   capturing_->decode_segments().push_back(std::move(g));
+  capturing_->decode_cuts().push_back(cut);
+  if (cut.kind != DecodeCut::kRouting) return absl::OkStatus();
   return cuda::WaitEvent(routed_);  // the segment's routing record
 }
 
@@ -755,6 +750,23 @@ absl::Status CudaModel::RunHostExperts() const {
     std::memcpy(y + host_experts_[i].index * e, out.data() + i * e,
                 e * sizeof(float));
   }
+  return absl::OkStatus();
+}
+
+absl::Status CudaModel::AddHostExperts(int64_t il) const {
+  // The device's products are running; the host computes its share
+  // meanwhile. While capturing, the segment so far is launched first (and
+  // the host's work is redone between the two segments at every replay).
+  if (capturing_ != nullptr) {
+    RETURN_IF_ERROR(CutSegment({DecodeCut::kHostExperts, il}));
+  }
+  RETURN_IF_ERROR(RunHostExperts());
+  if (capturing_ != nullptr) RETURN_IF_ERROR(cuda::Graph::BeginCapture(stream_));
+  const int64_t n = desc_.moe.n_expert_used * desc_.moe.n_embd;
+  RETURN_IF_ERROR(cuda::CopyToDevice(device_host_y_.data(), host_y_.data(),
+                                     n * sizeof(float), stream_));
+  cuda::Add(ws_.expert_y, device_host_y_.as<float>(), n, stream_);
+  ++launches_;
   return absl::OkStatus();
 }
 
@@ -842,18 +854,23 @@ absl::Status CudaModel::ForwardImpl(absl::Span<const int32_t> tokens,
       absl::StatusOr<cuda::Graph> last = cuda::Graph::EndCapture(stream_);
       if (!body.ok() || !last.ok()) {
         segments.clear();
+        st->decode_cuts().clear();
         return body.ok() ? last.status() : body;
       }
       RETURN_IF_ERROR(last->Launch(stream_));
       segments.push_back(*std::move(last));
       launches_per_decode_ = launches_ - before;
     } else {
-      const int64_t cuts = static_cast<int64_t>(segments.size()) - 1;
-      for (int64_t il = 0; il < cuts; ++il) {
-        RETURN_IF_ERROR(segments[il].Launch(stream_));
+      const std::vector<DecodeCut>& cuts = st->decode_cuts();
+      for (size_t i = 0; i < cuts.size(); ++i) {
+        RETURN_IF_ERROR(segments[i].Launch(stream_));
+        if (cuts[i].kind == DecodeCut::kHostExperts) {
+          RETURN_IF_ERROR(RunHostExperts());
+          continue;
+        }
         // The segment records routed_ once the routing is back.
         RETURN_IF_ERROR(cuda::WaitEvent(routed_));
-        RETURN_IF_ERROR(AcquireRouted(il, 1, {}));
+        RETURN_IF_ERROR(AcquireRouted(cuts[i].layer, 1, {}));
       }
       RETURN_IF_ERROR(segments.back().Launch(stream_));
     }

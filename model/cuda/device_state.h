@@ -17,6 +17,16 @@
 
 namespace sluice {
 
+// What the host does between two segments of a captured decode step.
+struct DecodeCut {
+  enum Kind {
+    kRouting,      // read layer `layer`'s routing back and acquire experts
+    kHostExperts,  // compute layer `layer`'s host experts (miss policy)
+  };
+  Kind kind = kRouting;
+  int64_t layer = 0;
+};
+
 class DeviceState final : public SequenceState {
  public:
   // Zeroed buffers for `capacity` tokens. `owner` identifies the model the
@@ -41,8 +51,12 @@ class DeviceState final : public SequenceState {
 
   // The captured decode step: one graph, or, where the host must see each
   // layer's routing (expert streaming), one segment per layer ending with
-  // that layer's routing read back, then the one that computes the logits.
+  // that layer's routing read back (and, with a host miss policy, one more
+  // per layer ending before the host's expert results are added), then the
+  // one that computes the logits.
   std::vector<cuda::Graph>& decode_segments() { return decode_segments_; }
+  // decode_cuts()[i] follows decode_segments()[i]; one fewer than segments.
+  std::vector<DecodeCut>& decode_cuts() { return decode_cuts_; }
 
  private:
   struct Block {
@@ -56,6 +70,7 @@ class DeviceState final : public SequenceState {
   cuda::DeviceBuffer buffer_;
   std::vector<Block> blocks_;
   std::vector<cuda::Graph> decode_segments_;
+  std::vector<DecodeCut> decode_cuts_;
 };
 
 }  // namespace sluice
