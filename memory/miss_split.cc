@@ -36,16 +36,8 @@ double MissSplitter::HostSeconds(uint64_t bytes) const {
   return o_.host_fixed_s + static_cast<double>(bytes) / o_.host_bytes_per_s;
 }
 
-int MissSplitter::HostShare(int misses, int host_reachable, uint64_t bytes) {
-  const int reachable = std::clamp(host_reachable, 0, std::max(misses, 0));
-  switch (o_.policy) {
-    case MissPolicy::kCopy:
-      return 0;
-    case MissPolicy::kHost:
-      return reachable;
-    case MissPolicy::kCost:
-      break;
-  }
+std::pair<int, double> MissSplitter::Best(int misses, int reachable,
+                                         uint64_t bytes) const {
   int best = 0;
   double best_s = DeviceSeconds(static_cast<uint64_t>(misses) * bytes);
   for (int n = 1; n <= reachable; ++n) {
@@ -57,6 +49,28 @@ int MissSplitter::HostShare(int misses, int host_reachable, uint64_t bytes) {
       best = n;
     }
   }
+  return {best, best_s};
+}
+
+double MissSplitter::Saving(int misses, int host_reachable,
+                            uint64_t bytes) const {
+  if (o_.policy == MissPolicy::kCopy || misses <= 0) return 0;
+  const int reachable = std::clamp(host_reachable, 0, misses);
+  const double all_device = DeviceSeconds(static_cast<uint64_t>(misses) * bytes);
+  return all_device - Best(misses, reachable, bytes).second;
+}
+
+int MissSplitter::HostShare(int misses, int host_reachable, uint64_t bytes) {
+  const int reachable = std::clamp(host_reachable, 0, std::max(misses, 0));
+  switch (o_.policy) {
+    case MissPolicy::kCopy:
+      return 0;
+    case MissPolicy::kHost:
+      return reachable;
+    case MissPolicy::kCost:
+      break;
+  }
+  const int best = Best(misses, reachable, bytes).first;
   if (best > 0 || reachable == 0) {
     declined_ = 0;
   } else if (o_.explore_every > 0 && ++declined_ >= o_.explore_every) {

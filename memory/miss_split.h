@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "absl/status/statusor.h"
 
@@ -72,6 +73,12 @@ class MissSplitter {
   // split of MissSplitOptions::explore_every.
   int HostShare(int misses, int host_reachable, uint64_t bytes);
 
+  // Seconds the best split of such a layer would save over copying every
+  // miss (0 when the host should take none), by the current estimates; no
+  // exploration, nothing counted. A backend weighs it against what keeping
+  // the host path ready costs per layer.
+  double Saving(int misses, int host_reachable, uint64_t bytes) const;
+
   // Predicted seconds for the device to copy `bytes`, and for the host to
   // compute experts totalling `bytes` in one call.
   double DeviceSeconds(uint64_t bytes) const;
@@ -96,6 +103,9 @@ class MissSplitter {
   MissPolicy policy() const { return o_.policy; }
 
  private:
+  // The n in [0, reachable] with the least predicted time, and that time.
+  std::pair<int, double> Best(int misses, int reachable, uint64_t bytes) const;
+
   MissSplitOptions o_;
   // Exponentially weighted sums over the host's calls: weight, bytes,
   // seconds, bytes^2, bytes x seconds (bytes in MB to keep them small).

@@ -53,6 +53,20 @@ TEST(MissSplitTest, CostBalancesEqualPathsHalfAndHalf) {
   EXPECT_EQ(s.HostShare(6, 2, kMb), 2);
 }
 
+TEST(MissSplitTest, SavingIsTheBestSplitsGainOverCopyingAll) {
+  // Equal paths, 6 misses: 6 ms copied, 3 ms split.
+  MissSplitter s(Even(MissPolicy::kCost, 0));
+  EXPECT_DOUBLE_EQ(s.Saving(6, 6, kMb), 3e-3);
+  EXPECT_DOUBLE_EQ(s.Saving(6, 0, kMb), 0);  // nothing in host RAM
+  EXPECT_DOUBLE_EQ(s.Saving(0, 0, kMb), 0);
+  // A 1.5 ms fixed cost: the best split (2) takes 4 ms, 2 less than 6.
+  MissSplitter f(Even(MissPolicy::kCost, 1.5e-3));
+  EXPECT_DOUBLE_EQ(f.Saving(6, 6, kMb), 2e-3);
+  EXPECT_DOUBLE_EQ(f.Saving(1, 1, kMb), 0);
+  MissSplitter copy(Even(MissPolicy::kCopy, 0));
+  EXPECT_DOUBLE_EQ(copy.Saving(6, 6, kMb), 0);
+}
+
 TEST(MissSplitTest, CostChargesTheHostsFixedCost) {
   // Fixed 1.5 ms per host call: n=1 max(5, 2.5), n=2 max(4, 3.5),
   // n=3 max(3, 4.5): two is best.

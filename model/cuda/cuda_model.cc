@@ -225,7 +225,7 @@ class CudaModel final : public Model {
   mutable int64_t launches_ = 0;
   // While a segmented decode step is being captured: its state (the
   // segments go there).
-  mutable DeviceState* capturing_ = nullptr;
+  mutable DeviceState::DecodeGraph* capturing_ = nullptr;
   // Ends the capture of the current decode segment, stores and launches it
   // and records what the host does next (`cut`); a routing cut waits for
   // the segment to finish.
@@ -239,6 +239,13 @@ class CudaModel final : public Model {
   absl::Status AddHostExperts(int64_t il) const;
   // Set when a decode step's misses may be computed by the host CPU.
   bool host_misses_ = false;
+  // Whether decode steps run the host's share (the graph variant with its
+  // cuts). Always with the host policy; with cost, while the splits the
+  // cost model predicts save more than the extra segment, copy and add
+  // cost per layer (ChooseHostPath).
+  mutable bool host_path_ = false;
+  mutable double host_saving_s_ = -1;  // smoothed per token; < 0: none yet
+  void ChooseHostPath() const;
   std::unique_ptr<kernels::ThreadPool> host_pool_;
   // The decode step's MoE input and the host's expert outputs [k][n_embd]
   // (pinned), their device copy, and the host's experts of the layer in
@@ -353,6 +360,7 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(
                                           m->stream_));
     if (miss.policy != memory::MissPolicy::kCopy) {
       m->host_misses_ = true;
+      m->host_path_ = true;
       // The decode thread takes part (after launching the device's share).
       // Measured on the H200 (docs/STATUS.md): handing the share to another
       // thread as soon as the split was known, to overlap it with issuing
@@ -618,7 +626,7 @@ absl::Status CudaModel::Moe(int64_t il, const DeviceMoe& m, int64_t n_tok) const
       RETURN_IF_ERROR(cuda::CopyToHost(ids + n_tok * k, w.weights,
                                        n_tok * k * sizeof(float), stream_));
     }
-    if (one && host_misses_) {
+    if (one && host_path_) {
       RETURN_IF_ERROR(cuda::CopyToHost(host_x_.data(), w.xn, e * sizeof(float),
                                        stream_));
     }
@@ -703,7 +711,7 @@ absl::Status CudaModel::Moe(int64_t il, const DeviceMoe& m, int64_t n_tok) const
   down.d_y = w.expert_y;
   down.y_stride = e;
   RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(down, stream_));
-  if (one && host_misses_) RETURN_IF_ERROR(AddHostExperts(il));
+  if (one && host_path_) RETURN_IF_ERROR(AddHostExperts(il));
   cuda::CombineExperts(w.expert_y, one ? w.iota : w.slot_entry, w.weights,
                        n_tok, k, e, w.y, stream_);
   launches_ += fuse_gate_up ? 4 : 5;
@@ -719,10 +727,29 @@ absl::Status CudaModel::Moe(int64_t il, const DeviceMoe& m, int64_t n_tok) const
 absl::Status CudaModel::CutSegment(DecodeCut cut) const {
   ASSIGN_OR_RETURN(cuda::Graph g, cuda::Graph::EndCapture(stream_));
   RETURN_IF_ERROR(g.Launch(stream_));
-  capturing_->decode_segments().push_back(std::move(g));
-  capturing_->decode_cuts().push_back(cut);
+  capturing_->segments.push_back(std::move(g));
+  capturing_->cuts.push_back(cut);
   if (cut.kind != DecodeCut::kRouting) return absl::OkStatus();
   return cuda::WaitEvent(routed_);  // the segment's routing record
+}
+
+// What keeping the host's share ready costs a decode step per layer: the
+// second segment's launch, the input's copy back, the rows' copy over and
+// the add. Measured on the H200 (bench35, locality 0.2, 25%: the cost
+// policy with almost nothing computed on the host ran ~24 us per layer
+// slower than copy).
+constexpr double kHostPathCostS = 20e-6;
+
+void CudaModel::ChooseHostPath() const {
+  if (experts_ == nullptr || !host_misses_) return;
+  const double saving = experts_->TakeSaving();
+  if (experts_->splitter().policy() != memory::MissPolicy::kCost) return;
+  host_saving_s_ = host_saving_s_ < 0 ? saving : 0.9 * host_saving_s_ + 0.1 * saving;
+  // Hysteresis: on above 1.5x the cost, off below it.
+  const double cost = kHostPathCostS * static_cast<double>(layers_.size());
+  if (host_path_ && host_saving_s_ < cost) host_path_ = false;
+  if (!host_path_ && host_saving_s_ > 1.5 * cost) host_path_ = true;
+  experts_->SetHostPath(host_path_);
 }
 
 absl::Status CudaModel::RunHostExperts() const {
@@ -839,7 +866,8 @@ absl::Status CudaModel::ForwardImpl(absl::Span<const int32_t> tokens,
     // A decode step is a CUDA graph, cut into one segment per layer while
     // the host must see each layer's routing (streaming experts, or a routing
     // observer).
-    std::vector<cuda::Graph>& segments = st->decode_segments();
+    DeviceState::DecodeGraph& graph = st->decode_graph(host_path_ ? 1 : 0);
+    std::vector<cuda::Graph>& segments = graph.segments;
     if (segments.empty()) {
       // Captured while it runs: each cut launches the segment so far and
       // lets the host act on the layer's routing. The copies above run
@@ -848,20 +876,20 @@ absl::Status CudaModel::ForwardImpl(absl::Span<const int32_t> tokens,
       RETURN_IF_ERROR(cuda::Synchronize(stream_));
       RETURN_IF_ERROR(cuda::Graph::BeginCapture(stream_));
       const int64_t before = launches_;
-      capturing_ = st;
+      capturing_ = &graph;
       absl::Status body = Enqueue(1, *st, rows);
       capturing_ = nullptr;
       absl::StatusOr<cuda::Graph> last = cuda::Graph::EndCapture(stream_);
       if (!body.ok() || !last.ok()) {
         segments.clear();
-        st->decode_cuts().clear();
+        graph.cuts.clear();
         return body.ok() ? last.status() : body;
       }
       RETURN_IF_ERROR(last->Launch(stream_));
       segments.push_back(*std::move(last));
       launches_per_decode_ = launches_ - before;
     } else {
-      const std::vector<DecodeCut>& cuts = st->decode_cuts();
+      const std::vector<DecodeCut>& cuts = graph.cuts;
       for (size_t i = 0; i < cuts.size(); ++i) {
         RETURN_IF_ERROR(segments[i].Launch(stream_));
         if (cuts[i].kind == DecodeCut::kHostExperts) {
@@ -874,6 +902,7 @@ absl::Status CudaModel::ForwardImpl(absl::Span<const int32_t> tokens,
       }
       RETURN_IF_ERROR(segments.back().Launch(stream_));
     }
+    ChooseHostPath();
   } else {
     const int64_t before = launches_;
     if (options_.profile) {

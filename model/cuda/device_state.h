@@ -54,9 +54,12 @@ class DeviceState final : public SequenceState {
   // that layer's routing read back (and, with a host miss policy, one more
   // per layer ending before the host's expert results are added), then the
   // one that computes the logits.
-  std::vector<cuda::Graph>& decode_segments() { return decode_segments_; }
-  // decode_cuts()[i] follows decode_segments()[i]; one fewer than segments.
-  std::vector<DecodeCut>& decode_cuts() { return decode_cuts_; }
+  struct DecodeGraph {
+    std::vector<cuda::Graph> segments;
+    std::vector<DecodeCut> cuts;  // cuts[i] follows segments[i]
+  };
+  // Variant 0, or 1 when the host takes a share of the misses (its cuts).
+  DecodeGraph& decode_graph(int variant) { return decode_graphs_[variant]; }
 
  private:
   struct Block {
@@ -69,8 +72,7 @@ class DeviceState final : public SequenceState {
   cuda::Stream stream_;
   cuda::DeviceBuffer buffer_;
   std::vector<Block> blocks_;
-  std::vector<cuda::Graph> decode_segments_;
-  std::vector<DecodeCut> decode_cuts_;
+  DecodeGraph decode_graphs_[2];
 };
 
 }  // namespace sluice

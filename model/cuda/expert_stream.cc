@@ -303,8 +303,10 @@ std::vector<size_t> ExpertStream::SplitMisses(
       reachable.push_back(i);
     }
   }
-  const int n = splitter_.HostShare(misses, static_cast<int>(reachable.size()),
-                                    c.expert_bytes());
+  const int n_reachable = static_cast<int>(reachable.size());
+  saving_s_ += splitter_.Saving(misses, n_reachable, c.expert_bytes());
+  if (!host_path_) return {};
+  const int n = splitter_.HostShare(misses, n_reachable, c.expert_bytes());
   // The last ones: decode lists a token's experts by decreasing weight, so
   // the device keeps those that matter most for the arena.
   return std::vector<size_t>(reachable.end() - n, reachable.end());

@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -106,6 +107,13 @@ class ExpertStream {
   }
   const memory::MissSplitter& splitter() const { return splitter_; }
 
+  // Whether decode steps may give the host a share (the caller's graph has
+  // the host's segment). Off, Acquire still predicts what a split would have
+  // saved. The seconds such splits would save (or did, by the estimates)
+  // since the last call.
+  void SetHostPath(bool on) { host_path_ = on; }
+  double TakeSaving() { return std::exchange(saving_s_, 0.0); }
+
   // Brings layer `layer`'s predicted experts into slots ahead of demand, on
   // a low-priority stream, after this step's demand copies were issued.
   // Only experts that are not resident and find an evictable slot move (the
@@ -156,8 +164,9 @@ class ExpertStream {
   // expert's bytes, unless something moved it into a slot since.
   void RestoreZeroed(int layer, std::vector<int>& dirty);
   // The host experts (on_host) among `experts`: the last of the misses the
-  // host can reach, as many as the miss policy says. Positions into
-  // `experts`.
+  // host can reach, as many as the miss policy says (none while the host
+  // path is off; the predicted saving is counted either way). Positions
+  // into `experts`.
   std::vector<size_t> SplitMisses(int layer, absl::Span<const int32_t> experts,
                                   const SlotClass& c);
   // Weights of `expert` of `layer` at `from` (its slices).
@@ -207,6 +216,8 @@ class ExpertStream {
   cuda::Event copy_started_ = nullptr;
   uint64_t copy_bytes_pending_ = 0;
   memory::MissSplitter splitter_{{}};
+  bool host_path_ = true;
+  double saving_s_ = 0;
   // Per layer: experts whose entries point at the zeroed slot.
   std::vector<std::vector<int32_t>> zeroed_;
   // Per layer: the mirror changed since the device table was written.
