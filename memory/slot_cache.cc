@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace sluice::memory {
 
@@ -82,9 +83,8 @@ void SlotCache::Place(int32_t slot, ExpertKey key, uint64_t access) {
   policy_->OnAccess(slot, key, /*inserted=*/true, access);
 }
 
-absl::StatusOr<std::vector<SlotAssignment>> SlotCache::Acquire(
-    int32_t layer, absl::Span<const int32_t> experts) {
-  absl::MutexLock lock(&mu_);
+absl::Status SlotCache::CheckCall(int32_t layer,
+                                  absl::Span<const int32_t> experts) {
   if (layer < 0 || layer >= options_.n_layer) {
     return absl::InvalidArgumentError(
         absl::StrCat("slot cache: layer ", layer, " out of range [0, ",
@@ -103,6 +103,13 @@ absl::StatusOr<std::vector<SlotAssignment>> SlotCache::Acquire(
     }
     seen_[e] = call_;
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<SlotAssignment>> SlotCache::Acquire(
+    int32_t layer, absl::Span<const int32_t> experts) {
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(CheckCall(layer, experts));
 
   const uint64_t first_access = counters_.lookups;
   std::vector<SlotAssignment> out(experts.size());
@@ -160,23 +167,8 @@ absl::StatusOr<std::vector<SlotAssignment>> SlotCache::Acquire(
 absl::Status SlotCache::ComputedOnHost(int32_t layer,
                                        absl::Span<const int32_t> experts) {
   absl::MutexLock lock(&mu_);
-  if (layer < 0 || layer >= options_.n_layer) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("slot cache: layer ", layer, " out of range [0, ",
-                     options_.n_layer, ")"));
-  }
-  ++call_;
+  RETURN_IF_ERROR(CheckCall(layer, experts));
   for (int32_t e : experts) {
-    if (e < 0 || e >= options_.n_expert) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("slot cache: layer ", layer, " expert ", e,
-                       " out of range [0, ", options_.n_expert, ")"));
-    }
-    if (seen_[e] == call_) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "slot cache: layer ", layer, " expert ", e, " repeated in one call"));
-    }
-    seen_[e] = call_;
     if (where_[Index({layer, e})] >= 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("slot cache: layer ", layer, " expert ", e,

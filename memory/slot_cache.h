@@ -227,6 +227,10 @@ class SlotCache {
   std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
   std::vector<int32_t> free_ ABSL_GUARDED_BY(mu_);   // stack of empty slots
   std::vector<int32_t> where_ ABSL_GUARDED_BY(mu_);  // Index(key) -> slot/-1
+  // InvalidArgument for a layer or expert out of range or an expert
+  // repeated in `experts`; starts a call (call_, seen_).
+  absl::Status CheckCall(int32_t layer, absl::Span<const int32_t> experts)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Duplicate detection in Acquire without clearing: seen_[expert] ==
   // call_ marks an expert already in this call.
   std::vector<uint64_t> seen_ ABSL_GUARDED_BY(mu_);
