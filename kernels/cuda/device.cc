@@ -178,6 +178,11 @@ absl::Status RecordEvent(Event event, Stream stream) {
   return Check(cudaEventRecord(event, stream), "cudaEventRecord");
 }
 
+absl::Status RecordEventInGraph(Event event, Stream stream) {
+  return Check(cudaEventRecordWithFlags(event, stream, cudaEventRecordExternal),
+               "cudaEventRecordWithFlags");
+}
+
 absl::Status StreamWaitEvent(Stream stream, Event event) {
   return Check(cudaStreamWaitEvent(stream, event, 0), "cudaStreamWaitEvent");
 }

@@ -68,6 +68,10 @@ absl::Status Synchronize(Stream stream);
 absl::StatusOr<Event> CreateEvent(bool timing = false);
 void DestroyEvent(Event event);
 absl::Status RecordEvent(Event event, Stream stream);
+// Like RecordEvent; while `stream` is being captured, the record becomes a
+// node of the graph (cudaEventRecordExternal), so the host can wait for
+// that point of a launched graph while the rest of it runs.
+absl::Status RecordEventInGraph(Event event, Stream stream);
 absl::Status StreamWaitEvent(Stream stream, Event event);
 // Blocks the calling thread until the work recorded by `event` completed.
 absl::Status WaitEvent(Event event);
