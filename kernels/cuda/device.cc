@@ -91,6 +91,18 @@ absl::Status CopyToDevice(void* d_dst, const void* h_src, uint64_t bytes,
                "cudaMemcpyAsync(host to device)");
 }
 
+absl::Status CopyBatchToDevice(absl::Span<void* const> dsts,
+                               absl::Span<const void* const> srcs,
+                               absl::Span<const size_t> sizes, Stream stream) {
+  if (dsts.empty()) return absl::OkStatus();
+  cudaMemcpyAttributes attr = {};
+  attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+  size_t attr_index = 0;
+  return Check(cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(),
+                                    dsts.size(), &attr, &attr_index, 1, stream),
+               "cudaMemcpyBatchAsync");
+}
+
 absl::Status CopyToHost(void* h_dst, const void* d_src, uint64_t bytes,
                         Stream stream) {
   return Check(cudaMemcpyAsync(h_dst, d_src, bytes, cudaMemcpyDeviceToHost,

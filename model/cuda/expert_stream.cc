@@ -322,15 +322,19 @@ absl::Status ExpertStream::ObserveCopies() {
   return absl::OkStatus();
 }
 
-absl::Status ExpertStream::Fill(int layer, int32_t expert, const SlotClass& c,
-                                int32_t slot, const HostTier::Slices& from,
-                                cuda::Stream stream) {
+void ExpertStream::Fill(int layer, int32_t expert, const SlotClass& c,
+                        int32_t slot, const HostTier::Slices& from) {
   auto* d = static_cast<uint8_t*>(SlotAddress(c, slot));
-  RETURN_IF_ERROR(cuda::CopyToDevice(d, from[0], c.gate_bytes, stream));
-  RETURN_IF_ERROR(cuda::CopyToDevice(d + c.up_offset, from[1], c.up_bytes, stream));
-  RETURN_IF_ERROR(cuda::CopyToDevice(d + c.down_offset, from[2], c.down_bytes, stream));
+  batch_.Add(d, from[0], c.gate_bytes);
+  batch_.Add(d + c.up_offset, from[1], c.up_bytes);
+  batch_.Add(d + c.down_offset, from[2], c.down_bytes);
   PointAtSlot(layer, expert, c, slot);
-  return absl::OkStatus();
+}
+
+absl::Status ExpertStream::Flush(cuda::Stream stream) {
+  absl::Status s = cuda::CopyBatchToDevice(batch_.dst, batch_.src, batch_.size, stream);
+  batch_ = {};
+  return s;
 }
 
 absl::Status ExpertStream::Upload(const std::vector<int>& layers, int now,
@@ -452,7 +456,7 @@ absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> all,
         Mark(dirty, a.evicted_key.layer);
       }
       if (copied == 0) RETURN_IF_ERROR(cuda::RecordEvent(copy_started_, copy_));
-      RETURN_IF_ERROR(Fill(layer, e, c, a.slot, from[i], copy_));
+      Fill(layer, e, c, a.slot, from[i]);
       Mark(dirty, layer);
       copied += expert_bytes;
     } else if (host_ != nullptr) {
@@ -467,6 +471,7 @@ absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> all,
     // window; the bytes still cross the bus once.)
   }
   if (copied > 0) {
+    RETURN_IF_ERROR(Flush(copy_));
     RETURN_IF_ERROR(cuda::RecordEvent(copied_, copy_));
     RETURN_IF_ERROR(cuda::StreamWaitEvent(compute, copied_));
     copy_bytes_pending_ = copied;
@@ -502,13 +507,14 @@ absl::Status ExpertStream::Prefetch(int layer, absl::Span<const int32_t> experts
       PointAtHost(a.evicted_key.layer, a.evicted_key.expert);
       Mark(dirty, a.evicted_key.layer);
     }
-    RETURN_IF_ERROR(Fill(layer, e, c, a.slot, src, prefetch_));
+    Fill(layer, e, c, a.slot, src);
     Mark(dirty, layer);
     in_flight_.push_back({layer, e});
     c.cache->RecordBytes(memory::Tier::kHost,
                          c.expert_bytes());
   }
   if (in_flight_.empty()) return Upload(dirty, /*now=*/-1, compute);
+  RETURN_IF_ERROR(Flush(prefetch_));
   RETURN_IF_ERROR(cuda::RecordEvent(prefetched_, prefetch_));
   // The tables may point at the new slots at once: the only kernels that
   // read them (layer `layer`'s) run after the next Acquire, which makes the
