@@ -207,9 +207,16 @@ def targets(results, facts, gbs):
         if streamed:
             g = min(streamed, key=lambda g: g["experts"]["decode"]["hit_rate"])
             rate = g["experts"]["decode"]["bytes_per_s"]["moved"] / 1e9
-            share = rate / gbs
+            # The link's rate while a step's misses are copied (timed per
+            # batch of copies by the expert stream); runs before it was
+            # reported have only the average over decode.
+            batch = g["experts"].get("copy_bytes_per_s_estimate", 0) / 1e9
+            measured = batch if batch > 0 else rate
+            share = measured / gbs
             verdict = "met" if share >= TARGET_STREAM_SHARE else f"NOT met ({share:.0%} of {gbs:g} GB/s)"
-            out.append(f"- {name}, miss-bound streaming (smallest arena): {rate:.1f} GB/s "
+            what = (f"copy batches at {batch:.1f} GB/s, {rate:.1f} GB/s averaged over decode"
+                    if batch > 0 else f"{rate:.1f} GB/s")
+            out.append(f"- {name}, miss-bound streaming (smallest arena): {what} "
                        f"(goal >= {TARGET_STREAM_SHARE:.0%} of {gbs:g} GB/s): {verdict}")
         for frac, g in sorted(ok_rows.items()):
             if policy != "copy":
