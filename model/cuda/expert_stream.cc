@@ -514,6 +514,11 @@ absl::Status ExpertStream::Prefetch(int layer, absl::Span<const int32_t> experts
                          c.expert_bytes());
   }
   if (in_flight_.empty()) return Upload(dirty, /*now=*/-1, compute);
+  // Behind this step's demand copies, never beside them: the link is the
+  // limit, and a prefetch that shares it delays the layer waiting now.
+  if (copy_bytes_pending_ > 0) {
+    RETURN_IF_ERROR(cuda::StreamWaitEvent(prefetch_, copied_));
+  }
   RETURN_IF_ERROR(Flush(prefetch_));
   RETURN_IF_ERROR(cuda::RecordEvent(prefetched_, prefetch_));
   // The tables may point at the new slots at once: the only kernels that

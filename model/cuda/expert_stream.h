@@ -115,7 +115,7 @@ class ExpertStream {
   double TakeSaving() { return std::exchange(saving_s_, 0.0); }
 
   // Brings layer `layer`'s predicted experts into slots ahead of demand, on
-  // a low-priority stream, after this step's demand copies were issued.
+  // a low-priority stream that waits for this step's demand copies first.
   // Only experts that are not resident and find an evictable slot move (the
   // step in flight stays protected). The next Acquire makes the compute
   // stream wait for these copies; a prefetched expert demanded while its
