@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/test_util.h"
+#include "kernels/cuda/grouped_case_testing.h"
 #include "kernels/cuda/quant_matmul_kernel.h"
 #include "loader/ggml_type.h"
 
@@ -31,14 +32,8 @@ bool IsPlain(GgmlType t) {
   return t == GgmlType::kF32 || t == GgmlType::kF16 || t == GgmlType::kBF16;
 }
 
-struct Case {
-  int64_t rows = 0, cols = 0;
-  int n_weights = 1, n_groups = 1;
-  std::vector<int32_t> group_weight, group_begin, x_row;
-  int max_entries = 1;
-  int64_t x_rows = 1, x_pad = 0, y_pad = 0;
-  int weight_offset = 0, x_offset = 0;
-};
+using grouped_testing::GroupedProblem;
+using Case = grouped_testing::GroupedCase;
 
 template <class T>
 void Emulate(const RawGroupedMatMul& a) {
@@ -76,66 +71,23 @@ class QuantMatMulEmulationTest : public ::testing::TestWithParam<GgmlType> {
   // writes into the y_stride gaps in *gap_writes.
   double Run(const Case& c, int64_t* gap_writes) {
     const GgmlType t = GetParam();
-    std::mt19937 rng(77 + static_cast<int>(t));
-    const uint64_t row_bytes = *kernels::RowBytes(t, c.cols);
-    const uint64_t slot = (c.rows * row_bytes + c.weight_offset + 255) / 256 * 256;
-    std::vector<uint8_t> all(slot * c.n_weights);
-    std::vector<const void*> table(c.n_weights);
-    std::vector<std::vector<float>> deq(c.n_weights, std::vector<float>(c.rows * c.cols));
-    for (int w = 0; w < c.n_weights; ++w) {
-      const std::vector<uint8_t> m = kernels::testing_util::RandomWeights(t, c.rows, c.cols, rng);
-      std::copy(m.begin(), m.end(), all.begin() + w * slot + c.weight_offset);
-      table[w] = &all[w * slot + c.weight_offset];
-      for (int64_t r = 0; r < c.rows; ++r) {
-        EXPECT_TRUE(kernels::DequantizeRow(t, &m[r * row_bytes], c.cols, &deq[w][r * c.cols]).ok());
-      }
-    }
-    const int64_t x_stride = c.cols + c.x_pad, y_stride = c.rows + c.y_pad;
-    std::vector<float> x(c.x_offset + c.x_rows * x_stride);
-    std::uniform_real_distribution<float> val(-1.f, 1.f);
-    for (float& v : x) v = val(rng);
-    const int64_t n_entries = c.group_begin.empty() ? c.n_groups : c.group_begin.back();
-    std::vector<float> y(n_entries * y_stride, NAN);
-
-    RawGroupedMatMul a;
-    a.type = static_cast<int>(t);
-    a.rows = c.rows;
-    a.cols = c.cols;
-    a.row_bytes = row_bytes;
-    a.n_groups = c.n_groups;
-    a.max_entries_per_group = c.group_begin.empty() ? 1 : c.max_entries;
-    a.weights = table.data();
-    a.group_weight = c.group_weight.empty() ? nullptr : c.group_weight.data();
-    a.group_begin = c.group_begin.empty() ? nullptr : c.group_begin.data();
-    a.x_row = c.x_row.empty() ? nullptr : c.x_row.data();
-    a.x = x.data() + c.x_offset;
-    a.x_stride = x_stride;
-    a.y = y.data();
-    a.y_stride = y_stride;
-    EmulateType(a);
-
+    GroupedProblem p(t, c, 77 + static_cast<int>(t));
+    EmulateType(p.args());
     double max_rel = 0;
-    *gap_writes = 0;
-    for (int g = 0; g < c.n_groups; ++g) {
-      const int w = c.group_weight.empty() ? g : c.group_weight[g];
-      const int64_t begin = c.group_begin.empty() ? g : c.group_begin[g];
-      const int64_t end = c.group_begin.empty() ? g + 1 : c.group_begin[g + 1];
-      for (int64_t e = begin; e < end; ++e) {
-        const float* xr = &x[c.x_offset + (c.x_row.empty() ? e : c.x_row[e]) * x_stride];
-        for (int64_t r = 0; r < c.rows; ++r) {
-          double sum = 0, mag = 0;
-          for (int64_t k = 0; k < c.cols; ++k) {
-            const double p = static_cast<double>(deq[w][r * c.cols + k]) * xr[k];
-            sum += p;
-            mag += std::fabs(p);
-          }
-          const float got = y[e * y_stride + r];
-          const double err = std::isnan(got) ? INFINITY : std::fabs(got - sum);
-          max_rel = std::max(max_rel, err / std::max(mag, 1e-30));
+    p.ForEachEntry([&](int w, const float* xr, const float* y) {
+      for (int64_t r = 0; r < c.rows; ++r) {
+        const float* wr = p.Reference(w, r);
+        double sum = 0, mag = 0;
+        for (int64_t k = 0; k < c.cols; ++k) {
+          const double prod = static_cast<double>(wr[k]) * xr[k];
+          sum += prod;
+          mag += std::fabs(prod);
         }
-        for (int64_t r = c.rows; r < y_stride; ++r) *gap_writes += !std::isnan(y[e * y_stride + r]);
+        const double err = std::isnan(y[r]) ? INFINITY : std::fabs(y[r] - sum);
+        max_rel = std::max(max_rel, err / std::max(mag, 1e-30));
       }
-    }
+    });
+    *gap_writes = p.GapWrites();
     return max_rel;
   }
 

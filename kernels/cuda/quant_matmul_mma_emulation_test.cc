@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/test_util.h"
+#include "kernels/cuda/grouped_case_testing.h"
 #include "kernels/cuda/quant_matmul_mma_kernel.h"
 #include "loader/ggml_type.h"
 
@@ -131,14 +132,8 @@ constexpr GgmlType kTypes[] = {GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ8_0
 constexpr double kMaxRelErrBf16 = 1e-5;
 constexpr double kMaxRelErrExact = 0x1p-7 + 1e-5;
 
-struct Case {
-  int64_t rows = 0, cols = 0;
-  int n_weights = 1, n_groups = 1;
-  std::vector<int32_t> group_weight, group_begin, x_row;
-  int max_entries = 1;
-  int64_t x_rows = 1, x_pad = 0, y_pad = 0;
-  int weight_offset = 0, x_offset = 0;
-};
+using grouped_testing::GroupedProblem;
+using Case = grouped_testing::GroupedCase;
 
 template <class T>
 void EmulateMma(const RawGroupedMatMul& a) {
@@ -172,67 +167,26 @@ class MmaEmulationTest : public ::testing::TestWithParam<GgmlType> {
 
   void Check(const Case& c, const char* name) {
     const GgmlType t = GetParam();
-    std::mt19937 rng(31 + static_cast<int>(t));
-    const uint64_t row_bytes = *kernels::RowBytes(t, c.cols);
-    const uint64_t slot = (c.rows * row_bytes + c.weight_offset + 255) / 256 * 256;
-    std::vector<uint8_t> all(slot * c.n_weights);
-    std::vector<const void*> table(c.n_weights);
-    std::vector<std::vector<float>> deq(c.n_weights, std::vector<float>(c.rows * c.cols));
-    for (int w = 0; w < c.n_weights; ++w) {
-      const std::vector<uint8_t> m = kernels::testing_util::RandomWeights(t, c.rows, c.cols, rng);
-      std::copy(m.begin(), m.end(), all.begin() + w * slot + c.weight_offset);
-      table[w] = &all[w * slot + c.weight_offset];
-      for (int64_t r = 0; r < c.rows; ++r) {
-        ASSERT_TRUE(kernels::DequantizeRow(t, &m[r * row_bytes], c.cols, &deq[w][r * c.cols]).ok());
-      }
-    }
-    const int64_t x_stride = c.cols + c.x_pad, y_stride = c.rows + c.y_pad;
-    std::vector<float> x(c.x_offset + c.x_rows * x_stride);
-    std::uniform_real_distribution<float> val(-1.f, 1.f);
-    for (float& v : x) v = val(rng);
-    const int64_t n_entries = c.group_begin.empty() ? c.n_groups : c.group_begin.back();
-    std::vector<float> y(n_entries * y_stride, NAN);
-
-    RawGroupedMatMul a;
-    a.type = static_cast<int>(t);
-    a.rows = c.rows;
-    a.cols = c.cols;
-    a.row_bytes = row_bytes;
-    a.n_groups = c.n_groups;
-    a.max_entries_per_group = c.max_entries;
-    a.weights = table.data();
-    a.group_weight = c.group_weight.empty() ? nullptr : c.group_weight.data();
-    a.group_begin = c.group_begin.empty() ? nullptr : c.group_begin.data();
-    a.x_row = c.x_row.empty() ? nullptr : c.x_row.data();
-    a.x = x.data() + c.x_offset;
-    a.x_stride = x_stride;
-    a.y = y.data();
-    a.y_stride = y_stride;
-    ASSERT_TRUE(MmaSupportsShape(a.type, a.cols));
-    EmulateMmaType(a);
+    GroupedProblem p(t, c, 31 + static_cast<int>(t));
+    ASSERT_TRUE(MmaSupportsShape(p.args().type, p.args().cols));
+    EmulateMmaType(p.args());
 
     double rel_bf16 = 0, rel_exact = 0;
-    int64_t gap_writes = 0;
-    for (int g = 0; g < c.n_groups; ++g) {
-      const int w = c.group_weight.empty() ? g : c.group_weight[g];
-      for (int64_t e = c.group_begin[g]; e < c.group_begin[g + 1]; ++e) {
-        const float* xr = &x[c.x_offset + (c.x_row.empty() ? e : c.x_row[e]) * x_stride];
-        for (int64_t r = 0; r < c.rows; ++r) {
-          double exact = 0, rounded = 0, mag = 0;
-          for (int64_t k = 0; k < c.cols; ++k) {
-            const float wk = deq[w][r * c.cols + k];
-            exact += static_cast<double>(wk) * xr[k];
-            rounded += static_cast<double>(RoundBf16(wk)) * RoundBf16(xr[k]);
-            mag += std::fabs(static_cast<double>(wk) * xr[k]);
-          }
-          const float got = y[e * y_stride + r];
-          const double m = std::max(mag, 1e-30);
-          rel_bf16 = std::max(rel_bf16, std::isnan(got) ? INFINITY : std::fabs(got - rounded) / m);
-          rel_exact = std::max(rel_exact, std::isnan(got) ? INFINITY : std::fabs(got - exact) / m);
+    p.ForEachEntry([&](int w, const float* xr, const float* y) {
+      for (int64_t r = 0; r < c.rows; ++r) {
+        const float* wr = p.Reference(w, r);
+        double exact = 0, rounded = 0, mag = 0;
+        for (int64_t k = 0; k < c.cols; ++k) {
+          exact += static_cast<double>(wr[k]) * xr[k];
+          rounded += static_cast<double>(RoundBf16(wr[k])) * RoundBf16(xr[k]);
+          mag += std::fabs(static_cast<double>(wr[k]) * xr[k]);
         }
-        for (int64_t r = c.rows; r < y_stride; ++r) gap_writes += !std::isnan(y[e * y_stride + r]);
+        const double m = std::max(mag, 1e-30);
+        rel_bf16 = std::max(rel_bf16, std::isnan(y[r]) ? INFINITY : std::fabs(y[r] - rounded) / m);
+        rel_exact = std::max(rel_exact, std::isnan(y[r]) ? INFINITY : std::fabs(y[r] - exact) / m);
       }
-    }
+    });
+    const int64_t gap_writes = p.GapWrites();
     std::printf("%-5s %-44s rel_err_vs_bf16=%.3g rel_err_vs_exact=%.3g\n",
                 kernels::TypeName(t).c_str(), name, rel_bf16, rel_exact);
     EXPECT_LT(rel_bf16, kMaxRelErrBf16) << name;
