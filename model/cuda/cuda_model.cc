@@ -227,8 +227,8 @@ class CudaModel final : public Model {
   // segments go there).
   mutable DeviceState::DecodeGraph* capturing_ = nullptr;
   // Ends the capture of the current decode segment, stores and launches it
-  // and records what the host does next (`cut`); a routing cut waits for
-  // the segment to finish.
+  // and records what the host does next (`cut`); a routing cut then waits
+  // for the segment's routing record (the rest of the segment runs on).
   absl::Status CutSegment(DecodeCut cut) const;
   // Host miss policy, decode: computes host_experts_ from host_x_ into the
   // rows of host_y_ (zeros for the device's experts) and times it.
