@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/quant_matmul_impl.h"
 #include "kernels/cuda/quant_matmul_kernel.h"
@@ -51,32 +52,22 @@ GroupedGeometry GeometryFor(const RawGroupedMatMul& a) { return ComputeGeometry(
 
 int LaunchGrouped(const RawGroupedMatMul& a, CUstream_st* stream) {
   const GroupedGeometry geo = GeometryFor(a);
-  switch (a.type) {
-    case kF32: return Launch<F32Weights>(a, geo, stream);
-    case kF16: return Launch<HalfWeights<false>>(a, geo, stream);
-    case kBF16: return Launch<HalfWeights<true>>(a, geo, stream);
-    case kQ8_0: return Launch<Q8_0Weights>(a, geo, stream);
-    case kQ1_0: return Launch<Q1_0Weights>(a, geo, stream);
-    case kQ4_K: return Launch<KWeights<false>>(a, geo, stream);
-    case kQ5_K: return Launch<KWeights<true>>(a, geo, stream);
-    case kQ6_K: return Launch<Q6KWeights>(a, geo, stream);
-    default: return static_cast<int>(cudaErrorInvalidValue);
-  }
+  return VisitWeights(a.type, static_cast<int>(cudaErrorInvalidValue), [&](auto t) {
+    return Launch<typename decltype(t)::type>(a, geo, stream);
+  });
 }
 
 bool MmaKernelSupports(int type, int64_t cols) { return MmaSupportsShape(type, cols); }
 
 int LaunchGroupedMma(const RawGroupedMatMul& a, CUstream_st* stream) {
-  switch (a.type) {
-    case kF16: return LaunchMma<HalfWeights<false>>(a, stream);
-    case kBF16: return LaunchMma<HalfWeights<true>>(a, stream);
-    case kQ8_0: return LaunchMma<Q8_0Weights>(a, stream);
-    case kQ1_0: return LaunchMma<Q1_0Weights>(a, stream);
-    case kQ4_K: return LaunchMma<KWeights<false>>(a, stream);
-    case kQ5_K: return LaunchMma<KWeights<true>>(a, stream);
-    case kQ6_K: return LaunchMma<Q6KWeights>(a, stream);
-    default: return static_cast<int>(cudaErrorInvalidValue);  // F32 never takes this path
-  }
+  return VisitWeights(a.type, static_cast<int>(cudaErrorInvalidValue), [&](auto t) {
+    using W = typename decltype(t)::type;
+    if constexpr (std::is_same_v<W, F32Weights>) {
+      return static_cast<int>(cudaErrorInvalidValue);  // F32 never takes this path
+    } else {
+      return LaunchMma<W>(a, stream);
+    }
+  });
 }
 
 int LaunchDequantRows(int type, const void* w, uint64_t row_bytes, int64_t cols,

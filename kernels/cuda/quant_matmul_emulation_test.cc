@@ -48,17 +48,12 @@ void Emulate(const RawGroupedMatMul& a) {
 }
 
 void EmulateType(const RawGroupedMatMul& a) {
-  switch (static_cast<GgmlType>(a.type)) {
-    case GgmlType::kF32: return Emulate<F32Weights>(a);
-    case GgmlType::kF16: return Emulate<HalfWeights<false>>(a);
-    case GgmlType::kBF16: return Emulate<HalfWeights<true>>(a);
-    case GgmlType::kQ8_0: return Emulate<Q8_0Weights>(a);
-    case GgmlType::kQ1_0: return Emulate<Q1_0Weights>(a);
-    case GgmlType::kQ4_K: return Emulate<KWeights<false>>(a);
-    case GgmlType::kQ5_K: return Emulate<KWeights<true>>(a);
-    case GgmlType::kQ6_K: return Emulate<Q6KWeights>(a);
-    default: FAIL() << "no kernel for type " << a.type;
-  }
+  const bool known = VisitWeights(a.type, false, [&](auto t) {
+    using W = typename decltype(t)::type;
+    Emulate<W>(a);
+    return true;
+  });
+  if (!known) FAIL() << "no kernel for type " << a.type;
 }
 
 class QuantMatMulEmulationTest : public ::testing::TestWithParam<GgmlType> {

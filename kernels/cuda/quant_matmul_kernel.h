@@ -171,24 +171,30 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <class T>
-int ChunkOf() {
-  return T::kChunk;
-}
+struct WeightsTag {
+  using type = T;
+};
 
-inline int ChunkElems(int type) {
+// fn(WeightsTag<W>{}) for the weights class W of type id `type` (the one
+// switch over the types the kernels handle); `none` for any other type.
+template <class R, class Fn>
+R VisitWeights(int type, R none, Fn&& fn) {
   switch (type) {
-    case kF32: return ChunkOf<F32Weights>();
-    case kF16: return ChunkOf<HalfWeights<false>>();
-    case kBF16: return ChunkOf<HalfWeights<true>>();
-    case kQ8_0: return ChunkOf<Q8_0Weights>();
-    case kQ1_0: return ChunkOf<Q1_0Weights>();
-    case kQ4_K: return ChunkOf<KWeights<false>>();
-    case kQ5_K: return ChunkOf<KWeights<true>>();
-    case kQ6_K: return ChunkOf<Q6KWeights>();
-    default: return 0;
+    case kF32: return fn(WeightsTag<F32Weights>{});
+    case kF16: return fn(WeightsTag<HalfWeights<false>>{});
+    case kBF16: return fn(WeightsTag<HalfWeights<true>>{});
+    case kQ8_0: return fn(WeightsTag<Q8_0Weights>{});
+    case kQ1_0: return fn(WeightsTag<Q1_0Weights>{});
+    case kQ4_K: return fn(WeightsTag<KWeights<false>>{});
+    case kQ5_K: return fn(WeightsTag<KWeights<true>>{});
+    case kQ6_K: return fn(WeightsTag<Q6KWeights>{});
+    default: return none;
   }
 }
 
+inline int ChunkElems(int type) {
+  return VisitWeights(type, 0, [](auto t) { return decltype(t)::type::kChunk; });
+}
 
 inline GroupedGeometry ComputeGeometry(const RawGroupedMatMul& a) {
   GroupedGeometry geo;

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -144,16 +145,16 @@ void EmulateMma(const RawGroupedMatMul& a) {
 }
 
 void EmulateMmaType(const RawGroupedMatMul& a) {
-  switch (static_cast<GgmlType>(a.type)) {
-    case GgmlType::kF16: return EmulateMma<HalfWeights<false>>(a);
-    case GgmlType::kBF16: return EmulateMma<HalfWeights<true>>(a);
-    case GgmlType::kQ8_0: return EmulateMma<Q8_0Weights>(a);
-    case GgmlType::kQ1_0: return EmulateMma<Q1_0Weights>(a);
-    case GgmlType::kQ4_K: return EmulateMma<KWeights<false>>(a);
-    case GgmlType::kQ5_K: return EmulateMma<KWeights<true>>(a);
-    case GgmlType::kQ6_K: return EmulateMma<Q6KWeights>(a);
-    default: FAIL() << "no tensor-core kernel for type " << a.type;
-  }
+  const bool known = VisitWeights(a.type, false, [&](auto t) {
+    using W = typename decltype(t)::type;
+    if constexpr (std::is_same_v<W, F32Weights>) {
+      return false;
+    } else {
+      EmulateMma<W>(a);
+      return true;
+    }
+  });
+  if (!known) FAIL() << "no tensor-core kernel for type " << a.type;
 }
 
 class MmaEmulationTest : public ::testing::TestWithParam<GgmlType> {

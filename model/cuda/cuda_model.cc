@@ -255,6 +255,9 @@ class CudaModel final : public Model {
   mutable std::vector<HostExpert> host_experts_;
   // Whether host_y_ holds rows of an earlier step (must be zeroed).
   mutable bool host_y_used_ = false;
+  // RunHostExperts' scratch, kept between layers (it runs once per layer).
+  mutable std::vector<ExpertWeights> host_weights_;
+  mutable std::vector<float> host_out_;
   // Pinned host copies of a batch's group bounds and of the routing (ids,
   // then weights), and the event that says they arrived.
   cuda::PinnedBuffer host_begin_, host_routing_;
@@ -758,7 +761,8 @@ absl::Status CudaModel::RunHostExperts() const {
   if (host_y_used_) std::memset(y, 0, host_y_.bytes());
   host_y_used_ = !host_experts_.empty();
   if (host_experts_.empty()) return absl::OkStatus();
-  std::vector<ExpertWeights> ws;
+  std::vector<ExpertWeights>& ws = host_weights_;
+  ws.clear();
   uint64_t bytes = 0;
   for (const HostExpert& h : host_experts_) {
     ws.push_back(h.weights);
@@ -766,15 +770,15 @@ absl::Status CudaModel::RunHostExperts() const {
       bytes += static_cast<uint64_t>(m->rows) * m->row_bytes;
     }
   }
-  std::vector<float> out(ws.size() * e);
+  host_out_.resize(ws.size() * e);
   const auto t0 = std::chrono::steady_clock::now();
-  RETURN_IF_ERROR(ExpertsOneToken(ws, host_x_.as<float>(), out.data(),
+  RETURN_IF_ERROR(ExpertsOneToken(ws, host_x_.as<float>(), host_out_.data(),
                                   host_pool_.get()));
   const std::chrono::duration<double> took =
       std::chrono::steady_clock::now() - t0;
   experts_->ObserveHost(bytes, took.count());
   for (size_t i = 0; i < host_experts_.size(); ++i) {
-    std::memcpy(y + host_experts_[i].index * e, out.data() + i * e,
+    std::memcpy(y + host_experts_[i].index * e, host_out_.data() + i * e,
                 e * sizeof(float));
   }
   return absl::OkStatus();

@@ -333,7 +333,7 @@ void ExpertStream::Fill(int layer, int32_t expert, const SlotClass& c,
 
 absl::Status ExpertStream::Flush(cuda::Stream stream) {
   absl::Status s = cuda::CopyBatchToDevice(batch_.dst, batch_.src, batch_.size, stream);
-  batch_ = {};
+  batch_.Clear();  // keeps the capacity: a batch is built every step
   return s;
 }
 

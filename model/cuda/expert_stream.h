@@ -190,6 +190,11 @@ class ExpertStream {
       src.push_back(s);
       size.push_back(n);
     }
+    void Clear() {
+      dst.clear();
+      src.clear();
+      size.clear();
+    }
   };
   CopyBatch batch_;
   // The slices of `expert` in the mapping.
