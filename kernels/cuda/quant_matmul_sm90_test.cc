@@ -313,7 +313,6 @@ TEST(QuantMatMulGraphSm90Test, ReplayFollowsThePointerTableAndRouting) {
   constexpr GgmlType kType = GgmlType::kQ4_K;
   constexpr int64_t kRows = 32, kCols = 512;
   std::mt19937 rng(21);
-  const uint64_t bytes = RowBytes(kType, kCols) * kRows;
   std::vector<std::vector<uint8_t>> w(3);
   std::vector<std::vector<float>> deq(3, std::vector<float>(kRows * kCols));
   std::vector<DeviceBuffer> d_w;
