@@ -195,6 +195,14 @@ absl::Status ValidateConfig(const Config& c) {
         c.tls_cert_file.empty() ? "has no TLS (--tls_cert_file)" : "has no API keys (--api_keys_file)",
         "; configure both, or pass --insecure to accept the risk"));
   }
+  // The metrics port has neither TLS nor keys: off loopback only on purpose.
+  if (!c.metrics_address.empty() && c.metrics_address != "none" &&
+      !IsLoopbackAddress(c.metrics_address) && !c.insecure) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--metrics_address='", c.metrics_address,
+        "' is reachable from other hosts but the metrics port has no TLS and no API keys; "
+        "keep it on loopback, or pass --insecure to accept the risk"));
+  }
   return absl::OkStatus();
 }
 

@@ -1,18 +1,13 @@
 #include "daemon/http_api.h"
 
-#include <dirent.h>
-#include <netdb.h>
-#include <poll.h>
-#include <sys/socket.h>
+#include <httplib.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <httplib.h>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/openai_api.h"
+#include "daemon/request_limits.h"
 
 namespace sluice::daemon {
 namespace {
@@ -22,7 +17,6 @@ using Event = RequestHandle::Event;
 // How often a waiting handler looks at its client's socket (the same
 // period as the gRPC handler's cancellation poll).
 constexpr absl::Duration kClientPoll = absl::Milliseconds(5);
-constexpr size_t kMaxBodyBytes = 64 << 20;
 
 void SendError(httplib::Response& res, const absl::Status& status,
                absl::string_view code = "") {
@@ -38,71 +32,6 @@ void CountError(Metrics* metrics, const absl::Status& status) {
   metrics->AddRequest(status.code() == absl::StatusCode::kCancelled ? "cancelled" : "error");
 }
 
-std::string NumericHost(const sockaddr_storage& addr, socklen_t len, int* port) {
-  char host[NI_MAXHOST];
-  char serv[NI_MAXSERV];
-  if (getnameinfo(reinterpret_cast<const sockaddr*>(&addr), len, host, sizeof(host), serv,
-                  sizeof(serv), NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
-    return "";
-  }
-  *port = atoi(serv);
-  return host;
-}
-
-// The descriptor of the connection `req` arrived on. cpp-httplib 0.11 does
-// not hand it to handlers, so it is found by its address pair among our
-// sockets; the connection's thread is running this handler, so the
-// descriptor stays open meanwhile. -1 when not found (then only a failed
-// write notices a departed client).
-int ConnectionFd(const httplib::Request& req) {
-  DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return -1;
-  int found = -1;
-  while (dirent* entry = readdir(dir)) {
-    int fd = -1;
-    if (!absl::SimpleAtoi(entry->d_name, &fd) || fd == dirfd(dir)) continue;
-    sockaddr_storage local{}, peer{};
-    socklen_t local_len = sizeof(local), peer_len = sizeof(peer);
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0 ||
-        getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) {
-      continue;
-    }
-    int local_port = -1, peer_port = -1;
-    NumericHost(local, local_len, &local_port);
-    const std::string peer_host = NumericHost(peer, peer_len, &peer_port);
-    if (local_port == req.local_port && peer_port == req.remote_port &&
-        peer_host == req.remote_addr) {
-      found = fd;
-      break;
-    }
-  }
-  closedir(dir);
-  return found;
-}
-
-// True once the client has closed or reset its end. HTTP clients do not
-// half-close while waiting for an answer, so a hang-up means it left.
-bool ClientGone(int fd) {
-  if (fd < 0) return false;
-  pollfd p{fd, POLLRDHUP, 0};
-  return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
-}
-
-absl::StatusOr<std::pair<std::string, int>> SplitAddress(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  int port = 0;
-  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
-      port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--http_address='", address, "': expected HOST:PORT"));
-  }
-  std::string host = address.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  return std::make_pair(host, port);
-}
-
 }  // namespace
 
 // One generation request from its first event to its end; shared by the
@@ -113,14 +42,16 @@ struct HttpApiServer::Generation {
   std::shared_ptr<RequestHandle> handle;
   ResponseMeta meta;
   bool include_usage = false;
-  int fd = -1;
+  HttpClient* client = nullptr;  // the connection, while the handler runs
+  // Once the stream began: how to probe a half-closed client (http_front.h).
+  std::function<bool()> probe;
   bool finished = false;
   Event first;
 
   // The next event; false (after cancelling) when the client left first.
   bool Next(Event* event) {
     while (!handle->Next(event, kClientPoll)) {
-      if (ClientGone(fd)) return Abandon();
+      if (client != nullptr && client->Gone(probe)) return Abandon();
     }
     return true;
   }
@@ -167,6 +98,8 @@ struct HttpApiServer::Generation {
       const std::string event = absl::StrCat("data: ", payload, "\n\n");
       return sink.write(event.data(), event.size());
     };
+    // An SSE comment: clients ignore it.
+    probe = [&sink] { return sink.write(":\n\n", 3); };
     if (meta.endpoint == OpenAiEndpoint::kChatCompletions &&
         !send(RoleChunkJson(meta, include_usage))) {
       return Abandon();
@@ -211,45 +144,38 @@ HttpApiServer::~HttpApiServer() { Stop(); }
 absl::StatusOr<std::unique_ptr<HttpApiServer>> HttpApiServer::Start(HttpApiOptions options,
                                                                      Supervisor* supervisor,
                                                                      Metrics* metrics) {
-  auto address = SplitAddress(options.address);
-  if (!address.ok()) return address.status();
   std::unique_ptr<HttpApiServer> s(new HttpApiServer(std::move(options), supervisor, metrics));
   const HttpApiOptions& o = s->options_;
-  if (!o.tls_cert_file.empty()) {
-    auto tls = std::make_unique<httplib::SSLServer>(
-        o.tls_cert_file.c_str(), o.tls_key_file.c_str(),
-        o.tls_client_ca_file.empty() ? nullptr : o.tls_client_ca_file.c_str());
-    if (!tls->is_valid()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--http_address='", o.address, "': cannot set up TLS with --tls_cert_file='",
-          o.tls_cert_file, "', --tls_key_file='", o.tls_key_file, "'",
-          o.tls_client_ca_file.empty() ? "" : ", --tls_client_ca_file='" + o.tls_client_ca_file + "'"));
-    }
-    s->server_ = std::move(tls);
-  } else {
-    s->server_ = std::make_unique<httplib::Server>();
-  }
-  const int threads = std::max(1, o.threads);
-  s->server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  s->server_->set_payload_max_length(kMaxBodyBytes);
+  s->server_ = std::make_unique<RoutedServer>();
+  s->server_->set_payload_max_length(o.limits.framing.max_body_bytes);
   s->Route();
-  const auto& [host, port] = *address;
-  s->port_ = port == 0 ? s->server_->bind_to_any_port(host)
-                       : (s->server_->bind_to_port(host, port) ? port : -1);
-  if (s->port_ <= 0) {
-    return absl::UnavailableError(
-        absl::StrCat("--http_address='", o.address, "': cannot listen there"));
-  }
-  httplib::Server* raw = s->server_.get();
-  s->thread_ = std::thread([raw] { raw->listen_after_bind(); });
+  HttpFrontOptions front;
+  front.flag = "--http_address";
+  front.address = o.address;
+  front.tls_cert_file = o.tls_cert_file;
+  front.tls_key_file = o.tls_key_file;
+  front.tls_client_ca_file = o.tls_client_ca_file;
+  front.threads = std::max(1, o.threads);
+  front.limits = o.limits;
+  front.error_body = [](int status, const std::string& message) {
+    return ErrorJson(absl::Status(status == 413 || status == 431 || status == 400 || status == 408
+                                      ? absl::StatusCode::kInvalidArgument
+                                      : absl::StatusCode::kUnavailable,
+                                  message),
+                     status == 413 ? "request_too_large"
+                     : status == 408 ? "request_timeout"
+                                     : "");
+  };
+  front.error_content_type = "application/json";
+  auto started = HttpFront::Start(std::move(front), s->server_.get());
+  if (!started.ok()) return started.status();
+  s->front_ = *std::move(started);
+  s->port_ = s->front_->port();
   return s;
 }
 
 void HttpApiServer::Stop() {
-  if (thread_.joinable()) {
-    server_->stop();
-    thread_.join();
-  }
+  if (front_) front_->Stop();
 }
 
 void HttpApiServer::Route() {
@@ -302,8 +228,8 @@ void HttpApiServer::Route() {
         return res.set_content(ModelJson(m), "application/json");
       }
     }
-    SendError(res, absl::NotFoundError(
-                       absl::StrCat("model '", req.matches[1].str(), "' is not loaded")));
+    SendError(res, absl::NotFoundError(absl::StrCat(
+                       "model '", QuoteForMessage(req.matches[1].str(), 32), "' is not loaded")));
   });
   auto generate = [this](OpenAiEndpoint endpoint) {
     return [this, endpoint](const Request& req, Response& res) {
@@ -316,7 +242,7 @@ void HttpApiServer::Route() {
       gen->metrics = metrics_;
       gen->handle = *std::move(handle);
       gen->include_usage = parsed->include_usage;
-      gen->fd = ConnectionFd(req);
+      gen->client = HttpFront::CurrentClient();
       gen->meta.endpoint = endpoint;
       gen->meta.id = absl::StrCat(
           endpoint == OpenAiEndpoint::kChatCompletions ? "chatcmpl-" : "cmpl-", id_prefix_,

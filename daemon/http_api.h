@@ -15,10 +15,15 @@
 // or 503 even for `stream: true`. An error after streaming began ends the
 // stream with a `data: {"error": ...}` event and no `[DONE]`.
 //
+// Connections are accepted, read and bounded by the HTTP front
+// (http_front.h: deadlines, connection caps, body cap, memory budget); a
+// handler runs only once its request has arrived whole.
+//
 // A client that disconnects is noticed while the handler waits for the next
-// token (its socket is polled for hang-up every 5 ms, as the gRPC handler
-// polls its call) or when a write fails; the generation is then cancelled,
-// which stops the worker within one decode step.
+// token (its socket is polled every 5 ms, as the gRPC handler polls its
+// call; a half-close is probed, see HttpClient::Gone) or when a write fails;
+// the generation is then cancelled, which stops the worker within one decode
+// step.
 //
 // Thread-safety: handlers run on the server's thread pool; all state they
 // share lives in the Supervisor and Metrics (thread-safe) or is atomic.
@@ -29,17 +34,13 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "daemon/http_front.h"
 #include "daemon/metrics.h"
 #include "daemon/supervisor.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace sluice::daemon {
 
@@ -58,9 +59,11 @@ struct HttpApiOptions {
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_client_ca_file;
-  // Connections served at once; each streaming or waiting request holds one
-  // (more wait to be accepted). sluiced uses queue_limit + 8.
+  // Generation requests served at once; each streaming or waiting request
+  // holds a handler thread (complete requests beyond wait for one).
+  // sluiced uses queue_limit + 8. GET requests have their own few threads.
   int threads = 8;
+  HttpLimits limits;
   HttpAuthorizer authorize;  // empty: every request is allowed
 };
 
@@ -89,8 +92,8 @@ class HttpApiServer {
   const HttpApiOptions options_;
   Supervisor* const supervisor_;
   Metrics* const metrics_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  std::unique_ptr<RoutedServer> server_;
+  std::unique_ptr<HttpFront> front_;
   int port_ = 0;
   std::atomic<bool> serving_{false};
   const std::string id_prefix_;  // makes response ids unique across restarts

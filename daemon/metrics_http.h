@@ -1,5 +1,7 @@
 // A minimal HTTP endpoint serving GET /metrics (Prometheus text format 0.0.4)
-// on its own thread, via cpp-httplib.
+// through the HTTP front (http_front.h): the same deadlines, connection caps
+// and body cap as the API port, so slow or idle clients cannot hold the
+// threads that answer scrapes.
 //
 // Thread-safety: `render` is called from the server's threads; it must be
 // thread-safe. Stop() may be called once, from any thread.
@@ -9,31 +11,31 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/status/statusor.h"
-
-namespace httplib {
-class Server;
-}
+#include "daemon/http_front.h"
 
 namespace sluice::daemon {
+
+// The metrics port's limits: scrapes are small GETs, so no body, few
+// connections per client, a short header deadline.
+HttpLimits MetricsHttpLimits();
 
 class MetricsHttpServer {
  public:
   // Binds `address` (HOST:PORT; port 0 picks a free one) and starts serving.
-  // Unavailable naming the address when it cannot bind.
+  // Unavailable "cannot listen on --metrics_address=..." when it cannot bind.
   static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(
-      const std::string& address, std::function<std::string()> render);
+      const std::string& address, std::function<std::string()> render,
+      HttpLimits limits = MetricsHttpLimits());
   ~MetricsHttpServer();
-  int port() const { return port_; }
+  int port() const { return front_->port(); }
   void Stop();
 
  private:
-  MetricsHttpServer();
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
-  int port_ = 0;
+  MetricsHttpServer() = default;
+  RoutedServer server_;
+  std::unique_ptr<HttpFront> front_;
 };
 
 }  // namespace sluice::daemon

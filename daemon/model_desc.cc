@@ -43,7 +43,9 @@ absl::StatusOr<ModelDesc> DescribeModel(const v1::LoadModelRequest& request,
     return absl::InvalidArgumentError(absl::StrCat(
         "LoadModel: context_length=", context, ": must be in 16..1048576"));
   }
-  absl::StatusOr<std::unique_ptr<ModelFiles>> files = ModelFiles::Open(request.path());
+  absl::StatusOr<std::unique_ptr<ModelFiles>> files =
+      ModelFiles::Open(request.path(), defaults.check_opened);
+  if (files.status().code() == absl::StatusCode::kPermissionDenied) return files.status();
   if (!files.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "LoadModel path='", request.path(), "': ", files.status().message()));

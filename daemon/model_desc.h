@@ -23,6 +23,9 @@ struct LoadSettings {
   v1::WorkerKind kind = v1::WORKER_KIND_CPU;
   int device = 0;           // CUDA device of a CUDA worker (--device)
   ExpertSettings experts;   // --expert_*, --host_tier_bytes (CUDA workers)
+  // Checks each opened shard (LoadModel over the API: the --model_dir
+  // confinement); its errors are returned unchanged.
+  ModelFiles::OpenedCheck check_opened;
 };
 
 struct ModelDesc {

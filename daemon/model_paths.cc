@@ -3,9 +3,12 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
@@ -46,6 +49,55 @@ std::string QuotePrefix(std::string_view text, size_t max_bytes) {
   size_t cut = max_bytes;
   while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
   return absl::StrCat(absl::string_view(text.data(), cut), "... (", text.size(), " bytes)");
+}
+
+namespace {
+
+bool WellKnownName(absl::string_view s) {
+  static constexpr absl::string_view kPrefixes[] = {
+      "general.", "tokenizer.", "split.", "blk.", "token_embd.", "output.", "output_norm.",
+      "qwen3moe.", "qwen35moe.", "qwen3.", "llama."};
+  if (s.size() > 64) return false;
+  for (char c : s) {
+    if (!absl::ascii_isdigit(c) && !absl::ascii_islower(c) && c != '.' && c != '_') return false;
+  }
+  for (absl::string_view p : kPrefixes) {
+    if (absl::StartsWith(s, p)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string WithoutFileContent(std::string_view message, std::string_view path) {
+  const absl::string_view m(message.data(), message.size());
+  const absl::string_view p(path.data(), path.size());
+  std::string out;
+  size_t i = 0;
+  // Everything up to and including the path is the request's own text.
+  if (const size_t at = p.empty() ? absl::string_view::npos : m.find(p);
+      at != absl::string_view::npos) {
+    i = at + p.size();
+    out.append(m.data(), i);
+  }
+  while (i < m.size()) {
+    const char c = m[i];
+    if (c == '\'' || c == '"') {
+      const size_t end = m.find(c, i + 1);
+      const absl::string_view inner =
+          m.substr(i + 1, end == absl::string_view::npos ? absl::string_view::npos : end - i - 1);
+      const bool shown = inner == p || WellKnownName(inner);
+      absl::StrAppend(&out, std::string(1, c), shown ? inner : "(withheld)", std::string(1, c));
+      i = end == absl::string_view::npos ? m.size() : end + 1;
+    } else if (absl::ascii_isdigit(c) && (i == 0 || !absl::ascii_isalpha(m[i - 1]))) {
+      while (i < m.size() && (absl::ascii_isxdigit(m[i]) || m[i] == 'x')) ++i;
+      out.push_back('N');
+    } else {
+      out.push_back(c);
+      ++i;
+    }
+  }
+  return out;
 }
 
 absl::StatusOr<ModelPathPolicy> ModelPathPolicy::Create(const std::vector<std::string>& dirs) {
@@ -104,6 +156,22 @@ absl::Status ModelPathPolicy::Check(std::string_view path) const {
     // Refused before any open(): a FIFO would block it.
     return absl::InvalidArgumentError(
         absl::StrCat("LoadModel path='", QuotePrefix(p), "': not a regular file"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ModelPathPolicy::CheckOpened(std::string_view path, int fd) const {
+  const absl::Status outside = absl::PermissionDeniedError(absl::StrCat(
+      "LoadModel path='", QuotePrefix(path), "': not a model file inside a --model_dir"));
+  char link[PATH_MAX];
+  const ssize_t n =
+      readlink(absl::StrCat("/proc/self/fd/", fd).c_str(), link, sizeof(link) - 1);
+  if (n <= 0) return outside;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_nlink == 0 || !Inside(std::string(link, n))) return outside;
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("LoadModel path='", QuotePrefix(path), "': not a regular file"));
   }
   return absl::OkStatus();
 }

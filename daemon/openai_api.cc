@@ -4,10 +4,12 @@
 #include <limits>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "daemon/bounded_json.h"
 #include "nlohmann/json.hpp"
 
 namespace sluice::daemon {
@@ -225,16 +227,21 @@ absl::Status ParseLimits(OpenAiEndpoint endpoint, const Json& body, v1::Generate
   return absl::OkStatus();
 }
 
+bool IsRequestField(const std::string& name) {
+  static const auto* const kFields = new absl::flat_hash_set<std::string>{
+      "model", "messages", "prompt", "max_tokens", "max_completion_tokens", "temperature",
+      "top_p", "min_p", "repetition_penalty", "top_k", "seed", "stop", "ignore_eos", "stream",
+      "stream_options", "parse_special", "n", "echo", "logprobs"};
+  return kFields->contains(name);
+}
+
 }  // namespace
 
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint,
                                                  absl::string_view body) {
-  Json json;
-  try {
-    json = Json::parse(body.data(), body.data() + body.size());
-  } catch (const Json::parse_error& e) {
-    return absl::InvalidArgumentError(absl::StrCat("the request body is not JSON: ", e.what()));
-  }
+  // Unknown fields are ignored (as OpenAI does), so they are never built:
+  // see bounded_json.h.
+  ASSIGN_OR_RETURN(Json json, ParseBoundedJson(body, &IsRequestField));
   if (!json.is_object()) {
     return absl::InvalidArgumentError(
         absl::StrCat("the request body must be a JSON object, got ", TypeName(json)));

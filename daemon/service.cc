@@ -2,12 +2,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iostream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 
 namespace sluice::daemon {
 namespace {
+
+// gRPC's default receive limit (4 MiB), less room for framing and metadata.
+constexpr size_t kMaxTokenizeResponseBytes = (size_t{4} << 20) - (64 << 10);
 
 absl::Time DeadlineOf(const grpc::ServerContext& context) {
   const auto d = context.deadline();
@@ -46,8 +50,19 @@ grpc::Status SluiceService::LoadModel(grpc::ServerContext* context,
                         "LoadModel: this daemon serves only its --model");
   }
   if (absl::Status s = model_paths_->Check(request->path()); !s.ok()) return ToGrpcStatus(s);
-  absl::StatusOr<LoadOutcome> loaded = supervisor_->LoadModel(*request);
-  if (!loaded.ok()) return ToGrpcStatus(loaded.status());
+  // The name was checked above; what is opened is checked again by its fd,
+  // so that a symlink flipped in between cannot lead outside.
+  absl::StatusOr<LoadOutcome> loaded = supervisor_->LoadModel(
+      *request, [this, request](const std::string&, int fd) {
+        return model_paths_->CheckOpened(request->path(), fd);
+      });
+  if (!loaded.ok()) {
+    // The full finding (names and values read from the file) is for the
+    // operator's log only; the client learns the field and the rule.
+    std::cerr << "sluiced: LoadModel: " << loaded.status().message() << std::endl;
+    return ToGrpcStatus(absl::Status(
+        loaded.status().code(), WithoutFileContent(std::string(loaded.status().message()), request->path())));
+  }
   *response->mutable_model() = std::move(loaded->model);
   response->set_replacement(std::move(loaded->replacement));
   return grpc::Status::OK;
@@ -169,6 +184,17 @@ grpc::Status SluiceService::Tokenize(grpc::ServerContext* context,
                : grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled");
   }
   if (event.type == RequestHandle::Event::Type::kError) return ToGrpcStatus(event.status);
+  // Stock gRPC clients refuse messages over 4 MiB: an answer they cannot read
+  // is an error they can act on instead.
+  if (const size_t bytes = event.tokenized.ByteSizeLong(); bytes > kMaxTokenizeResponseBytes) {
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrCat("TokenizeRequest.text: the response would be ", bytes,
+                     " bytes, over the ", kMaxTokenizeResponseBytes,
+                     " a stock gRPC client accepts; send at most about ",
+                     request->text().size() * kMaxTokenizeResponseBytes / bytes,
+                     " bytes of text per call"));
+  }
   *response = std::move(event.tokenized);
   return grpc::Status::OK;
 }

@@ -41,6 +41,17 @@ ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
 ABSL_FLAG(std::string, http_address, "",
           "OpenAI-compatible HTTP API listen address HOST:PORT (docs/API.md); "
           "empty or 'none' disables it. Uses the gRPC port's TLS files.");
+ABSL_FLAG(std::string, http_max_body_bytes, "8M",
+          "Largest HTTP request body (any framing, chunked included); more is refused with 413.");
+ABSL_FLAG(std::string, http_memory_budget, "256M",
+          "Request bytes the HTTP port may hold at once, over all connections (each body byte "
+          "counts 4: its copies and its parse); a request beyond it gets 503.");
+ABSL_FLAG(int, http_header_timeout_s, 10,
+          "Seconds a client has to send a whole request's headers (HTTP and metrics ports).");
+ABSL_FLAG(int, http_body_timeout_s, 60, "Seconds a client has to send a whole request body.");
+ABSL_FLAG(int, http_max_connections, 512, "Open connections the HTTP port accepts at once.");
+ABSL_FLAG(int, http_max_connections_per_client, 128,
+          "Open connections the HTTP port accepts from one client address.");
 ABSL_FLAG(std::string, model, "", "GGUF file (any shard of a split set) to load at start.");
 ABSL_FLAG(std::string, model_id, "", "Model id for --model (default: the file stem).");
 ABSL_FLAG(std::vector<std::string>, model_dir, {},
@@ -80,7 +91,7 @@ ABSL_FLAG(std::string, api_keys_file, "",
           "'authorization: Bearer <key>'. Empty: every call is allowed.");
 ABSL_FLAG(bool, insecure, false,
           "Allow a non-loopback --grpc_address or --http_address without TLS or without "
-          "API keys.");
+          "API keys, and a non-loopback --metrics_address (it has neither).");
 ABSL_FLAG(int, drain_timeout_s, sluice::daemon::kDefaultDrainTimeoutS,
           "On SIGTERM, seconds to let running and waiting generations finish.");
 ABSL_FLAG(int64_t, expert_slots, -1,
@@ -255,6 +266,28 @@ absl::Status WritePortFile(const std::string& path, int grpc_port, int metrics_p
   return absl::OkStatus();
 }
 
+absl::StatusOr<HttpLimits> HttpLimitsFromFlags() {
+  HttpLimits l;
+  auto body = ParseByteSize("--http_max_body_bytes", absl::GetFlag(FLAGS_http_max_body_bytes));
+  if (!body.ok()) return body.status();
+  auto budget = ParseByteSize("--http_memory_budget", absl::GetFlag(FLAGS_http_memory_budget));
+  if (!budget.ok()) return budget.status();
+  l.framing.max_body_bytes = *body;
+  l.memory_budget = *budget;
+  l.header_timeout = absl::Seconds(std::max(1, absl::GetFlag(FLAGS_http_header_timeout_s)));
+  l.body_timeout = absl::Seconds(std::max(1, absl::GetFlag(FLAGS_http_body_timeout_s)));
+  l.max_connections = std::max(1, absl::GetFlag(FLAGS_http_max_connections));
+  l.max_connections_per_client =
+      std::max(1, absl::GetFlag(FLAGS_http_max_connections_per_client));
+  if (l.memory_budget < kBudgetPerByte * l.framing.max_body_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--http_memory_budget=", l.memory_budget, " cannot hold one request of "
+        "--http_max_body_bytes=", l.framing.max_body_bytes, " (it needs ", kBudgetPerByte,
+        " bytes per body byte)"));
+  }
+  return l;
+}
+
 // The OpenAI-compatible HTTP API on the supervisor's queue, with the gRPC
 // port's TLS files and API keys (the same bearer keys, the same roles).
 absl::Status StartHttpApi(const Config& config, Supervisor* supervisor, Metrics* metrics,
@@ -278,8 +311,11 @@ absl::Status StartHttpApi(const Config& config, Supervisor* supervisor, Metrics*
   options.tls_cert_file = config.tls_cert_file;
   options.tls_key_file = config.tls_key_file;
   options.tls_client_ca_file = config.tls_client_ca_file;
-  // Every waiting or running request holds a connection thread.
+  // Every waiting or running request holds a handler thread.
   options.threads = std::min(config.queue_limit + 8, 256);
+  auto limits = HttpLimitsFromFlags();
+  if (!limits.ok()) return limits.status();
+  options.limits = *limits;
   auto started = HttpApiServer::Start(std::move(options), supervisor, metrics);
   if (!started.ok()) return started.status();
   absl::MutexLock lock(server_mu);
@@ -375,8 +411,11 @@ int Run(const Config& config, const std::string& worker_binary, sigset_t signals
 
   std::unique_ptr<MetricsHttpServer> http;
   if (!config.metrics_address.empty() && config.metrics_address != "none") {
-    auto started = MetricsHttpServer::Start(config.metrics_address,
-                                            [&service] { return service.PrometheusText(); });
+    HttpLimits limits = MetricsHttpLimits();
+    limits.header_timeout =
+        std::min(limits.header_timeout, absl::Seconds(absl::GetFlag(FLAGS_http_header_timeout_s)));
+    auto started = MetricsHttpServer::Start(
+        config.metrics_address, [&service] { return service.PrometheusText(); }, limits);
     if (!started.ok()) {
       Log(absl::StrCat("fatal: ", started.status().message()));
       return 1;

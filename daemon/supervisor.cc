@@ -115,7 +115,8 @@ absl::Status Supervisor::CheckModelId(const std::string& model_id) {
     return absl::FailedPreconditionError("no model is loaded; call LoadModel first");
   }
   if (!model_id.empty() && model_id != model_->info.model_id()) {
-    return absl::NotFoundError(absl::StrCat("model_id '", model_id, "' is not loaded (loaded: '",
+    return absl::NotFoundError(absl::StrCat("model_id '", QuoteForMessage(model_id, 32),
+                                            "' is not loaded (loaded: '",
                                             model_->info.model_id(), "')"));
   }
   if (model_->info.state() == v1::MODEL_STATE_FAILED) {

@@ -66,12 +66,9 @@
 #include "daemon/defaults.h"
 #include "daemon/metrics.h"
 #include "daemon/worker_process.h"
+#include "loader/model_files.h"
 #include "proto/sluice/v1/sluice.pb.h"
 #include "proto/sluice/worker/v1/worker.pb.h"
-
-namespace sluice {
-class ModelFiles;
-}
 
 namespace sluice::daemon {
 
@@ -178,7 +175,10 @@ class Supervisor {
              std::function<void(bool serving)> on_serving);
   ~Supervisor();  // Shutdown()
 
-  absl::StatusOr<LoadOutcome> LoadModel(const v1::LoadModelRequest& request);
+  // `check_opened` (the API's --model_dir confinement) sees every shard's fd
+  // right after it is opened and before it is read.
+  absl::StatusOr<LoadOutcome> LoadModel(const v1::LoadModelRequest& request,
+                                        const ModelFiles::OpenedCheck& check_opened = nullptr);
   absl::Status UnloadModel(const v1::UnloadModelRequest& request);
   std::vector<v1::ModelInfo> ListModels();
 

@@ -39,9 +39,10 @@ absl::StatusOr<uint64_t> HostMemAvailable() {
   return absl::UnavailableError("/proc/meminfo: no MemAvailable line");
 }
 
-absl::StatusOr<LoadOutcome> Supervisor::LoadModel(const v1::LoadModelRequest& request) {
+absl::StatusOr<LoadOutcome> Supervisor::LoadModel(const v1::LoadModelRequest& request,
+                                                  const ModelFiles::OpenedCheck& check_opened) {
   LoadSettings settings{options_.threads, options_.context_length, options_.worker_kind,
-                        options_.device, options_.experts};
+                        options_.device, options_.experts, check_opened};
   ASSIGN_OR_RETURN(ModelDesc desc, DescribeModel(request, settings));
   auto next = std::make_unique<Model>();
   next->files = std::move(desc.files);

@@ -124,7 +124,7 @@ std::vector<ShardFd> ModelFiles::fds() const {
 }
 
 absl::StatusOr<std::unique_ptr<ModelFiles>> ModelFiles::Open(
-    const std::string& any_shard_path) {
+    const std::string& any_shard_path, const OpenedCheck& check) {
   std::vector<std::string> paths;
   if (std::optional<SplitName> split = ParseSplitName(any_shard_path)) {
     for (uint32_t i = 1; i <= split->count; ++i) {
@@ -153,6 +153,10 @@ absl::StatusOr<std::unique_ptr<ModelFiles>> ModelFiles::Open(
       return ErrnoError(err, p, "open");
     }
     fds.push_back(ShardFd{p, fd});
+    if (absl::Status s = check ? check(p, fd) : absl::OkStatus(); !s.ok()) {
+      for (ShardFd& f : fds) close(f.fd);
+      return s;
+    }
   }
   return FromFdsImpl(std::move(fds), /*unsplit_name=*/!ParseSplitName(any_shard_path));
 }

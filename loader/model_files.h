@@ -24,6 +24,7 @@
 #define SLUICE_LOADER_MODEL_FILES_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -66,10 +67,16 @@ class ModelFiles {
   ModelFiles(const ModelFiles&) = delete;
   ModelFiles& operator=(const ModelFiles&) = delete;
 
+  // Called with each shard's path and fd right after it is opened, before
+  // anything is read or mapped; an error fails the Open with that status.
+  // Why: a caller confining paths (daemon/model_paths.h) must check what was
+  // opened, not a name that may point elsewhere by the time it is opened.
+  using OpenedCheck = std::function<absl::Status(const std::string& path, int fd)>;
+
   // Opens the model that `any_shard_path` belongs to (any shard of a split
   // set, or a single file). NotFound when a file does not exist.
   static absl::StatusOr<std::unique_ptr<ModelFiles>> Open(
-      const std::string& any_shard_path);
+      const std::string& any_shard_path, const OpenedCheck& check = nullptr);
 
   // Maps shards received as fds (e.g. over SCM_RIGHTS), in shard order,
   // without opening any path. The fds must be distinct, open for reading and
