@@ -304,8 +304,6 @@ std::vector<size_t> ExpertStream::SplitMisses(
     }
   }
   const int n_reachable = static_cast<int>(reachable.size());
-  saving_s_ += splitter_.Saving(misses, n_reachable, c.expert_bytes());
-  if (!host_path_) return {};
   const int n = splitter_.HostShare(misses, n_reachable, c.expert_bytes());
   // The last ones: decode lists a token's experts by decreasing weight, so
   // the device keeps those that matter most for the arena.

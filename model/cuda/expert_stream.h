@@ -107,12 +107,26 @@ class ExpertStream {
   }
   const memory::MissSplitter& splitter() const { return splitter_; }
 
-  // Whether decode steps may give the host a share (the caller's graph has
-  // the host's segment). Off, Acquire still predicts what a split would have
-  // saved. The seconds such splits would save (or did, by the estimates)
-  // since the last call.
-  void SetHostPath(bool on) { host_path_ = on; }
-  double TakeSaving() { return std::exchange(saving_s_, 0.0); }
+  // Ends a decode step: whether the next decode step runs the host path
+  // (memory::MissSplitter::EndStep over this stream's layers; always false
+  // for copy, always true for host). The caller runs the graph variant with
+  // the host's segments exactly when it returns true; Acquire gives the host
+  // a share only then.
+  bool EndDecodeStep() {
+    return splitter_.EndStep(static_cast<int>(layers_.size()));
+  }
+  bool host_path() const { return splitter_.host_path(); }
+
+  // Deprecated, for CudaModel::ChooseHostPath until it calls EndDecodeStep:
+  // the seconds the splits would have saved (by the estimates) since the
+  // last call, ending the step; and an override of the step decision until
+  // the next call.
+  double TakeSaving() {
+    const double saving = splitter_.step_saving_s();
+    EndDecodeStep();
+    return saving;
+  }
+  void SetHostPath(bool on) { splitter_.SetHostPath(on); }
 
   // Brings layer `layer`'s predicted experts into slots ahead of demand, on
   // a low-priority stream that waits for this step's demand copies first.
@@ -164,9 +178,8 @@ class ExpertStream {
   // expert's bytes, unless something moved it into a slot since.
   void RestoreZeroed(int layer, std::vector<int>& dirty);
   // The host experts (on_host) among `experts`: the last of the misses the
-  // host can reach, as many as the miss policy says (none while the host
-  // path is off; the predicted saving is counted either way). Positions
-  // into `experts`.
+  // host can reach, as many as the miss policy says (none while its host
+  // path is off). Positions into `experts`.
   std::vector<size_t> SplitMisses(int layer, absl::Span<const int32_t> experts,
                                   const SlotClass& c);
   // Weights of `expert` of `layer` at `from` (its slices).
@@ -235,8 +248,6 @@ class ExpertStream {
   cuda::Event copy_started_ = nullptr;
   uint64_t copy_bytes_pending_ = 0;
   memory::MissSplitter splitter_{{}};
-  bool host_path_ = true;
-  double saving_s_ = 0;
   // Per layer: experts whose entries point at the zeroed slot.
   std::vector<std::vector<int32_t>> zeroed_;
   // Per layer: the mirror changed since the device table was written.
