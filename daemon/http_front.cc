@@ -1,6 +1,7 @@
 #include "daemon/http_front.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -53,6 +54,15 @@ const char* Reason(int status) {
 }
 
 }  // namespace
+
+RoutedServer::RoutedServer() : placeholder_fd_(open("/dev/null", O_RDONLY | O_CLOEXEC)) {
+  svr_sock_ = placeholder_fd_;
+}
+
+RoutedServer::~RoutedServer() {
+  svr_sock_ = INVALID_SOCKET;
+  close(placeholder_fd_);
+}
 
 HttpFront::HttpFront(HttpFrontOptions options, RoutedServer* server)
     : options_(std::move(options)), server_(server) {}

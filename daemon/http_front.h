@@ -97,9 +97,17 @@ class HttpClient {
 // cpp-httplib's routing, handlers and response writing, fed by HttpFront.
 class RoutedServer : public httplib::Server {
  public:
+  // cpp-httplib takes an invalid listening socket to mean "shutting down"
+  // and then stops streamed responses: it is given a placeholder fd, never
+  // listened on (stop() and listen() must not be called).
+  RoutedServer();
+  ~RoutedServer() override;
   bool Serve(httplib::Stream& stream, bool close, bool* closed) {
     return process_request(stream, close, *closed, nullptr);
   }
+
+ private:
+  int placeholder_fd_ = -1;
 };
 
 class HttpFront {

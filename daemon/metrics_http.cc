@@ -14,8 +14,8 @@ HttpLimits MetricsHttpLimits() {
   l.body_timeout = absl::Seconds(5);
   l.idle_timeout = absl::Seconds(5);
   l.write_timeout = absl::Seconds(5);
-  l.max_connections = 128;
-  l.max_connections_per_client = 16;
+  l.max_connections = 256;
+  l.max_connections_per_client = 64;
   l.memory_budget = size_t{16} << 20;
   return l;
 }

@@ -1,7 +1,10 @@
 #include "daemon/model_desc.h"
 
+#include <iostream>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/request_limits.h"
 
 namespace sluice::daemon {
 
@@ -11,6 +14,18 @@ std::string DefaultModelId(const std::string& path) {
   if (absl::EndsWith(stem, ".gguf")) stem.resize(stem.size() - 5);
   return stem.empty() ? "model" : stem;
 }
+
+namespace {
+
+// The loader's finding in full for the operator's log; without the file's
+// contents for the client (docs/API.md: errors never carry its bytes).
+absl::Status FileError(const std::string& path, const absl::Status& found) {
+  std::cerr << "sluiced: LoadModel path='" << path << "': " << found.message() << std::endl;
+  return absl::InvalidArgumentError(absl::StrCat("LoadModel path='", path, "': ",
+                                                 WithoutFileContent(std::string(found.message()))));
+}
+
+}  // namespace
 
 absl::StatusOr<ModelDesc> DescribeModel(const v1::LoadModelRequest& request,
                                         const LoadSettings& defaults) {
@@ -46,16 +61,10 @@ absl::StatusOr<ModelDesc> DescribeModel(const v1::LoadModelRequest& request,
   absl::StatusOr<std::unique_ptr<ModelFiles>> files =
       ModelFiles::Open(request.path(), defaults.check_opened);
   if (files.status().code() == absl::StatusCode::kPermissionDenied) return files.status();
-  if (!files.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "LoadModel path='", request.path(), "': ", files.status().message()));
-  }
+  if (!files.ok()) return FileError(request.path(), files.status());
   const GgufFile& meta = (*files)->metadata();
   absl::StatusOr<std::string> arch = meta.GetString("general.architecture");
-  if (!arch.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "LoadModel path='", request.path(), "': ", arch.status().message()));
-  }
+  if (!arch.ok()) return FileError(request.path(), arch.status());
   ModelDesc d;
   const TensorTable& table = (*files)->tensors();
   v1::ModelInfo& info = d.info;

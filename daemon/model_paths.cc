@@ -51,55 +51,6 @@ std::string QuotePrefix(std::string_view text, size_t max_bytes) {
   return absl::StrCat(absl::string_view(text.data(), cut), "... (", text.size(), " bytes)");
 }
 
-namespace {
-
-bool WellKnownName(absl::string_view s) {
-  static constexpr absl::string_view kPrefixes[] = {
-      "general.", "tokenizer.", "split.", "blk.", "token_embd.", "output.", "output_norm.",
-      "qwen3moe.", "qwen35moe.", "qwen3.", "llama."};
-  if (s.size() > 64) return false;
-  for (char c : s) {
-    if (!absl::ascii_isdigit(c) && !absl::ascii_islower(c) && c != '.' && c != '_') return false;
-  }
-  for (absl::string_view p : kPrefixes) {
-    if (absl::StartsWith(s, p)) return true;
-  }
-  return false;
-}
-
-}  // namespace
-
-std::string WithoutFileContent(std::string_view message, std::string_view path) {
-  const absl::string_view m(message.data(), message.size());
-  const absl::string_view p(path.data(), path.size());
-  std::string out;
-  size_t i = 0;
-  // Everything up to and including the path is the request's own text.
-  if (const size_t at = p.empty() ? absl::string_view::npos : m.find(p);
-      at != absl::string_view::npos) {
-    i = at + p.size();
-    out.append(m.data(), i);
-  }
-  while (i < m.size()) {
-    const char c = m[i];
-    if (c == '\'' || c == '"') {
-      const size_t end = m.find(c, i + 1);
-      const absl::string_view inner =
-          m.substr(i + 1, end == absl::string_view::npos ? absl::string_view::npos : end - i - 1);
-      const bool shown = inner == p || WellKnownName(inner);
-      absl::StrAppend(&out, std::string(1, c), shown ? inner : "(withheld)", std::string(1, c));
-      i = end == absl::string_view::npos ? m.size() : end + 1;
-    } else if (absl::ascii_isdigit(c) && (i == 0 || !absl::ascii_isalpha(m[i - 1]))) {
-      while (i < m.size() && (absl::ascii_isxdigit(m[i]) || m[i] == 'x')) ++i;
-      out.push_back('N');
-    } else {
-      out.push_back(c);
-      ++i;
-    }
-  }
-  return out;
-}
-
 absl::StatusOr<ModelPathPolicy> ModelPathPolicy::Create(const std::vector<std::string>& dirs) {
   std::vector<std::string> resolved;
   for (const std::string& d : dirs) {

@@ -47,14 +47,6 @@ class ModelPathPolicy {
   std::vector<std::string> dirs_;  // resolved, without a trailing '/'
 };
 
-// A LoadModel error as an API client may see it: what the loader or worker
-// found, without what the file holds. Quoted strings are withheld unless they
-// are the requested `path` or a well-known key or tensor name (general.*,
-// tokenizer.*, split.*, blk.*, ...), and every number after the path is
-// written N, since counts and offsets are decoded from the file's bytes. The
-// daemon logs the full message.
-std::string WithoutFileContent(std::string_view message, std::string_view path);
-
 // At most `max_bytes` of `text` for an error message, "..." marking a cut.
 std::string QuotePrefix(std::string_view text, size_t max_bytes = 64);
 

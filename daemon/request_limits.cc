@@ -3,6 +3,8 @@
 #include <cmath>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -88,6 +90,55 @@ std::string QuoteForMessage(std::string_view text, size_t max_bytes) {
   std::string_view head = text.substr(0, std::min(text.size(), max_bytes));
   std::string out = absl::CHexEscape(absl::string_view(head.data(), head.size()));
   if (cut) absl::StrAppend(&out, "... (", text.size(), " bytes)");
+  return out;
+}
+
+namespace {
+
+// The names our own code looks up, not the file's choice.
+bool WellKnownName(absl::string_view s) {
+  static constexpr absl::string_view kPrefixes[] = {
+      "general.", "tokenizer.", "split.", "blk.", "token_embd.", "output.", "output_norm.",
+      "qwen3moe.", "qwen35moe.", "qwen3.", "llama."};
+  if (s == "GGUF") return true;  // the magic the loader expects
+  if (s.size() > 64) return false;
+  for (char c : s) {
+    if (!absl::ascii_isdigit(c) && !absl::ascii_islower(c) && c != '.' && c != '_') return false;
+  }
+  for (absl::string_view p : kPrefixes) {
+    if (absl::StartsWith(s, p)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string WithoutFileContent(std::string_view finding, bool numbers) {
+  const absl::string_view m(finding.data(), finding.size());
+  std::string out;
+  size_t i = 0;
+  // The file's own path, as the loader names it: the client's request.
+  if (const size_t colon = m.find(": "); !m.empty() && m[0] == '/' && colon != m.npos) {
+    i = colon + 2;
+    out.append(m.data(), i);
+  }
+  while (i < m.size()) {
+    const char c = m[i];
+    if (c == '\'' || c == '"') {
+      const size_t end = m.find(c, i + 1);
+      const absl::string_view inner =
+          m.substr(i + 1, end == absl::string_view::npos ? absl::string_view::npos : end - i - 1);
+      const bool shown = WellKnownName(inner);
+      absl::StrAppend(&out, std::string(1, c), shown ? inner : "(withheld)", std::string(1, c));
+      i = end == absl::string_view::npos ? m.size() : end + 1;
+    } else if (numbers && absl::ascii_isdigit(c) && (i == 0 || !absl::ascii_isalnum(m[i - 1]))) {
+      while (i < m.size() && (absl::ascii_isxdigit(m[i]) || m[i] == 'x')) ++i;
+      out.push_back('N');
+    } else {
+      out.push_back(c);
+      ++i;
+    }
+  }
   return out;
 }
 

@@ -42,6 +42,16 @@ absl::Status CheckTokenizeRequest(const v1::TokenizeRequest& request,
 // with non-printable bytes escaped.
 std::string QuoteForMessage(std::string_view text, size_t max_bytes = 64);
 
+// What the loader or a worker found in a model file, as an API client may
+// see it: the field and the rule, not what the file holds. A leading
+// "PATH: " is kept; quoted strings are withheld unless they are a
+// well-known key or tensor name (general.*, tokenizer.*, split.*, blk.*,
+// ...); numbers are written N (counts and offsets come from the file's
+// bytes). The daemon logs the full finding.
+// `numbers`: false for a worker's start error, whose numbers are its own.
+std::string WithoutFileContent(std::string_view finding, bool numbers = true);
+
+
 }  // namespace sluice::daemon
 
 #endif  // SLUICE_DAEMON_REQUEST_LIMITS_H_

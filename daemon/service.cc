@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <iostream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -56,13 +55,7 @@ grpc::Status SluiceService::LoadModel(grpc::ServerContext* context,
       *request, [this, request](const std::string&, int fd) {
         return model_paths_->CheckOpened(request->path(), fd);
       });
-  if (!loaded.ok()) {
-    // The full finding (names and values read from the file) is for the
-    // operator's log only; the client learns the field and the rule.
-    std::cerr << "sluiced: LoadModel: " << loaded.status().message() << std::endl;
-    return ToGrpcStatus(absl::Status(
-        loaded.status().code(), WithoutFileContent(std::string(loaded.status().message()), request->path())));
-  }
+  if (!loaded.ok()) return ToGrpcStatus(loaded.status());
   *response->mutable_model() = std::move(loaded->model);
   response->set_replacement(std::move(loaded->replacement));
   return grpc::Status::OK;

@@ -174,11 +174,12 @@ absl::StatusOr<LoadOutcome> Supervisor::LoadAlongside(std::unique_ptr<Model> nex
       if (candidate_worker_ != nullptr) old = std::move(candidate_worker_);  // shutting down
       candidate_.reset();
       candidate_phase_ = WorkerPhase::kNone;
-      error = absl::Status(
-          error.code(),
-          absl::StrCat("LoadModel path='", path, "': ", error.message(), "; the previous model '",
-                       previous_id, "' kept serving (the new worker started beside it)"));
-      std::cerr << "sluiced: " << error.message() << std::endl;
+      const std::string kept = absl::StrCat("; the previous model '", previous_id,
+                                            "' kept serving (the new worker started beside it)");
+      std::cerr << "sluiced: LoadModel path='" << path << "': " << error.message() << kept
+                << std::endl;
+      error = absl::Status(error.code(), absl::StrCat("LoadModel path='", path, "': ",
+                                                      WithoutFileContent(std::string(error.message()), /*numbers=*/false), kept));
     }
   }
   if (old) old->Stop(kWorkerStopGrace);
@@ -265,8 +266,9 @@ absl::StatusOr<LoadOutcome> Supervisor::LoadStopFirst(std::unique_ptr<Model> nex
     model_->info.set_last_error(std::string(error.message()));
     restart_at_ = absl::InfiniteFuture();
   }
+  std::cerr << "sluiced: LoadModel path='" << path << "': " << error.message() << std::endl;
   return absl::Status(error.code(), absl::StrCat("LoadModel path='", path, "': ",
-                                                 error.message(), restored));
+                                                 WithoutFileContent(std::string(error.message()), /*numbers=*/false), restored));
 }
 
 absl::Status Supervisor::UnloadModel(const v1::UnloadModelRequest& request) {
