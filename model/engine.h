@@ -180,6 +180,7 @@ class Session {
   void Reset();
 
   const Engine& engine() const { return engine_; }
+  SequenceState& state() { return *state_; }
 
  private:
   friend class Engine;

@@ -121,6 +121,14 @@ struct BackendStats {
   ExpertStreamStats experts;
 };
 
+// One launch group of a decode step timed alone (Model::TimeDecodeKernels).
+struct KernelTiming {
+  std::string label;   // "<layer>.<part>" or "embed", "head"
+  uint64_t bytes = 0;  // weight and state bytes it reads (0: not counted)
+  int kernels = 0;
+  double us = 0;
+};
+
 // One loaded model on one backend.
 class Model {
  public:
@@ -142,6 +150,15 @@ class Model {
   // Stats().experts alone, without the device queries the rest costs (read
   // around every request, and every token when asked).
   virtual ExpertStreamStats ExpertStats() const { return Stats().experts; }
+
+  // Every op of the decode step `state` last ran, replayed alone with the
+  // caches flushed before each (median of `reps`): the step's budget op by
+  // op. Leaves the state's contents undefined (Reset it). Unimplemented
+  // where the backend has no decode program (the CPU).
+  virtual absl::StatusOr<std::vector<KernelTiming>> TimeDecodeKernels(
+      SequenceState& state, int reps) const {
+    return absl::UnimplementedError("this backend times no decode kernels");
+  }
 
   // Evaluates `tokens` at positions state.position() .. + tokens.size() - 1
   // (one sequence; the batch continues it), updates `state` and advances it.

@@ -59,6 +59,10 @@ ABSL_FLAG(std::string, stop, "", "stop strings, separated by '|'");
 ABSL_FLAG(bool, ignore_eos, false, "keep generating past end-of-generation");
 ABSL_FLAG(int, warmup_tokens, 0,
           "first run one unmeasured generation of this many tokens");
+ABSL_FLAG(int, time_decode_kernels, 0,
+          "after generating, replay each op of the decode step alone this many "
+          "times (median; caches flushed before each) and print its time, "
+          "bytes and rate (CUDA); 0: off");
 ABSL_FLAG(bool, json, false,
           "print one JSON object (timings, memory, expert counters) on stdout "
           "instead of the generated text");
@@ -131,6 +135,27 @@ int Fail(const absl::Status& s) {
 }
 
 }  // namespace
+
+// The decode step op by op (Model::TimeDecodeKernels), then the sum.
+absl::Status PrintKernelTimes(const sluice::Model& model, sluice::SequenceState& state,
+                              int reps) {
+  auto times = model.TimeDecodeKernels(state, reps);
+  if (!times.ok()) return times.status();
+  double us = 0;
+  uint64_t bytes = 0;
+  int kernels = 0;
+  for (const sluice::KernelTiming& t : *times) {
+    std::fprintf(stderr, "kernel %-22s launches=%d us=%8.2f MB=%8.3f GB_s=%7.1f\n",
+                 t.label.c_str(), t.kernels, t.us, t.bytes / 1e6,
+                 t.us > 0 ? t.bytes / (t.us * 1e3) : 0.0);
+    us += t.us;
+    bytes += t.bytes;
+    kernels += t.kernels;
+  }
+  std::fprintf(stderr, "kernel_total ops=%zu launches=%d us=%.1f MB=%.2f GB_s=%.1f\n",
+               times->size(), kernels, us, bytes / 1e6, us > 0 ? bytes / (us * 1e3) : 0.0);
+  return absl::OkStatus();
+}
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("generate --model M.gguf --prompt TEXT [flags]");
@@ -268,6 +293,11 @@ int main(int argc, char** argv) {
     report.model_file_bytes = (*files)->total_file_bytes();
     report.stats = stats;
     std::printf("%s\n", sluice::tools::GenerateReportJson(report).c_str());
+  }
+  if (const int reps = absl::GetFlag(FLAGS_time_decode_kernels); reps > 0) {
+    if (absl::Status s = PrintKernelTimes((*engine)->model(), session->state(), reps); !s.ok()) {
+      return Fail(s);
+    }
   }
   if (recorder != nullptr) {
     std::fprintf(stderr, "routing_trace=%s records=%llu\n",

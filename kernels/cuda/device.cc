@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -219,6 +220,7 @@ Graph& Graph::operator=(Graph&& other) noexcept {
   if (this != &other) {
     if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
     exec_ = std::exchange(other.exec_, nullptr);
+    kernels_ = other.kernels_;
   }
   return *this;
 }
@@ -233,11 +235,25 @@ absl::StatusOr<Graph> Graph::EndCapture(Stream stream) {
   if (cudaError_t rc = cudaStreamEndCapture(stream, &graph); rc != cudaSuccess) {
     return Error(rc, "cudaStreamEndCapture");
   }
+  // The kernels it launches, counted from the graph itself.
+  int kernels = 0;
+  size_t n_nodes = 0;
+  if (cudaGraphGetNodes(graph, nullptr, &n_nodes) == cudaSuccess && n_nodes > 0) {
+    std::vector<cudaGraphNode_t> nodes(n_nodes);
+    if (cudaGraphGetNodes(graph, nodes.data(), &n_nodes) == cudaSuccess) {
+      for (cudaGraphNode_t n : nodes) {
+        cudaGraphNodeType type;
+        if (cudaGraphNodeGetType(n, &type) == cudaSuccess && type == cudaGraphNodeTypeKernel) {
+          ++kernels;
+        }
+      }
+    }
+  }
   cudaGraphExec_t exec = nullptr;
   cudaError_t rc = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
   if (rc != cudaSuccess) return Error(rc, "cudaGraphInstantiate");
-  return Graph(exec);
+  return Graph(exec, kernels);
 }
 
 absl::Status Graph::Launch(Stream stream) const {

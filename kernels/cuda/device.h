@@ -95,7 +95,8 @@ class Graph {
  public:
   Graph() = default;
   ~Graph();
-  Graph(Graph&& other) noexcept : exec_(std::exchange(other.exec_, nullptr)) {}
+  Graph(Graph&& other) noexcept
+      : exec_(std::exchange(other.exec_, nullptr)), kernels_(other.kernels_) {}
   Graph& operator=(Graph&& other) noexcept;
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
@@ -108,10 +109,13 @@ class Graph {
 
   absl::Status Launch(Stream stream) const;
   bool valid() const { return exec_ != nullptr; }
+  // Kernel nodes of the captured graph.
+  int kernels() const { return kernels_; }
 
  private:
-  explicit Graph(CUgraphExec_st* exec) : exec_(exec) {}
+  Graph(CUgraphExec_st* exec, int kernels) : exec_(exec), kernels_(kernels) {}
   CUgraphExec_st* exec_ = nullptr;
+  int kernels_ = 0;
 };
 
 namespace internal {

@@ -1,5 +1,5 @@
 // A sequence's KV cache and DeltaNet state in device memory (the CUDA
-// backend's SequenceState), plus its captured decode step.
+// backend's SequenceState), plus its decode program.
 //
 // Layout per block as the CPU's State (model/state.h): k and v
 // [capacity][kv_dim]; conv [conv_kernel-1][channels]; ssm [v_heads][S][S].
@@ -12,20 +12,11 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/cuda/device.h"
+#include "model/cuda/decode_program.h"
 #include "model/model.h"
 #include "model/state.h"
 
 namespace sluice {
-
-// What the host does between two segments of a captured decode step.
-struct DecodeCut {
-  enum Kind {
-    kRouting,      // read layer `layer`'s routing back and acquire experts
-    kHostExperts,  // compute layer `layer`'s host experts (miss policy)
-  };
-  Kind kind = kRouting;
-  int64_t layer = 0;
-};
 
 class DeviceState final : public SequenceState {
  public:
@@ -49,17 +40,11 @@ class DeviceState final : public SequenceState {
   float* conv(int64_t il) const { return blocks_[il].conv; }
   float* ssm(int64_t il) const { return blocks_[il].ssm; }
 
-  // The captured decode step: one graph, or, where the host must see each
-  // layer's routing (expert streaming), one segment per layer ending with
-  // that layer's routing read back (and, with a host miss policy, one more
-  // per layer ending before the host's expert results are added), then the
-  // one that computes the logits.
-  struct DecodeGraph {
-    std::vector<cuda::Graph> segments;
-    std::vector<DecodeCut> cuts;  // cuts[i] follows segments[i]
-  };
-  // Variant 0, or 1 when the host takes a share of the misses (its cuts).
-  DecodeGraph& decode_graph(int variant) { return decode_graphs_[variant]; }
+  // The decode step's program (decode_step.h), built at the first decode:
+  // variant 0, or 1 with the host's share of the misses. Null until built.
+  std::unique_ptr<DecodeProgram>& decode_program(int variant) {
+    return programs_[variant];
+  }
 
  private:
   struct Block {
@@ -72,7 +57,7 @@ class DeviceState final : public SequenceState {
   cuda::Stream stream_;
   cuda::DeviceBuffer buffer_;
   std::vector<Block> blocks_;
-  DecodeGraph decode_graphs_[2];
+  std::unique_ptr<DecodeProgram> programs_[2];
 };
 
 }  // namespace sluice

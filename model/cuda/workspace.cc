@@ -67,9 +67,20 @@ void Carve(const ArchDesc& d, int64_t n, int64_t logits_rows, Carver& c,
   c.Take(&w.shared_u, n * d.moe.shared_ff);
   c.Take(&w.shared_y, n * e);
   c.Take(&w.logits, logits_rows * d.info.n_vocab);
+  c.Take(&w.decode_counters, Workspace::DecodeCounters(d));
+  c.Take(&w.attn_scratch, Workspace::AttendScratchFloats(d));
+  c.Take(&w.shared_logit, 1);
 }
 
 }  // namespace
+
+int64_t Workspace::DecodeCounters(const ArchDesc& d) { return 1 + d.attn.n_head; }
+
+int64_t Workspace::AttendScratchFloats(const ArchDesc& d) {
+  // AttendDecode's partials at its most splits (decode_ops.cu: at most 264
+  // blocks of a step's attention).
+  return d.attn.n_head * 264 * (d.attn.head_dim + 2);
+}
 
 absl::Status Workspace::Allocate(const ArchDesc& desc, int64_t max_tokens) {
   const uint64_t row_bytes = static_cast<uint64_t>(desc.info.n_vocab) * sizeof(float);
@@ -84,6 +95,9 @@ absl::Status Workspace::Allocate(const ArchDesc& desc, int64_t max_tokens) {
   std::iota(iota_v.begin(), iota_v.end(), 0);
   RETURN_IF_ERROR(cuda::CopyToDevice(this->zeros, zeros.data(), 2 * k * sizeof(int32_t), nullptr));
   RETURN_IF_ERROR(cuda::CopyToDevice(iota, iota_v.data(), k * sizeof(int32_t), nullptr));
+  // The decode kernels' arrival counters start at zero and are left so.
+  RETURN_IF_ERROR(cuda::Memset(decode_counters, 0,
+                               DecodeCounters(desc) * sizeof(int32_t), nullptr));
   return cuda::Synchronize(nullptr);
 }
 

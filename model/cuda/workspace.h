@@ -44,6 +44,14 @@ struct Workspace {
   float *shared_g = nullptr, *shared_u = nullptr;  // [tokens][shared_ff]
   float* shared_y = nullptr;                       // [tokens][n_embd]
   float* logits = nullptr;                         // [logits_rows][n_vocab]
+  // Decode (decode_ops.h): arrival counters (the route's top-k, then the
+  // attention's per KV head; zero between launches), the attention's
+  // partial results and the shared expert's gate logit.
+  int32_t* decode_counters = nullptr;
+  float* attn_scratch = nullptr;
+  float* shared_logit = nullptr;
+  static int64_t DecodeCounters(const ArchDesc& d);
+  static int64_t AttendScratchFloats(const ArchDesc& d);
 };
 
 }  // namespace sluice

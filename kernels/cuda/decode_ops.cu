@@ -1,0 +1,724 @@
+// Device code of decode_ops.h. The products reuse the weight readers of
+// quant_blocks_device.h (the batch kernels' decoders); what differs is the
+// geometry: the input vector sits in shared memory (padded so the lanes of
+// a quarter warp hit distinct banks for Q4_K/Q5_K rows), a lane group of L
+// lanes owns kR rows of one or two matrices and loads all their chunks
+// before using any, and one launch covers several matrices.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cuda/decode_ops.h"
+#include "kernels/cuda/quant_blocks_device.h"
+
+namespace sluice::cuda {
+namespace {
+
+using namespace internal;  // the weight readers
+
+constexpr int kMaxDynamicSmem = 200 * 1024;
+constexpr int kProjThreads = 128;  // 4 warps
+constexpr int kR = 2;              // rows per lane group (projections)
+constexpr int kDownR = 4;          // rows per lane group (down products)
+constexpr int kMaxDownItems = 12;  // warps of a down block: routed + shared experts
+
+// GGUF type ids the readers handle.
+enum : int { kF32 = 0, kF16 = 1, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kBF16 = 30, kQ1_0 = 41 };
+
+template <class T>
+struct Tag {
+  using type = T;
+};
+
+template <class Fn>
+__device__ __forceinline__ void WithType(int type, Fn&& fn) {
+  switch (type) {
+    case kF32: fn(Tag<F32Weights>{}); break;
+    case kF16: fn(Tag<HalfWeights<false>>{}); break;
+    case kBF16: fn(Tag<HalfWeights<true>>{}); break;
+    case kQ8_0: fn(Tag<Q8_0Weights>{}); break;
+    case kQ1_0: fn(Tag<Q1_0Weights>{}); break;
+    case kQ4_K: fn(Tag<KWeights<false>>{}); break;
+    case kQ5_K: fn(Tag<KWeights<true>>{}); break;
+    case kQ6_K: fn(Tag<Q6KWeights>{}); break;
+    default: break;
+  }
+}
+
+// Bytes of a row of `cols` elements (host and device).
+__host__ __device__ inline uint64_t RowBytesOf(int type, int64_t cols) {
+  switch (type) {
+    case kF32: return cols * 4;
+    case kF16:
+    case kBF16: return cols * 2;
+    case kQ8_0: return cols / 32 * 34;
+    case kQ1_0: return cols / 128 * 18;
+    case kQ4_K: return cols / 256 * 144;
+    case kQ5_K: return cols / 256 * 176;
+    case kQ6_K: return cols / 256 * 210;
+    default: return 0;
+  }
+}
+
+__host__ __device__ inline int ChunkOf(int type) { return type == kF32 ? 16 : 32; }
+
+// Lanes sharing one row: short rows keep every lane busy.
+__host__ __device__ inline int LanesFor(int64_t cols, int type) {
+  const int64_t chunks = cols / ChunkOf(type);
+  return chunks >= 32 ? 32 : (chunks >= 16 ? 16 : 8);
+}
+
+// Shared-memory index of element i: 4 floats of padding per 64 elements
+// (a float4 group never straddles a 64-element boundary).
+__device__ __forceinline__ int Pad(int64_t i) { return static_cast<int>(i + ((i >> 6) << 2)); }
+__host__ __device__ inline int64_t PaddedFloats(int64_t n) { return n + ((n + 63) / 64) * 4; }
+
+__device__ __forceinline__ float SiluF(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float SigmoidF(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+__device__ __forceinline__ float Dot4(float4 w, float4 x, float acc) {
+  acc = fmaf(w.x, x.x, acc);
+  acc = fmaf(w.y, x.y, acc);
+  acc = fmaf(w.z, x.z, acc);
+  return fmaf(w.w, x.w, acc);
+}
+
+template <typename T>
+__device__ __forceinline__ T WarpSum(T v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float WarpMax(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+template <typename T>
+__device__ T BlockSum(T v, T* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = WarpSum(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  T total = lane < static_cast<int>(blockDim.x >> 5) ? scratch[lane] : T(0);
+  return WarpSum(total);
+}
+
+// acc[m][r] += rows rp[m][r] . xs over `cols` columns, this lane's chunks
+// (sub, sub + L, ...). NM matrices of one type, R rows each; every load of
+// two rounds of chunks is issued before the first is used.
+template <class T, int NM, int R>
+__device__ __forceinline__ void DotRows(const uint8_t* const (&rp)[NM][R], int64_t cols,
+                                        const float* xs, int sub, int L, float (&acc)[NM][R]) {
+  constexpr int kU = sizeof(typename T::Raw) * NM * R <= 160 ? 2 : 1;
+  const int64_t n_chunks = cols / T::kChunk;
+  for (int64_t c0 = sub; c0 < n_chunks; c0 += kU * L) {
+    typename T::Raw raw[kU][NM][R];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      if (c0 + u * L < n_chunks) {
+#pragma unroll
+        for (int m = 0; m < NM; ++m) {
+#pragma unroll
+          for (int r = 0; r < R; ++r) T::Load(rp[m][r], c0 + u * L, raw[u][m][r]);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int64_t c = c0 + u * L;
+      if (c >= n_chunks) break;
+#pragma unroll
+      for (int gi = 0; gi < T::kChunk / 4; ++gi) {
+        const float4 xv = *reinterpret_cast<const float4*>(xs + Pad(T::Col(c, gi)));
+#pragma unroll
+        for (int m = 0; m < NM; ++m) {
+#pragma unroll
+          for (int r = 0; r < R; ++r) acc[m][r] = Dot4(T::Decode(raw[u][m][r], gi), xv, acc[m][r]);
+        }
+      }
+    }
+  }
+  if constexpr (T::kPlain) {
+    for (int64_t c = n_chunks * T::kChunk + sub; c < cols; c += L) {
+      const float xv = xs[Pad(c)];
+#pragma unroll
+      for (int m = 0; m < NM; ++m) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[m][r] = fmaf(T::Elem(rp[m][r], c), xv, acc[m][r]);
+      }
+    }
+  }
+}
+
+// The sum over the L lanes of a group (every lane of the warp takes part).
+__device__ __forceinline__ float GroupSum(float v, int L) {
+  for (int off = L >> 1; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+// Rows row0.. of one matrix (or a pair) against xs: the R sums per matrix,
+// complete in every lane of the group.
+template <int NM, int R>
+__device__ __forceinline__ void RowSums(int type, const uint8_t* const (&base)[NM], int64_t rows,
+                                        int64_t row0, int64_t cols, const float* xs, int sub,
+                                        int L, float (&acc)[NM][R]) {
+  const uint64_t rb = RowBytesOf(type, cols);
+  const uint8_t* rp[NM][R];
+#pragma unroll
+  for (int m = 0; m < NM; ++m) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      // Rows past the end re-read the last row (never stored), so no lane
+      // leaves the shuffles.
+      const int64_t row = row0 + r < rows ? row0 + r : rows - 1;
+      rp[m][r] = base[m] + row * rb;
+      acc[m][r] = 0.0f;
+    }
+  }
+  WithType(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    DotRows<T, NM, R>(rp, cols, xs, sub, L, acc);
+  });
+#pragma unroll
+  for (int m = 0; m < NM; ++m) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[m][r] = GroupSum(acc[m][r], L);
+  }
+}
+
+// Fills xs (padded) with the projection's input vector.
+__device__ void LoadInput(const DecodeInput& in, float* xs, double* scratch) {
+  const int64_t n = in.n;
+  if (in.norm_w == nullptr) {
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) xs[Pad(i)] = in.x[i];
+    __syncthreads();
+    return;
+  }
+  double sum = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    float v = in.x[i];
+    if (in.add != nullptr) v += in.add[i];
+    xs[Pad(i)] = v;
+    sum += static_cast<double>(v) * v;
+  }
+  sum = BlockSum(sum, scratch);
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  const float scale = 1.0f / sqrtf(mean + in.eps);
+  const bool first = blockIdx.x == 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = xs[Pad(i)];
+    const float y = (v * scale) * in.norm_w[i];
+    xs[Pad(i)] = y;
+    if (first) {
+      if (in.x_out != nullptr) in.x_out[i] = v;
+      if (in.xn_out != nullptr) in.xn_out[i] = y;
+    }
+  }
+  __syncthreads();
+}
+
+// ops.cu TopKKernel's arithmetic by one warp over logits another block may
+// have written (read through L2).
+__device__ void TopKWarp(const float* logits, int n_expert, const DecodeTopK& t, float* p) {
+  const int lane = threadIdx.x & 31;
+  const int k = t.k;
+  float m = -INFINITY;
+  for (int e = lane; e < n_expert; e += 32) m = fmaxf(m, __ldcg(logits + e));
+  m = WarpMax(m);
+  double sum = 0.0;
+  for (int e = lane; e < n_expert; e += 32) {
+    const float v = expf(__ldcg(logits + e) - m);
+    p[e] = v;
+    sum += v;
+  }
+  sum = WarpSum(sum);
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int e = lane; e < n_expert; e += 32) p[e] *= inv;
+  __syncwarp();
+  float total = 0.0f;
+  for (int slot = 0; slot < k; ++slot) {
+    float bv = -2.0f;
+    int bi = n_expert;
+    for (int e = lane; e < n_expert; e += 32) {
+      if (p[e] > bv) {
+        bv = p[e];
+        bi = e;
+      }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (ov > bv || (ov == bv && oi < bi)) {
+        bv = ov;
+        bi = oi;
+      }
+    }
+    if (lane == 0) {
+      t.ids[slot] = bi;
+      if (t.paired_ids != nullptr) {
+        t.paired_ids[slot] = bi;
+        t.paired_ids[k + slot] = bi + n_expert;
+      }
+      t.weights[slot] = bv;
+      total += bv;
+      p[bi] = -1.0f;
+    }
+    __syncwarp();
+  }
+  if (lane == 0) {
+    total = fmaxf(total, 6.103515625e-5f);
+    for (int slot = 0; slot < k; ++slot) t.weights[slot] /= total;
+  }
+}
+
+struct ProjectLaunch {
+  DecodeProjection p;
+  int block_start[kMaxDecodeMatrices + 1];
+  int lanes;
+};
+
+__global__ void __launch_bounds__(kProjThreads, 4) DecodeProjectKernel(const ProjectLaunch a) {
+  __shared__ double scratch[32];
+  __shared__ int last;
+  extern __shared__ float xs[];
+  const DecodeProjection& p = a.p;
+  LoadInput(p.in, xs, scratch);
+  int mi = 0;
+  while (mi + 1 < p.n_matrices && static_cast<int>(blockIdx.x) >= a.block_start[mi + 1]) ++mi;
+  const DecodeMatrix& m = p.m[mi];
+  const int L = a.lanes, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int groups = 32 / L, sub = lane & (L - 1);
+  const int64_t rb = blockIdx.x - a.block_start[mi];
+  const int64_t row0 = ((rb * (kProjThreads / 32) + warp) * groups + lane / L) * kR;
+  const bool active = ((rb * (kProjThreads / 32) + warp) * groups) * kR < m.rows;
+  if (active) {
+    const uint8_t* w = static_cast<const uint8_t*>(m.w);
+    if (m.up != nullptr) {
+      const uint8_t* base[2] = {w, static_cast<const uint8_t*>(m.up)};
+      float acc[2][kR];
+      RowSums<2, kR>(m.type, base, m.rows, row0, p.in.n, xs, sub, L, acc);
+#pragma unroll
+      for (int r = 0; r < kR; ++r) {
+        if (sub == r % L && row0 + r < m.rows) m.y[row0 + r] = SiluF(acc[0][r]) * acc[1][r];
+      }
+    } else {
+      const uint8_t* base[1] = {w};
+      float acc[1][kR];
+      RowSums<1, kR>(m.type, base, m.rows, row0, p.in.n, xs, sub, L, acc);
+#pragma unroll
+      for (int r = 0; r < kR; ++r) {
+        if (sub == r % L && row0 + r < m.rows) m.y[row0 + r] = acc[0][r];
+      }
+    }
+  }
+  if (p.topk.k == 0 || mi != 0) return;
+  // The router's last block to finish routes the token.
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    const int done = atomicAdd(p.topk.counter, 1);
+    last = done == a.block_start[1] - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  if (threadIdx.x < 32) TopKWarp(m.y, static_cast<int>(m.rows), p.topk, xs);
+  if (threadIdx.x == 0) *p.topk.counter = 0;
+}
+
+// Routed experts, gate and up: grid (row blocks of ff, k).
+__global__ void __launch_bounds__(kProjThreads, 4) GateUpKernel(const DecodeExperts e, int L) {
+  extern __shared__ float xs[];
+  for (int64_t i = threadIdx.x; i < e.n_embd; i += blockDim.x) xs[Pad(i)] = e.xn[i];
+  __syncthreads();
+  const int j = blockIdx.y;
+  const int32_t id = e.ids[j];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int groups = 32 / L, sub = lane & (L - 1);
+  const int64_t row0 =
+      ((static_cast<int64_t>(blockIdx.x) * (kProjThreads / 32) + warp) * groups + lane / L) * kR;
+  if (((static_cast<int64_t>(blockIdx.x) * (kProjThreads / 32) + warp) * groups) * kR >= e.ff) {
+    return;
+  }
+  const uint8_t* g = static_cast<const uint8_t*>(e.gate[id]);
+  const uint8_t* u = static_cast<const uint8_t*>(e.up[id]);
+  float gs[kR], us[kR];
+  if (e.gate_type == e.up_type) {
+    const uint8_t* base[2] = {g, u};
+    float acc[2][kR];
+    RowSums<2, kR>(e.gate_type, base, e.ff, row0, e.n_embd, xs, sub, L, acc);
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      gs[r] = acc[0][r];
+      us[r] = acc[1][r];
+    }
+  } else {
+    const uint8_t* bg[1] = {g};
+    const uint8_t* bu[1] = {u};
+    float ag[1][kR], au[1][kR];
+    RowSums<1, kR>(e.gate_type, bg, e.ff, row0, e.n_embd, xs, sub, L, ag);
+    RowSums<1, kR>(e.up_type, bu, e.ff, row0, e.n_embd, xs, sub, L, au);
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      gs[r] = ag[0][r];
+      us[r] = au[0][r];
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kR; ++r) {
+    if (sub == r % L && row0 + r < e.ff) e.h[j * e.ff + row0 + r] = SiluF(gs[r]) * us[r];
+  }
+}
+
+// Down products: grid over row blocks of n_embd, one warp per item (the k
+// routed experts, then the shared one) for the block's rows; their sums
+// meet in slot order.
+__global__ void __launch_bounds__(32 * kMaxDownItems) DownKernel(const DecodeExperts e, int L) {
+  extern __shared__ float smem[];
+  const bool shared = e.shared_ff > 0;
+  const int items = e.k + (shared ? 1 : 0);
+  const int64_t stride = PaddedFloats(e.ff);
+  const int groups = 32 / L;
+  const int rows_per_block = groups * kDownR;
+  float* hs = smem;                        // [items][stride]
+  float* partial = smem + items * stride;  // [items][rows_per_block]
+  for (int s = 0; s < items; ++s) {
+    const float* src = s < e.k ? e.h + s * e.ff : e.shared_h;
+    for (int64_t i = threadIdx.x; i < e.ff; i += blockDim.x) hs[s * stride + Pad(i)] = src[i];
+  }
+  __syncthreads();
+  const int lane = threadIdx.x & 31, s = threadIdx.x >> 5;
+  const int sub = lane & (L - 1);
+  const int64_t block_row0 = static_cast<int64_t>(blockIdx.x) * rows_per_block;
+  const int64_t row0 = block_row0 + (lane / L) * kDownR;
+  const bool routed = s < e.k;
+  const int type = routed ? e.down_type : e.shared_down_type;
+  const uint8_t* base[1] = {static_cast<const uint8_t*>(routed ? e.down[e.ids[s]] : e.shared_down)};
+  float acc[1][kDownR];
+  RowSums<1, kDownR>(type, base, e.n_embd, row0, e.ff, hs + s * stride, sub, L, acc);
+#pragma unroll
+  for (int r = 0; r < kDownR; ++r) {
+    if (sub == r % L) partial[s * rows_per_block + (lane / L) * kDownR + r] = acc[0][r];
+  }
+  __syncthreads();
+  const int t = threadIdx.x;
+  const int64_t row = block_row0 + t;
+  if (t >= rows_per_block || row >= e.n_embd) return;
+  float out = 0.0f;
+  for (int x = 0; x < e.k; ++x) {
+    float y = partial[x * rows_per_block + t];
+    if (e.host_y != nullptr) y += e.host_y[x * e.n_embd + row];
+    out = x == 0 ? y * e.weights[0] : out + y * e.weights[x];
+  }
+  if (shared) out += partial[e.k * rows_per_block + t] * SigmoidF(*e.shared_logit);
+  e.out[row] = out;
+}
+
+// ---- DeltaNet ---------------------------------------------------------------
+
+// Blocks [0, 2G): a q or k head's channels (conv, SiLU, L2 norm; q also
+// scaled); [2G, 2G + R): a v head's channels (conv, SiLU); the last block:
+// the gates of the R heads.
+__global__ void DeltaPrepKernel(DeltaNetShape s, float* beta, float* alpha_g, const float* dt_bias,
+                                const float* a, const float* kernel, float* qkv, float* state,
+                                float q_scale) {
+  __shared__ double scratch[32];
+  const int S = s.state_size, G = s.n_k_heads, R = s.n_v_heads;
+  const int b = blockIdx.x;
+  if (b == 2 * G + R) {
+    for (int i = threadIdx.x; i < R; i += blockDim.x) {
+      beta[i] = SigmoidF(beta[i]);
+      const float x = alpha_g[i] + dt_bias[i];
+      const float sp = x > 20.0f ? x : log1pf(expf(x));
+      alpha_g[i] = sp * a[i];
+    }
+    return;
+  }
+  const int ch = 2 * S * G + S * R, taps = s.conv_kernel, hist = taps - 1;
+  const int i = threadIdx.x;
+  const int c = (b < 2 * G ? b * S : 2 * S * G + (b - 2 * G) * S) + i;
+  float v = 0.0f;
+  if (i < S) {
+    float window[8];
+    for (int j = 0; j < hist; ++j) window[j] = state[j * ch + c];
+    window[hist] = qkv[c];
+    float out = 0.0f;
+    for (int j = 0; j < taps; ++j) out += window[j] * kernel[c * taps + j];
+    for (int j = 0; j < hist; ++j) state[j * ch + c] = window[j + 1];
+    v = SiluF(out);
+  }
+  if (b >= 2 * G) {
+    if (i < S) qkv[c] = v;
+    return;
+  }
+  const double sum = BlockSum(static_cast<double>(v) * v, scratch);
+  const float scale = 1.0f / fmaxf(static_cast<float>(sqrt(sum)), s.eps);
+  if (i < S) {
+    float y = v * scale;
+    if (b < G) y *= q_scale;
+    qkv[c] = y;
+  }
+}
+
+// ---- attention --------------------------------------------------------------
+
+constexpr int kAttnThreads = 256;
+constexpr int kAttnWarps = kAttnThreads / 32;
+constexpr int kAttnRegs = 64;  // q heads x dims per lane held per block
+
+int HeadsPerBlock(const AttentionShape& s) {
+  const int dpl = s.head_dim / 32;
+  const int per_group = s.n_head / s.n_head_kv;
+  const int cap = kAttnRegs / dpl;
+  return per_group < cap ? per_group : cap;
+}
+int HeadChunks(const AttentionShape& s) {
+  const int per_group = s.n_head / s.n_head_kv, hb = HeadsPerBlock(s);
+  return (per_group + hb - 1) / hb;
+}
+
+// Grid (n_head_kv, splits, head chunks). Scratch per (head, split): m, l,
+// then head_dim sums.
+template <int DPL>
+__global__ void __launch_bounds__(kAttnThreads)
+    AttendSplitKernel(AttentionShape s, const float* q, const float* k_cache, const float* v_cache,
+                      const int32_t* d_pos0, float* scratch, int32_t* counters, float* o, int hb) {
+  constexpr int kHB = kAttnRegs / DPL;
+  extern __shared__ float smem[];
+  __shared__ int last;
+  const int d = s.head_dim, g = blockIdx.x, split = blockIdx.y, splits = gridDim.y;
+  const int per_group = s.n_head / s.n_head_kv;
+  const int h0 = g * per_group + blockIdx.z * hb;
+  const int nh = min(hb, g * per_group + per_group - h0);
+  const int q_stride = s.gated ? 2 * d : d, kv_dim = s.n_head_kv * d;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float* qs = smem;                       // [kHB][d]
+  float* wm = qs + kHB * d;               // [warps][kHB] maxima
+  float* wl = wm + kAttnWarps * kHB;      // [warps][kHB] sums
+  float* wo = wl + kAttnWarps * kHB;      // [warps][kHB][d]
+  const float scale = 1.0f / sqrtf(static_cast<float>(d));
+  for (int i = threadIdx.x; i < nh * d; i += blockDim.x) {
+    qs[i] = q[(h0 + i / d) * q_stride + i % d] * scale;
+  }
+  __syncthreads();
+  const int n_ctx = *d_pos0 + 1;
+  const int per = (n_ctx + splits - 1) / splits;
+  const int j0 = split * per, j1 = min(n_ctx, j0 + per);
+  float m[kHB], l[kHB], acc[kHB][DPL];
+#pragma unroll
+  for (int h = 0; h < kHB; ++h) {
+    m[h] = -INFINITY;
+    l[h] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < DPL; ++i) acc[h][i] = 0.0f;
+  }
+  for (int j = j0 + warp; j < j1; j += kAttnWarps) {
+    const float* kr = k_cache + static_cast<int64_t>(j) * kv_dim + g * d;
+    const float* vr = v_cache + static_cast<int64_t>(j) * kv_dim + g * d;
+    float kv[DPL], vv[DPL];
+#pragma unroll
+    for (int i = 0; i < DPL; ++i) {
+      kv[i] = kr[lane + 32 * i];
+      vv[i] = vr[lane + 32 * i];
+    }
+#pragma unroll
+    for (int h = 0; h < kHB; ++h) {
+      if (h < nh) {
+        float dot = 0.0f;
+#pragma unroll
+        for (int i = 0; i < DPL; ++i) dot = fmaf(qs[h * d + lane + 32 * i], kv[i], dot);
+        dot = WarpSum(dot);
+        const float mn = fmaxf(m[h], dot);
+        const float corr = expf(m[h] - mn), pj = expf(dot - mn);
+        l[h] = l[h] * corr + pj;
+#pragma unroll
+        for (int i = 0; i < DPL; ++i) acc[h][i] = acc[h][i] * corr + pj * vv[i];
+        m[h] = mn;
+      }
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < kHB; ++h) {
+    if (h < nh) {
+      if (lane == 0) {
+        wm[warp * kHB + h] = m[h];
+        wl[warp * kHB + h] = l[h];
+      }
+#pragma unroll
+      for (int i = 0; i < DPL; ++i) wo[(warp * kHB + h) * d + lane + 32 * i] = acc[h][i];
+    }
+  }
+  __syncthreads();
+  // This block's split: the warps merged.
+  for (int x = threadIdx.x; x < nh * (d + 2); x += blockDim.x) {
+    const int h = x / (d + 2), c = x % (d + 2);
+    float mx = -INFINITY;
+    for (int w = 0; w < kAttnWarps; ++w) mx = fmaxf(mx, wm[w * kHB + h]);
+    float v = 0.0f;
+    if (c == 0) {
+      v = mx;
+    } else if (mx != -INFINITY) {
+      for (int w = 0; w < kAttnWarps; ++w) {
+        const float f = expf(wm[w * kHB + h] - mx);
+        v += f * (c == 1 ? wl[w * kHB + h] : wo[(w * kHB + h) * d + c - 2]);
+      }
+    }
+    scratch[((h0 + h) * splits + split) * (d + 2) + c] = v;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    const int idx = g * gridDim.z + blockIdx.z;
+    last = atomicAdd(counters + idx, 1) == splits - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  for (int x = threadIdx.x; x < nh * d; x += blockDim.x) {
+    const int h = x / d, c = x % d;
+    const float* sc = scratch + (h0 + h) * splits * (d + 2);
+    float mx = -INFINITY;
+    for (int sp = 0; sp < splits; ++sp) mx = fmaxf(mx, __ldcg(sc + sp * (d + 2)));
+    float num = 0.0f, den = 0.0f;
+    for (int sp = 0; sp < splits; ++sp) {
+      const float ms = __ldcg(sc + sp * (d + 2));
+      if (ms == -INFINITY) continue;
+      const float f = expf(ms - mx);
+      den += f * __ldcg(sc + sp * (d + 2) + 1);
+      num += f * __ldcg(sc + sp * (d + 2) + 2 + c);
+    }
+    float out = num / den;
+    if (s.gated) out *= SigmoidF(q[(h0 + h) * q_stride + d + c]);
+    o[(h0 + h) * d + c] = out;
+  }
+  if (threadIdx.x == 0) counters[g * gridDim.z + blockIdx.z] = 0;
+}
+
+size_t AttendSmem(const AttentionShape& s) {
+  const int dpl = s.head_dim / 32, hb = kAttnRegs / dpl;
+  return (static_cast<size_t>(hb) * s.head_dim * (1 + kAttnWarps) + 2 * kAttnWarps * hb) *
+         sizeof(float);
+}
+
+template <class K>
+void AllowSmem(K kernel) {
+  cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                       cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxDynamicSmem);
+}
+
+}  // namespace
+
+void PrepareDecodeKernels() {
+  AllowSmem(DecodeProjectKernel);
+  AllowSmem(GateUpKernel);
+  AllowSmem(DownKernel);
+  AllowSmem(AttendSplitKernel<2>);
+  AllowSmem(AttendSplitKernel<4>);
+  AllowSmem(AttendSplitKernel<8>);
+}
+
+int DecodeMaxCols() { return 16384; }
+
+void DecodeProject(const DecodeProjection& p, Stream stream) {
+  ProjectLaunch a;
+  a.p = p;
+  a.lanes = 32;
+  int blocks = 0;
+  for (int i = 0; i < p.n_matrices; ++i) {
+    const int L = LanesFor(p.in.n, p.m[i].type);
+    a.lanes = i == 0 ? L : (L < a.lanes ? L : a.lanes);
+  }
+  const int64_t rows_per_block = (kProjThreads / 32) * (32 / a.lanes) * kR;
+  for (int i = 0; i < p.n_matrices; ++i) {
+    a.block_start[i] = blocks;
+    blocks += static_cast<int>((p.m[i].rows + rows_per_block - 1) / rows_per_block);
+  }
+  a.block_start[p.n_matrices] = blocks;
+  if (blocks == 0) return;
+  const size_t smem = PaddedFloats(p.in.n) * sizeof(float);
+  DecodeProjectKernel<<<blocks, kProjThreads, smem, stream>>>(a);
+}
+
+bool DecodeExpertsSupported(int k, bool shared, int64_t ff, int64_t n_embd) {
+  const int items = k + (shared ? 1 : 0);
+  const int64_t smem = (items * PaddedFloats(ff) + items * 32 * kDownR) * 4;
+  return k > 0 && items <= kMaxDownItems && n_embd <= DecodeMaxCols() &&
+         smem <= kMaxDynamicSmem;
+}
+
+void DecodeExpertsGateUp(const DecodeExperts& e, Stream stream) {
+  const int L = LanesFor(e.n_embd, e.gate_type) < LanesFor(e.n_embd, e.up_type)
+                    ? LanesFor(e.n_embd, e.gate_type)
+                    : LanesFor(e.n_embd, e.up_type);
+  const int64_t rows_per_block = (kProjThreads / 32) * (32 / L) * kR;
+  const dim3 grid(static_cast<unsigned>((e.ff + rows_per_block - 1) / rows_per_block), e.k);
+  GateUpKernel<<<grid, kProjThreads, PaddedFloats(e.n_embd) * sizeof(float), stream>>>(e, L);
+}
+
+void DecodeExpertsDown(const DecodeExperts& e, Stream stream) {
+  int L = LanesFor(e.ff, e.down_type);
+  if (e.shared_ff > 0 && LanesFor(e.ff, e.shared_down_type) < L) L = LanesFor(e.ff, e.shared_down_type);
+  const int rows_per_block = (32 / L) * kDownR;
+  const int items = e.k + (e.shared_ff > 0 ? 1 : 0);
+  const size_t smem = (items * PaddedFloats(e.ff) + items * rows_per_block) * sizeof(float);
+  const unsigned blocks = static_cast<unsigned>((e.n_embd + rows_per_block - 1) / rows_per_block);
+  DownKernel<<<blocks, 32 * items, smem, stream>>>(e, L);
+}
+
+void DeltaNetDecodePrep(const DeltaNetShape& s, float* beta, float* alpha_g, const float* dt_bias,
+                        const float* a, const float* conv_kernel, float* qkv, float* conv_state,
+                        Stream stream) {
+  const int blocks = 2 * s.n_k_heads + s.n_v_heads + 1;
+  const int threads = ((s.state_size + 31) / 32) * 32;
+  const float q_scale = 1.0f / std::sqrt(static_cast<float>(s.state_size));
+  DeltaPrepKernel<<<blocks, threads < 32 ? 32 : threads, 0, stream>>>(
+      s, beta, alpha_g, dt_bias, a, conv_kernel, qkv, conv_state, q_scale);
+}
+
+bool AttendDecodeSupports(const AttentionShape& s) {
+  return (s.head_dim == 64 || s.head_dim == 128 || s.head_dim == 256) && s.n_head_kv > 0 &&
+         s.n_head % s.n_head_kv == 0;
+}
+
+int AttendDecodeSplits(const AttentionShape& s) {
+  // About two blocks per multiprocessor at the full context, never fewer
+  // than ~128 keys a block.
+  const int blocks_per_split = s.n_head_kv * HeadChunks(s);
+  int splits = 264 / (blocks_per_split > 0 ? blocks_per_split : 1);
+  const int by_keys = (s.kv_capacity + 127) / 128;
+  if (by_keys < splits) splits = by_keys;
+  return splits < 1 ? 1 : splits;
+}
+
+int64_t AttendDecodeScratchFloats(const AttentionShape& s) {
+  return static_cast<int64_t>(s.n_head) * AttendDecodeSplits(s) * (s.head_dim + 2);
+}
+
+int AttendDecodeCounters(const AttentionShape& s) { return s.n_head_kv * HeadChunks(s); }
+
+void AttendDecode(const AttentionShape& s, const float* q, const float* k_cache,
+                  const float* v_cache, const int32_t* d_pos0, float* scratch, int32_t* counters,
+                  float* o, Stream stream) {
+  const dim3 grid(s.n_head_kv, AttendDecodeSplits(s), HeadChunks(s));
+  const int hb = HeadsPerBlock(s);
+  const size_t smem = AttendSmem(s);
+  switch (s.head_dim / 32) {
+    case 2:
+      AttendSplitKernel<2><<<grid, kAttnThreads, smem, stream>>>(s, q, k_cache, v_cache, d_pos0,
+                                                                 scratch, counters, o, hb);
+      break;
+    case 4:
+      AttendSplitKernel<4><<<grid, kAttnThreads, smem, stream>>>(s, q, k_cache, v_cache, d_pos0,
+                                                                 scratch, counters, o, hb);
+      break;
+    default:
+      AttendSplitKernel<8><<<grid, kAttnThreads, smem, stream>>>(s, q, k_cache, v_cache, d_pos0,
+                                                                 scratch, counters, o, hb);
+      break;
+  }
+}
+
+}  // namespace sluice::cuda

@@ -1,0 +1,158 @@
+// The fused kernels of one decode step (one token), behind a plain C++
+// header. A decode step is latency-bound: its weights are read in well under
+// 0.1 ms at HBM rates, so what costs is the number of dependent launches and
+// how well each fills the GPU. These kernels do in one launch what the batch
+// kernels (ops.h, quant_matmul.h) do in several:
+//
+//   DecodeProject   residual add + RMSNorm + every product that reads the
+//                   normed vector (q/k/v, DeltaNet qkv/z/beta/alpha, the
+//                   router with its top-k, the shared expert's SwiGLU pair),
+//   DecodeExpertsGateUp  the routed experts' gate and up products + SwiGLU,
+//   DecodeExpertsDown    their down products, the routing weights, the
+//                   shared expert's down product and gate: the MoE output,
+//   DeltaNetDecodePrep   DeltaNet gates, causal conv + SiLU, q/k L2 norms,
+//   AttendDecode    attention over the cache split over the keys (the last
+//                   block of each KV head merges the splits).
+//
+// Weights are read in place in their ggml block layout (the types of
+// quant_matmul.h), products accumulate in F32. Every output element is
+// computed by one thread in a fixed order, so a launch gives the same bits
+// whatever the pointer tables point at (the slot cache's copy policy stays
+// bit-identical to an all-resident run). Sums differ in order from the
+// batch kernels, so decode and prefill agree to rounding, not bit for bit.
+//
+// Every pointer is device memory. Functions only enqueue work; launch
+// errors surface through LastLaunchError (device.h). Call
+// PrepareDecodeKernels once per device (outside any capture).
+#ifndef SLUICE_KERNELS_CUDA_DECODE_OPS_H_
+#define SLUICE_KERNELS_CUDA_DECODE_OPS_H_
+
+#include <cstdint>
+
+#include "kernels/cuda/ops.h"
+
+namespace sluice::cuda {
+
+void PrepareDecodeKernels();
+
+// The largest vector DecodeProject, DecodeExperts* read (their shared
+// memory holds it).
+int DecodeMaxCols();
+
+// The vector the products of a DecodeProject read. With norm_w: v = x +
+// add (add may be null), x_out = v when not null (it must not alias x or
+// add: other blocks still read them), and the products read
+// RMSNorm(v) * norm_w (also stored to xn_out when not null). Without
+// norm_w: the products read x as it is.
+struct DecodeInput {
+  const float* x = nullptr;
+  const float* add = nullptr;
+  float* x_out = nullptr;
+  const float* norm_w = nullptr;
+  float eps = 0;
+  float* xn_out = nullptr;
+  int64_t n = 0;
+};
+
+// One matrix of a DecodeProject (rows x n, GGUF type id `type`):
+// y[r] = W[r] . v, or with `up` (same type and shape):
+// y[r] = silu(W[r] . v) * (Up[r] . v).
+struct DecodeMatrix {
+  int type = 0;
+  const void* w = nullptr;
+  const void* up = nullptr;
+  int64_t rows = 0;
+  float* y = nullptr;
+};
+
+// Routing of matrix 0's output (n_expert logits), in the same launch once
+// all of its rows are in: softmax, the top k by probability (ties to the
+// lower id), weights renormalised (sum clamped at 6.1e-5) as ops.h TopK.
+// paired_ids (optional) receives the ids, then the ids + n_expert.
+// counter: one device int, zero before the launch, left zero after it.
+struct DecodeTopK {
+  int k = 0;
+  int32_t* ids = nullptr;
+  float* weights = nullptr;
+  int32_t* paired_ids = nullptr;
+  int32_t* counter = nullptr;
+};
+
+inline constexpr int kMaxDecodeMatrices = 6;
+
+struct DecodeProjection {
+  DecodeInput in;
+  DecodeMatrix m[kMaxDecodeMatrices];
+  int n_matrices = 0;
+  DecodeTopK topk;  // k == 0: none
+};
+
+void DecodeProject(const DecodeProjection& p, Stream stream);
+
+// The routed experts of one token (and the shared expert's down half).
+struct DecodeExperts {
+  int k = 0;
+  const int32_t* ids = nullptr;    // [k]
+  const float* weights = nullptr;  // [k]
+  // Per-expert pointer tables [n_expert] (what the slot cache repoints).
+  const void* const* gate = nullptr;
+  const void* const* up = nullptr;
+  const void* const* down = nullptr;
+  int gate_type = 0, up_type = 0, down_type = 0;
+  int64_t n_embd = 0, ff = 0;
+  const float* xn = nullptr;  // [n_embd]: the MoE input
+  float* h = nullptr;         // [k][ff]: silu(gate x) * up x
+  // The shared expert (shared_ff 0: none): its SwiGLU'd hidden row (a
+  // DecodeProject pair), its down matrix and its gate logit (a 1-row
+  // product of shared_gate_inp), applied as sigmoid(logit).
+  int64_t shared_ff = 0;
+  const float* shared_h = nullptr;
+  const void* shared_down = nullptr;
+  int shared_down_type = 0;
+  const float* shared_logit = nullptr;
+  // Rows the host computed ([k][n_embd], zero for the device's experts,
+  // whose entries then point at zeroed slots), or null.
+  const float* host_y = nullptr;
+  // out = sum over s < k in slot order of weights[s] * (down_s h_s +
+  // host_y[s]), plus sigmoid(shared_logit) * shared_down shared_h.
+  float* out = nullptr;  // [n_embd]
+};
+
+// Whether the two launches below handle k routed experts (plus a shared
+// one) of ff rows with n_embd-wide inputs: at most 12 experts in all, and
+// vectors within DecodeMaxCols.
+bool DecodeExpertsSupported(int k, bool shared, int64_t ff, int64_t n_embd);
+
+void DecodeExpertsGateUp(const DecodeExperts& e, Stream stream);
+void DecodeExpertsDown(const DecodeExperts& e, Stream stream);
+
+// One token of DeltaNetGates + DeltaNetConv (ops.h) in one launch.
+void DeltaNetDecodePrep(const DeltaNetShape& s, float* beta, float* alpha_g,
+                        const float* dt_bias, const float* a,
+                        const float* conv_kernel, float* qkv,
+                        float* conv_state, Stream stream);
+
+// Whether AttendDecode handles the shape: head_dim 64, 128 or 256 (other
+// shapes use Attend).
+bool AttendDecodeSupports(const AttentionShape& s);
+
+// Splits AttendDecode uses for a cache of `capacity` rows, and the floats
+// of scratch (partial results) and ints of counters (zero before the
+// first launch; every launch leaves them zero) it needs.
+int AttendDecodeSplits(const AttentionShape& s);
+int64_t AttendDecodeScratchFloats(const AttentionShape& s);
+int AttendDecodeCounters(const AttentionShape& s);
+
+// Attend (ops.h) for one token at *d_pos0 whose q was prepared
+// (AttentionPrepare) and whose k, v are in the cache: o [n_head][head_dim]
+// (times sigmoid of the gate when gated). Keys split over blocks, each
+// block reading its keys once for every q head of its KV head (online
+// softmax); the last block of a KV head merges the splits.
+void AttendDecode(const AttentionShape& s, const float* q,
+                  const float* k_cache, const float* v_cache,
+                  const int32_t* d_pos0, float* scratch, int32_t* counters,
+                  float* o, Stream stream);
+
+}  // namespace sluice::cuda
+
+#endif  // SLUICE_KERNELS_CUDA_DECODE_OPS_H_

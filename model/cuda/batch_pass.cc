@@ -1,0 +1,323 @@
+#include "model/cuda/batch_pass.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "kernels/cuda/quant_matmul.h"
+
+namespace sluice {
+
+PassProfiler::~PassProfiler() {
+  for (cuda::Event e : events_) cuda::DestroyEvent(e);
+}
+
+void PassProfiler::Start(cuda::Stream stream) {
+  if (!on_) return;
+  marks_.clear();
+  Mark("start", stream);
+  marks_.clear();
+  std::swap(events_[0], events_[1]);
+}
+
+void PassProfiler::Mark(const char* section, cuda::Stream stream) {
+  if (!on_) return;
+  while (marks_.size() + 2 > events_.size()) {
+    auto e = cuda::CreateEvent(/*timing=*/true);
+    if (!e.ok()) return;
+    events_.push_back(*e);
+  }
+  cuda::RecordEvent(events_[marks_.size() + 1], stream).IgnoreError();
+  marks_.push_back(section);
+}
+
+absl::Status PassProfiler::Collect(const char* phase, cuda::Stream stream) {
+  if (!on_) return absl::OkStatus();
+  RETURN_IF_ERROR(cuda::Synchronize(stream));
+  const auto add = [&](const std::string& key, double v) {
+    for (auto& [k, ms] : ms_) {
+      if (k == key) {
+        ms += v;
+        return;
+      }
+    }
+    ms_.push_back({key, v});
+  };
+  for (size_t i = 0; i < marks_.size(); ++i) {
+    ASSIGN_OR_RETURN(const float ms, cuda::ElapsedMs(events_[i], events_[i + 1]));
+    add(absl::StrCat(phase, ".", marks_[i]), ms);
+  }
+  add(absl::StrCat(phase, ".calls"), 1);
+  marks_.clear();
+  return absl::OkStatus();
+}
+
+absl::Status AcquireRouted(const BatchContext& c, int il, int64_t n_tok,
+                           const std::vector<int32_t>& begin, bool prefetch,
+                           std::vector<HostExpert>* on_host) {
+  const int k = static_cast<int>(c.desc->moe.n_expert_used);
+  const int n_expert = static_cast<int>(c.desc->moe.n_expert);
+  const int32_t* ids = c.host_routing;
+  if (c.observer != nullptr) {
+    const float* weights = reinterpret_cast<const float*>(ids + n_tok * k);
+    std::vector<Routing> routes(n_tok);
+    for (int64_t t = 0; t < n_tok; ++t) {
+      for (int j = 0; j < k; ++j) {
+        routes[t].expert[j] = ids[t * k + j];
+        routes[t].weight[j] = weights[t * k + j];
+      }
+    }
+    c.observer->OnRouting(il, k, routes);
+  }
+  if (c.experts == nullptr) return absl::OkStatus();
+  std::vector<int32_t> used;
+  if (begin.empty()) {
+    used.assign(ids, ids + k);  // one token: k distinct experts
+  } else {
+    for (int x = 0; x < n_expert; ++x) {
+      if (begin[x + 1] > begin[x]) used.push_back(x);
+    }
+  }
+  RETURN_IF_ERROR(c.experts->Acquire(il, used, c.stream, on_host));
+  if (prefetch && il + 1 < static_cast<int>(c.layers->size())) {
+    RETURN_IF_ERROR(c.experts->Prefetch(il + 1, absl::MakeConstSpan(ids + 2 * k, k), c.stream));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+class Pass {
+ public:
+  Pass(const BatchContext& c, int64_t n_tok) : c_(c), w_(*c.ws), n_(n_tok) {}
+  absl::Status Run(DeviceState& st, LogitRows rows);
+
+ private:
+  void Mark(const char* s) const {
+    if (c_.profiler != nullptr) c_.profiler->Mark(s, c_.stream);
+  }
+  absl::Status Project(const DeviceMatrix& w, const float* x, float* y) const {
+    return cuda::MatMul(w.type, w.data, w.rows, w.cols, x, n_, y, c_.stream);
+  }
+  absl::Status ProjectPair(const DeviceMatrix& a, const DeviceMatrix& b,
+                           const cuda::DeviceBuffer& table, const float* x, float* ya,
+                           float* yb) const;
+  absl::Status Attention(const DeviceAttention& a, DeviceState& st, int il) const;
+  absl::Status DeltaNet(const DeviceDeltaNet& d, DeviceState& st, int il) const;
+  absl::Status SharedExpert(const DeviceMoe& m) const;
+  absl::Status Moe(int il, const DeviceMoe& m) const;
+  absl::Status Experts(const DeviceMoe& m, int max_entries) const;
+
+  const BatchContext& c_;
+  Workspace& w_;
+  const int64_t n_;
+};
+
+absl::Status Pass::ProjectPair(const DeviceMatrix& a, const DeviceMatrix& b,
+                               const cuda::DeviceBuffer& table, const float* x, float* ya,
+                               float* yb) const {
+  if (n_ != 1 || a.type != b.type || a.rows != b.rows || a.cols != b.cols) {
+    RETURN_IF_ERROR(Project(a, x, ya));
+    return Project(b, x, yb);
+  }
+  // One token, one shape: one launch of both through {a, b} on the device.
+  cuda::GroupedMatMul g;
+  g.type = a.type;
+  g.rows = a.rows;
+  g.cols = a.cols;
+  g.n_groups = 2;
+  g.max_entries_per_group = 1;
+  g.d_weights = table.as<const void*>();
+  g.d_x_row = w_.zeros;  // both entries read activation row 0
+  g.d_x = x;
+  g.x_stride = a.cols;
+  g.d_y = ya;
+  g.y_stride = yb - ya;
+  return cuda::LaunchGroupedMatMul(g, c_.stream);
+}
+
+absl::Status Pass::Attention(const DeviceAttention& a, DeviceState& st, int il) const {
+  cuda::AttentionShape shape = c_.attn;
+  shape.kv_capacity = st.capacity();
+  RETURN_IF_ERROR(Project(a.wq, w_.xn, w_.q));
+  RETURN_IF_ERROR(ProjectPair(a.wk, a.wv, a.kv_table, w_.xn, w_.k, w_.v));
+  Mark("attn.qkv_proj");
+  cuda::AttentionPrepare(shape, w_.q, w_.k, w_.v, a.q_norm, a.k_norm, w_.pos0, n_, st.k(il),
+                         st.v(il), c_.stream);
+  cuda::Attend(shape, w_.q, st.k(il), st.v(il), w_.pos0, n_, w_.attn_o, c_.stream);
+  Mark("attn.core");
+  RETURN_IF_ERROR(Project(a.wo, w_.attn_o, w_.y));
+  Mark("attn.out_proj");
+  return absl::OkStatus();
+}
+
+absl::Status Pass::DeltaNet(const DeviceDeltaNet& d, DeviceState& st, int il) const {
+  RETURN_IF_ERROR(Project(d.qkv, w_.xn, w_.qkv));
+  RETURN_IF_ERROR(Project(d.gate, w_.xn, w_.z));
+  RETURN_IF_ERROR(ProjectPair(d.beta, d.alpha, d.beta_alpha_table, w_.xn, w_.beta, w_.g));
+  Mark("delta.in_proj");
+  cuda::DeltaNetGates(c_.ssm, w_.beta, w_.g, d.dt_bias, d.a, n_, c_.stream);
+  cuda::DeltaNetConv(c_.ssm, d.conv, w_.qkv, n_, st.conv(il), c_.stream);
+  Mark("delta.gates_conv");
+  cuda::DeltaNetScan(c_.ssm, w_.qkv, w_.beta, w_.g, w_.z, d.norm, n_, st.ssm(il), w_.ssm_o,
+                     c_.stream);
+  Mark("delta.scan");
+  RETURN_IF_ERROR(Project(d.out, w_.ssm_o, w_.y));
+  Mark("delta.out_proj");
+  return absl::OkStatus();
+}
+
+absl::Status Pass::SharedExpert(const DeviceMoe& m) const {
+  RETURN_IF_ERROR(ProjectPair(m.shared_gate, m.shared_up, m.shared_gate_up_table, w_.xn,
+                              w_.shared_g, w_.shared_u));
+  cuda::SwiGlu(w_.shared_g, w_.shared_u, n_ * c_.desc->moe.shared_ff, c_.stream);
+  return Project(m.shared_down, w_.shared_g, w_.shared_y);
+}
+
+absl::Status Pass::Moe(int il, const DeviceMoe& m) const {
+  const MoeConfig& mc = c_.desc->moe;
+  const int k = static_cast<int>(mc.n_expert_used);
+  const int n_expert = static_cast<int>(mc.n_expert);
+  RETURN_IF_ERROR(Project(m.router, w_.xn, w_.router_logits));
+  Mark("moe.router_proj");
+  const bool one = n_ == 1;
+  const bool fuse_gate_up = one && m.gate_type == m.up_type;
+  cuda::TopK(w_.router_logits, n_, n_expert, k, w_.ids, w_.weights, c_.stream,
+             fuse_gate_up ? w_.paired_ids : nullptr);
+  Mark("moe.topk");
+  if (!one) {
+    cuda::GroupByExpert(w_.ids, n_, k, n_expert, w_.counts, w_.group_begin, w_.entry_token,
+                        w_.slot_entry, c_.stream);
+    Mark("moe.group");
+    // A batch's launch is sized by its largest group: a 512-token batch
+    // spread over 256 experts then launches ~16x fewer blocks.
+    RETURN_IF_ERROR(cuda::CopyToHost(c_.host_begin, w_.group_begin,
+                                     (n_expert + 1) * sizeof(int32_t), c_.stream));
+  }
+  const bool need_ids = c_.experts != nullptr || c_.observer != nullptr;
+  if (need_ids) {
+    RETURN_IF_ERROR(cuda::CopyToHost(c_.host_routing, w_.ids, n_ * k * sizeof(int32_t), c_.stream));
+    if (c_.observer != nullptr) {
+      RETURN_IF_ERROR(cuda::CopyToHost(c_.host_routing + n_ * k, w_.weights,
+                                       n_ * k * sizeof(float), c_.stream));
+    }
+  }
+  if (!one || need_ids) RETURN_IF_ERROR(cuda::RecordEvent(c_.routed, c_.stream));
+  // The shared expert does not depend on the routing: it runs while the
+  // host reads the routing back and misses are copied.
+  if (mc.shared_ff > 0) {
+    RETURN_IF_ERROR(SharedExpert(m));
+    Mark("moe.shared");
+  }
+  if (!one || need_ids) RETURN_IF_ERROR(cuda::WaitEvent(c_.routed));
+  int max_entries = 1;
+  std::vector<int32_t> begin;
+  if (!one) {
+    begin.assign(c_.host_begin, c_.host_begin + n_expert + 1);
+    for (int x = 0; x < n_expert; ++x) max_entries = std::max(max_entries, begin[x + 1] - begin[x]);
+  }
+  if (need_ids) {
+    RETURN_IF_ERROR(AcquireRouted(c_, il, n_, begin, /*prefetch=*/false, nullptr));
+    Mark("moe.acquire");
+  }
+  RETURN_IF_ERROR(Experts(m, max_entries));
+  Mark("moe.experts");
+  if (mc.shared_ff == 0) return absl::OkStatus();
+  cuda::AddGatedShared(m.shared_gate_inp, w_.xn, w_.shared_y, n_, mc.n_embd, w_.y, c_.stream);
+  Mark("moe.shared_add");
+  return absl::OkStatus();
+}
+
+// Gate and up (one launch of 2k groups for one token when they share a
+// type), SwiGLU, down, the weighted combine into y.
+absl::Status Pass::Experts(const DeviceMoe& m, int max_entries) const {
+  const MoeConfig& mc = c_.desc->moe;
+  const int k = static_cast<int>(mc.n_expert_used);
+  const bool one = n_ == 1;
+  const bool fuse_gate_up = one && m.gate_type == m.up_type;
+  cuda::GroupedMatMul g;
+  g.rows = mc.expert_ff;
+  g.cols = mc.n_embd;
+  g.n_groups = one ? k : static_cast<int>(mc.n_expert);
+  g.max_entries_per_group = one ? 1 : max_entries;
+  g.d_group_weight = one ? w_.ids : nullptr;
+  g.d_group_begin = one ? nullptr : w_.group_begin;
+  g.d_x_row = one ? w_.zeros : w_.entry_token;
+  g.d_x = w_.xn;
+  g.x_stride = mc.n_embd;
+  g.y_stride = mc.expert_ff;
+  g.type = m.gate_type;
+  g.d_weights = m.gate_table();
+  g.d_y = w_.expert_g;
+  float* up_out = w_.expert_u;
+  if (fuse_gate_up) {
+    // Rows 0..k-1 of expert_g get the gate products, k..2k-1 the up ones.
+    g.n_groups = 2 * k;
+    g.d_group_weight = w_.paired_ids;
+    RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(g, c_.stream));
+    up_out = w_.expert_g + k * mc.expert_ff;
+    g.n_groups = k;
+    g.d_group_weight = w_.ids;
+  } else {
+    RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(g, c_.stream));
+    g.type = m.up_type;
+    g.d_weights = m.up_table();
+    g.d_y = w_.expert_u;
+    RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(g, c_.stream));
+  }
+  cuda::SwiGlu(w_.expert_g, up_out, n_ * k * mc.expert_ff, c_.stream);
+  cuda::GroupedMatMul down = g;
+  down.type = m.down_type;
+  down.rows = mc.n_embd;
+  down.cols = mc.expert_ff;
+  down.d_weights = m.down_table.as<const void*>();
+  down.d_x_row = nullptr;
+  down.d_x = w_.expert_g;
+  down.x_stride = mc.expert_ff;
+  down.d_y = w_.expert_y;
+  down.y_stride = mc.n_embd;
+  RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(down, c_.stream));
+  cuda::CombineExperts(w_.expert_y, one ? w_.iota : w_.slot_entry, w_.weights, n_, k,
+                       mc.n_embd, w_.y, c_.stream);
+  return absl::OkStatus();
+}
+
+absl::Status Pass::Run(DeviceState& st, LogitRows rows) {
+  const int64_t e = c_.desc->info.n_embd;
+  const float eps = c_.desc->eps;
+  RETURN_IF_ERROR(cuda::DequantRows(c_.token_embd.type, c_.token_embd.data, e, w_.ids_in, n_,
+                                    w_.x, c_.stream));
+  Mark("embed");
+  for (int il = 0; il < static_cast<int>(c_.layers->size()); ++il) {
+    const DeviceLayer& l = (*c_.layers)[il];
+    // The previous block's MoE output joins the residual stream here.
+    cuda::AddRmsNorm(w_.x, il == 0 ? nullptr : w_.y, n_, e, l.mixer_norm, eps, w_.xn, c_.stream);
+    Mark("norms");
+    if (l.mixer == MixerKind::kAttention) {
+      RETURN_IF_ERROR(Attention(l.attn, st, il));
+    } else {
+      RETURN_IF_ERROR(DeltaNet(l.delta, st, il));
+    }
+    cuda::AddRmsNorm(w_.x, w_.y, n_, e, l.ffn_norm, eps, w_.xn, c_.stream);
+    Mark("norms");
+    RETURN_IF_ERROR(Moe(il, l.moe));
+  }
+  if (rows == LogitRows::kNone) return cuda::LastLaunchError("cuda forward");
+  const int64_t first = rows == LogitRows::kLast ? n_ - 1 : 0;
+  const int64_t count = n_ - first;
+  cuda::AddRmsNorm(w_.x + first * e, w_.y + first * e, count, e, c_.output_norm, eps, w_.xn,
+                   c_.stream);
+  RETURN_IF_ERROR(cuda::MatMul(c_.output.type, c_.output.data, c_.output.rows, c_.output.cols,
+                               w_.xn, count, w_.logits, c_.stream));
+  Mark("head");
+  return cuda::LastLaunchError("cuda forward");
+}
+
+}  // namespace
+
+absl::Status EnqueueBatch(const BatchContext& c, int64_t n_tok, DeviceState& st,
+                          LogitRows rows) {
+  return Pass(c, n_tok).Run(st, rows);
+}
+
+}  // namespace sluice

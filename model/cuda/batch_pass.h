@@ -1,0 +1,78 @@
+// The forward pass of a batch of tokens (prefill, and any call that is not
+// a one-token decode step) on the GPU: embedding to logits with the batch
+// kernels (ops.h, quant_matmul.h), the routed experts grouped by expert so
+// each expert's weights are read once per group. Where experts stream or a
+// routing observer listens, each layer's routing is read back and the
+// experts acquired before they are computed.
+//
+// Thread-safety: none; the model runs one pass at a time.
+#ifndef SLUICE_MODEL_CUDA_BATCH_PASS_H_
+#define SLUICE_MODEL_CUDA_BATCH_PASS_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "kernels/cuda/device.h"
+#include "kernels/cuda/ops.h"
+#include "model/arch.h"
+#include "model/cuda/device_layers.h"
+#include "model/cuda/device_state.h"
+#include "model/cuda/expert_stream.h"
+#include "model/cuda/workspace.h"
+#include "model/moe.h"
+
+namespace sluice {
+
+// Events around each section of a pass, summed per "<phase>.<section>"
+// (BackendStats::profile).
+class PassProfiler {
+ public:
+  explicit PassProfiler(bool on) : on_(on) {}
+  ~PassProfiler();
+  void Start(cuda::Stream stream);
+  void Mark(const char* section, cuda::Stream stream);
+  absl::Status Collect(const char* phase, cuda::Stream stream);
+  const std::vector<std::pair<std::string, double>>& ms() const { return ms_; }
+
+ private:
+  bool on_;
+  std::vector<cuda::Event> events_;
+  std::vector<const char*> marks_;
+  std::vector<std::pair<std::string, double>> ms_;
+};
+
+struct BatchContext {
+  const ArchDesc* desc = nullptr;
+  const std::vector<DeviceLayer>* layers = nullptr;
+  DeviceMatrix token_embd, output;
+  const float* output_norm = nullptr;
+  cuda::AttentionShape attn;
+  cuda::DeltaNetShape ssm;
+  Workspace* ws = nullptr;
+  cuda::Stream stream = nullptr;
+  ExpertStream* experts = nullptr;             // streaming, or null
+  RoutingObserver* observer = nullptr;         // or null
+  int32_t* host_begin = nullptr;               // pinned [n_expert + 1]
+  int32_t* host_routing = nullptr;             // pinned ids, then weights
+  cuda::Event routed = nullptr;
+  PassProfiler* profiler = nullptr;
+};
+
+// Enqueues one micro-batch of n_tok tokens (ids and position already in the
+// workspace): logits of the rows `rows` selects into ws->logits.
+absl::Status EnqueueBatch(const BatchContext& c, int64_t n_tok, DeviceState& st,
+                          LogitRows rows);
+
+// Tells the observer layer il's routing (host_routing holds n_tok x k ids,
+// then the weights) and has the expert stream acquire the experts `begin`
+// (a batch's group bounds) or the ids (one token) name; on_host, for a
+// decode step with a host miss policy, receives the host's share.
+absl::Status AcquireRouted(const BatchContext& c, int il, int64_t n_tok,
+                           const std::vector<int32_t>& begin, bool prefetch,
+                           std::vector<HostExpert>* on_host);
+
+}  // namespace sluice
+
+#endif  // SLUICE_MODEL_CUDA_BATCH_PASS_H_

@@ -1,0 +1,70 @@
+// The device side of an ArchDesc's layers: every matrix's device view and
+// the pointer tables the grouped and paired products read (the routed
+// experts' tables are what the slot cache repoints).
+#ifndef SLUICE_MODEL_CUDA_DEVICE_LAYERS_H_
+#define SLUICE_MODEL_CUDA_DEVICE_LAYERS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/cuda/device.h"
+#include "model/arch.h"
+#include "model/cuda/device_weights.h"
+
+namespace sluice {
+
+struct DeviceAttention {
+  DeviceMatrix wq, wk, wv, wo;
+  const float* q_norm = nullptr;
+  const float* k_norm = nullptr;
+  cuda::DeviceBuffer kv_table;  // {wk, wv}: one decode launch for both
+};
+
+struct DeviceDeltaNet {
+  DeviceMatrix qkv, gate, beta, alpha, out;
+  const float *conv = nullptr, *dt_bias = nullptr, *a = nullptr, *norm = nullptr;
+  cuda::DeviceBuffer beta_alpha_table;  // {beta, alpha}
+};
+
+struct DeviceMoe {
+  DeviceMatrix router;
+  GgmlType gate_type, up_type, down_type;
+  // Per-expert pointer tables on the device: what the grouped products read,
+  // so a cache can repoint them. gate_up holds [n_expert] gate pointers then
+  // [n_expert] up pointers (a decode step multiplies both in one launch when
+  // they share a type); down [n_expert].
+  cuda::DeviceBuffer gate_up_table, down_table;
+  int n_expert = 0;
+  const void* const* gate_table() const { return gate_up_table.as<const void*>(); }
+  const void* const* up_table() const { return gate_table() + n_expert; }
+  // The shared expert's gate and up pointers, for one launch of both.
+  cuda::DeviceBuffer shared_gate_up_table;
+  const float* shared_gate_inp = nullptr;
+  DeviceMatrix shared_gate, shared_up, shared_down;
+};
+
+struct DeviceLayer {
+  MixerKind mixer;
+  const float* mixer_norm = nullptr;
+  const float* ffn_norm = nullptr;
+  DeviceAttention attn;
+  DeviceDeltaNet delta;
+  DeviceMoe moe;
+};
+
+// A device table of the given host views' device addresses, in order.
+absl::StatusOr<cuda::DeviceBuffer> PointerTable(
+    const DeviceWeights& w, const std::vector<const uint8_t*>& views,
+    cuda::Stream stream);
+
+// Binds layer `l` to its device copies. With `stream_experts` the routed
+// experts' tables are allocated but left for the ExpertStream to fill.
+// InvalidArgument for a routed-expert type the device kernels do not handle.
+absl::Status BindLayer(const DeviceWeights& w, const LayerDesc& l,
+                       int64_t shared_ff, bool stream_experts,
+                       cuda::Stream stream, DeviceLayer& d);
+
+}  // namespace sluice
+
+#endif  // SLUICE_MODEL_CUDA_DEVICE_LAYERS_H_

@@ -1,0 +1,59 @@
+// The host CPU's share of a decode step's missed experts (the host and
+// cost miss policies, memory/miss_split.h): the token's MoE input comes
+// back to pinned memory, the host computes the experts ExpertStream::Acquire
+// handed it with the CPU kernels, and their output rows go to the device,
+// where the down product adds them before the routing weights apply.
+//
+// Thread-safety: none; the model runs one step at a time.
+#ifndef SLUICE_MODEL_CUDA_HOST_MISSES_H_
+#define SLUICE_MODEL_CUDA_HOST_MISSES_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/cuda/device.h"
+#include "model/cuda/expert_stream.h"
+#include "model/moe.h"
+
+namespace sluice {
+
+class HostMisses {
+ public:
+  // Rows of n_embd for k routed slots, on `threads` threads (0: one per
+  // hardware thread; the decode thread takes part).
+  static absl::StatusOr<std::unique_ptr<HostMisses>> Create(int64_t n_embd,
+                                                            int k, int threads);
+
+  // Where the step's MoE input lands (pinned, n_embd floats).
+  void* x() const { return x_.data(); }
+  // The host's experts of the layer in flight (filled by Acquire).
+  std::vector<HostExpert>* experts() { return &experts_; }
+  // The rows the device adds: [k][n_embd], zero for the device's experts.
+  const float* device_y() const { return device_y_.as<float>(); }
+
+  // Computes experts() from x() into the pinned rows (zeros elsewhere),
+  // tells `stream` how long it took, and enqueues the rows' copy to
+  // device_y() on `compute`.
+  absl::Status Run(ExpertStream& stream, cuda::Stream compute);
+
+ private:
+  HostMisses() = default;
+
+  int64_t n_embd_ = 0;
+  int k_ = 0;
+  std::unique_ptr<kernels::ThreadPool> pool_;
+  cuda::PinnedBuffer x_, y_;
+  cuda::DeviceBuffer device_y_;
+  std::vector<HostExpert> experts_;
+  bool y_dirty_ = false;  // y_ holds rows of an earlier step
+  // Scratch kept between layers (Run runs once per layer).
+  std::vector<ExpertWeights> weights_;
+  std::vector<float> out_;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_MODEL_CUDA_HOST_MISSES_H_

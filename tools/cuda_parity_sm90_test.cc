@@ -1,0 +1,93 @@
+// The CUDA backend on the six golden models (needs a CUDA device; skips
+// elsewhere, with the marker tests/run_all.sh counts): teacher-forced logits
+// within the parity gates of tools/parity_lib.h, and the slot cache's copy
+// policy bit-identical to the all-resident run at 25% of the experts and at
+// one slot (fewer than a token needs: forced and exhausted paths). Every
+// decode row of these runs goes through the fused decode program.
+#include <cstdio>
+#include <string>
+
+#include "base/testing/goldens.h"
+#include "base/testing/skip.h"
+#include "gtest/gtest.h"
+#include "kernels/cuda/device.h"
+#include "tools/parity_lib.h"
+
+namespace sluice::parity {
+namespace {
+
+constexpr const char* kModels[] = {"qwen3moe-micro-f32",  "qwen3moe-tiny-q8_0",
+                                   "qwen3moe-tiny-mixed", "qwen35moe-micro-f32",
+                                   "qwen35moe-tiny-q8_0", "qwen35moe-tiny-mixed"};
+
+#define SLUICE_REQUIRE_DEVICE()                                                 \
+  do {                                                                          \
+    if (absl::Status s_ = cuda::SetDevice(0); !s_.ok()) {                       \
+      SLUICE_SKIP("no CUDA device here: " + s_.ToString());                     \
+    }                                                                           \
+  } while (false)
+
+class CudaParityTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CudaParityTest, PassesTheGoldenGates) {
+  SLUICE_REQUIRE_GOLDENS(dir);
+  SLUICE_REQUIRE_DEVICE();
+  Options options;
+  options.backend = Backend::kCuda;
+  auto report = RunParity(dir + "/" + GetParam() + ".gguf", dir, options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  std::fputs(FormatReport({*report}).c_str(), stdout);
+  ASSERT_EQ(report->prompts.size(), 3u);
+  for (const PromptReport& p : report->prompts) {
+    EXPECT_TRUE(p.passed) << p.name << ": max=" << p.max << " rms=" << p.rms
+                          << " median=" << p.median << " top1=" << p.top1 << "/" << p.rows;
+  }
+}
+
+// The streaming arm against the all-resident arm, row by row: max |delta|
+// must be exactly 0 on every prompt.
+void ExpectIdentical(const std::string& dir, const std::string& name,
+                     const EngineOptions::Experts& experts) {
+  Options options;
+  options.backend = Backend::kCuda;
+  options.compare = Backend::kCuda;
+  options.experts = experts;
+  auto report = RunParity(dir + "/" + name + ".gguf", dir, options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->comparisons.size(), 3u);
+  for (const PromptReport& c : report->comparisons) {
+    std::printf("%s streaming vs resident: rows=%d max=%g\n", c.name.c_str(), c.rows, c.max);
+    EXPECT_EQ(c.max, 0.0) << c.name;
+    EXPECT_EQ(c.top1, c.rows) << c.name;
+  }
+  EXPECT_TRUE(report->experts.streaming);
+  EXPECT_GT(report->experts.counters.misses, 0u);
+}
+
+TEST_P(CudaParityTest, CopyPolicyAtAQuarterIsBitIdentical) {
+  SLUICE_REQUIRE_GOLDENS(dir);
+  SLUICE_REQUIRE_DEVICE();
+  EngineOptions::Experts experts;
+  experts.arena_fraction = 0.25;
+  ExpectIdentical(dir, GetParam(), experts);
+}
+
+TEST_P(CudaParityTest, CopyPolicyAtOneSlotIsBitIdentical) {
+  SLUICE_REQUIRE_GOLDENS(dir);
+  SLUICE_REQUIRE_DEVICE();
+  EngineOptions::Experts experts;
+  experts.slots = 1;
+  ExpectIdentical(dir, GetParam(), experts);
+}
+
+INSTANTIATE_TEST_SUITE_P(Goldens, CudaParityTest, ::testing::ValuesIn(kModels),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& c : n) {
+                             if (c == '-') c = '_';
+                           }
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace sluice::parity
