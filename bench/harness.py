@@ -4,8 +4,10 @@
 Pure python3 standard library (the GPU machine has nothing else). Writes the
 benchmark models with mkmodel once (reused across arena sizes and later
 calls), runs `generate --json` at each arena fraction, llama-bench at the
-matching placements on the same files, and writes OUT/results.json (format:
-docs/BENCHMARKS.md, "results.json"). Usage: see bench/run.sh.
+matching placements on the same files (flash attention off and on, the
+better kept), optionally decode after a prompt of each --depths (both
+programs), and writes OUT/results.json (format: docs/BENCHMARKS.md,
+"results.json"). Usage: see bench/run.sh.
 """
 import argparse
 import datetime
@@ -122,56 +124,65 @@ def write_model(args, spec):
 
 
 def sluice_runs(args, spec):
-    rows = []
-    for frac, policy in runs_for(args):
-        cmd = [os.path.join(args.bundle, "bin", "generate"), "--model", spec["path"],
-               "--device", args.device, "--json", "--ignore_eos",
-               "--prompt_tokens", str(args.prompt), "--max_tokens", str(args.gen),
-               "--warmup_tokens", str(args.warmup), "--threads", str(args.threads),
-               "--ctx", str(args.prompt + args.gen + 16),
-               "--expert_policy", args.policy,
-               # Decode tokens are sampled nearly uniformly (a very high
-               # temperature): a greedy synthetic model repeats itself, which
-               # would route every token to the same experts and flatter the
-               # cache. Results say which.
-               "--temperature", f"{args.decode_temperature:g}", "--seed", "1"]
-        # 100% is "every expert resident" (no cache) unless asked to stream
-        # it through a full-size arena.
-        mode = "resident" if frac >= 1 and not args.cache_at_full else "cache"
-        if mode == "cache":
-            cmd += ["--expert_arena_fraction", f"{frac:g}",
-                    "--expert_miss_policy", policy]
-            if policy != "copy":
-                mode = f"cache, {policy} misses"
-        if args.prefetch:
-            cmd.append("--expert_prefetch")
-        if args.host_tier_bytes:
-            cmd += ["--host_tier_bytes", str(args.host_tier_bytes)]
-        trace = ""
-        if args.record_trace and mode == "resident" and spec["locality"] > 0:
-            # The routing trace of the projection (docs/BENCHMARKS.md): small
-            # (tokens x layers x k ids), so it travels back under --out.
-            trace = os.path.join(args.out, "traces", spec["name"] + ".trace")
-            os.makedirs(os.path.dirname(trace), exist_ok=True)
-            cmd += ["--record_trace", trace]
-        rc, out, err, secs = run(cmd, args.timeout)
-        row = {"model": spec["name"], "shape": spec["shape"], "mix": spec["mix"],
-               "locality": spec["locality"], "fraction": frac, "mode": mode,
-               "miss_policy": policy if mode != "resident" else "copy",
-               "cmd": cmd[1:], "seconds": round(secs, 1), "ok": False}
-        if trace:
-            row["trace"] = trace
-        line = out.strip().splitlines()[-1] if out.strip() else ""
-        if rc == 0 and line.startswith("{"):
-            row["ok"] = True
-            row["result"] = json.loads(line)
-        else:
-            row["error"] = f"rc={rc}: " + (err or out)[-2000:]
-        log(f"{spec['name']} arena {frac:g} {mode}: " + (
-            f"decode {row['result']['decode_tok_s']:.1f} tok/s, prompt "
-            f"{row['result']['prefill_tok_s']:.1f} tok/s" if row["ok"] else row["error"][:300]))
-        rows.append(row)
+    """generate --json at every fraction (the issue's prompt), then at each
+    depth > 0 (a prompt of that many tokens before the timed decode) for the
+    fractions in --depth-fractions."""
+    rows = [sluice_run(args, spec, frac, policy, 0) for frac, policy in runs_for(args)]
+    for depth in (d for d in args.depths if d > 0):
+        rows += [sluice_run(args, spec, frac, policy, depth) for frac, policy in runs_for(args)
+                 if frac in args.depth_fractions]
     return rows
+
+
+def sluice_run(args, spec, frac, policy, depth):
+    prompt = depth or args.prompt
+    cmd = [os.path.join(args.bundle, "bin", "generate"), "--model", spec["path"],
+           "--device", args.device, "--json", "--ignore_eos",
+           "--prompt_tokens", str(prompt), "--max_tokens", str(args.gen),
+           "--warmup_tokens", str(args.warmup), "--threads", str(args.threads),
+           "--ctx", str(prompt + args.gen + 16),
+           "--expert_policy", args.policy,
+           # Decode tokens are sampled nearly uniformly (a very high
+           # temperature): a greedy synthetic model repeats itself, which
+           # would route every token to the same experts and flatter the
+           # cache. Results say which.
+           "--temperature", f"{args.decode_temperature:g}", "--seed", "1"]
+    # 100% is "every expert resident" (no cache) unless asked to stream
+    # it through a full-size arena.
+    mode = "resident" if frac >= 1 and not args.cache_at_full else "cache"
+    if mode == "cache":
+        cmd += ["--expert_arena_fraction", f"{frac:g}",
+                "--expert_miss_policy", policy]
+        if policy != "copy":
+            mode = f"cache, {policy} misses"
+    if args.prefetch:
+        cmd.append("--expert_prefetch")
+    if args.host_tier_bytes:
+        cmd += ["--host_tier_bytes", str(args.host_tier_bytes)]
+    trace = ""
+    if args.record_trace and mode == "resident" and spec["locality"] > 0 and depth == 0:
+        # The routing trace of the projection (docs/BENCHMARKS.md): small
+        # (tokens x layers x k ids), so it travels back under --out.
+        trace = os.path.join(args.out, "traces", spec["name"] + ".trace")
+        os.makedirs(os.path.dirname(trace), exist_ok=True)
+        cmd += ["--record_trace", trace]
+    rc, out, err, secs = run(cmd, args.timeout)
+    row = {"model": spec["name"], "shape": spec["shape"], "mix": spec["mix"],
+           "locality": spec["locality"], "fraction": frac, "mode": mode,
+           "miss_policy": policy if mode != "resident" else "copy", "depth": depth,
+           "cmd": cmd[1:], "seconds": round(secs, 1), "ok": False}
+    if trace:
+        row["trace"] = trace
+    line = out.strip().splitlines()[-1] if out.strip() else ""
+    if rc == 0 and line.startswith("{"):
+        row["ok"] = True
+        row["result"] = json.loads(line)
+    else:
+        row["error"] = f"rc={rc}: " + (err or out)[-2000:]
+    log(f"{spec['name']} arena {frac:g} {mode}" + (f" at depth {depth}" if depth else "") + ": " + (
+        f"decode {row['result']['decode_tok_s']:.1f} tok/s, prompt "
+        f"{row['result']['prefill_tok_s']:.1f} tok/s" if row["ok"] else row["error"][:300]))
+    return row
 
 
 def runs_for(args):
@@ -191,6 +202,10 @@ def ncmoe_for(spec, frac):
 
 
 def llama_runs(args, spec):
+    """llama-bench with flash attention off and on (-fa 0,1; the better of
+    the two is kept per placement and test): all on the GPU and at each
+    fraction's -ncmoe in one process, then -ngl 0; then decode only (-p 0)
+    at each depth > 0 for the --depth-fractions placements."""
     bench = os.path.join(args.llama, "llama-bench")
     if not os.path.exists(bench):
         bench = os.path.join(args.llama, "bin", "llama-bench")
@@ -198,17 +213,26 @@ def llama_runs(args, spec):
     libdirs = [args.llama, os.path.join(args.llama, "lib"), os.path.join(args.llama, "bin")]
     env["LD_LIBRARY_PATH"] = ":".join(libdirs + [env.get("LD_LIBRARY_PATH", "")])
     ncmoe = sorted({ncmoe_for(spec, f) for f in args.fractions})
-    common = ["-m", spec["path"], "-p", str(args.prompt), "-n", str(args.gen),
-              "-r", str(args.llama_reps), "-t", str(args.threads), "-fa", "0", "-o", "json"]
-    plans = [["-ngl", "99", "-ncmoe", ",".join(map(str, ncmoe))]]
+    common = ["-m", spec["path"], "-n", str(args.gen), "-r", str(args.llama_reps),
+              "-t", str(args.threads), "-fa", "0,1", "-o", "json"]
+    plans = [["-p", str(args.prompt), "-ngl", "99", "-ncmoe", ",".join(map(str, ncmoe))]]
     if not args.no_llama_cpu:
-        plans.append(["-ngl", "0"])
+        plans.append(["-p", str(args.prompt), "-ngl", "0"])
+    depths = [d for d in args.depths if d > 0]
+    if depths:
+        # The CPU placement is left out at depth: a 16k prompt on the CPU
+        # alone would take most of a command's time, and Sluice has no
+        # counterpart.
+        deep = sorted({ncmoe_for(spec, f) for f in args.depth_fractions})
+        plans.append(["-p", "0", "-d", ",".join(map(str, depths)), "-ngl", "99",
+                      "-ncmoe", ",".join(map(str, deep))])
     rows = []
     for plan in plans:
         rc, out, err, secs = run([bench] + common + plan, args.timeout, env=env)
         if rc != 0:
             rows.append({"model": spec["name"], "shape": spec["shape"], "mix": spec["mix"],
                          "locality": spec["locality"], "ok": False, "args": plan,
+                         "depth": depths[0] if "-d" in plan else 0,
                          "error": f"rc={rc}: " + (err or out)[-2000:]})
             log(f"llama-bench failed: {rows[-1]['error'][:300]}")
             continue
@@ -216,31 +240,59 @@ def llama_runs(args, spec):
     return rows
 
 
+def flash_attn(test):
+    """llama-bench's flash_attn field: 0 off, 1 on, -1 auto (an int since
+    the flash-attention type became an enum; a bool before)."""
+    return int(test.get("flash_attn", 0))
+
+
 def parse_llama(out, spec, plan):
-    """One row per placement (ngl, ncmoe) with prompt and decode tok/s."""
+    """One row per placement (ngl, ncmoe) and depth: prompt and decode
+    tok/s (fastest repetition) for each flash-attention setting as
+    *_tok_s_fa0 / *_tok_s_fa1, the better of them as prompt_tok_s /
+    decode_tok_s, and which one that was as prompt_fa / decode_fa."""
     start = out.find("[")
     tests = json.loads(out[start:]) if start >= 0 else []
     by_place = {}
     for t in tests:
-        ngl, ncm = t.get("n_gpu_layers", 0), t.get("n_cpu_moe", 0)
-        key = (ngl, ncm)
-        row = by_place.setdefault(key, {
+        ngl, ncm, depth = t.get("n_gpu_layers", 0), t.get("n_cpu_moe", 0), t.get("n_depth", 0)
+        row = by_place.setdefault((ngl, ncm, depth), {
             "model": spec["name"], "shape": spec["shape"], "mix": spec["mix"],
             "locality": spec["locality"], "ok": True, "n_gpu_layers": ngl, "n_cpu_moe": ncm,
             "placement": ("cpu" if ngl == 0 else "all_gpu" if ncm == 0 else "ncmoe"),
             "gpu_expert_fraction": (0.0 if ngl == 0 else 1 - min(ncm, spec["n_layer"]) / spec["n_layer"]),
-            "args": plan})
-        best = max(t.get("samples_ts") or [t.get("avg_ts", 0)])
+            "depth": depth, "args": plan})
         if t.get("n_prompt", 0) > 0 and t.get("n_gen", 0) == 0:
-            row["prompt_tok_s"] = best
-            row["prompt_tok_s_avg"] = t.get("avg_ts")
-        elif t.get("n_gen", 0) > 0:
-            row["decode_tok_s"] = best
-            row["decode_tok_s_avg"] = t.get("avg_ts")
+            test = "prompt"
+        elif t.get("n_gen", 0) > 0 and t.get("n_prompt", 0) == 0:
+            test = "decode"
+        else:
+            continue
+        fa = flash_attn(t)
+        suffix = f"fa{fa}" if fa >= 0 else "fa_auto"
+        best = max(t.get("samples_ts") or [t.get("avg_ts", 0)])
+        row[f"{test}_tok_s_{suffix}"] = best
+        row[f"{test}_tok_s_avg_{suffix}"] = t.get("avg_ts")
+        if best > row.get(f"{test}_tok_s", -1):
+            row[f"{test}_tok_s"] = best
+            row[f"{test}_tok_s_avg"] = t.get("avg_ts")
+            row[f"{test}_fa"] = fa
         for k in ("build_commit", "cpu_info", "gpu_info", "n_threads", "model_size", "model_n_params"):
             if k in t:
                 row[k] = t[k]
     return list(by_place.values())
+
+
+def llama_flags(args):
+    """--llama-flags, else the FLAGS file build_llama.sh leaves beside
+    llama-bench."""
+    if args.llama_flags or not args.llama:
+        return args.llama_flags
+    path = os.path.join(args.llama, "FLAGS")
+    if not os.path.exists(path):
+        return ""
+    with open(path) as f:
+        return f.read().strip()
 
 
 def main():
@@ -255,6 +307,12 @@ def main():
     ap.add_argument("--locality", type=lambda s: csv(s, float), default=[0.0, 0.2])
     ap.add_argument("--fractions", type=lambda s: csv(s, float), default=[1.0, 0.5, 0.25, 0.1])
     ap.add_argument("--n-layer", type=int, default=0, help="blocks (default 8)")
+    ap.add_argument("--depths", type=lambda s: csv(s, int), default=[0],
+                    help="context depths of the decode runs, e.g. 0,4096,16384: Sluice "
+                    "decodes after a prompt of that many tokens, llama-bench with -d")
+    ap.add_argument("--depth-fractions", type=lambda s: csv(s, float), default=[1.0, 0.25],
+                    help="arena fractions (and llama.cpp's matching placements) decoded "
+                    "at each depth > 0")
     ap.add_argument("--prompt", type=int, default=512)
     ap.add_argument("--gen", type=int, default=128)
     ap.add_argument("--warmup", type=int, default=8, help="unmeasured tokens first")
@@ -275,6 +333,9 @@ def main():
                     "run of every model with locality > 0, under OUT/traces")
     ap.add_argument("--llama", default="", help="folder with llama-bench and its libraries")
     ap.add_argument("--llama-reps", type=int, default=2)
+    ap.add_argument("--llama-flags", default="",
+                    help="how llama.cpp was built (its cmake flags), recorded in settings "
+                    "(default: the FLAGS file beside llama-bench, if any)")
     ap.add_argument("--llama-localities", type=lambda s: csv(s, float), default=None,
                     help="localities llama.cpp runs on (default: the first; its speed "
                     "does not depend on routing)")
@@ -285,6 +346,7 @@ def main():
     args = ap.parse_args()
 
     os.makedirs(args.out, exist_ok=True)
+    args.llama_flags = llama_flags(args)
     llama_locs = args.llama_localities if args.llama_localities is not None else args.locality[:1]
     results = {"format": 1, "machine": machine_info(args),
                "settings": {k: v for k, v in vars(args).items()}, "models": [],

@@ -10,7 +10,10 @@ arena fraction of expert bytes, decode and prompt side by side: a line per
 Sluice model (shape, mix, routing locality), llama.cpp's placements as
 squares at the fraction of expert bytes they keep on the GPU (-ngl 0 at 0),
 and the PCIe ceiling of uniform routing (dotted): tok/s at which moving the
-missed experts alone takes all the time. Field meanings: docs/BENCHMARKS.md.
+missed experts alone takes all the time. llama.cpp's figures are the better
+of flash attention off and on (the setting kept is printed beside them).
+Runs at a context depth > 0 (harness --depths) get their own table. Field
+meanings: docs/BENCHMARKS.md.
 """
 import argparse
 import json
@@ -27,6 +30,15 @@ TARGET_25_DECODE, TARGET_25_PROMPT = 2.0, 5.0
 TARGET_FULL_DECODE, TARGET_FULL_PROMPT = 1.2, 1.0
 TARGET_STREAM_SHARE = 0.8
 TARGET_ANON_EXCESS = 1 * GIB
+# Issue 18, "Decode at the speed of the hardware": against llama.cpp at its
+# best (flash attention off or on, whichever is faster). All resident vs
+# all on the GPU: decode at depth 0 and at 16k, and the 512-token prompt.
+# Arena 25% vs the -ncmoe placement of the same expert bytes: decode with
+# uniform routing and with locality 0.2, and the prompt.
+ISSUE18_FULL_DECODE, ISSUE18_FULL_PROMPT, ISSUE18_DEEP_DECODE = 1.5, 1.2, 1.5
+ISSUE18_DEEP_DEPTH = 16384
+ISSUE18_25_DECODE = {0.0: 2.0, 0.2: 3.0}
+ISSUE18_25_PROMPT = 5.0
 
 
 def load(paths):
@@ -45,6 +57,15 @@ def load(paths):
 
 def key(row):
     return (row["shape"], row["mix"], float(row["locality"]))
+
+
+def depth(row):
+    """Context depth of the timed decode (rows before --depths: 0)."""
+    return int(row.get("depth", 0))
+
+
+def at_depth(rows, d=0):
+    return [r for r in rows if depth(r) == d]
 
 
 def miss_policy(row):
@@ -83,11 +104,11 @@ def prompt_ceiling(facts, frac, gbs, prompt):
     return prompt * gbs * 1e9 / miss if miss > 0 else None
 
 
-def llama_match(results, row_key, frac, facts):
+def llama_match(results, row_key, frac, facts, at=0):
     """llama.cpp's row at about the same expert bytes on the GPU: all on the
-    GPU for 100%, else the -ncmoe placement nearest `frac`."""
+    GPU for 100%, else the -ncmoe placement nearest `frac`; at depth `at`."""
     shape, mix, loc = row_key
-    rows = [r for r in results["llama"] if r.get("ok") and r["shape"] == shape
+    rows = [r for r in at_depth(results["llama"], at) if r.get("ok") and r["shape"] == shape
             and r["mix"] == mix and r.get("n_gpu_layers", 0) > 0]
     same = [r for r in rows if float(r["locality"]) == loc]
     rows = same or rows
@@ -108,13 +129,35 @@ def ratio(a, b):
     return a / b if a and b else None
 
 
+def kept(row, test):
+    """llama.cpp's kept figure of `test` (prompt or decode) with the
+    flash-attention setting it came from, when the row says (rows before
+    -fa 0,1 ran with -fa 0 only and do not)."""
+    if not row:
+        return "—"
+    v = row.get(f"{test}_tok_s")
+    fa = row.get(f"{test}_fa")
+    return fmt(v) + (f" (fa {fa})" if fa is not None and v is not None else "")
+
+
+def both_fa(row, test):
+    """'fa0 / fa1' figures of `test`, or — where only one setting ran."""
+    a, b = row.get(f"{test}_tok_s_fa0"), row.get(f"{test}_tok_s_fa1")
+    return "—" if a is None and b is None else f"{fmt(a)} / {fmt(b)}"
+
+
+def place_name(lm):
+    return "all on GPU" if lm["placement"] == "all_gpu" else f"-ncmoe {lm['n_cpu_moe']}"
+
+
 def sluice_table(results, mkey, facts, gbs):
     lines = ["| arena | mode | decode tok/s | prompt tok/s | TTFT ms | hit rate (decode) "
              "| host MB/tok | disk MB/tok | CPU MB/tok | GB/s moved | prefetch acc | device peak GiB "
              "| peak RSS GiB | anon RSS GiB | PCIe ceiling tok/s | llama.cpp at same memory "
              "| its decode | its prompt | decode x | prompt x |",
              "|" + "---|" * 20]
-    rows = sorted((r for r in results["sluice"] if key(r) == mkey), key=lambda r: -r["fraction"])
+    rows = sorted((r for r in at_depth(results["sluice"]) if key(r) == mkey),
+                  key=lambda r: -r["fraction"])
     for r in rows:
         if not r.get("ok"):
             lines.append(f"| {r['fraction']:.0%} | {r['mode']} | failed: "
@@ -125,9 +168,7 @@ def sluice_table(results, mkey, facts, gbs):
         bpt = d.get("bytes_per_token", {})
         bps = d.get("bytes_per_s", {})
         lm = llama_match(results, mkey, r["fraction"], facts)
-        place = "—"
-        if lm:
-            place = "all on GPU" if lm["placement"] == "all_gpu" else f"-ncmoe {lm['n_cpu_moe']}"
+        place = place_name(lm) if lm else "—"
         ceiling = g["decode_tok_s"] and bpt.get("moved") and gbs * 1e9 / bpt["moved"]
         lines.append("| " + " | ".join([
             f"{r['fraction']:.0%}", r["mode"], fmt(g["decode_tok_s"]), fmt(g["prefill_tok_s"]),
@@ -138,27 +179,70 @@ def sluice_table(results, mkey, facts, gbs):
             fmt(d["prefetch_accuracy"], 3) if d["prefetches_issued"] else "—",
             fmt(g["device_memory"]["peak_bytes"] / GIB, 2),
             fmt(g["rss"]["peak_bytes"] / GIB, 2), fmt(g["rss"]["anon_bytes"] / GIB, 3),
-            fmt(ceiling or None, 0), place,
-            fmt(lm.get("decode_tok_s") if lm else None), fmt(lm.get("prompt_tok_s") if lm else None),
+            fmt(ceiling or None, 0), place, kept(lm, "decode"), kept(lm, "prompt"),
             fmt(ratio(g["decode_tok_s"], lm and lm.get("decode_tok_s")), 2),
             fmt(ratio(g["prefill_tok_s"], lm and lm.get("prompt_tok_s")), 2)]) + " |")
     return lines
 
 
 def llama_table(results, shape, mix):
-    rows = [r for r in results["llama"] if r["shape"] == shape and r["mix"] == mix]
-    if not rows:
+    """llama.cpp's placements: the kept figure first (its fa setting in
+    the last column), then both settings' figures."""
+    all_rows = [r for r in results["llama"] if r["shape"] == shape and r["mix"] == mix]
+    rows = at_depth(all_rows)
+    if not all_rows:
         return []
-    lines = [f"llama.cpp on {shape} {mix}:", "",
-             "| locality | placement | -ngl | -ncmoe | GPU share of experts | prompt tok/s | decode tok/s |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [f"llama.cpp on {shape} {mix} (best of flash attention off / on):", "",
+             "| locality | placement | -ngl | -ncmoe | GPU share of experts | prompt tok/s | decode tok/s "
+             "| prompt fa 0 / 1 | decode fa 0 / 1 | fa kept (prompt, decode) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: (r["locality"], -r.get("gpu_expert_fraction", 0))):
         if not r.get("ok"):
-            lines.append(f"| {r['locality']:g} | failed: {r.get('error', '')[:80].replace('|', '/')} | | | | | |")
+            lines.append(f"| {r['locality']:g} | failed: {r.get('error', '')[:80].replace('|', '/')} "
+                         "| | | | | | | | |")
             continue
         lines.append(f"| {r['locality']:g} | {r['placement']} | {r['n_gpu_layers']} | {r['n_cpu_moe']} "
                      f"| {r['gpu_expert_fraction']:.0%} | {fmt(r.get('prompt_tok_s'))} "
-                     f"| {fmt(r.get('decode_tok_s'))} |")
+                     f"| {fmt(r.get('decode_tok_s'))} | {both_fa(r, 'prompt')} | {both_fa(r, 'decode')} "
+                     f"| {r.get('prompt_fa', '—')}, {r.get('decode_fa', '—')} |")
+    deep = [r for r in all_rows if depth(r) > 0]
+    if deep:
+        lines += ["", f"llama.cpp decode at depth on {shape} {mix}:", "",
+                  "| locality | placement | -ncmoe | depth | decode tok/s (fa kept) | decode fa 0 / 1 |",
+                  "|---|---|---|---|---|---|"]
+        for r in sorted(deep, key=lambda r: (r["locality"], -r.get("gpu_expert_fraction", 0), depth(r))):
+            if not r.get("ok"):
+                lines.append(f"| {r['locality']:g} | failed: "
+                             f"{r.get('error', '')[:80].replace('|', '/')} | | {depth(r)} | | |")
+                continue
+            lines.append(f"| {r['locality']:g} | {r['placement']} | {r['n_cpu_moe']} | {depth(r)} "
+                         f"| {kept(r, 'decode')} | {both_fa(r, 'decode')} |")
+    return lines + [""]
+
+
+def depth_table(results, mkey, facts):
+    """Sluice's decode after a prompt of D tokens beside llama-bench -d D at
+    the matching placement, for each fraction that ran at a depth > 0
+    (depth 0: the main table's runs, after the issue's prompt)."""
+    rows = [r for r in results["sluice"] if key(r) == mkey]
+    deep = {(r["fraction"], r["mode"]) for r in rows if depth(r) > 0}
+    rows = sorted((r for r in rows if (r["fraction"], r["mode"]) in deep),
+                  key=lambda r: (-r["fraction"], r["mode"], depth(r)))
+    if not rows:
+        return []
+    lines = ["| arena | mode | depth | decode tok/s | prompt tok/s | llama.cpp at same memory "
+             "| its decode at depth | decode x |", "|" + "---|" * 8]
+    for r in rows:
+        if not r.get("ok"):
+            lines.append(f"| {r['fraction']:.0%} | {r['mode']} | {depth(r)} | failed: "
+                         f"{r.get('error', '')[:80].replace('|', '/')} | | | | |")
+            continue
+        g = r["result"]
+        lm = llama_match(results, mkey, r["fraction"], facts.get(mkey[:2]), at=depth(r))
+        lines.append(f"| {r['fraction']:.0%} | {r['mode']} | {depth(r)} | {fmt(g['decode_tok_s'])} "
+                     f"| {fmt(g['prefill_tok_s'])} | {place_name(lm) if lm else '—'} "
+                     f"| {kept(lm, 'decode')} "
+                     f"| {fmt(ratio(g['decode_tok_s'], lm and lm.get('decode_tok_s')), 2)} |")
     return lines + [""]
 
 
@@ -168,7 +252,7 @@ def targets(results, facts, gbs):
     for mkey, policy in sorted({(key(r), miss_policy(r)) for r in results["sluice"]}):
         f = facts.get(mkey[:2])
         # The all-resident row has no misses: it belongs to every policy.
-        ok_rows = {r["fraction"]: r["result"] for r in results["sluice"]
+        ok_rows = {r["fraction"]: r["result"] for r in at_depth(results["sluice"])
                    if key(r) == mkey and r.get("ok")
                    and (miss_policy(r) == policy or r["mode"] == "resident")}
         name = f"{mkey[0]} {mkey[1]} locality {mkey[2]:g}"
@@ -183,7 +267,7 @@ def targets(results, facts, gbs):
             if not g or not lm:
                 out.append(f"- {name}, {label}: not measured")
                 continue
-            other = "all on GPU" if lm["placement"] == "all_gpu" else f"-ncmoe {lm['n_cpu_moe']}"
+            other = place_name(lm)
             for what, mine, theirs, want in (("decode", g["decode_tok_s"], lm.get("decode_tok_s"), want_d),
                                              ("prompt", g["prefill_tok_s"], lm.get("prompt_tok_s"), want_p)):
                 x = ratio(mine, theirs)
@@ -234,6 +318,40 @@ def targets(results, facts, gbs):
     return out
 
 
+def issue18_targets(results, facts):
+    """Issue 18's goals, one line each per model (copy-policy runs): all
+    resident against llama.cpp all on the GPU (decode, prompt, decode at
+    16k), arena 25% against its -ncmoe match (decode at locality 0 and 0.2,
+    prompt)."""
+    out = []
+    for mkey in sorted({key(r) for r in results["sluice"]}):
+        f = facts.get(mkey[:2])
+        name = f"{mkey[0]} {mkey[1]} locality {mkey[2]:g}"
+        ok = {(r["fraction"], depth(r)): r["result"] for r in results["sluice"]
+              if key(r) == mkey and r.get("ok") and miss_policy(r) == "copy"}
+        goals = [(1.0, 0, "decode", ISSUE18_FULL_DECODE), (1.0, 0, "prompt", ISSUE18_FULL_PROMPT),
+                 (1.0, ISSUE18_DEEP_DEPTH, "decode", ISSUE18_DEEP_DECODE)]
+        if mkey[2] in ISSUE18_25_DECODE:
+            goals.append((0.25, 0, "decode", ISSUE18_25_DECODE[mkey[2]]))
+        goals.append((0.25, 0, "prompt", ISSUE18_25_PROMPT))
+        for frac, d, what, want in goals:
+            label = ("all resident" if frac >= 1 else f"arena {frac:.0%}") + (f" at depth {d}" if d else "")
+            g = ok.get((frac, d))
+            lm = llama_match(results, mkey, frac, f, at=d) if f else None
+            if not g or not lm:
+                out.append(f"- {name}, {label}, {what}: not measured (goal >= {want}x)")
+                continue
+            test = "decode" if what == "decode" else "prompt"
+            mine = g["decode_tok_s"] if what == "decode" else g["prefill_tok_s"]
+            x = ratio(mine, lm.get(f"{test}_tok_s"))
+            fa = lm.get(f"{test}_fa")
+            verdict = "—" if x is None else ("met" if x >= want else f"NOT met ({x / want:.0%} of the goal)")
+            out.append(f"- {name}, {label} vs llama.cpp {place_name(lm)}"
+                       + (f" fa {fa}" if fa is not None else "")
+                       + f", {what}: {fmt(x, 2)}x (goal >= {want}x): {verdict}")
+    return out
+
+
 def markdown(results, gbs):
     facts = shape_facts(results)
     lines = ["# Benchmark results", ""]
@@ -245,7 +363,10 @@ def markdown(results, gbs):
         lines.append(f"- settings: prompt {s.get('prompt')} tokens, decode {s.get('gen')} tokens "
                      f"after {s.get('warmup')} warm-up tokens, {s.get('threads')} threads, "
                      f"policy {s.get('policy')}, prefetch {'on' if s.get('prefetch') else 'off'}, "
-                     f"llama.cpp repetitions {s.get('llama_reps')} (fastest kept)")
+                     f"llama.cpp repetitions {s.get('llama_reps')} (fastest kept)"
+                     + (f", depths {','.join(map(str, s['depths']))}" if s.get("depths", [0]) != [0] else ""))
+        if s.get("llama_flags"):
+            lines.append(f"- llama.cpp build flags: {s['llama_flags']}")
     commits = {r.get("build_commit") for r in results["llama"] if r.get("build_commit")}
     if commits:
         lines.append(f"- llama.cpp build: {', '.join(sorted(commits))}")
@@ -258,9 +379,20 @@ def markdown(results, gbs):
     for mkey in sorted({key(r) for r in results["sluice"]}):
         lines += [f"## {mkey[0]} {mkey[1]}, routing locality {mkey[2]:g}", ""]
         lines += sluice_table(results, mkey, facts, gbs) + [""]
+    deep = [mkey for mkey in sorted({key(r) for r in results["sluice"]})
+            if depth_table(results, mkey, facts)]
+    if deep:
+        lines += ["## Decode at depth", "",
+                  "A prompt of `depth` tokens, then the timed decode (llama-bench -d; depth 0: "
+                  "the tables above, after the issue's prompt).", ""]
+        for mkey in deep:
+            lines += [f"{mkey[0]} {mkey[1]}, routing locality {mkey[2]:g}:", ""]
+            lines += depth_table(results, mkey, facts)
     for shape, mix in sorted({(r["shape"], r["mix"]) for r in results["llama"]}):
         lines += llama_table(results, shape, mix)
-    lines += ["## Targets", ""] + targets(results, facts, gbs) + [""]
+    lines += ["## Targets of issue 10", ""] + targets(results, facts, gbs) + [""]
+    lines += ["## Targets of issue 18 (llama.cpp at its best of flash attention off / on)", ""]
+    lines += issue18_targets(results, facts) + [""]
     return "\n".join(lines)
 
 
@@ -319,7 +451,7 @@ def plot(results, path, gbs):
         colors.setdefault(label, PALETTE[len(colors) % len(PALETTE)])
         return colors[label]
 
-    for r in results["sluice"]:
+    for r in at_depth(results["sluice"]):
         if r.get("ok"):
             label = f"SLUICE {r['shape']} {r['mix']} LOC {float(r['locality']):g}"
             if miss_policy(r) != "copy":
@@ -327,7 +459,7 @@ def plot(results, path, gbs):
             series.setdefault(label, []).append((r["fraction"], r["result"]["decode_tok_s"],
                                                  r["result"]["prefill_tok_s"]))
     llama = {}
-    for r in results["llama"]:
+    for r in at_depth(results["llama"]):
         if r.get("ok"):
             label = f"LLAMA.CPP {r['shape']} {r['mix']}"
             llama.setdefault(label, []).append((r["gpu_expert_fraction"], r.get("decode_tok_s"),
