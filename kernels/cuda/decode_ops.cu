@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/decode_ops.h"
 #include "kernels/cuda/quant_blocks_device.h"
@@ -45,6 +46,16 @@ __device__ __forceinline__ void WithType(int type, Fn&& fn) {
     default: break;
   }
 }
+
+template <class T> __device__ constexpr int TypeOf();
+template <> __device__ constexpr int TypeOf<F32Weights>() { return kF32; }
+template <> __device__ constexpr int TypeOf<HalfWeights<false>>() { return kF16; }
+template <> __device__ constexpr int TypeOf<HalfWeights<true>>() { return kBF16; }
+template <> __device__ constexpr int TypeOf<Q8_0Weights>() { return kQ8_0; }
+template <> __device__ constexpr int TypeOf<Q1_0Weights>() { return kQ1_0; }
+template <> __device__ constexpr int TypeOf<KWeights<false>>() { return kQ4_K; }
+template <> __device__ constexpr int TypeOf<KWeights<true>>() { return kQ5_K; }
+template <> __device__ constexpr int TypeOf<Q6KWeights>() { return kQ6_K; }
 
 // Bytes of a row of `cols` elements (host and device).
 __host__ __device__ inline uint64_t RowBytesOf(int type, int64_t cols) {
@@ -114,6 +125,7 @@ __device__ __forceinline__ void DotRows(const uint8_t* const (&rp)[NM][R], int64
                                         const float* xs, int sub, int L, float (&acc)[NM][R]) {
   constexpr int kU = sizeof(typename T::Raw) * NM * R <= 160 ? 2 : 1;
   const int64_t n_chunks = cols / T::kChunk;
+#pragma unroll 1
   for (int64_t c0 = sub; c0 < n_chunks; c0 += kU * L) {
     typename T::Raw raw[kU][NM][R];
 #pragma unroll
@@ -159,13 +171,13 @@ __device__ __forceinline__ float GroupSum(float v, int L) {
   return v;
 }
 
-// Rows row0.. of one matrix (or a pair) against xs: the R sums per matrix,
-// complete in every lane of the group.
-template <int NM, int R>
-__device__ __forceinline__ void RowSums(int type, const uint8_t* const (&base)[NM], int64_t rows,
-                                        int64_t row0, int64_t cols, const float* xs, int sub,
-                                        int L, float (&acc)[NM][R]) {
-  const uint64_t rb = RowBytesOf(type, cols);
+// Rows row0.. of one matrix (or a pair) of type T against xs: the R sums
+// per matrix, complete in every lane of the group.
+template <class T, int NM, int R>
+__device__ __forceinline__ void RowSumsT(const uint8_t* const (&base)[NM], int64_t rows,
+                                         int64_t row0, int64_t cols, const float* xs, int sub,
+                                         int L, float (&acc)[NM][R]) {
+  const uint64_t rb = RowBytesOf(TypeOf<T>(), cols);
   const uint8_t* rp[NM][R];
 #pragma unroll
   for (int m = 0; m < NM; ++m) {
@@ -178,10 +190,7 @@ __device__ __forceinline__ void RowSums(int type, const uint8_t* const (&base)[N
       acc[m][r] = 0.0f;
     }
   }
-  WithType(type, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    DotRows<T, NM, R>(rp, cols, xs, sub, L, acc);
-  });
+  DotRows<T, NM, R>(rp, cols, xs, sub, L, acc);
 #pragma unroll
   for (int m = 0; m < NM; ++m) {
 #pragma unroll
@@ -189,35 +198,128 @@ __device__ __forceinline__ void RowSums(int type, const uint8_t* const (&base)[N
   }
 }
 
-// Fills xs (padded) with the projection's input vector.
+// The same for a type known at run time. The switch sits outside any loop:
+// inside one, the readers of every type inlined together need more
+// registers than a kernel may use, and spill.
+template <int NM, int R>
+__device__ __forceinline__ void RowSums(int type, const uint8_t* const (&base)[NM], int64_t rows,
+                                        int64_t row0, int64_t cols, const float* xs, int sub,
+                                        int L, float (&acc)[NM][R]) {
+  WithType(type, [&](auto tag) {
+    RowSumsT<typename decltype(tag)::type, NM, R>(base, rows, row0, cols, xs, sub, L, acc);
+  });
+}
+
+// Loads per thread issued together: a prologue of one L2 round trip per
+// batch, not one per element (a decode launch's blocks each read the whole
+// input vector; waiting for it element by element dominated their time).
+constexpr int kBatch = 8;
+
+// Fills xs (padded) with the projection's input vector. Precondition: n is
+// a multiple of 4 and the vectors are 16-byte aligned.
 __device__ void LoadInput(const DecodeInput& in, float* xs, double* scratch) {
-  const int64_t n = in.n;
+  const int64_t n4 = in.n / 4;
+  const float4* x4 = reinterpret_cast<const float4*>(in.x);
+  const float4* a4 = reinterpret_cast<const float4*>(in.add);
+  double sum = 0.0;
+  for (int64_t base = threadIdx.x; base < n4; base += kBatch * blockDim.x) {
+    float4 v[kBatch], a[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t i = base + u * blockDim.x;
+      if (i < n4) {
+        v[u] = x4[i];
+        a[u] = a4 != nullptr ? a4[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t i = base + u * blockDim.x;
+      if (i < n4) {
+        float4 t = v[u];
+        if (a4 != nullptr) t = make_float4(t.x + a[u].x, t.y + a[u].y, t.z + a[u].z, t.w + a[u].w);
+        *reinterpret_cast<float4*>(xs + Pad(4 * i)) = t;
+        sum += static_cast<double>(t.x) * t.x;
+        sum += static_cast<double>(t.y) * t.y;
+        sum += static_cast<double>(t.z) * t.z;
+        sum += static_cast<double>(t.w) * t.w;
+      }
+    }
+  }
   if (in.norm_w == nullptr) {
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) xs[Pad(i)] = in.x[i];
     __syncthreads();
     return;
   }
-  double sum = 0.0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    float v = in.x[i];
-    if (in.add != nullptr) v += in.add[i];
-    xs[Pad(i)] = v;
-    sum += static_cast<double>(v) * v;
-  }
   sum = BlockSum(sum, scratch);
-  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  const float mean = static_cast<float>(sum / static_cast<double>(in.n));
   const float scale = 1.0f / sqrtf(mean + in.eps);
   const bool first = blockIdx.x == 0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const float v = xs[Pad(i)];
-    const float y = (v * scale) * in.norm_w[i];
-    xs[Pad(i)] = y;
-    if (first) {
-      if (in.x_out != nullptr) in.x_out[i] = v;
-      if (in.xn_out != nullptr) in.xn_out[i] = y;
+  const float4* w4 = reinterpret_cast<const float4*>(in.norm_w);
+  for (int64_t base = threadIdx.x; base < n4; base += kBatch * blockDim.x) {
+    float4 w[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t i = base + u * blockDim.x;
+      if (i < n4) w[u] = w4[i];
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t i = base + u * blockDim.x;
+      if (i >= n4) continue;
+      float4* slot = reinterpret_cast<float4*>(xs + Pad(4 * i));
+      const float4 v = *slot;
+      const float4 y = make_float4((v.x * scale) * w[u].x, (v.y * scale) * w[u].y,
+                                   (v.z * scale) * w[u].z, (v.w * scale) * w[u].w);
+      *slot = y;
+      if (first) {
+        if (in.x_out != nullptr) reinterpret_cast<float4*>(in.x_out)[i] = v;
+        if (in.xn_out != nullptr) reinterpret_cast<float4*>(in.xn_out)[i] = y;
+      }
     }
   }
   __syncthreads();
+}
+
+// Copies `n` floats (a multiple of 4, 16-byte aligned) into padded shared
+// memory, kBatch loads per thread in flight.
+__device__ void LoadVector(const float* src, int64_t n, float* dst) {
+  const int64_t n4 = n / 4;
+  const float4* s4 = reinterpret_cast<const float4*>(src);
+  for (int64_t base = threadIdx.x; base < n4; base += kBatch * blockDim.x) {
+    float4 v[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t i = base + u * blockDim.x;
+      if (i < n4) v[u] = s4[i];
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t i = base + u * blockDim.x;
+      if (i < n4) *reinterpret_cast<float4*>(dst + Pad(4 * i)) = v[u];
+    }
+  }
+}
+
+// `rows` rows of n floats (contiguous; n a multiple of 4) into padded
+// shared rows of `stride`, kBatch loads per thread in flight.
+__device__ void LoadRows(const float* src, int rows, int64_t n, float* dst, int64_t stride) {
+  const int64_t n4 = n / 4, total = rows * n4;
+  const float4* s4 = reinterpret_cast<const float4*>(src);
+  for (int64_t base = threadIdx.x; base < total; base += kBatch * blockDim.x) {
+    float4 v[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t i = base + u * blockDim.x;
+      if (i < total) v[u] = s4[i];
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t i = base + u * blockDim.x;
+      if (i < total) {
+        *reinterpret_cast<float4*>(dst + (i / n4) * stride + Pad(4 * (i % n4))) = v[u];
+      }
+    }
+  }
 }
 
 // ops.cu TopKKernel's arithmetic by one warp over logits another block may
@@ -276,80 +378,81 @@ __device__ void TopKWarp(const float* logits, int n_expert, const DecodeTopK& t,
 
 struct ProjectLaunch {
   DecodeProjection p;
-  int block_start[kMaxDecodeMatrices + 1];
+  int block_start[kMaxDecodeMatrices + 1];  // row blocks, prefix sums
   int lanes;
 };
 
+// One row block (kProjThreads / 32 warps x 32 / L groups x kR rows) of
+// matrix m, of type T.
+template <class T>
+__device__ __forceinline__ void ProjectRows(const DecodeMatrix& m, int64_t cols, int L,
+                                            int64_t rb, const float* xs) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int groups = 32 / L, sub = lane & (L - 1);
+  const int64_t warp_row0 = (rb * (kProjThreads / 32) + warp) * groups * kR;
+  if (warp_row0 >= m.rows) return;
+  const int64_t row0 = warp_row0 + (lane / L) * kR;
+  const uint8_t* w = static_cast<const uint8_t*>(m.w);
+  if (m.up != nullptr) {
+    const uint8_t* base[2] = {w, static_cast<const uint8_t*>(m.up)};
+    float acc[2][kR];
+    RowSumsT<T, 2, kR>(base, m.rows, row0, cols, xs, sub, L, acc);
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      if (sub == r % L && row0 + r < m.rows) m.y[row0 + r] = SiluF(acc[0][r]) * acc[1][r];
+    }
+  } else {
+    const uint8_t* base[1] = {w};
+    float acc[1][kR];
+    RowSumsT<T, 1, kR>(base, m.rows, row0, cols, xs, sub, L, acc);
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      if (sub == r % L && row0 + r < m.rows) m.y[row0 + r] = acc[0][r];
+    }
+  }
+}
+
+// One row block per block (the input is loaded once per block). The block
+// that completes the router's last row block routes the token.
 __global__ void __launch_bounds__(kProjThreads, 4) DecodeProjectKernel(const ProjectLaunch a) {
   __shared__ double scratch[32];
   __shared__ int last;
   extern __shared__ float xs[];
   const DecodeProjection& p = a.p;
   LoadInput(p.in, xs, scratch);
+  const int b = blockIdx.x;
   int mi = 0;
-  while (mi + 1 < p.n_matrices && static_cast<int>(blockIdx.x) >= a.block_start[mi + 1]) ++mi;
+  while (mi + 1 < p.n_matrices && b >= a.block_start[mi + 1]) ++mi;
   const DecodeMatrix& m = p.m[mi];
-  const int L = a.lanes, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int groups = 32 / L, sub = lane & (L - 1);
-  const int64_t rb = blockIdx.x - a.block_start[mi];
-  const int64_t row0 = ((rb * (kProjThreads / 32) + warp) * groups + lane / L) * kR;
-  const bool active = ((rb * (kProjThreads / 32) + warp) * groups) * kR < m.rows;
-  if (active) {
-    const uint8_t* w = static_cast<const uint8_t*>(m.w);
-    if (m.up != nullptr) {
-      const uint8_t* base[2] = {w, static_cast<const uint8_t*>(m.up)};
-      float acc[2][kR];
-      RowSums<2, kR>(m.type, base, m.rows, row0, p.in.n, xs, sub, L, acc);
-#pragma unroll
-      for (int r = 0; r < kR; ++r) {
-        if (sub == r % L && row0 + r < m.rows) m.y[row0 + r] = SiluF(acc[0][r]) * acc[1][r];
-      }
-    } else {
-      const uint8_t* base[1] = {w};
-      float acc[1][kR];
-      RowSums<1, kR>(m.type, base, m.rows, row0, p.in.n, xs, sub, L, acc);
-#pragma unroll
-      for (int r = 0; r < kR; ++r) {
-        if (sub == r % L && row0 + r < m.rows) m.y[row0 + r] = acc[0][r];
-      }
-    }
-  }
-  if (p.topk.k == 0 || mi != 0) return;
-  // The router's last block to finish routes the token.
+  WithType(m.type, [&](auto tag) {
+    ProjectRows<typename decltype(tag)::type>(m, p.in.n, a.lanes, b - a.block_start[mi], xs);
+  });
+  if (mi != 0 || p.topk.k == 0) return;
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence();
-    const int done = atomicAdd(p.topk.counter, 1);
-    last = done == a.block_start[1] - 1;
+    last = atomicAdd(p.topk.counter, 1) == a.block_start[1] - 1;
   }
   __syncthreads();
   if (!last) return;
   __threadfence();
-  if (threadIdx.x < 32) TopKWarp(m.y, static_cast<int>(m.rows), p.topk, xs);
+  float* probs = xs + PaddedFloats(p.in.n);  // past the input vector
+  if (threadIdx.x < 32) TopKWarp(m.y, static_cast<int>(m.rows), p.topk, probs);
   if (threadIdx.x == 0) *p.topk.counter = 0;
 }
 
-// Routed experts, gate and up: grid (row blocks of ff, k).
-__global__ void __launch_bounds__(kProjThreads, 4) GateUpKernel(const DecodeExperts e, int L) {
-  extern __shared__ float xs[];
-  for (int64_t i = threadIdx.x; i < e.n_embd; i += blockDim.x) xs[Pad(i)] = e.xn[i];
-  __syncthreads();
-  const int j = blockIdx.y;
+// One expert slot's gate and up rows row0.. (types G and U).
+template <class G, class U>
+__device__ __forceinline__ void GateUpRows(const DecodeExperts& e, int j, int64_t row0,
+                                           const float* xs, int sub, int L) {
   const int32_t id = e.ids[j];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int groups = 32 / L, sub = lane & (L - 1);
-  const int64_t row0 =
-      ((static_cast<int64_t>(blockIdx.x) * (kProjThreads / 32) + warp) * groups + lane / L) * kR;
-  if (((static_cast<int64_t>(blockIdx.x) * (kProjThreads / 32) + warp) * groups) * kR >= e.ff) {
-    return;
-  }
   const uint8_t* g = static_cast<const uint8_t*>(e.gate[id]);
   const uint8_t* u = static_cast<const uint8_t*>(e.up[id]);
   float gs[kR], us[kR];
-  if (e.gate_type == e.up_type) {
+  if constexpr (std::is_same_v<G, U>) {
     const uint8_t* base[2] = {g, u};
     float acc[2][kR];
-    RowSums<2, kR>(e.gate_type, base, e.ff, row0, e.n_embd, xs, sub, L, acc);
+    RowSumsT<G, 2, kR>(base, e.ff, row0, e.n_embd, xs, sub, L, acc);
 #pragma unroll
     for (int r = 0; r < kR; ++r) {
       gs[r] = acc[0][r];
@@ -359,8 +462,8 @@ __global__ void __launch_bounds__(kProjThreads, 4) GateUpKernel(const DecodeExpe
     const uint8_t* bg[1] = {g};
     const uint8_t* bu[1] = {u};
     float ag[1][kR], au[1][kR];
-    RowSums<1, kR>(e.gate_type, bg, e.ff, row0, e.n_embd, xs, sub, L, ag);
-    RowSums<1, kR>(e.up_type, bu, e.ff, row0, e.n_embd, xs, sub, L, au);
+    RowSumsT<G, 1, kR>(bg, e.ff, row0, e.n_embd, xs, sub, L, ag);
+    RowSumsT<U, 1, kR>(bu, e.ff, row0, e.n_embd, xs, sub, L, au);
 #pragma unroll
     for (int r = 0; r < kR; ++r) {
       gs[r] = ag[0][r];
@@ -370,6 +473,44 @@ __global__ void __launch_bounds__(kProjThreads, 4) GateUpKernel(const DecodeExpe
 #pragma unroll
   for (int r = 0; r < kR; ++r) {
     if (sub == r % L && row0 + r < e.ff) e.h[j * e.ff + row0 + r] = SiluF(gs[r]) * us[r];
+  }
+}
+
+template <class G, class U>
+__device__ __forceinline__ void GateUpLoop(const DecodeExperts& e, int L, int row_blocks,
+                                           const float* xs) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int groups = 32 / L, sub = lane & (L - 1);
+  const int b = blockIdx.x;
+  const int j = b / row_blocks;
+  const int64_t rb = b % row_blocks;
+  const int64_t warp_row0 = (rb * (kProjThreads / 32) + warp) * groups * kR;
+  if (warp_row0 >= e.ff) return;
+  GateUpRows<G, U>(e, j, warp_row0 + (lane / L) * kR, xs, sub, L);
+}
+
+// Routed experts, gate and up: blocks stride over (row block of ff,
+// expert slot) pairs. Gate and up of one type (the usual case) share their
+// loads; otherwise the up type must be one of the common pairings below
+// (the host checks DecodeExpertsSupported).
+__global__ void __launch_bounds__(kProjThreads, 3) GateUpKernel(const DecodeExperts e, int L,
+                                                                int row_blocks) {
+  extern __shared__ float xs[];
+  LoadVector(e.xn, e.n_embd, xs);
+  __syncthreads();
+  if (e.gate_type == e.up_type) {
+    WithType(e.gate_type, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      GateUpLoop<T, T>(e, L, row_blocks, xs);
+    });
+  } else {
+    WithType(e.gate_type, [&](auto tg) {
+      using G = typename decltype(tg)::type;
+      if (e.up_type == kQ4_K) GateUpLoop<G, KWeights<false>>(e, L, row_blocks, xs);
+      if (e.up_type == kQ5_K) GateUpLoop<G, KWeights<true>>(e, L, row_blocks, xs);
+      if (e.up_type == kQ6_K) GateUpLoop<G, Q6KWeights>(e, L, row_blocks, xs);
+      if (e.up_type == kQ8_0) GateUpLoop<G, Q8_0Weights>(e, L, row_blocks, xs);
+    });
   }
 }
 
@@ -385,10 +526,8 @@ __global__ void __launch_bounds__(32 * kMaxDownItems) DownKernel(const DecodeExp
   const int rows_per_block = groups * kDownR;
   float* hs = smem;                        // [items][stride]
   float* partial = smem + items * stride;  // [items][rows_per_block]
-  for (int s = 0; s < items; ++s) {
-    const float* src = s < e.k ? e.h + s * e.ff : e.shared_h;
-    for (int64_t i = threadIdx.x; i < e.ff; i += blockDim.x) hs[s * stride + Pad(i)] = src[i];
-  }
+  LoadRows(e.h, e.k, e.ff, hs, stride);
+  if (shared) LoadVector(e.shared_h, e.ff, hs + e.k * stride);
   __syncthreads();
   const int lane = threadIdx.x & 31, s = threadIdx.x >> 5;
   const int sub = lane & (L - 1);
@@ -468,6 +607,9 @@ __global__ void DeltaPrepKernel(DeltaNetShape s, float* beta, float* alpha_g, co
 constexpr int kAttnThreads = 256;
 constexpr int kAttnWarps = kAttnThreads / 32;
 constexpr int kAttnRegs = 64;  // q heads x dims per lane held per block
+// At most this many splits per KV head: the merge reads each split's
+// partials, and the warps' shared area holds [heads][splits] weights.
+constexpr int kMaxSplits = 64;
 
 int HeadsPerBlock(const AttentionShape& s) {
   const int dpl = s.head_dim / 32;
@@ -515,28 +657,37 @@ __global__ void __launch_bounds__(kAttnThreads)
 #pragma unroll
     for (int i = 0; i < DPL; ++i) acc[h][i] = 0.0f;
   }
-  for (int j = j0 + warp; j < j1; j += kAttnWarps) {
-    const float* kr = k_cache + static_cast<int64_t>(j) * kv_dim + g * d;
-    const float* vr = v_cache + static_cast<int64_t>(j) * kv_dim + g * d;
-    float kv[DPL], vv[DPL];
+  // Two keys per warp per step, both rows loaded before either is used.
+  for (int j = j0 + warp; j < j1; j += 2 * kAttnWarps) {
+    const int jn = j + kAttnWarps;
+    const bool two = jn < j1;
+    float kv[2][DPL], vv[2][DPL];
 #pragma unroll
-    for (int i = 0; i < DPL; ++i) {
-      kv[i] = kr[lane + 32 * i];
-      vv[i] = vr[lane + 32 * i];
+    for (int t = 0; t < 2; ++t) {
+      const int64_t row = static_cast<int64_t>(t == 0 || !two ? j : jn) * kv_dim + g * d;
+#pragma unroll
+      for (int i = 0; i < DPL; ++i) {
+        kv[t][i] = k_cache[row + lane + 32 * i];
+        vv[t][i] = v_cache[row + lane + 32 * i];
+      }
     }
 #pragma unroll
-    for (int h = 0; h < kHB; ++h) {
-      if (h < nh) {
-        float dot = 0.0f;
+    for (int t = 0; t < 2; ++t) {
+      if (t == 1 && !two) break;
 #pragma unroll
-        for (int i = 0; i < DPL; ++i) dot = fmaf(qs[h * d + lane + 32 * i], kv[i], dot);
-        dot = WarpSum(dot);
-        const float mn = fmaxf(m[h], dot);
-        const float corr = expf(m[h] - mn), pj = expf(dot - mn);
-        l[h] = l[h] * corr + pj;
+      for (int h = 0; h < kHB; ++h) {
+        if (h < nh) {
+          float dot = 0.0f;
 #pragma unroll
-        for (int i = 0; i < DPL; ++i) acc[h][i] = acc[h][i] * corr + pj * vv[i];
-        m[h] = mn;
+          for (int i = 0; i < DPL; ++i) dot = fmaf(qs[h * d + lane + 32 * i], kv[t][i], dot);
+          dot = WarpSum(dot);
+          const float mn = fmaxf(m[h], dot);
+          const float corr = expf(m[h] - mn), pj = expf(dot - mn);
+          l[h] = l[h] * corr + pj;
+#pragma unroll
+          for (int i = 0; i < DPL; ++i) acc[h][i] = acc[h][i] * corr + pj * vv[t][i];
+          m[h] = mn;
+        }
       }
     }
   }
@@ -577,20 +728,47 @@ __global__ void __launch_bounds__(kAttnThreads)
   __syncthreads();
   if (!last) return;
   __threadfence();
+  // The splits merged: each split's weight exp(m_s - M) / den per head in
+  // shared memory (reusing the warps' area), then each output sums its
+  // splits kBatch loads at a time.
+  float* f = wo;  // [kHB][splits]
+  for (int x = threadIdx.x; x < nh * splits; x += blockDim.x) {
+    f[x] = __ldcg(scratch + ((h0 + x / splits) * splits + x % splits) * (d + 2));
+  }
+  __syncthreads();
+  for (int h = warp; h < nh; h += kAttnWarps) {
+    float mx = -INFINITY;
+    for (int sp = lane; sp < splits; sp += 32) mx = fmaxf(mx, f[h * splits + sp]);
+    mx = WarpMax(mx);
+    float den = 0.0f;
+    for (int sp = lane; sp < splits; sp += 32) {
+      const float ms = f[h * splits + sp];
+      const float l = __ldcg(scratch + ((h0 + h) * splits + sp) * (d + 2) + 1);
+      den += ms == -INFINITY ? 0.0f : expf(ms - mx) * l;
+    }
+    den = WarpSum(den);
+    __syncwarp();
+    for (int sp = lane; sp < splits; sp += 32) {
+      const float ms = f[h * splits + sp];
+      f[h * splits + sp] = ms == -INFINITY ? 0.0f : expf(ms - mx) / den;
+    }
+  }
+  __syncthreads();
   for (int x = threadIdx.x; x < nh * d; x += blockDim.x) {
     const int h = x / d, c = x % d;
-    const float* sc = scratch + (h0 + h) * splits * (d + 2);
-    float mx = -INFINITY;
-    for (int sp = 0; sp < splits; ++sp) mx = fmaxf(mx, __ldcg(sc + sp * (d + 2)));
-    float num = 0.0f, den = 0.0f;
-    for (int sp = 0; sp < splits; ++sp) {
-      const float ms = __ldcg(sc + sp * (d + 2));
-      if (ms == -INFINITY) continue;
-      const float f = expf(ms - mx);
-      den += f * __ldcg(sc + sp * (d + 2) + 1);
-      num += f * __ldcg(sc + sp * (d + 2) + 2 + c);
+    const float* sc = scratch + (h0 + h) * splits * (d + 2) + 2 + c;
+    float part[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) part[u] = 0.0f;
+    for (int s0 = 0; s0 < splits; s0 += kBatch) {
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        if (s0 + u < splits) part[u] += f[h * splits + s0 + u] * __ldcg(sc + (s0 + u) * (d + 2));
+      }
     }
-    float out = num / den;
+    float out = 0.0f;
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) out += part[u];
     if (s.gated) out *= SigmoidF(q[(h0 + h) * q_stride + d + c]);
     o[(h0 + h) * d + c] = out;
   }
@@ -638,7 +816,8 @@ void DecodeProject(const DecodeProjection& p, Stream stream) {
   }
   a.block_start[p.n_matrices] = blocks;
   if (blocks == 0) return;
-  const size_t smem = PaddedFloats(p.in.n) * sizeof(float);
+  const int64_t probs = p.topk.k > 0 ? p.m[0].rows : 0;
+  const size_t smem = (PaddedFloats(p.in.n) + probs) * sizeof(float);
   DecodeProjectKernel<<<blocks, kProjThreads, smem, stream>>>(a);
 }
 
@@ -654,8 +833,9 @@ void DecodeExpertsGateUp(const DecodeExperts& e, Stream stream) {
                     ? LanesFor(e.n_embd, e.gate_type)
                     : LanesFor(e.n_embd, e.up_type);
   const int64_t rows_per_block = (kProjThreads / 32) * (32 / L) * kR;
-  const dim3 grid(static_cast<unsigned>((e.ff + rows_per_block - 1) / rows_per_block), e.k);
-  GateUpKernel<<<grid, kProjThreads, PaddedFloats(e.n_embd) * sizeof(float), stream>>>(e, L);
+  const int row_blocks = static_cast<int>((e.ff + rows_per_block - 1) / rows_per_block);
+  GateUpKernel<<<row_blocks * e.k, kProjThreads,
+                 PaddedFloats(e.n_embd) * sizeof(float), stream>>>(e, L, row_blocks);
 }
 
 void DecodeExpertsDown(const DecodeExperts& e, Stream stream) {
@@ -685,10 +865,11 @@ bool AttendDecodeSupports(const AttentionShape& s) {
 
 int AttendDecodeSplits(const AttentionShape& s) {
   // About two blocks per multiprocessor at the full context, never fewer
-  // than ~128 keys a block.
+  // than ~32 keys a block (4 a warp).
   const int blocks_per_split = s.n_head_kv * HeadChunks(s);
   int splits = 264 / (blocks_per_split > 0 ? blocks_per_split : 1);
-  const int by_keys = (s.kv_capacity + 127) / 128;
+  if (splits > kMaxSplits) splits = kMaxSplits;
+  const int by_keys = (s.kv_capacity + 31) / 32;
   if (by_keys < splits) splits = by_keys;
   return splits < 1 ? 1 : splits;
 }
