@@ -21,7 +21,7 @@ using namespace internal;  // the weight readers
 constexpr int kMaxDynamicSmem = 200 * 1024;
 constexpr int kProjThreads = 128;  // 4 warps
 constexpr int kR = 2;              // rows per lane group (projections)
-constexpr int kDownR = 4;          // rows per lane group (down products)
+constexpr int kDownR = 8;          // rows per lane group (down products)
 constexpr int kMaxDownItems = 12;  // warps of a down block: routed + shared experts
 
 // GGUF type ids the readers handle.
@@ -642,8 +642,18 @@ __global__ void __launch_bounds__(kAttnThreads)
   float* wl = wm + kAttnWarps * kHB;      // [warps][kHB] sums
   float* wo = wl + kAttnWarps * kHB;      // [warps][kHB][d]
   const float scale = 1.0f / sqrtf(static_cast<float>(d));
-  for (int i = threadIdx.x; i < nh * d; i += blockDim.x) {
-    qs[i] = q[(h0 + i / d) * q_stride + i % d] * scale;
+  for (int base = threadIdx.x; base < nh * d; base += kBatch * blockDim.x) {
+    float v[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = base + u * blockDim.x;
+      if (i < nh * d) v[u] = q[(h0 + i / d) * q_stride + i % d];
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = base + u * blockDim.x;
+      if (i < nh * d) qs[i] = v[u] * scale;
+    }
   }
   __syncthreads();
   const int n_ctx = *d_pos0 + 1;
@@ -754,23 +764,34 @@ __global__ void __launch_bounds__(kAttnThreads)
     }
   }
   __syncthreads();
-  for (int x = threadIdx.x; x < nh * d; x += blockDim.x) {
-    const int h = x / d, c = x % d;
-    const float* sc = scratch + (h0 + h) * splits * (d + 2) + 2 + c;
-    float part[kBatch];
+  // kOut outputs per thread, 4 splits per step: 4 * kOut loads in flight.
+  constexpr int kOut = 8;
+  for (int x0 = threadIdx.x; x0 < nh * d; x0 += kOut * blockDim.x) {
+    float num[kOut];
 #pragma unroll
-    for (int u = 0; u < kBatch; ++u) part[u] = 0.0f;
-    for (int s0 = 0; s0 < splits; s0 += kBatch) {
+    for (int u = 0; u < kOut; ++u) num[u] = 0.0f;
+    for (int s0 = 0; s0 < splits; s0 += 4) {
 #pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        if (s0 + u < splits) part[u] += f[h * splits + s0 + u] * __ldcg(sc + (s0 + u) * (d + 2));
+      for (int u = 0; u < kOut; ++u) {
+        const int x = x0 + u * blockDim.x;
+        if (x >= nh * d) continue;
+        const int h = x / d, c = x % d;
+        const float* sc = scratch + (h0 + h) * splits * (d + 2) + 2 + c;
+#pragma unroll
+        for (int t = 0; t < 4; ++t) {
+          if (s0 + t < splits) num[u] += f[h * splits + s0 + t] * __ldcg(sc + (s0 + t) * (d + 2));
+        }
       }
     }
-    float out = 0.0f;
 #pragma unroll
-    for (int u = 0; u < kBatch; ++u) out += part[u];
-    if (s.gated) out *= SigmoidF(q[(h0 + h) * q_stride + d + c]);
-    o[(h0 + h) * d + c] = out;
+    for (int u = 0; u < kOut; ++u) {
+      const int x = x0 + u * blockDim.x;
+      if (x >= nh * d) continue;
+      const int h = x / d, c = x % d;
+      float out = num[u];
+      if (s.gated) out *= SigmoidF(q[(h0 + h) * q_stride + d + c]);
+      o[(h0 + h) * d + c] = out;
+    }
   }
   if (threadIdx.x == 0) counters[g * gridDim.z + blockIdx.z] = 0;
 }
