@@ -7,8 +7,6 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
-#include <cstdlib>
-#include <string>
 #include <cstdint>
 #include <type_traits>
 
@@ -89,30 +87,6 @@ __host__ __device__ inline int64_t PaddedFloats(int64_t n) { return n + ((n + 63
 
 __device__ __forceinline__ float SiluF(float x) { return x / (1.0f + expf(-x)); }
 __device__ __forceinline__ float SigmoidF(float x) { return 1.0f / (1.0f + expf(-x)); }
-
-// Programmatic dependent launch (sm_90): every decode kernel lets the next
-// one launch at its start, and waits for its predecessor's completion (and
-// memory) before it reads any activation or writes anything, so the next
-// kernel's blocks are scheduled during this one's tail and can start
-// fetching their weights, which never depend on the step. Every write
-// follows the wait, so by induction a kernel that passed it sees every
-// earlier kernel complete.
-__device__ __forceinline__ void LaunchDependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;");
-#endif
-}
-__device__ __forceinline__ void WaitPredecessors() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-// Asks L2 for `bytes` from p (a hint: no register waits for it).
-__device__ __forceinline__ void PrefetchL2(const void* p, uint64_t bytes) {
-  for (uint64_t off = threadIdx.x * 128ull; off < bytes; off += blockDim.x * 128ull) {
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(static_cast<const char*>(p) + off));
-  }
-}
 
 __device__ __forceinline__ float Dot4(float4 w, float4 x, float acc) {
   acc = fmaf(w.x, x.x, acc);
@@ -444,23 +418,12 @@ __global__ void __launch_bounds__(kProjThreads, 4) DecodeProjectKernel(const Pro
   __shared__ double scratch[32];
   __shared__ int last;
   extern __shared__ float xs[];
-  LaunchDependents();
   const DecodeProjection& p = a.p;
+  LoadInput(p.in, xs, scratch);
   const int b = blockIdx.x;
   int mi = 0;
   while (mi + 1 < p.n_matrices && b >= a.block_start[mi + 1]) ++mi;
   const DecodeMatrix& m = p.m[mi];
-  {
-    // This block's rows, while the previous kernel finishes.
-    const int64_t rows = static_cast<int64_t>(kProjThreads / 32) * (32 / a.lanes) * kR;
-    const int64_t row0 = (b - a.block_start[mi]) * rows;
-    const int64_t n = row0 + rows < m.rows ? rows : m.rows - row0;
-    const uint64_t rb = RowBytesOf(m.type, p.in.n);
-    PrefetchL2(static_cast<const uint8_t*>(m.w) + row0 * rb, n * rb);
-    if (m.up != nullptr) PrefetchL2(static_cast<const uint8_t*>(m.up) + row0 * rb, n * rb);
-  }
-  WaitPredecessors();
-  LoadInput(p.in, xs, scratch);
   WithType(m.type, [&](auto tag) {
     ProjectRows<typename decltype(tag)::type>(m, p.in.n, a.lanes, b - a.block_start[mi], xs);
   });
@@ -533,8 +496,6 @@ __device__ __forceinline__ void GateUpLoop(const DecodeExperts& e, int L, int ro
 __global__ void __launch_bounds__(kProjThreads, 3) GateUpKernel(const DecodeExperts e, int L,
                                                                 int row_blocks) {
   extern __shared__ float xs[];
-  LaunchDependents();
-  WaitPredecessors();
   LoadVector(e.xn, e.n_embd, xs);
   __syncthreads();
   if (e.gate_type == e.up_type) {
@@ -565,15 +526,6 @@ __global__ void __launch_bounds__(32 * kMaxDownItems) DownKernel(const DecodeExp
   const int rows_per_block = groups * kDownR;
   float* hs = smem;                        // [items][stride]
   float* partial = smem + items * stride;  // [items][rows_per_block]
-  LaunchDependents();
-  if (shared) {
-    // The shared expert's rows of this block (its matrix is fixed).
-    const uint64_t rb = RowBytesOf(e.shared_down_type, e.ff);
-    const int64_t row0 = static_cast<int64_t>(blockIdx.x) * rows_per_block;
-    const int64_t n = row0 + rows_per_block < e.n_embd ? rows_per_block : e.n_embd - row0;
-    PrefetchL2(static_cast<const uint8_t*>(e.shared_down) + row0 * rb, n * rb);
-  }
-  WaitPredecessors();
   LoadRows(e.h, e.k, e.ff, hs, stride);
   if (shared) LoadVector(e.shared_h, e.ff, hs + e.k * stride);
   __syncthreads();
@@ -613,8 +565,6 @@ __global__ void DeltaPrepKernel(DeltaNetShape s, float* beta, float* alpha_g, co
                                 const float* a, const float* kernel, float* qkv, float* state,
                                 float q_scale) {
   __shared__ double scratch[32];
-  LaunchDependents();
-  WaitPredecessors();
   const int S = s.state_size, G = s.n_k_heads, R = s.n_v_heads;
   const int b = blockIdx.x;
   if (b == 2 * G + R) {
@@ -692,8 +642,6 @@ __global__ void __launch_bounds__(kAttnThreads)
   float* wl = wm + kAttnWarps * kHB;      // [warps][kHB] sums
   float* wo = wl + kAttnWarps * kHB;      // [warps][kHB][d]
   const float scale = 1.0f / sqrtf(static_cast<float>(d));
-  LaunchDependents();
-  WaitPredecessors();
   for (int base = threadIdx.x; base < nh * d; base += kBatch * blockDim.x) {
     float v[kBatch];
 #pragma unroll
@@ -854,32 +802,6 @@ size_t AttendSmem(const AttentionShape& s) {
          sizeof(float);
 }
 
-// Whether decode kernels launch with programmatic dependent launch: on
-// unless SLUICE_CUDA_PDL is "0" when first asked (A/B runs).
-bool PdlEnabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("SLUICE_CUDA_PDL");
-    return v == nullptr || std::string(v) != "0";
-  }();
-  return on;
-}
-
-template <class... Params, class... Args>
-void Launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, Stream stream,
-            Args... args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = PdlEnabled() ? 1 : 0;
-  cudaLaunchKernelEx(&cfg, kernel, args...);
-}
-
 template <class K>
 void AllowSmem(K kernel) {
   cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
@@ -917,7 +839,7 @@ void DecodeProject(const DecodeProjection& p, Stream stream) {
   if (blocks == 0) return;
   const int64_t probs = p.topk.k > 0 ? p.m[0].rows : 0;
   const size_t smem = (PaddedFloats(p.in.n) + probs) * sizeof(float);
-  Launch(DecodeProjectKernel, blocks, kProjThreads, smem, stream, a);
+  DecodeProjectKernel<<<blocks, kProjThreads, smem, stream>>>(a);
 }
 
 bool DecodeExpertsSupported(int k, bool shared, int64_t ff, int64_t n_embd) {
@@ -933,8 +855,8 @@ void DecodeExpertsGateUp(const DecodeExperts& e, Stream stream) {
                     : LanesFor(e.n_embd, e.up_type);
   const int64_t rows_per_block = (kProjThreads / 32) * (32 / L) * kR;
   const int row_blocks = static_cast<int>((e.ff + rows_per_block - 1) / rows_per_block);
-  Launch(GateUpKernel, row_blocks * e.k, kProjThreads, PaddedFloats(e.n_embd) * sizeof(float),
-         stream, e, L, row_blocks);
+  GateUpKernel<<<row_blocks * e.k, kProjThreads,
+                 PaddedFloats(e.n_embd) * sizeof(float), stream>>>(e, L, row_blocks);
 }
 
 void DecodeExpertsDown(const DecodeExperts& e, Stream stream) {
@@ -944,7 +866,7 @@ void DecodeExpertsDown(const DecodeExperts& e, Stream stream) {
   const int items = e.k + (e.shared_ff > 0 ? 1 : 0);
   const size_t smem = (items * PaddedFloats(e.ff) + items * rows_per_block) * sizeof(float);
   const unsigned blocks = static_cast<unsigned>((e.n_embd + rows_per_block - 1) / rows_per_block);
-  Launch(DownKernel, blocks, 32 * items, smem, stream, e, L);
+  DownKernel<<<blocks, 32 * items, smem, stream>>>(e, L);
 }
 
 void DeltaNetDecodePrep(const DeltaNetShape& s, float* beta, float* alpha_g, const float* dt_bias,
@@ -953,8 +875,8 @@ void DeltaNetDecodePrep(const DeltaNetShape& s, float* beta, float* alpha_g, con
   const int blocks = 2 * s.n_k_heads + s.n_v_heads + 1;
   const int threads = ((s.state_size + 31) / 32) * 32;
   const float q_scale = 1.0f / std::sqrt(static_cast<float>(s.state_size));
-  Launch(DeltaPrepKernel, blocks, threads < 32 ? 32 : threads, 0, stream, s, beta, alpha_g,
-         dt_bias, a, conv_kernel, qkv, conv_state, q_scale);
+  DeltaPrepKernel<<<blocks, threads < 32 ? 32 : threads, 0, stream>>>(
+      s, beta, alpha_g, dt_bias, a, conv_kernel, qkv, conv_state, q_scale);
 }
 
 bool AttendDecodeSupports(const AttentionShape& s) {
@@ -987,16 +909,16 @@ void AttendDecode(const AttentionShape& s, const float* q, const float* k_cache,
   const size_t smem = AttendSmem(s);
   switch (s.head_dim / 32) {
     case 2:
-      Launch(AttendSplitKernel<2>, grid, kAttnThreads, smem, stream, s, q, k_cache, v_cache,
-             d_pos0, scratch, counters, o, hb);
+      AttendSplitKernel<2><<<grid, kAttnThreads, smem, stream>>>(s, q, k_cache, v_cache, d_pos0,
+                                                                 scratch, counters, o, hb);
       break;
     case 4:
-      Launch(AttendSplitKernel<4>, grid, kAttnThreads, smem, stream, s, q, k_cache, v_cache,
-             d_pos0, scratch, counters, o, hb);
+      AttendSplitKernel<4><<<grid, kAttnThreads, smem, stream>>>(s, q, k_cache, v_cache, d_pos0,
+                                                                 scratch, counters, o, hb);
       break;
     default:
-      Launch(AttendSplitKernel<8>, grid, kAttnThreads, smem, stream, s, q, k_cache, v_cache,
-             d_pos0, scratch, counters, o, hb);
+      AttendSplitKernel<8><<<grid, kAttnThreads, smem, stream>>>(s, q, k_cache, v_cache, d_pos0,
+                                                                 scratch, counters, o, hb);
       break;
   }
 }
