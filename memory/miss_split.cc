@@ -210,9 +210,4 @@ bool MissSplitter::EndStep(int n_layers) {
   return host_path_;
 }
 
-void MissSplitter::SetHostPath(bool on) {
-  host_path_ = on;
-  exploring_ = false;
-}
-
 }  // namespace sluice::memory

@@ -197,11 +197,6 @@ class MissSplitter {
   // Whether the step in progress is an exploring one (EndStep turned the
   // path on only to measure the host again).
   bool exploring() const { return exploring_; }
-  // Deprecated: for a caller that makes the step decision itself
-  // (CudaModel::ChooseHostPath until it calls EndStep through
-  // ExpertStream::EndDecodeStep). Overrides host_path() until the next
-  // EndStep.
-  void SetHostPath(bool on);
 
   // The predicted saving summed over this step's HostShare calls so far,
   // and its smoothed value per step (0 before the first EndStep).

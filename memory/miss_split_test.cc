@@ -354,16 +354,5 @@ TEST(MissSplitTest, CopyIsAlwaysOffAndHostAlwaysOn) {
   EXPECT_DOUBLE_EQ(copy.smoothed_saving_s(), 0);
 }
 
-TEST(MissSplitTest, TheDeprecatedOverrideHoldsUntilTheNextStep) {
-  MissSplitOptions o = Even(MissPolicy::kCost, 0);
-  o.host_path_cost_s = 0.5e-3;
-  MissSplitter s(o);
-  s.SetHostPath(false);
-  EXPECT_EQ(s.HostShare(6, 6, kMb), 0);
-  EXPECT_DOUBLE_EQ(s.step_saving_s(), 3e-3);  // counted while off
-  EXPECT_TRUE(s.EndStep(2));  // 3 ms against 1 ms: on (it never went off)
-  EXPECT_EQ(s.HostShare(6, 6, kMb), 3);
-}
-
 }  // namespace
 }  // namespace sluice::memory

@@ -117,16 +117,6 @@ class ExpertStream {
   }
   bool host_path() const { return splitter_.host_path(); }
 
-  // Deprecated, for CudaModel::ChooseHostPath until it calls EndDecodeStep:
-  // the seconds the splits would have saved (by the estimates) since the
-  // last call, ending the step; and an override of the step decision until
-  // the next call.
-  double TakeSaving() {
-    const double saving = splitter_.step_saving_s();
-    EndDecodeStep();
-    return saving;
-  }
-  void SetHostPath(bool on) { splitter_.SetHostPath(on); }
 
   // Brings layer `layer`'s predicted experts into slots ahead of demand, on
   // a low-priority stream that waits for this step's demand copies first.
