@@ -12,6 +12,7 @@
 
 #include "kernels/cuda/decode_ops.h"
 #include "kernels/cuda/quant_blocks_device.h"
+#include "kernels/cuda/topk_device.h"
 
 namespace sluice::cuda {
 namespace {
@@ -322,60 +323,6 @@ __device__ void LoadRows(const float* src, int rows, int64_t n, float* dst, int6
   }
 }
 
-// ops.cu TopKKernel's arithmetic by one warp over logits another block may
-// have written (read through L2).
-__device__ void TopKWarp(const float* logits, int n_expert, const DecodeTopK& t, float* p) {
-  const int lane = threadIdx.x & 31;
-  const int k = t.k;
-  float m = -INFINITY;
-  for (int e = lane; e < n_expert; e += 32) m = fmaxf(m, __ldcg(logits + e));
-  m = WarpMax(m);
-  double sum = 0.0;
-  for (int e = lane; e < n_expert; e += 32) {
-    const float v = expf(__ldcg(logits + e) - m);
-    p[e] = v;
-    sum += v;
-  }
-  sum = WarpSum(sum);
-  const float inv = static_cast<float>(1.0 / sum);
-  for (int e = lane; e < n_expert; e += 32) p[e] *= inv;
-  __syncwarp();
-  float total = 0.0f;
-  for (int slot = 0; slot < k; ++slot) {
-    float bv = -2.0f;
-    int bi = n_expert;
-    for (int e = lane; e < n_expert; e += 32) {
-      if (p[e] > bv) {
-        bv = p[e];
-        bi = e;
-      }
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-      if (ov > bv || (ov == bv && oi < bi)) {
-        bv = ov;
-        bi = oi;
-      }
-    }
-    if (lane == 0) {
-      t.ids[slot] = bi;
-      if (t.paired_ids != nullptr) {
-        t.paired_ids[slot] = bi;
-        t.paired_ids[k + slot] = bi + n_expert;
-      }
-      t.weights[slot] = bv;
-      total += bv;
-      p[bi] = -1.0f;
-    }
-    __syncwarp();
-  }
-  if (lane == 0) {
-    total = fmaxf(total, 6.103515625e-5f);
-    for (int slot = 0; slot < k; ++slot) t.weights[slot] /= total;
-  }
-}
-
 struct ProjectLaunch {
   DecodeProjection p;
   int block_start[kMaxDecodeMatrices + 1];  // row blocks, prefix sums
@@ -437,7 +384,10 @@ __global__ void __launch_bounds__(kProjThreads, 4) DecodeProjectKernel(const Pro
   if (!last) return;
   __threadfence();
   float* probs = xs + PaddedFloats(p.in.n);  // past the input vector
-  if (threadIdx.x < 32) TopKWarp(m.y, static_cast<int>(m.rows), p.topk, probs);
+  if (threadIdx.x < 32) {
+    RouteOneToken(m.y, static_cast<int>(m.rows), p.topk.k, p.topk.ids, p.topk.weights,
+                  p.topk.paired_ids, probs);
+  }
   if (threadIdx.x == 0) *p.topk.counter = 0;
 }
 

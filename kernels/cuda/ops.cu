@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/topk_device.h"
 
 namespace sluice::cuda {
 namespace {
@@ -484,56 +485,9 @@ DeltaScanRegKernel(DeltaNetShape s, const float* qkv,
 __global__ void TopKKernel(const float* logits, int n_expert, int k,
                            int32_t* ids, float* weights, int32_t* paired) {
   extern __shared__ float p[];
-  const int t = blockIdx.x, lane = threadIdx.x;
-  const float* l = logits + static_cast<int64_t>(t) * n_expert;
-  float m = -INFINITY;
-  for (int e = lane; e < n_expert; e += 32) m = fmaxf(m, l[e]);
-  m = WarpMax(m);
-  double sum = 0.0;
-  for (int e = lane; e < n_expert; e += 32) {
-    const float v = expf(l[e] - m);
-    p[e] = v;
-    sum += v;
-  }
-  sum = WarpSum(sum);
-  const float inv = static_cast<float>(1.0 / sum);
-  for (int e = lane; e < n_expert; e += 32) p[e] *= inv;
-  __syncwarp();
-  float total = 0.0f;
-  for (int slot = 0; slot < k; ++slot) {
-    // Arg-max with ties to the lower id; taken experts hold -1.
-    float bv = -2.0f;
-    int bi = n_expert;
-    for (int e = lane; e < n_expert; e += 32) {
-      if (p[e] > bv) {
-        bv = p[e];
-        bi = e;
-      }
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-      if (ov > bv || (ov == bv && oi < bi)) {
-        bv = ov;
-        bi = oi;
-      }
-    }
-    if (lane == 0) {
-      ids[t * k + slot] = bi;
-      if (paired != nullptr) {
-        paired[t * 2 * k + slot] = bi;
-        paired[t * 2 * k + k + slot] = bi + n_expert;
-      }
-      weights[t * k + slot] = bv;
-      total += bv;
-      p[bi] = -1.0f;
-    }
-    __syncwarp();
-  }
-  if (lane == 0) {
-    total = fmaxf(total, 6.103515625e-5f);
-    for (int slot = 0; slot < k; ++slot) weights[t * k + slot] /= total;
-  }
+  const int t = blockIdx.x;
+  internal::RouteOneToken(logits + static_cast<int64_t>(t) * n_expert, n_expert, k, ids + t * k,
+                          weights + t * k, paired != nullptr ? paired + t * 2 * k : nullptr, p);
 }
 
 __global__ void ZeroKernel(int32_t* x, int n) {

@@ -43,14 +43,7 @@ class PassProfiler {
   std::vector<std::pair<std::string, double>> ms_;
 };
 
-struct BatchContext {
-  const ArchDesc* desc = nullptr;
-  const std::vector<DeviceLayer>* layers = nullptr;
-  DeviceMatrix token_embd, output;
-  const float* output_norm = nullptr;
-  cuda::AttentionShape attn;
-  cuda::DeltaNetShape ssm;
-  Workspace* ws = nullptr;
+struct BatchContext : ModelView {
   cuda::Stream stream = nullptr;
   ExpertStream* experts = nullptr;             // streaming, or null
   RoutingObserver* observer = nullptr;         // or null

@@ -67,6 +67,7 @@ class CudaModel final : public Model, private DecodeProgram::Host {
   absl::Status CreateExperts(const ModelFiles& files, int64_t slots);
   void DescribeShapes();
   absl::Status AllocateBuffers();
+  ModelView View() const;
   BatchContext Batch() const;
   DecodeContext Decode() const;
   // The state's decode program of the current variant (built at first use).
@@ -214,16 +215,22 @@ absl::Status CudaModel::AllocateBuffers() {
   return absl::OkStatus();
 }
 
+ModelView CudaModel::View() const {
+  ModelView v;
+  v.desc = &desc_;
+  v.layers = &layers_;
+  v.token_embd = token_embd_;
+  v.output = output_;
+  v.output_norm = output_norm_;
+  v.attn = attn_shape_;
+  v.ssm = ssm_shape_;
+  v.ws = &ws_;
+  return v;
+}
+
 BatchContext CudaModel::Batch() const {
   BatchContext c;
-  c.desc = &desc_;
-  c.layers = &layers_;
-  c.token_embd = token_embd_;
-  c.output = output_;
-  c.output_norm = output_norm_;
-  c.attn = attn_shape_;
-  c.ssm = ssm_shape_;
-  c.ws = &ws_;
+  static_cast<ModelView&>(c) = View();
   c.stream = stream_;
   c.experts = experts_.get();
   c.observer = options_.routing_observer;
@@ -236,14 +243,7 @@ BatchContext CudaModel::Batch() const {
 
 DecodeContext CudaModel::Decode() const {
   DecodeContext c;
-  c.desc = &desc_;
-  c.layers = &layers_;
-  c.token_embd = token_embd_;
-  c.output = output_;
-  c.output_norm = output_norm_;
-  c.attn = attn_shape_;
-  c.ssm = ssm_shape_;
-  c.ws = &ws_;
+  static_cast<ModelView&>(c) = View();
   c.cut_routing = experts_ != nullptr || options_.routing_observer != nullptr;
   c.copy_weights = options_.routing_observer != nullptr;
   c.prefetch = experts_ != nullptr && options_.expert_prefetch;

@@ -34,14 +34,7 @@ namespace sluice {
 class HostMisses;
 
 // What a decode program reads, owned by the model.
-struct DecodeContext {
-  const ArchDesc* desc = nullptr;
-  const std::vector<DeviceLayer>* layers = nullptr;
-  DeviceMatrix token_embd, output;
-  const float* output_norm = nullptr;
-  cuda::AttentionShape attn;  // kv_capacity set per state
-  cuda::DeltaNetShape ssm;
-  Workspace* ws = nullptr;
+struct DecodeContext : ModelView {
   // Cut after each layer's routing: the routing (ids, then weights when
   // observing) is copied to `host_routing` and `routed` recorded.
   bool cut_routing = false;

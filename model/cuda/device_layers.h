@@ -10,7 +10,9 @@
 #include "absl/status/statusor.h"
 #include "kernels/cuda/device.h"
 #include "model/arch.h"
+#include "kernels/cuda/ops.h"
 #include "model/cuda/device_weights.h"
+#include "model/cuda/workspace.h"
 
 namespace sluice {
 
@@ -51,6 +53,19 @@ struct DeviceLayer {
   DeviceAttention attn;
   DeviceDeltaNet delta;
   DeviceMoe moe;
+};
+
+// What every pass over the model reads: the description, the bound layers,
+// the head, the kernels' shapes and the shared workspace (owned by the
+// model; batch_pass.h and decode_step.h extend it).
+struct ModelView {
+  const ArchDesc* desc = nullptr;
+  const std::vector<DeviceLayer>* layers = nullptr;
+  DeviceMatrix token_embd, output;
+  const float* output_norm = nullptr;
+  cuda::AttentionShape attn;  // kv_capacity set per state
+  cuda::DeltaNetShape ssm;
+  Workspace* ws = nullptr;
 };
 
 // A device table of the given host views' device addresses, in order.
