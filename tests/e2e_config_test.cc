@@ -212,7 +212,12 @@ TEST(E2eConfigTest, UnbuildableModelFailsLoadWithTheWorkersMessage) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
   EXPECT_NE(s.error_message().find(absl::StrCat("LoadModel path='", bad, "'")), std::string::npos)
       << s.error_message();
-  EXPECT_NE(s.error_message().find("qwen99moe"), std::string::npos) << s.error_message();
+  // The file's own string stays out of the API's answer (issue 20, item 6):
+  // the field and the rule broken are named, the value is withheld.
+  EXPECT_NE(s.error_message().find("general.architecture = \"(withheld)\" is not supported"),
+            std::string::npos)
+      << s.error_message();
+  EXPECT_EQ(s.error_message().find("qwen99moe"), std::string::npos) << s.error_message();
   EXPECT_EQ((*d)->Health(), "NOT_SERVING");
   EXPECT_TRUE(ChildrenOf((*d)->pid()).empty());
 
