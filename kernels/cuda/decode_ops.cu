@@ -13,6 +13,7 @@
 #include "kernels/cuda/decode_ops.h"
 #include "kernels/cuda/quant_blocks_device.h"
 #include "kernels/cuda/topk_device.h"
+#include "kernels/cuda/warp_reduce.h"
 
 namespace sluice::cuda {
 namespace {
@@ -86,36 +87,12 @@ __host__ __device__ inline int LanesFor(int64_t cols, int type) {
 __device__ __forceinline__ int Pad(int64_t i) { return static_cast<int>(i + ((i >> 6) << 2)); }
 __host__ __device__ inline int64_t PaddedFloats(int64_t n) { return n + ((n + 63) / 64) * 4; }
 
-__device__ __forceinline__ float SiluF(float x) { return x / (1.0f + expf(-x)); }
-__device__ __forceinline__ float SigmoidF(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 __device__ __forceinline__ float Dot4(float4 w, float4 x, float acc) {
   acc = fmaf(w.x, x.x, acc);
   acc = fmaf(w.y, x.y, acc);
   acc = fmaf(w.z, x.z, acc);
   return fmaf(w.w, x.w, acc);
-}
-
-template <typename T>
-__device__ __forceinline__ T WarpSum(T v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-__device__ __forceinline__ float WarpMax(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-template <typename T>
-__device__ T BlockSum(T v, T* scratch) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  v = WarpSum(v);
-  __syncthreads();
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  T total = lane < static_cast<int>(blockDim.x >> 5) ? scratch[lane] : T(0);
-  return WarpSum(total);
 }
 
 // acc[m][r] += rows rp[m][r] . xs over `cols` columns, this lane's chunks
@@ -281,26 +258,6 @@ __device__ void LoadInput(const DecodeInput& in, float* xs, double* scratch) {
   __syncthreads();
 }
 
-// Copies `n` floats (a multiple of 4, 16-byte aligned) into padded shared
-// memory, kBatch loads per thread in flight.
-__device__ void LoadVector(const float* src, int64_t n, float* dst) {
-  const int64_t n4 = n / 4;
-  const float4* s4 = reinterpret_cast<const float4*>(src);
-  for (int64_t base = threadIdx.x; base < n4; base += kBatch * blockDim.x) {
-    float4 v[kBatch];
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int64_t i = base + u * blockDim.x;
-      if (i < n4) v[u] = s4[i];
-    }
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int64_t i = base + u * blockDim.x;
-      if (i < n4) *reinterpret_cast<float4*>(dst + Pad(4 * i)) = v[u];
-    }
-  }
-}
-
 // `rows` rows of n floats (contiguous; n a multiple of 4) into padded
 // shared rows of `stride`, kBatch loads per thread in flight.
 __device__ void LoadRows(const float* src, int rows, int64_t n, float* dst, int64_t stride) {
@@ -446,7 +403,7 @@ __device__ __forceinline__ void GateUpLoop(const DecodeExperts& e, int L, int ro
 __global__ void __launch_bounds__(kProjThreads, 3) GateUpKernel(const DecodeExperts e, int L,
                                                                 int row_blocks) {
   extern __shared__ float xs[];
-  LoadVector(e.xn, e.n_embd, xs);
+  LoadRows(e.xn, 1, e.n_embd, xs, 0);
   __syncthreads();
   if (e.gate_type == e.up_type) {
     WithType(e.gate_type, [&](auto tag) {
@@ -477,7 +434,7 @@ __global__ void __launch_bounds__(32 * kMaxDownItems) DownKernel(const DecodeExp
   float* hs = smem;                        // [items][stride]
   float* partial = smem + items * stride;  // [items][rows_per_block]
   LoadRows(e.h, e.k, e.ff, hs, stride);
-  if (shared) LoadVector(e.shared_h, e.ff, hs + e.k * stride);
+  if (shared) LoadRows(e.shared_h, 1, e.ff, hs + e.k * stride, 0);
   __syncthreads();
   const int lane = threadIdx.x & 31, s = threadIdx.x >> 5;
   const int sub = lane & (L - 1);
@@ -557,9 +514,6 @@ __global__ void DeltaPrepKernel(DeltaNetShape s, float* beta, float* alpha_g, co
 constexpr int kAttnThreads = 256;
 constexpr int kAttnWarps = kAttnThreads / 32;
 constexpr int kAttnRegs = 64;  // q heads x dims per lane held per block
-// At most this many splits per KV head: the merge reads each split's
-// partials, and the warps' shared area holds [heads][splits] weights.
-constexpr int kMaxSplits = 64;
 
 int HeadsPerBlock(const AttentionShape& s) {
   const int dpl = s.head_dim / 32;
@@ -839,7 +793,7 @@ int AttendDecodeSplits(const AttentionShape& s) {
   // than ~32 keys a block (4 a warp).
   const int blocks_per_split = s.n_head_kv * HeadChunks(s);
   int splits = 264 / (blocks_per_split > 0 ? blocks_per_split : 1);
-  if (splits > kMaxSplits) splits = kMaxSplits;
+  if (splits > kAttendDecodeMaxSplits) splits = kAttendDecodeMaxSplits;
   const int by_keys = (s.kv_capacity + 31) / 32;
   if (by_keys < splits) splits = by_keys;
   return splits < 1 ? 1 : splits;

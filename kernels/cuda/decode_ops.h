@@ -136,6 +136,10 @@ void DeltaNetDecodePrep(const DeltaNetShape& s, float* beta, float* alpha_g,
 // shapes use Attend).
 bool AttendDecodeSupports(const AttentionShape& s);
 
+// At most this many splits per KV head: the merge reads each split's
+// partials, and the warps' shared area holds [heads][splits] weights.
+inline constexpr int kAttendDecodeMaxSplits = 64;
+
 // Splits AttendDecode uses for a cache of `capacity` rows, and the floats
 // of scratch (partial results) and ints of counters (zero before the
 // first launch; every launch leaves them zero) it needs.

@@ -7,6 +7,7 @@
 
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/topk_device.h"
+#include "kernels/cuda/warp_reduce.h"
 
 namespace sluice::cuda {
 namespace {
@@ -16,34 +17,11 @@ constexpr int kThreads = 256;
 // H200 allow 227 KiB per block; 200 KiB leaves room for static use).
 constexpr int kMaxDynamicSmem = 200 * 1024;
 
-__device__ __forceinline__ float SiluF(float x) { return x / (1.0f + expf(-x)); }
-__device__ __forceinline__ float SigmoidF(float x) { return 1.0f / (1.0f + expf(-x)); }
-
-template <typename T>
-__device__ __forceinline__ T WarpSum(T v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-__device__ __forceinline__ float WarpMax(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-// Sum over the block (blockDim.x a multiple of 32, at most 1024); every
-// thread gets the result. `scratch` holds 32 values.
-template <typename T>
-__device__ T BlockSum(T v, T* scratch) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int n_warps = blockDim.x >> 5;
-  v = WarpSum(v);
-  __syncthreads();
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  T total = lane < n_warps ? scratch[lane] : T(0);
-  total = WarpSum(total);
-  return total;
-}
+using internal::BlockSum;
+using internal::SigmoidF;
+using internal::SiluF;
+using internal::WarpMax;
+using internal::WarpSum;
 
 __device__ float BlockMax(float v, float* scratch) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;

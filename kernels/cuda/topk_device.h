@@ -10,6 +10,8 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/warp_reduce.h"
+
 namespace sluice::cuda::internal {
 
 __device__ inline void RouteOneToken(const float* logits, int n_expert, int k, int32_t* ids,
@@ -17,14 +19,14 @@ __device__ inline void RouteOneToken(const float* logits, int n_expert, int k, i
   const int lane = threadIdx.x & 31;
   float m = -INFINITY;
   for (int e = lane; e < n_expert; e += 32) m = fmaxf(m, __ldcg(logits + e));
-  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  m = WarpMax(m);
   double sum = 0.0;
   for (int e = lane; e < n_expert; e += 32) {
     const float v = expf(__ldcg(logits + e) - m);
     p[e] = v;
     sum += v;
   }
-  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  sum = WarpSum(sum);
   const float inv = static_cast<float>(1.0 / sum);
   for (int e = lane; e < n_expert; e += 32) p[e] *= inv;
   __syncwarp();

@@ -71,12 +71,11 @@ class Builder {
   void Project(std::string label, const cuda::DecodeProjection& p) {
     uint64_t bytes = 0;
     for (int i = 0; i < p.n_matrices; ++i) {
-      bytes += RowBytesOf(p.m[i]) * (p.m[i].up != nullptr ? 2 : 1);
+      const cuda::DecodeMatrix& m = p.m[i];
+      bytes += cuda::RowBytes(static_cast<GgmlType>(m.type), p.in.n) * m.rows *
+               (m.up != nullptr ? 2 : 1);
     }
     Kernels(std::move(label), bytes, [p](cuda::Stream s) { cuda::DecodeProject(p, s); });
-  }
-  uint64_t RowBytesOf(const cuda::DecodeMatrix& m) const {
-    return cuda::RowBytes(static_cast<GgmlType>(m.type), cols_) * m.rows;
   }
   static std::string L(int il, const char* part) { return absl::StrCat(il, ".", part); }
 
@@ -94,14 +93,12 @@ class Builder {
       cur_ = 1 - cur_;
     }
     add_ = nullptr;
-    cols_ = e_;
     return in;
   }
-  cuda::DecodeInput Raw(const float* x, int64_t n) {
+  static cuda::DecodeInput Raw(const float* x, int64_t n) {
     cuda::DecodeInput in;
     in.x = x;
     in.n = n;
-    cols_ = n;
     return in;
   }
 
@@ -189,7 +186,6 @@ class Builder {
   float* x_[2];
   int cur_ = 0;
   const float* add_ = nullptr;
-  int64_t cols_ = 0;  // of the projection being built
 };
 
 void Builder::Moe(int il) {
@@ -308,9 +304,6 @@ absl::Status DecodeStepSupported(const DecodeContext& c) {
   if (widest > max_cols) {
     return absl::UnimplementedError(
         absl::StrCat("a decode input of ", widest, " floats exceeds ", max_cols));
-  }
-  if (d.moe.n_expert > d.info.n_embd) {
-    return absl::UnimplementedError("more experts than n_embd (the top-k scratch)");
   }
   if (d.moe.shared_ff > 0 && d.moe.shared_ff != d.moe.expert_ff) {
     return absl::UnimplementedError("a shared expert of another width than the routed ones");

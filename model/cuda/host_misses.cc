@@ -32,8 +32,12 @@ absl::StatusOr<std::unique_ptr<HostMisses>> HostMisses::Create(int64_t n_embd,
 
 absl::Status HostMisses::Run(ExpertStream& stream, cuda::Stream compute) {
   float* y = y_.as<float>();
+  // Nothing to compute and the device's rows already zero: no copy either
+  // (most layers of a step whose split gave the host nothing).
+  if (experts_.empty() && !y_dirty_ && device_zero_) return absl::OkStatus();
   if (y_dirty_) std::memset(y, 0, y_.bytes());
   y_dirty_ = !experts_.empty();
+  device_zero_ = experts_.empty();
   if (!experts_.empty()) {
     weights_.clear();
     uint64_t bytes = 0;

@@ -36,7 +36,7 @@ class HostMisses {
 
   // Computes experts() from x() into the pinned rows (zeros elsewhere),
   // tells `stream` how long it took, and enqueues the rows' copy to
-  // device_y() on `compute`.
+  // device_y() on `compute` (none when device_y() already holds them).
   absl::Status Run(ExpertStream& stream, cuda::Stream compute);
 
  private:
@@ -48,7 +48,8 @@ class HostMisses {
   cuda::PinnedBuffer x_, y_;
   cuda::DeviceBuffer device_y_;
   std::vector<HostExpert> experts_;
-  bool y_dirty_ = false;  // y_ holds rows of an earlier step
+  bool y_dirty_ = false;      // y_ holds rows of an earlier step
+  bool device_zero_ = false;  // device_y_ holds zeros (after a copy of them)
   // Scratch kept between layers (Run runs once per layer).
   std::vector<ExpertWeights> weights_;
   std::vector<float> out_;

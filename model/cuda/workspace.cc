@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/status_macros.h"
+#include "kernels/cuda/decode_ops.h"
 #include "memory/dense_residency.h"
 
 namespace sluice {
@@ -77,9 +78,8 @@ void Carve(const ArchDesc& d, int64_t n, int64_t logits_rows, Carver& c,
 int64_t Workspace::DecodeCounters(const ArchDesc& d) { return 1 + d.attn.n_head; }
 
 int64_t Workspace::AttendScratchFloats(const ArchDesc& d) {
-  // AttendDecode's partials at its most splits (decode_ops.cu: at most 264
-  // blocks of a step's attention).
-  return d.attn.n_head * 264 * (d.attn.head_dim + 2);
+  // AttendDecode's partials at its most splits.
+  return d.attn.n_head * cuda::kAttendDecodeMaxSplits * (d.attn.head_dim + 2);
 }
 
 absl::Status Workspace::Allocate(const ArchDesc& desc, int64_t max_tokens) {
