@@ -156,6 +156,9 @@ absl::Status ValidateConfig(const Config& c) {
   if (absl::Status s = CheckRange("drain_timeout_s", c.drain_timeout_s, 0, 3600); !s.ok()) {
     return s;
   }
+  if (absl::Status s = CheckRange("drain_notice_s", c.drain_notice_s, 0, 600); !s.ok()) {
+    return s;
+  }
   if (absl::Status s = ValidateExpertSettings(c.experts); !s.ok()) return s;
   if (c.worker_memory_limit != 0 && c.worker_memory_limit < (16ull << 20)) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -70,6 +70,9 @@ struct Config {
   // beside the serving one where memory allows) or "stop_first".
   std::string replace_load = "overlap";
   int drain_timeout_s = kDefaultDrainTimeoutS;  // SIGTERM: let requests finish this long
+  // SIGTERM: the ports stay open at least this long, refusing new requests
+  // with UNAVAILABLE, so that a balancer sees health fail before they close.
+  int drain_notice_s = 0;
   std::string port_file;            // write bound ports here once serving
   // TLS for the gRPC port: both files (PEM) or neither (plaintext). With a
   // client CA, clients must present a certificate it signed.

@@ -18,6 +18,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "daemon/api_keys.h"
 #include "daemon/cgroup.h"
 #include "daemon/config.h"
@@ -94,6 +95,10 @@ ABSL_FLAG(bool, insecure, false,
           "API keys, and a non-loopback --metrics_address (it has neither).");
 ABSL_FLAG(int, drain_timeout_s, sluice::daemon::kDefaultDrainTimeoutS,
           "On SIGTERM, seconds to let running and waiting generations finish.");
+ABSL_FLAG(int, drain_notice_s, 0,
+          "On SIGTERM, the least seconds the ports stay open (health NOT_SERVING, new "
+          "requests UNAVAILABLE) so a balancer takes the replica out before they close; "
+          "set it above the balancer's health-check interval times its fall count.");
 ABSL_FLAG(int64_t, expert_slots, -1,
           "CUDA workers: device slots for routed experts (-1: the fit planner chooses: all "
           "resident when they fit, else the largest arena that fits).");
@@ -183,6 +188,7 @@ absl::StatusOr<Config> ConfigFromFlags() {
   c.replace_load = absl::GetFlag(FLAGS_replace_load);
   c.port_file = absl::GetFlag(FLAGS_port_file);
   c.drain_timeout_s = absl::GetFlag(FLAGS_drain_timeout_s);
+  c.drain_notice_s = absl::GetFlag(FLAGS_drain_notice_s);
   c.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
   c.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
   c.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
@@ -485,11 +491,16 @@ int Run(const Config& config, const std::string& worker_binary, sigset_t signals
   Log(absl::StrCat("signal ", signal_number, " (", sigabbrev_np(signal_number),
                    "): shutting down"));
   NotifyStopping();
+  const absl::Time signalled = absl::Now();
   const int unfinished = supervisor.Drain(absl::Seconds(config.drain_timeout_s));
   if (unfinished > 0) {
     Log(absl::StrCat(unfinished, " requests did not finish within --drain_timeout_s=",
                      config.drain_timeout_s, "; they end with UNAVAILABLE"));
   }
+  // A balancer still sending here until its next health check gets
+  // UNAVAILABLE (which clients retry) rather than streams reset by a closing
+  // connection (which they cannot tell from a lost answer).
+  absl::SleepFor(signalled + absl::Seconds(config.drain_notice_s) - absl::Now());
   supervisor.Shutdown();
   // Every Generate/Tokenize handler has its answer by now (the supervisor
   // failed what was in flight); the grace period only lets those answers go
