@@ -141,6 +141,7 @@ absl::StatusOr<std::vector<SlotAssignment>> SlotCache::Acquire(
     const int32_t slot = TakeSlot(a, first_access + i);
     if (slot < 0) {
       a.kind = SlotAssignment::kForced;
+      policy_->OnLookupWithoutSlot(key, first_access + i);
       ++forced;
       continue;
     }
@@ -174,6 +175,9 @@ absl::Status SlotCache::ComputedOnHost(int32_t layer,
           absl::StrCat("slot cache: layer ", layer, " expert ", e,
                        " is resident: a hit, not a host computation"));
     }
+  }
+  for (size_t i = 0; i < experts.size(); ++i) {
+    policy_->OnLookupWithoutSlot({layer, experts[i]}, counters_.lookups + i);
   }
   const uint64_t n = experts.size();
   counters_.lookups += n;
@@ -211,6 +215,60 @@ void SlotCache::CompletePrefetch(ExpertKey key) {
   if (!InRange(key)) return;
   const int32_t slot = where_[Index(key)];
   if (slot >= 0) slots_[slot].in_flight = false;
+}
+
+absl::StatusOr<SlotAssignment> SlotCache::Offer(ExpertKey key) {
+  absl::MutexLock lock(&mu_);
+  if (!InRange(key)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "slot cache: offer of layer ", key.layer, " expert ", key.expert,
+        " out of range (", options_.n_layer, " layers, ", options_.n_expert,
+        " experts)"));
+  }
+  if (where_[Index(key)] >= 0) return SlotAssignment{};  // kNone: resident
+  ++counters_.offered;
+  const uint64_t access = counters_.lookups;
+  SlotAssignment a;
+  int32_t slot = -1;
+  if (!free_.empty()) {
+    slot = free_.back();
+    free_.pop_back();
+  } else {
+    const int32_t victim = policy_->ChooseVictim(
+        [this](int32_t s) ABSL_NO_THREAD_SAFETY_ANALYSIS { return Evictable(s); },
+        access);
+    if (victim < 0 || !policy_->Admit(key, victim, access)) {
+      return SlotAssignment{};  // kNone: nothing evictable, or not admitted
+    }
+    Slot& v = slots_[victim];
+    a.evicted = true;
+    a.evicted_key = v.key;
+    where_[Index(v.key)] = -1;
+    v = Slot{};
+    policy_->OnRemove(victim);
+    ++counters_.evictions;
+    slot = victim;
+  }
+  a.kind = SlotAssignment::kMiss;
+  a.slot = slot;
+  Place(slot, key, access);
+  slots_[slot].protected_step = step_;
+  ++counters_.offers_admitted;
+  counters_.bytes_filled += options_.slice_bytes;
+  return a;
+}
+
+std::optional<int32_t> SlotCache::Remove(ExpertKey key) {
+  absl::MutexLock lock(&mu_);
+  if (!InRange(key)) return std::nullopt;
+  const int32_t slot = where_[Index(key)];
+  if (slot < 0) return std::nullopt;
+  where_[Index(key)] = -1;
+  slots_[slot] = Slot{};
+  policy_->OnRemove(slot);
+  free_.push_back(slot);
+  ++counters_.removed;
+  return slot;
 }
 
 void SlotCache::RecordBytes(Tier tier, uint64_t bytes) {

@@ -49,6 +49,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -83,10 +84,53 @@ class EvictionPolicy {
   // `slot` was emptied (its key evicted).
   virtual void OnRemove(int32_t slot) = 0;
   // The occupied slot to evict among those for which evictable(slot) is
-  // true, or -1 if there is none.
+  // true, or -1 if there is none. A policy may reorganise itself here (a
+  // segmented one moves a winner between its segments); the cache then
+  // either evicts the slot or, for an Offer the policy does not Admit,
+  // leaves it.
   virtual int32_t ChooseVictim(absl::FunctionRef<bool(int32_t)> evictable,
                                uint64_t access) = 0;
+  // A lookup of `key` that took no slot (forced, or computed on the host):
+  // frequency-aware policies count it; others ignore it.
+  virtual void OnLookupWithoutSlot(ExpertKey key, uint64_t access) {}
+  // SlotCache::Offer only (a key placed without being looked up: an expert
+  // demoted from the device into the host tier): whether `candidate` is
+  // worth evicting `victim`'s key for. Default: always.
+  virtual bool Admit(ExpertKey candidate, int32_t victim, uint64_t access) {
+    return true;
+  }
   virtual std::string Name() const = 0;
+};
+
+// Decayed use counts of keys, resident or not: count(k) = sum over k's
+// accesses of 2^(-(now - t) / half_life), t counted in accesses. Every count
+// decays at the same rate, so their order only changes on an access; each is
+// kept scaled to time 0, in log2 (log2 sum 2^(t / half_life)), which cannot
+// overflow over a long run. Score() compares keys; Count() converts to a
+// count at `now`.
+//
+// A frequency-aware policy owns one, or several caches share one (the device
+// arena and the host tier of memory/expert_tiers.h), so that an expert moved
+// between them keeps its history. Not thread-safe: sharers serialise.
+class KeyFrequency {
+ public:
+  // Precondition: half_life > 0.
+  explicit KeyFrequency(double half_life);
+  void Touch(ExpertKey key, uint64_t access);
+  // log2 of the count scaled to time 0; -infinity for a key never touched.
+  double Score(ExpertKey key) const;
+  // The decayed count at access `now` (0 for a key never touched).
+  double Count(ExpertKey key, uint64_t now) const;
+  double half_life() const { return half_life_; }
+  size_t keys() const { return log_score_.size(); }
+
+ private:
+  static uint64_t Pack(ExpertKey k) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(k.layer)) << 32) |
+           static_cast<uint32_t>(k.expert);
+  }
+  const double half_life_;
+  absl::flat_hash_map<uint64_t, double> log_score_;
 };
 
 // Least recently used.
@@ -112,9 +156,41 @@ inline constexpr double kDefaultLfuHalfLife = 4096;
 // never used again.
 std::unique_ptr<EvictionPolicy> MakeBeladyPolicy(std::vector<ExpertKey> future);
 
-// The online policies by name: "lru" or "lfu" (kDefaultLfuHalfLife).
-// InvalidArgument naming the valid names otherwise. Belady needs the future,
-// so it is built with MakeBeladyPolicy only.
+// Frequency-aware and scan-resistant (Name() "tinylfu"; W-TinyLFU after
+// Einziger, Friedman and Manes, "TinyLFU: A Highly Efficient Cache Admission
+// Policy", with exact decayed counts instead of a sketch: the key space,
+// layers x experts, is small). The slots are split into
+//   - a window, LRU, of window_fraction of the slots (at least 1): every
+//     key placed enters it;
+//   - the main part, ordered by decayed use count (KeyFrequency, over every
+//     access of the key, resident or not, so an expert evicted and needed
+//     again keeps its history).
+// When a slot is needed and the window is full, the window's least recent
+// key competes with the main part's least used one: it moves into the main
+// part only if its count is higher, else it is the one evicted. So a scan
+// (a prefill wave that touches every expert once, one odd request's few
+// experts) passes through the window and leaves the main part, the decode
+// hot set, as it was; a key used again and again wins its way in. While
+// the main part has room, the window's overflow moves there freely. Admit
+// (an Offer) takes the candidate only if its count beats the victim's.
+struct TinyLfuOptions {
+  // In accesses (lookups of the cache, or of the sharers of `frequency`).
+  double half_life = 0;  // 0: kDefaultTinyLfuHalfLife
+  double window_fraction = 0;  // 0: kDefaultTinyLfuWindow
+  // Shared counts, fed by their owner before each lookup (every lookup of
+  // every sharer); null: the policy owns its counts and feeds them itself
+  // (its hits, fills and lookups without a slot).
+  std::shared_ptr<KeyFrequency> frequency;
+};
+// Measured with slotsim (docs/SLOT_CACHE.md, "Host-tier policy").
+inline constexpr double kDefaultTinyLfuHalfLife = 16384;
+inline constexpr double kDefaultTinyLfuWindow = 0.01;
+std::unique_ptr<EvictionPolicy> MakeTinyLfuPolicy(TinyLfuOptions options = {});
+
+// The online policies by name: "lru", "lfu" (kDefaultLfuHalfLife) or
+// "tinylfu" (TinyLfuOptions{}). InvalidArgument naming the valid names
+// otherwise. Belady needs the future, so it is built with MakeBeladyPolicy
+// only.
 absl::StatusOr<std::unique_ptr<EvictionPolicy>> MakePolicy(
     std::string_view name);
 
@@ -182,6 +258,18 @@ class SlotCache {
   // The prefetch copy of `key` finished. No-op when `key` has no prefetch
   // in flight (completed twice, or never prefetched).
   void CompletePrefetch(ExpertKey key);
+
+  // Places `key` without a lookup (an expert demoted into this tier from
+  // the one above): kMiss with its slot (the caller copies it there; the
+  // slot is protected through the step in flight, like a fill), or kNone
+  // when it is resident already, nothing is evictable, or the policy does
+  // not Admit it over the victim. Counted in `offered` / `offers_admitted`
+  // (and evictions), not in lookups. Errors: InvalidArgument out of range.
+  absl::StatusOr<SlotAssignment> Offer(ExpertKey key);
+  // Frees the slot of `key` (its bytes moved to another tier): the slot it
+  // had, or nullopt when it is not resident. Protection does not stop it:
+  // the caller says its copy out of the slot is done.
+  std::optional<int32_t> Remove(ExpertKey key);
 
   // Adds bytes moved from `tier` (the caller's measure of where a miss was
   // served from).

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -453,6 +456,8 @@ TEST(SlotCacheTest, CounterIdentitiesOnRandomSteps) {
   policies.push_back(MakeLruPolicy());
   policies.push_back(MakeDecayedLfuPolicy(50));
   policies.push_back(MakeBeladyPolicy(future));
+  policies.push_back(MakeTinyLfuPolicy({.half_life = 50, .window_fraction = 0.2}));
+  policies.push_back(MakeTinyLfuPolicy());
   for (auto& policy : policies) {
     const std::string name = policy->Name();
     auto c = MakeCache(kLayers, kExperts, kSlots, std::move(policy), 3);
@@ -495,7 +500,7 @@ TEST(SlotCacheTest, CounterIdentitiesOnRandomSteps) {
 // the list/sets take well under a second.
 TEST(SlotCacheTest, ManySlotsStayCheap) {
   constexpr int32_t kLayers = 1000, kExperts = 256, kSlots = 100000;
-  for (const char* name : {"lru", "lfu"}) {
+  for (const char* name : {"lru", "lfu", "tinylfu"}) {
     auto policy = MakePolicy(name);
     ASSERT_TRUE(policy.ok());
     auto c = MakeCache(kLayers, kExperts, kSlots, std::move(*policy));
@@ -510,6 +515,293 @@ TEST(SlotCacheTest, ManySlotsStayCheap) {
     EXPECT_EQ(n.lookups, 300000u);
     EXPECT_GT(n.evictions, 0u) << name;
   }
+}
+
+
+// ---- tinylfu (W-TinyLFU over exact decayed counts) ----
+
+// One step: BeginStep, Acquire(layer, experts), Release; the kinds.
+std::vector<Kind> Step(SlotCache& c, int32_t layer, std::vector<int32_t> experts) {
+  c.BeginStep();
+  auto got = c.Acquire(layer, experts);
+  EXPECT_TRUE(got.ok()) << got.status();
+  c.Release();
+  std::vector<Kind> kinds;
+  if (got.ok()) {
+    for (const SlotAssignment& a : *got) kinds.push_back(a.kind);
+  }
+  return kinds;
+}
+
+int CountResident(const SlotCache& c, int32_t layer, const std::vector<int32_t>& experts) {
+  int n = 0;
+  for (int32_t e : experts) n += c.Peek({layer, e}).has_value() ? 1 : 0;
+  return n;
+}
+
+TEST(TinyLfuTest, MakePolicyByNameAndKeyFrequency) {
+  auto p = MakePolicy("tinylfu");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ((*p)->Name(), "tinylfu");
+  EXPECT_NE(MakePolicy("x").status().message().find("lru, lfu, tinylfu"),
+            std::string::npos);
+  KeyFrequency f(2.0);
+  EXPECT_EQ(f.Count({0, 1}, 0), 0.0);
+  EXPECT_EQ(f.Score({0, 1}), -std::numeric_limits<double>::infinity());
+  f.Touch({0, 1}, 0);
+  f.Touch({0, 1}, 2);
+  // 2^(-4/2) + 2^(-2/2) at access 4.
+  EXPECT_NEAR(f.Count({0, 1}, 4), 0.25 + 0.5, 1e-12);
+  f.Touch({1, 1}, 4);
+  EXPECT_NEAR(f.Count({1, 1}, 4), 1.0, 1e-12);
+  EXPECT_GT(f.Score({1, 1}), f.Score({0, 1}));  // 1.0 > 0.75 at any time
+  EXPECT_EQ(f.keys(), 2u);
+}
+
+// The window's oldest key enters the main part only by beating the main
+// part's least used key; a loser is the one evicted.
+TEST(TinyLfuTest, WindowCandidateMustBeatTheMainVictim) {
+  // 4 slots, window 1, main 3. Half-life huge: counts are plain counts.
+  auto c = MakeCache(1, 16, 4,
+                     MakeTinyLfuPolicy({.half_life = 1e30, .window_fraction = 0.25}));
+  for (int r = 0; r < 3; ++r) {
+    Step(*c, 0, {1});
+    Step(*c, 0, {2});
+    Step(*c, 0, {3});
+  }
+  Step(*c, 0, {4});  // fills the last free slot: 1 2 3 in main, 4 in window
+  // 5 (count 1) needs a slot: window candidate 4 (count 1) vs main victim
+  // (count 3): 4 loses and goes; 5 takes the window.
+  c->BeginStep();
+  auto got = c->Acquire(0, {5});
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE((*got)[0].evicted);
+  EXPECT_EQ((*got)[0].evicted_key, (ExpertKey{0, 4}));
+  c->Release();
+  // 5 used four more times (count 5 > 3): on the next miss it wins its way
+  // into the main part, evicting the least used of 1 2 3 (all 3: the least
+  // recent, 1).
+  for (int r = 0; r < 4; ++r) Step(*c, 0, {5});
+  c->BeginStep();
+  got = c->Acquire(0, {6});
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ((*got)[0].evicted_key, (ExpertKey{0, 1}));
+  c->Release();
+  EXPECT_EQ(CountResident(*c, 0, {2, 3, 5, 6}), 4);
+}
+
+// A key evicted keeps its count: used often, it is evicted once by a burst
+// and wins its slot back at its next use (LRU forgets it).
+TEST(TinyLfuTest, CountsSurviveEviction) {
+  auto c = MakeCache(1, 32, 4,
+                     MakeTinyLfuPolicy({.half_life = 1e30, .window_fraction = 0.25}));
+  for (int r = 0; r < 5; ++r) Step(*c, 0, {0, 1, 2});
+  // A step of 4 new keys: 3 of them find no free slot, so they evict the
+  // window's key and main keys (every slot is needed: a step's keys are
+  // protected).
+  Step(*c, 0, {10, 11, 12, 13});
+  EXPECT_EQ(CountResident(*c, 0, {0, 1, 2}), 0);
+  // 0 comes back (count 6): it enters the window and, at the next miss,
+  // beats the main part's one-off keys.
+  Step(*c, 0, {0});
+  Step(*c, 0, {20});
+  EXPECT_TRUE(c->Peek({0, 0}).has_value());
+  Step(*c, 0, {1});
+  Step(*c, 0, {21});
+  EXPECT_EQ(CountResident(*c, 0, {0, 1}), 2);
+}
+
+// The decode hot set, then a trace the way prefill and one odd request
+// look to the cache; the hot set must survive both under tinylfu, where
+// LRU loses it all.
+//
+// 2 layers x 64 experts, 32 slots (25%), window 4 (fraction 1/8).
+// Decode: 300 tokens, each layer routes 4 of its 12 hot experts (token t:
+// hot[(t + 3j) % 12], j = 0..3), so 24 hot experts of 28 main slots.
+// Prefill wave: each layer acquires its 48 cold experts (16..63) once, in
+// 12 micro-batch steps of 4. Odd request: 6 tokens on 4 other experts per
+// layer (12..15), each used 6 times. Then decode again.
+struct HotSetTrace {
+  static constexpr int32_t kLayers = 2, kExperts = 64, kSlots = 32;
+  static std::vector<int32_t> Hot(int t) {
+    std::vector<int32_t> e;
+    for (int j = 0; j < 4; ++j) e.push_back((t + 3 * j) % 12);
+    return e;
+  }
+  static void Decode(SlotCache& c, int from, int tokens) {
+    for (int t = from; t < from + tokens; ++t) {
+      for (int32_t l = 0; l < kLayers; ++l) Step(c, l, Hot(t));
+    }
+  }
+  static void PrefillWave(SlotCache& c) {
+    for (int32_t l = 0; l < kLayers; ++l) {
+      for (int32_t e = 16; e < 64; e += 4) Step(c, l, {e, e + 1, e + 2, e + 3});
+    }
+  }
+  static void OddRequest(SlotCache& c) {
+    for (int t = 0; t < 6; ++t) {
+      for (int32_t l = 0; l < kLayers; ++l) Step(c, l, {12, 13, 14, 15});
+    }
+  }
+  static int HotResident(const SlotCache& c) {
+    std::vector<int32_t> hot;
+    for (int32_t e = 0; e < 12; ++e) hot.push_back(e);
+    return CountResident(c, 0, hot) + CountResident(c, 1, hot);
+  }
+};
+
+TEST(TinyLfuTest, PrefillWaveDoesNotFlushTheDecodeHotSet) {
+  using T = HotSetTrace;
+  for (const bool tiny : {true, false}) {
+    auto c = MakeCache(T::kLayers, T::kExperts, T::kSlots,
+                       tiny ? MakeTinyLfuPolicy({.window_fraction = 0.125})
+                            : MakeLruPolicy());
+    T::Decode(*c, 0, 300);
+    ASSERT_EQ(T::HotResident(*c), 24);
+    const SlotCacheCounters before = c->Snapshot();
+    T::PrefillWave(*c);
+    // The wave's 96 one-off keys pass through the window (and the 4 main
+    // slots the hot set leaves free); tinylfu keeps every hot expert, LRU
+    // none.
+    EXPECT_EQ(T::HotResident(*c), tiny ? 24 : 0) << (tiny ? "tinylfu" : "lru");
+    T::Decode(*c, 300, 20);
+    const SlotCacheCounters d = c->Snapshot().Minus(before);
+    // The 20 decode tokens after the wave: 160 lookups; tinylfu hits them
+    // all, LRU misses the 24 hot experts once each.
+    const SlotCacheCounters wave_and_decode = d;
+    const uint64_t decode_hits = wave_and_decode.hits;  // the wave hits nothing
+    EXPECT_EQ(decode_hits, tiny ? 160u : 136u) << (tiny ? "tinylfu" : "lru");
+  }
+}
+
+TEST(TinyLfuTest, OneOddRequestDoesNotFlushTheDecodeHotSet) {
+  using T = HotSetTrace;
+  for (const bool tiny : {true, false}) {
+    auto c = MakeCache(T::kLayers, T::kExperts, T::kSlots,
+                       tiny ? MakeTinyLfuPolicy({.window_fraction = 0.125})
+                            : MakeLruPolicy());
+    T::Decode(*c, 0, 300);
+    T::OddRequest(*c);
+    // 8 odd keys, each used 6 times: 4 fit in the free main slots; the
+    // others need the window. None of them beats a hot expert (used ~100
+    // times), so the hot set stays whole. LRU: 32 slots hold 24 + 8, so it
+    // survives this one too (it is short), but not a longer or wider one.
+    EXPECT_EQ(T::HotResident(*c), 24) << (tiny ? "tinylfu" : "lru");
+    // A wider odd request: 6 tokens on 12 other experts per layer (48..59,
+    // 4 per token in rotation). LRU's 32 slots then hold the 32 odd keys
+    // (24 of these, 8 of the first request) and no hot one.
+    for (int t = 0; t < 6; ++t) {
+      for (int32_t l = 0; l < T::kLayers; ++l) {
+        const int32_t b = 48 + 4 * (t % 3);
+        Step(*c, l, {b, b + 1, b + 2, b + 3});
+      }
+    }
+    EXPECT_EQ(T::HotResident(*c), tiny ? 24 : 0) << (tiny ? "tinylfu" : "lru");
+  }
+}
+
+// A new hot set does get in: routing that moves for good is followed once
+// the new experts' counts beat the old ones' decayed counts.
+TEST(TinyLfuTest, FollowsALastingShiftOfTheHotSet) {
+  auto c = MakeCache(1, 64, 12,
+                     MakeTinyLfuPolicy({.half_life = 64, .window_fraction = 0.1}));
+  for (int t = 0; t < 200; ++t) Step(*c, 0, {t % 10, (t + 5) % 10});
+  EXPECT_EQ(CountResident(*c, 0, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}), 10);
+  for (int t = 0; t < 400; ++t) Step(*c, 0, {30 + t % 10, 30 + (t + 5) % 10});
+  EXPECT_EQ(CountResident(*c, 0, {30, 31, 32, 33, 34, 35, 36, 37, 38, 39}), 10);
+}
+
+// A step with more misses than the window costs the main part at most the
+// excess, and those are its least used keys.
+TEST(TinyLfuTest, AStepLargerThanTheWindowEvictsOnlyTheLeastUsed) {
+  auto c = MakeCache(1, 64, 10,
+                     MakeTinyLfuPolicy({.half_life = 1e30, .window_fraction = 0.2}));
+  // Main 8 keys with counts 1..8 (key i used i times), window 2.
+  for (int32_t i = 1; i <= 8; ++i) {
+    for (int r = 0; r < i; ++r) Step(*c, 0, {i});
+  }
+  Step(*c, 0, {40});
+  Step(*c, 0, {41});
+  // 5 new keys in one step: 2 take the window's slots, 3 evict main's 3
+  // least used (1, 2, 3).
+  Step(*c, 0, {50, 51, 52, 53, 54});
+  EXPECT_EQ(CountResident(*c, 0, {1, 2, 3}), 0);
+  EXPECT_EQ(CountResident(*c, 0, {4, 5, 6, 7, 8}), 5);
+  // The next step's one new key: the window holds 5 now (over its 2): its
+  // oldest one-off key loses to main's least used (4, count 4) and goes.
+  Step(*c, 0, {60});
+  EXPECT_EQ(CountResident(*c, 0, {4, 5, 6, 7, 8}), 5);
+}
+
+TEST(SlotCacheTest, OfferPlacesWithoutALookupAndRemoveFrees) {
+  auto c = MakeCache(1, 8, 2, MakeLruPolicy());
+  c->BeginStep();
+  auto a = c->Offer({0, 3});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->kind, Kind::kMiss);
+  EXPECT_EQ(c->Peek({0, 3}), a->slot);
+  EXPECT_EQ(c->Offer({0, 3})->kind, Kind::kNone);  // resident
+  ASSERT_TRUE(c->Offer({0, 4}).ok());
+  // Both slots protected by this step: nothing to evict.
+  EXPECT_EQ(c->Offer({0, 5})->kind, Kind::kNone);
+  c->Release();
+  auto b = c->Offer({0, 5});  // evicts 3, the least recent
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE(b->evicted);
+  EXPECT_EQ(b->evicted_key, (ExpertKey{0, 3}));
+  EXPECT_EQ(c->Remove({0, 4}), std::optional<int32_t>(1));
+  EXPECT_EQ(c->Remove({0, 4}), std::nullopt);
+  EXPECT_FALSE(c->Peek({0, 4}).has_value());
+  // The freed slot is used before any eviction.
+  EXPECT_FALSE(c->Offer({0, 6})->evicted);
+  EXPECT_EQ(c->Offer({1, 0}).status().code(), absl::StatusCode::kInvalidArgument);
+  const SlotCacheCounters n = c->Snapshot();
+  EXPECT_EQ(n.lookups, 0u);
+  EXPECT_EQ(n.offered, 5u);          // 3, 4, 5 (refused), 5, 6
+  EXPECT_EQ(n.offers_admitted, 4u);
+  EXPECT_EQ(n.removed, 1u);
+  EXPECT_EQ(n.evictions, 1u);
+}
+
+TEST(TinyLfuTest, OfferAdmitsOnlyWhatBeatsTheVictim) {
+  auto freq = std::make_shared<KeyFrequency>(1e30);
+  auto c = MakeCache(1, 16, 2,
+                     MakeTinyLfuPolicy({.window_fraction = 0.5, .frequency = freq}));
+  // Shared counts are fed by their owner before each lookup.
+  auto use = [&](int32_t e, int times) {
+    for (int r = 0; r < times; ++r) {
+      freq->Touch({0, e}, c->Snapshot().lookups);
+      Step(*c, 0, {e});
+    }
+  };
+  use(1, 3);
+  use(2, 3);
+  for (int r = 0; r < 2; ++r) freq->Touch({0, 7}, 0);  // used twice elsewhere
+  EXPECT_EQ(c->Offer({0, 7})->kind, Kind::kNone);     // 2 < 3: refused
+  freq->Touch({0, 7}, 0);
+  freq->Touch({0, 7}, 0);
+  auto a = c->Offer({0, 7});  // 4 > 3: admitted
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->kind, Kind::kMiss);
+  EXPECT_TRUE(a->evicted);
+  EXPECT_EQ(c->Snapshot().offered, 2u);
+  EXPECT_EQ(c->Snapshot().offers_admitted, 1u);
+}
+
+TEST(TinyLfuTest, ForcedLookupsCount) {
+  // 1 slot, protected by the step: the second expert is forced, and its
+  // lookup still counts toward its frequency.
+  auto c = MakeCache(1, 8, 1, MakeTinyLfuPolicy({.half_life = 1e30}));
+  for (int r = 0; r < 3; ++r) {
+    c->BeginStep();
+    auto got = c->Acquire(0, {1, 2});
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ((*got)[1].kind, Kind::kForced);
+    c->Release();
+  }
+  // 2 has 3 counted lookups against 1's 3: the window (1 slot, the whole
+  // cache) is LRU, so a lone 2 takes the slot.
+  EXPECT_EQ(Step(*c, 0, {2}), (std::vector<Kind>{Kind::kMiss}));
 }
 
 }  // namespace

@@ -29,6 +29,12 @@ struct SlotCacheCounters {
   uint64_t prefetches_issued = 0;
   uint64_t prefetches_useful = 0;  // prefetched, then demanded before eviction
   uint64_t prefetches_late = 0;    // of the useful: demanded while in flight
+  // SlotCache::Offer: keys offered (demotions from the tier above), and
+  // those placed.
+  uint64_t offered = 0;
+  uint64_t offers_admitted = 0;
+  // SlotCache::Remove: keys whose slot was freed because they moved up.
+  uint64_t removed = 0;
   // slice_bytes x (filled misses + prefetches issued): bytes copied into
   // slots.
   uint64_t bytes_filled = 0;
@@ -94,6 +100,9 @@ struct SlotCacheCounters {
     op(prefetches_issued, o.prefetches_issued);
     op(prefetches_useful, o.prefetches_useful);
     op(prefetches_late, o.prefetches_late);
+    op(offered, o.offered);
+    op(offers_admitted, o.offers_admitted);
+    op(removed, o.removed);
     op(bytes_filled, o.bytes_filled);
     op(bytes_forced, o.bytes_forced);
     op(bytes_host_computed, o.bytes_host_computed);

@@ -1,4 +1,5 @@
-// The eviction policies of slot_cache.h: LRU, decayed LFU and Belady.
+// The eviction policies of slot_cache.h: LRU, decayed LFU, W-TinyLFU and
+// Belady; KeyFrequency.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -119,6 +120,155 @@ class DecayedLfuPolicy final : public EvictionPolicy {
   std::vector<Entry> entry_;
 };
 
+// W-TinyLFU over exact decayed counts (slot_cache.h). The window is an
+// intrusive LRU list like LruPolicy's; the main part an ordered set by the
+// key's score (KeyFrequency::Score at its last access), ties to the least
+// recent, then the lower slot.
+class TinyLfuPolicy final : public EvictionPolicy {
+ public:
+  explicit TinyLfuPolicy(TinyLfuOptions o)
+      : window_fraction_(o.window_fraction > 0 ? o.window_fraction
+                                               : kDefaultTinyLfuWindow),
+        own_(o.frequency == nullptr),
+        freq_(own_ ? std::make_shared<KeyFrequency>(
+                         o.half_life > 0 ? o.half_life : kDefaultTinyLfuHalfLife)
+                   : std::move(o.frequency)) {}
+
+  void Reset(int32_t n_slots) override {
+    n_slots_ = n_slots;
+    window_quota_ = std::clamp<int32_t>(
+        static_cast<int32_t>(std::lround(window_fraction_ * n_slots)), 1,
+        std::max<int32_t>(1, n_slots));
+    prev_.assign(n_slots, -1);
+    next_.assign(n_slots, -1);
+    entry_.assign(n_slots, Entry{});
+    head_ = tail_ = -1;
+    window_count_ = 0;
+    main_.clear();
+  }
+  void OnAccess(int32_t slot, ExpertKey key, bool inserted,
+                uint64_t access) override {
+    if (own_) freq_->Touch(key, access);
+    Entry& e = entry_[slot];
+    const Where was = inserted ? kNowhere : e.where;
+    Unlink(slot);  // before `last` changes: the main part is ordered by it
+    e.key = key;
+    e.last = access;
+    e.slot = slot;
+    if (was == kMain) {
+      PushMain(slot);  // re-scored
+      return;
+    }
+    PushWindow(slot);
+    if (was == kWindow) return;
+    // While the main part has room, the window's overflow moves there
+    // without a contest.
+    while (window_count_ > window_quota_ &&
+           static_cast<int32_t>(main_.size()) < n_slots_ - window_quota_) {
+      const int32_t oldest = tail_;
+      Unlink(oldest);
+      PushMain(oldest);
+    }
+  }
+  void OnRemove(int32_t slot) override { Unlink(slot); }
+  void OnLookupWithoutSlot(ExpertKey key, uint64_t access) override {
+    if (own_) freq_->Touch(key, access);
+  }
+  int32_t ChooseVictim(absl::FunctionRef<bool(int32_t)> evictable,
+                       uint64_t) override {
+    int32_t candidate = -1;  // the window's least recent evictable key
+    for (int32_t s = tail_; s >= 0; s = prev_[s]) {
+      if (evictable(s)) {
+        candidate = s;
+        break;
+      }
+    }
+    int32_t victim = -1;  // the main part's least used evictable key
+    for (const MainEntry& m : main_) {
+      if (evictable(m.slot)) {
+        victim = m.slot;
+        break;
+      }
+    }
+    // The new key will enter the window: at its quota, the window's oldest
+    // has to leave, into the main part (over the victim) or out.
+    if (candidate >= 0 && window_count_ >= window_quota_) {
+      if (victim < 0) return candidate;
+      if (freq_->Score(entry_[candidate].key) > freq_->Score(entry_[victim].key)) {
+        Unlink(candidate);
+        PushMain(candidate);
+        return victim;
+      }
+      return candidate;
+    }
+    return victim >= 0 ? victim : candidate;
+  }
+  bool Admit(ExpertKey candidate, int32_t victim, uint64_t) override {
+    return freq_->Score(candidate) > freq_->Score(entry_[victim].key);
+  }
+  std::string Name() const override { return "tinylfu"; }
+
+ private:
+  enum Where : uint8_t { kNowhere, kWindow, kMain };
+  struct Entry {
+    ExpertKey key;
+    uint64_t last = 0;
+    double score = 0;  // in the main part: the score it is ordered by
+    int32_t slot = -1;
+    Where where = kNowhere;
+  };
+  struct MainEntry {
+    double score;
+    uint64_t last;
+    int32_t slot;
+    bool operator<(const MainEntry& o) const {
+      if (score != o.score) return score < o.score;
+      if (last != o.last) return last < o.last;
+      return slot < o.slot;
+    }
+  };
+  void PushWindow(int32_t slot) {
+    next_[slot] = head_;
+    prev_[slot] = -1;
+    if (head_ >= 0) prev_[head_] = slot;
+    head_ = slot;
+    if (tail_ < 0) tail_ = slot;
+    entry_[slot].where = kWindow;
+    ++window_count_;
+  }
+  void PushMain(int32_t slot) {
+    Entry& e = entry_[slot];
+    e.score = freq_->Score(e.key);
+    e.where = kMain;
+    main_.insert({e.score, e.last, slot});
+  }
+  void Unlink(int32_t slot) {
+    Entry& e = entry_[slot];
+    if (e.where == kMain) {
+      main_.erase({e.score, e.last, slot});
+    } else if (e.where == kWindow) {
+      if (prev_[slot] >= 0) next_[prev_[slot]] = next_[slot];
+      else head_ = next_[slot];
+      if (next_[slot] >= 0) prev_[next_[slot]] = prev_[slot];
+      else tail_ = prev_[slot];
+      prev_[slot] = next_[slot] = -1;
+      --window_count_;
+    }
+    e.where = kNowhere;
+  }
+
+  const double window_fraction_;
+  const bool own_;
+  std::shared_ptr<KeyFrequency> freq_;
+  int32_t n_slots_ = 0;
+  int32_t window_quota_ = 1;
+  std::vector<int32_t> prev_, next_;  // the window's list, most recent at head
+  int32_t head_ = -1, tail_ = -1;
+  int32_t window_count_ = 0;
+  std::vector<Entry> entry_;
+  std::set<MainEntry> main_;
+};
+
 class BeladyPolicy final : public EvictionPolicy {
  public:
   explicit BeladyPolicy(std::vector<ExpertKey> future)
@@ -187,6 +337,33 @@ class BeladyPolicy final : public EvictionPolicy {
 
 }  // namespace
 
+KeyFrequency::KeyFrequency(double half_life) : half_life_(half_life) {}
+
+void KeyFrequency::Touch(ExpertKey key, uint64_t access) {
+  const double x = static_cast<double>(access) / half_life_;
+  auto [it, fresh] = log_score_.try_emplace(Pack(key), x);
+  if (fresh) return;
+  const double hi = std::max(it->second, x);
+  const double lo = std::min(it->second, x);
+  it->second = hi + std::log2(1.0 + std::exp2(lo - hi));
+}
+
+double KeyFrequency::Score(ExpertKey key) const {
+  auto it = log_score_.find(Pack(key));
+  return it == log_score_.end() ? -std::numeric_limits<double>::infinity()
+                                : it->second;
+}
+
+double KeyFrequency::Count(ExpertKey key, uint64_t now) const {
+  auto it = log_score_.find(Pack(key));
+  if (it == log_score_.end()) return 0;
+  return std::exp2(it->second - static_cast<double>(now) / half_life_);
+}
+
+std::unique_ptr<EvictionPolicy> MakeTinyLfuPolicy(TinyLfuOptions options) {
+  return std::make_unique<TinyLfuPolicy>(std::move(options));
+}
+
 std::unique_ptr<EvictionPolicy> MakeLruPolicy() {
   return std::make_unique<LruPolicy>();
 }
@@ -204,9 +381,10 @@ absl::StatusOr<std::unique_ptr<EvictionPolicy>> MakePolicy(
     std::string_view name) {
   if (name == "lru") return MakeLruPolicy();
   if (name == "lfu") return MakeDecayedLfuPolicy(kDefaultLfuHalfLife);
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown slot cache policy \"", std::string(name),
-                   "\"; valid: lru, lfu (belady is offline only: slotsim)"));
+  if (name == "tinylfu") return MakeTinyLfuPolicy();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown slot cache policy \"", std::string(name),
+      "\"; valid: lru, lfu, tinylfu (belady is offline only: slotsim)"));
 }
 
 }  // namespace sluice::memory
