@@ -7,11 +7,15 @@
 #include <iomanip>
 #include <memory>
 
+#include <unistd.h>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "clients/plan.h"
+#include "clients/top.h"
 #include "clients/proto/health.grpc.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
@@ -39,6 +43,13 @@ commands:
                                accuracy, per layer); =token: also per token
   tokenize TEXT... [--parse_special] [--json]
   metrics                      Prometheus text of the daemon's metrics
+  top [--interval=SECONDS] [--iterations=N] [--plain]
+                               a live view: requests running and waiting,
+                               tokens/s, TTFT and inter-token latency, expert
+                               hits per tier and per layer, GB/s moved, memory;
+                               redrawn every interval (default 1) until ^C or N
+                               frames; --plain: frames one after another, no
+                               screen clearing (the default when not a terminal)
   plan MODEL [--device_memory=BYTES|auto] [--host_memory=BYTES|auto]
        [--context=N] [--sessions=N] [--arena_fraction=F | --expert_slots=N]
        [--host_tier_bytes=BYTES] [--disk_bandwidth=BYTES_PER_S]
@@ -56,9 +67,9 @@ const std::vector<std::string> kFlags = {
     "repetition_window", "seed", "stop", "ignore_eos", "parse_special", "help",
     "tls_ca_file", "tls_cert_file", "tls_key_file", "api_key_file", "stats",
     "device_memory", "host_memory", "context", "sessions", "arena_fraction", "expert_slots",
-    "host_tier_bytes", "disk_bandwidth"};
+    "host_tier_bytes", "disk_bandwidth", "interval", "iterations", "plain"};
 const std::vector<std::string> kBoolFlags = {"chat", "json", "ignore_eos", "parse_special",
-                                             "help", "stats"};
+                                             "help", "stats", "plain"};
 
 const char* CodeName(grpc::StatusCode code) {
   static constexpr const char* kNames[] = {
@@ -156,6 +167,7 @@ class Command {
   void PrintExpertStats(const v1::GenerateDone& done);
   int Tokenize();
   int Metrics();
+  int Top();
   void PrintModel(const v1::ModelInfo& m);
 
   const Args& args_;
@@ -174,6 +186,7 @@ int Command::Dispatch() {
   if (c == "generate") return Generate();
   if (c == "tokenize") return Tokenize();
   if (c == "metrics") return Metrics();
+  if (c == "top") return Top();
   err_ << "sluicectl: unknown command '" << c << "'\n" << kUsage;
   return 2;
 }
@@ -379,6 +392,44 @@ int Command::Metrics() {
   if (!s.ok()) return Fail(err_, s);
   out_ << resp.prometheus_text();
   return 0;
+}
+
+int Command::Top() {
+  double interval = 1;
+  int iterations = 0;
+  if ((Has("interval") && (!absl::SimpleAtod(Flag("interval"), &interval) || interval <= 0)) ||
+      !Number("iterations", &iterations) || iterations < 0) {
+    err_ << "sluicectl: top needs --interval > 0 seconds and --iterations >= 0\n";
+    return 2;
+  }
+  const bool redraw = !Has("plain") && &out_ == &std::cout && isatty(STDOUT_FILENO);
+  const std::string addr = Flag("addr", "127.0.0.1:50051");
+  std::unique_ptr<TopSample> prev;
+  int status = 0;
+  for (int i = 0; iterations == 0 || i < iterations; ++i) {
+    if (i > 0) absl::SleepFor(absl::Seconds(interval));
+    grpc::ClientContext ctx;
+    Prepare(&ctx);
+    if (!Has("timeout")) {
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    }
+    v1::GetMetricsResponse resp;
+    const grpc::Status s = stub_->GetMetrics(&ctx, v1::GetMetricsRequest(), &resp);
+    std::string frame;
+    if (s.ok()) {
+      auto cur = std::make_unique<TopSample>(MakeTopSample(absl::Now(), std::move(resp)));
+      frame = RenderTopFrame(prev.get(), *cur, addr);
+      prev = std::move(cur);
+      status = 0;
+    } else {
+      // A restarting daemon is a state to show, not a reason to quit.
+      frame = absl::StrCat("sluiced ", addr, "   ", CodeName(s.error_code()), ": ",
+                           s.error_message(), "\n");
+      status = 1;
+    }
+    out_ << (redraw ? "\x1b[H\x1b[2J" : "") << frame << (redraw ? "" : "\n") << std::flush;
+  }
+  return status;
 }
 
 }  // namespace
