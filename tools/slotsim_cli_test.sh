@@ -42,5 +42,5 @@ grep -q "missing.trace" "$dir/err2" || fail "missing trace message: $(cat "$dir/
 if "$slotsim" --trace "$trace" --policy mru >/dev/null 2>"$dir/err3"; then
   fail "unknown policy accepted"
 fi
-grep -q "valid: lru, lfu, belady" "$dir/err3" || fail "policy message: $(cat "$dir/err3")"
+grep -q "valid: lru, lfu, tinylfu, belady" "$dir/err3" || fail "policy message: $(cat "$dir/err3")"
 echo PASS

@@ -3,13 +3,20 @@
 // and arena sizes are compared on the same routing without a GPU.
 //
 // Replay: every record (one token through one layer) is one step:
-// BeginStep, Acquire(layer, experts). Every device miss (filled or forced)
+// BeginStep, Acquire(layer, experts); except that a run of consecutive
+// records of one layer (a prefill micro-batch, recorded layer-major) is one
+// step of the union of their experts, as the data path acquires it (only in
+// traces of several layers: with one, decode would look the same). Every device miss (filled or forced)
 // is served from host RAM or from disk:
 //  - without a host tier (host_slots < 0), from host RAM: the experts fit
 //    in RAM and the mapping is registered in place;
-//  - with one, host RAM is an LRU cache of host_slots expert slices in
-//    front of the disk: a miss found there moves from host, otherwise from
-//    disk (and is then kept in the host tier).
+//  - with one, host RAM is a cache of host_slots expert slices (policy
+//    host_policy) in front of the disk, and the two tiers are driven as
+//    memory::ExpertTiers: inclusive (the data path today: a miss found in
+//    the host tier moves from host, otherwise from disk and is then kept in
+//    the host tier too) or exclusive (an expert in one tier at a time: the
+//    device's victims are demoted into the host tier, a promoted expert
+//    leaves it).
 #ifndef SLUICE_TOOLS_SLOTSIM_LIB_H_
 #define SLUICE_TOOLS_SLOTSIM_LIB_H_
 
@@ -30,6 +37,12 @@ struct SimConfig {
   int64_t host_slots = -1;     // host-tier slots; -1: no host tier
   uint64_t slice_bytes = 1;    // one expert's bytes (1: count slices)
   double lfu_half_life = 0;    // "lfu" only; 0: kDefaultLfuHalfLife
+  std::string host_policy = "lru";  // "lru", "lfu" or "tinylfu"
+  bool exclusive = false;           // the tiers (with a host tier)
+  // "tinylfu" (either tier): the half-life of the counts in lookups (0:
+  // kDefaultTinyLfuHalfLife) and the window's share (0: the default).
+  double tinylfu_half_life = 0;
+  double tinylfu_window = 0;
 };
 
 struct SimResult {
@@ -38,6 +51,11 @@ struct SimResult {
   double tokens = 0;                   // records / n_layer
   double layer_min_hit_rate = 0;       // over layers that had lookups
   double layer_max_hit_rate = 0;
+  // With a host tier: device misses found there, and lookups not read
+  // from disk (device hits + host hits over lookups).
+  double host_hit_rate = 0;
+  double off_disk_rate = 0;
+  uint64_t demoted = 0;  // exclusive: device victims copied down
   double host_bytes_per_token() const;
   double disk_bytes_per_token() const;
 };
@@ -64,6 +82,18 @@ std::string FormatJson(const std::vector<SimResult>& results);
 //    shuffled per layer), k distinct per token and layer;
 //  "cyclic": token t takes experts t*k .. t*k+k-1 (mod n_expert): every
 //    expert is reused after n_expert / k tokens.
+//  "realistic[:zipf=S,reuse=R,spread=D]": routing with the structure
+//    published for real MoE models: static popularity (Zipf, exponent S,
+//    default 0.8, ranks shuffled per layer), temporal reuse (each of a
+//    token's k picks repeats one of the previous token's experts of that
+//    layer with probability R, default 0.45) and per-layer differences
+//    (layer l's exponent is S x (1 - D/2 + D x l / (n_layer - 1)), D default
+//    0.5: early layers flatter than late ones).
+//  "mixed[:wave=W,every=N,...]": "realistic" decode (its knobs may follow)
+//    interrupted every N tokens (default 64) by a prefill wave of W tokens
+//    (default 512) of another request: uniform routing, recorded as a
+//    prefill micro-batch is (layer 0's W records, then layer 1's, ...). The
+//    tokens count the decode tokens; the waves come on top.
 // InvalidArgument for an unknown kind or a bad shape (k > n_expert...).
 absl::StatusOr<memory::RoutingTrace> MakeSyntheticTrace(
     std::string_view kind, memory::RoutingTraceHeader shape, int64_t tokens,

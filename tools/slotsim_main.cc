@@ -24,7 +24,8 @@
 
 ABSL_FLAG(std::string, trace, "", "routing trace file (tools/generate --record_trace)");
 ABSL_FLAG(std::string, synthetic, "",
-          "instead of --trace: uniform, zipf:S or cyclic (with --layers "
+          "instead of --trace: uniform, zipf:S, cyclic, realistic[:zipf=S,"
+          "reuse=R,spread=D] or mixed[:wave=W,every=N,...] (with --layers "
           "--experts --k --tokens --seed)");
 ABSL_FLAG(int, layers, 48, "synthetic: layers");
 ABSL_FLAG(int, experts, 128, "synthetic: experts per layer");
@@ -40,6 +41,13 @@ ABSL_FLAG(double, host_fraction, -1, "host tier as a fraction of all experts");
 ABSL_FLAG(int64_t, host_slots, -1, "host tier slots (-1: no host tier)");
 ABSL_FLAG(uint64_t, slice_bytes, 1, "bytes of one expert (1: count slices)");
 ABSL_FLAG(double, lfu_half_life, 0, "lfu half-life in lookups (0: default)");
+ABSL_FLAG(std::string, host_policy, "lru",
+          "host tier policies, comma-separated: lru, lfu, tinylfu");
+ABSL_FLAG(std::string, tiers, "inclusive",
+          "with a host tier, comma-separated: inclusive (the data path "
+          "today) and/or exclusive (an expert in one tier at a time)");
+ABSL_FLAG(double, tinylfu_half_life, 0, "tinylfu half-life in lookups (0: default)");
+ABSL_FLAG(double, tinylfu_window, 0, "tinylfu window share of the slots (0: default)");
 ABSL_FLAG(bool, json, false, "print JSON instead of the table");
 
 namespace {
@@ -122,19 +130,42 @@ int main(int argc, char** argv) {
     host_slots = *h;
   }
 
+  std::vector<std::string> tiers = absl::StrSplit(absl::GetFlag(FLAGS_tiers), ',',
+                                                  absl::SkipEmpty());
+  std::vector<std::string> host_policies =
+      absl::StrSplit(absl::GetFlag(FLAGS_host_policy), ',', absl::SkipEmpty());
+  for (const std::string& t : tiers) {
+    if (t != "inclusive" && t != "exclusive") {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("--tiers: \"", t, "\"; valid: inclusive, exclusive")));
+    }
+  }
+  // Without a host tier the host policy and the tiers do not apply.
+  if (host_slots < 0) {
+    tiers = {"inclusive"};
+    host_policies = {"lru"};
+  }
   std::vector<sluice::slotsim::SimResult> results;
   for (absl::string_view policy :
        absl::StrSplit(absl::GetFlag(FLAGS_policy), ',', absl::SkipEmpty())) {
-    for (int64_t slots : sizes) {
-      sluice::slotsim::SimConfig c;
-      c.policy = std::string(policy);
-      c.slots = slots;
-      c.host_slots = host_slots;
-      c.slice_bytes = absl::GetFlag(FLAGS_slice_bytes);
-      c.lfu_half_life = absl::GetFlag(FLAGS_lfu_half_life);
-      auto r = sluice::slotsim::Simulate(*trace, c);
-      if (!r.ok()) return Fail(r.status());
-      results.push_back(*std::move(r));
+    for (const std::string& host_policy : host_policies) {
+      for (const std::string& t : tiers) {
+        for (int64_t slots : sizes) {
+          sluice::slotsim::SimConfig c;
+          c.policy = std::string(policy);
+          c.slots = slots;
+          c.host_slots = host_slots;
+          c.slice_bytes = absl::GetFlag(FLAGS_slice_bytes);
+          c.lfu_half_life = absl::GetFlag(FLAGS_lfu_half_life);
+          c.host_policy = host_policy;
+          c.exclusive = t == "exclusive";
+          c.tinylfu_half_life = absl::GetFlag(FLAGS_tinylfu_half_life);
+          c.tinylfu_window = absl::GetFlag(FLAGS_tinylfu_window);
+          auto r = sluice::slotsim::Simulate(*trace, c);
+          if (!r.ok()) return Fail(r.status());
+          results.push_back(*std::move(r));
+        }
+      }
     }
   }
   if (absl::GetFlag(FLAGS_json)) {

@@ -1,5 +1,6 @@
 #include "tools/slotsim_lib.h"
 
+#include <algorithm>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -125,7 +126,7 @@ TEST(SlotsimTest, BadConfigsAreRefused) {
   c.policy = "mru";
   auto r = Simulate(t, c);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(r.status().message().find("lru, lfu, belady"), std::string::npos);
+  EXPECT_NE(r.status().message().find("lru, lfu, tinylfu, belady"), std::string::npos);
   c.policy = "lru";
   c.slots = -1;
   EXPECT_EQ(Simulate(t, c).status().code(),
@@ -153,11 +154,99 @@ TEST(SlotsimTest, TableAndJsonCarryTheFigures) {
             std::string::npos)
       << json;
   EXPECT_NE(json.find("\"hit_rate\": 0.900000"), std::string::npos) << json;
-  EXPECT_NE(json.find("\"disk_bytes_per_token\": 400}"), std::string::npos)
+  EXPECT_NE(json.find("\"disk_bytes_per_token\": 400, "), std::string::npos)
       << json;
   EXPECT_NE(json.find("\"policy\": \"belady\", \"slots\": 8, \"host_slots\": -1"),
             std::string::npos)
       << json;
+}
+
+
+SimResult ReplayTiers(const RoutingTrace& t, const std::string& policy,
+                      const std::string& host_policy, bool exclusive,
+                      int64_t slots, int64_t host_slots) {
+  SimConfig c;
+  c.policy = policy;
+  c.host_policy = host_policy;
+  c.exclusive = exclusive;
+  c.slots = slots;
+  c.host_slots = host_slots;
+  auto r = Simulate(t, c);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? *r : SimResult{};
+}
+
+TEST(SlotsimTest, RealisticTraceHasItsKnobs) {
+  const RoutingTrace t =
+      Synthetic("realistic:zipf=1.0,reuse=0.45,spread=1", {8, 64, 4}, 400, 5);
+  ASSERT_EQ(t.size(), 8u * 400);
+  // Share of a token's picks that its layer's previous token also made:
+  // the reuse knob plus the popular experts' chance repeats.
+  uint64_t repeats = 0, picks = 0;
+  for (size_t i = 8; i < t.size(); ++i) {
+    const auto now = t.Experts(i), before = t.Experts(i - 8);
+    for (int32_t e : now) {
+      repeats += std::find(before.begin(), before.end(), e) != before.end();
+      ++picks;
+    }
+  }
+  const double share = static_cast<double>(repeats) / picks;
+  std::printf("realistic: %.3f of picks repeat the previous token's\n", share);
+  EXPECT_GT(share, 0.45);
+  EXPECT_LT(share, 0.75);
+  // Per-layer exponents: the last layer is more concentrated than the first
+  // (spread 1: exponents 0.5 and 1.5), so LRU hits more there.
+  const SimResult r = Replay(t, "lru", 8 * 16);
+  EXPECT_LT(r.counters.layer_hit_rate(0), r.counters.layer_hit_rate(7));
+  EXPECT_EQ(MakeSyntheticTrace("realistic:reuse=2", {1, 8, 2}, 1, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(MakeSyntheticTrace("mixed:bogus=1", {1, 8, 2}, 1, 1)
+                .status().message().find("valid: zipf=S"),
+            std::string::npos);
+}
+
+TEST(SlotsimTest, MixedTraceInsertsLayerMajorWaves) {
+  const RoutingTrace t = Synthetic("mixed:wave=10,every=4", {2, 32, 4}, 9, 2);
+  // 9 decode tokens, waves before tokens 4 and 8: 2 x 10 x 2 records more.
+  ASSERT_EQ(t.size(), 9u * 2 + 2u * 10 * 2);
+  // Records 8..17 are the first wave's layer 0, tokens 4..13.
+  EXPECT_EQ(t.layer[8], 0u);
+  EXPECT_EQ(t.layer[17], 0u);
+  EXPECT_EQ(t.layer[18], 1u);
+  EXPECT_EQ(t.token[8], 4u);
+  EXPECT_EQ(t.token[17], 13u);
+  EXPECT_EQ(t.token[28], 14u);  // the decode token after the wave
+}
+
+// Exclusive tiers keep the device's experts out of the host tier, so more
+// distinct experts stay off disk than inclusive ones hold.
+TEST(SlotsimTest, ExclusiveTiersReadLessFromDisk) {
+  const RoutingTrace t = Synthetic("realistic", {8, 64, 4}, 600, 3);
+  const int64_t quarter = 8 * 64 / 4;
+  for (const char* host : {"lru", "tinylfu"}) {
+    const SimResult incl = ReplayTiers(t, "lru", host, false, quarter, quarter);
+    const SimResult excl = ReplayTiers(t, "lru", host, true, quarter, quarter);
+    std::printf("%s host: off disk %.4f inclusive, %.4f exclusive\n", host,
+                incl.off_disk_rate, excl.off_disk_rate);
+    EXPECT_GT(excl.off_disk_rate, incl.off_disk_rate + 0.05) << host;
+    EXPECT_GT(excl.demoted, 0u);
+    EXPECT_EQ(incl.demoted, 0u);
+    // The device sees the same lookups either way.
+    EXPECT_EQ(incl.counters.hits, excl.counters.hits) << host;
+  }
+}
+
+// Decode with prefill waves of other requests: a tinylfu host tier keeps
+// decode's hot set through the waves and reads less from disk than LRU.
+TEST(SlotsimTest, TinyLfuHostTierOutlastsPrefillWaves) {
+  const RoutingTrace t = Synthetic("mixed:wave=256,every=32", {8, 64, 4}, 512, 4);
+  const int64_t tenth = 8 * 64 / 10, quarter = 8 * 64 / 4;
+  const SimResult lru = ReplayTiers(t, "lru", "lru", true, tenth, quarter);
+  const SimResult tiny = ReplayTiers(t, "lru", "tinylfu", true, tenth, quarter);
+  std::printf("mixed: host hit %.4f lru, %.4f tinylfu\n", lru.host_hit_rate,
+              tiny.host_hit_rate);
+  EXPECT_GT(tiny.host_hit_rate, lru.host_hit_rate + 0.05);
+  EXPECT_LT(tiny.disk_bytes_per_token(), lru.disk_bytes_per_token());
 }
 
 }  // namespace
