@@ -99,7 +99,7 @@ namespace {
 bool WellKnownName(absl::string_view s) {
   static constexpr absl::string_view kPrefixes[] = {
       "general.", "tokenizer.", "split.", "blk.", "token_embd.", "output.", "output_norm.",
-      "qwen3moe.", "qwen35moe.", "qwen3.", "llama."};
+      "qwen3moe.", "qwen35moe.", "qwen3.", "llama.", "deepseek2."};
   if (s == "GGUF") return true;  // the magic the loader expects
   if (s.size() > 64) return false;
   for (char c : s) {

@@ -300,14 +300,21 @@ void Supervisor::OnExit(uint64_t serial, const WorkerExit& exit) {
   device_memory_.Clear();  // the device memory died with the process
   // A worker that reported why it cannot go on is described by that
   // message; the exit code alone ("exited with code 2") says nothing.
-  const std::string cause =
-      fatal_message_.empty()
-          ? absl::StrCat("worker (pid ", worker_stats_.pid(), ") ", exit.description)
-          : absl::StrCat("worker (pid ", worker_stats_.pid(), ") failed",
-                         (was_ready ? "" : " to start"), ": ",
-                         fatal_message_.substr(0, 512), " (", exit.description, ")");
+  // The worker's own message may quote the model file (an architecture
+  // name, a key's value): the log gets it whole, clients (last_error, the
+  // failed requests) the field and the rule.
+  const auto describe = [&](absl::string_view fatal) {
+    return fatal_message_.empty()
+               ? absl::StrCat("worker (pid ", worker_stats_.pid(), ") ", exit.description)
+               : absl::StrCat("worker (pid ", worker_stats_.pid(), ") failed",
+                              (was_ready ? "" : " to start"), ": ", fatal, " (",
+                              exit.description, ")");
+  };
+  const std::string fatal = fatal_message_.substr(0, 512);
+  const std::string cause = describe(WithoutFileContent(fatal, /*numbers=*/false));
   // Once per death: the monitor calls the exit handler exactly once.
-  std::cerr << "sluiced: " << cause << (was_ready ? "" : " while starting") << std::endl;
+  std::cerr << "sluiced: " << describe(fatal) << (was_ready ? "" : " while starting")
+            << std::endl;
   model_->info.set_last_error(cause);
   worker_stats_.set_up(false);
   worker_stats_.set_last_exit(exit.description);

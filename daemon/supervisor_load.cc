@@ -263,7 +263,8 @@ absl::StatusOr<LoadOutcome> Supervisor::LoadStopFirst(std::unique_ptr<Model> nex
     // whatever stopped this start (no GPU, an unbuildable file) would stop
     // the next one. LoadModel again once the cause is fixed.
     model_->info.set_state(v1::MODEL_STATE_FAILED);
-    model_->info.set_last_error(std::string(error.message()));
+    model_->info.set_last_error(
+        WithoutFileContent(std::string(error.message()), /*numbers=*/false));
     restart_at_ = absl::InfiniteFuture();
   }
   std::cerr << "sluiced: LoadModel path='" << path << "': " << error.message() << std::endl;

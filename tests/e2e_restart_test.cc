@@ -249,7 +249,11 @@ TEST(E2eRestartFailureTest, DeterministicStartErrorAfterACrashIsNotRetried) {
   }
   ASSERT_EQ(info.state(), v1::MODEL_STATE_FAILED) << info.last_error() << daemon.Log();
   EXPECT_NE(info.last_error().find(") failed to start: "), std::string::npos) << info.last_error();
-  EXPECT_NE(info.last_error().find("qwen99moe"), std::string::npos) << info.last_error();
+  // The worker's message names the architecture the file holds: the log
+  // keeps it, clients get the rule (issue 20, item 6).
+  EXPECT_EQ(info.last_error().find("qwen99moe"), std::string::npos) << info.last_error();
+  EXPECT_NE(info.last_error().find("(withheld)"), std::string::npos) << info.last_error();
+  EXPECT_NE(daemon.Log().find("qwen99moe"), std::string::npos);
   EXPECT_NE(info.last_error().find("not restarted"), std::string::npos) << info.last_error();
   // A retry would come within the back-off (100 ms, then 200 ms).
   absl::SleepFor(absl::Milliseconds(600));
@@ -257,7 +261,9 @@ TEST(E2eRestartFailureTest, DeterministicStartErrorAfterACrashIsNotRetried) {
   EXPECT_EQ(daemon.Health(), "NOT_SERVING");
   Generation g = RunGenerate(daemon.stub(), GreedyRequest("Hello", 2));
   EXPECT_EQ(g.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_NE(g.status.error_message().find("qwen99moe"), std::string::npos)
+  EXPECT_EQ(g.status.error_message().find("qwen99moe"), std::string::npos)
+      << g.status.error_message();
+  EXPECT_NE(g.status.error_message().find("(withheld)"), std::string::npos)
       << g.status.error_message();
   const std::string metrics = daemon.HttpGet("/metrics");
   EXPECT_NE(metrics.find("sluice_worker_restarts_total{reason=\"signal\"} 1\n"),
