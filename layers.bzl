@@ -65,6 +65,16 @@ MODEL_USERS = [
     "//worker:__subpackages__",
 ] + _TEST_SIDE
 
+# The continuous-batching scheduler and its KV block and state-slot
+# bookkeeping (sched/): plain C++ over token counts, no device code, no
+# threads. The worker runs it; the test side simulates with it. Never the
+# supervisor (its request queue is its own) and nothing below the worker:
+# the model reads block tables as plain spans.
+SCHED_USERS = [
+    "//sched:__subpackages__",
+    "//worker:__subpackages__",
+] + _TEST_SIDE
+
 # The worker's libraries (not worker:channel, which daemon/ shares).
 WORKER_USERS = [
     "//tests:__subpackages__",
