@@ -167,6 +167,11 @@ absl::StatusOr<std::unique_ptr<HttpApiServer>> HttpApiServer::Start(HttpApiOptio
                                      : "");
   };
   front.error_content_type = "application/json";
+  if (metrics != nullptr) {
+    front.on_refused = [metrics](absl::string_view reason) {
+      metrics->AddHttpRefusal("http", reason);
+    };
+  }
   auto started = HttpFront::Start(std::move(front), s->server_.get());
   if (!started.ok()) return started.status();
   s->front_ = *std::move(started);

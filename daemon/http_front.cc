@@ -218,6 +218,11 @@ void HttpFront::Accept() {
               ? absl::StrCat("too many connections from ", c->peer_ip, " (at most ",
                              options_.limits.max_connections_per_client, ")")
               : absl::StrCat("too many connections (at most ", options_.limits.max_connections, ")");
+      if (options_.on_refused) {
+        options_.on_refused(from_client >= options_.limits.max_connections_per_client
+                                ? "client_connections"
+                                : "connections");
+      }
       if (tls_ == nullptr) {
         const std::string body = options_.error_body ? options_.error_body(503, why) : why;
         const std::string out = absl::StrCat(
@@ -368,6 +373,13 @@ void HttpFront::TakeReturned() {
 }
 
 void HttpFront::Refuse(const std::shared_ptr<Conn>& c, int status, const std::string& message) {
+  if (options_.on_refused) {
+    options_.on_refused(status == 503   ? "memory_budget"
+                        : status == 408 ? "timeout"
+                        : status == 413 ? "body_too_large"
+                        : status == 431 ? "headers_too_large"
+                                        : "malformed");
+  }
   Release(*c);
   const std::string body = options_.error_body ? options_.error_body(status, message) : message;
   const std::string out =

@@ -79,7 +79,13 @@ struct HttpFrontOptions {
   // 503, ...); default: the message as text/plain.
   std::function<std::string(int status, const std::string& message)> error_body;
   std::string error_content_type = "text/plain";
+  // Sees every refusal of the front itself, by reason: "connections",
+  // "client_connections" (the caps), "memory_budget", "timeout",
+  // "body_too_large", "headers_too_large", "malformed". May be empty; called
+  // on the event thread, so it must not block.
+  std::function<void(absl::string_view reason)> on_refused;
 };
+
 
 // What a request's handler may ask of its connection.
 class HttpClient {

@@ -193,6 +193,11 @@ void Metrics::AddRestart(absl::string_view reason) {
   ++restarts_[std::string(reason)];
 }
 
+void Metrics::AddHttpRefusal(absl::string_view port, absl::string_view reason) {
+  absl::MutexLock lock(&mu_);
+  ++http_refused_[absl::StrCat("port=\"", port, "\",reason=\"", reason, "\"")];
+}
+
 void Metrics::AddAuthFailure(absl::string_view code) {
   absl::MutexLock lock(&mu_);
   ++auth_failures_[std::string(code)];
@@ -232,6 +237,18 @@ std::string Metrics::Render(const MetricsSnapshot& s, const HostMemory& host) co
       auto it = auth_failures_.find(c);
       Sample(&out, "sluice_auth_failures_total", it == auth_failures_.end() ? 0 : it->second,
              absl::StrCat("code=\"", c, "\""));
+    }
+    Family(&out, "sluice_http_refused_total", "counter",
+           "Connections and requests the HTTP and metrics ports refused before a handler "
+           "saw them (caps, memory budget, deadlines, size limits, malformed framing).");
+    for (const char* port : {"http", "metrics"}) {
+      for (const char* reason : kHttpRefusalReasons) {
+        const std::string labels =
+            absl::StrCat("port=\"", port, "\",reason=\"", reason, "\"");
+        auto it = http_refused_.find(labels);
+        Sample(&out, "sluice_http_refused_total", it == http_refused_.end() ? 0 : it->second,
+               labels);
+      }
     }
     Family(&out, "sluice_worker_restarts_total", "counter",
            "Unexpected worker exits followed by a restart, by reason.");

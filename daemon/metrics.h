@@ -81,6 +81,15 @@ class Metrics {
   // A call refused by the API key check; `code` is "unauthenticated" or
   // "permission_denied" (sluice_auth_failures_total).
   void AddAuthFailure(absl::string_view code);
+  // A request or connection the HTTP front refused itself; `port` is "http"
+  // or "metrics", `reason` one of kHttpRefusalReasons
+  // (sluice_http_refused_total).
+  void AddHttpRefusal(absl::string_view port, absl::string_view reason);
+  // HttpFrontOptions::on_refused's reasons: every one has a series from the
+  // start, so that a dashboard's rate() works before the first refusal.
+  static constexpr const char* kHttpRefusalReasons[] = {
+      "connections",    "client_connections", "memory_budget", "timeout",
+      "body_too_large", "headers_too_large",  "malformed"};
   // outcome: ok, cancelled, deadline_exceeded, unavailable, error, rejected.
   void AddRequest(absl::string_view outcome);
 
@@ -100,6 +109,7 @@ class Metrics {
   std::map<std::string, uint64_t, std::less<>> restarts_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, uint64_t, std::less<>> requests_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, uint64_t, std::less<>> auth_failures_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, uint64_t, std::less<>> http_refused_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sluice::daemon

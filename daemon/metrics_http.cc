@@ -23,7 +23,8 @@ HttpLimits MetricsHttpLimits() {
 MetricsHttpServer::~MetricsHttpServer() { Stop(); }
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
-    const std::string& address, std::function<std::string()> render, HttpLimits limits) {
+    const std::string& address, std::function<std::string()> render, HttpLimits limits,
+    std::function<void(absl::string_view reason)> on_refused) {
   std::unique_ptr<MetricsHttpServer> s(new MetricsHttpServer());
   s->server_.Get("/metrics", [render](const httplib::Request&, httplib::Response& res) {
     res.set_content(render(), "text/plain; version=0.0.4; charset=utf-8");
@@ -37,6 +38,7 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   front.threads = 1;  // nothing but GET is routed
   front.quick_threads = 4;
   front.limits = limits;
+  front.on_refused = std::move(on_refused);
   auto started = HttpFront::Start(std::move(front), &s->server_);
   if (!started.ok()) return started.status();
   s->front_ = *std::move(started);

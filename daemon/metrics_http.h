@@ -27,7 +27,8 @@ class MetricsHttpServer {
   // Unavailable "cannot listen on --metrics_address=..." when it cannot bind.
   static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(
       const std::string& address, std::function<std::string()> render,
-      HttpLimits limits = MetricsHttpLimits());
+      HttpLimits limits = MetricsHttpLimits(),
+      std::function<void(absl::string_view reason)> on_refused = nullptr);
   ~MetricsHttpServer();
   int port() const { return front_->port(); }
   void Stop();

@@ -421,7 +421,8 @@ int Run(const Config& config, const std::string& worker_binary, sigset_t signals
     limits.header_timeout =
         std::min(limits.header_timeout, absl::Seconds(absl::GetFlag(FLAGS_http_header_timeout_s)));
     auto started = MetricsHttpServer::Start(
-        config.metrics_address, [&service] { return service.PrometheusText(); }, limits);
+        config.metrics_address, [&service] { return service.PrometheusText(); }, limits,
+        [&metrics](absl::string_view reason) { metrics.AddHttpRefusal("metrics", reason); });
     if (!started.ok()) {
       Log(absl::StrCat("fatal: ", started.status().message()));
       return 1;
