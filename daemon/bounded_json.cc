@@ -8,7 +8,7 @@
 namespace sluice::daemon {
 namespace {
 
-using Json = nlohmann::json;
+using Json = nlohmann::ordered_json;
 
 // Builds the kept part of the document; a nullptr on the stack is a
 // container being dropped (everything inside it is dropped too).

@@ -31,7 +31,9 @@ struct JsonBounds {
 // number that overflows a double; "... nests deeper than N" / "... holds more
 // than N values" past the bounds. A top-level value other than an object is
 // kept whole (within the bounds).
-absl::StatusOr<nlohmann::json> ParseBoundedJson(
+// Members keep the body's order (a JSON Schema's properties are generated
+// in the order written).
+absl::StatusOr<nlohmann::ordered_json> ParseBoundedJson(
     absl::string_view text, const std::function<bool(const std::string&)>& keep_member,
     const JsonBounds& bounds = JsonBounds());
 

@@ -188,6 +188,12 @@ void HttpApiServer::Route() {
   using httplib::Response;
   using HandlerResponse = httplib::Server::HandlerResponse;
   server_->set_pre_routing_handler([this](const Request& req, Response& res) {
+    // Every routed response carries one, also the errors below.
+    std::string request_id = SaneRequestId(req.get_header_value("X-Request-Id"));
+    if (request_id.empty()) {
+      request_id = absl::StrCat("req-", id_prefix_, "-", next_request_id_.fetch_add(1));
+    }
+    res.set_header("x-request-id", request_id);
     if (req.path == "/health" || !options_.authorize) return HandlerResponse::Unhandled;
     const absl::Status allowed =
         options_.authorize(req.get_header_value("Authorization"), /*admin=*/false);
@@ -271,6 +277,11 @@ void HttpApiServer::Route() {
           [gen](bool) { gen->Abandon(); });
     };
   };
+  server_->Post("/v1/embeddings", [](const Request&, Response& res) {
+    SendError(res, absl::NotFoundError("/v1/embeddings is not served: Sluice serves text "
+                                       "generation only (docs/API.md)"),
+              "unknown_url");
+  });
   server_->Post("/v1/chat/completions", generate(OpenAiEndpoint::kChatCompletions));
   server_->Post("/v1/completions", generate(OpenAiEndpoint::kCompletions));
 }

@@ -4,6 +4,10 @@
 //   POST /v1/completions        a raw prompt
 //   GET  /v1/models, /v1/models/{id}
 //   GET  /health                200 while a worker is ready, else 503
+//   POST /v1/embeddings         404 with a body saying it is not served
+//
+// Every routed response carries x-request-id: the client's X-Request-Id
+// when sane (SaneRequestId), else one made here.
 //
 // Requests go through the same Supervisor entry points as the gRPC service
 // (SubmitGenerate, Cancel, ListModels): one queue, one worker. JSON mapping
@@ -97,6 +101,7 @@ class HttpApiServer {
   int port_ = 0;
   std::atomic<bool> serving_{false};
   const std::string id_prefix_;  // makes response ids unique across restarts
+  std::atomic<uint64_t> next_request_id_{1};
 };
 
 }  // namespace sluice::daemon

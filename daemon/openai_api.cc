@@ -15,7 +15,7 @@
 namespace sluice::daemon {
 namespace {
 
-using Json = nlohmann::json;
+using Json = nlohmann::ordered_json;
 
 constexpr char kParamPayload[] = "type.sluice.dev/openai-param";
 
@@ -115,6 +115,11 @@ absl::Status ParseMessages(const Json& body, v1::GenerateRequest* out) {
     const Json* role = Field(m, "role");
     if (role == nullptr || !role->is_string()) {
       return WrongType(param + ".role", "a string", role ? *role : Json());
+    }
+    for (const auto& [key, value] : m.items()) {
+      if (key != "role" && key != "content" && !value.is_null()) {
+        return Invalid(absl::StrCat(param, ".", key), "is not supported");
+      }
     }
     v1::ChatMessage* msg = chat->add_messages();
     // OpenAI's newer name for the system role.
@@ -231,22 +236,106 @@ bool IsRequestField(const std::string& name) {
   static const auto* const kFields = new absl::flat_hash_set<std::string>{
       "model", "messages", "prompt", "max_tokens", "max_completion_tokens", "temperature",
       "top_p", "min_p", "repetition_penalty", "top_k", "seed", "stop", "ignore_eos", "stream",
-      "stream_options", "parse_special", "n", "echo", "logprobs"};
+      "stream_options", "parse_special", "n", "echo", "logprobs", "response_format",
+      // Accepted only at the value that changes nothing (CheckNoOps).
+      "frequency_penalty", "presence_penalty", "logit_bias", "top_logprobs", "store", "tools",
+      "tool_choice", "parallel_tool_calls", "service_tier",
+      // Bookkeeping for the caller, no effect on the output.
+      "user", "metadata"};
   return kFields->contains(name);
+}
+
+// Fields Sluice does not implement, accepted only where their value asks
+// for nothing (OpenAI's defaults); anything else is refused, never ignored.
+absl::Status CheckNoOps(const Json& body) {
+  for (const char* name : {"frequency_penalty", "presence_penalty"}) {
+    ASSIGN_OR_RETURN(std::optional<double> v, Number(body, name));
+    if (v && *v != 0) return Invalid(name, "is not supported (only 0)");
+  }
+  if (const Json* v = Field(body, "logit_bias"); v != nullptr && !(v->is_object() && v->empty())) {
+    return Invalid("logit_bias", "is not supported");
+  }
+  ASSIGN_OR_RETURN(std::optional<int64_t> top_logprobs, Integer(body, "top_logprobs"));
+  if (top_logprobs && *top_logprobs != 0) return Invalid("top_logprobs", "is not supported");
+  ASSIGN_OR_RETURN(std::optional<bool> store, Bool(body, "store"));
+  if (store.value_or(false)) return Invalid("store", "is not supported (responses are not stored)");
+  if (const Json* v = Field(body, "tools"); v != nullptr && !(v->is_array() && v->empty())) {
+    return Invalid("tools", "tool calls are not supported yet");
+  }
+  if (const Json* v = Field(body, "tool_choice");
+      v != nullptr && !(v->is_string() && (*v == "none" || *v == "auto"))) {
+    return Invalid("tool_choice", "tool calls are not supported yet");
+  }
+  if (const Json* v = Field(body, "service_tier");
+      v != nullptr && !(v->is_string() && (*v == "auto" || *v == "default"))) {
+    return Invalid("service_tier", "only \"auto\" or \"default\"");
+  }
+  return absl::OkStatus();
+}
+
+// response_format: text, json_object, or json_schema {name, schema, strict,
+// description}; both JSON kinds constrain the output with the grammar.
+absl::Status ParseResponseFormat(const Json& body, v1::GenerateRequest* out) {
+  const Json* rf = Field(body, "response_format");
+  if (rf == nullptr) return absl::OkStatus();
+  if (!rf->is_object()) return WrongType("response_format", "an object", *rf);
+  const Json* type = Field(*rf, "type");
+  if (type == nullptr || !type->is_string()) {
+    return WrongType("response_format.type", "a string", type ? *type : Json());
+  }
+  for (const auto& [key, value] : rf->items()) {
+    if (key != "type" && key != "json_schema") {
+      return Invalid(absl::StrCat("response_format.", key), "is not supported");
+    }
+  }
+  const std::string t = type->get<std::string>();
+  if (t == "text") return absl::OkStatus();
+  if (t == "json_object") {
+    out->mutable_format()->set_json_object(true);
+    return absl::OkStatus();
+  }
+  if (t != "json_schema") {
+    return Invalid("response_format.type",
+                   "must be \"text\", \"json_object\" or \"json_schema\"");
+  }
+  const Json* js = Field(*rf, "json_schema");
+  if (js == nullptr || !js->is_object()) {
+    return WrongType("response_format.json_schema", "an object", js ? *js : Json());
+  }
+  for (const auto& [key, value] : js->items()) {
+    if (key != "name" && key != "description" && key != "strict" && key != "schema") {
+      return Invalid(absl::StrCat("response_format.json_schema.", key), "is not supported");
+    }
+  }
+  // `strict` false or absent is enforced too: the schema is always the grammar.
+  const Json* schema = Field(*js, "schema");
+  out->mutable_format()->set_json_schema(schema == nullptr ? "{}" : schema->dump());
+  return absl::OkStatus();
 }
 
 }  // namespace
 
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint,
                                                  absl::string_view body) {
-  // Unknown fields are ignored (as OpenAI does), so they are never built:
-  // see bounded_json.h.
-  ASSIGN_OR_RETURN(Json json, ParseBoundedJson(body, &IsRequestField));
+  // Unknown fields are never built (see bounded_json.h), but refused: a
+  // field ignored silently is the worst answer to a client that relies on it.
+  OpenAiRequest r;
+  std::string unknown;
+  auto keep = [&unknown](const std::string& name) {
+    if (IsRequestField(name)) return true;
+    if (unknown.empty()) unknown = name.substr(0, 64);
+    return false;
+  };
+  ASSIGN_OR_RETURN(Json json, ParseBoundedJson(body, keep));
   if (!json.is_object()) {
     return absl::InvalidArgumentError(
         absl::StrCat("the request body must be a JSON object, got ", TypeName(json)));
   }
-  OpenAiRequest r;
+  if (!unknown.empty()) {
+    return Invalid(unknown, "is not a field Sluice supports (docs/API.md lists them)");
+  }
+  RETURN_IF_ERROR(CheckNoOps(json));
+  RETURN_IF_ERROR(ParseResponseFormat(json, &r.generate));
   r.endpoint = endpoint;
   if (const Json* model = Field(json, "model"); model != nullptr) {
     if (!model->is_string()) return WrongType("model", "a string", *model);
@@ -272,6 +361,17 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint,
     r.include_usage = usage.value_or(false);
   }
   return r;
+}
+
+std::string SaneRequestId(absl::string_view id) {
+  if (id.empty() || id.size() > 128) return "";
+  for (const char c : id) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != ':' &&
+        c != '-') {
+      return "";
+    }
+  }
+  return std::string(id);
 }
 
 int HttpStatusFor(absl::StatusCode code) {

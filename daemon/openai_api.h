@@ -4,10 +4,12 @@
 // OpenAI-shaped responses, stream chunks and errors. docs/API.md lists the
 // fields and how they map onto the gRPC API.
 //
-// Parsing follows OpenAI's rules where Sluice can honour them: unknown fields
-// are ignored, a known field of the wrong type is InvalidArgument naming the
-// field, and a feature Sluice lacks (n > 1, logprobs, echo) is refused rather
-// than silently dropped.
+// Parsing follows OpenAI's rules where Sluice can honour them: a known field
+// of the wrong type is InvalidArgument naming the field, and a field Sluice
+// does not know, or a feature it lacks (n > 1, logprobs, echo, a non-zero
+// presence_penalty, tools), is refused the same way rather than silently
+// dropped. response_format json_object / json_schema becomes
+// GenerateRequest.format (constrained decoding).
 //
 // Thread-safety: free functions and value types only.
 #ifndef SLUICE_DAEMON_OPENAI_API_H_
@@ -38,6 +40,10 @@ struct OpenAiRequest {
 // attached as the payload read by ErrorParam, OpenAI's `param`).
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint,
                                                  absl::string_view body);
+
+// The x-request-id of a response: the client's own when it is 1 to 128
+// characters of [A-Za-z0-9._:-], else "" (the server makes one).
+std::string SaneRequestId(absl::string_view client_id);
 
 // The HTTP status for a status code: 400 bad input, 401/403 keys, 404 unknown
 // model, 429 queue full, 503 no worker or shutting down, 504 deadline; 500

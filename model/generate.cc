@@ -107,6 +107,10 @@ absl::StatusOr<GenerateResult> Generate(Session& session,
   result.finish_reason = FinishReason::kLength;
   while (result.generated_tokens < params.max_tokens) {
     const int32_t id = sampler.Sample(logits);
+    if (id < 0) {  // a grammar allows no token: its output is as long as it gets
+      result.finish_reason = FinishReason::kStop;
+      break;
+    }
     sampler.Accept(id);
     if (++result.generated_tokens == 1) {
       first_token_time = Clock::now();
@@ -115,7 +119,9 @@ absl::StatusOr<GenerateResult> Generate(Session& session,
     const bool eog = params.stop_at_eos && IsEndOfGeneration(tok, id);
     bool stopped = false;
     std::string text = eog ? std::string() : stops.Push(decoder.Push(id), &stopped);
-    const bool last = eog || stopped ||
+    // A grammar that allows nothing more ends the output like a stop string.
+    const bool grammar_done = sampler.GrammarFinished();
+    const bool last = eog || stopped || grammar_done ||
                       result.generated_tokens == params.max_tokens ||
                       session.position() >= session.context_length();
     if (last && !stopped) {
@@ -126,7 +132,7 @@ absl::StatusOr<GenerateResult> Generate(Session& session,
       result.finish_reason = FinishReason::kCancelled;
       break;
     }
-    if (eog || stopped) {
+    if (eog || stopped || grammar_done) {
       result.finish_reason = eog ? FinishReason::kEos : FinishReason::kStop;
       break;
     }

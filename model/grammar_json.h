@@ -16,8 +16,8 @@
 // rather than ignored: output that ignores a constraint would not validate.
 //
 // Properties are generated in the schema's order, every required one and
-// any subset of the optional ones. Numbers have at most 16 integer and 16
-// fraction digits; white space between tokens is at most a newline and 20
+// any subset of the optional ones. Numbers have at most 16 integer, 16
+// fraction and 2 exponent digits (so that every one fits a double); white space between tokens is at most a newline and 20
 // spaces or tabs, so that the output of even a random model ends.
 //
 // Thread-safety: free functions and a single-use class.

@@ -43,7 +43,9 @@ absl::Status ValidateSamplerParams(const SamplerParams& p) {
 }
 
 Sampler::Sampler(const SamplerParams& params)
-    : params_(params), rng_state_(params.seed) {}
+    : params_(params),
+      matcher_(params.grammar ? std::make_unique<GrammarMatcher>(params.grammar) : nullptr),
+      rng_state_(params.seed) {}
 
 void Sampler::Accept(int32_t token) {
   if (params_.repetition_window == 0) return;
@@ -107,6 +109,13 @@ size_t Sampler::KeepByProbability(const std::vector<Candidate>& c) const {
 
 int32_t Sampler::Sample(absl::Span<const float> logits) {
   if (logits.empty()) return -1;
+  if (matcher_ == nullptr) return Draw(logits);
+  const int32_t id = Draw(logits);
+  if (id >= 0) matcher_->Accept(id);
+  return id;
+}
+
+int32_t Sampler::Draw(absl::Span<const float> logits) {
   std::vector<Candidate> c(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) {
     const float x = logits[i];
@@ -114,6 +123,17 @@ int32_t Sampler::Sample(absl::Span<const float> logits) {
             std::isnan(x) ? -std::numeric_limits<float>::infinity() : x};
   }
   ApplyRepetitionPenalty(c);
+  if (matcher_ != nullptr) {
+    matcher_->FillMask(&mask_);
+    const size_t bits = mask_.size() * 64;
+    c.erase(std::remove_if(c.begin(), c.end(),
+                           [&](const Candidate& x) {
+                             const size_t id = static_cast<size_t>(x.id);
+                             return id >= bits || !((mask_[id >> 6] >> (id & 63)) & 1);
+                           }),
+            c.end());
+    if (c.empty()) return -1;
+  }
   const auto before = [](const Candidate& a, const Candidate& b) {
     return Before(a.logit, a.id, b.logit, b.id);
   };

@@ -13,16 +13,24 @@
 // gives the same token sequence on every platform whose exp() rounds the
 // same; equal logits always resolve to the lower id.
 //
+// Constrained decoding: with SamplerParams::grammar set, each Sample() draws
+// only among the tokens the grammar allows next (model/grammar.h; the rest
+// count as -inf, before the penalty and the chain), and commits the token it
+// returns to the sequence's grammar state, which the Sampler owns. A
+// Sampler is thus one sequence's state, also inside a batch.
+//
 // Thread-safety: none; one Sampler per generation stream.
 #ifndef SLUICE_MODEL_SAMPLER_H_
 #define SLUICE_MODEL_SAMPLER_H_
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "model/grammar.h"
 
 namespace sluice {
 
@@ -34,6 +42,9 @@ struct SamplerParams {
   float repetition_penalty = 1;   // > 0; 1 = off
   int repetition_window = 64;     // last N accepted tokens; >= 0
   uint64_t seed = 0;
+  // Null: unconstrained. Its vocabulary must be the logits' (one entry per
+  // logit).
+  std::shared_ptr<const TokenGrammar> grammar;
 };
 
 // OK, or InvalidArgument naming the first field out of range and its value,
@@ -47,8 +58,13 @@ class Sampler {
 
   // Picks a token id from `logits` (one per vocabulary entry). NaN logits
   // count as -inf. Does not record the token: call Accept() for that.
-  // Returns -1 only when `logits` is empty.
+  // Returns -1 when `logits` is empty, or when a grammar allows no token
+  // (it has nothing left but an end the vocabulary lacks).
   int32_t Sample(absl::Span<const float> logits);
+
+  // With a grammar: the output so far is complete and nothing but the end
+  // may follow (or an end token was drawn). False without a grammar.
+  bool GrammarFinished() const { return matcher_ != nullptr && matcher_->Finished(); }
 
   // Records a token for the repetition penalty (each generated token, and
   // prompt tokens if they should count too).
@@ -61,6 +77,8 @@ class Sampler {
     int32_t id;
     float logit;
   };
+  // The draw itself (Sample() minus committing to the grammar).
+  int32_t Draw(absl::Span<const float> logits);
   void ApplyRepetitionPenalty(std::vector<Candidate>& candidates) const;
   // How many of the sorted candidates top-p and min-p keep.
   size_t KeepByProbability(const std::vector<Candidate>& candidates) const;
@@ -68,6 +86,8 @@ class Sampler {
   double NextUniform();
 
   SamplerParams params_;
+  std::unique_ptr<GrammarMatcher> matcher_;  // with params_.grammar
+  std::vector<uint64_t> mask_;
   uint64_t rng_state_;
   std::deque<int32_t> history_;  // at most repetition_window tokens
 };

@@ -195,5 +195,44 @@ TEST(SamplerTest, RepetitionWindowForgetsOldTokens) {
   EXPECT_EQ(off.Sample(std::vector<float>{2.0f, 1.9f}), 0);
 }
 
+TEST(SamplerGrammarTest, DrawsOnlyWhatTheGrammarAllowsAndCommitsIt) {
+  // Tokens: 0 end, 1 "a", 2 "b", 3 "ab", 4 "c".
+  auto vocab = TokenVocab::FromPieces({"", "a", "b", "ab", "c"}, {0});
+  auto grammar = Grammar::Parse(R"(root ::= "a" "b"+)");
+  ASSERT_TRUE(grammar.ok());
+  for (const float temperature : {0.0f, 1.0f}) {
+    SamplerParams p;
+    p.temperature = temperature;
+    p.seed = 3;
+    p.grammar = TokenGrammar::Create(*grammar, vocab);
+    Sampler s(p);
+    // "c" is by far the likeliest token and never allowed; the end only once
+    // "ab" is written.
+    const std::vector<float> logits = {5, 0, 0, 0, 9};
+    std::string text;
+    for (int i = 0; i < 20 && !s.GrammarFinished(); ++i) {
+      const int32_t id = s.Sample(logits);
+      ASSERT_GE(id, 0);
+      ASSERT_NE(id, 4);
+      if (id == 0) break;
+      text += vocab->piece(id);
+    }
+    EXPECT_TRUE((*grammar)->Matches(text)) << text;
+    EXPECT_TRUE(s.GrammarFinished());
+  }
+}
+
+TEST(SamplerGrammarTest, NothingAllowedIsMinusOne) {
+  // The grammar wants "x", which no token spells.
+  auto vocab = TokenVocab::FromPieces({"a", "b"}, {});
+  auto grammar = Grammar::Parse(R"(root ::= "x")");
+  ASSERT_TRUE(grammar.ok());
+  SamplerParams p;
+  p.grammar = TokenGrammar::Create(*grammar, vocab);
+  Sampler s(p);
+  EXPECT_EQ(s.Sample(std::vector<float>{1, 2}), -1);
+  EXPECT_FALSE(s.GrammarFinished());
+}
+
 }  // namespace
 }  // namespace sluice

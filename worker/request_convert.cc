@@ -1,7 +1,14 @@
 #include "worker/request_convert.h"
 
+#include <list>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "model/chat_template.h"
+#include "model/grammar_json.h"
 
 namespace sluice::worker {
 
@@ -75,6 +82,82 @@ absl::StatusOr<std::vector<int32_t>> PromptIds(const Tokenizer& tokenizer,
   return ids;
 }
 
+namespace {
+
+// The last few compiled grammars of one tokenizer (the worker has one).
+class GrammarCache {
+ public:
+  static GrammarCache& Get() {
+    static GrammarCache* cache = new GrammarCache();
+    return *cache;
+  }
+
+  absl::StatusOr<std::shared_ptr<const TokenGrammar>> Find(const Tokenizer& tokenizer,
+                                                          const std::string& key,
+                                                          const std::string& text) {
+    absl::MutexLock lock(&mu_);
+    if (tokenizer_ != &tokenizer) {
+      tokenizer_ = &tokenizer;
+      vocab_ = TokenVocab::Create(tokenizer);
+      entries_.clear();
+    }
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      if (it->first == key) {
+        entries_.splice(entries_.begin(), entries_, it);
+        return entries_.front().second;
+      }
+    }
+    absl::StatusOr<std::shared_ptr<const Grammar>> grammar = Grammar::Parse(text);
+    if (!grammar.ok()) return grammar.status();
+    entries_.emplace_front(key, TokenGrammar::Create(*std::move(grammar), vocab_));
+    if (entries_.size() > kEntries) entries_.pop_back();
+    return entries_.front().second;
+  }
+
+ private:
+  static constexpr size_t kEntries = 16;
+  absl::Mutex mu_;
+  const Tokenizer* tokenizer_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::shared_ptr<const TokenVocab> vocab_ ABSL_GUARDED_BY(mu_);
+  std::list<std::pair<std::string, std::shared_ptr<const TokenGrammar>>> entries_
+      ABSL_GUARDED_BY(mu_);
+};
+
+absl::Status FormatError(const absl::Status& status) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("GenerateRequest.format: ", status.message()));
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const TokenGrammar>> OutputGrammar(
+    const Tokenizer& tokenizer, const sluice::v1::OutputFormat& format) {
+  std::string key, text;
+  switch (format.kind_case()) {
+    case sluice::v1::OutputFormat::KIND_NOT_SET:
+      return std::shared_ptr<const TokenGrammar>();
+    case sluice::v1::OutputFormat::kGrammar:
+      key = absl::StrCat("g:", format.grammar());
+      text = format.grammar();
+      break;
+    case sluice::v1::OutputFormat::kJsonSchema: {
+      key = absl::StrCat("s:", format.json_schema());
+      absl::StatusOr<std::string> compiled = JsonSchemaToGrammar(format.json_schema());
+      if (!compiled.ok()) return FormatError(compiled.status());
+      text = *std::move(compiled);
+      break;
+    }
+    case sluice::v1::OutputFormat::kJsonObject:
+      key = "json_object";
+      text = JsonGrammar(/*object_only=*/true);
+      break;
+  }
+  absl::StatusOr<std::shared_ptr<const TokenGrammar>> g =
+      GrammarCache::Get().Find(tokenizer, key, text);
+  if (!g.ok()) return FormatError(g.status());
+  return g;
+}
+
 absl::StatusOr<GenerateParams> ToGenerateParams(const Tokenizer& tokenizer,
                                                 int context_length,
                                                 const sluice::v1::GenerateRequest& request) {
@@ -90,6 +173,10 @@ absl::StatusOr<GenerateParams> ToGenerateParams(const Tokenizer& tokenizer,
   absl::StatusOr<SamplerParams> sampler = ToSamplerParams(request.sampling());
   if (!sampler.ok()) return sampler.status();
   params.sampler = *sampler;
+  absl::StatusOr<std::shared_ptr<const TokenGrammar>> grammar =
+      OutputGrammar(tokenizer, request.format());
+  if (!grammar.ok()) return grammar.status();
+  params.sampler.grammar = *std::move(grammar);
   const int room = context_length - static_cast<int>(params.prompt.size());
   params.max_tokens = request.max_tokens() == 0
                           ? room

@@ -5,10 +5,12 @@
 #define SLUICE_WORKER_REQUEST_CONVERT_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "model/engine.h"
+#include "model/grammar.h"
 #include "model/sampler.h"
 #include "model/tokenizer.h"
 #include "proto/sluice/v1/sluice.pb.h"
@@ -22,7 +24,15 @@ absl::StatusOr<SamplerParams> ToSamplerParams(const sluice::v1::SamplingParams& 
 absl::StatusOr<std::vector<int32_t>> PromptIds(const Tokenizer& tokenizer,
                                                const sluice::v1::GenerateRequest& request);
 
-// The whole GenerateParams; max_tokens 0 means "until the context is full".
+// The grammar of `format` bound to `tokenizer`'s vocabulary; null when no
+// format is set. Compiled grammars (and their mask caches) are kept for the
+// last few distinct formats, so an agent that sends the same schema every
+// turn compiles it once. InvalidArgument "GenerateRequest.format: ..." naming
+// the rule or JSON Schema keyword it cannot compile.
+absl::StatusOr<std::shared_ptr<const TokenGrammar>> OutputGrammar(
+    const Tokenizer& tokenizer, const sluice::v1::OutputFormat& format);
+
+// The whole GenerateParams (the grammar of request.format included); max_tokens 0 means "until the context is full".
 absl::StatusOr<GenerateParams> ToGenerateParams(const Tokenizer& tokenizer,
                                                 int context_length,
                                                 const sluice::v1::GenerateRequest& request);
