@@ -56,8 +56,16 @@ std::string DeviceNeedText(const Plan& p, const ModelFootprint& m) {
       FormatBytes(p.workspace_bytes), " + margin ", FormatBytes(p.device_margin_bytes), ")");
 }
 
+// Sequences of m.context tokens whose state fits in `free` beside `other`
+// bytes; -1 when a sequence holds no state.
+int64_t SequencesFit(uint64_t free, uint64_t other, const ModelFootprint& m) {
+  const uint64_t per = m.state_bytes_per_session();
+  if (per == 0) return -1;
+  return other >= free ? 0 : static_cast<int64_t>((free - other) / per);
+}
+
 // What fits on the device when the request does not: the largest arena, or,
-// when no arena fits at all, the longest context.
+// when no arena fits at all, the longest context and the most sequences.
 std::string DeviceSuggestion(const ModelFootprint& m, uint64_t free, uint64_t margin) {
   const uint64_t fixed = m.dense_bytes + m.state_bytes() + m.workspace_bytes + margin;
   const int64_t slots = MaxSlots(free, fixed, m.slot_bytes, m.experts);
@@ -66,15 +74,29 @@ std::string DeviceSuggestion(const ModelFootprint& m, uint64_t free, uint64_t ma
                            slots, slots,
                            m.experts > 0 ? static_cast<double>(slots) / m.experts : 0.0);
   }
-  const uint64_t base = m.dense_bytes + m.workspace_bytes + margin +
-                        m.state_fixed_bytes * static_cast<uint64_t>(m.sessions);
-  if (base >= free || m.state_bytes_per_token == 0) {
+  const uint64_t bare = m.dense_bytes + m.workspace_bytes + margin;
+  const int64_t sequences = SequencesFit(free, bare, m);
+  const uint64_t base = bare + m.state_fixed_bytes * static_cast<uint64_t>(m.sessions);
+  const std::string fewer =
+      sequences >= 1 ? absl::StrCat("at most ", sequences, " sequences of ", m.context, " tokens")
+                     : std::string();
+  if (base < free && m.state_bytes_per_token > 0) {
+    const uint64_t tokens =
+        (free - base) / (m.state_bytes_per_token * static_cast<uint64_t>(m.sessions));
+    return absl::StrCat("no expert arena fits beside the KV/state: use a context of at most ",
+                        tokens, " tokens (--context_length)",
+                        fewer.empty() ? "" : absl::StrCat(" or ", fewer), ", with 0 slots");
+  }
+  if (!fewer.empty()) {
+    return absl::StrCat("no expert arena fits beside the KV/state: use ", fewer,
+                        ", with 0 slots");
+  }
+  if (bare >= free) {
     return "even the dense weights and workspace do not fit: use a device with more memory";
   }
-  const uint64_t tokens =
-      (free - base) / (m.state_bytes_per_token * static_cast<uint64_t>(m.sessions));
-  return absl::StrCat("no expert arena fits beside the KV/state: use a context of at most ",
-                      tokens, " tokens (--context_length) or fewer sessions, with 0 slots");
+  return absl::StrCat("one sequence's state (", FormatBytes(m.state_bytes_per_session()),
+                      ") does not fit beside the dense weights and workspace: use a device "
+                      "with more memory");
 }
 
 absl::Status FitHost(const FitInputs& in, Plan& p) {
@@ -144,6 +166,15 @@ absl::StatusOr<Plan> PlanFit(const FitInputs& in) {
   p.slot_bytes = m.slot_bytes;
   p.dense_bytes = m.dense_bytes;
   p.state_bytes = m.state_bytes();
+  p.sequences = m.sessions;
+  p.context = m.context;
+  p.state_fixed_bytes_per_sequence = m.state_fixed_bytes;
+  p.kv_bytes_per_token = m.state_bytes_per_token;
+  p.state_bytes_per_sequence = m.state_bytes_per_session();
+  p.kv_block_tokens = m.kv_block_tokens;
+  p.kv_positions_per_sequence = m.kv_positions_per_session();
+  p.kv_blocks =
+      m.kv_block_tokens > 0 ? p.kv_positions_per_sequence / m.kv_block_tokens * m.sessions : 0;
   p.workspace_bytes = m.workspace_bytes;
   p.device = in.device;
   p.host = in.host;
@@ -174,6 +205,10 @@ absl::StatusOr<Plan> PlanFit(const FitInputs& in) {
         DeviceSuggestion(m, in.device.free_bytes, p.device_margin_bytes)));
   }
   if (absl::Status s = FitHost(in, p); !s.ok()) return s;
+  if (in.device.known) {
+    p.sequences_fit =
+        SequencesFit(in.device.free_bytes, p.device_need_bytes - p.state_bytes, m);
+  }
   return p;
 }
 
@@ -188,12 +223,24 @@ std::string Plan::Table() const {
       streaming() ? absl::StrFormat("%d (%.1f%% of experts)", slots,
                                     experts > 0 ? 100.0 * slots / experts : 0.0)
                   : std::string("every expert resident"));
+  row("sequences",
+      absl::StrCat(sequences, " x ", context, " tokens",
+                   sequences_fit >= 0 ? absl::StrCat(" (", sequences_fit, " would fit)")
+                                      : std::string()));
+  row("  per sequence", absl::StrCat(FormatBytes(state_bytes_per_sequence), " = KV ",
+                                     FormatBytes(kv_bytes_per_token), "/token x ",
+                                     kv_positions_per_sequence, " + recurrent ",
+                                     FormatBytes(state_fixed_bytes_per_sequence)));
+  if (kv_block_tokens > 0) {
+    row("  KV blocks", absl::StrCat(kv_blocks, " x ", kv_block_tokens, " tokens"));
+  }
   row("device", device.known ? absl::StrCat(FormatBytes(device.free_bytes), " free of ",
                                             FormatBytes(device.total_bytes))
                              : std::string("unknown (not checked)"));
   row("  dense", FormatBytes(dense_bytes));
   row("  experts", FormatBytes(arena_bytes));
-  row("  KV/state", FormatBytes(state_bytes));
+  row("  KV/state", absl::StrCat(FormatBytes(state_bytes), " (", sequences, " x ",
+                                 FormatBytes(state_bytes_per_sequence), ")"));
   row("  workspace", FormatBytes(workspace_bytes));
   row("  margin", FormatBytes(device_margin_bytes));
   row("  total", FormatBytes(device_need_bytes));

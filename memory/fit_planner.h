@@ -1,7 +1,8 @@
 // The fit planner: where a model's bytes go before anything is loaded
 // (issue 13, "Fit planner").
 //
-//   device = dense + expert arena (or every expert) + KV/state x sessions
+//   device = dense + expert arena (or every expert)
+//            + (recurrent state + KV x context) x sequences
 //            + workspace + margin
 //   host   = pinned host tier + staging + page cache the mapping must keep
 //            + margin
@@ -49,15 +50,29 @@ struct ModelFootprint {
   // shape.
   uint64_t slot_bytes = 0;
   int64_t experts = 0;  // routed experts in the model (layers x experts)
-  // KV and recurrent state of one session: fixed + per_token x context.
+  // KV and recurrent state of one session (a sequence of the continuous
+  // batch, issue 19): fixed (the DeltaNet conv and recurrent state, one
+  // slot per sequence) + per_token x context (the attention layers' KV).
   uint64_t state_fixed_bytes = 0;
   uint64_t state_bytes_per_token = 0;
   int64_t context = 0;
+  // Sequences held at once (`sluicectl plan --sessions`; the worker plans
+  // one while it runs one request at a time).
   int64_t sessions = 1;
+  // The KV cache in blocks of this many positions (sched/kv_blocks.h): a
+  // sequence's KV is whole blocks, its context rounded up. 0: one
+  // contiguous cache of `context` positions per sequence.
+  int64_t kv_block_tokens = 0;
   uint64_t workspace_bytes = 0;  // activations and scratch (an estimate)
 
+  // Positions of KV one sequence holds: context, rounded up to blocks.
+  int64_t kv_positions_per_session() const {
+    if (kv_block_tokens <= 0) return context;
+    return (context + kv_block_tokens - 1) / kv_block_tokens * kv_block_tokens;
+  }
   uint64_t state_bytes_per_session() const {
-    return state_fixed_bytes + state_bytes_per_token * static_cast<uint64_t>(context);
+    return state_fixed_bytes +
+           state_bytes_per_token * static_cast<uint64_t>(kv_positions_per_session());
   }
   uint64_t state_bytes() const {
     return state_bytes_per_session() * static_cast<uint64_t>(sessions);
@@ -118,6 +133,21 @@ struct Plan {
   // Device side.
   uint64_t dense_bytes = 0;
   uint64_t state_bytes = 0;  // all sessions
+  // Per sequence: `sequences` of `context` tokens, each with its fixed
+  // (recurrent) state and KV of kv_bytes_per_token a position; the KV in
+  // kv_blocks blocks of kv_block_tokens (0 without blocks).
+  int64_t sequences = 0;
+  int64_t context = 0;
+  uint64_t state_fixed_bytes_per_sequence = 0;
+  uint64_t kv_bytes_per_token = 0;
+  int64_t kv_positions_per_sequence = 0;  // context, rounded up to blocks
+  uint64_t state_bytes_per_sequence = 0;
+  int64_t kv_block_tokens = 0;
+  int64_t kv_blocks = 0;
+  // Sequences of `context` tokens that would fit on the device beside
+  // everything else this plan places (at least `sequences`); -1 where the
+  // device is unknown or a sequence holds no state.
+  int64_t sequences_fit = -1;
   uint64_t workspace_bytes = 0;
   uint64_t device_margin_bytes = 0;
   uint64_t device_need_bytes = 0;  // the sum above, margin included

@@ -174,6 +174,90 @@ TEST(FitPlannerTest, UnknownDeviceChecksTheHostOnly) {
   EXPECT_NE(p->Table().find("unknown (not checked)"), std::string::npos);
 }
 
+// Eight sequences of 4,096 tokens, each with 2 MiB of recurrent state and
+// 256 KiB of KV a token: 1.00 GiB + 2 MiB each, and the table says so; 14
+// would fit beside the resident experts ((130 - 115.2) GiB / 1.002 GiB).
+TEST(FitPlannerTest, PerSequenceStateIsInThePlan) {
+  FitInputs in = Inputs(130 * kGiB, 100 * kGiB);
+  in.model.sessions = 8;
+  in.model.state_fixed_bytes = 2 * kMiB;
+  auto p = PlanFit(in);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->mode, FitMode::kAllResident);
+  EXPECT_EQ(p->sequences, 8);
+  EXPECT_EQ(p->context, 4096);
+  EXPECT_EQ(p->state_fixed_bytes_per_sequence, 2 * kMiB);
+  EXPECT_EQ(p->kv_bytes_per_token, 256u * 1024);
+  EXPECT_EQ(p->kv_positions_per_sequence, 4096);
+  EXPECT_EQ(p->state_bytes_per_sequence, kGiB + 2 * kMiB);
+  EXPECT_EQ(p->state_bytes, 8 * (kGiB + 2 * kMiB));
+  EXPECT_EQ(p->kv_blocks, 0);
+  EXPECT_EQ(p->sequences_fit, 14);
+  const std::string t = p->Table();
+  EXPECT_NE(t.find("sequences              8 x 4096 tokens (14 would fit)\n"), std::string::npos)
+      << t;
+  EXPECT_NE(t.find("  per sequence         1.00 GiB = KV 256.0 KiB/token x 4096 + recurrent 2.0 "
+                   "MiB\n"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("  KV/state             8.02 GiB (8 x 1.00 GiB)\n"), std::string::npos) << t;
+  EXPECT_EQ(t.find("KV blocks"), std::string::npos) << t;
+}
+
+// In blocks of 16 positions a context of 4,100 holds 4,112 (257 blocks a
+// sequence).
+TEST(FitPlannerTest, KvBlocksRoundTheContextUp) {
+  FitInputs in = Inputs(130 * kGiB, 100 * kGiB);
+  in.model.sessions = 2;
+  in.model.context = 4100;
+  in.model.kv_block_tokens = 16;
+  auto p = PlanFit(in);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->kv_positions_per_sequence, 4112);
+  EXPECT_EQ(p->kv_blocks, 2 * 257);
+  EXPECT_EQ(p->state_bytes_per_sequence, 4112u * 256 * 1024);
+  EXPECT_EQ(p->state_bytes, 2u * 4112 * 256 * 1024);
+  EXPECT_NE(p->Table().find("  KV blocks            514 x 16 tokens\n"), std::string::npos)
+      << p->Table();
+}
+
+// 200 sequences of 1 GiB do not fit in 114 GiB beside 15.2 GiB of dense,
+// workspace and margin, even with no arena: the refusal gives the context
+// that fits for 200 and the 98 sequences that fit at 4,096 tokens.
+TEST(FitPlannerTest, TooManySequencesAreRefusedWithWhatFits) {
+  FitInputs in = Inputs(114 * kGiB, 120 * kGiB);
+  in.model.sessions = 200;
+  in.request.slots = 0;
+  auto p = PlanFit(in);
+  ASSERT_EQ(p.status().code(), absl::StatusCode::kResourceExhausted);
+  const std::string m(p.status().message());
+  EXPECT_NE(m.find("KV/state 200.00 GiB [200 x 1.00 GiB for 4096 tokens]"), std::string::npos)
+      << m;
+  EXPECT_NE(m.find("no expert arena fits beside the KV/state: use a context of at most 2023 "
+                   "tokens (--context_length) or at most 98 sequences of 4096 tokens, with 0 "
+                   "slots"),
+            std::string::npos)
+      << m;
+  // Recurrent state alone (no KV a token) too large for 200: only fewer
+  // sequences help.
+  in.model.state_bytes_per_token = 0;
+  in.model.state_fixed_bytes = kGiB;
+  p = PlanFit(in);
+  ASSERT_EQ(p.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(p.status().message().find("no expert arena fits beside the KV/state: use at most 98 "
+                                      "sequences of 4096 tokens, with 0 slots"),
+            std::string::npos)
+      << p.status().message();
+  // Not even one sequence beside the dense weights.
+  in.model.state_fixed_bytes = 100 * kGiB;
+  p = PlanFit(in);
+  ASSERT_EQ(p.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(p.status().message().find("; one sequence's state (100.00 GiB) does not fit beside "
+                                      "the dense weights and workspace"),
+            std::string::npos)
+      << p.status().message();
+}
+
 TEST(FitPlannerTest, FormatBytes) {
   EXPECT_EQ(FormatBytes(3 * kGiB / 2), "1.50 GiB");
   EXPECT_EQ(FormatBytes(512 * kMiB), "512.0 MiB");
