@@ -21,6 +21,9 @@ grep -qE '^model: .*coldread_cli-00002-of-00002.gguf \(2 shards\), 4 of 4 layers
 [ "$(grep -cE '^disk threads=(1|4) block=65536 bytes=[0-9]+ seconds=[0-9.]+ GB/s=[0-9.]+$' "$dir/out")" = 2 ] \
   || fail "two disk lines expected"
 grep -qE '^disk best threads=(1|4) GB/s=[0-9.]+$' "$dir/out" || fail "best line"
+# io_uring at the default depths 8, 32, 64, or the reason it was refused.
+[ "$(grep -cE '^uring depth=(8|32|64) registered=(yes|no) block=65536 bytes=[0-9]+ seconds=[0-9.]+ GB/s=[0-9.]+ vs_best_threads=[0-9.]+$' "$dir/out")" = 3 ] \
+  || grep -qE '^uring skipped: ' "$dir/out" || fail "uring lines expected"
 grep -qx 'tier skipped: disk_only' "$dir/out" || fail "skip line"
 tail -1 "$dir/out" >"$dir/json"
 python3 - "$dir/json" <<'PY' || fail "json fields: $(cat "$dir/json")"

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <numeric>
 #include <random>
 
@@ -13,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "kernels/cpu/thread_pool.h"
+#include "memory/uring_reader.h"
 
 namespace sluice::coldread {
 
@@ -132,6 +134,46 @@ absl::StatusOr<Rate> MeasureDisk(absl::Span<const memory::DirectRead> blocks,
   return rate;
 }
 
+absl::StatusOr<UringRun> MeasureDiskUring(absl::Span<const memory::DirectRead> blocks,
+                                          int depth) {
+  depth = std::max(1, depth);
+  uint64_t largest = memory::kDirectAlign;
+  Rate rate;
+  for (const memory::DirectRead& b : blocks) {
+    largest = std::max(largest, b.length);
+    rate.bytes += b.length;
+  }
+  void* raw = nullptr;
+  const uint64_t total = largest * static_cast<uint64_t>(depth);
+  if (posix_memalign(&raw, memory::kDirectAlign, total) != 0) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("coldread: cannot allocate ", total, " bytes of buffers"));
+  }
+  std::unique_ptr<uint8_t, decltype(&free)> buffers(static_cast<uint8_t*>(raw), &free);
+  ASSIGN_OR_RETURN(std::unique_ptr<memory::UringReader> reader,
+                   memory::UringReader::Create(
+                       {.queue_depth = static_cast<uint32_t>(depth),
+                        .buffers = {absl::MakeSpan(buffers.get(), total)}}));
+  const auto start = std::chrono::steady_clock::now();
+  uint64_t first = 0;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    // Block i lands in buffer i % depth, free once block i - depth is in.
+    if (i >= static_cast<size_t>(depth)) {
+      absl::Status s = reader->Wait(first + i - depth);
+      if (!s.ok()) return absl::DataLossError(absl::StrCat("coldread: uring: ", s.message()));
+    }
+    memory::DirectRead r = blocks[i];
+    r.dst = buffers.get() + (i % depth) * largest;
+    const uint64_t t = reader->Submit({r});
+    if (i == 0) first = t;
+  }
+  absl::Status s = reader->WaitAll();
+  rate.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!s.ok()) return absl::DataLossError(absl::StrCat("coldread: uring: ", s.message()));
+  return UringRun{depth, reader->registered(), rate};
+}
+
 std::vector<std::vector<int32_t>> Batches(int32_t n_expert, int32_t k, bool shuffle,
                                           uint64_t seed) {
   std::vector<int32_t> order(std::max(0, n_expert));
@@ -202,6 +244,15 @@ std::string FormatText(const Report& r) {
     out += absl::StrFormat("disk best threads=%d GB/s=%.3f\n", best->threads,
                            best->rate.gbps());
   }
+  for (const UringRun& u : r.uring) {
+    out += absl::StrFormat(
+        "uring depth=%d registered=%s block=%d bytes=%d seconds=%.3f GB/s=%.3f "
+        "vs_best_threads=%.3f\n",
+        u.depth, u.registered ? "yes" : "no", r.block_bytes, u.rate.bytes, u.rate.seconds,
+        u.rate.gbps(),
+        best != nullptr && best->rate.gbps() > 0 ? u.rate.gbps() / best->rate.gbps() : 0);
+  }
+  if (!r.uring_skipped.empty()) out += absl::StrCat("uring skipped: ", r.uring_skipped, "\n");
   for (const TierRun& t : r.tier) {
     out += absl::StrFormat(
         "tier batch=%d (%s) threads=%d piece=%d calls=%d experts_from_disk=%d/%d "
@@ -233,6 +284,14 @@ std::string FormatJson(const Report& r) {
   } else {
     absl::StrAppend(&out, "{\"threads\": ", best->threads, ", ", RateJson(best->rate), "}");
   }
+  out += ", \"uring\": [";
+  for (size_t i = 0; i < r.uring.size(); ++i) {
+    absl::StrAppend(&out, i ? ", " : "", "{\"depth\": ", r.uring[i].depth,
+                    ", \"registered\": ", r.uring[i].registered ? "true" : "false", ", ",
+                    RateJson(r.uring[i].rate), "}");
+  }
+  absl::StrAppend(&out, "], \"uring_skipped\": ",
+                  r.uring_skipped.empty() ? "null" : Quote(r.uring_skipped));
   out += ", \"tier\": [";
   for (size_t i = 0; i < r.tier.size(); ++i) {
     const TierRun& t = r.tier[i];

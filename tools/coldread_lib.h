@@ -4,7 +4,9 @@
 //
 //  - The disk's rate: the expert tensors' byte ranges read in order, in big
 //    aligned blocks with O_DIRECT (so no page cache serves them), by N
-//    threads each pulling the next block (queue depth N).
+//    threads each pulling the next block (queue depth N); and the same
+//    blocks through io_uring (memory/uring_reader.h) from one thread at
+//    queue depth D.
 //  - The host tier's rate: a fresh (cold) tier Loads every expert of every
 //    layer, in routing-sized calls (n_expert_used experts, as decode does) or
 //    whole-layer calls (as a prefill wave does); bytes are the slices of the
@@ -100,6 +102,20 @@ struct DiskRun {
   Rate rate;
 };
 
+// One io_uring run of the disk's blocks.
+struct UringRun {
+  int depth = 0;
+  bool registered = false;  // the buffers were registered with the ring
+  Rate rate;
+};
+
+// The same blocks read through one memory::UringReader: up to `depth`
+// reads in the kernel at once, from one thread, into `depth` registered
+// buffers used in turn (a buffer is reused once its previous block's ticket
+// has been waited). Unavailable where io_uring is refused.
+absl::StatusOr<UringRun> MeasureDiskUring(absl::Span<const memory::DirectRead> blocks,
+                                          int depth);
+
 struct TierRun {
   int batch = 0;    // experts per Load call
   int threads = 0;  // the tier's readers
@@ -121,6 +137,8 @@ struct Report {
   bool o_direct = false;
   uint64_t block_bytes = 0;
   std::vector<DiskRun> disk;
+  std::vector<UringRun> uring;
+  std::string uring_skipped;  // why no io_uring figures (empty: none asked, or ran)
   std::vector<TierRun> tier;
   // Why no tier figures: "disk_only", or the error that stopped them.
   std::string tier_skipped;

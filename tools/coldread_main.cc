@@ -30,6 +30,8 @@
 ABSL_FLAG(std::string, model, "", "the model (any shard of a split set); or positional");
 ABSL_FLAG(int, layers, 0, "measure the first N layers' experts (0: all)");
 ABSL_FLAG(std::string, disk_threads, "1,4,8,16", "disk: reader threads, one run each");
+ABSL_FLAG(std::string, uring_depths, "8,32,64",
+          "disk through io_uring: queue depths, one run each (empty: none)");
 ABSL_FLAG(uint64_t, block_bytes, 4 << 20, "disk: bytes per read (multiple of 4096)");
 ABSL_FLAG(uint64_t, disk_bytes, uint64_t{4} << 30,
           "disk: bytes read per run, from the start of the experts (0: all)");
@@ -82,7 +84,7 @@ absl::StatusOr<std::vector<uint64_t>> Pieces(const std::string& list) {
 struct Setup {
   std::unique_ptr<ModelFiles> files;
   LayerExperts layers;
-  std::vector<int> disk_threads, tier_threads, batches;
+  std::vector<int> disk_threads, tier_threads, batches, uring_depths;
   std::vector<uint64_t> pieces;
 };
 
@@ -91,6 +93,10 @@ absl::StatusOr<Setup> Prepare(const std::string& path, Report& report) {
   Setup s;
   ASSIGN_OR_RETURN(s.disk_threads,
                    Ints("disk_threads", absl::GetFlag(FLAGS_disk_threads)));
+  if (!absl::GetFlag(FLAGS_uring_depths).empty()) {
+    ASSIGN_OR_RETURN(s.uring_depths,
+                     Ints("uring_depths", absl::GetFlag(FLAGS_uring_depths)));
+  }
   ASSIGN_OR_RETURN(s.tier_threads,
                    Ints("tier_threads", absl::GetFlag(FLAGS_tier_threads)));
   ASSIGN_OR_RETURN(s.pieces, Pieces(absl::GetFlag(FLAGS_tier_piece_bytes)));
@@ -142,6 +148,15 @@ absl::Status MeasureAllDisk(const Setup& s, Report& report) {
   for (int threads : s.disk_threads) {
     ASSIGN_OR_RETURN(Rate rate, MeasureDisk(blocks, threads));
     report.disk.push_back({threads, rate});
+  }
+  for (int depth : s.uring_depths) {
+    absl::StatusOr<UringRun> run = MeasureDiskUring(blocks, depth);
+    if (absl::IsUnavailable(run.status())) {
+      report.uring_skipped = std::string(run.status().message());
+      break;
+    }
+    if (!run.ok()) return run.status();
+    report.uring.push_back(*run);
   }
   return absl::OkStatus();
 }

@@ -112,6 +112,14 @@ TEST(ColdreadTest, ExpertRangesAreTheExpertTensorsOfEveryShard) {
   EXPECT_EQ(rate->bytes, block_bytes);
   EXPECT_GE(rate->bytes, bytes);
   EXPECT_GT(rate->seconds, 0);
+  // The same blocks through io_uring (skipped where the kernel refuses it).
+  absl::StatusOr<UringRun> uring = MeasureDiskUring(blocks, 3);
+  if (!absl::IsUnavailable(uring.status())) {
+    ASSERT_TRUE(uring.ok()) << uring.status();
+    EXPECT_EQ(uring->depth, 3);
+    EXPECT_EQ(uring->rate.bytes, block_bytes);
+    EXPECT_GT(uring->rate.seconds, 0);
+  }
 }
 
 Report Sample() {
@@ -127,6 +135,7 @@ Report Sample() {
   r.block_bytes = 4096;
   r.disk = {{1, {1000000000, 1.0}}, {4, {2000000000, 1.0}}};
   r.tier = {{8, 8, 1048576, {1500000000, 1.0}, 32, 256, 256}};
+  r.uring = {{32, true, {3000000000, 1.0}}};
   return r;
 }
 
@@ -140,6 +149,8 @@ TEST(ColdreadTest, ReportGivesEachRunAndTheRatioToTheBestDisk) {
             "disk threads=1 block=4096 bytes=1000000000 seconds=1.000 GB/s=1.000\n"
             "disk threads=4 block=4096 bytes=2000000000 seconds=1.000 GB/s=2.000\n"
             "disk best threads=4 GB/s=2.000\n"
+            "uring depth=32 registered=yes block=4096 bytes=3000000000 seconds=1.000 "
+            "GB/s=3.000 vs_best_threads=1.500\n"
             "tier batch=8 (routing) threads=8 piece=1048576 calls=32 experts_from_disk=256/256 "
             "bytes=1500000000 seconds=1.000 GB/s=1.500 ratio=0.750\n");
   EXPECT_EQ(FormatJson(r),
@@ -149,7 +160,9 @@ TEST(ColdreadTest, ReportGivesEachRunAndTheRatioToTheBestDisk) {
             "1, \"bytes\": 1000000000, \"seconds\": 1.000000, \"gbps\": 1.0000}, "
             "{\"threads\": 4, \"bytes\": 2000000000, \"seconds\": 1.000000, \"gbps\": "
             "2.0000}], \"disk_best\": {\"threads\": 4, \"bytes\": 2000000000, "
-            "\"seconds\": 1.000000, \"gbps\": 2.0000}, \"tier\": [{\"batch\": 8, "
+            "\"seconds\": 1.000000, \"gbps\": 2.0000}, \"uring\": [{\"depth\": 32, "
+            "\"registered\": true, \"bytes\": 3000000000, \"seconds\": 1.000000, "
+            "\"gbps\": 3.0000}], \"uring_skipped\": null, \"tier\": [{\"batch\": 8, "
             "\"threads\": 8, \"piece_bytes\": 1048576, \"calls\": 32, \"experts_from_disk\": 256, "
             "\"experts_loaded\": 256, \"bytes\": 1500000000, \"seconds\": 1.000000, "
             "\"gbps\": 1.5000, \"ratio\": 0.7500}], \"tier_skipped\": null}");
@@ -159,12 +172,14 @@ TEST(ColdreadTest, ReportWithoutTierSaysWhy) {
   Report r = Sample();
   r.tier.clear();
   r.disk.clear();
+  r.uring.clear();
   r.tier_skipped = "disk_only";
   EXPECT_EQ(BestDisk(r), nullptr);
   const std::string text = FormatText(r);
   EXPECT_NE(text.find("\ntier skipped: disk_only\n"), std::string::npos) << text;
   const std::string json = FormatJson(r);
-  EXPECT_NE(json.find("\"disk\": [], \"disk_best\": null, \"tier\": [], "
+  EXPECT_NE(json.find("\"disk\": [], \"disk_best\": null, \"uring\": [], "
+                      "\"uring_skipped\": null, \"tier\": [], "
                       "\"tier_skipped\": \"disk_only\"}"),
             std::string::npos)
       << json;
