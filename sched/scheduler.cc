@@ -177,13 +177,7 @@ bool Scheduler::TryAdmit(Sequence& s) {
   return true;
 }
 
-absl::StatusOr<StepPlan> Scheduler::Schedule(absl::Time now) {
-  if (in_flight_.has_value()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("scheduler: step ", steps_, " is still in flight (call Complete first)"));
-  }
-  StepPlan plan;
-  // 1. Deadlines, in arrival order.
+void Scheduler::ExpireDeadlines(absl::Time now, StepPlan& plan) {
   std::vector<SeqId> expired;
   for (SeqId id : running_) {
     if (seqs_.at(id).deadline <= now) expired.push_back(id);
@@ -196,13 +190,13 @@ absl::StatusOr<StepPlan> Scheduler::Schedule(absl::Time now) {
     Drop(id);
     seqs_.erase(id);
   }
+}
 
-  // 2. One token for every decoding sequence, oldest first.
-  int64_t budget = options_.token_budget;
+absl::Status Scheduler::ScheduleDecodes(StepPlan& plan, int64_t& budget) {
   const std::vector<SeqId> order = running_;
   for (SeqId id : order) {
     Sequence& s = seqs_.at(id);
-    if (!s.running || !Decoding(s)) continue;
+    if (!Decoding(s)) continue;  // prefilling, or preempted just now
     const int64_t need = s.computed + 1;
     bool self = false;
     while (!blocks_.CanHold(id, need)) {
@@ -218,8 +212,10 @@ absl::StatusOr<StepPlan> Scheduler::Schedule(absl::Time now) {
     plan.decodes.push_back({id, *slots_.SlotOf(id), s.computed, need, /*samples=*/true});
     --budget;
   }
+  return absl::OkStatus();
+}
 
-  // 3. Prefill chunks of the running sequences, oldest first, ...
+absl::Status Scheduler::SchedulePrefills(StepPlan& plan, int64_t& budget) {
   auto chunk_of = [&](const Sequence& s) {
     const int64_t n = std::min(budget, s.known() - s.computed);
     const int64_t end = s.computed + n;
@@ -239,16 +235,28 @@ absl::StatusOr<StepPlan> Scheduler::Schedule(absl::Time now) {
     }
     plan.prefills.push_back(chunk_of(s));
   }
-  // ... then admissions in arrival order, none in a step that preempted.
-  if (plan.preempted.empty()) {
-    while (budget > 0 && !waiting_.empty()) {
-      Sequence& s = seqs_.at(waiting_.front());
-      if (!TryAdmit(s)) break;
-      waiting_.pop_front();
-      plan.prefills.push_back(chunk_of(s));
-    }
+  // Admissions in arrival order, none in a step that preempted (the memory
+  // just freed is what the running sequences lacked).
+  if (!plan.preempted.empty()) return absl::OkStatus();
+  while (budget > 0 && !waiting_.empty()) {
+    Sequence& s = seqs_.at(waiting_.front());
+    if (!TryAdmit(s)) break;
+    waiting_.pop_front();
+    plan.prefills.push_back(chunk_of(s));
   }
+  return absl::OkStatus();
+}
 
+absl::StatusOr<StepPlan> Scheduler::Schedule(absl::Time now) {
+  if (in_flight_.has_value()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("scheduler: step ", steps_, " is still in flight (call Complete first)"));
+  }
+  StepPlan plan;
+  ExpireDeadlines(now, plan);
+  int64_t budget = options_.token_budget;
+  if (absl::Status s = ScheduleDecodes(plan, budget); !s.ok()) return s;
+  if (absl::Status s = SchedulePrefills(plan, budget); !s.ok()) return s;
   if (!plan.empty()) {
     plan.step = ++steps_;
     tokens_scheduled_ += static_cast<uint64_t>(plan.tokens());
@@ -362,6 +370,46 @@ SchedulerStats Scheduler::Stats() const {
   return s;
 }
 
+absl::Status Scheduler::CheckSequence(const Sequence& s) const {
+  const SeqId id = s.id;
+  auto broken = [](auto&&... parts) {
+    return absl::InternalError(absl::StrCat("scheduler: ", parts...));
+  };
+  if (s.computed < 0 || s.computed > s.known() - 1) {
+    return broken("sequence ", id, ": computed ", s.computed, " outside [0, known ", s.known(),
+                  " - 1]");
+  }
+  if (s.max_new > 0 ? s.generated >= s.max_new : s.generated != 0) {
+    return broken("sequence ", id, ": ", s.generated, " generated of at most ", s.max_new,
+                  " is live");
+  }
+  if (s.known() > options_.context_per_sequence) {
+    return broken("sequence ", id, ": ", s.known(), " known tokens exceed the context ",
+                  options_.context_per_sequence);
+  }
+  const int64_t held = blocks_.TokensHeld(id);
+  if (!s.running) {
+    if (s.computed != 0 || blocks_.Has(id) || slots_.SlotOf(id).has_value()) {
+      return broken("waiting sequence ", id, " holds memory or computed positions");
+    }
+    return absl::OkStatus();
+  }
+  if (!slots_.SlotOf(id).has_value()) return broken("running sequence ", id, " has no slot");
+  if (held < s.computed) {
+    return broken("running sequence ", id, " holds ", held, " positions but computed ",
+                  s.computed);
+  }
+  if (!Decoding(s) && held < s.known()) {
+    return broken("prefilling sequence ", id, " holds ", held, " positions of ", s.known(),
+                  " known");
+  }
+  if (blocks_.BlocksFor(held) > blocks_.BlocksFor(MaxPositions(s))) {
+    return broken("sequence ", id, " holds ", held, " positions, more than the ",
+                  MaxPositions(s), " it can ever use");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Scheduler::CheckInvariants() const {
   auto broken = [](auto&&... parts) {
     return absl::InternalError(absl::StrCat("scheduler: ", parts...));
@@ -398,38 +446,7 @@ absl::Status Scheduler::CheckInvariants() const {
     if (absl::Status st = in_order(id); !st.ok()) return st;
   }
   for (const auto& [id, s] : seqs_) {
-    if (s.computed < 0 || s.computed > s.known() - 1) {
-      return broken("sequence ", id, ": computed ", s.computed, " outside [0, known ", s.known(),
-                    " - 1]");
-    }
-    if (s.max_new > 0 ? s.generated >= s.max_new : s.generated != 0) {
-      return broken("sequence ", id, ": ", s.generated, " generated of at most ", s.max_new,
-                    " is live");
-    }
-    if (s.known() > options_.context_per_sequence) {
-      return broken("sequence ", id, ": ", s.known(), " known tokens exceed the context ",
-                    options_.context_per_sequence);
-    }
-    const int64_t held = blocks_.TokensHeld(id);
-    if (!s.running) {
-      if (s.computed != 0 || blocks_.Has(id) || slots_.SlotOf(id).has_value()) {
-        return broken("waiting sequence ", id, " holds memory or computed positions");
-      }
-      continue;
-    }
-    if (!slots_.SlotOf(id).has_value()) return broken("running sequence ", id, " has no slot");
-    if (held < s.computed) {
-      return broken("running sequence ", id, " holds ", held, " positions but computed ",
-                    s.computed);
-    }
-    if (!Decoding(s) && held < s.known()) {
-      return broken("prefilling sequence ", id, " holds ", held, " positions of ", s.known(),
-                    " known");
-    }
-    if (blocks_.BlocksFor(held) > blocks_.BlocksFor(MaxPositions(s))) {
-      return broken("sequence ", id, " holds ", held, " positions, more than the ",
-                    MaxPositions(s), " it can ever use");
-    }
+    if (absl::Status st = CheckSequence(s); !st.ok()) return st;
   }
   if (blocks_.num_tables() != running_.size() ||
       static_cast<size_t>(slots_.num_slots() - slots_.free_slots()) != running_.size()) {

@@ -258,6 +258,11 @@ class Scheduler {
   // Frees the newest running sequence's memory and requeues it.
   SeqId PreemptNewest();
   bool TryAdmit(Sequence& s);
+  // The three parts of Schedule (the comment at the top of this file).
+  void ExpireDeadlines(absl::Time now, StepPlan& plan);
+  absl::Status ScheduleDecodes(StepPlan& plan, int64_t& budget);
+  absl::Status SchedulePrefills(StepPlan& plan, int64_t& budget);
+  absl::Status CheckSequence(const Sequence& s) const;
   SequenceView View(const Sequence& s) const;
 
   SchedulerOptions options_;
