@@ -187,6 +187,14 @@ inline constexpr double kDefaultTinyLfuHalfLife = 16384;
 inline constexpr double kDefaultTinyLfuWindow = 0.01;
 std::unique_ptr<EvictionPolicy> MakeTinyLfuPolicy(TinyLfuOptions options = {});
 
+// The pinned host tier's policy (model/cuda/host_tier.h) unless told
+// otherwise: on the recorded and synthetic traces of docs/SLOT_CACHE.md
+// ("Host-tier policy") tinylfu keeps more of the device's misses off disk
+// than LRU in every case but one (a 13-slot arena smaller than one token,
+// where the host tier holds exactly the token's experts and LRU's recency
+// is what fits), and prefill waves do not flush it.
+inline constexpr char kDefaultHostTierPolicy[] = "tinylfu";
+
 // The online policies by name: "lru", "lfu" (kDefaultLfuHalfLife) or
 // "tinylfu" (TinyLfuOptions{}). InvalidArgument naming the valid names
 // otherwise. Belady needs the future, so it is built with MakeBeladyPolicy

@@ -545,6 +545,9 @@ TEST(TinyLfuTest, MakePolicyByNameAndKeyFrequency) {
   EXPECT_EQ((*p)->Name(), "tinylfu");
   EXPECT_NE(MakePolicy("x").status().message().find("lru, lfu, tinylfu"),
             std::string::npos);
+  auto host = MakePolicy(kDefaultHostTierPolicy);  // what the host tier builds
+  ASSERT_TRUE(host.ok());
+  EXPECT_EQ((*host)->Name(), "tinylfu");
   KeyFrequency f(2.0);
   EXPECT_EQ(f.Count({0, 1}, 0), 0.0);
   EXPECT_EQ(f.Score({0, 1}), -std::numeric_limits<double>::infinity());

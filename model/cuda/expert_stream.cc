@@ -112,7 +112,9 @@ absl::StatusOr<std::unique_ptr<ExpertStream>> ExpertStream::Create(
     for (const LayerExpertViews& v : s->layers_) views.push_back({v.gate, v.up, v.down});
     ASSIGN_OR_RETURN(s->host_, HostTier::Create(*options.files, std::move(views),
                                                 options.host_tier_bytes,
-                                                /*threads=*/8));
+                                                /*threads=*/8,
+                                                HostTier::kDefaultReadPieceBytes,
+                                                options.host_tier_policy));
   }
   if (s->host_ == nullptr) RETURN_IF_ERROR(s->RegisterWindows());
 

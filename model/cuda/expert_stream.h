@@ -57,6 +57,8 @@ struct ExpertStreamOptions {
   // then be set.
   uint64_t host_tier_bytes = 0;
   const ModelFiles* files = nullptr;
+  // The host tier's eviction policy (memory::MakePolicy's names).
+  std::string host_tier_policy = memory::kDefaultHostTierPolicy;
   // Where decode misses are computed (memory/miss_split.h); kCopy keeps
   // the logits bit-identical.
   memory::MissSplitOptions miss;

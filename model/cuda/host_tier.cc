@@ -28,7 +28,7 @@ uint64_t HostTier::SlotBytes(const std::vector<std::array<ExpertMatrix, 3>>& lay
 
 absl::StatusOr<std::unique_ptr<HostTier>> HostTier::Create(
     const ModelFiles& files, std::vector<std::array<ExpertMatrix, 3>> layers,
-    uint64_t bytes, int threads, uint64_t read_piece_bytes) {
+    uint64_t bytes, int threads, uint64_t read_piece_bytes, std::string_view policy) {
   if (read_piece_bytes % memory::kDirectAlign != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "host tier: read pieces of ", read_piece_bytes,
@@ -91,9 +91,9 @@ absl::StatusOr<std::unique_ptr<HostTier>> HostTier::Create(
   o.n_expert = n_expert;
   o.n_slots = static_cast<int32_t>(t->n_slots_);
   o.slice_bytes = t->slot_bytes_;
-  ASSIGN_OR_RETURN(std::unique_ptr<memory::EvictionPolicy> lru,
-                   memory::MakePolicy("lru"));
-  ASSIGN_OR_RETURN(t->cache_, memory::SlotCache::Create(o, std::move(lru)));
+  ASSIGN_OR_RETURN(std::unique_ptr<memory::EvictionPolicy> chosen,
+                   memory::MakePolicy(policy));
+  ASSIGN_OR_RETURN(t->cache_, memory::SlotCache::Create(o, std::move(chosen)));
   t->pool_ = std::make_unique<kernels::ThreadPool>(std::max(1, threads));
   return t;
 }

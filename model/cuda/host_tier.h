@@ -1,6 +1,7 @@
 // The host tier of the expert cache for checkpoints whose experts do not fit
-// in host RAM: a fixed pinned cache of expert slices (memory::SlotCache,
-// LRU) in front of the disk. Misses are read with O_DIRECT (never through
+// in host RAM: a fixed pinned cache of expert slices (memory::SlotCache;
+// policy memory::kDefaultHostTierPolicy unless told otherwise) in front of
+// the disk. Misses are read with O_DIRECT (never through
 // the page cache, which this tier would otherwise fight for the same RAM)
 // by a pool of persistent threads, straight into pinned slots, from which
 // the device copies them (or reads them in place). A call's missed slices
@@ -18,6 +19,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -43,12 +45,14 @@ class HostTier {
   // reopened with O_DIRECT.
   // `threads` readers; each missed slice is read in pieces of
   // `read_piece_bytes` (a multiple of 4096; 0: whole slices), which
-  // tools/coldread compares.
+  // tools/coldread compares. `policy`: memory::MakePolicy's names
+  // (InvalidArgument for another).
   static constexpr uint64_t kDefaultReadPieceBytes = uint64_t{1} << 20;
   static absl::StatusOr<std::unique_ptr<HostTier>> Create(
       const ModelFiles& files, std::vector<std::array<ExpertMatrix, 3>> layers,
       uint64_t bytes, int threads,
-      uint64_t read_piece_bytes = kDefaultReadPieceBytes);
+      uint64_t read_piece_bytes = kDefaultReadPieceBytes,
+      std::string_view policy = memory::kDefaultHostTierPolicy);
   ~HostTier();
 
   // Bytes of one pinned slot for these layers' experts (each slice's aligned
