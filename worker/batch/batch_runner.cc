@@ -1,0 +1,104 @@
+#include "worker/batch/batch_runner.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+
+namespace sluice::worker {
+
+absl::StatusOr<std::unique_ptr<BatchRunner>> BatchRunner::Create(
+    const Engine& engine, const sched::SchedulerOptions& options) {
+  if (options.context_per_sequence > engine.options().context_length) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "batch runner: context_per_sequence = ", options.context_per_sequence,
+        " exceeds the engine's context length ", engine.options().context_length));
+  }
+  ASSIGN_OR_RETURN(sched::Scheduler scheduler, sched::Scheduler::Create(options));
+  std::vector<std::unique_ptr<Session>> sessions;
+  for (int32_t s = 0; s < scheduler.state_slots().num_slots(); ++s) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Session> session, engine.NewSession());
+    sessions.push_back(std::move(session));
+  }
+  return std::unique_ptr<BatchRunner>(
+      new BatchRunner(engine, std::move(scheduler), std::move(sessions)));
+}
+
+BatchRunner::BatchRunner(const Engine& engine, sched::Scheduler scheduler,
+                         std::vector<std::unique_ptr<Session>> sessions)
+    : engine_(engine), scheduler_(std::move(scheduler)), sessions_(std::move(sessions)) {}
+
+absl::Status BatchRunner::Add(BatchRequest r) {
+  const int64_t n_vocab = engine_.info().n_vocab;
+  for (int32_t t : r.prompt) {
+    if (t < 0 || t >= n_vocab) {
+      return absl::InvalidArgumentError(absl::StrCat("request ", r.id, ": token id ", t,
+                                                     " outside [0, ", n_vocab, ")"));
+    }
+  }
+  RETURN_IF_ERROR(ValidateSamplerParams(r.sampler));
+  RETURN_IF_ERROR(scheduler_.Add({r.id, static_cast<int64_t>(r.prompt.size()), r.max_tokens,
+                                  r.deadline}));
+  Live live{std::move(r.prompt), Sampler(r.sampler)};
+  // As Generate does: the prompt counts for the repetition penalty.
+  for (int32_t t : live.tokens) live.sampler.Accept(t);
+  live_.insert_or_assign(r.id, std::move(live));
+  return absl::OkStatus();
+}
+
+absl::Status BatchRunner::Cancel(sched::SeqId id) {
+  RETURN_IF_ERROR(scheduler_.Cancel(id));
+  live_.erase(id);
+  return absl::OkStatus();
+}
+
+absl::Status BatchRunner::RunChunk(const sched::Chunk& c, std::vector<float>* logits) {
+  Session& session = *sessions_.at(c.state_slot);
+  // A new or resumed sequence: whatever the slot held belongs to another.
+  if (c.begin == 0) session.Reset();
+  if (session.position() != c.begin) {
+    return absl::InternalError(absl::StrCat("batch runner: sequence ", c.id, "'s chunk starts at ",
+                                            c.begin, " but slot ", c.state_slot, " is at ",
+                                            session.position()));
+  }
+  const std::vector<int32_t>& tokens = live_.at(c.id).tokens;
+  const auto span = absl::MakeConstSpan(tokens).subspan(c.begin, c.tokens());
+  return engine_.model().Forward(span, session.state(),
+                                 c.samples ? LogitRows::kLast : LogitRows::kNone, logits);
+}
+
+absl::StatusOr<BatchRunner::StepResult> BatchRunner::Step(absl::Time now,
+                                                          const BatchTokenCallback& on_token) {
+  StepResult result;
+  ASSIGN_OR_RETURN(result.plan, scheduler_.Schedule(now));
+  for (const sched::Finished& f : result.plan.finished) {
+    live_.erase(f.id);
+    result.finished.push_back(f);
+  }
+  if (result.plan.empty()) return result;
+  std::vector<sched::Sampled> sampled;
+  std::vector<float> logits;
+  for (const auto* chunks : {&result.plan.decodes, &result.plan.prefills}) {
+    for (const sched::Chunk& c : *chunks) {
+      RETURN_IF_ERROR(RunChunk(c, &logits));
+      if (!c.samples) continue;
+      Live& live = live_.at(c.id);
+      const int32_t token = live.sampler.Sample(logits);
+      if (token < 0) {  // a grammar with nothing left to allow: the end
+        sampled.push_back({c.id, /*stop=*/true});
+        continue;
+      }
+      live.sampler.Accept(token);
+      live.tokens.push_back(token);
+      sampled.push_back({c.id, on_token(c.id, token)});
+    }
+  }
+  ASSIGN_OR_RETURN(std::vector<sched::Finished> finished, scheduler_.Complete(sampled));
+  for (const sched::Finished& f : finished) {
+    live_.erase(f.id);
+    result.finished.push_back(f);
+  }
+  return result;
+}
+
+}  // namespace sluice::worker

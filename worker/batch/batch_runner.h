@@ -1,0 +1,92 @@
+// The scheduler's steps run on an Engine (issue 19): the first piece of the
+// worker's continuous batching, before a batched forward exists.
+//
+// Every recurrent-state slot of the scheduler (sched/scheduler.h) is one
+// Session of options.context_per_sequence tokens, allocated up front (so the
+// KV is a fixed slot per sequence; the scheduler's KV blocks are its
+// admission accounting). A step runs each chunk of the plan as a forward pass
+// on its slot's session, one sequence after another: a chunk that starts at
+// position 0 resets the session first (a new or resumed sequence), a
+// sampling chunk's logits go to that request's sampler, and the token is
+// reported to `on_token`, whose answer says whether it ends the request.
+// Chunked prefill, preemption by recompute (a resumed sequence re-evaluates
+// its prompt and the tokens it already streamed, which are not sampled or
+// reported again), cancel and deadlines are the scheduler's; what this class
+// adds is that they produce the tokens a request alone would produce (the
+// test checks it token by token on F32 models).
+//
+// Thread-safety: none; one thread drives a runner.
+#ifndef SLUICE_WORKER_BATCH_BATCH_RUNNER_H_
+#define SLUICE_WORKER_BATCH_BATCH_RUNNER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "model/engine.h"
+#include "model/sampler.h"
+#include "sched/scheduler.h"
+
+namespace sluice::worker {
+
+struct BatchRequest {
+  sched::SeqId id = 0;
+  std::vector<int32_t> prompt;  // token ids, at least one
+  SamplerParams sampler;
+  int64_t max_tokens = 0;
+  absl::Time deadline = absl::InfiniteFuture();
+};
+
+// Called once per sampled token; true ends the request there (an
+// end-of-generation token, a stop string).
+using BatchTokenCallback = std::function<bool(sched::SeqId id, int32_t token)>;
+
+class BatchRunner {
+ public:
+  // Allocates one session per state slot. INVALID_ARGUMENT for options the
+  // scheduler refuses; the engine's error when a session cannot be made.
+  static absl::StatusOr<std::unique_ptr<BatchRunner>> Create(const Engine& engine,
+                                                             const sched::SchedulerOptions& options);
+
+  // Queues a request (the scheduler's errors; INVALID_ARGUMENT for an id
+  // outside [0, n_vocab) or bad sampler parameters).
+  absl::Status Add(BatchRequest request);
+  // Ends a request now (NOT_FOUND when it is not queued or running).
+  absl::Status Cancel(sched::SeqId id);
+
+  // Runs one step. Returns the plan that ran and the requests it ended
+  // (deadlines first, then those that finished in it). A forward pass's
+  // error is returned as is (the sessions' contents are then undefined).
+  struct StepResult {
+    sched::StepPlan plan;
+    std::vector<sched::Finished> finished;
+  };
+  absl::StatusOr<StepResult> Step(absl::Time now, const BatchTokenCallback& on_token);
+
+  bool idle() const { return scheduler_.idle(); }
+  const sched::Scheduler& scheduler() const { return scheduler_; }
+
+ private:
+  struct Live {
+    std::vector<int32_t> tokens;  // prompt, then every token sampled
+    Sampler sampler;
+  };
+
+  BatchRunner(const Engine& engine, sched::Scheduler scheduler,
+              std::vector<std::unique_ptr<Session>> sessions);
+  absl::Status RunChunk(const sched::Chunk& chunk, std::vector<float>* logits);
+
+  const Engine& engine_;
+  sched::Scheduler scheduler_;
+  std::vector<std::unique_ptr<Session>> sessions_;  // by state slot
+  std::unordered_map<sched::SeqId, Live> live_;
+};
+
+}  // namespace sluice::worker
+
+#endif  // SLUICE_WORKER_BATCH_BATCH_RUNNER_H_
