@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/openai_api.h"
+#include "daemon/openai_api_tools.h"
 #include "daemon/request_limits.h"
 
 namespace sluice::daemon {
@@ -105,15 +106,29 @@ struct HttpApiServer::Generation {
       return Abandon();
     }
     Event e = std::move(first);
+    ToolCallStream calls(meta.id);
     while (true) {
       if (e.type == Event::Type::kChunk) {
         // A chunk may hold a token without text (part of a UTF-8 character).
-        if (!e.chunk.text().empty() && !send(TextChunkJson(meta, e.chunk.text(), include_usage))) {
+        const std::string text = meta.tools ? calls.Push(e.chunk.text()) : e.chunk.text();
+        if (!text.empty() && !send(TextChunkJson(meta, text, include_usage))) {
           return Abandon();
         }
       } else if (e.type == Event::Type::kDone) {
         finished = true;
-        bool ok = send(FinalChunkJson(meta, e.done, ExtensionOf(e.done), include_usage));
+        bool ok = true;
+        bool has_calls = false;
+        if (meta.tools) {
+          // Calls go out whole once they are known to parse.
+          ToolCallSplit split = calls.Finish();
+          has_calls = !split.calls.empty();
+          if (has_calls) {
+            ok = send(ToolCallsChunkJson(meta, split.calls, include_usage));
+          } else if (!split.content.empty()) {
+            ok = send(TextChunkJson(meta, split.content, include_usage));
+          }
+        }
+        ok = ok && send(FinalChunkJson(meta, e.done, ExtensionOf(e.done), include_usage, has_calls));
         if (ok && include_usage) ok = send(UsageChunkJson(meta, e.done));
         if (ok) ok = send("[DONE]");
         if (ok) sink.done();
@@ -259,6 +274,7 @@ void HttpApiServer::Route() {
           endpoint == OpenAiEndpoint::kChatCompletions ? "chatcmpl-" : "cmpl-", id_prefix_,
           "-", gen->handle->id());
       gen->meta.created = absl::ToUnixSeconds(absl::Now());
+      gen->meta.tools = parsed->tools;
       gen->meta.model = parsed->generate.model_id();
       if (gen->meta.model.empty()) {
         for (const v1::ModelInfo& m : supervisor_->ListModels()) gen->meta.model = m.model_id();

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "daemon/bounded_json.h"
+#include "daemon/openai_api_tools.h"
 #include "nlohmann/json.hpp"
 
 namespace sluice::daemon {
@@ -116,12 +117,18 @@ absl::Status ParseMessages(const Json& body, v1::GenerateRequest* out) {
     if (role == nullptr || !role->is_string()) {
       return WrongType(param + ".role", "a string", role ? *role : Json());
     }
+    const std::string r = role->get<std::string>();
     for (const auto& [key, value] : m.items()) {
-      if (key != "role" && key != "content" && !value.is_null()) {
+      // A tool result's `name` repeats its call's; a refusal is only ever null here.
+      const bool known = key == "role" || key == "content" ||
+                         (key == "tool_calls" && r == "assistant") ||
+                         (key == "tool_call_id" && r == "tool") || (key == "name" && r == "tool");
+      if (!known && !value.is_null()) {
         return Invalid(absl::StrCat(param, ".", key), "is not supported");
       }
     }
     v1::ChatMessage* msg = chat->add_messages();
+    RETURN_IF_ERROR(ParseMessageTools(m, param, msg));
     // OpenAI's newer name for the system role.
     msg->set_role(role->get<std::string>() == "developer" ? "system" : role->get<std::string>());
     auto it = m.find("content");
@@ -259,13 +266,7 @@ absl::Status CheckNoOps(const Json& body) {
   if (top_logprobs && *top_logprobs != 0) return Invalid("top_logprobs", "is not supported");
   ASSIGN_OR_RETURN(std::optional<bool> store, Bool(body, "store"));
   if (store.value_or(false)) return Invalid("store", "is not supported (responses are not stored)");
-  if (const Json* v = Field(body, "tools"); v != nullptr && !(v->is_array() && v->empty())) {
-    return Invalid("tools", "tool calls are not supported yet");
-  }
-  if (const Json* v = Field(body, "tool_choice");
-      v != nullptr && !(v->is_string() && (*v == "none" || *v == "auto"))) {
-    return Invalid("tool_choice", "tool calls are not supported yet");
-  }
+
   if (const Json* v = Field(body, "service_tier");
       v != nullptr && !(v->is_string() && (*v == "auto" || *v == "default"))) {
     return Invalid("service_tier", "only \"auto\" or \"default\"");
@@ -343,7 +344,15 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint,
   }
   if (endpoint == OpenAiEndpoint::kChatCompletions) {
     RETURN_IF_ERROR(ParseMessages(json, &r.generate));
+    RETURN_IF_ERROR(ParseTools(json, &r.generate, &r.tools));
+    if (r.tools && r.generate.has_format() &&
+        r.generate.tool_choice().mode() != v1::ToolChoice::TOOL_CHOICE_AUTO) {
+      return Invalid("response_format", "cannot be combined with a forced tool_choice");
+    }
   } else {
+    for (const char* name : {"tools", "tool_choice", "parallel_tool_calls"}) {
+      if (Field(json, name) != nullptr) return Invalid(name, "is for /v1/chat/completions");
+    }
     RETURN_IF_ERROR(ParsePrompt(json, &r.generate));
     ASSIGN_OR_RETURN(std::optional<bool> special, Bool(json, "parse_special"));
     r.generate.set_parse_special(special.value_or(false));
@@ -532,12 +541,22 @@ std::string TextChunkJson(const ResponseMeta& meta, absl::string_view text,
   return Chunk(meta, StreamChoice(meta, std::move(content), nullptr), include_usage);
 }
 
+std::string ToolCallsChunkJson(const ResponseMeta& meta, const std::vector<v1::ToolCall>& calls,
+                               bool include_usage) {
+  return Chunk(meta,
+               StreamChoice(meta, {{"tool_calls", ToolCallsJson(calls, /*delta=*/true)}}, nullptr),
+               include_usage);
+}
+
 std::string FinalChunkJson(const ResponseMeta& meta, const v1::GenerateDone& done,
-                           const SluiceExtension& extension, bool include_usage) {
+                           const SluiceExtension& extension, bool include_usage,
+                           bool tool_calls) {
   Json empty = IsChat(meta) ? Json::object() : Json("");
   Json j = Envelope(meta, true);
   j["choices"] = Json::array(
-      {StreamChoice(meta, std::move(empty), std::string(FinishReasonName(done.finish_reason())))});
+      {StreamChoice(meta, std::move(empty),
+                    tool_calls ? std::string("tool_calls")
+                               : std::string(FinishReasonName(done.finish_reason())))});
   if (include_usage) j["usage"] = nullptr;
   j["sluice"] = ExtensionJson(extension);
   return Dump(j);
@@ -553,13 +572,25 @@ std::string UsageChunkJson(const ResponseMeta& meta, const v1::GenerateDone& don
 std::string CompletionJson(const ResponseMeta& meta, absl::string_view text,
                            const v1::GenerateDone& done, const SluiceExtension& extension) {
   Json choice = {{"index", 0}};
-  if (IsChat(meta)) {
+  std::string finish(FinishReasonName(done.finish_reason()));
+  if (IsChat(meta) && meta.tools) {
+    ToolCallSplit split = SplitToolCalls(text, meta.id);
+    choice["message"] = {{"role", "assistant"},
+                         {"content", split.calls.empty() || !split.content.empty()
+                                         ? Json(split.content)
+                                         : Json()},
+                         {"refusal", nullptr}};
+    if (!split.calls.empty()) {
+      choice["message"]["tool_calls"] = ToolCallsJson(split.calls, /*delta=*/false);
+      finish = "tool_calls";
+    }
+  } else if (IsChat(meta)) {
     choice["message"] = {{"role", "assistant"}, {"content", std::string(text)}, {"refusal", nullptr}};
   } else {
     choice["text"] = std::string(text);
   }
   choice["logprobs"] = nullptr;
-  choice["finish_reason"] = std::string(FinishReasonName(done.finish_reason()));
+  choice["finish_reason"] = finish;
   Json j = Envelope(meta, false);
   j["choices"] = Json::array({std::move(choice)});
   j["usage"] = UsageJson(done.usage());

@@ -34,6 +34,7 @@ struct OpenAiRequest {
   v1::GenerateRequest generate;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  bool tools = false;          // the answer may hold tool calls (openai_api_tools.h)
 };
 
 // Parses a request body. Errors are InvalidArgument naming the field (also
@@ -66,6 +67,7 @@ struct ResponseMeta {
   std::string id;       // chatcmpl-... / cmpl-...
   int64_t created = 0;  // Unix seconds
   std::string model;    // the served model id
+  bool tools = false;   // OpenAiRequest::tools: parse tool calls out of the text
 };
 
 // "stop" for STOP and EOS, "length" for LENGTH (max_tokens or the context).
@@ -87,13 +89,20 @@ SluiceExtension ExtensionOf(const v1::GenerateDone& done);
 std::string RoleChunkJson(const ResponseMeta& meta, bool include_usage);
 std::string TextChunkJson(const ResponseMeta& meta, absl::string_view text,
                           bool include_usage);
-// The chunk with finish_reason and the "sluice" extension.
+// A delta with the whole of each call (index, id, type, name, arguments).
+std::string ToolCallsChunkJson(const ResponseMeta& meta, const std::vector<v1::ToolCall>& calls,
+                               bool include_usage);
+// The chunk with finish_reason ("tool_calls" when `tool_calls`) and the
+// "sluice" extension.
 std::string FinalChunkJson(const ResponseMeta& meta, const v1::GenerateDone& done,
-                           const SluiceExtension& extension, bool include_usage);
+                           const SluiceExtension& extension, bool include_usage,
+                           bool tool_calls = false);
 // The usage-only chunk (choices: []) sent last when include_usage is set.
 std::string UsageChunkJson(const ResponseMeta& meta, const v1::GenerateDone& done);
 
-// The non-streamed answer: chat.completion or text_completion.
+// The non-streamed answer: chat.completion or text_completion; with
+// meta.tools, calls in the text become message.tool_calls and finish_reason
+// "tool_calls".
 std::string CompletionJson(const ResponseMeta& meta, absl::string_view text,
                            const v1::GenerateDone& done, const SluiceExtension& extension);
 

@@ -68,14 +68,22 @@ absl::Status CheckChat(const v1::ChatInput& chat, const RequestLimits& limits) {
   size_t total = 0;
   for (int i = 0; i < chat.messages_size(); ++i) {
     const v1::ChatMessage& m = chat.messages(i);
-    if (m.role() != "system" && m.role() != "user" && m.role() != "assistant") {
+    if (m.role() != "system" && m.role() != "user" && m.role() != "assistant" &&
+        m.role() != "tool") {
       // The worker's wording (model/chat_template.cc), the role cut short.
       return absl::InvalidArgumentError(absl::StrCat(
           "GenerateRequest.chat: chat message ", i, ": role \"",
           QuoteForMessage(m.role(), limits.max_role_bytes),
-          "\" is not one of \"system\", \"user\", \"assistant\""));
+          "\" is not one of \"system\", \"user\", \"assistant\", \"tool\""));
     }
-    total += m.content().size();
+    total += m.content().size() + m.tool_call_id().size();
+    for (const v1::ToolCall& c : m.tool_calls()) {
+      total += c.id().size() + c.name().size() + c.arguments().size();
+    }
+  }
+  // Tool definitions are prompt text too.
+  for (const v1::Tool& t : chat.tools()) {
+    total += t.name().size() + t.description().size() + t.parameters().size();
   }
   if (total > limits.max_text_bytes) {
     return TooLong("GenerateRequest.chat: the message contents", total, limits.max_text_bytes);

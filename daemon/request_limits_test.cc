@@ -58,7 +58,7 @@ TEST(RequestLimitsTest, ChatRoleIsEscapedAndCut) {
   m->set_role(std::string("ro\x01le", 5) + std::string(100, 'x'));
   EXPECT_EQ(CheckGenerateRequest(r).message(),
             "GenerateRequest.chat: chat message 0: role \"ro\\x01le" + std::string(27, 'x') +
-                "... (105 bytes)\" is not one of \"system\", \"user\", \"assistant\"");
+                "... (105 bytes)\" is not one of \"system\", \"user\", \"assistant\", \"tool\"");
 }
 
 TEST(QuoteForMessageTest, EscapesAndCuts) {

@@ -123,10 +123,10 @@ absl::StatusOr<std::string> JsonSchemaCompiler::Add(std::string_view schema_json
   if (doc.is_discarded()) {
     return absl::InvalidArgumentError(absl::StrCat(std::string(what), ": the schema is not JSON"));
   }
-  return Add(doc, name_hint, what);
+  return AddParsed(doc, name_hint, what);
 }
 
-absl::StatusOr<std::string> JsonSchemaCompiler::Add(const Json& schema, std::string_view name_hint,
+absl::StatusOr<std::string> JsonSchemaCompiler::AddParsed(const Json& schema, std::string_view name_hint,
                                                     std::string_view what) {
   what_ = std::string(what);
   doc_ = &schema;

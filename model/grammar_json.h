@@ -51,7 +51,7 @@ class JsonSchemaCompiler {
   // `what` names the schema in errors (e.g. "tools[1].function.parameters").
   absl::StatusOr<std::string> Add(std::string_view schema_json, std::string_view name_hint,
                                   std::string_view what);
-  absl::StatusOr<std::string> Add(const nlohmann::ordered_json& schema,
+  absl::StatusOr<std::string> AddParsed(const nlohmann::ordered_json& schema,
                                   std::string_view name_hint, std::string_view what);
   void AddRule(const std::string& name, const std::string& body);
   std::string Grammar() const;

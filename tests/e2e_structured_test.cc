@@ -256,5 +256,113 @@ TEST_F(E2eStructuredTest, EveryResponseCarriesARequestId) {
   EXPECT_FALSE(Header(embeddings, "x-request-id").empty());
 }
 
+const Json kTools = Json::parse(R"([
+  {"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
+   "parameters": {"type": "object", "properties": {
+     "city": {"type": "string", "maxLength": 10}, "unit": {"enum": ["c", "f"]}},
+     "required": ["city", "unit"], "additionalProperties": false}}},
+  {"type": "function", "function": {"name": "add", "parameters": {"type": "object",
+   "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}}
+])");
+
+// A call's arguments against its tool's schema (kTools), by hand.
+void ExpectValidCall(const Json& call) {
+  ASSERT_EQ(call["type"], "function") << call;
+  EXPECT_EQ(call["id"].get<std::string>().rfind("call_", 0), 0u) << call;
+  const std::string name = call["function"]["name"];
+  const Json args = Json::parse(call["function"]["arguments"].get<std::string>(), nullptr, false);
+  ASSERT_TRUE(args.is_object()) << call;
+  if (name == "get_weather") {
+    ASSERT_TRUE(args["city"].is_string()) << call;
+    EXPECT_LE(CodePoints(args["city"].get<std::string>()), 10u) << call;
+    EXPECT_TRUE(args["unit"] == "c" || args["unit"] == "f") << call;
+    EXPECT_EQ(args.size(), 2u) << call;
+  } else {
+    ASSERT_EQ(name, "add") << call;
+    EXPECT_TRUE(args["a"].is_number_integer() && args["b"].is_number_integer()) << call;
+  }
+}
+
+TEST_F(E2eStructuredTest, RequiredAndNamedToolChoicesForceValidCalls) {
+  for (const Json& choice : {Json("required"),
+                             Json{{"type", "function"}, {"function", {{"name", "add"}}}}}) {
+    for (int seed = 1; seed <= 2; ++seed) {
+      const CommandResult r = Post(
+          "/v1/chat/completions",
+          ChatBody({{"tools", kTools}, {"tool_choice", choice}, {"parallel_tool_calls", false},
+                    {"temperature", 1.0}, {"seed", seed}}));
+      ASSERT_EQ(Status(r), 200) << r.out;
+      const Json choice0 = Body(r)["choices"][0];
+      EXPECT_EQ(choice0["finish_reason"], "tool_calls") << r.out;
+      const Json& calls = choice0["message"]["tool_calls"];
+      ASSERT_EQ(calls.size(), 1u) << r.out;
+      ExpectValidCall(calls[0]);
+      if (choice.is_object()) EXPECT_EQ(calls[0]["function"]["name"], "add");
+      EXPECT_TRUE(choice0["message"]["content"].is_null()) << r.out;
+    }
+  }
+}
+
+TEST_F(E2eStructuredTest, StreamedToolCallsComeAsDeltas) {
+  const CommandResult r = Post("/v1/chat/completions",
+                               ChatBody({{"tools", kTools}, {"tool_choice", "required"},
+                                         {"seed", 4}, {"stream", true}}));
+  ASSERT_EQ(Status(r), 200) << r.out;
+  Json calls = Json::array();
+  std::string finish;
+  for (absl::string_view line : absl::StrSplit(r.out, '\n')) {
+    if (!absl::ConsumePrefix(&line, "data: ") || line == "[DONE]") continue;
+    const Json chunk = Json::parse(line, nullptr, false);
+    for (const Json& c : chunk["choices"]) {
+      if (c["delta"].contains("tool_calls")) {
+        for (const Json& d : c["delta"]["tool_calls"]) {
+          EXPECT_EQ(d["index"], calls.size());
+          calls.push_back(d);
+        }
+      }
+      if (c["finish_reason"].is_string()) finish = c["finish_reason"];
+    }
+  }
+  EXPECT_EQ(finish, "tool_calls");
+  ASSERT_GE(calls.size(), 1u) << r.out;
+  for (const Json& c : calls) ExpectValidCall(c);
+}
+
+TEST_F(E2eStructuredTest, ToolResultsRoundTripAndAutoAnswers) {
+  const Json messages = {
+      {{"role", "user"}, {"content", "Weather in Oslo?"}},
+      {{"role", "assistant"}, {"content", nullptr},
+       {"tool_calls", {{{"id", "call_1"}, {"type", "function"},
+                        {"function", {{"name", "get_weather"},
+                                      {"arguments", R"({"city": "Oslo", "unit": "c"})"}}}}}}},
+      {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "-3 C, snow"}}};
+  const CommandResult r = Post("/v1/chat/completions",
+                               ChatBody({{"messages", messages}, {"tools", kTools},
+                                         {"max_tokens", 16}, {"seed", 2}}));
+  ASSERT_EQ(Status(r), 200) << r.out;
+  const Json choice = Body(r)["choices"][0];
+  // "auto": whatever the random model wrote, text or calls, in OpenAI's shape.
+  if (choice["finish_reason"] == "tool_calls") {
+    for (const Json& c : choice["message"]["tool_calls"]) EXPECT_TRUE(c["function"].is_object());
+  } else {
+    EXPECT_TRUE(choice["message"]["content"].is_string()) << r.out;
+  }
+  // Bad calls in history and unknown tool names are refused.
+  Json bad = messages;
+  bad[1]["tool_calls"][0]["function"]["arguments"] = "[1]";
+  const CommandResult b = Post("/v1/chat/completions",
+                               ChatBody({{"messages", bad}, {"tools", kTools}, {"max_tokens", 4}}));
+  EXPECT_EQ(Status(b), 400) << b.out;
+  EXPECT_NE(Body(b)["error"]["message"].get<std::string>().find("tool_calls[0].arguments"),
+            std::string::npos)
+      << b.out;
+  const CommandResult u = Post(
+      "/v1/chat/completions",
+      ChatBody({{"tools", kTools},
+                {"tool_choice", {{"type", "function"}, {"function", {{"name", "nope"}}}}}}));
+  EXPECT_EQ(Status(u), 400);
+  EXPECT_EQ(Body(u)["error"]["param"], "tool_choice.function.name") << u.out;
+}
+
 }  // namespace
 }  // namespace sluice::testing

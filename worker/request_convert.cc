@@ -9,6 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "model/chat_template.h"
 #include "model/grammar_json.h"
+#include "worker/tool_calls.h"
 
 namespace sluice::worker {
 
@@ -59,12 +60,12 @@ absl::StatusOr<std::vector<int32_t>> PromptIds(const Tokenizer& tokenizer,
       }
       break;
     case sluice::v1::GenerateRequest::kChat: {
-      std::vector<ChatMessage> messages;
-      for (const sluice::v1::ChatMessage& m : request.chat().messages()) {
-        messages.push_back({m.role(), m.content()});
-      }
+      absl::StatusOr<std::vector<ChatMessage>> messages = RenderChat(
+          request.chat(),
+          /*render_tools=*/request.tool_choice().mode() != sluice::v1::ToolChoice::TOOL_CHOICE_NONE);
+      if (!messages.ok()) return messages.status();
       absl::StatusOr<std::vector<int32_t>> chat =
-          EncodeChatML(tokenizer, messages, /*add_generation_prompt=*/true);
+          EncodeChatML(tokenizer, *messages, /*add_generation_prompt=*/true);
       if (!chat.ok()) {
         return absl::InvalidArgumentError(
             absl::StrCat("GenerateRequest.chat: ", chat.status().message()));
@@ -173,8 +174,19 @@ absl::StatusOr<GenerateParams> ToGenerateParams(const Tokenizer& tokenizer,
   absl::StatusOr<SamplerParams> sampler = ToSamplerParams(request.sampling());
   if (!sampler.ok()) return sampler.status();
   params.sampler = *sampler;
-  absl::StatusOr<std::shared_ptr<const TokenGrammar>> grammar =
-      OutputGrammar(tokenizer, request.format());
+  sluice::v1::OutputFormat format = request.format();
+  if (request.has_chat()) {
+    absl::StatusOr<std::string> calls = ToolCallGrammar(request.chat(), request.tool_choice());
+    if (!calls.ok()) return calls.status();
+    if (!calls->empty()) {
+      if (request.has_format()) {
+        return absl::InvalidArgumentError(
+            "GenerateRequest: format and a forced tool_choice exclude each other");
+      }
+      format.set_grammar(*calls);
+    }
+  }
+  absl::StatusOr<std::shared_ptr<const TokenGrammar>> grammar = OutputGrammar(tokenizer, format);
   if (!grammar.ok()) return grammar.status();
   params.sampler.grammar = *std::move(grammar);
   const int room = context_length - static_cast<int>(params.prompt.size());
