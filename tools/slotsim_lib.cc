@@ -25,54 +25,6 @@ using memory::SlotAssignment;
 using memory::SlotCache;
 using memory::Tier;
 
-// `frequency`: the tiers' shared counts, or null (no host tier).
-absl::StatusOr<std::unique_ptr<memory::EvictionPolicy>> OnlinePolicy(
-    const std::string& name, const SimConfig& c,
-    std::shared_ptr<memory::KeyFrequency> frequency) {
-  if (name == "lfu" && c.lfu_half_life > 0) {
-    return memory::MakeDecayedLfuPolicy(c.lfu_half_life);
-  }
-  if (name == "tinylfu") {
-    return memory::MakeTinyLfuPolicy({.half_life = c.tinylfu_half_life,
-                                      .window_fraction = c.tinylfu_window,
-                                      .frequency = std::move(frequency)});
-  }
-  auto p = memory::MakePolicy(name);
-  if (!p.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown policy \"", name, "\"; valid: lru, lfu, tinylfu, belady"));
-  }
-  return p;
-}
-
-absl::StatusOr<std::unique_ptr<memory::EvictionPolicy>> PolicyFor(
-    const SimConfig& c, const RoutingTrace& trace,
-    std::shared_ptr<memory::KeyFrequency> frequency) {
-  if (c.policy == "belady") {
-    // The access numbers the cache gives are the flattened lookups.
-    std::vector<ExpertKey> future;
-    future.reserve(trace.experts.size());
-    for (size_t i = 0; i < trace.size(); ++i) {
-      for (int32_t e : trace.Experts(i)) {
-        future.push_back({static_cast<int32_t>(trace.layer[i]), e});
-      }
-    }
-    return memory::MakeBeladyPolicy(std::move(future));
-  }
-  return OnlinePolicy(c.policy, c, std::move(frequency));
-}
-
-absl::StatusOr<std::unique_ptr<SlotCache>> MakeCache(
-    const memory::RoutingTraceHeader& h, int64_t slots, uint64_t slice_bytes,
-    std::unique_ptr<memory::EvictionPolicy> policy) {
-  // Slots past every key are never used: capping keeps the arrays small.
-  const int64_t keys = static_cast<int64_t>(h.n_layer) * h.n_expert;
-  return SlotCache::Create(
-      {static_cast<int32_t>(h.n_layer), static_cast<int32_t>(h.n_expert),
-       static_cast<int32_t>(std::min(slots, keys)), slice_bytes},
-      std::move(policy));
-}
-
 // Calls `step(layer, experts)` once per step of the replay: a record, or
 // a run of consecutive records of one layer (a prefill micro-batch, which
 // the data path acquires as one union of experts per layer) when the trace
@@ -102,6 +54,54 @@ absl::Status ForEachStep(const RoutingTrace& trace, Step step) {
     i = j;
   }
   return absl::OkStatus();
+}
+
+// `frequency`: the tiers' shared counts, or null (no host tier).
+absl::StatusOr<std::unique_ptr<memory::EvictionPolicy>> OnlinePolicy(
+    const std::string& name, const SimConfig& c,
+    std::shared_ptr<memory::KeyFrequency> frequency) {
+  if (name == "lfu" && c.lfu_half_life > 0) {
+    return memory::MakeDecayedLfuPolicy(c.lfu_half_life);
+  }
+  if (name == "tinylfu") {
+    return memory::MakeTinyLfuPolicy({.half_life = c.tinylfu_half_life,
+                                      .window_fraction = c.tinylfu_window,
+                                      .frequency = std::move(frequency)});
+  }
+  auto p = memory::MakePolicy(name);
+  if (!p.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown policy \"", name, "\"; valid: lru, lfu, tinylfu, belady"));
+  }
+  return p;
+}
+
+absl::StatusOr<std::unique_ptr<memory::EvictionPolicy>> PolicyFor(
+    const SimConfig& c, const RoutingTrace& trace,
+    std::shared_ptr<memory::KeyFrequency> frequency) {
+  if (c.policy == "belady") {
+    // The access numbers the cache gives are the replay's lookups, step by
+    // step (a prefill micro-batch's union once).
+    std::vector<ExpertKey> future;
+    future.reserve(trace.experts.size());
+    ForEachStep(trace, [&](int32_t layer, absl::Span<const int32_t> experts) {
+      for (int32_t e : experts) future.push_back({layer, e});
+      return absl::OkStatus();
+    }).IgnoreError();
+    return memory::MakeBeladyPolicy(std::move(future));
+  }
+  return OnlinePolicy(c.policy, c, std::move(frequency));
+}
+
+absl::StatusOr<std::unique_ptr<SlotCache>> MakeCache(
+    const memory::RoutingTraceHeader& h, int64_t slots, uint64_t slice_bytes,
+    std::unique_ptr<memory::EvictionPolicy> policy) {
+  // Slots past every key are never used: capping keeps the arrays small.
+  const int64_t keys = static_cast<int64_t>(h.n_layer) * h.n_expert;
+  return SlotCache::Create(
+      {static_cast<int32_t>(h.n_layer), static_cast<int32_t>(h.n_expert),
+       static_cast<int32_t>(std::min(slots, keys)), slice_bytes},
+      std::move(policy));
 }
 
 }  // namespace

@@ -216,6 +216,13 @@ TEST(SlotsimTest, MixedTraceInsertsLayerMajorWaves) {
   EXPECT_EQ(t.token[8], 4u);
   EXPECT_EQ(t.token[17], 13u);
   EXPECT_EQ(t.token[28], 14u);  // the decode token after the wave
+  // A wave replays as one step per layer (the union of its experts), and
+  // Belady's future follows those steps: it stays the bound.
+  const SimResult lru = Replay(t, "lru", 16);
+  const SimResult min = Replay(t, "belady", 16);
+  EXPECT_LT(lru.counters.lookups, t.experts.size());  // unions, not records
+  EXPECT_EQ(min.counters.lookups, lru.counters.lookups);
+  EXPECT_GE(min.counters.hits, lru.counters.hits);
 }
 
 // Exclusive tiers keep the device's experts out of the host tier, so more
