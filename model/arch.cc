@@ -13,6 +13,7 @@ absl::Span<const ArchEntry> ArchRegistry() {
   static constexpr ArchEntry kEntries[] = {
       {"qwen3moe", DescribeQwen3Moe},
       {"qwen35moe", DescribeQwen35Moe},
+      {"deepseek2", DescribeDeepseek2},
   };
   return kEntries;
 }
@@ -26,6 +27,9 @@ std::vector<BlockStateShape> ArchDesc::StateShapes() const {
       s.conv_channels = ssm.conv_channels();
       s.v_heads = ssm.n_v_heads;
       s.state_size = ssm.state_size;
+    } else if (layers[il].mixer == MixerKind::kLatentAttention) {
+      s.kv_dim = mla.cache_width();
+      s.latent = true;
     } else {
       s.kv_dim = attn.n_head_kv * attn.head_dim;
     }

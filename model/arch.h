@@ -1,14 +1,16 @@
 // The public description of a model architecture, shared by every backend.
 //
-// Each architecture lives in one file (qwen3moe.cc, qwen35moe.cc) in two
+// Each architecture lives in one file (qwen3moe.cc, qwen35moe.cc,
+// deepseek2.cc) in two
 // parts: its hyper-parameters read from GGUF metadata, and every tensor
 // declared with its expected shape (a mismatch is an error naming the file,
 // the tensor, the expected and the actual shape). The result is an ArchDesc:
 // a trunk of pre-norm residual blocks between the embedding lookup and the
 // LM head,
 //
-//   h   = x + Mixer_il(RMSNorm(x; mixer_norm))   Mixer: attention or DeltaNet
-//   out = h + MoE(RMSNorm(h; ffn_norm))
+//   h   = x + Mixer_il(RMSNorm(x; mixer_norm))   Mixer: attention, DeltaNet
+//                                                 or latent attention (MLA)
+//   out = h + Ffn_il(RMSNorm(h; ffn_norm))        Ffn: MoE or a dense SwiGLU
 //
 // which a backend computes (cpu_model.h on the host, model/cuda on a GPU).
 // Adding an architecture is one file that fills an ArchDesc and one line in
@@ -28,6 +30,7 @@
 #include "model/arch_util.h"
 #include "model/attention.h"
 #include "model/delta_net.h"
+#include "model/mla.h"
 #include "model/model.h"
 #include "model/moe.h"
 #include "model/state.h"
@@ -36,15 +39,21 @@ namespace sluice {
 
 class ModelFiles;
 
-enum class MixerKind { kAttention, kDeltaNet };
+enum class MixerKind { kAttention, kDeltaNet, kLatentAttention };
+// A block's FFN: routed experts (every qwen block, deepseek2's later ones)
+// or one dense SwiGLU (deepseek2's leading_dense_block_count blocks).
+enum class FfnKind { kMoe, kDense };
 
 struct LayerDesc {
   MixerKind mixer = MixerKind::kAttention;
+  FfnKind ffn = FfnKind::kMoe;
   const float* mixer_norm = nullptr;  // [n_embd]
   const float* ffn_norm = nullptr;    // [n_embd]
   AttentionWeights attn;              // kAttention blocks
   DeltaNetWeights delta;              // kDeltaNet blocks
-  MoeWeights moe;
+  MlaWeights mla;                     // kLatentAttention blocks
+  MoeWeights moe;                     // kMoe blocks (empty in kDense ones)
+  DenseFfnWeights dense;              // kDense blocks
 };
 
 struct ArchDesc {
@@ -52,6 +61,7 @@ struct ArchDesc {
   float eps = 0;  // of the block norms and the output norm
   AttentionConfig attn;
   DeltaNetConfig ssm;  // used when some block is kDeltaNet
+  MlaConfig mla;       // used when some block is kLatentAttention
   MoeConfig moe;
   OutputHead head;
   std::vector<LayerDesc> layers;
@@ -76,9 +86,10 @@ absl::Span<const ArchEntry> ArchRegistry();
 // tensor.
 absl::StatusOr<ArchDesc> DescribeModel(const ModelFiles& files);
 
-// The architectures (qwen3moe.cc, qwen35moe.cc).
+// The architectures (qwen3moe.cc, qwen35moe.cc, deepseek2.cc).
 absl::StatusOr<ArchDesc> DescribeQwen3Moe(const ModelFiles& files);
 absl::StatusOr<ArchDesc> DescribeQwen35Moe(const ModelFiles& files);
+absl::StatusOr<ArchDesc> DescribeDeepseek2(const ModelFiles& files);
 
 }  // namespace sluice
 

@@ -51,6 +51,32 @@ absl::StatusOr<float> ArchKeys::PositiveFloat(std::string_view suffix) const {
   return v;
 }
 
+absl::Status ArchKeys::InvalidString(std::string_view suffix,
+                                     std::string_view value,
+                                     std::string_view why) const {
+  return absl::InvalidArgumentError(
+      absl::StrCat(meta_.file_name(), ": ", Key(suffix), " = \"",
+                   std::string(value), "\": ", std::string(why)));
+}
+
+absl::StatusOr<float> ArchKeys::FloatOr(std::string_view suffix,
+                                        float fallback) const {
+  if (!Has(suffix)) return fallback;
+  return meta_.GetF32(Key(suffix));
+}
+
+absl::StatusOr<std::string> ArchKeys::StringOr(std::string_view suffix,
+                                               std::string fallback) const {
+  if (!Has(suffix)) return fallback;
+  return meta_.GetString(Key(suffix));
+}
+
+absl::StatusOr<bool> ArchKeys::BoolOr(std::string_view suffix,
+                                      bool fallback) const {
+  if (!Has(suffix)) return fallback;
+  return meta_.GetBool(Key(suffix));
+}
+
 bool ArchKeys::Has(std::string_view suffix) const {
   return meta_.Find(Key(suffix)) != nullptr;
 }

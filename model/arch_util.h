@@ -34,6 +34,11 @@ class ArchKeys {
                                 int64_t min_value = 1) const;
   // A required positive float key.
   absl::StatusOr<float> PositiveFloat(std::string_view suffix) const;
+  // Optional float, string and boolean keys (fallback when absent).
+  absl::StatusOr<float> FloatOr(std::string_view suffix, float fallback) const;
+  absl::StatusOr<std::string> StringOr(std::string_view suffix,
+                                       std::string fallback) const;
+  absl::StatusOr<bool> BoolOr(std::string_view suffix, bool fallback) const;
   bool Has(std::string_view suffix) const;
   // A required array of booleans.
   absl::StatusOr<std::vector<bool>> BoolArray(std::string_view suffix) const;
@@ -43,6 +48,9 @@ class ArchKeys {
   // InvalidArgument "<file>: <arch>.<suffix> = <value>: <why>".
   absl::Status Invalid(std::string_view suffix, int64_t value,
                        std::string_view why) const;
+  // The same for a value given as text ("<key> = \"<value>\": <why>").
+  absl::Status InvalidString(std::string_view suffix, std::string_view value,
+                             std::string_view why) const;
 
   const std::string& arch() const { return arch_; }
   std::string Key(std::string_view suffix) const;

@@ -10,6 +10,7 @@
 #include "model/arch_util.h"
 #include "model/attention.h"
 #include "model/delta_net.h"
+#include "model/mla.h"
 #include "model/moe.h"
 #include "model/state.h"
 
@@ -66,6 +67,10 @@ absl::Status CpuModel::RunMixer(int64_t il, const float* xn, int64_t n_tok,
     return RunDeltaNet(desc_.ssm, l.delta, xn, n_tok, state.block(il), y,
                        pool_.get());
   }
+  if (l.mixer == MixerKind::kLatentAttention) {
+    return RunMla(desc_.mla, l.mla, xn, n_tok, state.position(),
+                  state.block(il), y, pool_.get());
+  }
   return RunAttention(desc_.attn, l.attn, xn, n_tok, state.position(),
                       state.block(il), y, pool_.get());
 }
@@ -73,9 +78,11 @@ absl::Status CpuModel::RunMixer(int64_t il, const float* xn, int64_t n_tok,
 absl::Status CpuModel::RunBlockMoe(int64_t il, const float* xn, int64_t n_tok,
                                    float* y) const {
   const LayerDesc& l = desc_.layers[il];
+  if (l.ffn == FfnKind::kDense) {
+    return RunDenseFfn(l.dense, xn, n_tok, y, pool_.get());
+  }
   std::vector<Routing> routes;
-  RETURN_IF_ERROR(RouteMoe(desc_.moe, l.moe.router, xn, n_tok, &routes,
-                           pool_.get()));
+  RETURN_IF_ERROR(RouteMoe(desc_.moe, l.moe, xn, n_tok, &routes, pool_.get()));
   if (observer_ != nullptr) {
     observer_->OnRouting(il, desc_.moe.n_expert_used, routes);
   }

@@ -391,7 +391,7 @@ TEST(ModelTest, UnsupportedArchitectureAndBadKeys) {
       KeepShapes);
   EXPECT_EQ(LoadStatus(llama).message(),
             absl::StrCat(llama, ": general.architecture = \"llama\" is not "
-                                "supported (supported: qwen3moe, qwen35moe)"));
+                                "supported (supported: qwen3moe, qwen35moe, deepseek2)"));
 
   const std::string gqa = TempPath("arch_gqa.gguf");
   Rewrite(

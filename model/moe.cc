@@ -103,7 +103,8 @@ void GroupByExpert(const MoeConfig& c, absl::Span<const Routing> routes,
   }
 }
 
-// out[t] += sigmoid(w_shexp_gate . x[t]) * SwiGLU_shared(x[t]).
+// out[t] += sigmoid(w_shexp_gate . x[t]) * SwiGLU_shared(x[t]) (the gate is
+// 1 without shared_gate_inp).
 absl::Status AddSharedExpert(const MoeWeights& w, int64_t e_dim,
                              const float* x, int64_t n_tok, float* out,
                              kernels::ThreadPool* pool) {
@@ -111,7 +112,9 @@ absl::Status AddSharedExpert(const MoeWeights& w, int64_t e_dim,
   RETURN_IF_ERROR(SwiGlu(w.shared_gate, w.shared_up, w.shared_down, x, n_tok,
                          shared.data(), g_buf, u_buf, pool));
   for (int64_t t = 0; t < n_tok; ++t) {
-    const float gate = Sigmoid(Dot(w.shared_gate_inp, x + t * e_dim, e_dim));
+    const float gate = w.shared_gate_inp == nullptr
+                           ? 1.0f
+                           : Sigmoid(Dot(w.shared_gate_inp, x + t * e_dim, e_dim));
     for (int64_t j = 0; j < e_dim; ++j) {
       out[t * e_dim + j] += shared[t * e_dim + j] * gate;
     }
@@ -138,7 +141,9 @@ absl::Status MoeOneToken(const MoeConfig& c, const MoeWeights& w,
     for (int64_t j = 0; j < e_dim; ++j) out[j] += y[s * e_dim + j] * r.weight[s];
   }
   if (shared) {
-    const float gate = Sigmoid(Dot(w.shared_gate_inp, x, e_dim));
+    const float gate = w.shared_gate_inp == nullptr
+                           ? 1.0f
+                           : Sigmoid(Dot(w.shared_gate_inp, x, e_dim));
     for (int64_t j = 0; j < e_dim; ++j) out[j] += y[k * e_dim + j] * gate;
   }
   return absl::OkStatus();
@@ -194,6 +199,77 @@ void RouteToken(const float* logits, int64_t n_expert, int64_t k,
   for (int64_t i = 0; i < k; ++i) routing->weight[i] /= total;
 }
 
+void RouteTokenWith(const MoeConfig& c, const float* logits,
+                    const float* bias, Routing* routing) {
+  const int64_t n = c.n_expert, k = c.n_expert_used;
+  if (c.plain_routing() && bias == nullptr) {
+    RouteToken(logits, n, k, routing);
+    return;
+  }
+  // Scores (ggml_soft_max / ggml_sigmoid), then the biased copy used only
+  // for choosing.
+  std::vector<float> p(n), sel(n);
+  if (c.gating == ExpertGating::kSoftmax) {
+    const float max_l = *std::max_element(logits, logits + n);
+    double sum = 0.0;
+    for (int64_t e = 0; e < n; ++e) {
+      p[e] = std::exp(logits[e] - max_l);
+      sum += p[e];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (float& v : p) v *= inv;
+  } else {
+    for (int64_t e = 0; e < n; ++e) p[e] = Sigmoid(logits[e]);
+  }
+  for (int64_t e = 0; e < n; ++e) sel[e] = bias != nullptr ? p[e] + bias[e] : p[e];
+  const auto better = [&sel](int32_t a, int32_t b) {
+    return sel[a] > sel[b] || (sel[a] == sel[b] && a < b);
+  };
+  // Group limit: keep the n_group_used groups whose two best biased scores
+  // sum highest (fewer than two experts per group: the best one).
+  if (c.n_group > 1) {
+    const int64_t per = n / c.n_group;
+    const int64_t top = std::min<int64_t>(2, per);
+    std::vector<float> group_score(c.n_group);
+    std::vector<int32_t> members(per);
+    for (int64_t g = 0; g < c.n_group; ++g) {
+      std::iota(members.begin(), members.end(), static_cast<int32_t>(g * per));
+      std::partial_sort(members.begin(), members.begin() + top, members.end(), better);
+      double sum = 0.0;
+      for (int64_t i = 0; i < top; ++i) sum += sel[members[i]];
+      group_score[g] = static_cast<float>(sum);
+    }
+    std::vector<int32_t> groups(c.n_group);
+    std::iota(groups.begin(), groups.end(), 0);
+    std::partial_sort(groups.begin(), groups.begin() + c.n_group_used, groups.end(),
+                      [&](int32_t a, int32_t b) {
+                        return group_score[a] > group_score[b] ||
+                               (group_score[a] == group_score[b] && a < b);
+                      });
+    std::vector<bool> keep(c.n_group, false);
+    for (int64_t i = 0; i < c.n_group_used; ++i) keep[groups[i]] = true;
+    for (int64_t e = 0; e < n; ++e) {
+      if (!keep[e / per]) sel[e] = -INFINITY;
+    }
+  }
+  std::vector<int32_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), better);
+  double total = 0.0;
+  for (int64_t i = 0; i < k; ++i) {
+    routing->expert[i] = order[i];
+    routing->weight[i] = p[order[i]];
+    total += p[order[i]];
+  }
+  if (c.norm_weights) {
+    const float sum = std::max(static_cast<float>(total), kMinWeightSum);
+    for (int64_t i = 0; i < k; ++i) routing->weight[i] /= sum;
+  }
+  if (c.weights_scale != 1.0f) {
+    for (int64_t i = 0; i < k; ++i) routing->weight[i] *= c.weights_scale;
+  }
+}
+
 absl::Status ExpertsOneToken(absl::Span<const ExpertWeights> experts,
                              const float* x, float* y,
                              kernels::ThreadPool* pool) {
@@ -227,8 +303,20 @@ absl::Status RouteMoe(const MoeConfig& c, const Matrix& router,
   RETURN_IF_ERROR(RouterLogits(router, x, n_tok, logits.data(), pool));
   routes->resize(n_tok);
   for (int64_t t = 0; t < n_tok; ++t) {
-    RouteToken(logits.data() + t * c.n_expert, c.n_expert, c.n_expert_used,
-               &(*routes)[t]);
+    RouteTokenWith(c, logits.data() + t * c.n_expert, nullptr, &(*routes)[t]);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RouteMoe(const MoeConfig& c, const MoeWeights& w, const float* x,
+                      int64_t n_tok, std::vector<Routing>* routes,
+                      kernels::ThreadPool* pool) {
+  std::vector<float> logits(n_tok * c.n_expert);
+  RETURN_IF_ERROR(RouterLogits(w.router, x, n_tok, logits.data(), pool));
+  routes->resize(n_tok);
+  for (int64_t t = 0; t < n_tok; ++t) {
+    RouteTokenWith(c, logits.data() + t * c.n_expert, w.selection_bias,
+                   &(*routes)[t]);
   }
   return absl::OkStatus();
 }
@@ -319,6 +407,16 @@ absl::Status RunMoe(const MoeConfig& c, const MoeWeights& w, const float* x,
   RETURN_IF_ERROR(RouteMoe(c, w.router, x, n_tok, &routes, pool));
   const std::vector<ExpertWeights> experts = ResidentExperts(w);
   return ComputeMoe(c, w, routes, experts, x, out, pool);
+}
+
+absl::Status RunDenseFfn(const DenseFfnWeights& w, const float* x,
+                         int64_t n_tok, float* out, kernels::ThreadPool* pool) {
+  if (n_tok == 1) {
+    const ExpertWeights one[] = {{w.gate, w.up, w.down}};
+    return ExpertsOneToken(one, x, out, pool);
+  }
+  std::vector<float> g_buf, u_buf;
+  return SwiGlu(w.gate, w.up, w.down, x, n_tok, out, g_buf, u_buf, pool);
 }
 
 }  // namespace sluice

@@ -1,10 +1,20 @@
-// The mixture-of-experts feed-forward block (qwen3moe, qwen35moe).
+// The mixture-of-experts feed-forward block (qwen3moe, qwen35moe,
+// deepseek2) and the dense SwiGLU FFN of deepseek2's leading blocks.
 //
 //   p      = softmax(Wrouter x) over all experts
 //   top    = the k most probable experts; their p renormalised to sum 1
 //   expert = Wdown_e (silu(Wgate_e x) * Wup_e x)        (SwiGLU)
 //   out    = sum over the k slots, in order of decreasing p, of p_e expert_e
 //   shared (qwen35moe): out += sigmoid(w_shexp_gate . x) * SwiGLU_shared(x)
+//   shared (deepseek2, no shared_gate_inp): out += SwiGLU_shared(x)
+//
+// deepseek2's routing (MoeConfig's routing fields, the defaults being the
+// above): p = softmax or sigmoid of the logits; experts are chosen by
+// p + selection_bias (exp_probs_b), among the n_group_used groups (n_group
+// equal ranges of consecutive experts) whose two best biased scores sum
+// highest; the weights are the chosen experts' unbiased p, renormalised to
+// sum 1 when norm_weights, then multiplied by weights_scale. This is
+// llama.cpp's build_moe_ffn.
 //
 // Routed experts are read in place from the expert tensors (one slice per
 // expert); the tokens of a batch routed to the same expert are gathered and
@@ -22,12 +32,28 @@
 
 namespace sluice {
 
+// How router logits become scores (MoeConfig::gating).
+enum class ExpertGating { kSoftmax, kSigmoid };
+
 struct MoeConfig {
   int64_t n_embd = 0;
   int64_t n_expert = 0;
   int64_t n_expert_used = 0;
   int64_t expert_ff = 0;
   int64_t shared_ff = 0;  // 0: no shared expert
+  // Routing (see the top of this file); the defaults are qwen's.
+  ExpertGating gating = ExpertGating::kSoftmax;
+  int64_t n_group = 1;       // expert groups; 1: no group limit
+  int64_t n_group_used = 1;  // groups the k experts are chosen from
+  bool norm_weights = true;  // renormalise the chosen weights to sum 1
+  float weights_scale = 1.0f;
+
+  // Whether routing is qwen's plain softmax-top-k-renormalise (RouteToken)
+  // given the layer has no selection bias.
+  bool plain_routing() const {
+    return gating == ExpertGating::kSoftmax && n_group <= 1 && norm_weights &&
+           weights_scale == 1.0f;
+  }
 };
 
 struct MoeWeights {
@@ -35,7 +61,10 @@ struct MoeWeights {
   ExpertMatrix gate;  // n_embd -> expert_ff, per expert
   ExpertMatrix up;    // n_embd -> expert_ff, per expert
   ExpertMatrix down;  // expert_ff -> n_embd, per expert
-  // Shared expert (used when MoeConfig::shared_ff > 0).
+  // Added to the scores for choosing experts only (exp_probs_b); null: none.
+  const float* selection_bias = nullptr;  // [n_expert]
+  // Shared expert (used when MoeConfig::shared_ff > 0); without
+  // shared_gate_inp its output is added ungated.
   const float* shared_gate_inp = nullptr;  // [n_embd]
   Matrix shared_gate;  // n_embd -> shared_ff
   Matrix shared_up;    // n_embd -> shared_ff
@@ -56,6 +85,13 @@ struct Routing {
 // Precondition: 0 < k <= min(kMaxExpertsUsed, n_expert).
 void RouteToken(const float* logits, int64_t n_expert, int64_t k,
                 Routing* routing);
+
+// The routing of config (gating, selection bias, groups, weight norm and
+// scale) for one token's logits; RouteToken when config.plain_routing() and
+// there is no bias. selection_bias may be null. Preconditions as RouteToken;
+// n_group divides n_expert and 1 <= n_group_used <= n_group.
+void RouteTokenWith(const MoeConfig& config, const float* logits,
+                    const float* selection_bias, Routing* routing);
 
 // One routed expert's matrices, wherever they are read from (the resident
 // weights, a cache slot, a host tier).
@@ -91,6 +127,12 @@ absl::Status RouteMoe(const MoeConfig& config, const Matrix& router,
                       std::vector<Routing>* routes,
                       kernels::ThreadPool* pool);
 
+// The same with w's router and selection bias and config's routing.
+absl::Status RouteMoe(const MoeConfig& config, const MoeWeights& w,
+                      const float* x, int64_t n_tok,
+                      std::vector<Routing>* routes,
+                      kernels::ThreadPool* pool);
+
 // Every expert of w in place (the table of the all-resident case).
 std::vector<ExpertWeights> ResidentExperts(const MoeWeights& w);
 
@@ -120,6 +162,16 @@ class RoutingObserver {
 absl::Status RunMoe(const MoeConfig& config, const MoeWeights& w,
                     const float* x, int64_t n_tok, float* out,
                     kernels::ThreadPool* pool);
+
+// A dense SwiGLU FFN (deepseek2's leading blocks): out = down(silu(gate x)
+// * up x). x: [n_tok][n_embd]; out: [n_tok][n_embd] (no alias).
+struct DenseFfnWeights {
+  Matrix gate;  // n_embd -> ff
+  Matrix up;    // n_embd -> ff
+  Matrix down;  // ff -> n_embd
+};
+absl::Status RunDenseFfn(const DenseFfnWeights& w, const float* x,
+                         int64_t n_tok, float* out, kernels::ThreadPool* pool);
 
 }  // namespace sluice
 

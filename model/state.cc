@@ -30,7 +30,7 @@ State::State(int capacity, std::vector<BlockStateShape> shapes)
   for (size_t i = 0; i < shapes_.size(); ++i) {
     const Sizes z = SizesOf(capacity, shapes_[i]);
     blocks_[i].k.assign(z.kv, 0.0f);
-    blocks_[i].v.assign(z.kv, 0.0f);
+    blocks_[i].v.assign(shapes_[i].latent ? 0 : z.kv, 0.0f);
     blocks_[i].conv.assign(z.conv, 0.0f);
     blocks_[i].ssm.assign(z.ssm, 0.0f);
   }
@@ -53,7 +53,7 @@ uint64_t State::BytesFor(int capacity,
   uint64_t floats = 0;
   for (const BlockStateShape& s : shapes) {
     const Sizes z = SizesOf(capacity, s);
-    floats += 2 * z.kv + z.conv + z.ssm;
+    floats += (s.latent ? 1 : 2) * z.kv + z.conv + z.ssm;
   }
   return floats * sizeof(float);
 }

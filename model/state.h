@@ -5,6 +5,10 @@
 //   attention block: k[capacity][kv_dim], v[capacity][kv_dim] with
 //     kv_dim = n_head_kv * head_dim; row p holds the (normed, rotated) key
 //     and the value of the token at position p.
+//   latent attention block (MLA, mla.h): k[capacity][kv_dim] only, kv_dim
+//     = kv_lora_rank + n_rot; row p is the token's normed latent then its
+//     rotated RoPE key, shared by all heads (keys and values both come
+//     from it); v is empty.
 //   DeltaNet block:  conv[conv_kernel - 1][conv_channels], the projected
 //     q|k|v inputs of the last conv_kernel - 1 tokens, oldest first (zero
 //     before the sequence starts); ssm[v_heads][state][state], per value
@@ -27,6 +31,7 @@ namespace sluice {
 // conv/recurrent state (conv_channels > 0), never both.
 struct BlockStateShape {
   int64_t kv_dim = 0;
+  bool latent = false;  // one kv_dim row per position, no values (MLA)
   int64_t conv_kernel = 0;
   int64_t conv_channels = 0;
   int64_t v_heads = 0;

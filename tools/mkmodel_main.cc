@@ -6,12 +6,17 @@
 //   mkmodel --shape bench35 --mix q4_k_m --out /tmp/bench35-q4_k_m.gguf
 //   mkmodel --shape bench397 --n-layer 12 --mix ud_q1_0 --routing-locality 1
 //           --out /tmp/bench397-ud_q1_0.gguf
+//   mkmodel --arch deepseek2 --shape micro --out /tmp/ds2.gguf
+//   mkmodel --arch deepseek2 --shape kimi_k2 --n-layer 4 --mix q4_k_m
+//           --out /tmp/kimi-k2-4.gguf
 //
 // Flags (--name value or --name=value; '-' and '_' are interchangeable):
-//   --arch qwen35moe|qwen3moe (default qwen35moe)
-//   --shape tiny|micro|bench35|bench397 (tiny; the bench shapes are
+//   --arch qwen35moe|qwen3moe|deepseek2 (default qwen35moe)
+//   --shape tiny|micro|bench35|bench397|kimi_k2 (tiny; the bench shapes are
 //       qwen35moe only: Qwen3.5-35B-A3B / Qwen3.5-397B-A17B layer shapes,
-//       8 blocks unless --n-layer says otherwise, 1300-token vocabulary)
+//       8 blocks unless --n-layer says otherwise, 1300-token vocabulary;
+//       kimi_k2 is deepseek2 only: Kimi-K2's layer shapes, 8 blocks unless
+//       --n-layer says otherwise, 1300-token vocabulary)
 //   --type f32|f16|q8_0 (f32): one type for every weight tensor
 //   --mix none|q4_k_m|ud_q1_0 (none): per-tensor type mixes instead of
 //       --type; the tables are in docs/BENCHMARKS.md, "Benchmark models"
@@ -26,6 +31,11 @@
 //   --feed-forward --ssm-conv-kernel --ssm-state --ssm-group --ssm-dt-rank
 //   --full-attention-interval --rope-dims --rope-sections a,b,c,d
 //   --context-length --n-merges
+// and for deepseek2: --q-lora-rank --kv-lora-rank --v-head-dim
+//   --n-dense-lead --n-shared-experts --n-group --n-group-used
+//   --gating-func (1 softmax, 2 sigmoid) --weights-norm (0|1)
+//   --mla-fused (1: the older single attn_kv_b) --yarn-original-context
+//   --weights-scale F --yarn-factor F (0: no rope scaling) --yarn-log-multiplier F
 //
 // Prints the paths written, then one "routing: ..." line (the expert
 // distribution of layer 0's router over the vocabulary's embeddings, see
@@ -47,8 +57,8 @@ namespace sluice::mkmodel {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: mkmodel --out FILE [--arch qwen35moe|qwen3moe]\n"
-    "               [--shape tiny|micro|bench35|bench397]\n"
+    "usage: mkmodel --out FILE [--arch qwen35moe|qwen3moe|deepseek2]\n"
+    "               [--shape tiny|micro|bench35|bench397|kimi_k2]\n"
     "               [--type f32|f16|q8_0 | --mix none|q4_k_m|ud_q1_0]\n"
     "               [--routing-locality S] [--threads N]\n"
     "               [--seed N] [--split-count N] [--name S]\n"
@@ -80,6 +90,26 @@ std::map<std::string, uint32_t ModelShape::*> ShapeFlags() {
       {"rope_dims", &ModelShape::rope_dims},
       {"context_length", &ModelShape::context_length},
       {"n_merges", &ModelShape::n_merges},
+      {"q_lora_rank", &ModelShape::q_lora_rank},
+      {"kv_lora_rank", &ModelShape::kv_lora_rank},
+      {"v_head_dim", &ModelShape::v_head_dim},
+      {"n_dense_lead", &ModelShape::n_dense_lead},
+      {"n_shared_experts", &ModelShape::n_shared_experts},
+      {"n_group", &ModelShape::n_group},
+      {"n_group_used", &ModelShape::n_group_used},
+      {"gating_func", &ModelShape::gating_func},
+      {"weights_norm", &ModelShape::weights_norm},
+      {"mla_fused", &ModelShape::mla_fused},
+      {"yarn_original_context", &ModelShape::yarn_original_context},
+  };
+}
+
+// Float shape fields settable by flag (deepseek2).
+std::map<std::string, float ModelShape::*> FloatShapeFlags() {
+  return {
+      {"weights_scale", &ModelShape::weights_scale},
+      {"yarn_factor", &ModelShape::yarn_factor},
+      {"yarn_log_multiplier", &ModelShape::yarn_log_multiplier},
   };
 }
 
@@ -154,6 +184,11 @@ std::string ApplyFlags(std::map<std::string, std::string>& flags, Options& o) {
   for (const auto& [name, field] : ShapeFlags()) {
     if (flags.count(name) && !absl::SimpleAtoi(take(name, ""), &(o.shape.*field))) {
       return "--" + name + " needs a non-negative integer";
+    }
+  }
+  for (const auto& [name, field] : FloatShapeFlags()) {
+    if (flags.count(name) && !absl::SimpleAtof(take(name, ""), &(o.shape.*field))) {
+      return "--" + name + " needs a number";
     }
   }
   if (!flags.empty()) return "unknown flag --" + flags.begin()->first;

@@ -61,5 +61,25 @@ TEST(GoldensDirTest, CiMeansExactlyTrue) {
   }
 }
 
+TEST(GoldensDeepseek2DirTest, EnvNamingADirectoryWins) {
+  const std::string dir = std::getenv("TEST_TMPDIR");
+  ScopedEnv env("SLUICE_GOLDENS_DEEPSEEK2", dir.c_str());
+  EXPECT_EQ(GoldensDeepseek2Dir(), dir);
+  ScopedEnv wrong("SLUICE_GOLDENS_DEEPSEEK2", "/nonexistent/goldens-deepseek2");
+  EXPECT_EQ(GoldensDeepseek2Dir(), std::nullopt);
+}
+
+// Unset, it is the goldens-deepseek2 directory beside SLUICE_GOLDENS.
+TEST(GoldensDeepseek2DirTest, SitsBesideTheGoldens) {
+  const std::string tmp = std::getenv("TEST_TMPDIR");
+  ASSERT_EQ(system(("mkdir -p " + tmp + "/g/goldens " + tmp + "/g/goldens-deepseek2").c_str()),
+            0);
+  ScopedEnv unset("SLUICE_GOLDENS_DEEPSEEK2", nullptr);
+  ScopedEnv goldens("SLUICE_GOLDENS", (tmp + "/g/goldens/").c_str());
+  EXPECT_EQ(GoldensDeepseek2Dir(), tmp + "/g/goldens-deepseek2");
+  ScopedEnv elsewhere("SLUICE_GOLDENS", tmp.c_str());
+  EXPECT_EQ(GoldensDeepseek2Dir(), std::nullopt);
+}
+
 }  // namespace
 }  // namespace sluice::testing

@@ -18,8 +18,10 @@
 #ifndef SLUICE_MODEL_CUDA_CUDA_MODEL_H_
 #define SLUICE_MODEL_CUDA_CUDA_MODEL_H_
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "model/arch.h"
@@ -61,13 +63,18 @@ struct CudaModelOptions {
   // Sees each layer's routing (read back from the device; costs a
   // synchronisation per layer, so decode then runs without its graph).
   RoutingObserver* routing_observer = nullptr;
+  // EngineOptions::load_progress.
+  std::function<void(std::string_view phase, uint64_t done, uint64_t total)> load_progress;
 };
 
 // Describes the model in `files` and loads it onto the device.
 // UNAVAILABLE when there is no such device; RESOURCE_EXHAUSTED when the
 // weights do not fit (the message gives the bytes needed and free);
 // InvalidArgument for a tensor type the device kernels do not handle (names
-// the tensor and type) and for the description's errors.
+// the tensor and type) and for the description's errors; UNIMPLEMENTED,
+// before any device call, for an architecture whose pieces have no kernels
+// here (deepseek2: latent attention, dense FFN blocks, its routing), naming
+// the architecture and what is missing.
 absl::StatusOr<std::unique_ptr<Model>> LoadCudaModel(
     const ModelFiles& files, const CudaModelOptions& options = {});
 

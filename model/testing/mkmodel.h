@@ -1,13 +1,15 @@
 // Deterministic random-weight GGUF models for tests, demos and benchmarks.
 //
-// WriteModel() writes a qwen35moe or qwen3moe model with the metadata keys,
-// tensor names and shapes of the goldens (/work/shared/goldens/README.md,
-// "Tensor names and shapes"), a small byte-level BPE vocabulary (256 byte
+// WriteModel() writes a qwen35moe, qwen3moe or deepseek2 model with the
+// metadata keys, tensor names and shapes of the goldens
+// (/work/shared/goldens/README.md, "Tensor names and shapes";
+// ../goldens-deepseek2/README.md), a small byte-level BPE vocabulary (256 byte
 // tokens in GPT-2 byte-to-unicode spelling, then merges, then the control
 // tokens <|endoftext|> <|im_start|> <|im_end|>; tokenizer.ggml.model "gpt2",
 // pre "qwen2"), and weights drawn from a seeded generator: matrices
 // N(0,1)/sqrt(fan_in) (residual output projections 0.3x), norms 1 + small
-// noise, ssm_a negative, ssm_dt.bias small. The same options give the same
+// noise, ssm_a negative, ssm_dt.bias small, exp_probs_b 0.1 N(0,1). The
+// same options give the same
 // bytes on every machine (the generator is splitmix64 + Box-Muller in double).
 //
 // Tensors are generated and written one at a time (a tensor's data is the only
@@ -38,10 +40,18 @@
 
 namespace sluice::mkmodel {
 
-enum class Arch { kQwen35Moe, kQwen3Moe };
+enum class Arch { kQwen35Moe, kQwen3Moe, kDeepseek2 };
 
 // Hyper-parameters. Fields that do not apply to an arch are ignored
-// (ssm_*, full_attention_interval, shared_ff and rope_sections for qwen3moe).
+// (ssm_*, full_attention_interval, shared_ff and rope_sections for qwen3moe;
+// for deepseek2 everything of qwen35moe but rope_dims, and n_head_kv: its
+// files say 1 in the split layout, n_head in the fused one).
+//
+// deepseek2: head_dim is the key head (nope + rope_dims,
+// attention.key_length_mla), v_head_dim the value head; feed_forward is the
+// width of the n_dense_lead dense blocks; each of the n_shared_experts
+// shared experts is expert_ff wide (the file has one shexp tensor of
+// n_shared_experts * expert_ff rows).
 struct ModelShape {
   uint32_t n_embd = 0;
   uint32_t n_layer = 0;
@@ -64,13 +74,33 @@ struct ModelShape {
   float rope_freq_base = 0;
   float rms_eps = 1e-6f;
   uint32_t n_merges = 64;         // BPE merges; n_vocab = 256 + n_merges + 3
+  // deepseek2 only.
+  uint32_t q_lora_rank = 0;       // 0: attn_q instead of attn_q_a/_norm/_b
+  uint32_t kv_lora_rank = 0;
+  uint32_t v_head_dim = 0;
+  uint32_t n_dense_lead = 0;      // leading_dense_block_count
+  uint32_t n_shared_experts = 0;  // expert_shared_count
+  uint32_t n_group = 0;           // expert_group_count (0, 1: no groups)
+  uint32_t n_group_used = 0;      // expert_group_used_count
+  uint32_t gating_func = 2;       // expert_gating_func: 1 softmax, 2 sigmoid
+  uint32_t weights_norm = 1;      // expert_weights_norm (0 or 1)
+  uint32_t mla_fused = 0;         // 1: the older attn_kv_b, no *_mla keys
+  uint32_t yarn_original_context = 0;  // rope.scaling.original_context_length
+  float weights_scale = 1.0f;     // expert_weights_scale
+  float yarn_factor = 0;          // rope.scaling.factor; 0: no rope scaling
+  float yarn_log_multiplier = 0;  // rope.scaling.yarn_log_multiplier
 };
 
 // "tiny" (the golden tiny shapes) and "micro" (the golden micro shapes) per
 // arch; for qwen35moe also "bench35" (Qwen3.5-35B-A3B layer shapes, 8
 // blocks) and "bench397" (Qwen3.5-397B-A17B layer shapes, 8 blocks unless
-// n_layer is overridden), both with a 1300-token vocabulary. InvalidArgument
-// for any other name.
+// n_layer is overridden), both with a 1300-token vocabulary; for deepseek2
+// "micro" is the shape of ../goldens-deepseek2's model, "tiny" twice as
+// wide, and "kimi_k2" Kimi-K2's layer shapes (hidden 7168, 64 heads, q LoRA
+// 1536, KV LoRA 512, RoPE 64, key head 192, value head 128, 384 experts of
+// 2048, 8 used, 1 shared, 1 dense lead block of 18432, sigmoid routing
+// scaled 2.827, YaRN 32 over 4096; 8 blocks unless n_layer is overridden;
+// the 1300-token vocabulary). InvalidArgument for any other name.
 absl::StatusOr<ModelShape> NamedShape(Arch arch, const std::string& name);
 absl::StatusOr<Arch> ParseArch(const std::string& name);  // "qwen35moe"...
 const char* ArchName(Arch arch);

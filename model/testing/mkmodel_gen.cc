@@ -191,7 +191,9 @@ void DrawRowsFast(const Options& o, const Spec& spec, uint64_t first_row, uint64
       case Init::kOutput: a = inv_sqrt * std::exp(0.5f * row_gain.Next()); break;
       case Init::kNorm: a = 0.05f, b = 1.0f; break;
       case Init::kDtBias: a = 0.5f, b = -2.0f; break;
-      case Init::kSsmA: break;
+      case Init::kBias: a = 0.1f; break;
+      case Init::kSsmA:
+      case Init::kFusedKvB: break;
     }
     for (uint64_t i = 0; i < row; ++i) y[i] = a * normal.Next() + b;
   }
@@ -205,8 +207,39 @@ uint64_t Rows(const Spec& spec) {
   return rows;
 }
 
+namespace {
+
+// Rows of deepseek2's fused attn_kv_b from the split tensors' draws: per
+// head, K_b transposed (nope rows of kv_lora_rank) then V_b (v rows).
+void DrawFusedKvB(const Options& o, const Spec& spec, uint64_t first_row,
+                  uint64_t n_rows, std::vector<float>& out) {
+  const ModelShape& s = o.shape;
+  const uint64_t lat = s.kv_lora_rank, h = s.n_head, dv = s.v_head_dim;
+  const uint64_t nope = s.head_dim - s.rope_dims;
+  const std::string prefix = spec.name.substr(0, spec.name.size() - strlen("attn_kv_b.weight"));
+  const Spec k{prefix + "attn_k_b.weight", {nope, lat, h}, Init::kMatrix, 1.0f, true};
+  const Spec v{prefix + "attn_v_b.weight", {lat, dv, h}, Init::kMatrix, 1.0f, true};
+  std::vector<float> kv, vv;
+  DrawRows(o, k, 0, Rows(k), kv);
+  DrawRows(o, v, 0, Rows(v), vv);
+  out.resize(n_rows * lat);
+  for (uint64_t r = 0; r < n_rows; ++r) {
+    const uint64_t row = first_row + r, head = row / (nope + dv), j = row % (nope + dv);
+    float* y = out.data() + r * lat;
+    for (uint64_t c = 0; c < lat; ++c) {
+      y[c] = j < nope ? kv[(head * lat + c) * nope + j] : vv[(head * dv + (j - nope)) * lat + c];
+    }
+  }
+}
+
+}  // namespace
+
 void DrawRows(const Options& o, const Spec& spec, uint64_t first_row, uint64_t n_rows,
               std::vector<float>& out) {
+  if (spec.init == Init::kFusedKvB) {
+    DrawFusedKvB(o, spec, first_row, n_rows, out);
+    return;
+  }
   if (o.mix != Mix::kNone) {
     DrawRowsFast(o, spec, first_row, n_rows, out);
     ApplyLocality(o, spec, first_row, n_rows, out);
@@ -232,6 +265,8 @@ void DrawRows(const Options& o, const Spec& spec, uint64_t first_row, uint64_t n
         case Init::kNorm: v = 1.0 + 0.05 * z; break;
         case Init::kSsmA: v = -std::exp(0.5 * z); break;
         case Init::kDtBias: v = -2.0 + 0.5 * z; break;
+        case Init::kBias: v = 0.1 * z; break;
+        case Init::kFusedKvB: break;
       }
       out[r * row + i] = static_cast<float>(v);
     }

@@ -21,6 +21,11 @@ enum class Init {
   kNorm,       // 1 + 0.05 N(0,1)
   kSsmA,       // -exp(0.5 N(0,1)): negative decay rates
   kDtBias,     // -2 + 0.5 N(0,1): softplus of it is ~0.1
+  kBias,       // 0.1 N(0,1) (deepseek2's exp_probs_b)
+  // deepseek2's fused attn_kv_b: per head the attn_k_b values transposed,
+  // then attn_v_b's (the split tensors' draws), so the fused and the split
+  // files hold the same model.
+  kFusedKvB,
 };
 
 struct Spec {

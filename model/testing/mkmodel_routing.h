@@ -32,7 +32,9 @@ struct RoutingStats {
   double max_entropy_bits = 0; // log2(n_expert): uniform
 };
 
-// Routes every token of the model's vocabulary through layer 0's router.
+// Routes every token of the model's vocabulary through the first MoE
+// layer's router (layer 0; deepseek2: the first after its dense blocks,
+// with its gating, selection bias and groups).
 // Errors: those of GenerateTensor / BuildVocab.
 absl::StatusOr<RoutingStats> MeasureRouting(const Options& o);
 
