@@ -166,6 +166,51 @@ TEST_P(BatchRunnerTest, StopCancelAndDeadlineEndOneRequest) {
   EXPECT_EQ((*runner)->scheduler().kv_blocks().used_blocks(), 0);
 }
 
+// Random options (budget, block size, pool, headroom, slots) cut prompts and
+// preempt sequences at random points; every request still streams what it
+// streams alone.
+TEST_P(BatchRunnerTest, RandomSchedulesGiveTheSameTokens) {
+  std::mt19937 rng(GetParam().size());
+  uint64_t preemptions = 0;
+  for (int round = 0; round < 10; ++round) {
+    sched::SchedulerOptions o;
+    o.max_sequences = 1 + rng() % 4;
+    o.token_budget = o.max_sequences + rng() % 12;
+    o.context_per_sequence = kContext;
+    o.block_tokens = 1 + rng() % 8;
+    const int32_t one = (kContext + o.block_tokens - 1) / o.block_tokens;
+    o.kv_blocks = one + rng() % (one / 4 + 1);  // tight: sequences collide
+    o.decode_headroom_tokens = rng() % 9;
+    auto runner = BatchRunner::Create(*engine_, o);
+    ASSERT_TRUE(runner.ok()) << runner.status();
+    std::vector<int> lengths, max_tokens;
+    for (int i = 0; i < 6; ++i) {
+      lengths.push_back(1 + rng() % 40);
+      max_tokens.push_back(1 + rng() % 30);
+    }
+    const auto prompts = Prompts(lengths);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      ASSERT_TRUE((*runner)->Add({i + 1, prompts[i], {}, max_tokens[i]}).ok());
+    }
+    std::map<sched::SeqId, std::vector<int32_t>> got;
+    for (int step = 0; !(*runner)->idle(); ++step) {
+      ASSERT_LT(step, 5000);
+      auto r = (*runner)->Step(T(0), [&](sched::SeqId id, int32_t t) {
+        got[id].push_back(t);
+        return false;
+      });
+      ASSERT_TRUE(r.ok()) << r.status();
+    }
+    preemptions += (*runner)->scheduler().Stats().preemptions;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(got[i + 1], Alone(prompts[i], max_tokens[i])) << "round " << round << " request "
+                                                              << i + 1;
+    }
+  }
+  std::cout << "preemptions over the rounds: " << preemptions << "\n";
+  EXPECT_GT(preemptions, 5u);
+}
+
 TEST_P(BatchRunnerTest, RefusesWhatCannotRun) {
   sched::SchedulerOptions o = Tight();
   o.context_per_sequence = kContext + 1;
