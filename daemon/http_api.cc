@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/openai_api.h"
+#include "daemon/openai_api_responses.h"
 #include "daemon/openai_api_tools.h"
 #include "daemon/request_limits.h"
 
@@ -74,7 +75,9 @@ struct HttpApiServer::Generation {
         text += e.chunk.text();
       } else if (e.type == Event::Type::kDone) {
         finished = true;
-        res.set_content(CompletionJson(meta, text, e.done, ExtensionOf(e.done)),
+        res.set_content(meta.endpoint == OpenAiEndpoint::kResponses
+                            ? ResponseObjectJson(meta, text, e.done)
+                            : CompletionJson(meta, text, e.done, ExtensionOf(e.done)),
                         "application/json");
         return;
       } else {
@@ -93,8 +96,40 @@ struct HttpApiServer::Generation {
     SendError(res, status);
   }
 
+  // A Responses API stream: typed events (openai_api_responses.h).
+  bool StreamResponse(httplib::DataSink& sink) {
+    auto send = [&sink](const std::string& events) {
+      return events.empty() || sink.write(events.data(), events.size());
+    };
+    probe = [&sink] { return sink.write(":\n\n", 3); };
+    ResponsesStream events(meta);
+    if (!send(events.Start())) return Abandon();
+    Event e = std::move(first);
+    while (true) {
+      if (e.type == Event::Type::kChunk) {
+        if (!send(events.Text(e.chunk.text()))) return Abandon();
+      } else {
+        finished = true;
+        bool ok;
+        if (e.type == Event::Type::kDone) {
+          ok = send(events.Finish(e.done));
+        } else {
+          const absl::Status status = e.type == Event::Type::kError
+                                          ? e.status
+                                          : absl::InternalError("unexpected worker reply");
+          CountError(metrics, status);
+          ok = send(absl::StrCat("event: error\ndata: ", ErrorJson(status), "\n\n"));
+        }
+        if (ok) sink.done();
+        return ok;
+      }
+      if (!Next(&e)) return false;
+    }
+  }
+
   // The content provider of a stream: every event until the end, in one call.
   bool Stream(httplib::DataSink& sink) {
+    if (meta.endpoint == OpenAiEndpoint::kResponses) return StreamResponse(sink);
     auto send = [&sink](const std::string& payload) {
       const std::string event = absl::StrCat("data: ", payload, "\n\n");
       return sink.write(event.data(), event.size());
@@ -259,7 +294,8 @@ void HttpApiServer::Route() {
   });
   auto generate = [this](OpenAiEndpoint endpoint) {
     return [this, endpoint](const Request& req, Response& res) {
-      auto parsed = ParseOpenAiRequest(endpoint, req.body);
+      auto parsed = endpoint == OpenAiEndpoint::kResponses ? ParseResponsesRequest(req.body)
+                                                           : ParseOpenAiRequest(endpoint, req.body);
       if (!parsed.ok()) return SendError(res, parsed.status());
       auto handle = supervisor_->SubmitGenerate(parsed->generate);
       if (!handle.ok()) return SendError(res, handle.status());
@@ -271,7 +307,10 @@ void HttpApiServer::Route() {
       gen->client = HttpFront::CurrentClient();
       gen->meta.endpoint = endpoint;
       gen->meta.id = absl::StrCat(
-          endpoint == OpenAiEndpoint::kChatCompletions ? "chatcmpl-" : "cmpl-", id_prefix_,
+          endpoint == OpenAiEndpoint::kChatCompletions ? "chatcmpl-"
+          : endpoint == OpenAiEndpoint::kResponses     ? "resp_"
+                                                       : "cmpl-",
+          id_prefix_,
           "-", gen->handle->id());
       gen->meta.created = absl::ToUnixSeconds(absl::Now());
       gen->meta.tools = parsed->tools;
@@ -300,6 +339,7 @@ void HttpApiServer::Route() {
   });
   server_->Post("/v1/chat/completions", generate(OpenAiEndpoint::kChatCompletions));
   server_->Post("/v1/completions", generate(OpenAiEndpoint::kCompletions));
+  server_->Post("/v1/responses", generate(OpenAiEndpoint::kResponses));
 }
 
 }  // namespace sluice::daemon

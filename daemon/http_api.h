@@ -2,6 +2,7 @@
 //
 //   POST /v1/chat/completions   messages through the model's chat template
 //   POST /v1/completions        a raw prompt
+//   POST /v1/responses          the Responses API subset (openai_api_responses.h)
 //   GET  /v1/models, /v1/models/{id}
 //   GET  /health                200 while a worker is ready, else 503
 //   POST /v1/embeddings         404 with a body saying it is not served

@@ -27,7 +27,7 @@
 
 namespace sluice::daemon {
 
-enum class OpenAiEndpoint { kChatCompletions, kCompletions };
+enum class OpenAiEndpoint { kChatCompletions, kCompletions, kResponses };
 
 struct OpenAiRequest {
   OpenAiEndpoint endpoint = OpenAiEndpoint::kChatCompletions;

@@ -15,6 +15,8 @@ absl::Status OutOfRange(const char* field, double value, const char* range) {
       absl::StrFormat("sampler: %s = %g is outside %s", field, value, range));
 }
 
+float Finite(float x) { return std::isnan(x) ? -std::numeric_limits<float>::infinity() : x; }
+
 bool Before(float a_logit, int32_t a_id, float b_logit, int32_t b_id) {
   return a_logit > b_logit || (a_logit == b_logit && a_id < b_id);
 }
@@ -64,6 +66,17 @@ double Sampler::NextUniform() {
   return static_cast<double>(z >> 11) * 0x1.0p-53;
 }
 
+void Sampler::ApplySparsePenalty(std::vector<Candidate>& candidates) const {
+  if (params_.repetition_penalty == 1 || history_.empty()) return;
+  const absl::flat_hash_set<int32_t> seen(history_.begin(), history_.end());
+  for (const int32_t id : seen) {
+    auto it = std::lower_bound(candidates.begin(), candidates.end(), id,
+                               [](const Candidate& c, int32_t x) { return c.id < x; });
+    if (it == candidates.end() || it->id != id) continue;
+    it->logit = Penalize(it->logit);
+  }
+}
+
 void Sampler::ApplyRepetitionPenalty(std::vector<Candidate>& candidates) const {
   if (params_.repetition_penalty == 1 || history_.empty()) return;
   // Each distinct recent token once, however often it occurred; positive
@@ -72,8 +85,7 @@ void Sampler::ApplyRepetitionPenalty(std::vector<Candidate>& candidates) const {
   for (const int32_t id : seen) {
     if (id < 0 || id >= static_cast<int32_t>(candidates.size())) continue;
     float& logit = candidates[id].logit;
-    logit = logit <= 0 ? logit * params_.repetition_penalty
-                       : logit / params_.repetition_penalty;
+    logit = Penalize(logit);
   }
 }
 
@@ -116,23 +128,24 @@ int32_t Sampler::Sample(absl::Span<const float> logits) {
 }
 
 int32_t Sampler::Draw(absl::Span<const float> logits) {
-  std::vector<Candidate> c(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) {
-    const float x = logits[i];
-    c[i] = {static_cast<int32_t>(i),
-            std::isnan(x) ? -std::numeric_limits<float>::infinity() : x};
-  }
-  ApplyRepetitionPenalty(c);
-  if (matcher_ != nullptr) {
+  std::vector<Candidate> c;
+  if (matcher_ == nullptr) {
+    c.resize(logits.size());
+    for (size_t i = 0; i < logits.size(); ++i) c[i] = {static_cast<int32_t>(i), Finite(logits[i])};
+    ApplyRepetitionPenalty(c);
+  } else {
+    // Only the allowed tokens become candidates (in id order), so a narrow
+    // mask makes the rest of the chain cheaper, not dearer.
     matcher_->FillMask(&mask_);
-    const size_t bits = mask_.size() * 64;
-    c.erase(std::remove_if(c.begin(), c.end(),
-                           [&](const Candidate& x) {
-                             const size_t id = static_cast<size_t>(x.id);
-                             return id >= bits || !((mask_[id >> 6] >> (id & 63)) & 1);
-                           }),
-            c.end());
+    for (size_t w = 0; w < mask_.size(); ++w) {
+      for (uint64_t bits = mask_[w]; bits != 0; bits &= bits - 1) {
+        const size_t id = w * 64 + static_cast<size_t>(__builtin_ctzll(bits));
+        if (id >= logits.size()) break;
+        c.push_back({static_cast<int32_t>(id), Finite(logits[id])});
+      }
+    }
     if (c.empty()) return -1;
+    ApplySparsePenalty(c);
   }
   const auto before = [](const Candidate& a, const Candidate& b) {
     return Before(a.logit, a.id, b.logit, b.id);

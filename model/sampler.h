@@ -80,6 +80,12 @@ class Sampler {
   // The draw itself (Sample() minus committing to the grammar).
   int32_t Draw(absl::Span<const float> logits);
   void ApplyRepetitionPenalty(std::vector<Candidate>& candidates) const;
+  // The same for candidates in id order that are not every token.
+  void ApplySparsePenalty(std::vector<Candidate>& candidates) const;
+  // Positive logits shrink and negative ones grow: the penalty always lowers.
+  float Penalize(float logit) const {
+    return logit <= 0 ? logit * params_.repetition_penalty : logit / params_.repetition_penalty;
+  }
   // How many of the sorted candidates top-p and min-p keep.
   size_t KeepByProbability(const std::vector<Candidate>& candidates) const;
   // Uniform double in [0, 1), advancing the generator.

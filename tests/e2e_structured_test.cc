@@ -297,7 +297,9 @@ TEST_F(E2eStructuredTest, RequiredAndNamedToolChoicesForceValidCalls) {
       const Json& calls = choice0["message"]["tool_calls"];
       ASSERT_EQ(calls.size(), 1u) << r.out;
       ExpectValidCall(calls[0]);
-      if (choice.is_object()) EXPECT_EQ(calls[0]["function"]["name"], "add");
+      if (choice.is_object()) {
+        EXPECT_EQ(calls[0]["function"]["name"], "add");
+      }
       EXPECT_TRUE(choice0["message"]["content"].is_null()) << r.out;
     }
   }
@@ -362,6 +364,111 @@ TEST_F(E2eStructuredTest, ToolResultsRoundTripAndAutoAnswers) {
                 {"tool_choice", {{"type", "function"}, {"function", {{"name", "nope"}}}}}}));
   EXPECT_EQ(Status(u), 400);
   EXPECT_EQ(Body(u)["error"]["param"], "tool_choice.function.name") << u.out;
+}
+
+// The Responses API's SSE events: (type, data) pairs in order.
+std::vector<std::pair<std::string, Json>> Events(const std::string& out) {
+  std::vector<std::pair<std::string, Json>> events;
+  std::string type;
+  for (absl::string_view line : absl::StrSplit(out, '\n')) {
+    line = absl::StripTrailingAsciiWhitespace(line);
+    if (absl::ConsumePrefix(&line, "event: ")) type = std::string(line);
+    if (absl::ConsumePrefix(&line, "data: ")) events.push_back({type, Json::parse(line, nullptr, false)});
+  }
+  return events;
+}
+
+TEST_F(E2eStructuredTest, ResponsesApiAnswersStreamedAndNot) {
+  const Json schema_format = {{"format", {{"type", "json_schema"}, {"name", "person"},
+                                          {"strict", true}, {"schema", Json::parse(kSchema)}}}};
+  const CommandResult r = Post("/v1/responses",
+                               Json{{"input", "Describe a person."}, {"instructions", "Be brief."},
+                                    {"text", schema_format}, {"max_output_tokens", 1500},
+                                    {"temperature", 1.0}, {"seed", 9}}.dump());
+  ASSERT_EQ(Status(r), 200) << r.out;
+  const Json body = Body(r);
+  EXPECT_EQ(body["object"], "response");
+  EXPECT_EQ(body["status"], "completed") << r.out;
+  EXPECT_EQ(body["id"].get<std::string>().rfind("resp_", 0), 0u);
+  ASSERT_EQ(body["output"].size(), 1u) << r.out;
+  const Json& item = body["output"][0];
+  EXPECT_EQ(item["type"], "message");
+  EXPECT_EQ(item["role"], "assistant");
+  EXPECT_EQ(item["content"][0]["type"], "output_text");
+  ExpectValid(item["content"][0]["text"].get<std::string>());
+  EXPECT_GT(body["usage"]["input_tokens"].get<int>(), 0);
+  EXPECT_EQ(body["usage"]["total_tokens"].get<int>(),
+            body["usage"]["input_tokens"].get<int>() + body["usage"]["output_tokens"].get<int>());
+
+  // Streamed, cut by max_output_tokens: the event sequence and "incomplete".
+  const CommandResult s = Post("/v1/responses", Json{{"input", {{{"role", "user"}, {"content", "Hi"}}}},
+                                                     {"max_output_tokens", 5}, {"stream", true},
+                                                     {"seed", 1}}.dump());
+  ASSERT_EQ(Status(s), 200) << s.out;
+  const auto events = Events(s.out);
+  ASSERT_GE(events.size(), 6u) << s.out;
+  EXPECT_EQ(events[0].first, "response.created");
+  EXPECT_EQ(events[1].first, "response.in_progress");
+  EXPECT_EQ(events.back().first, "response.incomplete");
+  std::string deltas;
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i].second["type"], events[i].first);
+    EXPECT_EQ(events[i].second["sequence_number"], i);
+    if (events[i].first == "response.output_text.delta") deltas += events[i].second["delta"].get<std::string>();
+  }
+  const Json& done = events.back().second["response"];
+  EXPECT_EQ(done["incomplete_details"]["reason"], "max_output_tokens");
+  EXPECT_EQ(done["output"][0]["content"][0]["text"], deltas);
+  EXPECT_EQ(done["usage"]["output_tokens"], 5);
+}
+
+TEST_F(E2eStructuredTest, ResponsesApiFunctionCalls) {
+  Json tools = Json::array();
+  for (const Json& t : kTools) {
+    Json flat = t["function"];
+    flat["type"] = "function";
+    tools.push_back(flat);
+  }
+  for (const bool stream : {false, true}) {
+    const CommandResult r = Post("/v1/responses",
+                                 Json{{"input", "Weather in Oslo?"}, {"tools", tools},
+                                      {"tool_choice", "required"}, {"parallel_tool_calls", false},
+                                      {"stream", stream}, {"seed", 3}}.dump());
+    ASSERT_EQ(Status(r), 200) << r.out;
+    Json output;
+    if (stream) {
+      const auto events = Events(r.out);
+      ASSERT_FALSE(events.empty());
+      EXPECT_EQ(events.back().first, "response.completed") << r.out;
+      bool saw_args = false;
+      for (const auto& [type, data] : events) saw_args |= type == "response.function_call_arguments.done";
+      EXPECT_TRUE(saw_args) << r.out;
+      output = events.back().second["response"]["output"];
+    } else {
+      output = Body(r)["output"];
+    }
+    ASSERT_EQ(output.size(), 1u) << r.out;
+    EXPECT_EQ(output[0]["type"], "function_call");
+    ExpectValidCall({{"type", "function"}, {"id", output[0]["call_id"]},
+                     {"function", {{"name", output[0]["name"]}, {"arguments", output[0]["arguments"]}}}});
+  }
+  // A round trip through function_call / function_call_output items.
+  const CommandResult rt = Post(
+      "/v1/responses",
+      Json{{"input", {{{"role", "user"}, {"content", "Weather?"}},
+                      {{"type", "function_call"}, {"call_id", "c1"}, {"name", "get_weather"},
+                       {"arguments", R"({"city": "Oslo", "unit": "c"})"}},
+                      {{"type", "function_call_output"}, {"call_id", "c1"}, {"output", "-3 C"}}}},
+           {"tools", tools}, {"max_output_tokens", 4}}.dump());
+  EXPECT_EQ(Status(rt), 200) << rt.out;
+  const CommandResult bad = Post("/v1/responses",
+                                 Json{{"input", "x"}, {"previous_response_id", "resp_1"}}.dump());
+  EXPECT_EQ(Status(bad), 400);
+  EXPECT_EQ(Body(bad)["error"]["param"], "previous_response_id");
+  const CommandResult web = Post("/v1/responses",
+                                 Json{{"input", "x"}, {"tools", {{{"type", "web_search"}}}}}.dump());
+  EXPECT_EQ(Status(web), 400);
+  EXPECT_EQ(Body(web)["error"]["param"], "tools[0].type");
 }
 
 }  // namespace
