@@ -61,10 +61,18 @@ int32_t SlotCache::TakeSlot(SlotAssignment& a, uint64_t access) {
     free_.pop_back();
     return slot;
   }
-  const int32_t victim = policy_->ChooseVictim(
+  const int32_t victim = ChooseVictim(access);
+  if (victim >= 0) Evict(victim, a);
+  return victim;
+}
+
+int32_t SlotCache::ChooseVictim(uint64_t access) {
+  return policy_->ChooseVictim(
       [this](int32_t s) ABSL_NO_THREAD_SAFETY_ANALYSIS { return Evictable(s); },
       access);
-  if (victim < 0) return -1;
+}
+
+void SlotCache::Evict(int32_t victim, SlotAssignment& a) {
   Slot& v = slots_[victim];
   a.evicted = true;
   a.evicted_key = v.key;
@@ -72,7 +80,6 @@ int32_t SlotCache::TakeSlot(SlotAssignment& a, uint64_t access) {
   v = Slot{};
   policy_->OnRemove(victim);
   ++counters_.evictions;
-  return victim;
 }
 
 void SlotCache::Place(int32_t slot, ExpertKey key, uint64_t access) {
@@ -234,19 +241,11 @@ absl::StatusOr<SlotAssignment> SlotCache::Offer(ExpertKey key) {
     slot = free_.back();
     free_.pop_back();
   } else {
-    const int32_t victim = policy_->ChooseVictim(
-        [this](int32_t s) ABSL_NO_THREAD_SAFETY_ANALYSIS { return Evictable(s); },
-        access);
+    const int32_t victim = ChooseVictim(access);
     if (victim < 0 || !policy_->Admit(key, victim, access)) {
       return SlotAssignment{};  // kNone: nothing evictable, or not admitted
     }
-    Slot& v = slots_[victim];
-    a.evicted = true;
-    a.evicted_key = v.key;
-    where_[Index(v.key)] = -1;
-    v = Slot{};
-    policy_->OnRemove(victim);
-    ++counters_.evictions;
+    Evict(victim, a);
     slot = victim;
   }
   a.kind = SlotAssignment::kMiss;

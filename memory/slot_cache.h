@@ -314,6 +314,10 @@ class SlotCache {
   // A free slot, or a victim evicted (reported through `a`); -1 if none.
   int32_t TakeSlot(SlotAssignment& a, uint64_t access)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The policy's victim among the evictable slots, or -1.
+  int32_t ChooseVictim(uint64_t access) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Empties `victim` (reported through `a`), counting the eviction.
+  void Evict(int32_t victim, SlotAssignment& a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Place(int32_t slot, ExpertKey key, uint64_t access)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

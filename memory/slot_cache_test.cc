@@ -646,6 +646,14 @@ struct HotSetTrace {
       for (int32_t l = 0; l < kLayers; ++l) Step(c, l, {12, 13, 14, 15});
     }
   }
+  // The cache after 300 decode tokens, under tinylfu (window 4) or LRU.
+  static std::unique_ptr<SlotCache> Warm(bool tiny) {
+    auto c = MakeCache(kLayers, kExperts, kSlots,
+                       tiny ? MakeTinyLfuPolicy({.window_fraction = 0.125})
+                            : MakeLruPolicy());
+    Decode(*c, 0, 300);
+    return c;
+  }
   static int HotResident(const SlotCache& c) {
     std::vector<int32_t> hot;
     for (int32_t e = 0; e < 12; ++e) hot.push_back(e);
@@ -656,10 +664,7 @@ struct HotSetTrace {
 TEST(TinyLfuTest, PrefillWaveDoesNotFlushTheDecodeHotSet) {
   using T = HotSetTrace;
   for (const bool tiny : {true, false}) {
-    auto c = MakeCache(T::kLayers, T::kExperts, T::kSlots,
-                       tiny ? MakeTinyLfuPolicy({.window_fraction = 0.125})
-                            : MakeLruPolicy());
-    T::Decode(*c, 0, 300);
+    auto c = T::Warm(tiny);
     ASSERT_EQ(T::HotResident(*c), 24);
     const SlotCacheCounters before = c->Snapshot();
     T::PrefillWave(*c);
@@ -668,22 +673,17 @@ TEST(TinyLfuTest, PrefillWaveDoesNotFlushTheDecodeHotSet) {
     // none.
     EXPECT_EQ(T::HotResident(*c), tiny ? 24 : 0) << (tiny ? "tinylfu" : "lru");
     T::Decode(*c, 300, 20);
+    // The wave hits nothing; the 20 decode tokens after it make 160
+    // lookups: tinylfu hits them all, LRU misses the 24 hot experts once.
     const SlotCacheCounters d = c->Snapshot().Minus(before);
-    // The 20 decode tokens after the wave: 160 lookups; tinylfu hits them
-    // all, LRU misses the 24 hot experts once each.
-    const SlotCacheCounters wave_and_decode = d;
-    const uint64_t decode_hits = wave_and_decode.hits;  // the wave hits nothing
-    EXPECT_EQ(decode_hits, tiny ? 160u : 136u) << (tiny ? "tinylfu" : "lru");
+    EXPECT_EQ(d.hits, tiny ? 160u : 136u) << (tiny ? "tinylfu" : "lru");
   }
 }
 
 TEST(TinyLfuTest, OneOddRequestDoesNotFlushTheDecodeHotSet) {
   using T = HotSetTrace;
   for (const bool tiny : {true, false}) {
-    auto c = MakeCache(T::kLayers, T::kExperts, T::kSlots,
-                       tiny ? MakeTinyLfuPolicy({.window_fraction = 0.125})
-                            : MakeLruPolicy());
-    T::Decode(*c, 0, 300);
+    auto c = T::Warm(tiny);
     T::OddRequest(*c);
     // 8 odd keys, each used 6 times: 4 fit in the free main slots; the
     // others need the window. None of them beats a hot expert (used ~100

@@ -90,15 +90,27 @@ std::vector<memory::DirectRead> DiskBlocks(absl::Span<const FileRange> ranges,
   return blocks;
 }
 
-absl::StatusOr<Rate> MeasureDisk(absl::Span<const memory::DirectRead> blocks,
-                                 int threads) {
-  threads = std::max(1, threads);
-  uint64_t largest = memory::kDirectAlign;
+namespace {
+
+// The blocks' bytes (seconds still 0), and the largest block (at least one
+// aligned block) in `largest`: the size of one reader's buffer.
+Rate BlockBytes(absl::Span<const memory::DirectRead> blocks, uint64_t& largest) {
+  largest = memory::kDirectAlign;
   Rate rate;
   for (const memory::DirectRead& b : blocks) {
     largest = std::max(largest, b.length);
     rate.bytes += b.length;
   }
+  return rate;
+}
+
+}  // namespace
+
+absl::StatusOr<Rate> MeasureDisk(absl::Span<const memory::DirectRead> blocks,
+                                 int threads) {
+  threads = std::max(1, threads);
+  uint64_t largest = 0;
+  Rate rate = BlockBytes(blocks, largest);
   // One buffer per thread: a block is read whole before the thread takes the
   // next, so no two reads share memory.
   std::vector<uint8_t*> buffers(threads, nullptr);
@@ -137,12 +149,8 @@ absl::StatusOr<Rate> MeasureDisk(absl::Span<const memory::DirectRead> blocks,
 absl::StatusOr<UringRun> MeasureDiskUring(absl::Span<const memory::DirectRead> blocks,
                                           int depth) {
   depth = std::max(1, depth);
-  uint64_t largest = memory::kDirectAlign;
-  Rate rate;
-  for (const memory::DirectRead& b : blocks) {
-    largest = std::max(largest, b.length);
-    rate.bytes += b.length;
-  }
+  uint64_t largest = 0;
+  Rate rate = BlockBytes(blocks, largest);
   void* raw = nullptr;
   const uint64_t total = largest * static_cast<uint64_t>(depth);
   if (posix_memalign(&raw, memory::kDirectAlign, total) != 0) {
