@@ -113,6 +113,13 @@ absl::Status ExpertTiers::Settle(int32_t layer, absl::Span<const int32_t> expert
   return absl::OkStatus();
 }
 
+absl::Status ExpertTiers::Preload(absl::Span<const ExpertKey> device,
+                                  absl::Span<const ExpertKey> host) {
+  for (const ExpertKey& k : device) RETURN_IF_ERROR(device_->Offer(k).status());
+  for (const ExpertKey& k : host) RETURN_IF_ERROR(host_->Offer(k).status());
+  return absl::OkStatus();
+}
+
 ExpertTiersCounters ExpertTiers::Snapshot() const {
   ExpertTiersCounters c = counters_;
   c.device = device_->Snapshot();

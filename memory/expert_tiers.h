@@ -124,6 +124,12 @@ class ExpertTiers {
   // SlotCache::Acquire (nothing is changed then).
   absl::StatusOr<TierStep> Step(int32_t layer, absl::Span<const int32_t> experts);
 
+  // Places experts before any lookup (a warm start: memory/expert_profile.h's
+  // PlanWarmStart): each of `device`, then each of `host`, Offered to its
+  // tier; those that find no slot are left out. Not lookups.
+  absl::Status Preload(absl::Span<const ExpertKey> device,
+                       absl::Span<const ExpertKey> host);
+
   ExpertTiersCounters Snapshot() const;
   // Experts resident in both tiers at once (0 while exclusive); O(keys).
   int64_t InBoth() const;

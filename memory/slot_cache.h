@@ -116,7 +116,9 @@ class KeyFrequency {
  public:
   // Precondition: half_life > 0.
   explicit KeyFrequency(double half_life);
-  void Touch(ExpertKey key, uint64_t access);
+  void Touch(ExpertKey key, uint64_t access) { Add(key, 1, access); }
+  // `uses` uses at once (a saved profile's counts; uses > 0).
+  void Add(ExpertKey key, double uses, uint64_t access);
   // log2 of the count scaled to time 0; -infinity for a key never touched.
   double Score(ExpertKey key) const;
   // The decayed count at access `now` (0 for a key never touched).

@@ -339,8 +339,8 @@ class BeladyPolicy final : public EvictionPolicy {
 
 KeyFrequency::KeyFrequency(double half_life) : half_life_(half_life) {}
 
-void KeyFrequency::Touch(ExpertKey key, uint64_t access) {
-  const double x = static_cast<double>(access) / half_life_;
+void KeyFrequency::Add(ExpertKey key, double uses, uint64_t access) {
+  const double x = static_cast<double>(access) / half_life_ + std::log2(uses);
   auto [it, fresh] = log_score_.try_emplace(Pack(key), x);
   if (fresh) return;
   const double hi = std::max(it->second, x);
