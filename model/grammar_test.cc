@@ -308,5 +308,23 @@ TEST(GrammarMaskTest, TrieHoldsEveryTokenOnce) {
   EXPECT_EQ(allowed, with_bytes - 1 + 1);  // minus \xa9, plus the end token
 }
 
+TEST(GrammarMaskTest, ASteadyStateReusesItsFrames) {
+  auto text = JsonSchemaToGrammar(R"({"type": "object", "properties": {"name": {"type": "string"}},
+                                      "required": ["name"]})");
+  ASSERT_TRUE(text.ok());
+  auto tg = TokenGrammar::Create(MustParse(*text), TestVocab());
+  GrammarMatcher m(tg);
+  ASSERT_TRUE(m.AcceptBytes("{\"name\": \"x"));
+  std::vector<uint64_t> bits;
+  m.FillMask(&bits);
+  const TokenGrammar::Stats first = tg->stats();
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(m.Accept(8));  // "a": the string goes on
+    m.FillMask(&bits);
+  }
+  EXPECT_EQ(tg->stats().frames, first.frames);
+  EXPECT_EQ(tg->stats().resolved, first.resolved);
+}
+
 }  // namespace
 }  // namespace sluice

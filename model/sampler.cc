@@ -137,6 +137,7 @@ int32_t Sampler::Draw(absl::Span<const float> logits) {
     // Only the allowed tokens become candidates (in id order), so a narrow
     // mask makes the rest of the chain cheaper, not dearer.
     matcher_->FillMask(&mask_);
+    c.reserve(logits.size());
     for (size_t w = 0; w < mask_.size(); ++w) {
       for (uint64_t bits = mask_[w]; bits != 0; bits &= bits - 1) {
         const size_t id = w * 64 + static_cast<size_t>(__builtin_ctzll(bits));

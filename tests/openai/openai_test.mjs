@@ -118,3 +118,127 @@ test('bad parameters are a 400 BadRequestError, streamed or not', async () => {
       return true;
     });
 });
+
+// ---- structured outputs, tools, the Responses API (issue 21). The model has
+// random weights: only the grammar makes these answers valid, so each is
+// checked against its schema.
+const person = {
+  type: 'object',
+  properties: {
+    name: { type: 'string', maxLength: 10 },
+    age: { type: 'integer' },
+    color: { enum: ['red', 'green'] },
+  },
+  required: ['name', 'age', 'color'],
+  additionalProperties: false,
+};
+function assertPerson(p, raw) {
+  assert.equal(typeof p, 'object', raw);
+  assert.deepEqual(Object.keys(p), ['name', 'age', 'color'], raw);
+  assert.ok(typeof p.name === 'string' && [...p.name].length <= 10, raw);
+  assert.ok(Number.isInteger(p.age), raw);
+  assert.ok(['red', 'green'].includes(p.color), raw);
+}
+const tools = [{
+  type: 'function',
+  function: {
+    name: 'get_weather',
+    description: 'The weather in a city',
+    parameters: {
+      type: 'object',
+      properties: { city: { type: 'string', maxLength: 8 }, unit: { enum: ['c', 'f'] } },
+      required: ['city', 'unit'],
+      additionalProperties: false,
+    },
+  },
+}];
+function assertWeatherArgs(text) {
+  const a = JSON.parse(text);
+  assert.deepEqual(Object.keys(a), ['city', 'unit'], text);
+  assert.ok(typeof a.city === 'string' && [...a.city].length <= 8, text);
+  assert.ok(['c', 'f'].includes(a.unit), text);
+}
+
+test('chat.completions.parse with a JSON schema gives a valid parsed object', async () => {
+  const r = await client.chat.completions.parse({
+    model, messages, max_tokens: 400, seed: 3,
+    response_format: { type: 'json_schema', json_schema: { name: 'person', strict: true, schema: person } },
+  });
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  assertPerson(r.choices[0].message.parsed, r.choices[0].message.content);
+});
+
+test('tool_choice required returns tool_calls; the result round-trips', async () => {
+  const r = await client.chat.completions.create({
+    model, messages, tools, tool_choice: 'required', parallel_tool_calls: false, seed: 5,
+  });
+  const choice = r.choices[0];
+  assert.equal(choice.finish_reason, 'tool_calls');
+  assert.equal(choice.message.tool_calls.length, 1);
+  const call = choice.message.tool_calls[0];
+  assert.equal(call.type, 'function');
+  assert.equal(call.function.name, 'get_weather');
+  assertWeatherArgs(call.function.arguments);
+  const next = await client.chat.completions.create({
+    model, max_tokens: 4, tools,
+    messages: [...messages, choice.message, { role: 'tool', tool_call_id: call.id, content: '-3 C' }],
+  });
+  assert.equal(next.choices.length, 1);
+  // tool_choice none: text only, never calls.
+  const none = await client.chat.completions.create({ model, messages, tools, tool_choice: 'none', max_tokens: 4 });
+  assert.equal(none.choices[0].message.tool_calls, undefined);
+});
+
+test('a streamed tool call arrives as tool_calls deltas', async () => {
+  const stream = await client.chat.completions.create({
+    model, messages, tools, seed: 6, stream: true,
+    tool_choice: { type: 'function', function: { name: 'get_weather' } },
+  });
+  const calls = [];
+  let finish = null;
+  for await (const chunk of stream) {
+    for (const c of chunk.choices) {
+      for (const d of c.delta.tool_calls ?? []) {
+        calls[d.index] ??= { name: '', arguments: '' };
+        calls[d.index].name += d.function?.name ?? '';
+        calls[d.index].arguments += d.function?.arguments ?? '';
+      }
+      finish = c.finish_reason ?? finish;
+    }
+  }
+  assert.equal(finish, 'tool_calls');
+  assert.ok(calls.length >= 1);
+  for (const c of calls) {
+    assert.equal(c.name, 'get_weather');
+    assertWeatherArgs(c.arguments);
+  }
+});
+
+test('responses.create, streamed and not', async () => {
+  const r = await client.responses.create({
+    model, input: 'Describe a person.', instructions: 'Be brief.', max_output_tokens: 400,
+    text: { format: { type: 'json_schema', name: 'person', strict: true, schema: person } },
+  });
+  assert.equal(r.object, 'response');
+  assert.equal(r.status, 'completed');
+  assertPerson(JSON.parse(r.output_text), r.output_text);
+  assert.ok(r.usage.output_tokens > 0);
+
+  const stream = await client.responses.create({ model, input: 'Hi', max_output_tokens: 6, stream: true });
+  let text = '';
+  let last = null;
+  for await (const event of stream) {
+    if (event.type === 'response.output_text.delta') text += event.delta;
+    last = event;
+  }
+  assert.equal(last.type, 'response.incomplete');
+  assert.equal(last.response.output[0].content[0].text, text);
+
+  const call = await client.responses.create({
+    model, input: 'Weather in Oslo?', tool_choice: 'required', parallel_tool_calls: false,
+    tools: [{ type: 'function', ...tools[0].function }],
+  });
+  const item = call.output.find((o) => o.type === 'function_call');
+  assert.ok(item, JSON.stringify(call.output));
+  assertWeatherArgs(item.arguments);
+});
