@@ -30,6 +30,7 @@ struct Layer {
   uint64_t slot_bytes = 0;
   uint64_t n_experts = 0;
   uint64_t kv_dim = 0;
+  uint64_t latent_kv_dim = 0;  // MLA: one row of latent + RoPE key, no values
   uint64_t conv_floats = 0;
   uint64_t v_heads = 0;
   uint64_t state_size = 0;
@@ -73,6 +74,8 @@ absl::StatusOr<ModelFootprint> FootprintOf(const TensorTable& table, int64_t con
       if (rest == "ffn_gate_exps.weight") l.expert_ff = t.ne[1];
     } else if (rest == "attn_k.weight") {
       l.kv_dim = t.ne[1];
+    } else if (rest == "attn_kv_a_mqa.weight") {
+      l.latent_kv_dim = t.ne[1];
     } else if (rest == "ssm_conv1d.weight") {
       l.conv_floats = (t.ne[0] > 0 ? t.ne[0] - 1 : 0) * t.ne[1];
     } else if (rest == "ssm_a") {
@@ -90,7 +93,7 @@ absl::StatusOr<ModelFootprint> FootprintOf(const TensorTable& table, int64_t con
   for (const auto& [block, l] : layers) {
     f.slot_bytes = std::max(f.slot_bytes, l.slot_bytes);
     f.experts += static_cast<int64_t>(l.n_experts);
-    f.state_bytes_per_token += 2 * l.kv_dim * kFloat;
+    f.state_bytes_per_token += (2 * l.kv_dim + l.latent_kv_dim) * kFloat;
     f.state_fixed_bytes += (l.conv_floats + l.v_heads * l.state_size * l.state_size) * kFloat;
     expert_ff = std::max(expert_ff, l.expert_ff);
     expert_used_guess = std::max<uint64_t>(expert_used_guess, l.n_experts > 0 ? 8 : 0);

@@ -6,7 +6,10 @@
 // the expert the slowest dimension): a slot holds one expert's three slices
 // of the largest layer. KV and recurrent state follow the backends' layout
 // (F32): per attention block 2 x kv_dim floats per token (kv_dim = rows of
-// blk.N.attn_k.weight); per DeltaNet block (kernel - 1) x channels conv
+// blk.N.attn_k.weight); per latent-attention (MLA, deepseek2) block one row
+// of kv_lora_rank + n_rot floats (rows of blk.N.attn_kv_a_mqa.weight); blocks
+// without routed experts (deepseek2's dense lead blocks) add no slots; per
+// DeltaNet block (kernel - 1) x channels conv
 // floats (blk.N.ssm_conv1d.weight) and v_heads x state^2 recurrent floats
 // (blk.N.ssm_a, blk.N.ssm_norm.weight). The workspace is an estimate of the
 // CUDA backend's activations for one micro-batch of 512 tokens.

@@ -63,6 +63,28 @@ TEST(ModelFootprintTest, FiguresFromTheTensorTable) {
   EXPECT_EQ(f->workspace_bytes, 512u * 224 * 4 + 512 * 10 * 4);
 }
 
+// deepseek2: latent attention keeps one row of kv_lora_rank + n_rot (the
+// rows of attn_kv_a_mqa, here 6 + 2) per token and block, no values; the
+// dense lead block has no experts and adds no slots.
+TEST(ModelFootprintTest, LatentAttentionAndDenseBlocks) {
+  auto files = Write({{"token_embd.weight", {8, 10}},
+                      {"blk.0.attn_kv_a_mqa.weight", {8, 8}},
+                      {"blk.0.ffn_gate.weight", {8, 16}},
+                      {"blk.0.ffn_up.weight", {8, 16}},
+                      {"blk.0.ffn_down.weight", {16, 8}},
+                      {"blk.1.attn_kv_a_mqa.weight", {8, 8}},
+                      {"blk.1.ffn_gate_exps.weight", {8, 2, 4}},
+                      {"blk.1.ffn_up_exps.weight", {8, 2, 4}},
+                      {"blk.1.ffn_down_exps.weight", {2, 8, 4}}});
+  ASSERT_NE(files, nullptr);
+  auto f = FootprintOf(files->tensors(), /*context=*/100, /*sessions=*/1);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->experts, 4);
+  EXPECT_EQ(f->slot_bytes, 3u * 64);
+  EXPECT_EQ(f->state_bytes_per_token, 2u * 8 * 4);  // 2 blocks x 8 floats
+  EXPECT_EQ(f->state_fixed_bytes, 0u);
+}
+
 TEST(ModelFootprintTest, ExpertTensorsMustAgree) {
   auto files = Write({{"blk.0.ffn_gate_exps.weight", {8, 2, 4}},
                       {"blk.0.ffn_up_exps.weight", {8, 2, 3}}});

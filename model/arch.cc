@@ -37,6 +37,31 @@ std::vector<BlockStateShape> ArchDesc::StateShapes() const {
   return shapes;
 }
 
+absl::Status CheckQwenPiecesOnly(const ArchDesc& d, std::string_view backend) {
+  bool latent = false, dense = false, bias = false, ungated = false;
+  for (const LayerDesc& l : d.layers) {
+    latent = latent || l.mixer == MixerKind::kLatentAttention;
+    dense = dense || l.ffn == FfnKind::kDense;
+    if (l.ffn == FfnKind::kMoe) {
+      bias = bias || l.moe.selection_bias != nullptr;
+      ungated = ungated || (d.moe.shared_ff > 0 && l.moe.shared_gate_inp == nullptr);
+    }
+  }
+  std::vector<std::string> missing;
+  if (latent) missing.push_back("multi-head latent attention");
+  if (dense) missing.push_back("dense FFN blocks");
+  if (!d.moe.plain_routing()) missing.push_back("sigmoid, group-limited or scaled routing");
+  if (bias) missing.push_back("the exp_probs_b selection bias");
+  if (ungated) missing.push_back("ungated shared experts");
+  if (missing.empty()) return absl::OkStatus();
+  return absl::UnimplementedError(absl::StrCat(
+      // Unquoted: a registry name (DescribeModel accepted it), not the
+      // file's free text, so the daemon need not withhold it.
+      std::string(backend), ": architecture ", d.info.arch, " (", d.info.file_name,
+      ") is not implemented here: no kernels for ", absl::StrJoin(missing, ", "),
+      "; serve it with the CPU worker (--worker_kind=cpu)"));
+}
+
 absl::StatusOr<ArchDesc> DescribeModel(const ModelFiles& files) {
   ASSIGN_OR_RETURN(const std::string arch,
                    files.metadata().GetString("general.architecture"));

@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -69,6 +70,15 @@ struct ArchDesc {
   // What each block keeps between calls (KV or conv/recurrent state).
   std::vector<BlockStateShape> StateShapes() const;
 };
+
+// For a backend that computes only the qwen architectures' pieces
+// (attention and DeltaNet mixers; MoE FFNs with softmax top-k routing and a
+// gated or no shared expert): UNIMPLEMENTED when d needs more, naming
+// `backend`, the architecture, the file and the missing pieces (deepseek2:
+// multi-head latent attention, dense FFN blocks, its routing, the selection
+// bias, ungated shared experts); OK otherwise. The CUDA backend is such a
+// backend today and is refused this way before any device call.
+absl::Status CheckQwenPiecesOnly(const ArchDesc& d, std::string_view backend);
 
 using DescribeFn = absl::StatusOr<ArchDesc> (*)(const ModelFiles&);
 

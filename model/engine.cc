@@ -25,13 +25,18 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const ModelFiles& files,
     case Backend::kCpu:
       return LoadCpuModel(files, {.threads = o.threads,
                                    .routing_observer = o.routing_observer});
-    case Backend::kCuda:
+    case Backend::kCuda: {
+      // Refused by architecture first, so that the answer is the same with
+      // or without the backend in this binary.
+      ASSIGN_OR_RETURN(const ArchDesc desc, DescribeModel(files));
+      RETURN_IF_ERROR(CheckQwenPiecesOnly(desc, "cuda backend"));
       if (CudaFactory() == nullptr) {
         return absl::UnavailableError(
             "engine: no cuda backend in this binary (it was built without "
             "CUDA, --config=nocuda)");
       }
       return CudaFactory()(files, o);
+    }
   }
   return absl::InvalidArgumentError("engine: unknown backend");
 }

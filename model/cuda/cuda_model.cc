@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "kernels/cuda/decode_ops.h"
 #include "kernels/cuda/device.h"
@@ -382,37 +381,12 @@ absl::StatusOr<std::unique_ptr<Model>> FromEngine(const ModelFiles& files,
 
 const bool kRegistered = RegisterBackend(Backend::kCuda, FromEngine);
 
-// What this backend has no kernels for (deepseek2's pieces today): refused
-// before any device call, so that nothing computes them wrongly.
-absl::Status CheckSupported(const ArchDesc& d) {
-  bool latent = false, dense = false, bias = false, ungated = false;
-  for (const LayerDesc& l : d.layers) {
-    latent = latent || l.mixer == MixerKind::kLatentAttention;
-    dense = dense || l.ffn == FfnKind::kDense;
-    if (l.ffn == FfnKind::kMoe) {
-      bias = bias || l.moe.selection_bias != nullptr;
-      ungated = ungated || (d.moe.shared_ff > 0 && l.moe.shared_gate_inp == nullptr);
-    }
-  }
-  std::vector<std::string> missing;
-  if (latent) missing.push_back("multi-head latent attention");
-  if (dense) missing.push_back("dense FFN blocks");
-  if (!d.moe.plain_routing()) missing.push_back("sigmoid, group-limited or scaled routing");
-  if (bias) missing.push_back("the exp_probs_b selection bias");
-  if (ungated) missing.push_back("ungated shared experts");
-  if (missing.empty()) return absl::OkStatus();
-  return absl::UnimplementedError(absl::StrCat(
-      "cuda backend: architecture '", d.info.arch, "' (", d.info.file_name,
-      ") is not implemented on CUDA: no kernels for ", absl::StrJoin(missing, ", "),
-      "; serve it with the CPU worker (--worker_kind=cpu)"));
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Model>> LoadCudaModel(const ModelFiles& files,
                                                      const CudaModelOptions& options) {
   ASSIGN_OR_RETURN(ArchDesc desc, DescribeModel(files));
-  RETURN_IF_ERROR(CheckSupported(desc));
+  RETURN_IF_ERROR(CheckQwenPiecesOnly(desc, "cuda backend"));
   ASSIGN_OR_RETURN(std::unique_ptr<CudaModel> m,
                    CudaModel::Create(files, std::move(desc), options));
   return std::unique_ptr<Model>(std::move(m));
