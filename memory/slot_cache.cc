@@ -195,14 +195,17 @@ absl::Status SlotCache::ComputedOnHost(int32_t layer,
   return absl::OkStatus();
 }
 
+absl::Status SlotCache::CheckKey(ExpertKey key, const char* what) const {
+  if (InRange(key)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "slot cache: ", what, " of layer ", key.layer, " expert ", key.expert,
+      " out of range (", options_.n_layer, " layers, ", options_.n_expert,
+      " experts)"));
+}
+
 absl::StatusOr<SlotAssignment> SlotCache::Prefetch(ExpertKey key) {
   absl::MutexLock lock(&mu_);
-  if (!InRange(key)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "slot cache: prefetch of layer ", key.layer, " expert ", key.expert,
-        " out of range (", options_.n_layer, " layers, ", options_.n_expert,
-        " experts)"));
-  }
+  RETURN_IF_ERROR(CheckKey(key, "prefetch"));
   SlotAssignment a;
   if (where_[Index(key)] >= 0) return a;  // kNone: already resident
   const int32_t slot = TakeSlot(a, counters_.lookups);
@@ -226,12 +229,7 @@ void SlotCache::CompletePrefetch(ExpertKey key) {
 
 absl::StatusOr<SlotAssignment> SlotCache::Offer(ExpertKey key) {
   absl::MutexLock lock(&mu_);
-  if (!InRange(key)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "slot cache: offer of layer ", key.layer, " expert ", key.expert,
-        " out of range (", options_.n_layer, " layers, ", options_.n_expert,
-        " experts)"));
-  }
+  RETURN_IF_ERROR(CheckKey(key, "offer"));
   if (where_[Index(key)] >= 0) return SlotAssignment{};  // kNone: resident
   ++counters_.offered;
   const uint64_t access = counters_.lookups;

@@ -313,6 +313,8 @@ class SlotCache {
            key.expert < options_.n_expert;
   }
   bool Evictable(int32_t slot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // InvalidArgument naming `what` (prefetch, offer) for a key out of range.
+  absl::Status CheckKey(ExpertKey key, const char* what) const;
   // A free slot, or a victim evicted (reported through `a`); -1 if none.
   int32_t TakeSlot(SlotAssignment& a, uint64_t access)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

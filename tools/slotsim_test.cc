@@ -18,6 +18,12 @@ RoutingTrace Synthetic(const std::string& kind, RoutingTraceHeader shape,
   return t.ok() ? *std::move(t) : RoutingTrace{};
 }
 
+SimResult Run(const RoutingTrace& t, const SimConfig& c) {
+  auto r = Simulate(t, c);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? *r : SimResult{};
+}
+
 SimResult Replay(const RoutingTrace& t, const std::string& policy, int64_t slots,
               int64_t host_slots = -1, uint64_t slice_bytes = 1) {
   SimConfig c;
@@ -25,9 +31,7 @@ SimResult Replay(const RoutingTrace& t, const std::string& policy, int64_t slots
   c.slots = slots;
   c.host_slots = host_slots;
   c.slice_bytes = slice_bytes;
-  auto r = Simulate(t, c);
-  EXPECT_TRUE(r.ok()) << r.status();
-  return r.ok() ? *r : SimResult{};
+  return Run(t, c);
 }
 
 TEST(SlotsimTest, CyclicTraceDefeatsLruButNotBelady) {
@@ -171,9 +175,7 @@ SimResult ReplayTiers(const RoutingTrace& t, const std::string& policy,
   c.exclusive = exclusive;
   c.slots = slots;
   c.host_slots = host_slots;
-  auto r = Simulate(t, c);
-  EXPECT_TRUE(r.ok()) << r.status();
-  return r.ok() ? *r : SimResult{};
+  return Run(t, c);
 }
 
 TEST(SlotsimTest, RealisticTraceHasItsKnobs) {
