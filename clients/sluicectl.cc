@@ -1,11 +1,13 @@
 #include "clients/sluicectl.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <sstream>
 #include <iomanip>
 #include <memory>
+#include <thread>
 
 #include <unistd.h>
 
@@ -29,6 +31,8 @@ constexpr char kUsage[] = R"(usage: sluicectl [--addr=HOST:PORT] [--timeout=SECO
 commands:
   health                       SERVING / NOT_SERVING (exit 1 unless serving)
   load PATH [--model_id=ID] [--threads=N] [--context_length=N]
+                               progress on stderr while it loads (a bar on a
+                               terminal, a line per phase and every 2 s otherwise)
   unload [MODEL_ID]
   models                       the loaded model and its state
   generate PROMPT... [--chat] [--system=TEXT] [--json] [--max_tokens=N]
@@ -168,6 +172,8 @@ class Command {
   int Tokenize();
   int Metrics();
   int Top();
+  // While a LoadModel call runs on another thread: its progress on stderr.
+  void ShowLoadProgress(const std::atomic<bool>& done);
   void PrintModel(const v1::ModelInfo& m);
 
   const Args& args_;
@@ -231,11 +237,48 @@ int Command::Load() {
   grpc::ClientContext ctx;
   Prepare(&ctx);
   v1::LoadModelResponse resp;
-  grpc::Status s = stub_->LoadModel(&ctx, req, &resp);
+  grpc::Status s;
+  std::atomic<bool> done{false};
+  std::thread call([&] {
+    s = stub_->LoadModel(&ctx, req, &resp);
+    done = true;
+  });
+  ShowLoadProgress(done);
+  call.join();
   if (!s.ok()) return Fail(err_, s);
   PrintModel(resp.model());
   if (!resp.replacement().empty()) out_ << "replacement: " << resp.replacement() << "\n";
   return 0;
+}
+
+void Command::ShowLoadProgress(const std::atomic<bool>& done) {
+  // On a terminal one line redrawn in place; otherwise a line per phase and
+  // every 2 s, which a log keeps readable.
+  const bool terminal = &err_ == &std::cerr && isatty(STDERR_FILENO);
+  std::string last_phase;
+  absl::Time last_line = absl::InfinitePast();
+  bool drew = false;
+  while (!done) {
+    absl::SleepFor(absl::Milliseconds(200));
+    grpc::ClientContext ctx;
+    Prepare(&ctx);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    v1::ListModelsResponse models;
+    if (done || !stub_->ListModels(&ctx, v1::ListModelsRequest(), &models).ok() ||
+        !models.has_loading()) {
+      continue;
+    }
+    const v1::LoadProgress& p = models.loading();
+    if (terminal) {
+      err_ << "\r\x1b[K" << LoadProgressLine(p, /*bar=*/true) << std::flush;
+      drew = true;
+    } else if (p.phase() != last_phase || absl::Now() - last_line >= absl::Seconds(2)) {
+      err_ << "loading: " << LoadProgressLine(p, /*bar=*/false) << "\n" << std::flush;
+      last_phase = p.phase();
+      last_line = absl::Now();
+    }
+  }
+  if (drew) err_ << "\r\x1b[K" << std::flush;
 }
 
 int Command::Unload() {

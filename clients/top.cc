@@ -182,4 +182,25 @@ std::string RenderTopFrame(const TopSample* prev, const TopSample& cur,
   return out;
 }
 
+std::string LoadProgressLine(const v1::LoadProgress& p, bool bar) {
+  std::string line;
+  const double fraction =
+      p.total_bytes() > 0 ? std::min(1.0, double(p.done_bytes()) / p.total_bytes()) : -1;
+  if (bar) {
+    const int filled = fraction < 0 ? 0 : static_cast<int>(fraction * 20 + 0.5);
+    absl::StrAppend(&line, "[", std::string(filled, '#'), std::string(20 - filled, '.'), "] ");
+  }
+  absl::StrAppend(&line, p.phase());
+  if (fraction >= 0) {
+    absl::StrAppend(&line, " ", Bytes(p.done_bytes()), " / ", Bytes(p.total_bytes()),
+                    absl::StrFormat(" (%.0f%%)", 100 * fraction));
+  }
+  if (p.bytes_per_second() > 0) {
+    absl::StrAppend(&line, absl::StrFormat("  %.2f GB/s", p.bytes_per_second() / 1e9));
+  }
+  if (p.seconds_left() > 0) absl::StrAppend(&line, absl::StrFormat("  %.0f s left", p.seconds_left()));
+  absl::StrAppend(&line, absl::StrFormat("  (%.1f s)", p.elapsed_seconds()));
+  return line;
+}
+
 }  // namespace sluice::ctl

@@ -40,6 +40,10 @@ double IntervalQuantile(const TopSample& prev, const TopSample& cur, absl::strin
 std::string RenderTopFrame(const TopSample* prev, const TopSample& cur,
                            absl::string_view address);
 
+// One line for `sluicectl load`: the phase, its bytes, rate and time left;
+// with `bar`, a 20-column bar of the phase's bytes in front (for a terminal).
+std::string LoadProgressLine(const v1::LoadProgress& p, bool bar);
+
 }  // namespace sluice::ctl
 
 #endif  // SLUICE_CLIENTS_TOP_H_

@@ -53,6 +53,25 @@ void RenderHistogram(std::string* out, absl::string_view name, absl::string_view
   Sample(out, absl::StrCat(name, "_count"), static_cast<double>(d.count));
 }
 
+// The load in progress: every phase has a series (1 for the current one),
+// all 0 while nothing loads.
+void RenderLoad(std::string* out, const std::optional<v1::LoadProgress>& p) {
+  Family(out, "sluice_load_phase", "gauge",
+         "1 for the phase of the model load in progress (none: every phase 0).");
+  for (const char* phase : {"validating", "mapping", "building", "dense", "experts"}) {
+    Sample(out, "sluice_load_phase", p && p->phase() == phase ? 1 : 0,
+           absl::StrCat("phase=\"", phase, "\""));
+  }
+  Metric(out, "sluice_load_phase_done_bytes", "gauge",
+         "Bytes the current load phase has done.", p ? p->done_bytes() : 0);
+  Metric(out, "sluice_load_phase_total_bytes", "gauge",
+         "Bytes the current load phase has in all (0: not counted in bytes).",
+         p ? p->total_bytes() : 0);
+  Metric(out, "sluice_load_phase_seconds_left", "gauge",
+         "Time the current load phase has left at its rate so far (-1: unknown).",
+         p ? p->seconds_left() : 0);
+}
+
 std::vector<double> LatencyBounds() {
   return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
           0.5,   1,      2.5,   5,    10,    30,   60};
@@ -291,6 +310,7 @@ std::string Metrics::Render(const MetricsSnapshot& s, const HostMemory& host) co
                                     {"expert_arena", d.expert_arena}}) {
     Sample(&out, "sluice_device_memory_bytes", bytes, absl::StrCat("kind=\"", kind, "\""));
   }
+  RenderLoad(&out, s.loading);
   Family(&out, "sluice_oom_containment_mode", "gauge",
          "1 for the out-of-memory containment mode in use.");
   for (const char* m : {"cgroup_v2", "cgroup_v1", "none"}) {

@@ -12,9 +12,11 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
+
+#include "absl/strings/string_view.h"
 
 #include "absl/synchronization/mutex.h"
 #include "proto/sluice/v1/sluice.pb.h"
@@ -67,6 +69,7 @@ struct MetricsSnapshot {
   v1::SlotCacheStats slot_cache;
   DeviceMemoryBytes device_memory;
   std::string oom_mode;  // OomModeName()
+  std::optional<v1::LoadProgress> loading;  // Supervisor::Loading()
 };
 
 class Metrics {

@@ -73,6 +73,9 @@ grpc::Status SluiceService::ListModels(grpc::ServerContext* context,
                                        v1::ListModelsResponse* response) {
   if (grpc::Status s = Authorize(*context, ApiKeys::Role::kGenerate); !s.ok()) return s;
   for (v1::ModelInfo& m : supervisor_->ListModels()) *response->add_models() = std::move(m);
+  if (std::optional<v1::LoadProgress> loading = supervisor_->Loading()) {
+    *response->mutable_loading() = *std::move(loading);
+  }
   return grpc::Status::OK;
 }
 

@@ -169,6 +169,8 @@ absl::Status Supervisor::SpawnLocked() {
   }
   worker_ = std::move(*worker);
   phase_ = WorkerPhase::kStarting;
+  // A restart after a crash is a load too (inside LoadModel, the same one).
+  load_.Begin(model_->info.model_id(), model_->info.path(), absl::Now());
   worker_started_ = absl::Now();
   last_heard_ = worker_started_;
   hung_ = false;
@@ -188,7 +190,11 @@ void Supervisor::OnMessage(uint64_t serial, WorkerMessage msg) {
   switch (msg.body_case()) {
     case WorkerMessage::kHeartbeat:
       return;
+    case WorkerMessage::kLoadProgress:
+      OnLoadProgressLocked(msg.load_progress());
+      return;
     case WorkerMessage::kReady: {
+      EndLoadLocked();
       phase_ = WorkerPhase::kReady;
       const v1::ModelInfo& w = msg.ready().model();
       if (w.vocab_size() != 0) model_->info.set_vocab_size(w.vocab_size());
@@ -293,6 +299,7 @@ void Supervisor::OnExit(uint64_t serial, const WorkerExit& exit) {
   }
   if (serial != serial_ || model_ == nullptr) return;
   const bool was_ready = phase_ == WorkerPhase::kReady;
+  if (!was_ready) EndLoadLocked();
   const absl::Duration uptime = absl::Now() - worker_started_;
   phase_ = WorkerPhase::kDead;
   if (worker_ != nullptr) dead_.push_back(std::move(worker_));
@@ -522,6 +529,21 @@ void Supervisor::Cancel(const std::shared_ptr<RequestHandle>& handle) {
   }
 }
 
+std::optional<v1::LoadProgress> Supervisor::Loading() {
+  absl::MutexLock lock(&mu_);
+  return load_.Snapshot(absl::Now());
+}
+
+void Supervisor::OnLoadProgressLocked(const worker::v1::LoadProgress& p) {
+  const std::string line = load_.Update(p.phase(), p.done_bytes(), p.total_bytes(), absl::Now());
+  if (!line.empty()) std::cerr << "sluiced: " << line << std::endl;
+}
+
+void Supervisor::EndLoadLocked() {
+  const std::string line = load_.End(absl::Now());
+  if (!line.empty()) std::cerr << "sluiced: " << line << std::endl;
+}
+
 MetricsSnapshot Supervisor::Snapshot(absl::Duration stats_timeout) {
   absl::MutexLock lock(&mu_);
   if (phase_ == WorkerPhase::kReady && worker_ != nullptr && !hung_) {
@@ -546,6 +568,7 @@ MetricsSnapshot Supervisor::Snapshot(absl::Duration stats_timeout) {
   s.device_memory.workspace = device_memory_.workspace_bytes();
   s.device_memory.expert_arena = device_memory_.expert_arena_bytes();
   s.oom_mode = std::string(OomModeName(oom_->mode()));
+  s.loading = load_.Snapshot(absl::Now());
   return s;
 }
 

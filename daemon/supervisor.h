@@ -53,6 +53,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -64,6 +65,7 @@
 #include "daemon/cgroup.h"
 #include "daemon/config.h"
 #include "daemon/defaults.h"
+#include "daemon/load_tracker.h"
 #include "daemon/metrics.h"
 #include "daemon/worker_process.h"
 #include "loader/model_files.h"
@@ -199,6 +201,10 @@ class Supervisor {
   // to finish. Returns how many were still unfinished.
   int Drain(absl::Duration timeout);
 
+  // The model load in progress (LoadModel, the --model at start, a restart
+  // after a crash), or unset.
+  std::optional<v1::LoadProgress> Loading();
+
   // Stops the worker (graceful, then SIGKILL) and fails what is in flight.
   void Shutdown();
 
@@ -278,6 +284,10 @@ class Supervisor {
   bool serving_ ABSL_GUARDED_BY(mu_) = false;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  LoadTracker load_ ABSL_GUARDED_BY(mu_);
+  // Worker LoadProgress frames (serving or candidate worker) into load_.
+  void OnLoadProgressLocked(const worker::v1::LoadProgress& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EndLoadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   uint64_t next_request_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::deque<std::shared_ptr<RequestHandle>> queue_ ABSL_GUARDED_BY(mu_);

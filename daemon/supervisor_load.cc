@@ -44,6 +44,19 @@ absl::StatusOr<LoadOutcome> Supervisor::LoadModel(const v1::LoadModelRequest& re
   LoadSettings settings{options_.threads, options_.context_length, options_.worker_kind,
                         options_.device, options_.experts, check_opened};
   ASSIGN_OR_RETURN(ModelDesc desc, DescribeModel(request, settings));
+  {
+    absl::MutexLock lock(&mu_);
+    load_.Begin(desc.info.model_id(), desc.info.path(), absl::Now());
+    load_.Update("validating", desc.info.tensor_bytes(), desc.info.tensor_bytes(), absl::Now());
+  }
+  // Whatever way this returns, the worker is ready or the load failed.
+  struct EndLoad {
+    Supervisor* s;
+    ~EndLoad() {
+      absl::MutexLock lock(&s->mu_);
+      s->EndLoadLocked();
+    }
+  } end_load{this};
   auto next = std::make_unique<Model>();
   next->files = std::move(desc.files);
   next->info = std::move(desc.info);
@@ -308,6 +321,9 @@ void Supervisor::OnCandidateMessageLocked(WorkerMessage& msg) {
       candidate_phase_ = WorkerPhase::kReady;
       return;
     }
+    case WorkerMessage::kLoadProgress:
+      OnLoadProgressLocked(msg.load_progress());
+      return;
     case WorkerMessage::kFatal:
       candidate_fatal_ = msg.fatal().message();
       candidate_fatal_code_ = static_cast<absl::StatusCode>(msg.fatal().code());

@@ -77,16 +77,16 @@ std::string_view PlacementKindName(PlacementKind kind) {
 }
 
 absl::StatusOr<std::unique_ptr<DenseResidency>> DenseResidency::Place(
-    DevicePlatform& platform, std::vector<DenseTensor> tensors) {
+    DevicePlatform& platform, std::vector<DenseTensor> tensors, const Progress& progress) {
   RETURN_IF_ERROR(Validate(tensors));
   ASSIGN_OR_RETURN(PlatformFacts facts, platform.Probe());
   std::unique_ptr<DenseResidency> r(new DenseResidency(platform, std::move(facts)));
   // On any error `r` is destroyed, which frees whatever Fill allocated.
-  RETURN_IF_ERROR(r->Fill(tensors));
+  RETURN_IF_ERROR(r->Fill(tensors, progress));
   return r;
 }
 
-absl::Status DenseResidency::Fill(std::vector<DenseTensor>& tensors) {
+absl::Status DenseResidency::Fill(std::vector<DenseTensor>& tensors, const Progress& progress) {
   // Offsets first, so that everything that needs device memory is one
   // allocation: one failure point, no fragmentation between tensors.
   uint64_t device_total = 0;
@@ -115,9 +115,12 @@ absl::Status DenseResidency::Fill(std::vector<DenseTensor>& tensors) {
     device_block_ = *block;
     counters_.device_bytes_owned = device_total;
   }
+  uint64_t all_bytes = 0, placed_bytes = 0;
+  for (const DenseTensor& t : tensors) all_bytes += t.bytes;
   for (size_t i = 0; i < tensors.size(); ++i) {
     DenseTensor& t = tensors[i];
     DensePlacement& p = placements_[i];
+    placed_bytes += t.bytes;
     switch (p.kind) {
       case PlacementKind::kCopied:
       case PlacementKind::kStaged:
@@ -149,6 +152,7 @@ absl::Status DenseResidency::Fill(std::vector<DenseTensor>& tensors) {
       }
     }
     by_host_[static_cast<const char*>(p.host)] = i;
+    if (progress) progress(placed_bytes, all_bytes);
   }
   counters_.tensors = placements_.size();
   return absl::OkStatus();

@@ -41,6 +41,7 @@
 #define SLUICE_MEMORY_DENSE_RESIDENCY_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -109,8 +110,12 @@ class DenseResidency {
   // bytes needed, the tensor count and the device's free and total bytes;
   // the platform's error when a probe or copy fails. On error nothing stays
   // allocated.
+  // `progress`, when set, is called after each tensor placed with the bytes
+  // placed so far and the total (a load's "dense" phase).
+  using Progress = std::function<void(uint64_t done, uint64_t total)>;
   static absl::StatusOr<std::unique_ptr<DenseResidency>> Place(
-      DevicePlatform& platform, std::vector<DenseTensor> tensors);
+      DevicePlatform& platform, std::vector<DenseTensor> tensors,
+      const Progress& progress = nullptr);
 
   ~DenseResidency();
   DenseResidency(const DenseResidency&) = delete;
@@ -129,7 +134,7 @@ class DenseResidency {
  private:
   DenseResidency(DevicePlatform& platform, PlatformFacts facts)
       : platform_(platform), facts_(std::move(facts)) {}
-  absl::Status Fill(std::vector<DenseTensor>& tensors);
+  absl::Status Fill(std::vector<DenseTensor>& tensors, const Progress& progress);
 
   DevicePlatform& platform_;
   const PlatformFacts facts_;

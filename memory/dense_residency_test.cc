@@ -61,8 +61,14 @@ TEST(DenseResidencyTest, DiscreteCopiesEachTensorOnceIntoOneAlignedAllocation) {
       {"misaligned", mapping.at(1030), 300, nullptr},
       {"owned", owned_data, 100, std::move(owned)},
   };
-  auto r = DenseResidency::Place(platform, std::move(tensors));
+  std::vector<std::pair<uint64_t, uint64_t>> progress;
+  auto r = DenseResidency::Place(platform, std::move(tensors), [&](uint64_t done, uint64_t total) {
+    progress.push_back({done, total});
+  });
   ASSERT_TRUE(r.ok()) << r.status();
+  // One report per tensor, in placement order, against the whole.
+  EXPECT_EQ(progress, (std::vector<std::pair<uint64_t, uint64_t>>{
+                          {1000, 1400}, {1300, 1400}, {1400, 1400}}));
 
   const FakePlatformCalls calls = platform.calls();
   EXPECT_EQ(calls.alloc, 1);

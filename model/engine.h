@@ -71,6 +71,10 @@ struct EngineOptions {
   // owned, may be null, must outlive the engine. Called on the forward
   // pass's thread, concurrently when sessions run on several threads.
   RoutingObserver* routing_observer = nullptr;
+  // Told how far the load has come (sluice.v1.LoadProgress lists the
+  // phases): the CUDA backend reports "dense" and "experts" bytes copied to
+  // the device. Called on the loading thread; may be empty.
+  std::function<void(std::string_view phase, uint64_t done, uint64_t total)> load_progress;
 
   // Where routed experts live (CUDA only; the CPU reads them in place).
   struct Experts {

@@ -82,7 +82,18 @@ class E2eWorkerTest : public ::testing::Test {
     return w.ok() ? std::move(*w) : nullptr;
   }
 
+  // The first message after the load's progress reports, whose phases are
+  // kept in load_phases_.
+  std::optional<WorkerMessage> AfterLoad() {
+    std::optional<WorkerMessage> m;
+    while ((m = inbox_.Next()) && m->has_load_progress()) {
+      load_phases_.push_back(m->load_progress().phase());
+    }
+    return m;
+  }
+
   daemon::ModelDesc desc_;
+  std::vector<std::string> load_phases_;
   std::vector<int> fds_;
   std::unique_ptr<daemon::OomContainment> oom_;
   Inbox inbox_;
@@ -91,8 +102,9 @@ class E2eWorkerTest : public ::testing::Test {
 TEST_F(E2eWorkerTest, ServesTokenizeGenerateStatsAndShutsDownCleanly) {
   auto w = Spawn(desc_.hello, fds_);
   ASSERT_NE(w, nullptr);
-  auto ready = inbox_.Next();
+  auto ready = AfterLoad();
   ASSERT_TRUE(ready.has_value() && ready->has_ready()) << (ready ? ready->DebugString() : "");
+  EXPECT_EQ(load_phases_, (std::vector<std::string>{"mapping", "building"}));
   EXPECT_EQ(ready->ready().model().vocab_size(), desc_.info.vocab_size());
   EXPECT_EQ(ready->ready().model().context_length(), 256u);
 
@@ -158,7 +170,8 @@ TEST_F(E2eWorkerTest, UnknownMissPolicyInTheHelloIsFatal) {
   hello.mutable_config()->set_expert_miss_policy("fastest");
   auto w = Spawn(hello, fds_);
   ASSERT_NE(w, nullptr);
-  auto m = inbox_.Next();
+  auto m = AfterLoad();
+  EXPECT_EQ(load_phases_, std::vector<std::string>{"mapping"}) << "mapped, then refused";
   ASSERT_TRUE(m.has_value() && m->has_fatal());
   EXPECT_EQ(m->fatal().code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
   EXPECT_EQ(m->fatal().message(),
@@ -178,7 +191,7 @@ TEST_F(E2eWorkerTest, MissingFdsAreFatal) {
 TEST_F(E2eWorkerTest, SigkillIsClassifiedAsASignal) {
   auto w = Spawn(desc_.hello, fds_);
   ASSERT_NE(w, nullptr);
-  auto ready = inbox_.Next();
+  auto ready = AfterLoad();
   ASSERT_TRUE(ready.has_value() && ready->has_ready());
   w->Kill();
   auto exit = inbox_.WaitExit();
@@ -197,7 +210,7 @@ TEST_F(E2eWorkerTest, WorkerOutlivesTheThreadThatSpawnedIt) {
   std::thread spawner([&] { w = Spawn(desc_.hello, fds_); });
   spawner.join();
   ASSERT_NE(w, nullptr);
-  auto ready = inbox_.Next();
+  auto ready = AfterLoad();
   ASSERT_TRUE(ready.has_value() && ready->has_ready()) << (ready ? ready->DebugString() : "");
   absl::SleepFor(absl::Milliseconds(300));  // a SIGKILL would have landed by now
   SupervisorMessage tok;

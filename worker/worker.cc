@@ -117,6 +117,8 @@ class Worker {
   // The backend's expert cache figures (or the test hook's).
   ExpertStreamStats Experts() const;
   void Send(const WorkerMessage& msg);
+  // A LoadProgress frame (throttled) while Load runs.
+  void SendLoadProgress(std::string_view phase, uint64_t done, uint64_t total);
   void SendError(uint64_t id, const absl::Status& status, bool fatal = false);
   void GenerationLoop();
   void RunJob(const SupervisorMessage& job);
@@ -128,6 +130,8 @@ class Worker {
   // Every message leaves through the writer thread, so neither the reader
   // nor the generation thread ever blocks on the socket.
   std::unique_ptr<FrameWriter> writer_;
+  std::string progress_phase_;  // Load's thread only
+  absl::Time progress_sent_;
   std::unique_ptr<ModelFiles> files_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<Session> session_;
@@ -157,6 +161,22 @@ void Worker::Send(const WorkerMessage& msg) {
   }
   // A failed send means the supervisor is gone; the read loop sees the EOF.
   (void)writer_->Send(msg);
+}
+
+void Worker::SendLoadProgress(std::string_view phase, uint64_t done, uint64_t total) {
+  // A phase's first and last reports always go; between them at most ten a
+  // second, so that a load of thousands of tensors is not thousands of frames.
+  const absl::Time now = absl::Now();
+  const bool edge = phase != progress_phase_ || done == total;
+  if (!edge && now - progress_sent_ < absl::Milliseconds(100)) return;
+  progress_phase_ = std::string(phase);
+  progress_sent_ = now;
+  WorkerMessage msg;
+  v1::LoadProgress* p = msg.mutable_load_progress();
+  p->set_phase(std::string(phase));
+  p->set_done_bytes(done);
+  p->set_total_bytes(total);
+  Send(msg);
 }
 
 void Worker::SendError(uint64_t id, const absl::Status& status, bool fatal) {
@@ -198,14 +218,20 @@ absl::Status Worker::Load(const SupervisorMessage& msg, std::vector<int> fds) {
           t.name(), "' at shard ", t.shard(), " offset ", t.file_offset(), ")"));
     }
   }
+  const uint64_t file_bytes = files_->total_file_bytes();
+  SendLoadProgress("mapping", file_bytes, file_bytes);
   absl::StatusOr<EngineOptions> options = OptionsFromConfig(config_);
   if (!options.ok()) return options.status();
+  options->load_progress = [this](std::string_view phase, uint64_t done, uint64_t total) {
+    SendLoadProgress(phase, done, total);
+  };
   if (options->backend == Backend::kCuda) {
     if (absl::Status s = PlanCuda(&*options); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("cuda worker on device ", options->device,
                                                  ": ", s.message()));
     }
   }
+  SendLoadProgress("building", 0, 0);
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(*files_, *options);
   if (!engine.ok() && options->backend == Backend::kCuda) {
     // Says which worker failed; the engine's text names the cause (no CUDA

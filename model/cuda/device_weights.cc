@@ -10,14 +10,18 @@
 
 namespace sluice {
 absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(
-    const ModelFiles& files, int device, cuda::Stream stream,
-    bool upload_experts) {
+    const ModelFiles& files, int device, cuda::Stream stream, bool upload_experts,
+    const std::function<void(std::string_view phase, uint64_t done, uint64_t total)>& progress) {
   auto w = std::unique_ptr<DeviceWeights>(new DeviceWeights());
   ASSIGN_OR_RETURN(w->platform_, memory::CudaPlatform::Create(device));
   ASSIGN_OR_RETURN(std::vector<memory::DenseTensor> dense,
                    memory::DenseTensorsOf(files.tensors()));
-  ASSIGN_OR_RETURN(w->dense_,
-                   memory::DenseResidency::Place(*w->platform_, std::move(dense)));
+  memory::DenseResidency::Progress dense_progress;
+  if (progress) {
+    dense_progress = [&progress](uint64_t done, uint64_t all) { progress("dense", done, all); };
+  }
+  ASSIGN_OR_RETURN(w->dense_, memory::DenseResidency::Place(*w->platform_, std::move(dense),
+                                                            dense_progress));
   uint64_t total = 0;
   if (!upload_experts) return w;
   for (const TensorEntry& t : files.tensors().entries()) {
@@ -27,9 +31,15 @@ absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(
   }
   ASSIGN_OR_RETURN(w->experts_, cuda::DeviceBuffer::Create(total));
   auto* base = w->experts_.as<uint8_t>();
+  uint64_t copied = 0, expert_bytes = 0;
+  for (const Range& r : w->ranges_) expert_bytes += r.end - r.begin;
   for (const Range& r : w->ranges_) {
     RETURN_IF_ERROR(cuda::CopyToDevice(base + r.offset, r.begin,
                                        r.end - r.begin, stream));
+    copied += r.end - r.begin;
+    // The copies are asynchronous: "done" is what was enqueued, which the
+    // pageable source makes close to what has landed.
+    if (progress) progress("experts", copied, expert_bytes);
   }
   RETURN_IF_ERROR(cuda::Synchronize(stream));
   std::sort(w->ranges_.begin(), w->ranges_.end(),

@@ -5,7 +5,9 @@
 #define SLUICE_MODEL_CUDA_DEVICE_WEIGHTS_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -39,7 +41,9 @@ class DeviceWeights {
   // expert stream brings them into slots) and Translate refuses them.
   static absl::StatusOr<std::unique_ptr<DeviceWeights>> Upload(
       const ModelFiles& files, int device, cuda::Stream stream,
-      bool upload_experts = true);
+      bool upload_experts = true,
+      const std::function<void(std::string_view phase, uint64_t done, uint64_t total)>&
+          progress = nullptr);
   ~DeviceWeights();
 
   // The device address of a host pointer into an uploaded tensor.
