@@ -125,10 +125,10 @@ TEST_F(HttpApiTest, RoutesAndErrorsWithoutAModel) {
   EXPECT_EQ(bad_type->status, 400);
   EXPECT_EQ(Json::parse(bad_type->body)["error"]["param"], "top_k");
 
-  auto no_route = Post("/v1/embeddings", "{}");
+  auto no_route = Post("/v1/nothing", "{}");
   ASSERT_TRUE(no_route);
   EXPECT_EQ(no_route->status, 404);
-  EXPECT_EQ(Json::parse(no_route->body)["error"]["message"], "no route for POST /v1/embeddings");
+  EXPECT_EQ(Json::parse(no_route->body)["error"]["message"], "no route for POST /v1/nothing");
   EXPECT_EQ(Json::parse(no_route->body)["error"]["code"], "unknown_url");
 
   auto down = client_->Get("/health");

@@ -192,7 +192,7 @@ absl::StatusOr<std::string> JsonSchemaCompiler::Body(const Json& s, const std::s
   if (!s.is_object()) return Fail(path, "a schema must be an object or a boolean");
   static const auto* const kHandled = new absl::flat_hash_set<std::string>{
       "type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems",
-      "minLength", "maxLength", "enum", "const", "anyOf", "allOf", "$ref", "format", "minimum"};
+      "minLength", "maxLength", "enum", "const", "anyOf", "allOf", "$ref", "format", "minimum", "maximum"};
   for (const auto& [k, v] : s.items()) {
     if (!IsAnnotation(k) && !kHandled->contains(k)) {
       return Fail(path, absl::StrCat("keyword '", k, "' is not supported"));
@@ -272,7 +272,7 @@ absl::StatusOr<std::string> JsonSchemaCompiler::Body(const Json& s, const std::s
       {"properties", "object"}, {"required", "object"}, {"additionalProperties", "object"},
       {"items", "array"}, {"minItems", "array"}, {"maxItems", "array"},
       {"minLength", "string"}, {"maxLength", "string"}, {"format", "string"},
-      {"minimum", "integer"}};
+      {"minimum", "integer"}, {"maximum", "integer"}};
   for (const auto& [k, t] : kOwner) {
     if (s.contains(k) && !has_type(t)) {
       return Fail(path, absl::StrCat("keyword '", k, "' is supported only with type \"", t, "\""));
@@ -306,12 +306,28 @@ absl::StatusOr<std::string> JsonSchemaCompiler::Body(const Json& s, const std::s
 }
 
 absl::StatusOr<std::string> JsonSchemaCompiler::IntegerBody(const Json& s, const std::string& path) {
-  auto it = s.find("minimum");
-  if (it == s.end()) return std::string("json-integer");
-  if (!it->is_number() || (it->get<double>() != 0 && it->get<double>() != 1)) {
-    return Fail(path, "keyword 'minimum' is supported only as 0 or 1 (on integers)");
+  // Bounds only where a sign or a digit count honours them exactly: minimum
+  // 0 or 1 (or below -(10^15 - 1)), maximum at least 10^15 - 1 (then at most
+  // 15 digits), as zod writes .int() (the safe-integer range) and .nonnegative().
+  constexpr double kWide = 999999999999999.0;
+  const auto lo = s.find("minimum"), hi = s.find("maximum");
+  if (lo == s.end() && hi == s.end()) return std::string("json-integer");
+  if ((lo != s.end() && !lo->is_number()) || (hi != s.end() && !hi->is_number())) {
+    return Fail(path, "minimum and maximum must be numbers");
   }
-  return std::string(it->get<double>() == 0 ? "json-int" : "[1-9] [0-9]{0,15}");
+  const double min = lo == s.end() ? -1e300 : lo->get<double>();
+  const double max = hi == s.end() ? 1e300 : hi->get<double>();
+  if (max < kWide) {
+    return Fail(path, "keyword 'maximum' is supported on integers only at 999999999999999 or above");
+  }
+  if (min != 0 && min != 1 && min > -kWide) {
+    return Fail(path, "keyword 'minimum' is supported on integers only as 0, 1 or -999999999999999 and below");
+  }
+  const std::string digits = max < 1e300 ? "{0,14}" : "{0,15}";
+  const std::string positive = absl::StrCat("[1-9] [0-9]", digits);
+  if (min == 1) return positive;
+  if (min == 0) return absl::StrCat("\"0\" | ", positive);
+  return absl::StrCat("\"-\"? ( \"0\" | ", positive, " )");
 }
 
 absl::StatusOr<std::string> JsonSchemaCompiler::StringBody(const Json& s, const std::string& path) {

@@ -9,7 +9,8 @@
 // allows; a schema with no `properties`: a map to that schema); items,
 // minItems, maxItems; minLength, maxLength; enum, const; anyOf; allOf with
 // one schema; $ref to "#", "#/$defs/..." or "#/definitions/..." (recursion
-// allowed); format date, time, date-time, uuid; integer minimum 0 or 1. Annotations (title,
+// allowed); format date, time, date-time, uuid; integer minimum 0 or 1 and bounds
+// as wide as 15 digits (zod's .int()). Annotations (title,
 // description, default, examples, $schema, $id, $comment, deprecated,
 // readOnly, writeOnly) are ignored. Every other keyword is refused with
 // InvalidArgument "json_schema: keyword 'K' at #/path is not supported",

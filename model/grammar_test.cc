@@ -147,6 +147,10 @@ TEST(JsonSchemaTest, RecursionArraysBoundsAndFormats) {
       "items": {"$ref": "#"}, "maxItems": 2}}, "required": ["children"]})");
   EXPECT_TRUE(tree->Matches(R"({"children": [{"children": []}, {"children": [{"children": []}]}]})"));
   EXPECT_FALSE(tree->Matches(R"({"children": [{"children": []}, {"children": []}, {"children": []}]})"));
+  // zod's .int(): the safe-integer range, honoured with 15 digits.
+  auto safe = Schema(R"({"type": "integer", "minimum": -9007199254740991, "maximum": 9007199254740991})");
+  EXPECT_TRUE(safe->Matches("-123456789012345"));
+  EXPECT_FALSE(safe->Matches("1234567890123456"));
   auto arr = Schema(R"({"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 2})");
   EXPECT_TRUE(arr->Matches("[1, 2]"));
   EXPECT_FALSE(arr->Matches("[1]"));
@@ -165,8 +169,11 @@ TEST(JsonSchemaTest, RecursionArraysBoundsAndFormats) {
 TEST(JsonSchemaTest, UnsupportedKeywordsAreRefusedByName) {
   EXPECT_EQ(SchemaError(R"({"type": "string", "pattern": "^a"})"),
             "json_schema: keyword 'pattern' is not supported (at #)");
-  EXPECT_EQ(SchemaError(R"({"type": "object", "properties": {"a": {"type": "number", "maximum": 3}}})"),
-            "json_schema: keyword 'maximum' is not supported (at #/properties/a)");
+  EXPECT_EQ(SchemaError(R"({"type": "object", "properties": {"a": {"type": "integer", "maximum": 3}}})"),
+            "json_schema: keyword 'maximum' is supported on integers only at 999999999999999 or "
+            "above (at #/properties/a)");
+  EXPECT_NE(SchemaError(R"({"type": "integer", "minimum": 5})").find("keyword 'minimum'"),
+            std::string::npos);
   EXPECT_NE(SchemaError(R"({"oneOf": [{"type": "string"}]})").find("keyword 'oneOf'"),
             std::string::npos);
   EXPECT_NE(SchemaError(R"({"type": "string", "format": "email"})").find("format 'email'"),

@@ -141,7 +141,29 @@ TEST_F(E2eHttpTest, OfficialOpenAiClientMatchesTheGrpcApi) {
       {{"SLUICE_HTTP_BASE", Url("/v1")}, {"SLUICE_EXPECT", expect_path}}, "/dev/null",
       absl::Seconds(120));
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err << daemon_->Log();
-  EXPECT_NE(r.out.find("\n# pass 6\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n# pass 10\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n# fail 0\n"), std::string::npos) << r.out;
+}
+
+// The Vercel AI SDK and LangChain JS (tests/openai/frameworks_test.mjs):
+// tools, structured outputs and the Responses API as frameworks send them.
+TEST_F(E2eHttpTest, AgentFrameworksGetValidToolCallsAndObjects) {
+  char real[PATH_MAX];
+  const std::string script = RunfilePath("tests/openai/frameworks_test.mjs");
+  ASSERT_NE(realpath(script.c_str(), real), nullptr) << script;
+  const std::string dir = std::string(real).substr(0, std::string(real).rfind('/'));
+  for (const char* package : {"ai", "@ai-sdk/openai", "@langchain/openai", "zod"}) {
+    ASSERT_EQ(access((dir + "/node_modules/" + package + "/package.json").c_str(), R_OK), 0)
+        << package << " is not installed in " << dir
+        << "/node_modules; run tests/openai/install.sh (make test and tests/run_all.sh do)";
+  }
+  const std::string node = FindOnPath("node");
+  ASSERT_FALSE(node.empty()) << "node is not on PATH (make deps installs nodejs)";
+  CommandResult r = RunCommand({node, "--test-reporter=tap", real},
+                               {{"SLUICE_HTTP_BASE", Url("/v1")}, {"SLUICE_MODEL", kModel}},
+                               "/dev/null", absl::Seconds(180));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err << daemon_->Log();
+  EXPECT_NE(r.out.find("\n# pass 5\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\n# fail 0\n"), std::string::npos) << r.out;
 }
 
@@ -233,9 +255,9 @@ TEST_F(E2eHttpTest, ErrorsHaveOpenAiShapesAndStatuses) {
   EXPECT_EQ(status_of(unknown), "404") << unknown.out;
   EXPECT_EQ(error_of(unknown)["code"], "model_not_found");
   CommandResult role = Curl({"-w", "\n%{http_code}", Url("/v1/chat/completions")},
-                            R"({"messages": [{"role": "tool", "content": "x"}], "stream": true})");
+                            R"({"messages": [{"role": "robot", "content": "x"}], "stream": true})");
   EXPECT_EQ(status_of(role), "400") << role.out;
-  EXPECT_NE(error_of(role)["message"].get<std::string>().find("role \"tool\""),
+  EXPECT_NE(error_of(role)["message"].get<std::string>().find("role \"robot\""),
             std::string::npos);
   CommandResult health = Curl({"-w", "\n%{http_code}", Url("/health")});
   EXPECT_EQ(health.out, "{\"status\":\"ok\"}\n200");
@@ -279,7 +301,7 @@ TEST(E2eHttpTlsTest, HttpsWithTheGrpcCertificateAndNoPlaintext) {
   CommandResult https = RunCommand({"/usr/bin/curl", "-sS", "--cacert", dir + "/cert.pem", "-w",
                                     "\n%{http_code}", "https://" + host + "/v1/models"});
   EXPECT_EQ(https.exit_code, 0) << https.err;
-  EXPECT_EQ(https.out, "{\"data\":[],\"object\":\"list\"}\n200");
+  EXPECT_EQ(https.out, "{\"object\":\"list\",\"data\":[]}\n200");
   CommandResult plain =
       RunCommand({"/usr/bin/curl", "-sS", "--max-time", "5", "http://" + host + "/v1/models"});
   EXPECT_NE(plain.exit_code, 0) << plain.out;

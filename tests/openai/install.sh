@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the pinned openai client library (package.json, package-lock.json)
+# Installs the pinned openai client, Vercel AI SDK and LangChain JS (package.json, package-lock.json)
 # into tests/openai/node_modules with `npm ci`. Once installed, later runs find
 # the stamp matching package-lock.json and touch neither npm nor the network.
 # Called by tests/run_all.sh (so by `make test`); tests/e2e_http_test.cc uses it.
