@@ -17,6 +17,7 @@
 #include "loader/model_files.h"
 #include "model/arch.h"
 #include "model/cpu_model.h"
+#include "model/engine.h"
 #include "model/moe.h"
 #include "model/rope_yarn.h"
 #include "model/testing/mkmodel.h"
@@ -253,6 +254,26 @@ TEST(Deepseek2Test, BadKeysAreRefusedNamingTheKey) {
                                   "expert_group_count 4]"),
             std::string::npos)
       << DescribeError(e);
+}
+
+// The CUDA backend has no kernels for it: the engine refuses it by name
+// before looking for the backend (so with or without CUDA in the binary,
+// and without a GPU).
+TEST(Deepseek2Test, CudaBackendRefusesItByName) {
+  const std::string path = TempPath("cuda.gguf");
+  ASSERT_TRUE(mkmodel::WriteModel(Micro(), path).ok());
+  auto files = ModelFiles::Open(path);
+  ASSERT_TRUE(files.ok()) << files.status();
+  EngineOptions o;
+  o.backend = Backend::kCuda;
+  const absl::Status s = LoadModel(**files, o).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_EQ(s.message(),
+            absl::StrCat("cuda backend: architecture deepseek2 (", path,
+                         ") is not implemented here: no kernels for multi-head latent "
+                         "attention, dense FFN blocks, sigmoid, group-limited or scaled "
+                         "routing, the exp_probs_b selection bias, ungated shared experts; "
+                         "serve it with the CPU worker (--worker_kind=cpu)"));
 }
 
 // ---- The shared blocks deepseek2 added ------------------------------------

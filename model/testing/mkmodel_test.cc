@@ -53,13 +53,12 @@ bool IsTokenizerKey(const std::string& key) {
 // layout (the vocabulary is smaller: 323 tokens instead of 1300).
 class MkmodelGoldenLayoutTest : public ::testing::TestWithParam<Arch> {};
 
-TEST_P(MkmodelGoldenLayoutTest, MatchesGoldenMicroModel) {
-  SLUICE_REQUIRE_GOLDENS(dir);
-  const Arch arch = GetParam();
-  auto golden = ModelFiles::Open(absl::StrCat(dir, "/", ArchName(arch), "-micro-f32.gguf"));
+// The metadata (keys in order, types, values but the vocabulary's) and the
+// tensor table (order, types, shapes) of the model `o` writes are the
+// golden file's.
+void ExpectGoldenLayout(const std::string& golden_path, const Options& o) {
+  auto golden = ModelFiles::Open(golden_path);
   ASSERT_TRUE(golden.ok()) << golden.status();
-  Options o = MicroOptions(arch, GgmlType::kF32);
-  o.name = absl::StrCat(ArchName(arch), "-micro");
   auto ours = WriteAndOpen(o, testing::MakeTempDir() + "/m.gguf");
   ASSERT_NE(ours, nullptr);
 
@@ -89,6 +88,45 @@ TEST_P(MkmodelGoldenLayoutTest, MatchesGoldenMicroModel) {
     EXPECT_EQ(me[i].ne, want) << ge[i].name;
     EXPECT_EQ(me[i].kind, ge[i].kind) << ge[i].name;
   }
+}
+
+TEST_P(MkmodelGoldenLayoutTest, MatchesGoldenMicroModel) {
+  SLUICE_REQUIRE_GOLDENS(dir);
+  const Arch arch = GetParam();
+  Options o = MicroOptions(arch, GgmlType::kF32);
+  o.name = absl::StrCat(ArchName(arch), "-micro");
+  ExpectGoldenLayout(absl::StrCat(dir, "/", ArchName(arch), "-micro-f32.gguf"), o);
+}
+
+// deepseek2's micro shape is ../goldens-deepseek2's model.
+TEST(MkmodelDeepseek2Test, MatchesGoldenMicroModel) {
+  SLUICE_REQUIRE_GOLDENS_DEEPSEEK2(dir);
+  Options o = MicroOptions(Arch::kDeepseek2, GgmlType::kF32);
+  o.name = "deepseek2-micro-f32";
+  ExpectGoldenLayout(dir + "/deepseek2-micro-f32.gguf", o);
+}
+
+// The benchmark shape has Kimi-K2's layers (its config.json: hidden 7168,
+// 64 heads, q LoRA 1536, KV LoRA 512, rope 64 + nope 128, v 128, 384
+// experts of 2048, 8 used, 1 shared, first block dense of 18432).
+TEST(MkmodelDeepseek2Test, KimiK2Shape) {
+  const ModelShape s = *NamedShape(Arch::kDeepseek2, "kimi_k2");
+  EXPECT_EQ(s.n_embd, 7168u);
+  EXPECT_EQ(s.n_head, 64u);
+  EXPECT_EQ(s.q_lora_rank, 1536u);
+  EXPECT_EQ(s.kv_lora_rank, 512u);
+  EXPECT_EQ(s.rope_dims, 64u);
+  EXPECT_EQ(s.head_dim, 192u);
+  EXPECT_EQ(s.v_head_dim, 128u);
+  EXPECT_EQ(s.n_expert, 384u);
+  EXPECT_EQ(s.expert_ff, 2048u);
+  EXPECT_EQ(s.n_expert_used, 8u);
+  EXPECT_EQ(s.n_shared_experts, 1u);
+  EXPECT_EQ(s.n_dense_lead, 1u);
+  EXPECT_EQ(s.feed_forward, 18432u);
+  EXPECT_EQ(s.n_layer, 8u);
+  EXPECT_EQ(NamedShape(Arch::kQwen35Moe, "kimi_k2").status().message(),
+            "mkmodel: --shape 'kimi_k2' is a deepseek2 shape");
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, MkmodelGoldenLayoutTest,
