@@ -116,6 +116,7 @@ absl::StatusOr<Setup> Prepare(const std::string& path, Report& report) {
   const int layers = want > 0 && want < n_layer ? want : n_layer;
   for (int l = 0; l < layers; ++l) {
     const MoeWeights& w = desc.layers[l].moe;
+    if (w.gate.n_expert == 0) continue;  // a dense block (deepseek2's lead blocks)
     s.layers.push_back({w.gate, w.up, w.down});
     report.expert_bytes += static_cast<uint64_t>(w.gate.n_expert) *
                            (w.gate.slice_bytes + w.up.slice_bytes + w.down.slice_bytes);
