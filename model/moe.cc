@@ -171,17 +171,27 @@ absl::Status RouterLogits(const Matrix& router, const float* x, int64_t n_tok,
 
 }  // namespace
 
-void RouteToken(const float* logits, int64_t n_expert, int64_t k,
-                Routing* routing) {
-  std::vector<float> p(n_expert);
-  const float max_l = *std::max_element(logits, logits + n_expert);
+namespace {
+
+// p = softmax(logits), max-subtracted, the sum in double.
+void Softmax(const float* logits, int64_t n, std::vector<float>& p) {
+  p.resize(n);
+  const float max_l = *std::max_element(logits, logits + n);
   double sum = 0.0;
-  for (int64_t e = 0; e < n_expert; ++e) {
+  for (int64_t e = 0; e < n; ++e) {
     p[e] = std::exp(logits[e] - max_l);
     sum += p[e];
   }
   const float inv = static_cast<float>(1.0 / sum);
   for (float& v : p) v *= inv;
+}
+
+}  // namespace
+
+void RouteToken(const float* logits, int64_t n_expert, int64_t k,
+                Routing* routing) {
+  std::vector<float> p;
+  Softmax(logits, n_expert, p);
 
   std::vector<int32_t> order(n_expert);
   std::iota(order.begin(), order.end(), 0);
@@ -210,14 +220,7 @@ void RouteTokenWith(const MoeConfig& c, const float* logits,
   // for choosing.
   std::vector<float> p(n), sel(n);
   if (c.gating == ExpertGating::kSoftmax) {
-    const float max_l = *std::max_element(logits, logits + n);
-    double sum = 0.0;
-    for (int64_t e = 0; e < n; ++e) {
-      p[e] = std::exp(logits[e] - max_l);
-      sum += p[e];
-    }
-    const float inv = static_cast<float>(1.0 / sum);
-    for (float& v : p) v *= inv;
+    Softmax(logits, n, p);
   } else {
     for (int64_t e = 0; e < n; ++e) p[e] = Sigmoid(logits[e]);
   }
