@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "loader/gguf_writer.h"
 #include "model/testing/mkmodel.h"
 
@@ -37,6 +38,24 @@ struct Spec {
   int layer = -1;            // block index; -1 outside the blocks
   GgmlType type = GgmlType::kF32;  // set by AssignTypes
 };
+
+// Output projections of residual branches are drawn this much smaller.
+inline constexpr float kResidualScale = 0.3f;
+
+// A quantizable matrix (N(0,1)/sqrt(ne[0]) * scale) and an F32 vector.
+Spec Matrix(std::string name, std::vector<uint64_t> ne, float scale = 1.0f);
+Spec Vector(std::string name, uint64_t n, Init init);
+
+// The tokenizer keys every file carries (tokenizer.ggml.*).
+void AddTokenizer(const Vocab& v, std::vector<GgufKv>& kv);
+
+// deepseek2 (mkmodel_deepseek2.cc): block il's tensors with prefix p, the
+// named shapes, the shape checks and the metadata.
+void AddDeepseek2Block(const ModelShape& s, uint32_t l, const std::string& p,
+                       std::vector<Spec>& out);
+absl::StatusOr<ModelShape> Deepseek2Shape(const std::string& name);
+absl::Status CheckDeepseek2Shape(const ModelShape& s);
+std::vector<GgufKv> Deepseek2Metadata(const Options& o, const Vocab& v);
 
 // Tensor list in the order of the golden F32 files (types not yet set).
 std::vector<Spec> TensorSpecs(Arch arch, const ModelShape& s, uint64_t n_vocab);
