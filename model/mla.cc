@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include "base/status_macros.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/f32_ops.h"
+#include "kernels/cpu/half_acc.h"
 #include "model/blocks.h"
 
 namespace sluice {
@@ -85,56 +85,6 @@ absl::Status PerHeadTransposed(const Matrix& m, const float* src,
   return absl::OkStatus();
 }
 
-// x rounded to the nearest IEEE half-precision value (ties to even), kept
-// as a float; beyond the half range, infinity. Bit for bit a conversion to
-// _Float16 and back (F16C's vcvtps2ph, ggml's FP32_TO_FP16).
-inline float RoundToHalf(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  const uint32_t sign = u & 0x80000000u;
-  uint32_t a = u & 0x7FFFFFFFu;
-  if (a >= 0x7F800000u) return x;  // inf, nan
-  if (a >= 0x38800000u) {          // a normal half: keep 10 mantissa bits
-    a += 0x0FFFu + ((a >> 13) & 1u);
-    a &= ~0x1FFFu;
-    if (a > 0x477FE000u) a = 0x7F800000u;  // above 65504
-  } else {                         // a subnormal half: multiples of 2^-24
-    float f;
-    std::memcpy(&f, &a, 4);
-    f = (f + 0.5f) - 0.5f;
-    std::memcpy(&a, &f, 4);
-  }
-  u = sign | a;
-  float r;
-  std::memcpy(&r, &u, 4);
-  return r;
-}
-
-void RoundRowToHalf(float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] = RoundToHalf(x[i]);
-}
-
-// Largest value whose half rounding is finite (65504 and up to the tie).
-constexpr float kHalfLimit = 65520.0f;
-
-// acc[i] = op(acc[i]) for the online softmax's running sum: rounded to half
-// while every value stays in the half range (*wide false), in f32 from the
-// first step that would overflow on.
-template <typename Op>
-void UpdateAccumulator(float* acc, int64_t n, bool* wide, Op op) {
-  float peak = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    acc[i] = op(i, acc[i]);
-    peak = std::max(peak, std::fabs(acc[i]));
-  }
-  if (*wide) return;
-  if (!(peak < kHalfLimit)) {
-    *wide = true;
-    return;
-  }
-  RoundRowToHalf(acc, n);
-}
-
 // o = sum_j softmax_j(scale * q . row_j) row_j[0, latent) over cache rows
 // 0..n_ctx-1 (row width `width`), as ggml's CPU flash attention computes
 // it for half-precision keys and values (the reference's arithmetic: q and
@@ -145,7 +95,7 @@ void AttendLatent(const float* q, const float* cache, int64_t width,
                   int64_t latent, int64_t n_ctx, float scale, float* acc,
                   float* o) {
   float sum = 0.0f, max_s = -INFINITY;
-  bool wide = false;
+  bool half = true;  // false from the first update past the half range on
   std::fill(acc, acc + latent, 0.0f);
   for (int64_t j = 0; j < n_ctx; ++j) {
     const float* row = cache + j * width;
@@ -154,12 +104,19 @@ void AttendLatent(const float* q, const float* cache, int64_t width,
     if (s > max_s) {
       ms = std::exp(max_s - s);
       max_s = s;
-      UpdateAccumulator(acc, latent, &wide, [ms](int64_t, float a) { return a * ms; });
+      if (half) {
+        half = kernels::ScaleHalfAcc(acc, latent, ms);
+      } else {
+        for (int64_t i = 0; i < latent; ++i) acc[i] *= ms;
+      }
     } else {
       vs = std::exp(s - max_s);
     }
-    UpdateAccumulator(acc, latent, &wide,
-                      [row, vs](int64_t i, float a) { return a + row[i] * vs; });
+    if (half) {
+      half = kernels::MadHalfAcc(acc, row, latent, vs);
+    } else {
+      kernels::AxpyF32(vs, row, acc, latent);
+    }
     sum = sum * ms + vs;
   }
   const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
@@ -190,7 +147,7 @@ absl::Status RunMla(const MlaConfig& c, const MlaWeights& w, const float* x,
     RmsNorm(src, lat, w.kv_a_norm, c.eps, row);
     std::memcpy(row + lat, src + lat, n_rot * sizeof(float));
     ApplyScaledRope(c.rope, row + lat, cos_v.data(), sin_v.data());
-    RoundRowToHalf(row, width);
+    kernels::RoundToHalf(row, width);
     for (int64_t h = 0; h < n_head; ++h) {
       ApplyScaledRope(c.rope, q.data() + t * q_width + h * dk + nope,
                       cos_v.data(), sin_v.data());
@@ -224,7 +181,7 @@ absl::Status RunMla(const MlaConfig& c, const MlaWeights& w, const float* x,
   if (!jobs.empty()) RETURN_IF_ERROR(ProjectRows(jobs, pool));
 
   // Attention in the latent space: o_lat [n_tok][n_head][lat].
-  RoundRowToHalf(qa.data(), static_cast<int64_t>(qa.size()));
+  kernels::RoundToHalf(qa.data(), static_cast<int64_t>(qa.size()));
   std::vector<float> o_lat(n_tok * n_head * lat);
   const int64_t work = n_tok * n_head * (pos0 + n_tok) * (width + lat);
   ParallelRange(pool, n_tok * n_head, work, [&](int64_t begin, int64_t end) {
