@@ -19,6 +19,14 @@
 //
 // The cache holds ONE row per token for all heads (no per-head keys or
 // values): (kv_lora_rank + n_rot) floats per token and block.
+//
+// Arithmetic: as llama.cpp's CPU flash attention, which produced the
+// goldens (it casts keys and values to half precision): the cache rows and
+// the absorbed queries are rounded to half values, the scores are f32 dot
+// products, and the softmax-weighted sum of latents runs in one pass with a
+// running maximum in a half-precision accumulator (kernels/cpu/half_acc.h),
+// continued in f32 only where it would overflow. In f32 throughout the
+// deepseek2 golden misses by 0.0047 of std (gate 0.005); this way, 0.0021.
 #ifndef SLUICE_MODEL_MLA_H_
 #define SLUICE_MODEL_MLA_H_
 
