@@ -297,6 +297,9 @@ void HttpApiServer::Route() {
       auto parsed = endpoint == OpenAiEndpoint::kResponses ? ParseResponsesRequest(req.body)
                                                            : ParseOpenAiRequest(endpoint, req.body);
       if (!parsed.ok()) return SendError(res, parsed.status());
+      // The response's x-request-id (set before routing) names the generation
+      // in the daemon's log too.
+      parsed->generate.set_request_id(res.get_header_value("x-request-id"));
       auto handle = supervisor_->SubmitGenerate(parsed->generate);
       if (!handle.ok()) return SendError(res, handle.status());
       auto gen = std::make_shared<Generation>();

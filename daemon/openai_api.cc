@@ -372,17 +372,6 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint,
   return r;
 }
 
-std::string SaneRequestId(absl::string_view id) {
-  if (id.empty() || id.size() > 128) return "";
-  for (const char c : id) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != ':' &&
-        c != '-') {
-      return "";
-    }
-  }
-  return std::string(id);
-}
-
 int HttpStatusFor(absl::StatusCode code) {
   switch (code) {
     case absl::StatusCode::kOk: return 200;

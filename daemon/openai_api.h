@@ -42,9 +42,6 @@ struct OpenAiRequest {
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint,
                                                  absl::string_view body);
 
-// The x-request-id of a response: the client's own when it is 1 to 128
-// characters of [A-Za-z0-9._:-], else "" (the server makes one).
-std::string SaneRequestId(absl::string_view client_id);
 
 // The HTTP status for a status code: 400 bad input, 401/403 keys, 404 unknown
 // model, 429 queue full, 503 no worker or shutting down, 504 deadline; 500

@@ -121,6 +121,17 @@ bool WellKnownName(absl::string_view s) {
 
 }  // namespace
 
+std::string SaneRequestId(absl::string_view id) {
+  if (id.empty() || id.size() > 128) return "";
+  for (const char c : id) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != ':' &&
+        c != '-') {
+      return "";
+    }
+  }
+  return std::string(id);
+}
+
 std::string WithoutFileContent(std::string_view finding, bool numbers) {
   const absl::string_view m(finding.data(), finding.size());
   std::string out;
@@ -151,6 +162,11 @@ std::string WithoutFileContent(std::string_view finding, bool numbers) {
 }
 
 absl::Status CheckGenerateRequest(const v1::GenerateRequest& r, const RequestLimits& limits) {
+  if (!r.request_id().empty() && SaneRequestId(r.request_id()).empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GenerateRequest.request_id: '", QuoteForMessage(r.request_id(), 32),
+        "' must be 1 to 128 characters of [A-Za-z0-9._:-]"));
+  }
   if (absl::Status s = CheckModelIdField("GenerateRequest.model_id", r.model_id(), limits);
       !s.ok()) {
     return s;

@@ -42,6 +42,10 @@ absl::Status CheckTokenizeRequest(const v1::TokenizeRequest& request,
 // with non-printable bytes escaped.
 std::string QuoteForMessage(std::string_view text, size_t max_bytes = 64);
 
+// A request id (x-request-id, GenerateRequest.request_id): the client's own when it is 1 to 128
+// characters of [A-Za-z0-9._:-], else "" (the server makes one).
+std::string SaneRequestId(absl::string_view client_id);
+
 // What the loader or a worker found in a model file, as an API client may
 // see it: the field and the rule, not what the file holds. A leading
 // "PATH: " is kept; quoted strings are withheld unless they are a

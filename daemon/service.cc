@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/request_limits.h"
 
 namespace sluice::daemon {
 namespace {
@@ -106,8 +107,22 @@ grpc::Status SluiceService::Generate(grpc::ServerContext* context,
                                      const v1::GenerateRequest* request,
                                      grpc::ServerWriter<v1::GenerateResponse>* writer) {
   if (grpc::Status s = Authorize(*context, ApiKeys::Role::kGenerate); !s.ok()) return s;
+  const v1::GenerateRequest* submitted = request;
+  v1::GenerateRequest with_id;
+  if (request->request_id().empty()) {
+    const auto metadata = context->client_metadata().find("x-request-id");
+    if (metadata != context->client_metadata().end()) {
+      std::string id = SaneRequestId(
+          absl::string_view(metadata->second.data(), metadata->second.size()));
+      if (!id.empty()) {
+        with_id = *request;
+        with_id.set_request_id(std::move(id));
+        submitted = &with_id;
+      }
+    }
+  }
   absl::StatusOr<std::shared_ptr<RequestHandle>> handle =
-      supervisor_->SubmitGenerate(*request);
+      supervisor_->SubmitGenerate(*submitted);
   if (!handle.ok()) return ToGrpcStatus(handle.status());
   const absl::Time deadline = DeadlineOf(*context);
   const uint64_t token = WatchCall(context, *handle);

@@ -252,6 +252,14 @@ void Supervisor::OnRequestMessage(WorkerMessage& msg) {
       v1::Timings* t = e.done.mutable_timings();
       t->set_queue_ms(Ms(h.started_ - h.accepted_));
       if (h.first_token_seen_) t->set_time_to_first_token_ms(Ms(h.first_token_ - h.accepted_));
+      e.done.set_request_id(h.message_.generate().request_id());
+      // The access log: one line per finished generation, by its id.
+      std::cerr << "sluiced: request " << e.done.request_id() << ": "
+                << v1::FinishReason_Name(e.done.finish_reason()) << ", "
+                << e.done.usage().prompt_tokens() << " prompt + "
+                << e.done.usage().completion_tokens() << " generated tokens, queued "
+                << t->queue_ms() << " ms, first token " << t->time_to_first_token_ms()
+                << " ms, " << Ms(now - h.accepted_) << " ms in all" << std::endl;
       metrics_->AddTokens(e.done.usage().prompt_tokens(), e.done.usage().completion_tokens());
       metrics_->AddRequest("ok");
       consecutive_failures_ = 0;
@@ -478,6 +486,9 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Supervisor::SubmitGenerate(
   std::shared_ptr<RequestHandle> h(new RequestHandle(next_request_id_++, true));
   h->message_.set_request_id(h->id());
   *h->message_.mutable_generate() = request;
+  if (request.request_id().empty()) {
+    h->message_.mutable_generate()->set_request_id(absl::StrCat("sluiced-", h->id()));
+  }
   h->accepted_ = absl::Now();
   queue_.push_back(h);
   DispatchLocked();

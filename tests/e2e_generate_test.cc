@@ -87,6 +87,38 @@ Daemon* E2eGenerateTest::daemon_ = nullptr;
 ModelFiles* E2eGenerateTest::files_ = nullptr;
 Engine* E2eGenerateTest::engine_ = nullptr;
 
+// GenerateDone carries the request's id: the field, else the call's
+// x-request-id metadata, else one the daemon makes; the log line has it.
+TEST_F(E2eGenerateTest, EveryGenerationHasARequestId) {
+  v1::GenerateRequest own = GreedyRequest("id", 1);
+  own.set_request_id("mine-1");
+  EXPECT_EQ(RunGenerate(daemon_->stub(), own).final.request_id(), "mine-1");
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("x-request-id", "from-meta:2");
+    auto reader = daemon_->stub().Generate(&ctx, GreedyRequest("id", 1));
+    v1::GenerateResponse resp;
+    std::string id;
+    while (reader->Read(&resp)) {
+      if (resp.has_done()) id = resp.done().request_id();
+    }
+    EXPECT_TRUE(reader->Finish().ok());
+    EXPECT_EQ(id, "from-meta:2");
+  }
+  const std::string made = RunGenerate(daemon_->stub(), GreedyRequest("id", 1)).final.request_id();
+  EXPECT_EQ(made.rfind("sluiced-", 0), 0u) << made;
+  EXPECT_NE(RunGenerate(daemon_->stub(), GreedyRequest("id", 1)).final.request_id(), made);
+  v1::GenerateRequest bad = GreedyRequest("id", 1);
+  bad.set_request_id("no spaces");
+  const Generation refused = RunGenerate(daemon_->stub(), bad);
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(refused.status.error_message(),
+            "GenerateRequest.request_id: 'no spaces' must be 1 to 128 characters of "
+            "[A-Za-z0-9._:-]");
+  EXPECT_NE(daemon_->Log().find("sluiced: request mine-1: FINISH_REASON_LENGTH, "),
+            std::string::npos);
+}
+
 TEST_F(E2eGenerateTest, HealthIsServingWithTheModelLoaded) {
   EXPECT_EQ(daemon_->Health(), "SERVING");
   auto health = grpc::health::v1::Health::NewStub(daemon_->channel());

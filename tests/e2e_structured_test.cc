@@ -242,6 +242,9 @@ TEST_F(E2eStructuredTest, EveryResponseCarriesARequestId) {
                                     {"-H", "X-Request-Id: client-abc.1"});
   EXPECT_EQ(Status(echoed), 200);
   EXPECT_EQ(Header(echoed, "x-request-id"), "client-abc.1");
+  // The daemon's access log names the generation by the same id.
+  EXPECT_NE(daemon_->Log().find("sluiced: request client-abc.1: FINISH_REASON_LENGTH, "),
+            std::string::npos);
   const CommandResult made = Post("/v1/chat/completions", ChatBody({{"bad", 1}}),
                                   {"-H", "X-Request-Id: not sane!"});
   EXPECT_EQ(Status(made), 400);
