@@ -17,10 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "tests/e2e_harness.h"
 
@@ -129,14 +126,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> StartReplica(const std::string& model,
 
 // sluice_requests_total{outcome="ok"} of one replica.
 int64_t OkRequests(Daemon& d) {
-  for (absl::string_view line : absl::StrSplit(d.HttpGet("/metrics"), '\n')) {
-    constexpr absl::string_view kKey = "sluice_requests_total{outcome=\"ok\"} ";
-    if (absl::StartsWith(line, kKey)) {
-      int64_t n = 0;
-      if (absl::SimpleAtoi(line.substr(kKey.size()), &n)) return n;
-    }
-  }
-  return -1;
+  return static_cast<int64_t>(
+      MetricSample(d.HttpGet("/metrics"), "sluice_requests_total{outcome=\"ok\"}"));
 }
 
 // Whether `g` is a whole answer to GreedyRequest(..., tokens).

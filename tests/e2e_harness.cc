@@ -93,6 +93,15 @@ absl::StatusOr<std::string> WriteMicroModel(const std::string& dir) {
   return path;
 }
 
+double MetricSample(const std::string& text, const std::string& sample) {
+  const size_t at = ("\n" + text).find("\n" + sample + " ");
+  double v = -1;
+  if (at == std::string::npos) return v;
+  const size_t start = at + sample.size() + 1;
+  (void)absl::SimpleAtod(text.substr(start, text.find('\n', start) - start), &v);
+  return v;
+}
+
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options) {
   const std::string dir = MakeTempDir("sluiced");
   const std::string port_file = dir + "/ports";

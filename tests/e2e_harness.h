@@ -86,6 +86,10 @@ class Daemon {
   std::unique_ptr<grpc::health::v1::Health::Stub> health_;
 };
 
+// The value of one sample of Prometheus text, named exactly as exposed
+// (`name` or `name{labels}`); -1 when it is absent.
+double MetricSample(const std::string& text, const std::string& sample);
+
 // Direct children of `pid` (from /proc/PID/task/*/children).
 std::vector<pid_t> ChildrenOf(pid_t pid);
 // Open fds of `pid` (entries of /proc/PID/fd).

@@ -11,7 +11,6 @@
 
 #include <atomic>
 #include <fstream>
-#include <map>
 #include <iostream>
 #include <thread>
 #include <vector>
@@ -19,7 +18,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/ascii.h"
 #include "gtest/gtest.h"
@@ -27,20 +25,6 @@
 
 namespace sluice::testing {
 namespace {
-
-// sluice_http_refused_total's samples: "port=...,reason=..." -> count.
-std::map<std::string, double> RefusalCounts(const std::string& metrics) {
-  std::map<std::string, double> out;
-  for (absl::string_view line : absl::StrSplit(metrics, '\n')) {
-    constexpr absl::string_view kName = "sluice_http_refused_total{";
-    if (!absl::StartsWith(line, kName)) continue;
-    const size_t close = line.find("} ");
-    double v = 0;
-    if (close == absl::string_view::npos || !absl::SimpleAtod(line.substr(close + 2), &v)) continue;
-    out[std::string(line.substr(kName.size(), close - kName.size()))] = v;
-  }
-  return out;
-}
 
 // A connection from `source` (a loopback address) to 127.0.0.1:port; -1 on
 // failure.
@@ -284,11 +268,14 @@ TEST_F(E2eHttpEdgeTest, SlowClientsAreCutAtTheHeaderDeadlineAndStarveNobody) {
   EXPECT_TRUE(absl::StrContains(refused, "too many connections from 127.0.3.1 (at most 32)"));
   // Every refusal is counted, by port and reason (the last of the crowd was
   // answered, so the ones before it were counted).
-  const std::map<std::string, double> counted = RefusalCounts(daemon_->HttpGet("/metrics"));
-  EXPECT_EQ(counted.at("port=\"http\",reason=\"client_connections\""), 8);
+  const std::string metrics = daemon_->HttpGet("/metrics");
+  const auto counted = [&](const std::string& labels) {
+    return MetricSample(metrics, "sluice_http_refused_total{" + labels + "}");
+  };
+  EXPECT_EQ(counted("port=\"http\",reason=\"client_connections\""), 8);
   // The 150 slow connections: 100 on the HTTP port, 50 on the metrics port.
-  EXPECT_EQ(counted.at("port=\"http\",reason=\"timeout\""), 100);
-  EXPECT_EQ(counted.at("port=\"metrics\",reason=\"timeout\""), 50);
+  EXPECT_EQ(counted("port=\"http\",reason=\"timeout\""), 100);
+  EXPECT_EQ(counted("port=\"metrics\",reason=\"timeout\""), 50);
   EXPECT_EQ(prober.failure(), "");
   EXPECT_LT(prober.slowest(), absl::Seconds(1));
 }

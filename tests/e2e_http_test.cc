@@ -64,13 +64,7 @@ class E2eHttpTest : public ::testing::Test {
 
   // The value of an unlabelled or fully labelled sample on /metrics, or -1.
   static double Metric(const std::string& sample) {
-    const std::string text = daemon_->HttpGet("/metrics");
-    const size_t at = text.find("\n" + sample + " ");
-    double v = -1;
-    if (at == std::string::npos) return v;
-    const size_t start = at + sample.size() + 2;
-    (void)absl::SimpleAtod(text.substr(start, text.find('\n', start) - start), &v);
-    return v;
+    return MetricSample(daemon_->HttpGet("/metrics"), sample);
   }
 
   // Polls Metric(sample) until it equals `want`; false after `timeout`.
