@@ -77,6 +77,22 @@ inline float __fsub_rn(float a, float b) {
   return r;
 }
 
+// Four signed byte products added to c (dp4a).
+inline int __dp4a(int a, int b, int c) {
+  for (int k = 0; k < 4; ++k) {
+    c += static_cast<int8_t>(static_cast<uint32_t>(a) >> (8 * k)) *
+         static_cast<int8_t>(static_cast<uint32_t>(b) >> (8 * k));
+  }
+  return c;
+}
+// Bytewise a - b, each byte modulo 256.
+inline uint32_t __vsub4(uint32_t a, uint32_t b) {
+  uint32_t r = 0;
+  for (int k = 0; k < 4; ++k) r |= (((a >> (8 * k)) - (b >> (8 * k))) & 0xFF) << (8 * k);
+  return r;
+}
+inline int __float2int_rn(float x) { return static_cast<int>(std::nearbyint(x)); }
+
 inline dim3 blockIdx, threadIdx, blockDim;
 
 namespace sluice::cuda::emulation {
