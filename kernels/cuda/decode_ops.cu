@@ -13,6 +13,19 @@
 #include <type_traits>
 
 #include "kernels/cuda/decode_ops.h"
+
+// A decode step streams more weight bytes than L2 holds (340 MB on bench35),
+// so kept in L2 the usual way they push out what the next kernels reuse: the
+// activations and the kernels' own code. The decode kernels therefore load
+// weights as streaming (evict first): on the H200 bench35 decodes 894-913
+// tok/s so against 715-746 without (2026-12-02, docs/STATUS.md), with the same
+// bits. SLUICE_CUDA_STREAM_WEIGHTS=0 (read at PrepareDecodeKernels) turns it
+// off for A/B runs.
+namespace sluice::cuda {
+__constant__ int c_stream_weights;
+}  // namespace sluice::cuda
+#define SLUICE_WEIGHT_LOAD(p) (::sluice::cuda::c_stream_weights ? __ldcs(p) : __ldg(p))
+
 #include "kernels/cuda/decode_q8.h"
 #include "kernels/cuda/quant_blocks_device.h"
 #include "kernels/cuda/topk_device.h"
@@ -875,6 +888,9 @@ void AllowSmem(K kernel) {
 }  // namespace
 
 void PrepareDecodeKernels() {
+  const char* stream = std::getenv("SLUICE_CUDA_STREAM_WEIGHTS");
+  const int on = stream != nullptr && std::string(stream) == "0" ? 0 : 1;
+  cudaMemcpyToSymbol(c_stream_weights, &on, sizeof(on));
   AllowSmem(DecodeProjectKernel);
   AllowSmem(GateUpKernel);
   AllowSmem(DownKernel);

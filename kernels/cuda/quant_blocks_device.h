@@ -44,8 +44,14 @@ __device__ __forceinline__ float HalfBits(uint32_t h) {
   return __half2float(__ushort_as_half(static_cast<unsigned short>(h & 0xFFFF)));
 }
 
+// How the readers load weight bytes: __ldg unless the including file
+// defines SLUICE_WEIGHT_LOAD first (the decode kernels pick an L2 policy).
+#ifndef SLUICE_WEIGHT_LOAD
+#define SLUICE_WEIGHT_LOAD(p) __ldg(p)
+#endif
+
 __device__ __forceinline__ uint32_t LoadU16(const uint8_t* p) {
-  return __ldg(reinterpret_cast<const unsigned short*>(p));
+  return SLUICE_WEIGHT_LOAD(reinterpret_cast<const unsigned short*>(p));
 }
 
 // N little-endian 32-bit words from p (p even). The widest load the address
@@ -58,7 +64,7 @@ __device__ __forceinline__ void LoadWords(const uint8_t* p, uint32_t (&w)[N]) {
     if ((a & 15) == 0) {
 #pragma unroll
       for (int i = 0; i < N / 4; ++i) {
-        const uint4 v = __ldg(reinterpret_cast<const uint4*>(p) + i);
+        const uint4 v = SLUICE_WEIGHT_LOAD(reinterpret_cast<const uint4*>(p) + i);
         w[4 * i] = v.x;
         w[4 * i + 1] = v.y;
         w[4 * i + 2] = v.z;
@@ -71,7 +77,7 @@ __device__ __forceinline__ void LoadWords(const uint8_t* p, uint32_t (&w)[N]) {
     if ((a & 7) == 0) {
 #pragma unroll
       for (int i = 0; i < N / 2; ++i) {
-        const uint2 v = __ldg(reinterpret_cast<const uint2*>(p) + i);
+        const uint2 v = SLUICE_WEIGHT_LOAD(reinterpret_cast<const uint2*>(p) + i);
         w[2 * i] = v.x;
         w[2 * i + 1] = v.y;
       }
@@ -80,7 +86,7 @@ __device__ __forceinline__ void LoadWords(const uint8_t* p, uint32_t (&w)[N]) {
   }
   if ((a & 3) == 0) {
 #pragma unroll
-    for (int i = 0; i < N; ++i) w[i] = __ldg(reinterpret_cast<const uint32_t*>(p) + i);
+    for (int i = 0; i < N; ++i) w[i] = SLUICE_WEIGHT_LOAD(reinterpret_cast<const uint32_t*>(p) + i);
     return;
   }
 #pragma unroll
