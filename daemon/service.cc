@@ -13,6 +13,11 @@ namespace {
 // gRPC's default receive limit (4 MiB), less room for framing and metadata.
 constexpr size_t kMaxTokenizeResponseBytes = (size_t{4} << 20) - (64 << 10);
 
+// gRPC times deadlines on its own clock; the wall clock read here can trail
+// it by a little when the call is cancelled, so a cancel this close to the
+// deadline counts as the deadline's.
+constexpr absl::Duration kDeadlineSlack = absl::Milliseconds(20);
+
 absl::Time DeadlineOf(const grpc::ServerContext& context) {
   const auto d = context.deadline();
   if (d == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
@@ -137,18 +142,22 @@ grpc::Status SluiceService::Generate(grpc::ServerContext* context,
 grpc::Status SluiceService::StreamEvents(grpc::ServerContext* context, absl::Time deadline,
                                          RequestHandle& handle,
                                          grpc::ServerWriter<v1::GenerateResponse>* writer) {
+  auto deadline_expired = [this] {
+    metrics_->AddRequest("deadline_exceeded");
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                        "the deadline expired before the generation finished");
+  };
   RequestHandle::Event event;
   while (true) {
-    if (!handle.Next(&event, Remaining(deadline))) {
-      metrics_->AddRequest("deadline_exceeded");
-      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                          "the deadline expired before the generation finished");
-    }
+    if (!handle.Next(&event, Remaining(deadline))) return deadline_expired();
     v1::GenerateResponse response;
     switch (event.type) {
       case RequestHandle::Event::Type::kChunk:
         *response.mutable_chunk() = std::move(event.chunk);
         if (!writer->Write(response)) {
+          // A write fails once gRPC has cancelled the call, also when it did
+          // so because the deadline passed: that is not the client's doing.
+          if (absl::Now() + kDeadlineSlack >= deadline) return deadline_expired();
           metrics_->AddRequest("cancelled");
           return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
         }
@@ -158,11 +167,9 @@ grpc::Status SluiceService::StreamEvents(grpc::ServerContext* context, absl::Tim
         writer->Write(response);
         return grpc::Status::OK;
       case RequestHandle::Event::Type::kError:
-        if (context->IsCancelled() && absl::Now() >= deadline) {
+        if (context->IsCancelled() && absl::Now() + kDeadlineSlack >= deadline) {
           // gRPC cancels a call whose deadline passed: not the client's doing.
-          metrics_->AddRequest("deadline_exceeded");
-          return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                              "the deadline expired before the generation finished");
+          return deadline_expired();
         }
         if (event.status.code() != absl::StatusCode::kUnavailable) {
           metrics_->AddRequest(event.status.code() == absl::StatusCode::kCancelled
