@@ -65,7 +65,7 @@ struct Config {
   std::string cgroup_path;          // "" : discovered from /proc/self/cgroup
   std::string worker_binary;        // "" : next to the sluiced binary
   int worker_start_timeout_s = kDefaultWorkerStartTimeoutS;
-  int worker_hung_timeout_s = 60;   // silent or stuck this long: killed as hung
+  int worker_hung_timeout_s = kDefaultWorkerHungTimeoutS;   // silent or stuck this long: killed as hung
   // How LoadModel replaces a loaded model: "overlap" (the new worker starts
   // beside the serving one where memory allows) or "stop_first".
   std::string replace_load = "overlap";

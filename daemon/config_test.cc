@@ -235,5 +235,10 @@ TEST(DefaultsTest, ConfigTakesThreadsFromTheMachine) {
   EXPECT_EQ(Config{}.worker_start_timeout_s, kDefaultWorkerStartTimeoutS);
 }
 
+// The hung timeout is written once (supervisor_test checks SupervisorOptions).
+TEST(DefaultsTest, ConfigTakesTheHungTimeoutDefault) {
+  EXPECT_EQ(Config{}.worker_hung_timeout_s, kDefaultWorkerHungTimeoutS);
+}
+
 }  // namespace
 }  // namespace sluice::daemon

@@ -13,6 +13,9 @@ inline constexpr int kDefaultContextLength = 4096;
 inline constexpr int kDefaultQueueLimit = 64;
 // Time a worker may take to map the shards and build the model.
 inline constexpr int kDefaultWorkerStartTimeoutS = 300;
+// A ready worker silent this long, or a request with no progress this long,
+// is killed as hung.
+inline constexpr int kDefaultWorkerHungTimeoutS = 60;
 // On SIGTERM, time running and waiting generations get to finish.
 inline constexpr int kDefaultDrainTimeoutS = 10;
 // A worker that is replaced, unloaded or shut down gets this long after its

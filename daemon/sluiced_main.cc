@@ -75,7 +75,7 @@ ABSL_FLAG(std::string, worker_binary, "",
           "Path of sluice-worker (default: beside sluiced, or ../worker/).");
 ABSL_FLAG(int, worker_start_timeout_s, sluice::daemon::kDefaultWorkerStartTimeoutS,
           "Seconds a worker may take to load a model.");
-ABSL_FLAG(int, worker_hung_timeout_s, 60,
+ABSL_FLAG(int, worker_hung_timeout_s, sluice::daemon::kDefaultWorkerHungTimeoutS,
           "Seconds a ready worker may stay silent (it heartbeats when idle) or make no "
           "progress on a request before it is killed as hung and restarted.");
 ABSL_FLAG(std::string, replace_load, "overlap",

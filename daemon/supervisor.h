@@ -105,7 +105,7 @@ struct SupervisorOptions {
   // A ready worker that sends nothing (not even a heartbeat) for this long,
   // or makes no progress on the running request for this long, is killed and
   // reported as hung.
-  absl::Duration hung_timeout = absl::Seconds(60);
+  absl::Duration hung_timeout = absl::Seconds(kDefaultWorkerHungTimeoutS);
   ReplaceLoad replace_load = ReplaceLoad::kOverlap;
   // Memory a CPU worker of a replacement may use beside the serving one;
   // null: HostMemAvailable (tests substitute a figure).

@@ -20,6 +20,11 @@ TEST(RestartBackoffTest, DoublesFromInitialUpToTheCap) {
 }
 
 // With no model loaded the supervisor answers requests without any worker.
+// The hung timeout's default is the one sluiced's flag and Config use.
+TEST(SupervisorTest, HungTimeoutDefaultIsTheDaemonDefault) {
+  EXPECT_EQ(SupervisorOptions{}.hung_timeout, absl::Seconds(kDefaultWorkerHungTimeoutS));
+}
+
 TEST(SupervisorTest, RequestsWithoutAModelFailClearly) {
   auto oom = OomContainment::Create("none", "", 0);
   ASSERT_TRUE(oom.ok());
