@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/sampling_ranges.h"
 
 namespace sluice::daemon {
 namespace {
@@ -16,10 +17,9 @@ absl::Status TooLong(const std::string& field, size_t size, size_t limit) {
       absl::StrCat(field, ": ", size, " bytes exceed the limit of ", limit));
 }
 
-// The worker's wording (model/sampler.cc), so both sides answer alike.
+// The worker's wording (base/sampling_ranges.h), after the request's field.
 absl::Status OutOfRange(const char* field, double value, const char* range) {
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "GenerateRequest.sampling: sampler: %s = %g is outside %s", field, value, range));
+  return SamplingOutOfRange("GenerateRequest.sampling: ", field, value, range);
 }
 
 absl::Status CheckSampling(const v1::SamplingParams& s, const RequestLimits& limits) {
@@ -31,19 +31,21 @@ absl::Status CheckSampling(const v1::SamplingParams& s, const RequestLimits& lim
     return absl::InvalidArgumentError(absl::StrCat(
         "GenerateRequest.sampling.repetition_window=", s.repetition_window(), ": too large"));
   }
-  // Written as !(in range) so that NaN fails every check.
-  if (s.has_temperature() && (!(s.temperature() >= 0) || std::isinf(s.temperature()))) {
-    return OutOfRange("temperature", s.temperature(), "[0, inf)");
+  if (s.has_temperature()) {
+    if (const char* r = TemperatureOutside(s.temperature())) {
+      return OutOfRange("temperature", s.temperature(), r);
+    }
   }
-  if (s.has_top_p() && !(s.top_p() > 0 && s.top_p() <= 1)) {
-    return OutOfRange("top_p", s.top_p(), "(0, 1]");
+  if (s.has_top_p()) {
+    if (const char* r = TopPOutside(s.top_p())) return OutOfRange("top_p", s.top_p(), r);
   }
-  if (s.has_min_p() && !(s.min_p() >= 0 && s.min_p() <= 1)) {
-    return OutOfRange("min_p", s.min_p(), "[0, 1]");
+  if (s.has_min_p()) {
+    if (const char* r = MinPOutside(s.min_p())) return OutOfRange("min_p", s.min_p(), r);
   }
-  if (s.has_repetition_penalty() &&
-      (!(s.repetition_penalty() > 0) || std::isinf(s.repetition_penalty()))) {
-    return OutOfRange("repetition_penalty", s.repetition_penalty(), "(0, inf)");
+  if (s.has_repetition_penalty()) {
+    if (const char* r = RepetitionPenaltyOutside(s.repetition_penalty())) {
+      return OutOfRange("repetition_penalty", s.repetition_penalty(), r);
+    }
   }
   return absl::OkStatus();
 }

@@ -6,13 +6,13 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
+#include "base/sampling_ranges.h"
 
 namespace sluice {
 namespace {
 
 absl::Status OutOfRange(const char* field, double value, const char* range) {
-  return absl::InvalidArgumentError(
-      absl::StrFormat("sampler: %s = %g is outside %s", field, value, range));
+  return SamplingOutOfRange("", field, value, range);
 }
 
 float Finite(float x) { return std::isnan(x) ? -std::numeric_limits<float>::infinity() : x; }
@@ -24,22 +24,17 @@ bool Before(float a_logit, int32_t a_id, float b_logit, int32_t b_id) {
 }  // namespace
 
 absl::Status ValidateSamplerParams(const SamplerParams& p) {
-  // Written as !(in range) so that NaN fails every check.
-  if (!(p.temperature >= 0) || std::isinf(p.temperature)) {
-    return OutOfRange("temperature", p.temperature, "[0, inf)");
+  if (const char* r = TemperatureOutside(p.temperature)) {
+    return OutOfRange("temperature", p.temperature, r);
   }
-  if (p.top_k < 0) return OutOfRange("top_k", p.top_k, "[0, inf)");
-  if (!(p.top_p > 0 && p.top_p <= 1)) {
-    return OutOfRange("top_p", p.top_p, "(0, 1]");
+  if (const char* r = CountOutside(p.top_k)) return OutOfRange("top_k", p.top_k, r);
+  if (const char* r = TopPOutside(p.top_p)) return OutOfRange("top_p", p.top_p, r);
+  if (const char* r = MinPOutside(p.min_p)) return OutOfRange("min_p", p.min_p, r);
+  if (const char* r = RepetitionPenaltyOutside(p.repetition_penalty)) {
+    return OutOfRange("repetition_penalty", p.repetition_penalty, r);
   }
-  if (!(p.min_p >= 0 && p.min_p <= 1)) {
-    return OutOfRange("min_p", p.min_p, "[0, 1]");
-  }
-  if (!(p.repetition_penalty > 0) || std::isinf(p.repetition_penalty)) {
-    return OutOfRange("repetition_penalty", p.repetition_penalty, "(0, inf)");
-  }
-  if (p.repetition_window < 0) {
-    return OutOfRange("repetition_window", p.repetition_window, "[0, inf)");
+  if (const char* r = CountOutside(p.repetition_window)) {
+    return OutOfRange("repetition_window", p.repetition_window, r);
   }
   return absl::OkStatus();
 }
