@@ -634,7 +634,7 @@ __global__ void DeltaPrepKernel(DeltaNetShape s, float* beta, float* alpha_g, co
   const int c = (b < 2 * G ? b * S : 2 * S * G + (b - 2 * G) * S) + i;
   float v = 0.0f;
   if (i < S) {
-    float window[8];
+    float window[kDeltaNetMaxConvTaps];
     for (int j = 0; j < hist; ++j) window[j] = state[j * ch + c];
     window[hist] = qkv[c];
     float out = 0.0f;

@@ -256,7 +256,7 @@ __global__ void DeltaNetGatesKernel(int r, float* beta, float* alpha_g,
   alpha_g[i] = sp * a[head];
 }
 
-constexpr int kMaxConvTaps = 8;
+constexpr int kMaxConvTaps = kDeltaNetMaxConvTaps;
 
 __device__ __forceinline__ int Kd(const DeltaNetShape& s) { return s.state_size * s.n_k_heads; }
 __device__ __forceinline__ int Vd(const DeltaNetShape& s) { return s.state_size * s.n_v_heads; }

@@ -102,6 +102,9 @@ void DeltaNetScan(const DeltaNetShape& s, const float* qkv, const float* beta,
 
 // The largest state_size DeltaNetScan supports on the current device.
 int DeltaNetMaxStateSize();
+// The most conv taps (ssm.conv_kernel) DeltaNetConv and the decode step's
+// DeltaNetDecodePrep handle.
+inline constexpr int kDeltaNetMaxConvTaps = 8;
 
 // Per token: softmax over n_expert logits, the top k by probability (ties
 // to the lower id), weights renormalised (sum clamped at 6.1e-5)

@@ -151,9 +151,9 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(
     return absl::InvalidArgumentError(absl::StrCat("cuda backend: ssm.state_size ", s.state_size,
                                                    " exceeds ", cuda::DeltaNetMaxStateSize()));
   }
-  if (s.conv_kernel > 8) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cuda backend: ssm.conv_kernel ", s.conv_kernel, " exceeds 8"));
+  if (s.conv_kernel > cuda::kDeltaNetMaxConvTaps) {
+    return absl::InvalidArgumentError(absl::StrCat("cuda backend: ssm.conv_kernel ", s.conv_kernel,
+                                                   " exceeds ", cuda::kDeltaNetMaxConvTaps));
   }
   RETURN_IF_ERROR(m->AllocateBuffers());
   m->decode_supported_ = DecodeStepSupported(m->Decode());
