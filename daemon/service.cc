@@ -142,6 +142,8 @@ grpc::Status SluiceService::Generate(grpc::ServerContext* context,
 grpc::Status SluiceService::StreamEvents(grpc::ServerContext* context, absl::Time deadline,
                                          RequestHandle& handle,
                                          grpc::ServerWriter<v1::GenerateResponse>* writer) {
+  // gRPC cancels a call whose deadline passed: that is not the client's doing.
+  auto past_deadline = [deadline] { return absl::Now() + kDeadlineSlack >= deadline; };
   auto deadline_expired = [this] {
     metrics_->AddRequest("deadline_exceeded");
     return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
@@ -155,9 +157,8 @@ grpc::Status SluiceService::StreamEvents(grpc::ServerContext* context, absl::Tim
       case RequestHandle::Event::Type::kChunk:
         *response.mutable_chunk() = std::move(event.chunk);
         if (!writer->Write(response)) {
-          // A write fails once gRPC has cancelled the call, also when it did
-          // so because the deadline passed: that is not the client's doing.
-          if (absl::Now() + kDeadlineSlack >= deadline) return deadline_expired();
+          // A write fails once gRPC has cancelled the call.
+          if (past_deadline()) return deadline_expired();
           metrics_->AddRequest("cancelled");
           return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
         }
@@ -167,10 +168,7 @@ grpc::Status SluiceService::StreamEvents(grpc::ServerContext* context, absl::Tim
         writer->Write(response);
         return grpc::Status::OK;
       case RequestHandle::Event::Type::kError:
-        if (context->IsCancelled() && absl::Now() + kDeadlineSlack >= deadline) {
-          // gRPC cancels a call whose deadline passed: not the client's doing.
-          return deadline_expired();
-        }
+        if (context->IsCancelled() && past_deadline()) return deadline_expired();
         if (event.status.code() != absl::StatusCode::kUnavailable) {
           metrics_->AddRequest(event.status.code() == absl::StatusCode::kCancelled
                                    ? "cancelled"

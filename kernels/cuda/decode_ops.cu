@@ -872,8 +872,9 @@ bool UseQ8(int type, int64_t n) {
 int Q8Shift(const int* types, int n_types, int64_t n) {
   bool any = false, q8_0 = false;
   for (int i = 0; i < n_types; ++i) {
-    any = any || UseQ8(types[i], n);
-    q8_0 = q8_0 || (UseQ8(types[i], n) && types[i] == kQ8_0);
+    if (!UseQ8(types[i], n)) continue;
+    any = true;
+    q8_0 = q8_0 || types[i] == kQ8_0;
   }
   if (!any) return 0;
   return q8_0 || n % 256 != 0 ? 5 : kQ8KShift;
@@ -929,9 +930,9 @@ void DecodeProject(const DecodeProjection& p, Stream stream) {
 
 bool DecodeExpertsSupported(int k, bool shared, int64_t ff, int64_t n_embd) {
   const int items = k + (shared ? 1 : 0);
-  // With the 8-bit rows (decode_q8.h), whatever the types.
-  const int64_t smem = Q8Offset(items * PaddedFloats(ff) + items * 32 * kDownR) * 4 +
-                       items * Q8Bytes(ff);
+  // The float path's rows (the 8-bit ones, when they do not fit as well,
+  // give way to it: DecodeExpertsDown).
+  const int64_t smem = (items * PaddedFloats(ff) + items * 32 * kDownR) * 4;
   return k > 0 && items <= kMaxDownItems && n_embd <= DecodeMaxCols() &&
          smem <= kMaxDynamicSmem;
 }
@@ -955,10 +956,10 @@ void DecodeExpertsDown(const DecodeExperts& e, Stream stream) {
   const int rows_per_block = (32 / L) * kDownR;
   const int items = e.k + (e.shared_ff > 0 ? 1 : 0);
   const int types[2] = {e.down_type, e.shared_ff > 0 ? e.shared_down_type : e.down_type};
-  const int q8 = Q8Shift(types, 2, e.ff);
   const int64_t floats = items * PaddedFloats(e.ff) + items * rows_per_block;
-  const size_t smem = q8 > 0 ? Q8Offset(floats) * sizeof(float) + items * Q8Bytes(e.ff)
-                             : floats * sizeof(float);
+  const size_t q8_smem = Q8Offset(floats) * sizeof(float) + items * Q8Bytes(e.ff);
+  const int q8 = q8_smem <= static_cast<size_t>(kMaxDynamicSmem) ? Q8Shift(types, 2, e.ff) : 0;
+  const size_t smem = q8 > 0 ? q8_smem : floats * sizeof(float);
   const unsigned blocks = static_cast<unsigned>((e.n_embd + rows_per_block - 1) / rows_per_block);
   DownKernel<<<blocks, 32 * items, smem, stream>>>(e, L, q8);
 }

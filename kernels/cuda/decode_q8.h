@@ -234,7 +234,9 @@ struct Q8Dot<Q8_0Weights> {
     const uint32_t xs[8] = {x.a.x, x.a.y, x.a.z, x.a.w, x.b.x, x.b.y, x.b.z, x.b.w};
     int sum = 0;
 #pragma unroll
-    for (int w = 0; w < 8; ++w) sum = __dp4a(static_cast<int>(r.q[w]), static_cast<int>(xs[w]), sum);
+    for (int w = 0; w < 8; ++w) {
+      sum = __dp4a(static_cast<int>(r.q[w]), static_cast<int>(xs[w]), sum);
+    }
     return (r.d * x.d) * static_cast<float>(sum);
   }
 };

@@ -138,7 +138,8 @@ TEST_P(DecodeQ8Test, WithinTheQuantizationBoundOnAnyVector) {
   for (float& v : x) v = n01(rng);
   const QuantizedVector v = Quantize(x, shift());
   for (int64_t i = 0; i < kCols; ++i) {
-    ASSERT_LE(std::fabs(static_cast<float>(v.q[i]) * v.step(i) - x[i]), 0.5001f * std::fabs(v.step(i)));
+    const float step = std::fabs(v.step(i));
+    ASSERT_LE(std::fabs(static_cast<float>(v.q[i]) * v.step(i) - x[i]), 0.5001f * step);
   }
   for (int r = 0; r < kRows; ++r) {
     double dot, abs, bound = 0, wmax = 0;
