@@ -164,7 +164,8 @@ __device__ __forceinline__ void DotRows(const uint8_t* const (&rp)[NM][R], int64
 // vector read once for all of them. The loop is not unrolled: a decode
 // block runs its code once or twice, so the code's length, not its
 // arithmetic, is what an unrolled body costs (instruction fetch was a third
-// of the float path's stalls under ncu).
+// of the float path's stalls under ncu). Measured on the H200: two chunk
+// steps per round made bench35's products 10-60% slower (2026-12-02).
 template <class T, int NM, int R>
 __device__ __forceinline__ void DotRowsQ8(const uint8_t* const (&rp)[NM][R], int64_t cols,
                                           const Q8Vector& xv, int sub, int L,
@@ -199,7 +200,7 @@ __device__ __forceinline__ float GroupSum(float v, int L) {
 template <class T, int NM, int R>
 __device__ __forceinline__ void RowSumsT(const uint8_t* const (&base)[NM], int64_t rows,
                                          int64_t row0, int64_t cols, const float* xs,
-                                         const Q8Vector& xv, int sub, int L,
+                                         const Q8Input& xv, int sub, int L,
                                          float (&acc)[NM][R]) {
   const uint64_t rb = RowBytesOf(TypeOf<T>(), cols);
   const uint8_t* rp[NM][R];
@@ -215,8 +216,9 @@ __device__ __forceinline__ void RowSumsT(const uint8_t* const (&base)[NM], int64
     }
   }
   if constexpr (kHasQ8Dot<T>) {
-    if (xv.q != nullptr) {
-      DotRowsQ8<T, NM, R>(rp, cols, xv, sub, L, acc);
+    const Q8Vector v = Q8For<T>(xv);
+    if (v.q != nullptr) {
+      DotRowsQ8<T, NM, R>(rp, cols, v, sub, L, acc);
     } else {
       DotRows<T, NM, R>(rp, cols, xs, sub, L, acc);
     }
@@ -236,7 +238,7 @@ __device__ __forceinline__ void RowSumsT(const uint8_t* const (&base)[NM], int64
 template <int NM, int R>
 __device__ __forceinline__ void RowSums(int type, const uint8_t* const (&base)[NM], int64_t rows,
                                         int64_t row0, int64_t cols, const float* xs,
-                                        const Q8Vector& xv, int sub, int L,
+                                        const Q8Input& xv, int sub, int L,
                                         float (&acc)[NM][R]) {
   WithType(type, [&](auto tag) {
     RowSumsT<typename decltype(tag)::type, NM, R>(base, rows, row0, cols, xs, xv, sub, L, acc);
@@ -335,83 +337,53 @@ __device__ void LoadRows(const float* src, int rows, int64_t n, float* dst, int6
   }
 }
 
-// Bytes of an n-element 8-bit vector in shared memory (decode_q8.h), a
-// multiple of 16; n is a multiple of 32.
-__host__ __device__ inline int64_t Q8Bytes(int64_t n) { return n + n / 32 * 4 + n / 16 * 4; }
+// The 8-bit vectors a launch's products read (decode_q8.h), as bits.
+enum : int { kFormatQ8K = 1, kFormatQ8Z = 2 };
+
+// Bytes of one row's 8-bit vectors of n elements in formats f (a multiple
+// of 16).
+__host__ __device__ inline int64_t Q8Bytes(int f, int64_t n) {
+  return ((f & kFormatQ8K) ? Q8KBytes(n) : 0) + ((f & kFormatQ8Z) ? Q8ZBytes(n) : 0);
+}
 // Floats before the 8-bit vectors when `floats` come first (16-byte aligned).
 __host__ __device__ inline int64_t Q8Offset(int64_t floats) { return (floats + 3) / 4 * 4; }
 
-// Quantizes `rows` padded shared rows of n floats (row stride `stride`)
-// into the 8-bit vectors at q8 (Q8Bytes(n) each) in groups of 1 << shift
-// (decode_q8.h): 32 (one group per thread at a time), or Q8_K's 256 in
-// three steps over every thread of the block (they synchronize between
-// steps). The caller synchronizes after.
-__device__ void QuantizeRows(const float* xs, int rows, int64_t n, int64_t stride, uint8_t* q8,
-                             int shift) {
-  auto row_at = [&](int row) {
-    const float* x = xs + row * stride;
-    return [x](int64_t e) { return x[Pad(e)]; };
-  };
-  auto q_of = [&](int row) { return reinterpret_cast<int8_t*>(q8 + row * Q8Bytes(n)); };
-  auto d_of = [&](int row) { return reinterpret_cast<float*>(q8 + row * Q8Bytes(n) + n); };
-  auto s_of = [&](int row) {
-    return reinterpret_cast<float*>(q8 + row * Q8Bytes(n) + n + n / 32 * 4);
-  };
-  if (shift != kQ8KShift) {
-    const int groups = static_cast<int>(n / 32);
-    for (int i = threadIdx.x; i < rows * groups; i += blockDim.x) {
-      const int row = i / groups, g = i % groups;
-      QuantizeGroupQ8(row_at(row), g, q_of(row), d_of(row), s_of(row));
-    }
-    return;
-  }
-  const int chunks = static_cast<int>(n / 16), groups = static_cast<int>(n / 256);
-  // 1: each chunk's extreme, kept where its sum goes.
-  for (int i = threadIdx.x; i < rows * chunks; i += blockDim.x) {
-    s_of(i / chunks)[i % chunks] = ChunkExtremeQ8K(row_at(i / chunks), i % chunks);
-  }
-  __syncthreads();
-  // 2: each group's iscale, kept where its scale goes.
-  for (int i = threadIdx.x; i < rows * groups; i += blockDim.x) {
-    d_of(i / groups)[i % groups] = GroupIscaleQ8K(s_of(i / groups) + 16 * (i % groups));
-  }
-  __syncthreads();
-  // 3: the values and the scaled sums.
-  for (int i = threadIdx.x; i < rows * chunks; i += blockDim.x) {
-    const int row = i / chunks, c = i % chunks;
-    const float iscale = d_of(row)[c / 16];
-    const float scale = iscale != 0.0f ? 1.0f / iscale : 0.0f;
-    s_of(row)[c] = scale * static_cast<float>(QuantizeChunkQ8K(row_at(row), c, iscale, q_of(row)));
-  }
-  __syncthreads();
-  // 4: the scales.
-  for (int i = threadIdx.x; i < rows * groups; i += blockDim.x) {
-    float* d = d_of(i / groups) + i % groups;
-    *d = *d != 0.0f ? 1.0f / *d : 0.0f;
-  }
+// Where the Q8_0 vectors of `rows` rows start at q8 (after the Q8_K ones).
+__device__ __forceinline__ uint8_t* Q8ZBase(uint8_t* q8, int rows, int64_t n, int f) {
+  return q8 + ((f & kFormatQ8K) ? rows * Q8KBytes(n) : 0);
 }
 
-// The 8-bit vector of row `row` at q8 (null q: none).
-__device__ __forceinline__ Q8Vector Q8At(const uint8_t* q8, int row, int64_t n, int shift) {
-  if (q8 == nullptr) return {nullptr, nullptr, nullptr, 0};
-  const uint8_t* base = q8 + row * Q8Bytes(n);
-  return {reinterpret_cast<const int8_t*>(base), reinterpret_cast<const float*>(base + n),
-          reinterpret_cast<const float*>(base + n + n / 32 * 4), shift};
+// Quantizes `rows` padded shared rows of n floats (row stride `stride`)
+// into the formats f at q8, every thread of the block taking part; the
+// caller synchronizes after.
+__device__ void QuantizeRows(const float* xs, int rows, int64_t n, int64_t stride, uint8_t* q8,
+                             int f) {
+  QuantizeBlockQ8([&](int r, int64_t e) { return xs[r * stride + Pad(e)]; }, rows, n,
+                  (f & kFormatQ8K) ? q8 : nullptr,
+                  (f & kFormatQ8Z) ? Q8ZBase(q8, rows, n, f) : nullptr);
+}
+
+// Row `row`'s 8-bit vectors at q8 (null q8 or format: none).
+__device__ __forceinline__ Q8Input Q8InputAt(uint8_t* q8, int rows, int row, int64_t n, int f) {
+  Q8Input in{nullptr, nullptr, n};
+  if (q8 == nullptr) return in;
+  if (f & kFormatQ8K) in.k = q8 + row * Q8KBytes(n);
+  if (f & kFormatQ8Z) in.z = Q8ZBase(q8, rows, n, f) + row * Q8ZBytes(n);
+  return in;
 }
 
 struct ProjectLaunch {
   DecodeProjection p;
   int block_start[kMaxDecodeMatrices + 1];  // row blocks, prefix sums
   int lanes;
-  int q8_shift;  // products of Q8Dot types read the input quantized to 8 bits
-                 // in groups of 1 << q8_shift (0: none)
+  int q8;  // the 8-bit vectors the products read (kFormatQ8K | kFormatQ8Z; 0: none)
 };
 
 // One row block (kProjThreads / 32 warps x 32 / L groups x kR rows) of
 // matrix m, of type T.
 template <class T>
 __device__ __forceinline__ void ProjectRows(const DecodeMatrix& m, int64_t cols, int L,
-                                            int64_t rb, const float* xs, const Q8Vector& xv) {
+                                            int64_t rb, const float* xs, const Q8Input& xv) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int groups = 32 / L, sub = lane & (L - 1);
   const int64_t warp_row0 = (rb * (kProjThreads / 32) + warp) * groups * kR;
@@ -437,27 +409,31 @@ __device__ __forceinline__ void ProjectRows(const DecodeMatrix& m, int64_t cols,
   }
 }
 
-// One row block per block (the input is loaded once per block). The block
-// that completes the router's last row block routes the token.
+// One row block per block (the input is loaded, normed and quantized once
+// per block). The block that completes the router's last row block routes
+// the token. On the H200 that prologue is what bounds the launch: bench35's
+// DeltaNet projection takes 24.7 us so, 13.7 us reading an 8-bit vector
+// prepared once (2026-12-02, docs/STATUS.md). Asking L2 for the block's
+// rows before the prologue did not change decode tok/s there.
 __global__ void __launch_bounds__(kProjThreads, 4) DecodeProjectKernel(const ProjectLaunch a) {
   __shared__ double scratch[32];
   __shared__ int last;
   extern __shared__ float xs[];
   const DecodeProjection& p = a.p;
   const int b = blockIdx.x;
-  LoadInput(p.in, xs, scratch);
-  // Past the input vector and the router's probabilities.
-  uint8_t* q8 = nullptr;
-  if (a.q8_shift > 0) {
-    q8 = reinterpret_cast<uint8_t*>(
-        xs + Q8Offset(PaddedFloats(p.in.n) + (p.topk.k > 0 ? p.m[0].rows : 0)));
-    QuantizeRows(xs, 1, p.in.n, 0, q8, a.q8_shift);
-    __syncthreads();
-  }
-  const Q8Vector xv = Q8At(q8, 0, p.in.n, a.q8_shift);
   int mi = 0;
   while (mi + 1 < p.n_matrices && b >= a.block_start[mi + 1]) ++mi;
   const DecodeMatrix& m = p.m[mi];
+  LoadInput(p.in, xs, scratch);
+  // Past the input vector and the router's probabilities.
+  uint8_t* q8 = nullptr;
+  if (a.q8 != 0) {
+    q8 = reinterpret_cast<uint8_t*>(
+        xs + Q8Offset(PaddedFloats(p.in.n) + (p.topk.k > 0 ? p.m[0].rows : 0)));
+    QuantizeRows(xs, 1, p.in.n, 0, q8, a.q8);
+    __syncthreads();
+  }
+  const Q8Input xv = Q8InputAt(q8, 1, 0, p.in.n, a.q8);
   WithType(m.type, [&](auto tag) {
     ProjectRows<typename decltype(tag)::type>(m, p.in.n, a.lanes, b - a.block_start[mi], xs, xv);
   });
@@ -481,7 +457,7 @@ __global__ void __launch_bounds__(kProjThreads, 4) DecodeProjectKernel(const Pro
 // One expert slot's gate and up rows row0.. (types G and U).
 template <class G, class U>
 __device__ __forceinline__ void GateUpRows(const DecodeExperts& e, int j, int64_t row0,
-                                           const float* xs, const Q8Vector& xv, int sub, int L) {
+                                           const float* xs, const Q8Input& xv, int sub, int L) {
   const int32_t id = e.ids[j];
   const uint8_t* g = static_cast<const uint8_t*>(e.gate[id]);
   const uint8_t* u = static_cast<const uint8_t*>(e.up[id]);
@@ -515,33 +491,35 @@ __device__ __forceinline__ void GateUpRows(const DecodeExperts& e, int j, int64_
 
 template <class G, class U>
 __device__ __forceinline__ void GateUpLoop(const DecodeExperts& e, int L, int row_blocks,
-                                           const float* xs, const Q8Vector& xv) {
+                                           const float* xs, const Q8Input& xv) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int groups = 32 / L, sub = lane & (L - 1);
-  const int b = blockIdx.x;
-  const int j = b / row_blocks;
-  const int64_t rb = b % row_blocks;
-  const int64_t warp_row0 = (rb * (kProjThreads / 32) + warp) * groups * kR;
-  if (warp_row0 >= e.ff) return;
-  GateUpRows<G, U>(e, j, warp_row0 + (lane / L) * kR, xs, xv, sub, L);
+#pragma unroll 1
+  for (int b = blockIdx.x; b < row_blocks * e.k; b += gridDim.x) {
+    const int j = b / row_blocks;
+    const int64_t rb = b % row_blocks;
+    const int64_t warp_row0 = (rb * (kProjThreads / 32) + warp) * groups * kR;
+    if (warp_row0 < e.ff) GateUpRows<G, U>(e, j, warp_row0 + (lane / L) * kR, xs, xv, sub, L);
+  }
 }
 
 // Routed experts, gate and up: blocks stride over (row block of ff,
-// expert slot) pairs. Gate and up of one type (the usual case) share their
+// expert slot) pairs (about one wave of blocks, each paying the input's
+// load and quantization once; see DecodeBlocks). Gate and up of one type (the usual case) share their
 // loads; otherwise the up type must be one of the common pairings below
 // (the host checks DecodeExpertsSupported).
 __global__ void __launch_bounds__(kProjThreads, 3) GateUpKernel(const DecodeExperts e, int L,
-                                                                int row_blocks, int q8_shift) {
+                                                                int row_blocks, int q8_formats) {
   extern __shared__ float xs[];
   LoadRows(e.xn, 1, e.n_embd, xs, 0);
   __syncthreads();
   uint8_t* q8 = nullptr;
-  if (q8_shift > 0) {
+  if (q8_formats != 0) {
     q8 = reinterpret_cast<uint8_t*>(xs + Q8Offset(PaddedFloats(e.n_embd)));
-    QuantizeRows(xs, 1, e.n_embd, 0, q8, q8_shift);
+    QuantizeRows(xs, 1, e.n_embd, 0, q8, q8_formats);
     __syncthreads();
   }
-  const Q8Vector xv = Q8At(q8, 0, e.n_embd, q8_shift);
+  const Q8Input xv = Q8InputAt(q8, 1, 0, e.n_embd, q8_formats);
   if (e.gate_type == e.up_type) {
     WithType(e.gate_type, [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -562,7 +540,7 @@ __global__ void __launch_bounds__(kProjThreads, 3) GateUpKernel(const DecodeExpe
 // routed experts, then the shared one) for the block's rows; their sums
 // meet in slot order.
 __global__ void __launch_bounds__(32 * kMaxDownItems)
-    DownKernel(const DecodeExperts e, int L, int q8_shift) {
+    DownKernel(const DecodeExperts e, int L, int q8_formats) {
   constexpr int R = kDownR;  // rows per lane group
   extern __shared__ float smem[];
   const bool shared = e.shared_ff > 0;
@@ -576,13 +554,13 @@ __global__ void __launch_bounds__(32 * kMaxDownItems)
   if (shared) LoadRows(e.shared_h, 1, e.ff, hs + e.k * stride, 0);
   __syncthreads();
   uint8_t* q8 = nullptr;
-  if (q8_shift > 0) {
+  if (q8_formats != 0) {
     q8 = reinterpret_cast<uint8_t*>(smem + Q8Offset(items * stride + items * rows_per_block));
-    QuantizeRows(hs, items, e.ff, stride, q8, q8_shift);
+    QuantizeRows(hs, items, e.ff, stride, q8, q8_formats);
     __syncthreads();
   }
   const int lane = threadIdx.x & 31, s = threadIdx.x >> 5;
-  const Q8Vector xvs = Q8At(q8, s, e.ff, q8_shift);
+  const Q8Input xvs = Q8InputAt(q8, items, s, e.ff, q8_formats);
   const int sub = lane & (L - 1);
   const int64_t block_row0 = static_cast<int64_t>(blockIdx.x) * rows_per_block;
   const int64_t row0 = block_row0 + (lane / L) * R;
@@ -852,32 +830,42 @@ size_t AttendSmem(const AttentionShape& s) {
          sizeof(float);
 }
 
-// Whether products of `type` over n columns read the input quantized to 8
-// bits (decode_q8.h): the Q8Dot types, when SLUICE_CUDA_Q8 is "1" at the
-// first launch. Off by default: on the H200 it decodes bench35 9-12% faster,
-// but qwen3moe-tiny-mixed misses the golden top-1 gate by one row with it
-// (docs/STATUS.md).
-bool UseQ8(int type, int64_t n) {
+// The 8-bit vector products of `type` over n columns read (decode_q8.h):
+// Q8_K for the K-quants, Q8_0 for Q8_0 and Q1_0, as llama.cpp's CPU
+// backend; 0 (the float path) for the other types, or for every type when
+// SLUICE_CUDA_Q8 is "0" at the first launch.
+int Q8FormatOf(int type, int64_t n) {
   static const bool on = [] {
     const char* v = std::getenv("SLUICE_CUDA_Q8");
-    return v != nullptr && std::string(v) == "1";
+    return v == nullptr || std::string(v) != "0";
   }();
-  const bool q8_type = type == kQ4_K || type == kQ5_K || type == kQ6_K || type == kQ8_0;
-  return on && q8_type && n % 32 == 0;
+  if (!on) return 0;
+  switch (type) {
+    case kQ4_K:
+    case kQ5_K:
+    case kQ6_K: return n % 256 == 0 ? kFormatQ8K : 0;
+    case kQ8_0: return n % 32 == 0 ? kFormatQ8Z : 0;
+    case kQ1_0: return n % 128 == 0 ? kFormatQ8Z : 0;
+    default: return 0;
+  }
 }
 
-// The 8-bit grouping of a launch's input (decode_q8.h) for its matrix
-// types over n columns: Q8_K's 256 when every 8-bit product is a K-quant,
-// else 32 (a Q8_0 among them); 0 when none reads 8 bits.
-int Q8Shift(const int* types, int n_types, int64_t n) {
-  bool any = false, q8_0 = false;
-  for (int i = 0; i < n_types; ++i) {
-    if (!UseQ8(types[i], n)) continue;
-    any = true;
-    q8_0 = q8_0 || types[i] == kQ8_0;
-  }
-  if (!any) return 0;
-  return q8_0 || n % 256 != 0 ? 5 : kQ8KShift;
+// The formats a launch of these matrix types over n columns needs.
+int Q8Formats(const int* types, int n_types, int64_t n) {
+  int f = 0;
+  for (int i = 0; i < n_types; ++i) f |= Q8FormatOf(types[i], n);
+  return f;
+}
+
+// Blocks of the routed experts' gate/up launch with `row_blocks` (row
+// block, expert) pairs: at most blocks-per-SM x SMs, set at
+// PrepareDecodeKernels: 2 (on the H200 bench35's gate/up took 16.3 us so
+// against 19.2 us with 4 and with one block a pair, 2026-12-02);
+// SLUICE_CUDA_DECODE_BLOCKS_PER_SM overrides it for measurements, 0 meaning
+// one block a pair.
+int g_resident_blocks = 0;
+int DecodeBlocks(int row_blocks) {
+  return g_resident_blocks > 0 && row_blocks > g_resident_blocks ? g_resident_blocks : row_blocks;
 }
 
 template <class K>
@@ -892,6 +880,11 @@ void PrepareDecodeKernels() {
   const char* stream = std::getenv("SLUICE_CUDA_STREAM_WEIGHTS");
   const int on = stream != nullptr && std::string(stream) == "0" ? 0 : 1;
   cudaMemcpyToSymbol(c_stream_weights, &on, sizeof(on));
+  int device = 0, sms = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  const char* per_sm = std::getenv("SLUICE_CUDA_DECODE_BLOCKS_PER_SM");
+  g_resident_blocks = sms * (per_sm != nullptr ? std::atoi(per_sm) : 2);
   AllowSmem(DecodeProjectKernel);
   AllowSmem(GateUpKernel);
   AllowSmem(DownKernel);
@@ -918,13 +911,14 @@ void DecodeProject(const DecodeProjection& p, Stream stream) {
   }
   a.block_start[p.n_matrices] = blocks;
   if (blocks == 0) return;
+
   const int64_t probs = p.topk.k > 0 ? p.m[0].rows : 0;
   int types[kMaxDecodeMatrices];
   for (int i = 0; i < p.n_matrices; ++i) types[i] = p.m[i].type;
-  a.q8_shift = Q8Shift(types, p.n_matrices, p.in.n);
-  const size_t smem = a.q8_shift > 0 ? Q8Offset(PaddedFloats(p.in.n) + probs) * sizeof(float) +
-                                           Q8Bytes(p.in.n)
-                                     : (PaddedFloats(p.in.n) + probs) * sizeof(float);
+  a.q8 = Q8Formats(types, p.n_matrices, p.in.n);
+  const size_t smem = a.q8 != 0 ? Q8Offset(PaddedFloats(p.in.n) + probs) * sizeof(float) +
+                                      Q8Bytes(a.q8, p.in.n)
+                                : (PaddedFloats(p.in.n) + probs) * sizeof(float);
   DecodeProjectKernel<<<blocks, kProjThreads, smem, stream>>>(a);
 }
 
@@ -944,10 +938,12 @@ void DecodeExpertsGateUp(const DecodeExperts& e, Stream stream) {
   const int64_t rows_per_block = (kProjThreads / 32) * (32 / L) * kR;
   const int row_blocks = static_cast<int>((e.ff + rows_per_block - 1) / rows_per_block);
   const int types[2] = {e.gate_type, e.up_type};
-  const int q8 = Q8Shift(types, 2, e.n_embd);
-  const size_t smem = q8 > 0 ? Q8Offset(PaddedFloats(e.n_embd)) * sizeof(float) + Q8Bytes(e.n_embd)
-                         : PaddedFloats(e.n_embd) * sizeof(float);
-  GateUpKernel<<<row_blocks * e.k, kProjThreads, smem, stream>>>(e, L, row_blocks, q8);
+  const int q8 = Q8Formats(types, 2, e.n_embd);
+  const size_t smem = q8 != 0 ? Q8Offset(PaddedFloats(e.n_embd)) * sizeof(float) +
+                                    Q8Bytes(q8, e.n_embd)
+                              : PaddedFloats(e.n_embd) * sizeof(float);
+  GateUpKernel<<<DecodeBlocks(row_blocks * e.k), kProjThreads, smem, stream>>>(e, L, row_blocks,
+                                                                               q8);
 }
 
 void DecodeExpertsDown(const DecodeExperts& e, Stream stream) {
@@ -957,9 +953,10 @@ void DecodeExpertsDown(const DecodeExperts& e, Stream stream) {
   const int items = e.k + (e.shared_ff > 0 ? 1 : 0);
   const int types[2] = {e.down_type, e.shared_ff > 0 ? e.shared_down_type : e.down_type};
   const int64_t floats = items * PaddedFloats(e.ff) + items * rows_per_block;
-  const size_t q8_smem = Q8Offset(floats) * sizeof(float) + items * Q8Bytes(e.ff);
-  const int q8 = q8_smem <= static_cast<size_t>(kMaxDynamicSmem) ? Q8Shift(types, 2, e.ff) : 0;
-  const size_t smem = q8 > 0 ? q8_smem : floats * sizeof(float);
+  const int formats = Q8Formats(types, 2, e.ff);
+  const size_t q8_smem = Q8Offset(floats) * sizeof(float) + items * Q8Bytes(formats, e.ff);
+  const int q8 = q8_smem <= static_cast<size_t>(kMaxDynamicSmem) ? formats : 0;
+  const size_t smem = q8 != 0 ? q8_smem : floats * sizeof(float);
   const unsigned blocks = static_cast<unsigned>((e.n_embd + rows_per_block - 1) / rows_per_block);
   DownKernel<<<blocks, 32 * items, smem, stream>>>(e, L, q8);
 }

@@ -15,10 +15,12 @@
 //                   block of each KV head merges the splits).
 //
 // Weights are read in place in their ggml block layout (the types of
-// quant_matmul.h), products accumulate in F32. Every output element is
-// computed by one thread in a fixed order, so a launch gives the same bits
-// whatever the pointer tables point at (the slot cache's copy policy stays
-// bit-identical to an all-resident run). Sums differ in order from the
+// quant_matmul.h), products accumulate in F32. Products of Q4_K, Q5_K,
+// Q6_K, Q8_0 and Q1_0 weights read the input quantized to 8 bits as
+// llama.cpp's CPU backend does (decode_q8.h; SLUICE_CUDA_Q8=0: F32 input).
+// Every output element is computed by one thread in a fixed order, so a
+// launch gives the same bits whatever the pointer tables point at (the slot
+// cache's copy policy stays bit-identical to an all-resident run). Sums differ in order from the
 // batch kernels, so decode and prefill agree to rounding, not bit for bit.
 //
 // Every pointer is device memory. Functions only enqueue work; launch

@@ -1,16 +1,25 @@
-// Decode products with 8-bit activations (opt-in: SLUICE_CUDA_Q8=1, see
-// decode_ops.cu UseQ8): the input vector of a decode mat-vec is quantized
-// once per block to int8, and a chunk of 32 weights meets it in integer dot
-// products of four bytes (dp4a) instead of 32 float decodes and FMAs. The
-// weight readers (quant_blocks_device.h) load the same raw chunks as the
-// float path; what differs is the arithmetic (ncu on the H200 counted ~17
-// instructions per weight on the float path, at 0.38 issued per cycle per
-// scheduler). Measured there: bench35 decodes 9-12% faster with it; the
-// isolated per-op times did not move, so instruction count is not what
-// bounds those kernels.
+// Decode products with 8-bit activations (on by default; SLUICE_CUDA_Q8=0
+// turns them off, see decode_ops.cu UseQ8): a decode block quantizes its
+// input vector to int8 as llama.cpp's CPU backend quantizes the activations
+// of the same weight types (the goldens' reference), and a chunk of 32
+// weights meets it in integer dot products of four bytes (dp4a) instead of
+// 32 float decodes and FMAs. The weight readers (quant_blocks_device.h) load
+// the same raw chunks as the float path; what differs is the arithmetic.
+// On the H200 (2026-12-02, docs/STATUS.md) a bench35 DeltaNet input
+// projection read from a prepared 8-bit vector took 13.7 us against 21.5 us
+// on the float path (~17 instructions per weight there).
+//
+// Two formats, as the CPU backend's vec_dot types:
+//   Q8_K (Q4_K, Q5_K, Q6_K): groups of 256, scale from the group's first
+//        element of largest magnitude, sign included (iscale = -127 / max,
+//        q = min(127, round(iscale x)), d = 1 / iscale), and per 16 elements
+//        d times the sum of their q (the K-quants' minimum terms);
+//   Q8_0 (Q8_0, Q1_0): groups of 32, d = max|x| / 127 rounded to fp16,
+//        q = round(x * 127 / max|x|), and per group the sum of its q.
+// Rounding is to nearest even, as the CPU's vector code.
 //
 // Device code (and host code under host_emulation.h, for the CPU tests).
-// Types: Q4_K, Q5_K, Q6_K, Q8_0; the others keep the float path.
+// Types without a Q8Dot keep the float path.
 #ifndef SLUICE_KERNELS_CUDA_DECODE_Q8_H_
 #define SLUICE_KERNELS_CUDA_DECODE_Q8_H_
 
@@ -20,106 +29,178 @@
 
 namespace sluice::cuda::internal {
 
-// The quantized vector (in shared memory): q[n] int8, one scale per group
-// of 1 << shift elements (d[n >> shift]), and sums per 16 elements (s16[n /
-// 16]) for the K-quants' minimum terms.
+// A quantized vector: q[n] int8, one scale per group of 1 << shift
+// elements (d), and the sums s: Q8_K d * sum(q) per 16 elements, Q8_0
+// sum(q) per group. q null: none.
 struct Q8Vector {
   const int8_t* q;
   const float* d;
-  const float* s16;
+  const float* s;
   int shift;
 };
 
-// Groups of 256 as llama.cpp's Q8_K, which its CPU backend uses for the
-// activations of Q4_K, Q5_K and Q6_K products (so that rounding follows the
-// reference's): the group's scale comes from its first element of largest
-// magnitude, sign included (iscale = -127 / max, d = 1 / iscale, q =
-// min(127, round(iscale x))), and s16 holds d times the sum of the 16
-// quantized values. Done in three steps (per 16 elements: its extreme; per
-// group: the first largest of its 16; per 16: the values and their sum), so
-// that a block can spread them over its threads; QuantizeGroupQ8K runs them
-// in order for one group.
 constexpr int kQ8KShift = 8;
+constexpr int kQ8ZShift = 5;
 
-// The first element of largest magnitude among x[16 c .. 16 c + 16).
+// Where the vectors a product may read start: Q8_K for the K-quants, Q8_0
+// for Q8_0 and Q1_0 (either null when no matrix of the launch needs it),
+// of n elements. Kept as two addresses (the views are made where used): a
+// decode block holds it across its row blocks, in registers it needs.
+struct Q8Input {
+  const uint8_t* k;
+  const uint8_t* z;
+  int64_t n;
+};
+
+// Bytes of an n-element vector of either format (q, then d, then s; the
+// scales padded to a multiple of 4), a multiple of 16 when n is a multiple
+// of 256 (Q8_K) or 32 (Q8_0).
+__host__ __device__ inline int64_t Q8KScales(int64_t n) { return (n / 256 + 3) / 4 * 4; }
+__host__ __device__ inline int64_t Q8KBytes(int64_t n) { return n + Q8KScales(n) * 4 + n / 16 * 4; }
+__host__ __device__ inline int64_t Q8ZBytes(int64_t n) { return n + (n / 32 + 3) / 4 * 4 * 8; }
+
+__device__ __forceinline__ Q8Vector Q8KAt(const uint8_t* base, int64_t n) {
+  return {reinterpret_cast<const int8_t*>(base), reinterpret_cast<const float*>(base + n),
+          reinterpret_cast<const float*>(base + n + Q8KScales(n) * 4), kQ8KShift};
+}
+__device__ __forceinline__ Q8Vector Q8ZAt(const uint8_t* base, int64_t n) {
+  const int64_t groups = (n / 32 + 3) / 4 * 4;
+  return {reinterpret_cast<const int8_t*>(base), reinterpret_cast<const float*>(base + n),
+          reinterpret_cast<const float*>(base + n + groups * 4), kQ8ZShift};
+}
+
+// ---- one group at a time (the reference the tests compare with) ----------
+
 template <class At>
-__device__ __forceinline__ float ChunkExtremeQ8K(At at, int64_t c) {
+__device__ __forceinline__ void QuantizeGroupQ8K(At at, int g, int8_t* q, float* d, float* s16) {
   float amax = 0.0f, max = 0.0f;
-  for (int i = 0; i < 16; ++i) {
-    const float v = at(16 * c + i);
+  for (int i = 0; i < 256; ++i) {
+    const float v = at(256 * g + i);
     if (fabsf(v) > amax) {
       amax = fabsf(v);
       max = v;
     }
   }
-  return max;
-}
-
-// The group's scale from its 16 chunk extremes (ext[0..16)): iscale, 0 for
-// an all-zero group.
-__device__ __forceinline__ float GroupIscaleQ8K(const float* ext) {
-  float amax = 0.0f, max = 0.0f;
-  for (int i = 0; i < 16; ++i) {
-    if (fabsf(ext[i]) > amax) {
-      amax = fabsf(ext[i]);
-      max = ext[i];
+  const float iscale = amax != 0.0f ? -127.0f / max : 0.0f;
+  for (int c = 0; c < 16; ++c) {
+    int sum = 0;
+    for (int i = 0; i < 16; ++i) {
+      const int e = 256 * g + 16 * c + i;
+      const int v = iscale != 0.0f ? __float2int_rn(iscale * at(e)) : 0;
+      q[e] = static_cast<int8_t>(v < 127 ? v : 127);
+      sum += q[e];
     }
+    s16[16 * g + c] = (iscale != 0.0f ? 1.0f / iscale : 0.0f) * static_cast<float>(sum);
   }
-  return amax > 0.0f ? -127.0f / max : 0.0f;
+  d[g] = iscale != 0.0f ? 1.0f / iscale : 0.0f;
 }
 
-// Chunk c's 16 values into q (at q[16 c]) and returns their sum.
+__device__ __forceinline__ float RoundToHalf(float v) { return __half2float(__float2half_rn(v)); }
+
 template <class At>
-__device__ __forceinline__ int QuantizeChunkQ8K(At at, int64_t c, float iscale, int8_t* q) {
+__device__ __forceinline__ void QuantizeGroupQ8Z(At at, int g, int8_t* q, float* d, float* s) {
+  float amax = 0.0f;
+  for (int i = 0; i < 32; ++i) amax = fmaxf(amax, fabsf(at(32 * g + i)));
+  const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
   int sum = 0;
-  for (int i = 0; i < 16; ++i) {
-    const int v = iscale != 0.0f ? __float2int_rn(iscale * at(16 * c + i)) : 0;
-    const int8_t b = static_cast<int8_t>(v < 127 ? v : 127);
-    q[16 * c + i] = b;
-    sum += b;
-  }
-  return sum;
-}
-
-// One 256-group g, serially (tests; the kernels spread the same steps).
-template <class At>
-__device__ __forceinline__ void QuantizeGroupQ8K(At at, int g, int8_t* q, float* d, float* s16) {
-  float ext[16];
-  for (int i = 0; i < 16; ++i) ext[i] = ChunkExtremeQ8K(at, 16 * g + i);
-  const float iscale = GroupIscaleQ8K(ext);
-  const float scale = iscale != 0.0f ? 1.0f / iscale : 0.0f;
-  d[g] = scale;
-  for (int i = 0; i < 16; ++i) {
-    s16[16 * g + i] = scale * static_cast<float>(QuantizeChunkQ8K(at, 16 * g + i, iscale, q));
-  }
-}
-
-// Groups of 32 (shift 5; the Q8_0 products'): group g (x[32 g ..]) as
-// x[i] ~ d * q[i], q in -127..127 (d = max |x| / 127; 0 for an all-zero
-// group), and its two 16-element sums of x. `at(i)` reads element i of the
-// source.
-template <class At>
-__device__ __forceinline__ void QuantizeGroupQ8(At at, int g, int8_t* q, float* d, float* s16) {
-  float amax = 0.0f, s0 = 0.0f, s1 = 0.0f;
-#pragma unroll 8
   for (int i = 0; i < 32; ++i) {
-    const float v = at(32 * g + i);
-    amax = fmaxf(amax, fabsf(v));
-    if (i < 16) {
-      s0 += v;
-    } else {
-      s1 += v;
+    q[32 * g + i] = static_cast<int8_t>(__float2int_rn(at(32 * g + i) * id));
+    sum += q[32 * g + i];
+  }
+  d[g] = RoundToHalf(amax / 127.0f);
+  s[g] = static_cast<float>(sum);
+}
+
+// ---- a block at a time ----------------------------------------------------
+
+__device__ __forceinline__ uint32_t PackBytes(const int (&v)[16], int w) {
+  return (static_cast<uint32_t>(v[4 * w] & 0xFF)) | (static_cast<uint32_t>(v[4 * w + 1] & 0xFF) << 8) |
+         (static_cast<uint32_t>(v[4 * w + 2] & 0xFF) << 16) |
+         (static_cast<uint32_t>(v[4 * w + 3] & 0xFF) << 24);
+}
+
+// Quantizes `rows` vectors of n elements (element e of row r is at(r, e))
+// into Q8_K at kq and / or Q8_0 at zq (either may be null; row r at
+// kq + r * Q8KBytes(n), zq + r * Q8ZBytes(n)), giving the bytes of the
+// one-group functions above. Every thread of the block takes part: chunk c
+// of 16 elements (over the rows' concatenation) belongs to thread
+// c % blockDim.x, so a group's chunks sit in adjacent lanes of one warp and
+// meet by shuffles, without a barrier (the caller synchronizes after).
+// Preconditions: blockDim.x % 32 == 0; n % 256 == 0 with kq, n % 32 == 0.
+template <class At>
+__device__ void QuantizeBlockQ8(At at, int rows, int64_t n, uint8_t* kq, uint8_t* zq) {
+  const int64_t per_row = n / 16, total = rows * per_row;
+  const int64_t rounded = (total + 31) / 32 * 32;
+  const int lane = threadIdx.x & 31;
+  for (int64_t c = threadIdx.x; c < rounded; c += blockDim.x) {
+    const bool active = c < total;
+    const int row = active ? static_cast<int>(c / per_row) : 0;
+    const int64_t cc = active ? c % per_row : 0;
+    float v[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) v[i] = active ? at(row, 16 * cc + i) : 0.0f;
+    if (kq != nullptr) {
+      // The first element of largest magnitude over the 16 lanes of the
+      // group (lower lanes hold earlier elements).
+      float amax = 0.0f, max = 0.0f;
+#pragma unroll
+      for (int i = 0; i < 16; ++i) {
+        if (fabsf(v[i]) > amax) {
+          amax = fabsf(v[i]);
+          max = v[i];
+        }
+      }
+      for (int off = 1; off < 16; off <<= 1) {
+        const float oa = __shfl_xor_sync(0xffffffffu, amax, off);
+        const float om = __shfl_xor_sync(0xffffffffu, max, off);
+        if (oa > amax || (oa == amax && (lane & off) != 0)) {
+          amax = oa;
+          max = om;
+        }
+      }
+      const float iscale = amax != 0.0f ? -127.0f / max : 0.0f;
+      const float d = iscale != 0.0f ? 1.0f / iscale : 0.0f;
+      int q[16], sum = 0;
+#pragma unroll
+      for (int i = 0; i < 16; ++i) {
+        const int t = iscale != 0.0f ? __float2int_rn(iscale * v[i]) : 0;
+        q[i] = t < 127 ? t : 127;
+        sum += q[i];
+      }
+      if (active) {
+        uint8_t* base = kq + row * Q8KBytes(n);
+        *reinterpret_cast<uint4*>(base + 16 * cc) =
+            make_uint4(PackBytes(q, 0), PackBytes(q, 1), PackBytes(q, 2), PackBytes(q, 3));
+        reinterpret_cast<float*>(base + n + Q8KScales(n) * 4)[cc] = d * static_cast<float>(sum);
+        if ((cc & 15) == 0) reinterpret_cast<float*>(base + n)[cc >> 4] = d;
+      }
+    }
+    if (zq != nullptr) {
+      float amax = 0.0f;
+#pragma unroll
+      for (int i = 0; i < 16; ++i) amax = fmaxf(amax, fabsf(v[i]));
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+      const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+      int q[16], sum = 0;
+#pragma unroll
+      for (int i = 0; i < 16; ++i) {
+        q[i] = __float2int_rn(v[i] * id);
+        sum += q[i];
+      }
+      const float total_sum =
+          static_cast<float>(sum) + __shfl_xor_sync(0xffffffffu, static_cast<float>(sum), 1);
+      if (active) {
+        uint8_t* base = zq + row * Q8ZBytes(n);
+        const Q8Vector z = Q8ZAt(base, n);
+        *reinterpret_cast<uint4*>(base + 16 * cc) =
+            make_uint4(PackBytes(q, 0), PackBytes(q, 1), PackBytes(q, 2), PackBytes(q, 3));
+        if ((cc & 1) == 0) {
+          const_cast<float*>(z.d)[cc >> 1] = RoundToHalf(amax / 127.0f);
+          const_cast<float*>(z.s)[cc >> 1] = total_sum;
+        }
+      }
     }
   }
-  const float scale = amax / 127.0f;
-  const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-#pragma unroll 8
-  for (int i = 0; i < 32; ++i) {
-    q[32 * g + i] = static_cast<int8_t>(__float2int_rn(at(32 * g + i) * inv));
-  }
-  d[g] = scale;
-  s16[2 * g] = s0;
-  s16[2 * g + 1] = s1;
 }
 
 __device__ __forceinline__ uint4 LoadQ16(const int8_t* p) {
@@ -134,6 +215,17 @@ struct Q8Dot;  // defined for the types below only
 
 template <class T>
 inline constexpr bool kHasQ8Dot = false;
+
+// Whether Q8Dot<T> reads the Q8_K vector (else the Q8_0 one).
+template <class T>
+inline constexpr bool kReadsQ8K = true;
+
+// The vector of Q8Input that products of T read (q null: none).
+template <class T>
+__device__ __forceinline__ Q8Vector Q8For(const Q8Input& in) {
+  if (kReadsQ8K<T>) return in.k != nullptr ? Q8KAt(in.k, in.n) : Q8Vector{nullptr, nullptr, nullptr, 0};
+  return in.z != nullptr ? Q8ZAt(in.z, in.n) : Q8Vector{nullptr, nullptr, nullptr, 0};
+}
 
 // Q4_K / Q5_K: chunk c is elements e = 256 (c / 8) + 64 p + l0 + [0, 16)
 // (low nibbles of the 16 loaded qs bytes; sub-block 2p, scale d0, min m0)
@@ -150,10 +242,10 @@ struct Q8Dot<KWeights<kQ5>> {
     const int64_t e = (c >> 3) * 256 + 64 * (k >> 1) + (k & 1) * 16;
     x.lo = LoadQ16(v.q + e);
     x.hi = LoadQ16(v.q + e + 32);
-    x.d_lo = v.d[e >> v.shift];
-    x.d_hi = v.d[(e + 32) >> v.shift];
-    x.s_lo = v.s16[e >> 4];
-    x.s_hi = v.s16[(e >> 4) + 2];
+    x.d_lo = v.d[e >> kQ8KShift];
+    x.d_hi = v.d[(e + 32) >> kQ8KShift];
+    x.s_lo = v.s[e >> 4];
+    x.s_hi = v.s[(e >> 4) + 2];
   }
   __device__ static float Dot(const typename KWeights<kQ5>::Raw& r, const X& x) {
     const uint32_t xl[4] = {x.lo.x, x.lo.y, x.lo.z, x.lo.w};
@@ -193,7 +285,7 @@ struct Q8Dot<Q6KWeights> {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       x.q[j] = LoadQ8(v.q + e + 32 * j);
-      x.d[j] = v.d[(e + 32 * j) >> v.shift];
+      x.d[j] = v.d[(e + 32 * j) >> kQ8KShift];
     }
   }
   __device__ static float Dot(const Q6KWeights::Raw& r, const X& x) {
@@ -228,7 +320,7 @@ struct Q8Dot<Q8_0Weights> {
   __device__ static void Load(const Q8Vector& v, int64_t c, X& x) {
     x.a = LoadQ16(v.q + 32 * c);
     x.b = LoadQ16(v.q + 32 * c + 16);
-    x.d = v.d[(32 * c) >> v.shift];
+    x.d = v.d[c];
   }
   __device__ static float Dot(const Q8_0Weights::Raw& r, const X& x) {
     const uint32_t xs[8] = {x.a.x, x.a.y, x.a.z, x.a.w, x.b.x, x.b.y, x.b.z, x.b.w};
@@ -242,6 +334,41 @@ struct Q8Dot<Q8_0Weights> {
 };
 template <>
 inline constexpr bool kHasQ8Dot<Q8_0Weights> = true;
+template <>
+inline constexpr bool kReadsQ8K<Q8_0Weights> = false;
+
+// Q1_0: chunk c is elements 32 c .. 32 c + 32 (one Q8_0 group), bit j of
+// the chunk's word set for +d. The product is 2 * (sum of q where the bit
+// is set) - (sum of all q): each nibble of bits spread to four 0/1 bytes
+// meets four q in one dp4a.
+template <>
+struct Q8Dot<Q1_0Weights> {
+  struct X {
+    uint4 a, b;
+    float d, s;
+  };
+  __device__ static void Load(const Q8Vector& v, int64_t c, X& x) {
+    x.a = LoadQ16(v.q + 32 * c);
+    x.b = LoadQ16(v.q + 32 * c + 16);
+    x.d = v.d[c];
+    x.s = v.s[c];
+  }
+  __device__ static float Dot(const Q1_0Weights::Raw& r, const X& x) {
+    const uint32_t xs[8] = {x.a.x, x.a.y, x.a.z, x.a.w, x.b.x, x.b.y, x.b.z, x.b.w};
+    int set = 0;
+#pragma unroll
+    for (int w = 0; w < 8; ++w) {
+      const uint32_t nibble = (r.bits[0] >> (4 * w)) & 0xFu;
+      const uint32_t ones = (nibble * 0x00204081u) & 0x01010101u;
+      set = __dp4a(static_cast<int>(ones), static_cast<int>(xs[w]), set);
+    }
+    return (r.d * x.d) * (2.0f * static_cast<float>(set) - x.s);
+  }
+};
+template <>
+inline constexpr bool kHasQ8Dot<Q1_0Weights> = true;
+template <>
+inline constexpr bool kReadsQ8K<Q1_0Weights> = false;
 
 }  // namespace sluice::cuda::internal
 

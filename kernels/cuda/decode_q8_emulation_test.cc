@@ -1,10 +1,11 @@
 // The 8-bit decode products (decode_q8.h) run on the CPU through
 // host_emulation.h: the same source nvcc compiles, so a chunk's element
-// layout, the sub-block scales and minimums, Q6_K's offset and the
-// vector's 32-groups are checked on every machine. Against a
+// layout, the sub-block scales and minimums, Q6_K's offset, Q1_0's signs
+// and both vector formats are checked on every machine. Against a
 // double-precision reference from the CPU dequantizer: exact (to float
 // rounding) on vectors that 8 bits represent exactly, and within the
-// quantization bound on any vector.
+// quantization bound on any vector. The block quantizer the kernels run
+// (shuffles over a block's lanes) gives the bytes of the per-group one.
 #include "kernels/cuda/host_emulation.h"  // first: stands in for CUDA
 
 #include <cmath>
@@ -27,26 +28,31 @@ constexpr int kRows = 4;
 
 struct QuantizedVector {
   std::vector<int8_t> q;
-  std::vector<float> d, s16;
+  std::vector<float> d, s;
   int shift;
-  Q8Vector view() const { return {q.data(), d.data(), s16.data(), shift}; }
+  Q8Vector view() const { return {q.data(), d.data(), s.data(), shift}; }
   float step(int64_t i) const { return d[i >> shift]; }
 };
 
-// In groups of 32 (shift 5) or as Q8_K (256, shift 8).
+// As Q8_K (256, shift 8: sums per 16) or Q8_0 (32, shift 5: a sum per group).
 QuantizedVector Quantize(const std::vector<float>& x, int shift) {
   const int64_t n = static_cast<int64_t>(x.size());
   QuantizedVector v{std::vector<int8_t>(n), std::vector<float>(n >> shift),
-                    std::vector<float>(n / 16), shift};
+                    std::vector<float>(shift == kQ8KShift ? n / 16 : n / 32), shift};
   auto at = [&](int64_t e) { return x[e]; };
   for (int g = 0; g < (n >> shift); ++g) {
     if (shift == kQ8KShift) {
-      QuantizeGroupQ8K(at, g, v.q.data(), v.d.data(), v.s16.data());
+      QuantizeGroupQ8K(at, g, v.q.data(), v.d.data(), v.s.data());
     } else {
-      QuantizeGroupQ8(at, g, v.q.data(), v.d.data(), v.s16.data());
+      QuantizeGroupQ8Z(at, g, v.q.data(), v.d.data(), v.s.data());
     }
   }
   return v;
+}
+
+// The vector format the CPU backend (and the kernels) use for type t.
+int ShiftFor(GgmlType t) {
+  return t == GgmlType::kQ8_0 || t == GgmlType::kQ1_0 ? kQ8ZShift : kQ8KShift;
 }
 
 // The row's product with the vector, chunk by chunk as the kernels add it.
@@ -69,14 +75,15 @@ double Q8RowOf(GgmlType t, const uint8_t* row, int64_t cols, const Q8Vector& xv)
     case GgmlType::kQ5_K: return Q8Row<KWeights<true>>(row, cols, xv);
     case GgmlType::kQ6_K: return Q8Row<Q6KWeights>(row, cols, xv);
     case GgmlType::kQ8_0: return Q8Row<Q8_0Weights>(row, cols, xv);
+    case GgmlType::kQ1_0: return Q8Row<Q1_0Weights>(row, cols, xv);
     default: ADD_FAILURE() << "no Q8Dot for " << kernels::TypeName(t); return 0;
   }
 }
 
-class DecodeQ8Test : public ::testing::TestWithParam<std::tuple<GgmlType, int>> {
+class DecodeQ8Test : public ::testing::TestWithParam<GgmlType> {
  protected:
-  GgmlType type() const { return std::get<0>(GetParam()); }
-  int shift() const { return std::get<1>(GetParam()); }
+  GgmlType type() const { return GetParam(); }
+  int shift() const { return ShiftFor(type()); }
   void SetUp() override {
     std::mt19937 rng(17);
     bytes_ = kernels::testing_util::RandomWeights(type(), kRows, kCols, rng);
@@ -102,8 +109,8 @@ class DecodeQ8Test : public ::testing::TestWithParam<std::tuple<GgmlType, int>> 
 };
 
 // x = d_g * k with integers |k| <= 127, one of them -127 per group, d_g a
-// power of two: either quantizer reproduces x exactly, so the 8-bit product
-// must equal the float product up to rounding.
+// power of two (an fp16 value too): either format reproduces x exactly, so
+// the 8-bit product must equal the float product up to rounding.
 TEST_P(DecodeQ8Test, ExactOnVectorsThatEightBitsRepresent) {
   std::mt19937 rng(5);
   std::uniform_int_distribution<int> k(-127, 127), e(-6, 3);
@@ -137,15 +144,20 @@ TEST_P(DecodeQ8Test, WithinTheQuantizationBoundOnAnyVector) {
   std::vector<float> x(kCols);
   for (float& v : x) v = n01(rng);
   const QuantizedVector v = Quantize(x, shift());
+  // Q8_0's scale is rounded to fp16 after the values are (as the CPU
+  // backend's): a value is off by half a step plus |q| times that rounding.
+  auto error = [&](int64_t i) {
+    const double step = std::fabs(v.step(i));
+    return 0.5001 * step + (shift() == kQ8ZShift ? std::abs(v.q[i]) * step * 0x1p-11 : 0.0);
+  };
   for (int64_t i = 0; i < kCols; ++i) {
-    const float step = std::fabs(v.step(i));
-    ASSERT_LE(std::fabs(static_cast<float>(v.q[i]) * v.step(i) - x[i]), 0.5001f * step);
+    ASSERT_LE(std::fabs(static_cast<float>(v.q[i]) * v.step(i) - x[i]), error(i)) << i;
   }
   for (int r = 0; r < kRows; ++r) {
     double dot, abs, bound = 0, wmax = 0;
     Reference(r, x, &dot, &abs);
     for (int64_t i = 0; i < kCols; ++i) wmax = std::fmax(wmax, std::fabs(w_[r * kCols + i]));
-    for (int64_t i = 0; i < kCols; ++i) bound += 2 * wmax * std::fabs(v.step(i)) / 2;
+    for (int64_t i = 0; i < kCols; ++i) bound += 2 * wmax * error(i);
     const double got = Q8RowOf(type(), bytes_.data() + r * row_bytes_, kCols, v.view());
     EXPECT_NEAR(got, dot, bound) << "row " << r;
     // The typical error is far below that bound (random signs).
@@ -164,7 +176,7 @@ TEST(DecodeQ8KTest, SumsAreTheScaledSumsOfTheQuantizedValues) {
   for (int c = 0; c < 32; ++c) {
     int sum = 0;
     for (int i = 0; i < 16; ++i) sum += v.q[16 * c + i];
-    EXPECT_EQ(v.s16[c], v.d[c / 16] * static_cast<float>(sum)) << "chunk " << c;
+    EXPECT_EQ(v.s[c], v.d[c / 16] * static_cast<float>(sum)) << "chunk " << c;
   }
   // The scale is minus the group's extreme over 127: the extreme maps to -127.
   for (int g = 0; g < 2; ++g) {
@@ -176,15 +188,70 @@ TEST(DecodeQ8KTest, SumsAreTheScaledSumsOfTheQuantizedValues) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Types, DecodeQ8Test,
-    ::testing::Combine(::testing::Values(GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,
-                                         GgmlType::kQ8_0),
-                       ::testing::Values(5, kQ8KShift)),
-    [](const auto& info) {
-      return kernels::TypeName(std::get<0>(info.param)) +
-             (std::get<1>(info.param) == kQ8KShift ? "_q8k" : "_g32");
-    });
+// Q8_0's scale is max|x| / 127 rounded to fp16 and its sums are the
+// group's sums of q, as the CPU backend's block_q8_0 and Q1_0's product use.
+TEST(DecodeQ8ZTest, ScaleIsHalfRoundedAndSumsAreOfTheQuantizedValues) {
+  std::vector<float> x(64);
+  for (int i = 0; i < 64; ++i) x[i] = 0.01f * static_cast<float>(i % 17) - 0.07f;
+  x[5] = 0.3f;  // group 0's extreme
+  const QuantizedVector v = Quantize(x, kQ8ZShift);
+  EXPECT_EQ(v.d[0], kernels::Fp16ToF32(kernels::F32ToFp16(0.3f / 127.0f)));
+  EXPECT_NE(v.d[0], 0.3f / 127.0f);  // the rounding is visible at this value
+  EXPECT_EQ(v.q[5], 127);
+  for (int g = 0; g < 2; ++g) {
+    int sum = 0;
+    for (int i = 0; i < 32; ++i) sum += v.q[32 * g + i];
+    EXPECT_EQ(v.s[g], static_cast<float>(sum)) << "group " << g;
+  }
+}
+
+// The block quantizer (a 128-thread block, chunks of 16 over the lanes,
+// shuffles within a group) writes the bytes of the per-group reference in
+// both formats, for several rows, including ties for a group's extreme
+// (the first one wins, sign included) and an all-zero group.
+TEST(DecodeQ8BlockTest, MatchesThePerGroupQuantizers) {
+  constexpr int kVecRows = 3;
+  constexpr int64_t n = 512;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> n01(0.0f, 1.0f);
+  std::vector<float> x(kVecRows * n);
+  for (float& v : x) v = n01(rng);
+  x[10] = 5.0f;
+  x[200] = -5.0f;  // a tie with x[10]: x[10] is first, so iscale = -127/5
+  for (int i = 256; i < 512; ++i) x[i] = 0.0f;  // row 0, group 1: all zero
+  x[n + 300] = -7.0f;
+  x[n + 301] = 7.0f;  // the first of the tie is negative
+  std::vector<uint8_t> kq(kVecRows * Q8KBytes(n), 0xEE), zq(kVecRows * Q8ZBytes(n), 0xEE);
+  emulation::Launch(dim3{1, 1, 1}, 128, [&] {
+    QuantizeBlockQ8([&](int r, int64_t e) { return x[r * n + e]; }, kVecRows, n, kq.data(),
+                    zq.data());
+  });
+  for (int r = 0; r < kVecRows; ++r) {
+    const std::vector<float> row(x.begin() + r * n, x.begin() + (r + 1) * n);
+    const QuantizedVector k = Quantize(row, kQ8KShift), z = Quantize(row, kQ8ZShift);
+    const Q8Vector kv = Q8KAt(kq.data() + r * Q8KBytes(n), n);
+    const Q8Vector zv = Q8ZAt(zq.data() + r * Q8ZBytes(n), n);
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(kv.q[i], k.q[i]) << "row " << r << " Q8_K element " << i;
+      ASSERT_EQ(zv.q[i], z.q[i]) << "row " << r << " Q8_0 element " << i;
+    }
+    for (int g = 0; g < n / 256; ++g) EXPECT_EQ(kv.d[g], k.d[g]) << "row " << r << " group " << g;
+    for (int c = 0; c < n / 16; ++c) EXPECT_EQ(kv.s[c], k.s[c]) << "row " << r << " chunk " << c;
+    for (int g = 0; g < n / 32; ++g) {
+      EXPECT_EQ(zv.d[g], z.d[g]) << "row " << r << " group " << g;
+      EXPECT_EQ(zv.s[g], z.s[g]) << "row " << r << " group " << g;
+    }
+  }
+  EXPECT_EQ(Q8KAt(kq.data(), n).q[10], -127);
+  EXPECT_EQ(Q8KAt(kq.data(), n).q[200], 127);
+  EXPECT_EQ(Q8KAt(kq.data(), n).d[1], 0.0f);
+  EXPECT_EQ(Q8KAt(kq.data() + Q8KBytes(n), n).q[300], -127);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, DecodeQ8Test,
+                         ::testing::Values(GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,
+                                           GgmlType::kQ8_0, GgmlType::kQ1_0),
+                         [](const auto& info) { return kernels::TypeName(info.param); });
 
 }  // namespace
 }  // namespace sluice::cuda::internal

@@ -29,6 +29,7 @@
 #include "kernels/cpu/dequant.h"
 
 #define __device__
+#define __host__
 #define __global__
 #define __forceinline__ inline
 #define __launch_bounds__(n)
@@ -67,6 +68,8 @@ inline uint32_t __byte_perm(uint32_t x, uint32_t y, uint32_t s) {
 }
 inline __half __ushort_as_half(unsigned short u) { return {u}; }
 inline float __half2float(__half h) { return sluice::kernels::Fp16ToF32(h.bits); }
+inline __half __float2half_rn(float f) { return {sluice::kernels::F32ToFp16(f)}; }
+inline uint4 make_uint4(uint32_t x, uint32_t y, uint32_t z, uint32_t w) { return {x, y, z, w}; }
 // Rounded, never fused: volatile keeps the compiler from contracting.
 inline float __fmul_rn(float a, float b) {
   volatile float r = a * b;
