@@ -37,7 +37,13 @@ namespace {
 using v1::SupervisorMessage;
 using v1::WorkerMessage;
 
-void Log(const std::string& line) { std::cerr << "sluice-worker: " << line << std::endl; }
+// One write per line: the worker shares stderr with the supervisor, whose
+// lines (load progress) would otherwise land between the pieces of one.
+void Log(const std::string& line) {
+  const std::string whole = absl::StrCat("sluice-worker: ", line, "\n");
+  std::cerr.flush();
+  (void)!write(STDERR_FILENO, whole.data(), whole.size());
+}
 
 
 // The backend's device memory by kind (nothing for the CPU backend). While
