@@ -421,9 +421,6 @@ __global__ void __launch_bounds__(kProjThreads, 4) DecodeProjectKernel(const Pro
   extern __shared__ float xs[];
   const DecodeProjection& p = a.p;
   const int b = blockIdx.x;
-  int mi = 0;
-  while (mi + 1 < p.n_matrices && b >= a.block_start[mi + 1]) ++mi;
-  const DecodeMatrix& m = p.m[mi];
   LoadInput(p.in, xs, scratch);
   // Past the input vector and the router's probabilities.
   uint8_t* q8 = nullptr;
@@ -434,6 +431,9 @@ __global__ void __launch_bounds__(kProjThreads, 4) DecodeProjectKernel(const Pro
     __syncthreads();
   }
   const Q8Input xv = Q8InputAt(q8, 1, 0, p.in.n, a.q8);
+  int mi = 0;
+  while (mi + 1 < p.n_matrices && b >= a.block_start[mi + 1]) ++mi;
+  const DecodeMatrix& m = p.m[mi];
   WithType(m.type, [&](auto tag) {
     ProjectRows<typename decltype(tag)::type>(m, p.in.n, a.lanes, b - a.block_start[mi], xs, xv);
   });
@@ -504,10 +504,10 @@ __device__ __forceinline__ void GateUpLoop(const DecodeExperts& e, int L, int ro
 }
 
 // Routed experts, gate and up: blocks stride over (row block of ff,
-// expert slot) pairs (about one wave of blocks, each paying the input's
-// load and quantization once; see DecodeBlocks). Gate and up of one type (the usual case) share their
-// loads; otherwise the up type must be one of the common pairings below
-// (the host checks DecodeExpertsSupported).
+// expert slot) pairs (at most DecodeBlocks, each paying the input's load
+// and quantization once). Gate and up of one type (the usual case) share
+// their loads; otherwise the up type must be one of the common pairings
+// below (the host checks DecodeExpertsSupported).
 __global__ void __launch_bounds__(kProjThreads, 3) GateUpKernel(const DecodeExperts e, int L,
                                                                 int row_blocks, int q8_formats) {
   extern __shared__ float xs[];
@@ -911,7 +911,6 @@ void DecodeProject(const DecodeProjection& p, Stream stream) {
   }
   a.block_start[p.n_matrices] = blocks;
   if (blocks == 0) return;
-
   const int64_t probs = p.topk.k > 0 ? p.m[0].rows : 0;
   int types[kMaxDecodeMatrices];
   for (int i = 0; i < p.n_matrices; ++i) types[i] = p.m[i].type;

@@ -29,14 +29,13 @@
 
 namespace sluice::cuda::internal {
 
-// A quantized vector: q[n] int8, one scale per group of 1 << shift
-// elements (d), and the sums s: Q8_K d * sum(q) per 16 elements, Q8_0
+// A quantized vector: q[n] int8, one scale per group (d: 256 elements for
+// Q8_K, 32 for Q8_0), and the sums s: Q8_K d * sum(q) per 16 elements, Q8_0
 // sum(q) per group. q null: none.
 struct Q8Vector {
   const int8_t* q;
   const float* d;
   const float* s;
-  int shift;
 };
 
 constexpr int kQ8KShift = 8;
@@ -56,17 +55,25 @@ struct Q8Input {
 // scales padded to a multiple of 4), a multiple of 16 when n is a multiple
 // of 256 (Q8_K) or 32 (Q8_0).
 __host__ __device__ inline int64_t Q8KScales(int64_t n) { return (n / 256 + 3) / 4 * 4; }
+__host__ __device__ inline int64_t Q8ZGroups(int64_t n) { return (n / 32 + 3) / 4 * 4; }
 __host__ __device__ inline int64_t Q8KBytes(int64_t n) { return n + Q8KScales(n) * 4 + n / 16 * 4; }
-__host__ __device__ inline int64_t Q8ZBytes(int64_t n) { return n + (n / 32 + 3) / 4 * 4 * 8; }
+__host__ __device__ inline int64_t Q8ZBytes(int64_t n) { return n + Q8ZGroups(n) * 8; }
+
+// The scales and sums of a vector of either format at base.
+__device__ __forceinline__ float* Q8KSums(uint8_t* base, int64_t n) {
+  return reinterpret_cast<float*>(base + n) + Q8KScales(n);
+}
+__device__ __forceinline__ float* Q8ZSums(uint8_t* base, int64_t n) {
+  return reinterpret_cast<float*>(base + n) + Q8ZGroups(n);
+}
 
 __device__ __forceinline__ Q8Vector Q8KAt(const uint8_t* base, int64_t n) {
   return {reinterpret_cast<const int8_t*>(base), reinterpret_cast<const float*>(base + n),
-          reinterpret_cast<const float*>(base + n + Q8KScales(n) * 4), kQ8KShift};
+          Q8KSums(const_cast<uint8_t*>(base), n)};
 }
 __device__ __forceinline__ Q8Vector Q8ZAt(const uint8_t* base, int64_t n) {
-  const int64_t groups = (n / 32 + 3) / 4 * 4;
   return {reinterpret_cast<const int8_t*>(base), reinterpret_cast<const float*>(base + n),
-          reinterpret_cast<const float*>(base + n + groups * 4), kQ8ZShift};
+          Q8ZSums(const_cast<uint8_t*>(base), n)};
 }
 
 // ---- one group at a time (the reference the tests compare with) ----------
@@ -171,7 +178,7 @@ __device__ void QuantizeBlockQ8(At at, int rows, int64_t n, uint8_t* kq, uint8_t
         uint8_t* base = kq + row * Q8KBytes(n);
         *reinterpret_cast<uint4*>(base + 16 * cc) =
             make_uint4(PackBytes(q, 0), PackBytes(q, 1), PackBytes(q, 2), PackBytes(q, 3));
-        reinterpret_cast<float*>(base + n + Q8KScales(n) * 4)[cc] = d * static_cast<float>(sum);
+        Q8KSums(base, n)[cc] = d * static_cast<float>(sum);
         if ((cc & 15) == 0) reinterpret_cast<float*>(base + n)[cc >> 4] = d;
       }
     }
@@ -191,12 +198,11 @@ __device__ void QuantizeBlockQ8(At at, int rows, int64_t n, uint8_t* kq, uint8_t
           static_cast<float>(sum) + __shfl_xor_sync(0xffffffffu, static_cast<float>(sum), 1);
       if (active) {
         uint8_t* base = zq + row * Q8ZBytes(n);
-        const Q8Vector z = Q8ZAt(base, n);
         *reinterpret_cast<uint4*>(base + 16 * cc) =
             make_uint4(PackBytes(q, 0), PackBytes(q, 1), PackBytes(q, 2), PackBytes(q, 3));
         if ((cc & 1) == 0) {
-          const_cast<float*>(z.d)[cc >> 1] = RoundToHalf(amax / 127.0f);
-          const_cast<float*>(z.s)[cc >> 1] = total_sum;
+          reinterpret_cast<float*>(base + n)[cc >> 1] = RoundToHalf(amax / 127.0f);
+          Q8ZSums(base, n)[cc >> 1] = total_sum;
         }
       }
     }
@@ -223,8 +229,9 @@ inline constexpr bool kReadsQ8K = true;
 // The vector of Q8Input that products of T read (q null: none).
 template <class T>
 __device__ __forceinline__ Q8Vector Q8For(const Q8Input& in) {
-  if (kReadsQ8K<T>) return in.k != nullptr ? Q8KAt(in.k, in.n) : Q8Vector{nullptr, nullptr, nullptr, 0};
-  return in.z != nullptr ? Q8ZAt(in.z, in.n) : Q8Vector{nullptr, nullptr, nullptr, 0};
+  const uint8_t* base = kReadsQ8K<T> ? in.k : in.z;
+  if (base == nullptr) return {nullptr, nullptr, nullptr};
+  return kReadsQ8K<T> ? Q8KAt(base, in.n) : Q8ZAt(base, in.n);
 }
 
 // Q4_K / Q5_K: chunk c is elements e = 256 (c / 8) + 64 p + l0 + [0, 16)
@@ -343,14 +350,11 @@ inline constexpr bool kReadsQ8K<Q8_0Weights> = false;
 // meets four q in one dp4a.
 template <>
 struct Q8Dot<Q1_0Weights> {
-  struct X {
-    uint4 a, b;
-    float d, s;
+  struct X : Q8Dot<Q8_0Weights>::X {
+    float s;
   };
   __device__ static void Load(const Q8Vector& v, int64_t c, X& x) {
-    x.a = LoadQ16(v.q + 32 * c);
-    x.b = LoadQ16(v.q + 32 * c + 16);
-    x.d = v.d[c];
+    Q8Dot<Q8_0Weights>::Load(v, c, x);
     x.s = v.s[c];
   }
   __device__ static float Dot(const Q1_0Weights::Raw& r, const X& x) {

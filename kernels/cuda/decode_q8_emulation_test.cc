@@ -30,7 +30,7 @@ struct QuantizedVector {
   std::vector<int8_t> q;
   std::vector<float> d, s;
   int shift;
-  Q8Vector view() const { return {q.data(), d.data(), s.data(), shift}; }
+  Q8Vector view() const { return {q.data(), d.data(), s.data()}; }
   float step(int64_t i) const { return d[i >> shift]; }
 };
 
