@@ -114,7 +114,7 @@ __device__ __forceinline__ float Dot4(float4 w, float4 x, float acc) {
 // acc[m][r] += rows rp[m][r] . xs over `cols` columns, this lane's chunks
 // (sub, sub + L, ...). NM matrices of one type, R rows each; every load of
 // two rounds of chunks is issued before the first is used.
-template <class T, int NM, int R>
+template <class T, int NM, int R, class M = GlobalMem>
 __device__ __forceinline__ void DotRows(const uint8_t* const (&rp)[NM][R], int64_t cols,
                                         const float* xs, int sub, int L, float (&acc)[NM][R]) {
   constexpr int kU = sizeof(typename T::Raw) * NM * R <= 160 ? 2 : 1;
@@ -128,7 +128,7 @@ __device__ __forceinline__ void DotRows(const uint8_t* const (&rp)[NM][R], int64
 #pragma unroll
         for (int m = 0; m < NM; ++m) {
 #pragma unroll
-          for (int r = 0; r < R; ++r) T::Load(rp[m][r], c0 + u * L, raw[u][m][r]);
+          for (int r = 0; r < R; ++r) T::template Load<M>(rp[m][r], c0 + u * L, raw[u][m][r]);
         }
       }
     }
@@ -153,7 +153,7 @@ __device__ __forceinline__ void DotRows(const uint8_t* const (&rp)[NM][R], int64
 #pragma unroll
       for (int m = 0; m < NM; ++m) {
 #pragma unroll
-        for (int r = 0; r < R; ++r) acc[m][r] = fmaf(T::Elem(rp[m][r], c), xv, acc[m][r]);
+        for (int r = 0; r < R; ++r) acc[m][r] = fmaf(T::template Elem<M>(rp[m][r], c), xv, acc[m][r]);
       }
     }
   }
@@ -166,7 +166,7 @@ __device__ __forceinline__ void DotRows(const uint8_t* const (&rp)[NM][R], int64
 // arithmetic, is what an unrolled body costs (instruction fetch was a third
 // of the float path's stalls under ncu). Measured on the H200: two chunk
 // steps per round made bench35's products 10-60% slower (2026-12-02).
-template <class T, int NM, int R>
+template <class T, int NM, int R, class M = GlobalMem>
 __device__ __forceinline__ void DotRowsQ8(const uint8_t* const (&rp)[NM][R], int64_t cols,
                                           const Q8Vector& xv, int sub, int L,
                                           float (&acc)[NM][R]) {
@@ -177,7 +177,7 @@ __device__ __forceinline__ void DotRowsQ8(const uint8_t* const (&rp)[NM][R], int
 #pragma unroll
     for (int m = 0; m < NM; ++m) {
 #pragma unroll
-      for (int r = 0; r < R; ++r) T::Load(rp[m][r], c, raw[m][r]);
+      for (int r = 0; r < R; ++r) T::template Load<M>(rp[m][r], c, raw[m][r]);
     }
     typename Q8Dot<T>::X x;
     Q8Dot<T>::Load(xv, c, x);
@@ -197,7 +197,7 @@ __device__ __forceinline__ float GroupSum(float v, int L) {
 
 // Rows row0.. of one matrix (or a pair) of type T against xs: the R sums
 // per matrix, complete in every lane of the group.
-template <class T, int NM, int R>
+template <class T, int NM, int R, class M = GlobalMem>
 __device__ __forceinline__ void RowSumsT(const uint8_t* const (&base)[NM], int64_t rows,
                                          int64_t row0, int64_t cols, const float* xs,
                                          const Q8Input& xv, int sub, int L,
@@ -218,12 +218,12 @@ __device__ __forceinline__ void RowSumsT(const uint8_t* const (&base)[NM], int64
   if constexpr (kHasQ8Dot<T>) {
     const Q8Vector v = Q8For<T>(xv);
     if (v.q != nullptr) {
-      DotRowsQ8<T, NM, R>(rp, cols, v, sub, L, acc);
+      DotRowsQ8<T, NM, R, M>(rp, cols, v, sub, L, acc);
     } else {
-      DotRows<T, NM, R>(rp, cols, xs, sub, L, acc);
+      DotRows<T, NM, R, M>(rp, cols, xs, sub, L, acc);
     }
   } else {
-    DotRows<T, NM, R>(rp, cols, xs, sub, L, acc);
+    DotRows<T, NM, R, M>(rp, cols, xs, sub, L, acc);
   }
 #pragma unroll
   for (int m = 0; m < NM; ++m) {
@@ -452,6 +452,193 @@ __global__ void __launch_bounds__(kProjThreads, 4) DecodeProjectKernel(const Pro
                   p.topk.paired_ids, probs);
   }
   if (threadIdx.x == 0) *p.topk.counter = 0;
+}
+
+// ---- projections streamed through shared memory -----------------------------
+//
+// The same products as DecodeProjectKernel, bit for bit (each row is summed
+// by the same lanes in the same order), by at most two blocks per SM that
+// each stride over row blocks ("tiles"). A block asks for its next
+// kStreamStages - 1 tiles' weight bytes with cp.async before it loads, norms
+// and quantizes the input, so the HBM reads overlap that prologue and each
+// other; DecodeProjectKernel's blocks each pay the prologue before their
+// rows' round trip, in several waves.
+
+constexpr int kStreamBlocksPerSm = 2;
+constexpr int64_t kStreamSmemPerBlock = 110 * 1024;
+
+__device__ __forceinline__ uint64_t EvictFirstPolicy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+
+// 16 bytes from global src to shared dst, asynchronously (weights read once:
+// evict first in L2, as the other decode kernels load them).
+__device__ __forceinline__ void CopyAsync16(void* dst, const void* src, uint64_t policy) {
+  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(d), "l"(src),
+               "l"(policy)
+               : "memory");
+}
+__device__ __forceinline__ void CommitAsync() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void WaitAsync() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+struct StreamLaunch {
+  ProjectLaunch a;
+  int64_t vec_bytes;    // shared bytes before the stages: input, probabilities, 8-bit vectors
+  int64_t stage_bytes;  // one stage: the largest tile, a multiple of 16
+  int rows_per_tile;
+};
+
+// The matrix of tile t and its rows [r0, r0 + nr).
+__device__ __forceinline__ int TileMatrix(const ProjectLaunch& a, int t) {
+  int mi = 0;
+  while (mi + 1 < a.p.n_matrices && t >= a.block_start[mi + 1]) ++mi;
+  return mi;
+}
+
+// Rows of one tile (in shared memory at w, and up for a pair) of type T
+// against the 8-bit vector xv, into y[r0..] (the lanes and order of
+// RowSumsT's 8-bit path, so the bits of DecodeProjectKernel).
+template <class T>
+__device__ __forceinline__ void StreamRows(float* y, int64_t cols, int L, int64_t r0, int nr,
+                                           const uint8_t* w, const uint8_t* up,
+                                           const Q8Vector& xv) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int groups = 32 / L, sub = lane & (L - 1);
+  const int warp_row0 = warp * groups * kR;
+  if (warp_row0 >= nr) return;
+  const int row0 = warp_row0 + (lane / L) * kR;
+  const int64_t rb = RowBytesOf(TypeOf<T>(), cols);
+  auto rows = [&](auto pair) {
+    constexpr int NM = decltype(pair)::value ? 2 : 1;
+    const uint8_t* rp[NM][kR];
+    float acc[NM][kR];
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      // Rows past the tile re-read its last row (never stored), so no lane
+      // leaves the shuffles.
+      const int row = row0 + r < nr ? row0 + r : nr - 1;
+      rp[0][r] = w + row * rb;
+      if constexpr (NM == 2) rp[1][r] = up + row * rb;
+#pragma unroll
+      for (int m = 0; m < NM; ++m) acc[m][r] = 0.0f;
+    }
+    DotRowsQ8<T, NM, kR, SharedMem>(rp, cols, xv, sub, L, acc);
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      float v = GroupSum(acc[0][r], L);
+      if constexpr (NM == 2) v = SiluF(v) * GroupSum(acc[1][r], L);
+      if (sub == r % L && row0 + r < nr) y[r0 + row0 + r] = v;
+    }
+  };
+  if (up != nullptr) {
+    rows(std::true_type{});
+  } else {
+    rows(std::false_type{});
+  }
+}
+
+// WithType over the types that have an 8-bit product (the streamed ones).
+template <class Fn>
+__device__ __forceinline__ void WithQ8Type(int type, Fn&& fn) {
+  switch (type) {
+    case kQ8_0: fn(Tag<Q8_0Weights>{}); break;
+    case kQ1_0: fn(Tag<Q1_0Weights>{}); break;
+    case kQ4_K: fn(Tag<KWeights<false>>{}); break;
+    case kQ5_K: fn(Tag<KWeights<true>>{}); break;
+    case kQ6_K: fn(Tag<Q6KWeights>{}); break;
+    default: break;
+  }
+}
+
+template <int kStages>
+__global__ void __launch_bounds__(kProjThreads, kStreamBlocksPerSm)
+    StreamProjectKernel(const __grid_constant__ StreamLaunch s) {
+  __shared__ double scratch[32];
+  __shared__ int last;
+  extern __shared__ __align__(16) float xs[];
+  const ProjectLaunch& a = s.a;
+  const DecodeProjection& p = a.p;
+  const int tiles = a.block_start[p.n_matrices];
+  uint8_t* stages = reinterpret_cast<uint8_t*>(xs) + s.vec_bytes;
+  const uint64_t policy = EvictFirstPolicy();
+  // The block's i-th tile into stage i % kStages (a group either way, so
+  // that the waits below count whole tiles).
+  auto issue = [&](int i) {
+    const int t = blockIdx.x + i * gridDim.x;
+    if (t < tiles) {
+      const int mi = TileMatrix(a, t);
+      const DecodeMatrix& m = p.m[mi];
+      const int64_t rb = RowBytesOf(m.type, p.in.n);
+      const int64_t r0 = static_cast<int64_t>(t - a.block_start[mi]) * s.rows_per_tile;
+      const int64_t nr = m.rows - r0 < s.rows_per_tile ? m.rows - r0 : s.rows_per_tile;
+      const int64_t bytes = nr * rb;
+      uint8_t* dst = stages + (i % kStages) * s.stage_bytes;
+      const uint8_t* w = static_cast<const uint8_t*>(m.w) + r0 * rb;
+      for (int64_t off = 16 * threadIdx.x; off < bytes; off += 16 * blockDim.x) {
+        CopyAsync16(dst + off, w + off, policy);
+      }
+      if (m.up != nullptr) {
+        const uint8_t* u = static_cast<const uint8_t*>(m.up) + r0 * rb;
+        for (int64_t off = 16 * threadIdx.x; off < bytes; off += 16 * blockDim.x) {
+          CopyAsync16(dst + bytes + off, u + off, policy);
+        }
+      }
+    }
+    CommitAsync();
+  };
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) issue(i);
+  LoadInput(p.in, xs, scratch);
+  uint8_t* q8 = nullptr;
+  if (a.q8 != 0) {
+    q8 = reinterpret_cast<uint8_t*>(
+        xs + Q8Offset(PaddedFloats(p.in.n) + (p.topk.k > 0 ? p.m[0].rows : 0)));
+    QuantizeRows(xs, 1, p.in.n, 0, q8, a.q8);
+    __syncthreads();
+  }
+  const Q8Input xv = Q8InputAt(q8, 1, 0, p.in.n, a.q8);
+#pragma unroll 1
+  for (int i = 0; blockIdx.x + i * gridDim.x < tiles; ++i) {
+    issue(i + kStages - 1);
+    WaitAsync<kStages - 1>();
+    __syncthreads();
+    const int t = blockIdx.x + i * gridDim.x;
+    const int mi = TileMatrix(a, t);
+    const DecodeMatrix& m = p.m[mi];
+    const int64_t rb = RowBytesOf(m.type, p.in.n);
+    const int64_t r0 = static_cast<int64_t>(t - a.block_start[mi]) * s.rows_per_tile;
+    const int nr = static_cast<int>(m.rows - r0 < s.rows_per_tile ? m.rows - r0 : s.rows_per_tile);
+    const uint8_t* w = stages + (i % kStages) * s.stage_bytes;
+    const uint8_t* up = m.up != nullptr ? w + nr * rb : nullptr;
+    WithQ8Type(m.type, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      StreamRows<T>(m.y, p.in.n, a.lanes, r0, nr, w, up, Q8For<T>(xv));
+    });
+    __syncthreads();  // the stage is refilled by the next round's issue
+    if (mi == 0 && p.topk.k > 0) {
+      if (threadIdx.x == 0) {
+        __threadfence();
+        last = atomicAdd(p.topk.counter, 1) == a.block_start[1] - 1;
+      }
+      __syncthreads();
+      if (last) {
+        __threadfence();
+        float* probs = xs + PaddedFloats(p.in.n);
+        if (threadIdx.x < 32) {
+          RouteOneToken(m.y, static_cast<int>(m.rows), p.topk.k, p.topk.ids, p.topk.weights,
+                        p.topk.paired_ids, probs);
+        }
+        if (threadIdx.x == 0) *p.topk.counter = 0;
+      }
+    }
+  }
+  WaitAsync<0>();
 }
 
 // One expert slot's gate and up rows row0.. (types G and U).
@@ -864,6 +1051,9 @@ int Q8Formats(const int* types, int n_types, int64_t n) {
 // SLUICE_CUDA_DECODE_BLOCKS_PER_SM overrides it for measurements, 0 meaning
 // one block a pair.
 int g_resident_blocks = 0;
+// Blocks of a streamed projection (StreamProjectKernel): kStreamBlocksPerSm
+// per SM, set at PrepareDecodeKernels.
+int g_stream_grid = 0;
 int DecodeBlocks(int row_blocks) {
   return g_resident_blocks > 0 && row_blocks > g_resident_blocks ? g_resident_blocks : row_blocks;
 }
@@ -886,6 +1076,9 @@ void PrepareDecodeKernels() {
   const char* per_sm = std::getenv("SLUICE_CUDA_DECODE_BLOCKS_PER_SM");
   g_resident_blocks = sms * (per_sm != nullptr ? std::atoi(per_sm) : 2);
   AllowSmem(DecodeProjectKernel);
+  AllowSmem(StreamProjectKernel<3>);
+  AllowSmem(StreamProjectKernel<4>);
+  g_stream_grid = sms * kStreamBlocksPerSm;
   AllowSmem(GateUpKernel);
   AllowSmem(DownKernel);
   AllowSmem(AttendSplitKernel<2>);
@@ -895,8 +1088,13 @@ void PrepareDecodeKernels() {
 
 int DecodeMaxCols() { return 16384; }
 
-void DecodeProject(const DecodeProjection& p, Stream stream) {
-  ProjectLaunch a;
+namespace {
+
+// DecodeProjectKernel's launch of p: row blocks, lanes, 8-bit formats and
+// shared bytes; false: no rows.
+bool PlanProject(const DecodeProjection& p, ProjectLaunch* out, int64_t* rows_per_block,
+                 size_t* smem) {
+  ProjectLaunch& a = *out;
   a.p = p;
   a.lanes = 32;
   int blocks = 0;
@@ -904,21 +1102,83 @@ void DecodeProject(const DecodeProjection& p, Stream stream) {
     const int L = LanesFor(p.in.n, p.m[i].type);
     a.lanes = i == 0 ? L : (L < a.lanes ? L : a.lanes);
   }
-  const int64_t rows_per_block = (kProjThreads / 32) * (32 / a.lanes) * kR;
+  *rows_per_block = (kProjThreads / 32) * (32 / a.lanes) * kR;
   for (int i = 0; i < p.n_matrices; ++i) {
     a.block_start[i] = blocks;
-    blocks += static_cast<int>((p.m[i].rows + rows_per_block - 1) / rows_per_block);
+    blocks += static_cast<int>((p.m[i].rows + *rows_per_block - 1) / *rows_per_block);
   }
   a.block_start[p.n_matrices] = blocks;
-  if (blocks == 0) return;
+  if (blocks == 0) return false;
   const int64_t probs = p.topk.k > 0 ? p.m[0].rows : 0;
   int types[kMaxDecodeMatrices];
   for (int i = 0; i < p.n_matrices; ++i) types[i] = p.m[i].type;
   a.q8 = Q8Formats(types, p.n_matrices, p.in.n);
-  const size_t smem = a.q8 != 0 ? Q8Offset(PaddedFloats(p.in.n) + probs) * sizeof(float) +
-                                      Q8Bytes(a.q8, p.in.n)
-                                : (PaddedFloats(p.in.n) + probs) * sizeof(float);
-  DecodeProjectKernel<<<blocks, kProjThreads, smem, stream>>>(a);
+  *smem = a.q8 != 0 ? Q8Offset(PaddedFloats(p.in.n) + probs) * sizeof(float) +
+                          Q8Bytes(a.q8, p.in.n)
+                    : (PaddedFloats(p.in.n) + probs) * sizeof(float);
+  return true;
+}
+
+// The streamed launch of a's products (StreamProjectKernel), in *s with its
+// stage count, when every matrix takes the 8-bit path, its tiles fit the
+// stages (rows a multiple of 16 bytes, 16-byte aligned matrices) and
+// SLUICE_CUDA_STREAM_PROJECT is not "0" (read at every call, so a test can
+// compare both kernels); 0: not streamed.
+int PlanStream(const ProjectLaunch& a, int64_t rows_per_tile, int64_t vec_bytes,
+               StreamLaunch* s) {
+  const char* env = std::getenv("SLUICE_CUDA_STREAM_PROJECT");
+  if ((env != nullptr && std::string(env) == "0") || g_stream_grid == 0) return 0;
+  s->a = a;
+  s->rows_per_tile = static_cast<int>(rows_per_tile);
+  s->vec_bytes = (vec_bytes + 127) / 128 * 128;
+  s->stage_bytes = 0;
+  for (int i = 0; i < a.p.n_matrices; ++i) {
+    const DecodeMatrix& m = a.p.m[i];
+    const int64_t rb = RowBytesOf(m.type, a.p.in.n);
+    if (Q8FormatOf(m.type, a.p.in.n) == 0 || rb % 16 != 0 ||
+        reinterpret_cast<uintptr_t>(m.w) % 16 != 0 ||
+        reinterpret_cast<uintptr_t>(m.up) % 16 != 0) {
+      return 0;
+    }
+    const int64_t tile = rows_per_tile * rb * (m.up != nullptr ? 2 : 1);
+    if (tile > s->stage_bytes) s->stage_bytes = tile;
+  }
+  for (int stages = 4; stages >= 3; --stages) {
+    if (s->vec_bytes + stages * s->stage_bytes <= kStreamSmemPerBlock) return stages;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void DecodeProject(const DecodeProjection& p, Stream stream) {
+  ProjectLaunch a;
+  int64_t rows_per_block = 0;
+  size_t smem = 0;
+  if (!PlanProject(p, &a, &rows_per_block, &smem)) return;
+  const int blocks = a.block_start[p.n_matrices];
+  StreamLaunch s;
+  const int stages = PlanStream(a, rows_per_block, static_cast<int64_t>(smem), &s);
+  if (stages == 0) {
+    DecodeProjectKernel<<<blocks, kProjThreads, smem, stream>>>(a);
+    return;
+  }
+  const int grid = blocks < g_stream_grid ? blocks : g_stream_grid;
+  const size_t stream_smem = s.vec_bytes + stages * s.stage_bytes;
+  if (stages == 4) {
+    StreamProjectKernel<4><<<grid, kProjThreads, stream_smem, stream>>>(s);
+  } else {
+    StreamProjectKernel<3><<<grid, kProjThreads, stream_smem, stream>>>(s);
+  }
+}
+
+bool DecodeProjectStreamed(const DecodeProjection& p) {
+  ProjectLaunch a;
+  int64_t rows_per_block = 0;
+  size_t smem = 0;
+  if (!PlanProject(p, &a, &rows_per_block, &smem)) return false;
+  StreamLaunch s;
+  return PlanStream(a, rows_per_block, static_cast<int64_t>(smem), &s) != 0;
 }
 
 bool DecodeExpertsSupported(int k, bool shared, int64_t ff, int64_t n_embd) {

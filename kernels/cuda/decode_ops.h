@@ -91,6 +91,13 @@ struct DecodeProjection {
 
 void DecodeProject(const DecodeProjection& p, Stream stream);
 
+// Whether DecodeProject(p) streams the weights through shared memory
+// (every matrix of a type with an 8-bit product, its rows a multiple of 16
+// bytes, 16-byte aligned, a row block within the stages;
+// SLUICE_CUDA_STREAM_PROJECT=0: never), with the same bits as the kernel it
+// uses otherwise. Call after PrepareDecodeKernels.
+bool DecodeProjectStreamed(const DecodeProjection& p);
+
 // The routed experts of one token (and the shared expert's down half).
 struct DecodeExperts {
   int k = 0;

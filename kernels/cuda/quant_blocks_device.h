@@ -50,21 +50,38 @@ __device__ __forceinline__ float HalfBits(uint32_t h) {
 #define SLUICE_WEIGHT_LOAD(p) __ldg(p)
 #endif
 
+// Where the readers' bytes are: global memory (loaded with
+// SLUICE_WEIGHT_LOAD) or shared memory (a plain load; the decode kernels
+// that stream weights into shared memory first).
+struct GlobalMem {
+  template <class V>
+  __device__ static V Load(const V* p) {
+    return SLUICE_WEIGHT_LOAD(p);
+  }
+};
+struct SharedMem {
+  template <class V>
+  __device__ static V Load(const V* p) {
+    return *p;
+  }
+};
+
+template <class M = GlobalMem>
 __device__ __forceinline__ uint32_t LoadU16(const uint8_t* p) {
-  return SLUICE_WEIGHT_LOAD(reinterpret_cast<const unsigned short*>(p));
+  return M::Load(reinterpret_cast<const unsigned short*>(p));
 }
 
 // N little-endian 32-bit words from p (p even). The widest load the address
 // allows: rows of Q4_K/Q5_K/F16/F32 in cudaMalloc'd or GGUF-aligned memory
 // take the 16-byte path; Q8_0, Q6_K and Q1_0 blocks are only 2-byte aligned.
-template <int N>
+template <int N, class M = GlobalMem>
 __device__ __forceinline__ void LoadWords(const uint8_t* p, uint32_t (&w)[N]) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   if constexpr (N % 4 == 0) {
     if ((a & 15) == 0) {
 #pragma unroll
       for (int i = 0; i < N / 4; ++i) {
-        const uint4 v = SLUICE_WEIGHT_LOAD(reinterpret_cast<const uint4*>(p) + i);
+        const uint4 v = M::Load(reinterpret_cast<const uint4*>(p) + i);
         w[4 * i] = v.x;
         w[4 * i + 1] = v.y;
         w[4 * i + 2] = v.z;
@@ -77,7 +94,7 @@ __device__ __forceinline__ void LoadWords(const uint8_t* p, uint32_t (&w)[N]) {
     if ((a & 7) == 0) {
 #pragma unroll
       for (int i = 0; i < N / 2; ++i) {
-        const uint2 v = SLUICE_WEIGHT_LOAD(reinterpret_cast<const uint2*>(p) + i);
+        const uint2 v = M::Load(reinterpret_cast<const uint2*>(p) + i);
         w[2 * i] = v.x;
         w[2 * i + 1] = v.y;
       }
@@ -86,11 +103,11 @@ __device__ __forceinline__ void LoadWords(const uint8_t* p, uint32_t (&w)[N]) {
   }
   if ((a & 3) == 0) {
 #pragma unroll
-    for (int i = 0; i < N; ++i) w[i] = SLUICE_WEIGHT_LOAD(reinterpret_cast<const uint32_t*>(p) + i);
+    for (int i = 0; i < N; ++i) w[i] = M::Load(reinterpret_cast<const uint32_t*>(p) + i);
     return;
   }
 #pragma unroll
-  for (int i = 0; i < N; ++i) w[i] = LoadU16(p + 4 * i) | (LoadU16(p + 4 * i + 2) << 16);
+  for (int i = 0; i < N; ++i) w[i] = LoadU16<M>(p + 4 * i) | (LoadU16<M>(p + 4 * i + 2) << 16);
 }
 
 __device__ __forceinline__ uint32_t ByteOf(uint32_t w, int i) { return (w >> (8 * i)) & 0xFF; }
@@ -112,16 +129,18 @@ struct F32Weights {
   struct Raw {
     uint32_t w[16];
   };
+  template <class M = GlobalMem>
   __device__ static void Load(const uint8_t* row, int64_t c, Raw& r) {
-    LoadWords<16>(row + c * 64, r.w);
+    LoadWords<16, M>(row + c * 64, r.w);
   }
   __device__ static int64_t Col(int64_t c, int g) { return c * 16 + 4 * g; }
   __device__ static float4 Decode(const Raw& r, int g) {
     return make_float4(__uint_as_float(r.w[4 * g]), __uint_as_float(r.w[4 * g + 1]),
                        __uint_as_float(r.w[4 * g + 2]), __uint_as_float(r.w[4 * g + 3]));
   }
+  template <class M = GlobalMem>
   __device__ static float Elem(const uint8_t* row, int64_t c) {
-    return __uint_as_float(LoadU16(row + 4 * c) | (LoadU16(row + 4 * c + 2) << 16));
+    return __uint_as_float(LoadU16<M>(row + 4 * c) | (LoadU16<M>(row + 4 * c + 2) << 16));
   }
 };
 
@@ -136,15 +155,19 @@ struct HalfWeights {
   __device__ static float Widen(uint32_t h) {
     return kBf16 ? __uint_as_float((h & 0xFFFF) << 16) : HalfBits(h);
   }
+  template <class M = GlobalMem>
   __device__ static void Load(const uint8_t* row, int64_t c, Raw& r) {
-    LoadWords<16>(row + c * 64, r.w);
+    LoadWords<16, M>(row + c * 64, r.w);
   }
   __device__ static int64_t Col(int64_t c, int g) { return c * 32 + 4 * g; }
   __device__ static float4 Decode(const Raw& r, int g) {
     const uint32_t a = r.w[2 * g], b = r.w[2 * g + 1];
     return make_float4(Widen(a), Widen(a >> 16), Widen(b), Widen(b >> 16));
   }
-  __device__ static float Elem(const uint8_t* row, int64_t c) { return Widen(LoadU16(row + 2 * c)); }
+  template <class M = GlobalMem>
+  __device__ static float Elem(const uint8_t* row, int64_t c) {
+    return Widen(LoadU16<M>(row + 2 * c));
+  }
 };
 
 // ---- quantized types (no tail: a row is whole blocks) ---------------------
@@ -157,10 +180,11 @@ struct Q8_0Weights {
     uint32_t q[8];
     float d;
   };
+  template <class M = GlobalMem>
   __device__ static void Load(const uint8_t* row, int64_t c, Raw& r) {
     const uint8_t* b = row + c * 34;
-    r.d = HalfBits(LoadU16(b));
-    LoadWords<8>(b + 2, r.q);
+    r.d = HalfBits(LoadU16<M>(b));
+    LoadWords<8, M>(b + 2, r.q);
   }
   __device__ static int64_t Col(int64_t c, int g) { return c * 32 + 4 * g; }
   __device__ static float4 Decode(const Raw& r, int g) {
@@ -169,6 +193,7 @@ struct Q8_0Weights {
     return make_float4(ByteAsFloat(w, 0, 128.0f) * r.d, ByteAsFloat(w, 1, 128.0f) * r.d,
                        ByteAsFloat(w, 2, 128.0f) * r.d, ByteAsFloat(w, 3, 128.0f) * r.d);
   }
+  template <class M = GlobalMem>
   __device__ static float Elem(const uint8_t*, int64_t) { return 0.0f; }
 };
 
@@ -181,10 +206,11 @@ struct Q1_0Weights {
     uint32_t bits[1];
     float d;
   };
+  template <class M = GlobalMem>
   __device__ static void Load(const uint8_t* row, int64_t c, Raw& r) {
     const uint8_t* b = row + (c >> 2) * 18;
-    r.d = HalfBits(LoadU16(b));
-    LoadWords<1>(b + 2 + 4 * (c & 3), r.bits);
+    r.d = HalfBits(LoadU16<M>(b));
+    LoadWords<1, M>(b + 2 + 4 * (c & 3), r.bits);
   }
   __device__ static int64_t Col(int64_t c, int g) { return c * 32 + 4 * g; }
   __device__ static float4 Decode(const Raw& r, int g) {
@@ -192,6 +218,7 @@ struct Q1_0Weights {
     const float d = r.d;
     return make_float4((s & 1) ? d : -d, (s & 2) ? d : -d, (s & 4) ? d : -d, (s & 8) ? d : -d);
   }
+  template <class M = GlobalMem>
   __device__ static float Elem(const uint8_t*, int64_t) { return 0.0f; }
 };
 
@@ -230,13 +257,14 @@ struct KWeights {
     int sub0;
     float d0, m0, d1, m1;
   };
+  template <class M = GlobalMem>
   __device__ static void Load(const uint8_t* row, int64_t c, Raw& r) {
     const uint8_t* b = row + (c >> 3) * kBlockBytes;
     const int k = static_cast<int>(c & 7), p = k >> 1, l0 = (k & 1) * 16;
-    LoadWords<4>(b + kQsOffset + 32 * p + l0, r.q);
-    if constexpr (kQ5) LoadWords<4>(b + 16 + l0, r.h);
+    LoadWords<4, M>(b + kQsOffset + 32 * p + l0, r.q);
+    if constexpr (kQ5) LoadWords<4, M>(b + 16 + l0, r.h);
     uint32_t head[4];
-    LoadWords<4>(b, head);
+    LoadWords<4, M>(b, head);
     const float d = HalfBits(head[0]), dmin = HalfBits(head[0] >> 16);
     float sc, m;
     KScaleMinDevice(head[1], head[2], head[3], 2 * p, &sc, &m);
@@ -262,6 +290,7 @@ struct KWeights {
     for (int i = 0; i < 4; ++i) v[i] = fmaf(d, ByteAsFloat(q, i), -m);
     return make_float4(v[0], v[1], v[2], v[3]);
   }
+  template <class M = GlobalMem>
   __device__ static float Elem(const uint8_t*, int64_t) { return 0.0f; }
 };
 
@@ -278,15 +307,16 @@ struct Q6KWeights {
     uint32_t lo_a[2], lo_b[2], hi[2];
     float ds[4];
   };
+  template <class M = GlobalMem>
   __device__ static void Load(const uint8_t* row, int64_t c, Raw& r) {
     const uint8_t* b = row + (c >> 3) * 210;
     const int k = static_cast<int>(c & 7), h = k >> 2, l0 = (k & 3) * 8, is = (k & 3) >> 1;
-    LoadWords<2>(b + 64 * h + l0, r.lo_a);
-    LoadWords<2>(b + 64 * h + 32 + l0, r.lo_b);
-    LoadWords<2>(b + 128 + 32 * h + l0, r.hi);
+    LoadWords<2, M>(b + 64 * h + l0, r.lo_a);
+    LoadWords<2, M>(b + 64 * h + 32 + l0, r.lo_b);
+    LoadWords<2, M>(b + 128 + 32 * h + l0, r.hi);
     uint32_t sc[2];
-    LoadWords<2>(b + 192 + 8 * h, sc);
-    const float d = HalfBits(LoadU16(b + 208));
+    LoadWords<2, M>(b + 192 + 8 * h, sc);
+    const float d = HalfBits(LoadU16<M>(b + 208));
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
       const int i = is + 2 * kk;
@@ -309,6 +339,7 @@ struct Q6KWeights {
     for (int i = 0; i < 4; ++i) v[i] = r.ds[k] * ByteAsFloat(q, i, 32.0f);
     return make_float4(v[0], v[1], v[2], v[3]);
   }
+  template <class M = GlobalMem>
   __device__ static float Elem(const uint8_t*, int64_t) { return 0.0f; }
 };
 

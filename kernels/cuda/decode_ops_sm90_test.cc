@@ -1,0 +1,183 @@
+// DecodeProject's two kernels give the same bits: the launch that streams
+// weights through shared memory (DecodeProjectStreamed) against the one
+// whose blocks each read one row block (SLUICE_CUDA_STREAM_PROJECT=0), on
+// the shapes of bench35's launches (the DeltaNet input projection of two
+// types, the output projection with three stages, the router with its top-k
+// beside the shared expert's pair), including row counts that end inside a
+// row block. Every output is compared as bits: y, the top-k ids and
+// weights, x + add and the normed vector. Skips where no CUDA device is
+// present.
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/testing/skip.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/test_util.h"
+#include "kernels/cuda/decode_ops.h"
+#include "kernels/cuda/device.h"
+#include "kernels/cuda/sm90_test_upload.h"
+#include "loader/ggml_type.h"
+
+namespace sluice::cuda {
+namespace {
+
+struct MatrixCase {
+  GgmlType type;
+  int64_t rows;
+  bool pair = false;
+};
+
+struct ProjectCase {
+  std::string name;
+  int64_t n = 0;
+  std::vector<MatrixCase> m;
+  bool norm = false;
+  int topk = 0;  // k of matrix 0's routing (0: none)
+};
+
+// Every output buffer a launch writes, read back.
+struct Outputs {
+  std::vector<std::vector<float>> y;
+  std::vector<int32_t> ids, paired;
+  std::vector<float> weights, x_out, xn_out;
+};
+
+template <typename T = float>
+std::vector<T> Read(const DeviceBuffer& b, size_t n) {
+  std::vector<T> v(n);
+  EXPECT_TRUE(CopyToHost(v.data(), b.data(), n * sizeof(T), nullptr).ok());
+  return v;
+}
+
+class DecodeProjectSm90Test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (absl::Status s = SetDevice(0); !s.ok()) SLUICE_SKIP("no CUDA device here: " + s.ToString());
+    PrepareDecodeKernels();
+  }
+  void TearDown() override { unsetenv("SLUICE_CUDA_STREAM_PROJECT"); }
+
+  void Run(const ProjectCase& c) {
+    std::mt19937 rng(77);
+    std::uniform_real_distribution<float> val(-1.f, 1.f);
+    std::vector<float> x(c.n), add(c.n), norm(c.n);
+    for (float& v : x) v = val(rng);
+    for (float& v : add) v = 0.5f * val(rng);
+    for (float& v : norm) v = 1.0f + 0.25f * val(rng);
+    DeviceBuffer d_x = Upload(x), d_add = Upload(add), d_norm = Upload(norm);
+    std::vector<DeviceBuffer> weights, ups, ys;
+    for (const MatrixCase& m : c.m) {
+      weights.push_back(Upload(kernels::testing_util::RandomWeights(m.type, m.rows, c.n, rng)));
+      ups.push_back(Upload(m.pair ? kernels::testing_util::RandomWeights(m.type, m.rows, c.n, rng)
+                                  : std::vector<uint8_t>()));
+      ys.push_back(Upload(std::vector<float>(m.rows, 0.0f)));
+    }
+    const int k = c.topk;
+    DeviceBuffer d_ids = Upload(std::vector<int32_t>(k + 1, -1));
+    DeviceBuffer d_paired = Upload(std::vector<int32_t>(2 * k + 1, -1));
+    DeviceBuffer d_w = Upload(std::vector<float>(k + 1, 0.0f));
+    DeviceBuffer d_counter = Upload(std::vector<int32_t>(1, 0));
+    DeviceBuffer d_xo = Upload(std::vector<float>(c.n, 0.0f));
+    DeviceBuffer d_xno = Upload(std::vector<float>(c.n, 0.0f));
+
+    DecodeProjection p;
+    p.in.x = d_x.as<const float>();
+    p.in.n = c.n;
+    if (c.norm) {
+      p.in.add = d_add.as<const float>();
+      p.in.x_out = d_xo.as<float>();
+      p.in.norm_w = d_norm.as<const float>();
+      p.in.eps = 1e-6f;
+      p.in.xn_out = d_xno.as<float>();
+    }
+    p.n_matrices = static_cast<int>(c.m.size());
+    for (size_t i = 0; i < c.m.size(); ++i) {
+      p.m[i].type = static_cast<int>(c.m[i].type);
+      p.m[i].w = weights[i].data();
+      p.m[i].up = c.m[i].pair ? ups[i].data() : nullptr;
+      p.m[i].rows = c.m[i].rows;
+      p.m[i].y = ys[i].as<float>();
+    }
+    if (k > 0) {
+      p.topk.k = k;
+      p.topk.ids = d_ids.as<int32_t>();
+      p.topk.weights = d_w.as<float>();
+      p.topk.paired_ids = d_paired.as<int32_t>();
+      p.topk.counter = d_counter.as<int32_t>();
+    }
+    auto launch = [&](bool streamed) {
+      setenv("SLUICE_CUDA_STREAM_PROJECT", streamed ? "1" : "0", 1);
+      EXPECT_EQ(DecodeProjectStreamed(p), streamed) << c.name;
+      DecodeProject(p, nullptr);
+      EXPECT_TRUE(LastLaunchError("DecodeProject").ok()) << c.name;
+      EXPECT_TRUE(Synchronize(nullptr).ok()) << c.name;
+      Outputs o;
+      for (size_t i = 0; i < c.m.size(); ++i) o.y.push_back(Read(ys[i], c.m[i].rows));
+      o.ids = Read<int32_t>(d_ids, k + 1);
+      o.paired = Read<int32_t>(d_paired, 2 * k + 1);
+      o.weights = Read(d_w, k + 1);
+      o.x_out = Read(d_xo, c.n);
+      o.xn_out = Read(d_xno, c.n);
+      EXPECT_EQ(Read<int32_t>(d_counter, 1)[0], 0) << c.name << ": the routing counter must be left zero";
+      return o;
+    };
+    const Outputs blocks = launch(false);
+    const Outputs streamed = launch(true);
+    for (size_t i = 0; i < c.m.size(); ++i) {
+      ASSERT_EQ(std::memcmp(blocks.y[i].data(), streamed.y[i].data(), c.m[i].rows * 4), 0)
+          << c.name << ": matrix " << i;
+      double sum = 0;
+      for (float v : streamed.y[i]) sum += v * v;
+      EXPECT_GT(sum, 0.0) << c.name << ": matrix " << i << " is all zero";
+    }
+    EXPECT_EQ(blocks.ids, streamed.ids) << c.name;
+    EXPECT_EQ(blocks.paired, streamed.paired) << c.name;
+    EXPECT_EQ(std::memcmp(blocks.weights.data(), streamed.weights.data(), (k + 1) * 4), 0)
+        << c.name;
+    EXPECT_EQ(std::memcmp(blocks.x_out.data(), streamed.x_out.data(), c.n * 4), 0) << c.name;
+    EXPECT_EQ(std::memcmp(blocks.xn_out.data(), streamed.xn_out.data(), c.n * 4), 0) << c.name;
+    if (k > 0) {
+      EXPECT_GE(streamed.ids[0], 0) << c.name << ": no expert was chosen";
+      EXPECT_EQ(streamed.ids[k], -1) << c.name << ": more than k ids written";
+    }
+  }
+};
+
+TEST_F(DecodeProjectSm90Test, DeltaNetInputTwoTypesWithNorm) {
+  Run({"delta.in", 2048, {{GgmlType::kQ5_K, 8192 + 3}, {GgmlType::kQ4_K, 517}}, true, 0});
+}
+
+TEST_F(DecodeProjectSm90Test, OutputProjectionThreeStages) {
+  // Q6_K rows of 4096 (3,360 bytes): eight rows do not fit four stages.
+  Run({"out.q6_k", 4096, {{GgmlType::kQ6_K, 2048 + 5}}, false, 0});
+  Run({"out.q4_k", 4096, {{GgmlType::kQ4_K, 2048}}, false, 0});
+}
+
+TEST_F(DecodeProjectSm90Test, RouterWithTopKBesideTheSharedPair) {
+  Run({"route.q8_0",
+       2048,
+       {{GgmlType::kQ8_0, 256}, {GgmlType::kQ8_0, 512 + 7, true}, {GgmlType::kQ8_0, 1}},
+       true,
+       8});
+}
+
+TEST_F(DecodeProjectSm90Test, RowsOfF32AreNotStreamed) {
+  // An F32 row block of 2048 columns (64 KiB) does not fit the stages: the
+  // launch keeps the one-block-per-row-block kernel.
+  std::mt19937 rng(5);
+  DeviceBuffer w = Upload(kernels::testing_util::RandomWeights(GgmlType::kF32, 16, 2048, rng));
+  DecodeProjection p;
+  p.in.n = 2048;
+  p.n_matrices = 1;
+  p.m[0].type = static_cast<int>(GgmlType::kF32);
+  p.m[0].w = w.data();
+  p.m[0].rows = 16;
+  EXPECT_FALSE(DecodeProjectStreamed(p));
+}
+
+}  // namespace
+}  // namespace sluice::cuda
