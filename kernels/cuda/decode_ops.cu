@@ -454,15 +454,19 @@ __global__ void __launch_bounds__(kProjThreads, 4) DecodeProjectKernel(const Pro
   if (threadIdx.x == 0) *p.topk.counter = 0;
 }
 
-// ---- projections streamed through shared memory -----------------------------
+// ---- products streamed through shared memory --------------------------------
 //
-// The same products as DecodeProjectKernel, bit for bit (each row is summed
-// by the same lanes in the same order), by at most two blocks per SM that
-// each stride over row blocks ("tiles"). A block asks for its next
-// kStreamStages - 1 tiles' weight bytes with cp.async before it loads, norms
+// The same products as DecodeProjectKernel and GateUpKernel, bit for bit
+// (each row is summed by the same lanes in the same order), by at most two
+// blocks per SM that each stride over row blocks ("tiles"). A block asks
+// for its next kStages - 1 tiles' weight bytes with cp.async before it loads, norms
 // and quantizes the input, so the HBM reads overlap that prologue and each
 // other; DecodeProjectKernel's blocks each pay the prologue before their
-// rows' round trip, in several waves.
+// rows' round trip, in several waves. On the H200 (bench35 q4_k_m, all
+// resident, 2026-12-02, docs/STATUS.md) decode ran 1,018.6-1,082.7 tok/s
+// so against 957.5-997.3 with SLUICE_CUDA_STREAM_PROJECT=0; alone, the
+// routed gate/up took 17.0 us against 21.8, the DeltaNet input projection
+// 26.1 against 29.7. Three blocks per SM were no faster end to end.
 
 constexpr int kStreamBlocksPerSm = 2;
 constexpr int64_t kStreamSmemPerBlock = 110 * 1024;
@@ -487,25 +491,66 @@ __device__ __forceinline__ void WaitAsync() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-struct StreamLaunch {
-  ProjectLaunch a;
+// Where a streamed launch's stages start and how large each is.
+struct StreamStages {
   int64_t vec_bytes;    // shared bytes before the stages: input, probabilities, 8-bit vectors
   int64_t stage_bytes;  // one stage: the largest tile, a multiple of 16
   int rows_per_tile;
 };
 
-// The matrix of tile t and its rows [r0, r0 + nr).
-__device__ __forceinline__ int TileMatrix(const ProjectLaunch& a, int t) {
+struct StreamLaunch {
+  ProjectLaunch a;
+  StreamStages st;
+};
+
+// The routed experts' gate/up, streamed: tile t is row block t % row_blocks
+// of slot t / row_blocks's gate and up rows (one type).
+struct StreamExperts {
+  DecodeExperts e;
+  StreamStages st;
+  int row_blocks, lanes, q8;
+};
+
+// One tile: rows [0, nr) of its matrix (and of up, for a pair) from w
+// (row_bytes each), summed into y[0, nr).
+struct TileRef {
+  const uint8_t* w;
+  const uint8_t* up;
+  int64_t row_bytes;
+  int nr, type;
+  float* y;
+};
+
+__device__ __forceinline__ TileRef ProjectTile(const StreamLaunch& s, int t) {
+  const ProjectLaunch& a = s.a;
   int mi = 0;
   while (mi + 1 < a.p.n_matrices && t >= a.block_start[mi + 1]) ++mi;
-  return mi;
+  const DecodeMatrix& m = a.p.m[mi];
+  const int64_t rb = RowBytesOf(m.type, a.p.in.n);
+  const int64_t r0 = static_cast<int64_t>(t - a.block_start[mi]) * s.st.rows_per_tile;
+  const int64_t nr = m.rows - r0 < s.st.rows_per_tile ? m.rows - r0 : s.st.rows_per_tile;
+  return {static_cast<const uint8_t*>(m.w) + r0 * rb,
+          m.up != nullptr ? static_cast<const uint8_t*>(m.up) + r0 * rb : nullptr,
+          rb, static_cast<int>(nr), m.type, m.y + r0};
+}
+
+__device__ __forceinline__ TileRef ExpertTile(const StreamExperts& s, int t) {
+  const DecodeExperts& e = s.e;
+  const int j = t / s.row_blocks;
+  const int64_t rb = RowBytesOf(e.gate_type, e.n_embd);
+  const int64_t r0 = static_cast<int64_t>(t % s.row_blocks) * s.st.rows_per_tile;
+  const int64_t nr = e.ff - r0 < s.st.rows_per_tile ? e.ff - r0 : s.st.rows_per_tile;
+  const int32_t id = e.ids[j];
+  return {static_cast<const uint8_t*>(e.gate[id]) + r0 * rb,
+          static_cast<const uint8_t*>(e.up[id]) + r0 * rb, rb, static_cast<int>(nr),
+          e.gate_type, e.h + j * e.ff + r0};
 }
 
 // Rows of one tile (in shared memory at w, and up for a pair) of type T
-// against the 8-bit vector xv, into y[r0..] (the lanes and order of
-// RowSumsT's 8-bit path, so the bits of DecodeProjectKernel).
+// against the 8-bit vector xv, into y[0, nr) (the lanes and order of
+// RowSumsT's 8-bit path, so the bits of the unstreamed kernels).
 template <class T>
-__device__ __forceinline__ void StreamRows(float* y, int64_t cols, int L, int64_t r0, int nr,
+__device__ __forceinline__ void StreamRows(float* y, int64_t cols, int L, int nr,
                                            const uint8_t* w, const uint8_t* up,
                                            const Q8Vector& xv) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -533,7 +578,7 @@ __device__ __forceinline__ void StreamRows(float* y, int64_t cols, int L, int64_
     for (int r = 0; r < kR; ++r) {
       float v = GroupSum(acc[0][r], L);
       if constexpr (NM == 2) v = SiluF(v) * GroupSum(acc[1][r], L);
-      if (sub == r % L && row0 + r < nr) y[r0 + row0 + r] = v;
+      if (sub == r % L && row0 + r < nr) y[row0 + r] = v;
     }
   };
   if (up != nullptr) {
@@ -556,6 +601,68 @@ __device__ __forceinline__ void WithQ8Type(int type, Fn&& fn) {
   }
 }
 
+// `bytes` (a multiple of 16) from src to the stage dst by the whole block:
+// asynchronously from a 16-byte aligned src, else (a file whose tensors are
+// aligned to less than 16) by plain 2-byte loads and stores, which the
+// caller's barrier before use covers as well.
+__device__ __forceinline__ void CopyTile(uint8_t* dst, const uint8_t* src, int64_t bytes,
+                                         uint64_t policy) {
+  if ((reinterpret_cast<uintptr_t>(src) & 15) == 0) {
+    for (int64_t off = 16 * threadIdx.x; off < bytes; off += 16 * blockDim.x) {
+      CopyAsync16(dst + off, src + off, policy);
+    }
+    return;
+  }
+  for (int64_t off = 2 * threadIdx.x; off < bytes; off += 2 * blockDim.x) {
+    *reinterpret_cast<uint16_t*>(dst + off) = *reinterpret_cast<const uint16_t*>(src + off);
+  }
+}
+
+// The block's tiles blockIdx.x, + gridDim.x, ... of `count`, each
+// tile(t) streamed through kStages stages at `stages`: the first
+// kStages - 1 are asked for before prologue() (which fills and quantizes
+// the input vector, returning where it is), then each round asks for one
+// more, waits for the oldest, sums its rows and calls after(t).
+template <int kStages, class TileFn, class Prologue, class After>
+__device__ __forceinline__ void StreamTiles(int count, const StreamStages& st, int64_t cols,
+                                            int L, uint8_t* stages, TileFn&& tile,
+                                            Prologue&& prologue, After&& after) {
+  const uint64_t policy = EvictFirstPolicy();
+  // The block's i-th tile into stage i % kStages (a group either way, so
+  // that the waits below count whole tiles).
+  auto issue = [&](int i) {
+    const int t = blockIdx.x + i * gridDim.x;
+    if (t < count) {
+      const TileRef r = tile(t);
+      const int64_t bytes = r.nr * r.row_bytes;
+      uint8_t* dst = stages + (i % kStages) * st.stage_bytes;
+      CopyTile(dst, r.w, bytes, policy);
+      if (r.up != nullptr) CopyTile(dst + bytes, r.up, bytes, policy);
+    }
+    CommitAsync();
+  };
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) issue(i);
+  const Q8Input xv = prologue();
+#pragma unroll 1
+  for (int i = 0; blockIdx.x + i * gridDim.x < count; ++i) {
+    issue(i + kStages - 1);
+    WaitAsync<kStages - 1>();
+    __syncthreads();
+    const int t = blockIdx.x + i * gridDim.x;
+    const TileRef r = tile(t);
+    const uint8_t* w = stages + (i % kStages) * st.stage_bytes;
+    const uint8_t* up = r.up != nullptr ? w + r.nr * r.row_bytes : nullptr;
+    WithQ8Type(r.type, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      StreamRows<T>(r.y, cols, L, r.nr, w, up, Q8For<T>(xv));
+    });
+    __syncthreads();  // the stage is refilled by the next round's issue
+    after(t);
+  }
+  WaitAsync<0>();
+}
+
 template <int kStages>
 __global__ void __launch_bounds__(kProjThreads, kStreamBlocksPerSm)
     StreamProjectKernel(const __grid_constant__ StreamLaunch s) {
@@ -564,81 +671,54 @@ __global__ void __launch_bounds__(kProjThreads, kStreamBlocksPerSm)
   extern __shared__ __align__(16) float xs[];
   const ProjectLaunch& a = s.a;
   const DecodeProjection& p = a.p;
-  const int tiles = a.block_start[p.n_matrices];
-  uint8_t* stages = reinterpret_cast<uint8_t*>(xs) + s.vec_bytes;
-  const uint64_t policy = EvictFirstPolicy();
-  // The block's i-th tile into stage i % kStages (a group either way, so
-  // that the waits below count whole tiles).
-  auto issue = [&](int i) {
-    const int t = blockIdx.x + i * gridDim.x;
-    if (t < tiles) {
-      const int mi = TileMatrix(a, t);
-      const DecodeMatrix& m = p.m[mi];
-      const int64_t rb = RowBytesOf(m.type, p.in.n);
-      const int64_t r0 = static_cast<int64_t>(t - a.block_start[mi]) * s.rows_per_tile;
-      const int64_t nr = m.rows - r0 < s.rows_per_tile ? m.rows - r0 : s.rows_per_tile;
-      const int64_t bytes = nr * rb;
-      uint8_t* dst = stages + (i % kStages) * s.stage_bytes;
-      const uint8_t* w = static_cast<const uint8_t*>(m.w) + r0 * rb;
-      for (int64_t off = 16 * threadIdx.x; off < bytes; off += 16 * blockDim.x) {
-        CopyAsync16(dst + off, w + off, policy);
-      }
-      if (m.up != nullptr) {
-        const uint8_t* u = static_cast<const uint8_t*>(m.up) + r0 * rb;
-        for (int64_t off = 16 * threadIdx.x; off < bytes; off += 16 * blockDim.x) {
-          CopyAsync16(dst + bytes + off, u + off, policy);
-        }
-      }
-    }
-    CommitAsync();
-  };
-#pragma unroll
-  for (int i = 0; i < kStages - 1; ++i) issue(i);
-  LoadInput(p.in, xs, scratch);
-  uint8_t* q8 = nullptr;
-  if (a.q8 != 0) {
-    q8 = reinterpret_cast<uint8_t*>(
+  auto prologue = [&] {
+    LoadInput(p.in, xs, scratch);
+    uint8_t* q8 = reinterpret_cast<uint8_t*>(
         xs + Q8Offset(PaddedFloats(p.in.n) + (p.topk.k > 0 ? p.m[0].rows : 0)));
     QuantizeRows(xs, 1, p.in.n, 0, q8, a.q8);
     __syncthreads();
-  }
-  const Q8Input xv = Q8InputAt(q8, 1, 0, p.in.n, a.q8);
-#pragma unroll 1
-  for (int i = 0; blockIdx.x + i * gridDim.x < tiles; ++i) {
-    issue(i + kStages - 1);
-    WaitAsync<kStages - 1>();
-    __syncthreads();
-    const int t = blockIdx.x + i * gridDim.x;
-    const int mi = TileMatrix(a, t);
-    const DecodeMatrix& m = p.m[mi];
-    const int64_t rb = RowBytesOf(m.type, p.in.n);
-    const int64_t r0 = static_cast<int64_t>(t - a.block_start[mi]) * s.rows_per_tile;
-    const int nr = static_cast<int>(m.rows - r0 < s.rows_per_tile ? m.rows - r0 : s.rows_per_tile);
-    const uint8_t* w = stages + (i % kStages) * s.stage_bytes;
-    const uint8_t* up = m.up != nullptr ? w + nr * rb : nullptr;
-    WithQ8Type(m.type, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      StreamRows<T>(m.y, p.in.n, a.lanes, r0, nr, w, up, Q8For<T>(xv));
-    });
-    __syncthreads();  // the stage is refilled by the next round's issue
-    if (mi == 0 && p.topk.k > 0) {
-      if (threadIdx.x == 0) {
-        __threadfence();
-        last = atomicAdd(p.topk.counter, 1) == a.block_start[1] - 1;
-      }
-      __syncthreads();
-      if (last) {
-        __threadfence();
-        float* probs = xs + PaddedFloats(p.in.n);
-        if (threadIdx.x < 32) {
-          RouteOneToken(m.y, static_cast<int>(m.rows), p.topk.k, p.topk.ids, p.topk.weights,
-                        p.topk.paired_ids, probs);
-        }
-        if (threadIdx.x == 0) *p.topk.counter = 0;
-      }
+    return Q8InputAt(q8, 1, 0, p.in.n, a.q8);
+  };
+  // The block that completes the router's last tile routes the token.
+  auto after = [&](int t) {
+    if (p.topk.k == 0 || t >= a.block_start[1]) return;
+    if (threadIdx.x == 0) {
+      __threadfence();
+      last = atomicAdd(p.topk.counter, 1) == a.block_start[1] - 1;
     }
-  }
-  WaitAsync<0>();
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    float* probs = xs + PaddedFloats(p.in.n);
+    if (threadIdx.x < 32) {
+      RouteOneToken(p.m[0].y, static_cast<int>(p.m[0].rows), p.topk.k, p.topk.ids,
+                    p.topk.weights, p.topk.paired_ids, probs);
+    }
+    if (threadIdx.x == 0) *p.topk.counter = 0;
+  };
+  StreamTiles<kStages>(
+      a.block_start[p.n_matrices], s.st, p.in.n, a.lanes,
+      reinterpret_cast<uint8_t*>(xs) + s.st.vec_bytes, [&](int t) { return ProjectTile(s, t); },
+      prologue, after);
+}
+
+template <int kStages>
+__global__ void __launch_bounds__(kProjThreads, kStreamBlocksPerSm)
+    StreamGateUpKernel(const __grid_constant__ StreamExperts s) {
+  extern __shared__ __align__(16) float xs[];
+  const DecodeExperts& e = s.e;
+  auto prologue = [&] {
+    LoadRows(e.xn, 1, e.n_embd, xs, 0);
+    __syncthreads();
+    uint8_t* q8 = reinterpret_cast<uint8_t*>(xs + Q8Offset(PaddedFloats(e.n_embd)));
+    QuantizeRows(xs, 1, e.n_embd, 0, q8, s.q8);
+    __syncthreads();
+    return Q8InputAt(q8, 1, 0, e.n_embd, s.q8);
+  };
+  StreamTiles<kStages>(
+      s.row_blocks * e.k, s.st, e.n_embd, s.lanes,
+      reinterpret_cast<uint8_t*>(xs) + s.st.vec_bytes, [&](int t) { return ExpertTile(s, t); },
+      prologue, [](int) {});
 }
 
 // One expert slot's gate and up rows row0.. (types G and U).
@@ -1078,7 +1158,14 @@ void PrepareDecodeKernels() {
   AllowSmem(DecodeProjectKernel);
   AllowSmem(StreamProjectKernel<3>);
   AllowSmem(StreamProjectKernel<4>);
-  g_stream_grid = sms * kStreamBlocksPerSm;
+  AllowSmem(StreamGateUpKernel<3>);
+  AllowSmem(StreamGateUpKernel<4>);
+  // SLUICE_CUDA_STREAM_BLOCKS_PER_SM (1..3) overrides kStreamBlocksPerSm for
+  // measurements (the kernels' registers allow 3 of 128 threads per SM).
+  const char* stream_per_sm = std::getenv("SLUICE_CUDA_STREAM_BLOCKS_PER_SM");
+  const int per_sm_stream = stream_per_sm != nullptr ? std::atoi(stream_per_sm) : 0;
+  g_stream_grid = sms * (per_sm_stream >= 1 && per_sm_stream <= 3 ? per_sm_stream
+                                                                  : kStreamBlocksPerSm);
   AllowSmem(GateUpKernel);
   AllowSmem(DownKernel);
   AllowSmem(AttendSplitKernel<2>);
@@ -1119,34 +1206,41 @@ bool PlanProject(const DecodeProjection& p, ProjectLaunch* out, int64_t* rows_pe
   return true;
 }
 
+bool StreamingOn() {
+  const char* env = std::getenv("SLUICE_CUDA_STREAM_PROJECT");
+  return !(env != nullptr && std::string(env) == "0") && g_stream_grid != 0;
+}
+
+// Stages of `tile` bytes after `vec_bytes`: 4 or 3 within
+// kStreamSmemPerBlock, else 0.
+int PlanStages(int64_t rows_per_tile, int64_t vec_bytes, int64_t tile, StreamStages* st) {
+  st->rows_per_tile = static_cast<int>(rows_per_tile);
+  st->vec_bytes = (vec_bytes + 127) / 128 * 128;
+  st->stage_bytes = tile;
+  for (int stages = 4; stages >= 3; --stages) {
+    if (st->vec_bytes + stages * tile <= kStreamSmemPerBlock) return stages;
+  }
+  return 0;
+}
+
 // The streamed launch of a's products (StreamProjectKernel), in *s with its
 // stage count, when every matrix takes the 8-bit path, its tiles fit the
-// stages (rows a multiple of 16 bytes, 16-byte aligned matrices) and
-// SLUICE_CUDA_STREAM_PROJECT is not "0" (read at every call, so a test can
-// compare both kernels); 0: not streamed.
+// stages (rows a multiple of 16 bytes) and SLUICE_CUDA_STREAM_PROJECT is not
+// "0" (read at every call, so a test can compare both kernels); 0: not
+// streamed.
 int PlanStream(const ProjectLaunch& a, int64_t rows_per_tile, int64_t vec_bytes,
                StreamLaunch* s) {
-  const char* env = std::getenv("SLUICE_CUDA_STREAM_PROJECT");
-  if ((env != nullptr && std::string(env) == "0") || g_stream_grid == 0) return 0;
+  if (!StreamingOn()) return 0;
   s->a = a;
-  s->rows_per_tile = static_cast<int>(rows_per_tile);
-  s->vec_bytes = (vec_bytes + 127) / 128 * 128;
-  s->stage_bytes = 0;
+  int64_t tile = 0;
   for (int i = 0; i < a.p.n_matrices; ++i) {
     const DecodeMatrix& m = a.p.m[i];
     const int64_t rb = RowBytesOf(m.type, a.p.in.n);
-    if (Q8FormatOf(m.type, a.p.in.n) == 0 || rb % 16 != 0 ||
-        reinterpret_cast<uintptr_t>(m.w) % 16 != 0 ||
-        reinterpret_cast<uintptr_t>(m.up) % 16 != 0) {
-      return 0;
-    }
-    const int64_t tile = rows_per_tile * rb * (m.up != nullptr ? 2 : 1);
-    if (tile > s->stage_bytes) s->stage_bytes = tile;
+    if (Q8FormatOf(m.type, a.p.in.n) == 0 || rb % 16 != 0) return 0;
+    const int64_t bytes = rows_per_tile * rb * (m.up != nullptr ? 2 : 1);
+    if (bytes > tile) tile = bytes;
   }
-  for (int stages = 4; stages >= 3; --stages) {
-    if (s->vec_bytes + stages * s->stage_bytes <= kStreamSmemPerBlock) return stages;
-  }
-  return 0;
+  return PlanStages(rows_per_tile, vec_bytes, tile, &s->st);
 }
 
 }  // namespace
@@ -1164,7 +1258,7 @@ void DecodeProject(const DecodeProjection& p, Stream stream) {
     return;
   }
   const int grid = blocks < g_stream_grid ? blocks : g_stream_grid;
-  const size_t stream_smem = s.vec_bytes + stages * s.stage_bytes;
+  const size_t stream_smem = s.st.vec_bytes + stages * s.st.stage_bytes;
   if (stages == 4) {
     StreamProjectKernel<4><<<grid, kProjThreads, stream_smem, stream>>>(s);
   } else {
@@ -1190,19 +1284,57 @@ bool DecodeExpertsSupported(int k, bool shared, int64_t ff, int64_t n_embd) {
          smem <= kMaxDynamicSmem;
 }
 
-void DecodeExpertsGateUp(const DecodeExperts& e, Stream stream) {
+namespace {
+
+// GateUpKernel's launch of e (lanes, row blocks, 8-bit formats, shared
+// bytes) and, when gate and up share a type with an 8-bit product whose
+// rows are a multiple of 16 bytes and the stages fit, the streamed one in
+// *s: its stage count (0: not streamed).
+int PlanGateUp(const DecodeExperts& e, StreamExperts* s, size_t* smem) {
   const int L = LanesFor(e.n_embd, e.gate_type) < LanesFor(e.n_embd, e.up_type)
                     ? LanesFor(e.n_embd, e.gate_type)
                     : LanesFor(e.n_embd, e.up_type);
   const int64_t rows_per_block = (kProjThreads / 32) * (32 / L) * kR;
-  const int row_blocks = static_cast<int>((e.ff + rows_per_block - 1) / rows_per_block);
+  s->e = e;
+  s->lanes = L;
+  s->row_blocks = static_cast<int>((e.ff + rows_per_block - 1) / rows_per_block);
   const int types[2] = {e.gate_type, e.up_type};
-  const int q8 = Q8Formats(types, 2, e.n_embd);
-  const size_t smem = q8 != 0 ? Q8Offset(PaddedFloats(e.n_embd)) * sizeof(float) +
-                                    Q8Bytes(q8, e.n_embd)
-                              : PaddedFloats(e.n_embd) * sizeof(float);
-  GateUpKernel<<<DecodeBlocks(row_blocks * e.k), kProjThreads, smem, stream>>>(e, L, row_blocks,
-                                                                               q8);
+  s->q8 = Q8Formats(types, 2, e.n_embd);
+  *smem = s->q8 != 0 ? Q8Offset(PaddedFloats(e.n_embd)) * sizeof(float) + Q8Bytes(s->q8, e.n_embd)
+                     : PaddedFloats(e.n_embd) * sizeof(float);
+  const int64_t rb = RowBytesOf(e.gate_type, e.n_embd);
+  if (!StreamingOn() || e.gate_type != e.up_type || Q8FormatOf(e.gate_type, e.n_embd) == 0 ||
+      rb % 16 != 0) {
+    return 0;
+  }
+  return PlanStages(rows_per_block, static_cast<int64_t>(*smem), 2 * rows_per_block * rb, &s->st);
+}
+
+}  // namespace
+
+bool DecodeExpertsGateUpStreamed(const DecodeExperts& e) {
+  StreamExperts s;
+  size_t smem = 0;
+  return PlanGateUp(e, &s, &smem) != 0;
+}
+
+void DecodeExpertsGateUp(const DecodeExperts& e, Stream stream) {
+  StreamExperts s;
+  size_t smem = 0;
+  const int stages = PlanGateUp(e, &s, &smem);
+  const int tiles = s.row_blocks * e.k;
+  if (stages == 0) {
+    GateUpKernel<<<DecodeBlocks(tiles), kProjThreads, smem, stream>>>(e, s.lanes, s.row_blocks,
+                                                                      s.q8);
+    return;
+  }
+  const int grid = tiles < g_stream_grid ? tiles : g_stream_grid;
+  const size_t stream_smem = s.st.vec_bytes + stages * s.st.stage_bytes;
+  if (stages == 4) {
+    StreamGateUpKernel<4><<<grid, kProjThreads, stream_smem, stream>>>(s);
+  } else {
+    StreamGateUpKernel<3><<<grid, kProjThreads, stream_smem, stream>>>(s);
+  }
 }
 
 void DecodeExpertsDown(const DecodeExperts& e, Stream stream) {

@@ -133,6 +133,10 @@ struct DecodeExperts {
 bool DecodeExpertsSupported(int k, bool shared, int64_t ff, int64_t n_embd);
 
 void DecodeExpertsGateUp(const DecodeExperts& e, Stream stream);
+// Whether DecodeExpertsGateUp(e) streams the slots' rows through shared
+// memory (gate and up of one type with an 8-bit product, rows a multiple
+// of 16 bytes; SLUICE_CUDA_STREAM_PROJECT=0: never), with the same bits.
+bool DecodeExpertsGateUpStreamed(const DecodeExperts& e);
 void DecodeExpertsDown(const DecodeExperts& e, Stream stream);
 
 // One token of DeltaNetGates + DeltaNetConv (ops.h) in one launch.

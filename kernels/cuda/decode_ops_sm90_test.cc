@@ -1,12 +1,12 @@
-// DecodeProject's two kernels give the same bits: the launch that streams
-// weights through shared memory (DecodeProjectStreamed) against the one
-// whose blocks each read one row block (SLUICE_CUDA_STREAM_PROJECT=0), on
-// the shapes of bench35's launches (the DeltaNet input projection of two
+// The decode kernels that stream weights through shared memory give the
+// bits of the ones that do not (SLUICE_CUDA_STREAM_PROJECT=0): DecodeProject
+// on the shapes of bench35's launches (the DeltaNet input projection of two
 // types, the output projection with three stages, the router with its top-k
-// beside the shared expert's pair), including row counts that end inside a
-// row block. Every output is compared as bits: y, the top-k ids and
-// weights, x + add and the normed vector. Skips where no CUDA device is
-// present.
+// beside the shared expert's pair; row counts that end inside a row block)
+// and the routed experts' gate/up. Every output is compared as bits: y, the
+// top-k ids and weights, x + add, the normed vector, the SwiGLU rows. Skips
+// where no CUDA device is present.
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -160,9 +160,58 @@ TEST_F(DecodeProjectSm90Test, OutputProjectionThreeStages) {
 TEST_F(DecodeProjectSm90Test, RouterWithTopKBesideTheSharedPair) {
   Run({"route.q8_0",
        2048,
-       {{GgmlType::kQ8_0, 256}, {GgmlType::kQ8_0, 512 + 7, true}, {GgmlType::kQ8_0, 1}},
+       {{GgmlType::kQ8_0, 256}, {GgmlType::kQ4_K, 512 + 7, true}, {GgmlType::kQ8_0, 1}},
        true,
        8});
+}
+
+// The routed experts' gate/up: 8 slots of 5 experts' Q4_K rows (ff ending
+// inside a row block), streamed against GateUpKernel.
+TEST_F(DecodeProjectSm90Test, RoutedGateUpStreamedAsUnstreamed) {
+  std::mt19937 rng(9);
+  const int64_t n = 2048, ff = 512 + 3;
+  const int n_expert = 5, k = 8;
+  std::vector<DeviceBuffer> gates, ups;
+  std::vector<const void*> gate_table, up_table;
+  for (int x = 0; x < n_expert; ++x) {
+    gates.push_back(Upload(kernels::testing_util::RandomWeights(GgmlType::kQ4_K, ff, n, rng)));
+    ups.push_back(Upload(kernels::testing_util::RandomWeights(GgmlType::kQ4_K, ff, n, rng)));
+    gate_table.push_back(gates.back().data());
+    up_table.push_back(ups.back().data());
+  }
+  std::uniform_real_distribution<float> val(-1.f, 1.f);
+  std::vector<float> xn(n);
+  for (float& v : xn) v = val(rng);
+  DeviceBuffer d_gt = Upload(gate_table), d_ut = Upload(up_table), d_xn = Upload(xn);
+  DeviceBuffer d_ids = Upload(std::vector<int32_t>{3, 0, 4, 1, 1, 2, 0, 3});
+  DeviceBuffer d_h = Upload(std::vector<float>(k * ff, 0.0f));
+  DecodeExperts e;
+  e.k = k;
+  e.ids = d_ids.as<const int32_t>();
+  e.gate = d_gt.as<const void* const>();
+  e.up = d_ut.as<const void* const>();
+  e.gate_type = e.up_type = static_cast<int>(GgmlType::kQ4_K);
+  e.n_embd = n;
+  e.ff = ff;
+  e.xn = d_xn.as<const float>();
+  e.h = d_h.as<float>();
+  auto launch = [&](bool streamed) {
+    setenv("SLUICE_CUDA_STREAM_PROJECT", streamed ? "1" : "0", 1);
+    EXPECT_EQ(DecodeExpertsGateUpStreamed(e), streamed);
+    // All-ones bytes: a NaN wherever a row is left unwritten.
+    EXPECT_TRUE(Memset(d_h.data(), 0xFF, k * ff * 4, nullptr).ok());
+    DecodeExpertsGateUp(e, nullptr);
+    EXPECT_TRUE(LastLaunchError("DecodeExpertsGateUp").ok());
+    EXPECT_TRUE(Synchronize(nullptr).ok());
+    return Read(d_h, k * ff);
+  };
+  const std::vector<float> blocks = launch(false), streamed = launch(true);
+  ASSERT_EQ(std::memcmp(blocks.data(), streamed.data(), k * ff * 4), 0);
+  // Slots 3 and 4 route the same expert: the same rows.
+  EXPECT_EQ(std::memcmp(&streamed[3 * ff], &streamed[4 * ff], ff * 4), 0);
+  int unwritten = 0;
+  for (float v : streamed) unwritten += std::isnan(v);
+  EXPECT_EQ(unwritten, 0) << "rows left unwritten";
 }
 
 TEST_F(DecodeProjectSm90Test, RowsOfF32AreNotStreamed) {
