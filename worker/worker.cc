@@ -24,10 +24,10 @@
 #include "proto/sluice/worker/v1/worker.pb.h"
 #include "memory/host_probe.h"
 #include "memory/miss_split.h"
-#include "worker/channel.h"
+#include "wire/channel.h"
+#include "wire/frame_writer.h"
 #include "worker/device_memory_probe.h"
 #include "worker/experts.h"
-#include "worker/frame_writer.h"
 #include "worker/proc_stats.h"
 #include "worker/request_convert.h"
 
@@ -135,7 +135,7 @@ class Worker {
   const int fd_;
   // Every message leaves through the writer thread, so neither the reader
   // nor the generation thread ever blocks on the socket.
-  std::unique_ptr<FrameWriter> writer_;
+  std::unique_ptr<wire::FrameWriter> writer_;
   std::string progress_phase_;  // Load's thread only
   absl::Time progress_sent_;
   std::unique_ptr<ModelFiles> files_;
@@ -162,7 +162,7 @@ class Worker {
 void Worker::Send(const WorkerMessage& msg) {
   if (writer_ == nullptr) {
     // Before the writer exists (a failed Hello) nothing else is writing.
-    (void)SendFrame(fd_, msg);
+    (void)wire::SendFrame(fd_, msg);
     return;
   }
   // A failed send means the supervisor is gone; the read loop sees the EOF.
@@ -397,7 +397,7 @@ void Worker::AnswerStats() {
 int Worker::Run() {
   SupervisorMessage msg;
   std::vector<int> fds;
-  absl::StatusOr<bool> got = ReceiveFrame(fd_, &msg, &fds);
+  absl::StatusOr<bool> got = wire::ReceiveFrame(fd_, &msg, &fds);
   if (!got.ok() || !*got || !msg.has_hello()) {
     for (int fd : fds) close(fd);
     Log("expected a Hello from the supervisor");
@@ -408,14 +408,14 @@ int Worker::Run() {
     SendError(0, s, /*fatal=*/true);
     return 2;
   }
-  FrameWriter::Options writer_options;
+  wire::FrameWriter::Options writer_options;
   if (config_.heartbeat_interval_ms() > 0) {
     WorkerMessage beat;
     beat.mutable_heartbeat();
-    writer_options.idle_frame = *EncodeFrame(beat);
+    writer_options.idle_frame = *wire::EncodeFrame(beat);
     writer_options.idle_interval = absl::Milliseconds(config_.heartbeat_interval_ms());
   }
-  writer_ = std::make_unique<FrameWriter>(fd_, std::move(writer_options));
+  writer_ = std::make_unique<wire::FrameWriter>(fd_, std::move(writer_options));
   WorkerMessage ready;
   sluice::v1::ModelInfo* info = ready.mutable_ready()->mutable_model();
   info->set_model_id(config_.model_id());
@@ -426,7 +426,7 @@ int Worker::Run() {
 
   std::thread generation([this] { GenerationLoop(); });
   while (true) {
-    got = ReceiveFrame(fd_, &msg, nullptr);
+    got = wire::ReceiveFrame(fd_, &msg, nullptr);
     if (!got.ok() || !*got || msg.has_shutdown()) break;
     const uint64_t id = msg.request_id();
     switch (msg.body_case()) {
