@@ -3,15 +3,12 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
-#include <cstdlib>
-#include <cstring>
 #include <deque>
-#include <functional>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -26,7 +23,6 @@
 #include "memory/miss_split.h"
 #include "wire/channel.h"
 #include "wire/frame_writer.h"
-#include "worker/device_memory_probe.h"
 #include "worker/experts.h"
 #include "worker/proc_stats.h"
 #include "worker/request_convert.h"
@@ -95,32 +91,17 @@ absl::StatusOr<EngineOptions> OptionsFromConfig(const v1::WorkerConfig& config) 
   return options;
 }
 
-[[noreturn]] void HogMemory() {
-  std::vector<char*> blocks;
-  while (true) {
-    constexpr size_t kBlock = 16u << 20;
-    char* p = static_cast<char*>(malloc(kBlock));
-    if (p == nullptr) continue;
-    memset(p, 0x5a, kBlock);
-    blocks.push_back(p);
-  }
-}
-
 class Worker {
  public:
-  Worker(int fd, const TestHooks& hooks)
-      : fd_(fd),
-        step_delay_ms_(hooks.step_delay_ms),
-        test_hooks_(hooks.hog_memory),
-        fake_device_(hooks.device_memory),
-        fake_experts_(hooks.expert_stats) {}
+  Worker(int fd, Collaborators collaborators)
+      : fd_(fd), collaborators_(std::move(collaborators)) {}
   int Run();
 
  private:
   absl::Status Load(const SupervisorMessage& hello, std::vector<int> fds);
   // Runs the fit planner for a CUDA engine (options->experts in and out).
   absl::Status PlanCuda(EngineOptions* options);
-  // The backend's expert cache figures (or the test hook's).
+  // The expert cache figures (Collaborators::expert_stats).
   ExpertStreamStats Experts() const;
   void Send(const WorkerMessage& msg);
   // A LoadProgress frame (throttled) while Load runs.
@@ -142,10 +123,7 @@ class Worker {
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<Session> session_;
   v1::WorkerConfig config_;
-  const int step_delay_ms_;
-  const bool test_hooks_;
-  const std::optional<memory::DeviceMemory> fake_device_;
-  const std::function<ExpertStreamStats(uint64_t)> fake_experts_;
+  const Collaborators collaborators_;
   // Prefill and decode passes run so far (one per token generated).
   std::atomic<uint64_t> forward_passes_{0};
 
@@ -255,8 +233,7 @@ absl::Status Worker::Load(const SupervisorMessage& msg, std::vector<int> fds) {
 }
 
 absl::Status Worker::PlanCuda(EngineOptions* options) {
-  absl::StatusOr<memory::DeviceMemory> device =
-      fake_device_.has_value() ? *fake_device_ : ProbeDeviceMemory(options->device);
+  absl::StatusOr<memory::DeviceMemory> device = collaborators_.device_memory(options->device);
   if (!device.ok()) return device.status();
   absl::StatusOr<memory::HostMemory> host = memory::ProcHostProbe().Memory();
   if (!host.ok()) return host.status();
@@ -277,16 +254,11 @@ absl::Status Worker::PlanCuda(EngineOptions* options) {
 }
 
 ExpertStreamStats Worker::Experts() const {
-  if (fake_experts_) return fake_experts_(forward_passes_.load());
-  return engine_->model().ExpertStats();
+  return collaborators_.expert_stats(engine_->model(), forward_passes_.load());
 }
 
 void Worker::RunGenerate(uint64_t id, const sluice::v1::GenerateRequest& request) {
-  if (test_hooks_ && request.input_case() == sluice::v1::GenerateRequest::kPrompt &&
-      request.prompt() == kHogMemoryPrompt) {
-    Log("test hook: allocating memory until killed");
-    HogMemory();
-  }
+  if (collaborators_.before_generate) collaborators_.before_generate(request);
   absl::StatusOr<GenerateParams> params =
       ToGenerateParams(engine_->tokenizer(), session_->context_length(), request);
   if (!params.ok()) {
@@ -312,9 +284,7 @@ void Worker::RunGenerate(uint64_t id, const sluice::v1::GenerateRequest& request
     // it did not.
     msg.mutable_chunk()->set_text(SanitizeUtf8(piece));
     Send(msg);
-    if (step_delay_ms_ > 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(step_delay_ms_));
-    }
+    if (collaborators_.after_token) collaborators_.after_token();
     return cancel_id_.load() != id;
   };
   absl::StatusOr<GenerateResult> result = Generate(*session_, *params, on_token);
@@ -463,6 +433,8 @@ int Worker::Run() {
 
 }  // namespace
 
-int RunWorker(int socket_fd, const TestHooks& hooks) { return Worker(socket_fd, hooks).Run(); }
+int RunWorker(int socket_fd, Collaborators collaborators) {
+  return Worker(socket_fd, std::move(collaborators)).Run();
+}
 
 }  // namespace sluice::worker
