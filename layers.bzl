@@ -5,7 +5,8 @@ tests/layering_check.sh proves the forbidden edges stay closed.
 A layer is visible to itself, to the layers above it that the table lets
 depend on it, and to the test-side folders (tools/, bench/, tests/). daemon/
 and clients/ appear in none of the lists below kernels/: the supervisor never
-sees kernels, memory, the model or CUDA. One narrow exception: clients/ sees
+sees kernels, memory, the model or CUDA; it talks to the worker through
+wire/ (WIRE_USERS), a layer both depend on. One narrow exception: clients/ sees
 the fit planner and the header-reading part of loader/ (FIT_PLANNER_USERS,
 LOADER_READER_USERS) for `sluicectl plan`.
 """
@@ -75,14 +76,21 @@ SCHED_USERS = [
     "//worker:__subpackages__",
 ] + _TEST_SIDE
 
-# The worker's libraries (not worker:channel, which daemon/ shares).
+# The supervisor<->worker protocol on the socket (wire/: framing, the writer
+# thread). daemon/ and worker/ are peers over it and both depend on it; the
+# frame fuzzer decodes it. It depends on Abseil and protobuf only.
+WIRE_USERS = [
+    "//daemon:__subpackages__",
+    "//fuzz:__subpackages__",
+    "//wire:__subpackages__",
+    "//worker:__subpackages__",
+] + _TEST_SIDE
+
+# The worker's libraries.
 WORKER_USERS = [
     "//tests:__subpackages__",
     "//worker:__subpackages__",
 ]
-
-# The message framing shared by the supervisor and the worker.
-CHANNEL_USERS = WORKER_USERS + ["//daemon:__subpackages__"]
 
 # Tools' libraries, for their own binaries and the end-to-end tests.
 TOOLS_USERS = [

@@ -62,7 +62,8 @@ class ApiKeys {
   std::vector<Key> keys_;
 };
 
-// SHA-256 of `data` (FIPS 180-4), exposed for tests and tools.
+// SHA-256 of `data` (FIPS 180-4; libcrypto computes it), exposed for tests
+// and tools.
 std::array<uint8_t, 32> Sha256(std::string_view data);
 // Lower-case hex of a digest.
 std::string Sha256Hex(std::string_view data);

@@ -85,8 +85,6 @@ void RenderExpertCache(std::string* out, const v1::SlotCacheStats& c) {
          "1 while routed experts stream through the device slot cache.", c.streaming() ? 1 : 0);
   Metric(out, "sluice_expert_slots_capacity", "gauge", "Expert slots in the arena.",
          c.slots_total());
-  Metric(out, "sluice_expert_slots_used", "gauge", "Expert slots holding an expert.",
-         c.slots_used());
   Metric(out, "sluice_expert_arena_bytes", "gauge", "Device bytes of the expert slot arena.",
          c.arena_bytes());
   Metric(out, "sluice_expert_host_tier_bytes", "gauge",

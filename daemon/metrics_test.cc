@@ -62,7 +62,7 @@ TEST(MetricsTest, RendersEveryFamily) {
            "sluice_worker_rss_file_bytes 0\n", "sluice_worker_swap_bytes 0\n",
            "sluice_worker_major_faults_total 0\n", "sluice_host_swap_used_bytes 4096\n",
            "sluice_host_page_cache_bytes 8192\n", "sluice_expert_slots_capacity 0\n",
-           "sluice_expert_slots_used 0\n", "sluice_expert_slot_hits_total 0\n",
+           "sluice_expert_slot_hits_total 0\n",
            "sluice_expert_slot_misses_total 0\n", "sluice_expert_slot_evictions_total 0\n",
            "sluice_expert_slot_exhausted_total 0\n", "sluice_expert_slot_forced_total 0\n",
            "sluice_expert_bytes_streamed_total 0\n",

@@ -14,7 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/forker.h"
-#include "worker/channel.h"
+#include "wire/channel.h"
 
 namespace sluice::daemon {
 namespace {
@@ -144,7 +144,7 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(
   w->socket_fd_ = sv[0];
   w->pidfd_ = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
 
-  w->writer_ = std::make_unique<worker::FrameWriter>(w->socket_fd_);
+  w->writer_ = std::make_unique<wire::FrameWriter>(w->socket_fd_);
   worker::v1::SupervisorMessage msg;
   *msg.mutable_hello() = hello;
   // A worker that dies before reading the Hello is reported by the monitor.
@@ -170,7 +170,7 @@ void WorkerProcess::Monitor() {
     const bool child_gone = pidfd_ >= 0 && (pfds[n - 1].revents & POLLIN);
     if (socket_open && pfds[0].revents != 0) {
       worker::v1::WorkerMessage wm;
-      absl::StatusOr<bool> got = worker::ReceiveFrame(socket_fd_, &wm, nullptr);
+      absl::StatusOr<bool> got = wire::ReceiveFrame(socket_fd_, &wm, nullptr);
       if (got.ok() && *got) {
         on_message_(std::move(wm));
         continue;

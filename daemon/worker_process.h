@@ -38,7 +38,7 @@
 #include "absl/time/time.h"
 #include "daemon/cgroup.h"
 #include "proto/sluice/worker/v1/worker.pb.h"
-#include "worker/frame_writer.h"
+#include "wire/frame_writer.h"
 
 namespace sluice::daemon {
 
@@ -111,7 +111,7 @@ class WorkerProcess {
   WorkerCgroup cgroup_;
   MessageHandler on_message_;
   ExitHandler on_exit_;
-  std::unique_ptr<worker::FrameWriter> writer_;
+  std::unique_ptr<wire::FrameWriter> writer_;
   absl::Mutex exit_mu_;
   bool exited_ ABSL_GUARDED_BY(exit_mu_) = false;
   std::string hung_ ABSL_GUARDED_BY(exit_mu_);

@@ -32,7 +32,7 @@ case "$target" in
   frame)
     mkdir -p "$out/gen"
     protoc --cpp_out="$out/gen" proto/sluice/v1/sluice.proto proto/sluice/worker/v1/worker.proto
-    inputs=(-I"$out/gen" fuzz/frame_fuzzer.cc worker/channel.cc
+    inputs=(-I"$out/gen" fuzz/frame_fuzzer.cc wire/channel.cc
       "$out/gen/proto/sluice/v1/sluice.pb.cc" "$out/gen/proto/sluice/worker/v1/worker.pb.cc"
       -lprotobuf)
     ;;

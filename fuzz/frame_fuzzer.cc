@@ -1,5 +1,5 @@
 // libFuzzer target for the supervisor<->worker message decoder
-// (worker/channel.h ReceiveFrame), built outside Bazel by fuzz/run.sh SECONDS frame;
+// (wire/channel.h ReceiveFrame), built outside Bazel by fuzz/run.sh SECONDS frame;
 // frame_fuzzer_test replays fixed inputs through the same entry point.
 //
 // The bytes are what a broken or hostile peer could write on the socket: they
@@ -15,7 +15,7 @@
 #include <cstdint>
 
 #include "proto/sluice/worker/v1/worker.pb.h"
-#include "worker/channel.h"
+#include "wire/channel.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Larger inputs would not fit the socket buffer in one write.
@@ -36,7 +36,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         i % 2 == 0 ? static_cast<google::protobuf::MessageLite*>(&from_worker)
                    : static_cast<google::protobuf::MessageLite*>(&from_supervisor);
     std::vector<int> fds;
-    absl::StatusOr<bool> got = sluice::worker::ReceiveFrame(sv[1], msg, &fds);
+    absl::StatusOr<bool> got = sluice::wire::ReceiveFrame(sv[1], msg, &fds);
     for (int fd : fds) close(fd);
     if (!got.ok() || !*got) break;
     volatile size_t n = msg->ByteSizeLong();

@@ -10,7 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "proto/sluice/worker/v1/worker.pb.h"
-#include "worker/channel.h"
+#include "wire/channel.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
@@ -30,7 +30,7 @@ absl::StatusCode Decode(const std::string& bytes) {
   EXPECT_EQ(write(sv[0], bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
   shutdown(sv[0], SHUT_WR);
   worker::v1::WorkerMessage msg;
-  absl::StatusOr<bool> got = worker::ReceiveFrame(sv[1], &msg, nullptr);
+  absl::StatusOr<bool> got = wire::ReceiveFrame(sv[1], &msg, nullptr);
   close(sv[0]);
   close(sv[1]);
   return got.status().code();
@@ -89,7 +89,7 @@ TEST(FrameFuzzerTest, SeedsAreWholeValidStreams) {
       worker::v1::SupervisorMessage s;
       google::protobuf::MessageLite* msg =
           frames % 2 == 0 ? static_cast<google::protobuf::MessageLite*>(&w) : &s;
-      absl::StatusOr<bool> got = worker::ReceiveFrame(sv[1], msg, nullptr);
+      absl::StatusOr<bool> got = wire::ReceiveFrame(sv[1], msg, nullptr);
       ASSERT_TRUE(got.ok()) << entry.path() << " frame " << frames << ": " << got.status();
       if (!*got) break;
     }

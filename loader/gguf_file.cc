@@ -50,7 +50,6 @@ class GgufParser {
   GgufParser(std::string file_name, const uint8_t* data, uint64_t size)
       : data_(data), size_(size), file_(new GgufFile()) {
     file_->file_name_ = std::move(file_name);
-    file_->file_size_ = size;
   }
 
   absl::StatusOr<std::unique_ptr<GgufFile>> Run() {

@@ -177,7 +177,6 @@ class GgufFile {
   // Absolute file offset of the data section (end of header rounded up to
   // alignment()). Tensor i lives at data_offset() + tensors()[i].offset.
   uint64_t data_offset() const { return data_offset_; }
-  uint64_t file_size() const { return file_size_; }
 
   // Tensor infos in file order.
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
@@ -201,7 +200,6 @@ class GgufFile {
   absl::StatusOr<bool> GetBool(std::string_view key) const;
   absl::StatusOr<std::vector<uint32_t>> GetArrayU32(std::string_view key) const;
   absl::StatusOr<std::vector<int32_t>> GetArrayI32(std::string_view key) const;
-  absl::StatusOr<std::vector<int64_t>> GetArrayI64(std::string_view key) const;
   absl::StatusOr<std::vector<float>> GetArrayF32(std::string_view key) const;
   absl::StatusOr<std::vector<bool>> GetArrayBool(std::string_view key) const;
   // A view into this GgufFile's storage (valid while it lives).
@@ -225,7 +223,6 @@ class GgufFile {
   uint32_t version_ = 0;
   uint64_t alignment_ = kGgufDefaultAlignment;
   uint64_t data_offset_ = 0;
-  uint64_t file_size_ = 0;
   std::vector<TensorInfo> tensors_;
   std::vector<GgufKv> metadata_;
   std::unordered_map<std::string, size_t> index_;  // key -> metadata_ index

@@ -389,11 +389,6 @@ absl::StatusOr<std::vector<int32_t>> GgufFile::GetArrayI32(
   return GetIntegerArray<int32_t>(*this, key, "int32");
 }
 
-absl::StatusOr<std::vector<int64_t>> GgufFile::GetArrayI64(
-    std::string_view key) const {
-  return GetIntegerArray<int64_t>(*this, key, "int64");
-}
-
 absl::StatusOr<std::vector<float>> GgufFile::GetArrayF32(
     std::string_view key) const {
   const GgufValue* v = Find(key);

@@ -1,4 +1,5 @@
-// The CPU inference engine: the API the worker process drives.
+// The inference engine over either backend (CPU or CUDA): the API the worker
+// process and the tools (generate, parity) drive.
 //
 // An Engine owns one loaded model on one backend (EngineOptions::backend:
 // the CPU reads weights in place from the read-only mapping held by

@@ -127,7 +127,7 @@ TEST_F(E2eClientsTest, PromtoolAcceptsTheScrape) {
         "sluice_worker_rss_file_bytes", "sluice_worker_swap_bytes",
         "sluice_host_swap_used_bytes", "sluice_host_page_cache_bytes",
         "sluice_worker_major_faults_total", "sluice_expert_slots_capacity",
-        "sluice_expert_slots_used", "sluice_expert_slot_hits_total",
+        "sluice_expert_slot_hits_total",
         "sluice_expert_slot_misses_total", "sluice_expert_slot_evictions_total",
         "sluice_expert_slot_exhausted_total", "sluice_expert_slot_forced_total",
         "sluice_expert_bytes_streamed_total", "sluice_expert_slot_host_computed_total",

@@ -1,7 +1,8 @@
 // End-to-end: a worker that exceeds its cgroup memory limit is killed by the
 // kernel, the kill is reported as an OOM kill, and the daemon keeps serving.
 // Uses the memory hog of the test-only sluice-worker-testing
-// (--test_hog_memory and the prompt worker::kHogMemoryPrompt). Runs through cgroup v1 on the development
+// (--test_hog_memory and the prompt worker::kHogMemoryPrompt of
+// worker/worker_testing.h). Runs through cgroup v1 on the development
 // and CI machines and v2 where a delegated subtree exists; skips (with a
 // message) only where no memory cgroup is writable.
 #include <sys/stat.h>
@@ -16,7 +17,7 @@
 #include "daemon/cgroup.h"
 #include "gtest/gtest.h"
 #include "tests/e2e_harness.h"
-#include "worker/worker.h"
+#include "worker/worker_testing.h"
 
 namespace sluice::testing {
 namespace {

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/e2e_harness.h"
+#include "worker/worker_testing.h"
 
 namespace sluice::testing {
 namespace {
@@ -383,8 +384,8 @@ TEST(E2eRobustTest, ProductionWorkerHasACleanEnvironmentAndNoTestHooks) {
   EXPECT_NE(environ.find(std::string("\0TZ=UTC\0", 8)), std::string::npos) << environ;
   EXPECT_EQ(environ.find("SLUICE_"), std::string::npos) << environ;
   EXPECT_EQ(environ.find("TEST_"), std::string::npos) << environ;
-  // The hog prompt is just a prompt to the production worker.
-  Generation g = RunGenerate(d->stub(), GreedyRequest("sluice-test:hog-memory", 2));
+  // The hog prompt of the test worker is just a prompt to the production one.
+  Generation g = RunGenerate(d->stub(), GreedyRequest(worker::kHogMemoryPrompt, 2));
   EXPECT_TRUE(g.status.ok()) << g.status.error_message();
   EXPECT_EQ(OnlyChild(d->pid()), worker);
   EXPECT_EQ(d->Stop(), 0) << d->Log();

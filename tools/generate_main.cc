@@ -1,9 +1,10 @@
-// generate: prompt text in, streamed text out, on the CPU engine.
+// generate: prompt text in, streamed text out, on the engine's CPU backend
+// (the default) or, where CUDA is built, its CUDA backend (--device cuda).
 //
 //   bazel run //tools:generate -- --model M.gguf --prompt "Hello"
 //       [--chat] [--temperature 0.7 --top-k 40 --top-p 0.9 --min-p 0.05
 //        --repeat-penalty 1.1 --seed 1] [--max-tokens 64] [--threads 2]
-//       [--record_trace FILE]
+//       [--record_trace FILE] [--device cuda [--gpu N]]
 //
 // Flags may be spelled with '-' or '_' (--top-k or --top_k). At the end it
 // prints to stderr: prompt/generated tokens, the finish reason, time to

@@ -3,15 +3,12 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
-#include <cstdlib>
-#include <cstring>
 #include <deque>
-#include <functional>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -24,10 +21,9 @@
 #include "proto/sluice/worker/v1/worker.pb.h"
 #include "memory/host_probe.h"
 #include "memory/miss_split.h"
-#include "worker/channel.h"
-#include "worker/device_memory_probe.h"
+#include "wire/channel.h"
+#include "wire/frame_writer.h"
 #include "worker/experts.h"
-#include "worker/frame_writer.h"
 #include "worker/proc_stats.h"
 #include "worker/request_convert.h"
 
@@ -95,32 +91,17 @@ absl::StatusOr<EngineOptions> OptionsFromConfig(const v1::WorkerConfig& config) 
   return options;
 }
 
-[[noreturn]] void HogMemory() {
-  std::vector<char*> blocks;
-  while (true) {
-    constexpr size_t kBlock = 16u << 20;
-    char* p = static_cast<char*>(malloc(kBlock));
-    if (p == nullptr) continue;
-    memset(p, 0x5a, kBlock);
-    blocks.push_back(p);
-  }
-}
-
 class Worker {
  public:
-  Worker(int fd, const TestHooks& hooks)
-      : fd_(fd),
-        step_delay_ms_(hooks.step_delay_ms),
-        test_hooks_(hooks.hog_memory),
-        fake_device_(hooks.device_memory),
-        fake_experts_(hooks.expert_stats) {}
+  Worker(int fd, Collaborators collaborators)
+      : fd_(fd), collaborators_(std::move(collaborators)) {}
   int Run();
 
  private:
   absl::Status Load(const SupervisorMessage& hello, std::vector<int> fds);
   // Runs the fit planner for a CUDA engine (options->experts in and out).
   absl::Status PlanCuda(EngineOptions* options);
-  // The backend's expert cache figures (or the test hook's).
+  // The expert cache figures (Collaborators::expert_stats).
   ExpertStreamStats Experts() const;
   void Send(const WorkerMessage& msg);
   // A LoadProgress frame (throttled) while Load runs.
@@ -135,17 +116,14 @@ class Worker {
   const int fd_;
   // Every message leaves through the writer thread, so neither the reader
   // nor the generation thread ever blocks on the socket.
-  std::unique_ptr<FrameWriter> writer_;
+  std::unique_ptr<wire::FrameWriter> writer_;
   std::string progress_phase_;  // Load's thread only
   absl::Time progress_sent_;
   std::unique_ptr<ModelFiles> files_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<Session> session_;
   v1::WorkerConfig config_;
-  const int step_delay_ms_;
-  const bool test_hooks_;
-  const std::optional<memory::DeviceMemory> fake_device_;
-  const std::function<ExpertStreamStats(uint64_t)> fake_experts_;
+  const Collaborators collaborators_;
   // Prefill and decode passes run so far (one per token generated).
   std::atomic<uint64_t> forward_passes_{0};
 
@@ -162,7 +140,7 @@ class Worker {
 void Worker::Send(const WorkerMessage& msg) {
   if (writer_ == nullptr) {
     // Before the writer exists (a failed Hello) nothing else is writing.
-    (void)SendFrame(fd_, msg);
+    (void)wire::SendFrame(fd_, msg);
     return;
   }
   // A failed send means the supervisor is gone; the read loop sees the EOF.
@@ -255,8 +233,7 @@ absl::Status Worker::Load(const SupervisorMessage& msg, std::vector<int> fds) {
 }
 
 absl::Status Worker::PlanCuda(EngineOptions* options) {
-  absl::StatusOr<memory::DeviceMemory> device =
-      fake_device_.has_value() ? *fake_device_ : ProbeDeviceMemory(options->device);
+  absl::StatusOr<memory::DeviceMemory> device = collaborators_.device_memory(options->device);
   if (!device.ok()) return device.status();
   absl::StatusOr<memory::HostMemory> host = memory::ProcHostProbe().Memory();
   if (!host.ok()) return host.status();
@@ -277,16 +254,11 @@ absl::Status Worker::PlanCuda(EngineOptions* options) {
 }
 
 ExpertStreamStats Worker::Experts() const {
-  if (fake_experts_) return fake_experts_(forward_passes_.load());
-  return engine_->model().ExpertStats();
+  return collaborators_.expert_stats(engine_->model(), forward_passes_.load());
 }
 
 void Worker::RunGenerate(uint64_t id, const sluice::v1::GenerateRequest& request) {
-  if (test_hooks_ && request.input_case() == sluice::v1::GenerateRequest::kPrompt &&
-      request.prompt() == kHogMemoryPrompt) {
-    Log("test hook: allocating memory until killed");
-    HogMemory();
-  }
+  if (collaborators_.before_generate) collaborators_.before_generate(request);
   absl::StatusOr<GenerateParams> params =
       ToGenerateParams(engine_->tokenizer(), session_->context_length(), request);
   if (!params.ok()) {
@@ -312,9 +284,7 @@ void Worker::RunGenerate(uint64_t id, const sluice::v1::GenerateRequest& request
     // it did not.
     msg.mutable_chunk()->set_text(SanitizeUtf8(piece));
     Send(msg);
-    if (step_delay_ms_ > 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(step_delay_ms_));
-    }
+    if (collaborators_.after_token) collaborators_.after_token();
     return cancel_id_.load() != id;
   };
   absl::StatusOr<GenerateResult> result = Generate(*session_, *params, on_token);
@@ -397,7 +367,7 @@ void Worker::AnswerStats() {
 int Worker::Run() {
   SupervisorMessage msg;
   std::vector<int> fds;
-  absl::StatusOr<bool> got = ReceiveFrame(fd_, &msg, &fds);
+  absl::StatusOr<bool> got = wire::ReceiveFrame(fd_, &msg, &fds);
   if (!got.ok() || !*got || !msg.has_hello()) {
     for (int fd : fds) close(fd);
     Log("expected a Hello from the supervisor");
@@ -408,14 +378,14 @@ int Worker::Run() {
     SendError(0, s, /*fatal=*/true);
     return 2;
   }
-  FrameWriter::Options writer_options;
+  wire::FrameWriter::Options writer_options;
   if (config_.heartbeat_interval_ms() > 0) {
     WorkerMessage beat;
     beat.mutable_heartbeat();
-    writer_options.idle_frame = *EncodeFrame(beat);
+    writer_options.idle_frame = *wire::EncodeFrame(beat);
     writer_options.idle_interval = absl::Milliseconds(config_.heartbeat_interval_ms());
   }
-  writer_ = std::make_unique<FrameWriter>(fd_, std::move(writer_options));
+  writer_ = std::make_unique<wire::FrameWriter>(fd_, std::move(writer_options));
   WorkerMessage ready;
   sluice::v1::ModelInfo* info = ready.mutable_ready()->mutable_model();
   info->set_model_id(config_.model_id());
@@ -426,7 +396,7 @@ int Worker::Run() {
 
   std::thread generation([this] { GenerationLoop(); });
   while (true) {
-    got = ReceiveFrame(fd_, &msg, nullptr);
+    got = wire::ReceiveFrame(fd_, &msg, nullptr);
     if (!got.ok() || !*got || msg.has_shutdown()) break;
     const uint64_t id = msg.request_id();
     switch (msg.body_case()) {
@@ -463,6 +433,8 @@ int Worker::Run() {
 
 }  // namespace
 
-int RunWorker(int socket_fd, const TestHooks& hooks) { return Worker(socket_fd, hooks).Run(); }
+int RunWorker(int socket_fd, Collaborators collaborators) {
+  return Worker(socket_fd, std::move(collaborators)).Run();
+}
 
 }  // namespace sluice::worker

@@ -25,43 +25,51 @@
 // CUDA backend in the binary, no such device, no memory) is sent as `fatal`,
 // whose text names the cause, and the worker exits 2.
 //
-// Test hooks exist only in the test-only binary sluice-worker-testing
-// (worker/worker_testing_main.cc), which passes a TestHooks; the production
-// sluice-worker passes none and reads no environment variable.
+// What the worker needs from outside its protocol (the device's memory, the
+// backend's expert figures) and what it tells while a request runs come
+// through Collaborators, whose defaults are production's. sluice-worker
+// passes the defaults and reads no environment variable; the fakes of the
+// tests (a memory hog, a slow stream, a fixed device size, fixed expert
+// figures) exist only in the test-only sluice-worker-testing
+// (worker/worker_testing_main.cc).
 #ifndef SLUICE_WORKER_WORKER_H_
 #define SLUICE_WORKER_WORKER_H_
 
 #include <cstdint>
 #include <functional>
-#include <optional>
 
+#include "absl/status/statusor.h"
 #include "memory/fit_planner.h"
 #include "model/model.h"
+#include "proto/sluice/v1/sluice.pb.h"
+#include "worker/device_memory_probe.h"
 
 namespace sluice::worker {
 
-// The prompt that triggers the memory hog of TestHooks::hog_memory.
-inline constexpr char kHogMemoryPrompt[] = "sluice-test:hog-memory";
-
-struct TestHooks {
-  // Sleep this long after each token, so tests can act mid-stream.
-  int step_delay_ms = 0;
-  // A Generate whose prompt is exactly kHogMemoryPrompt allocates and
-  // touches memory until the kernel kills the worker (OOM tests).
-  bool hog_memory = false;
-  // The device memory the fit planner of a CUDA worker sees instead of
-  // asking the device, so that a refusal is tested without a GPU.
-  std::optional<memory::DeviceMemory> device_memory;
-  // Stands in for the backend's BackendStats::experts (the CPU backend never
-  // streams): called with the forward passes this worker has run so far
-  // (one per prefill, one per decode step), so its figures are
-  // deterministic.
-  std::function<ExpertStreamStats(uint64_t forward_passes)> expert_stats;
+// Thread-safety: device_memory runs on the thread that loads the model;
+// expert_stats on the reading thread (Stats) and the generation thread
+// (Generate); before_generate and after_token on the generation thread.
+struct Collaborators {
+  // The device memory the fit planner of a CUDA worker plans for, by device
+  // ordinal. Must be set.
+  std::function<absl::StatusOr<memory::DeviceMemory>(int device)> device_memory =
+      ProbeDeviceMemory;
+  // The expert cache figures reported with Stats and GenerateDone, from the
+  // built model and the forward passes this worker has run so far (one per
+  // prefill, one per decode step). Must be set.
+  std::function<ExpertStreamStats(const Model& model, uint64_t forward_passes)> expert_stats =
+      [](const Model& model, uint64_t) { return model.ExpertStats(); };
+  // Called with each Generate request before it is checked and run (none
+  // when empty).
+  std::function<void(const sluice::v1::GenerateRequest& request)> before_generate;
+  // Called after each generated token has been queued for the supervisor
+  // (none when empty).
+  std::function<void()> after_token;
 };
 
 // Serves the supervisor on `socket_fd` until Shutdown or end of stream.
 // Returns the process exit code.
-int RunWorker(int socket_fd, const TestHooks& hooks = TestHooks());
+int RunWorker(int socket_fd, Collaborators collaborators = Collaborators());
 
 }  // namespace sluice::worker
 

@@ -23,12 +23,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "proto/sluice/worker/v1/worker.pb.h"
-#include "worker/channel.h"
+#include "wire/channel.h"
 
 namespace {
 
-using sluice::worker::ReceiveFrame;
-using sluice::worker::SendFrame;
+using sluice::wire::ReceiveFrame;
+using sluice::wire::SendFrame;
 using sluice::worker::v1::DeviceMemory;
 using sluice::worker::v1::SupervisorMessage;
 using sluice::worker::v1::WorkerMessage;

@@ -1,4 +1,4 @@
-#include "worker/channel.h"
+#include "wire/channel.h"
 
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "proto/sluice/worker/v1/worker.pb.h"
 
-namespace sluice::worker {
+namespace sluice::wire {
 namespace {
 
 class ChannelTest : public ::testing::Test {
@@ -27,18 +27,18 @@ class ChannelTest : public ::testing::Test {
 };
 
 TEST_F(ChannelTest, RoundTripsMessagesAndFds) {
-  v1::SupervisorMessage out;
+  worker::v1::SupervisorMessage out;
   out.set_request_id(42);
   out.mutable_hello()->mutable_config()->set_model_id("tiny");
   int pipe_fds[2];
   ASSERT_EQ(pipe(pipe_fds), 0);
   ASSERT_TRUE(SendFrame(sv_[0], out, {pipe_fds[1]}).ok());
-  v1::SupervisorMessage second;
+  worker::v1::SupervisorMessage second;
   second.set_request_id(43);
   second.mutable_cancel();
   ASSERT_TRUE(SendFrame(sv_[0], second).ok());
 
-  v1::SupervisorMessage in;
+  worker::v1::SupervisorMessage in;
   std::vector<int> fds;
   auto got = ReceiveFrame(sv_[1], &in, &fds);
   ASSERT_TRUE(got.ok()) << got.status();
@@ -66,7 +66,7 @@ TEST_F(ChannelTest, RoundTripsMessagesAndFds) {
 TEST_F(ChannelTest, CleanEofIsFalse) {
   close(sv_[0]);
   sv_[0] = -1;
-  v1::SupervisorMessage in;
+  worker::v1::SupervisorMessage in;
   auto got = ReceiveFrame(sv_[1], &in, nullptr);
   ASSERT_TRUE(got.ok());
   EXPECT_FALSE(*got);
@@ -77,7 +77,7 @@ TEST_F(ChannelTest, TruncatedFrameIsDataLoss) {
   ASSERT_EQ(write(sv_[0], partial, sizeof(partial)), 6);
   close(sv_[0]);
   sv_[0] = -1;
-  v1::SupervisorMessage in;
+  worker::v1::SupervisorMessage in;
   auto got = ReceiveFrame(sv_[1], &in, nullptr);
   EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(got.status().message().find("after 2 of 10"), std::string::npos)
@@ -91,7 +91,7 @@ TEST_F(ChannelTest, AnnouncedButUnsentBodyIsDataLoss) {
   ASSERT_EQ(write(sv_[0], announce, sizeof(announce)), 5);
   close(sv_[0]);
   sv_[0] = -1;
-  v1::SupervisorMessage in;
+  worker::v1::SupervisorMessage in;
   auto got = ReceiveFrame(sv_[1], &in, nullptr);
   EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(got.status().message(),
@@ -101,7 +101,7 @@ TEST_F(ChannelTest, AnnouncedButUnsentBodyIsDataLoss) {
 TEST_F(ChannelTest, OversizedLengthIsRejected) {
   const unsigned char huge[] = {0xff, 0xff, 0xff, 0x7f};
   ASSERT_EQ(write(sv_[0], huge, sizeof(huge)), 4);
-  v1::SupervisorMessage in;
+  worker::v1::SupervisorMessage in;
   auto got = ReceiveFrame(sv_[1], &in, nullptr);
   EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(got.status().message().find("exceeds"), std::string::npos);
@@ -111,7 +111,7 @@ TEST_F(ChannelTest, UnparsableFrameIsInvalidArgument) {
   // A frame of 3 bytes that are not a valid protobuf (field 0 is illegal).
   const unsigned char bad[] = {3, 0, 0, 0, 0x00, 0x00, 0x00};
   ASSERT_EQ(write(sv_[0], bad, sizeof(bad)), 7);
-  v1::SupervisorMessage in;
+  worker::v1::SupervisorMessage in;
   auto got = ReceiveFrame(sv_[1], &in, nullptr);
   EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(got.status().message().find("does not parse as sluice.worker.v1.SupervisorMessage"),
@@ -123,13 +123,13 @@ TEST_F(ChannelTest, UnparsableFrameIsInvalidArgument) {
 // crosses every step and arrives byte for byte, and a stream cut inside a
 // later step counts the bytes of all earlier ones.
 TEST_F(ChannelTest, LargeFrameCrossesEveryReadStep) {
-  v1::WorkerMessage out;
+  worker::v1::WorkerMessage out;
   std::string text(3 << 20, '\0');
   for (size_t i = 0; i < text.size(); ++i) text[i] = static_cast<char>('a' + i % 26);
   out.mutable_chunk()->set_text(text);
   // The frame is larger than the socket buffer: the writer needs its own thread.
   std::thread writer([&] { ASSERT_TRUE(SendFrame(sv_[0], out).ok()); });
-  v1::WorkerMessage in;
+  worker::v1::WorkerMessage in;
   auto got = ReceiveFrame(sv_[1], &in, nullptr);
   writer.join();
   ASSERT_TRUE(got.ok()) << got.status();
@@ -150,4 +150,4 @@ TEST_F(ChannelTest, LargeFrameCrossesEveryReadStep) {
 }
 
 }  // namespace
-}  // namespace sluice::worker
+}  // namespace sluice::wire

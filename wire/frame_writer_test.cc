@@ -1,4 +1,4 @@
-#include "worker/frame_writer.h"
+#include "wire/frame_writer.h"
 
 #include <sys/socket.h>
 #include <unistd.h>
@@ -8,9 +8,9 @@
 
 #include "gtest/gtest.h"
 #include "proto/sluice/worker/v1/worker.pb.h"
-#include "worker/channel.h"
+#include "wire/channel.h"
 
-namespace sluice::worker {
+namespace sluice::wire {
 namespace {
 
 class FrameWriterTest : public ::testing::Test {
@@ -25,8 +25,8 @@ class FrameWriterTest : public ::testing::Test {
   int sv_[2] = {-1, -1};
 };
 
-v1::SupervisorMessage BigTokenize(uint64_t id, size_t bytes) {
-  v1::SupervisorMessage m;
+worker::v1::SupervisorMessage BigTokenize(uint64_t id, size_t bytes) {
+  worker::v1::SupervisorMessage m;
   m.set_request_id(id);
   m.mutable_tokenize()->set_text(std::string(bytes, 'a' + id % 26));
   return m;
@@ -42,7 +42,7 @@ TEST_F(FrameWriterTest, SendNeverBlocksOnAPeerThatDoesNotRead) {
   EXPECT_GT(writer.PendingBytes(), size_t{4} << 20);
 
   for (uint64_t id = 1; id <= 3; ++id) {
-    v1::SupervisorMessage in;
+    worker::v1::SupervisorMessage in;
     auto got = ReceiveFrame(sv_[1], &in, nullptr);
     ASSERT_TRUE(got.ok() && *got) << got.status();
     EXPECT_EQ(in.request_id(), id);
@@ -61,10 +61,10 @@ TEST_F(FrameWriterTest, BothDirectionsProgressWithLargeMessages) {
   ASSERT_TRUE(b.Send(BigTokenize(2, 3 << 20)).ok());
   std::string got_a, got_b;
   std::thread reader_a([&] {
-    v1::SupervisorMessage in;
+    worker::v1::SupervisorMessage in;
     if (ReceiveFrame(sv_[0], &in, nullptr).ok()) got_a = in.tokenize().text();
   });
-  v1::SupervisorMessage in;
+  worker::v1::SupervisorMessage in;
   ASSERT_TRUE(ReceiveFrame(sv_[1], &in, nullptr).ok());
   got_b = in.tokenize().text();
   reader_a.join();
@@ -75,14 +75,14 @@ TEST_F(FrameWriterTest, BothDirectionsProgressWithLargeMessages) {
 }
 
 TEST_F(FrameWriterTest, SendsTheIdleFrameWhenNothingElseWasWritten) {
-  v1::WorkerMessage beat;
+  worker::v1::WorkerMessage beat;
   beat.mutable_heartbeat();
   FrameWriter::Options options;
   options.idle_frame = *EncodeFrame(beat);
   options.idle_interval = absl::Milliseconds(20);
   FrameWriter writer(sv_[0], options);
   for (int i = 0; i < 3; ++i) {
-    v1::WorkerMessage in;
+    worker::v1::WorkerMessage in;
     auto got = ReceiveFrame(sv_[1], &in, nullptr);
     ASSERT_TRUE(got.ok() && *got) << got.status();
     EXPECT_TRUE(in.has_heartbeat()) << in.DebugString();
@@ -110,4 +110,4 @@ TEST_F(FrameWriterTest, SendFailsOnceThePeerHasGone) {
 }
 
 }  // namespace
-}  // namespace sluice::worker
+}  // namespace sluice::wire

@@ -1,4 +1,4 @@
-#include "worker/channel.h"
+#include "wire/channel.h"
 
 #include <errno.h>
 #include <string.h>
@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace sluice::worker {
+namespace sluice::wire {
 namespace {
 
 absl::Status ErrnoStatus(const char* what, int err) {
@@ -172,4 +172,4 @@ absl::StatusOr<bool> ReceiveFrame(int socket_fd,
   return true;
 }
 
-}  // namespace sluice::worker
+}  // namespace sluice::wire

@@ -15,8 +15,8 @@
 //
 // Thread-safety: Send(), PendingBytes() and Close() may be called from any
 // thread. The destructor calls Close().
-#ifndef SLUICE_WORKER_FRAME_WRITER_H_
-#define SLUICE_WORKER_FRAME_WRITER_H_
+#ifndef SLUICE_WIRE_FRAME_WRITER_H_
+#define SLUICE_WIRE_FRAME_WRITER_H_
 
 #include <cstddef>
 #include <deque>
@@ -31,7 +31,7 @@
 #include "absl/types/span.h"
 #include "google/protobuf/message_lite.h"
 
-namespace sluice::worker {
+namespace sluice::wire {
 
 class FrameWriter {
  public:
@@ -83,6 +83,6 @@ class FrameWriter {
   std::thread thread_;
 };
 
-}  // namespace sluice::worker
+}  // namespace sluice::wire
 
-#endif  // SLUICE_WORKER_FRAME_WRITER_H_
+#endif  // SLUICE_WIRE_FRAME_WRITER_H_

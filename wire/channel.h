@@ -7,8 +7,8 @@
 //
 // Thread-safety: the functions hold no state. Callers serialize writers on one
 // socket (a message must not interleave with another) and use one reader.
-#ifndef SLUICE_WORKER_CHANNEL_H_
-#define SLUICE_WORKER_CHANNEL_H_
+#ifndef SLUICE_WIRE_CHANNEL_H_
+#define SLUICE_WIRE_CHANNEL_H_
 
 #include <cstdint>
 #include <string>
@@ -20,7 +20,7 @@
 #include "absl/types/span.h"
 #include "google/protobuf/message_lite.h"
 
-namespace sluice::worker {
+namespace sluice::wire {
 
 // Larger frames are refused as a protocol error (a tensor table of a few
 // thousand tensors is well below it).
@@ -35,7 +35,7 @@ absl::Status SendFrame(int socket_fd, const google::protobuf::MessageLite& msg,
                        absl::Span<const int> fds = {});
 
 // The pieces of SendFrame, for writers that serialize on one thread and write
-// on another (worker/frame_writer.h): a whole frame (length prefix and body),
+// on another (wire/frame_writer.h): a whole frame (length prefix and body),
 // and the blocking write of such a frame.
 absl::StatusOr<std::string> EncodeFrame(const google::protobuf::MessageLite& msg);
 absl::Status SendEncoded(int socket_fd, std::string_view frame,
@@ -52,6 +52,6 @@ absl::StatusOr<bool> ReceiveFrame(int socket_fd,
                                   google::protobuf::MessageLite* msg,
                                   std::vector<int>* fds);
 
-}  // namespace sluice::worker
+}  // namespace sluice::wire
 
-#endif  // SLUICE_WORKER_CHANNEL_H_
+#endif  // SLUICE_WIRE_CHANNEL_H_

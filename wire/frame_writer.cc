@@ -1,4 +1,4 @@
-#include "worker/frame_writer.h"
+#include "wire/frame_writer.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -9,9 +9,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "worker/channel.h"
+#include "wire/channel.h"
 
-namespace sluice::worker {
+namespace sluice::wire {
 
 FrameWriter::FrameWriter(int socket_fd, Options options)
     : socket_fd_(socket_fd), options_(std::move(options)) {
@@ -117,4 +117,4 @@ void FrameWriter::Loop() {
   }
 }
 
-}  // namespace sluice::worker
+}  // namespace sluice::wire
