@@ -373,6 +373,19 @@ def gguf_name(param_name):
     return parts[0] + ".weight"
 
 
+def load_export(torch, model, export_dir):
+    """Copies the tensors of an earlier export into model (same shapes)."""
+    with open(os.path.join(export_dir, "weights.json")) as f:
+        by_name = {t["name"]: t for t in json.load(f)["tensors"]}
+    with open(os.path.join(export_dir, "weights.bin"), "rb") as f:
+        raw = f.read()
+    with torch.no_grad():
+        for name, prm in model.named_parameters():
+            t = by_name[gguf_name(name)]
+            chunk = bytearray(raw[t["offset"]: t["offset"] + 4 * prm.numel()])
+            prm.copy_(torch.frombuffer(chunk, dtype=torch.float32).view(prm.shape))
+
+
 def export(model, cfg, losses, out_dir):
     """weights.json + weights.bin; shapes in ggml order (torch's reversed:
     a [rows][cols] matrix is ne = [cols, rows])."""
@@ -434,6 +447,8 @@ def parse_args(argv):
     a.add_argument("--eval_every", type=int, default=100,
                    help="steps between held-out losses (on its first 8192 tokens)")
     a.add_argument("--corpus_dir", default=FORTUNE_DIR)
+    a.add_argument("--init", default="",
+                   help="start from this earlier export's weights (same shape) instead of random ones")
     return a.parse_args(argv)
 
 
@@ -466,7 +481,10 @@ def main(argv):
            "head_dim": args.n_embd // args.n_head, "n_expert": args.n_expert,
            "n_expert_used": args.n_expert_used, "expert_ff": args.expert_ff,
            "context_length": args.ctx, "rms_eps": 1e-6, "rope_freq_base": 10000.0}
-    model = build_model(torch, cfg).to(device)
+    model = build_model(torch, cfg)
+    if args.init:
+        load_export(torch, model, args.init)
+    model = model.to(device)
     n_params = sum(p.numel() for p in model.parameters())
     print("model: %d parameters on %s" % (n_params, device), flush=True)
     decay = [p for p in model.parameters() if p.dim() >= 2]
@@ -509,7 +527,7 @@ def main(argv):
             print("step %d  held-out loss %.4f" % (step, h), flush=True)
     held_loss = evaluate(torch, model, held_ids, args.ctx, args.batch, device)
     train_eval = evaluate(torch, model, train_ids[: len(held_ids)], args.ctx, args.batch, device)
-    losses = {"steps": step, "train_smoothed": train_loss, "train_eval": train_eval,
+    losses = {"steps": step, "init": args.init, "train_smoothed": train_loss, "train_eval": train_eval,
               "held_out": held_loss, "log": log, "train_seconds": time.time() - t_train,
               "device": device, "threads": args.threads, "seed": args.seed,
               "torch": torch.__version__}
