@@ -12,7 +12,8 @@ APT_PACKAGES := \
   libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc \
   python3-grpcio python3-protobuf \
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev \
-  libcpp-httplib-dev libssl-dev libsystemd-dev liburing-dev prometheus systemd openssl curl haproxy python3-yaml tmux
+  libcpp-httplib-dev libssl-dev libsystemd-dev liburing-dev prometheus systemd openssl curl haproxy python3-yaml tmux \
+  fortunes
 
 # Without nvcc the CUDA targets are switched off; everything else still builds.
 # Per-machine settings (a job cap on a shared box) go in user.bazelrc, or in

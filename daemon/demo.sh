@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Demo of the serving path: writes the tiny qwen35moe model with mkmodel (once),
-# starts sluiced with a CPU worker on free ports, streams a generation through
+# Demo of the serving path on the committed trained model
+# models/demo-qwen3moe-q8_0.gguf (a small qwen3moe trained on Debian's
+# fortunes, train/README.md): starts sluiced with a CPU worker on free ports, streams a generation through
 # sluicectl, asks the same through the OpenAI-compatible HTTP API with curl,
 # prints a few metrics and stops the daemon with SIGTERM.
 # Usage: daemon/demo.sh BAZEL [bazel flags...]   (make demo passes both)
 # On a machine without Bazel (the GPU machine): SLUICE_DEMO_BIN=DIR holds
-# prebuilt mkmodel, inspect, sluiced, sluice-worker and sluicectl (see
+# prebuilt inspect, sluiced, sluice-worker and sluicectl (see
 # tools/gpu_bundle.sh), and SLUICE_DEMO_WORKER_KIND=cuda runs the worker on
 # the GPU.
 set -euo pipefail
@@ -19,21 +20,17 @@ if [ -n "${SLUICE_DEMO_BIN:-}" ]; then
   bin() { echo "$SLUICE_DEMO_BIN/$1"; }
 else
   bazel_bin="${1:-bazel}"; shift || true
-  "$bazel_bin" build "$@" //tools:mkmodel //tools:inspect //daemon:sluiced //worker:sluice-worker //clients:sluicectl
+  "$bazel_bin" build "$@" //tools:inspect //daemon:sluiced //worker:sluice-worker //clients:sluicectl
   bin() {
     case "$1" in
-      mkmodel|inspect) echo "bazel-bin/tools/$1" ;;
+      inspect) echo "bazel-bin/tools/$1" ;;
       sluiced) echo "bazel-bin/daemon/sluiced" ;;
       sluice-worker) echo "bazel-bin/worker/sluice-worker" ;;
       sluicectl) echo "bazel-bin/clients/sluicectl" ;;
     esac
   }
 fi
-mkdir -p out
-model=out/demo-qwen35moe.gguf
-if [ ! -f "$model" ]; then
-  "$(bin mkmodel)" --arch qwen35moe --shape tiny --out "$model"
-fi
+model="${SLUICE_DEMO_MODEL:-models/demo-qwen3moe-q8_0.gguf}"
 echo "== inspect --summary $model"
 "$(bin inspect)" --summary "$model" | tail -n 1
 run=$(mktemp -d)
@@ -63,13 +60,13 @@ ctl=("$(bin sluicectl)" --addr="127.0.0.1:$grpc_port" --timeout=120)
 echo "== sluiced log"; cat "$run/sluiced.log"
 echo "== sluicectl health";  "${ctl[@]}" health
 echo "== sluicectl models";  "${ctl[@]}" models
-echo "== sluicectl generate (greedy, 48 tokens; random weights, so the text is noise)"
-"${ctl[@]}" generate --max_tokens=48 --ignore_eos --stats "The sluice gate opened and"
-echo "== sluicectl generate --chat (temperature 0.8, seed 7)"
-"${ctl[@]}" generate --chat --max_tokens=24 --ignore_eos --temperature=0.8 --seed=7 "Hello!"
+echo "== sluicectl generate (greedy, up to 48 tokens; a model trained on fortunes, so fortune-like English)"
+"${ctl[@]}" generate --max_tokens=48 --stats "A fool and his money"
+echo "== sluicectl generate --chat (temperature 0.8, seed 7; trained on fortunes, not on chat turns)"
+"${ctl[@]}" generate --chat --max_tokens=24 --ignore_eos --temperature=0.8 --seed=7 "Tell me a fortune."
 echo "== curl: the same chat through the OpenAI-compatible API (http://127.0.0.1:$http_port/v1; same text)"
 curl -sS "http://127.0.0.1:$http_port/v1/chat/completions" -H 'Content-Type: application/json' \
-  -d '{"model": "demo", "messages": [{"role": "user", "content": "Hello!"}],
+  -d '{"model": "demo", "messages": [{"role": "user", "content": "Tell me a fortune."}],
        "max_tokens": 24, "temperature": 0.8, "seed": 7, "ignore_eos": true}' |
   python3 -m json.tool --no-ensure-ascii
 echo "== metrics (http://127.0.0.1:$metrics_port/metrics, excerpt)"

@@ -335,10 +335,8 @@ absl::Status WriteShard(const Options& o, const std::string& path,
   return w->Finish();
 }
 
-}  // namespace
-
-absl::StatusOr<std::vector<std::string>> WriteModel(const Options& o,
-                                                    const std::string& out_path) {
+// The shape and the file type.
+absl::Status CheckOptions(const Options& o) {
   RETURN_IF_ERROR(CheckShape(o.arch, o.shape));
   if (o.mix == Mix::kNone && o.type != GgmlType::kF32 && o.type != GgmlType::kF16 &&
       o.type != GgmlType::kQ8_0) {
@@ -346,6 +344,63 @@ absl::StatusOr<std::vector<std::string>> WriteModel(const Options& o,
         "mkmodel: type ", std::string(TraitsOf(o.type).name),
         " is not supported (f32, f16, q8_0)"));
   }
+  return absl::OkStatus();
+}
+
+// BuildVocab's layout (see WriteModelWithValues in the header).
+absl::Status CheckVocabLayout(const Vocab& v) {
+  const size_t n = v.tokens.size();
+  const char* const controls[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+  bool ok = n == 256 + v.merges.size() + 3 && v.token_types.size() == n;
+  for (size_t i = 0; ok && i < 3; ++i) {
+    ok = v.tokens[n - 3 + i] == controls[i] && v.token_types[n - 3 + i] == 3;
+  }
+  if (!ok) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mkmodel: the vocabulary (", n, " tokens, ", v.merges.size(), " merges, ",
+        v.token_types.size(), " token types) is not 256 bytes + one token per "
+        "merge + <|endoftext|> <|im_start|> <|im_end|> (control)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status WriteModelWithValues(const Options& o, const Vocab& vocab,
+                                  const TensorValues& values,
+                                  const std::string& out_path) {
+  RETURN_IF_ERROR(CheckOptions(o));
+  RETURN_IF_ERROR(CheckVocabLayout(vocab));
+  if (o.split_count != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mkmodel: split count ", o.split_count, ": a model from given values is one file"));
+  }
+  std::vector<Spec> specs = internal::TensorSpecs(o.arch, o.shape, vocab.tokens.size());
+  internal::AssignTypes(o, specs);
+  ASSIGN_OR_RETURN(std::unique_ptr<GgufWriter> w, GgufWriter::Create(out_path));
+  for (const GgufKv& kv : Metadata(o, vocab)) RETURN_IF_ERROR(w->Add(kv.key, kv.value));
+  for (const Spec& spec : specs) {
+    RETURN_IF_ERROR(w->AddTensorInfo(spec.name, spec.type, spec.ne));
+  }
+  std::vector<uint8_t> bytes;
+  for (const Spec& spec : specs) {
+    ASSIGN_OR_RETURN(const std::vector<float> v, values(spec.name, spec.ne));
+    uint64_t count = 1;
+    for (uint64_t d : spec.ne) count *= d;
+    if (v.size() != count) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "mkmodel: tensor ", spec.name, ": ", v.size(), " values given, its shape needs ",
+          count));
+    }
+    RETURN_IF_ERROR(internal::Encode(v, spec.type, bytes));
+    RETURN_IF_ERROR(w->WriteTensor(spec.name, bytes));
+  }
+  return w->Finish();
+}
+
+absl::StatusOr<std::vector<std::string>> WriteModel(const Options& o,
+                                                    const std::string& out_path) {
+  RETURN_IF_ERROR(CheckOptions(o));
   ASSIGN_OR_RETURN(Vocab vocab, BuildVocab(o.shape.n_merges));
   if (o.routing_locality < 0 || !std::isfinite(o.routing_locality)) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -32,6 +32,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -160,6 +161,25 @@ struct Vocab {
 // common letter (about 12 per learned token). InvalidArgument if even that
 // gives fewer than n_merges.
 absl::StatusOr<Vocab> BuildVocab(uint32_t n_merges);
+// The values of one tensor in ggml order (ne[0] fastest), asked for by name
+// and shape (ggml order).
+using TensorValues = std::function<absl::StatusOr<std::vector<float>>(
+    const std::string& name, const std::vector<uint64_t>& ne)>;
+
+// WriteModel with `vocab` for the vocabulary and `values` for the weights
+// instead of drawn ones (a trained model; tools/import_weights): the same
+// metadata, tensor names, shapes, order and per-tensor types, in one file.
+// routing_locality, seed, chunk_elements and threads do not apply.
+// `vocab` must have BuildVocab's layout, which the tokenizer keys assume:
+// 256 byte tokens, the merges' tokens, then the control tokens
+// <|endoftext|> (bos, pad) <|im_start|> <|im_end|> (eos).
+// Errors: WriteModel's for the options; values' own; InvalidArgument when
+// split_count is not 1, the vocabulary's layout differs or values returns
+// a count other than the product of ne for a tensor (naming it).
+absl::Status WriteModelWithValues(const Options& options, const Vocab& vocab,
+                                  const TensorValues& values,
+                                  const std::string& out_path);
+
 // GPT-2's byte-to-unicode spelling of byte b (UTF-8), e.g. ' ' -> "Ġ".
 std::string ByteToUnicode(uint8_t b);
 

@@ -145,6 +145,8 @@ void ApplyLocality(const Options& o, const Spec& spec, uint64_t first_row, uint6
   }
 }
 
+}  // namespace
+
 absl::Status Encode(const std::vector<float>& values, GgmlType type, std::vector<uint8_t>& out) {
   if (type == GgmlType::kQ8_0) {
     out.clear();
@@ -166,6 +168,8 @@ absl::Status Encode(const std::vector<float>& values, GgmlType type, std::vector
   }
   return absl::OkStatus();
 }
+
+namespace {
 
 // DrawRows for the mixes: FastNormal, computed in float.
 void DrawRowsFast(const Options& o, const Spec& spec, uint64_t first_row, uint64_t n_rows,

@@ -74,6 +74,11 @@ uint64_t Rows(const Spec& spec);
 void DrawRows(const Options& o, const Spec& spec, uint64_t first_row, uint64_t n_rows,
               std::vector<float>& out);
 
+// values in `type`'s file layout (F32, F16, Q8_0 or a kernels::QuantizeRow
+// type) into out (replaced).
+absl::Status Encode(const std::vector<float>& values, GgmlType type,
+                    std::vector<uint8_t>& out);
+
 // One chunk's buffers, kept across chunks and tensors (fresh multi-MB
 // buffers cost page faults and zeroing comparable to generating them).
 struct ChunkSlot {
