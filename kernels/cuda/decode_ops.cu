@@ -548,7 +548,9 @@ __device__ __forceinline__ TileRef ExpertTile(const StreamExperts& s, int t) {
 
 // Rows of one tile (in shared memory at w, and up for a pair) of type T
 // against the 8-bit vector xv, into y[0, nr) (the lanes and order of
-// RowSumsT's 8-bit path, so the bits of the unstreamed kernels).
+// RowSumsT's 8-bit path, so the bits of the unstreamed kernels). Not
+// RowSumsT itself: its float path, compiled beside the 8-bit one inside
+// the tile loop, made ptxas spill (up to 512 bytes a type).
 template <class T>
 __device__ __forceinline__ void StreamRows(float* y, int64_t cols, int L, int nr,
                                            const uint8_t* w, const uint8_t* up,
@@ -1223,6 +1225,16 @@ int PlanStages(int64_t rows_per_tile, int64_t vec_bytes, int64_t tile, StreamSta
   return 0;
 }
 
+// Launches the 4- or 3-stage instance of a streamed kernel over at most
+// g_stream_grid blocks, with its stages' shared memory.
+template <class Args>
+void LaunchStreamed(void (*k4)(Args), void (*k3)(Args), int stages, int tiles,
+                    const StreamStages& st, const Args& args, Stream stream) {
+  const int grid = tiles < g_stream_grid ? tiles : g_stream_grid;
+  const size_t smem = st.vec_bytes + stages * st.stage_bytes;
+  (stages == 4 ? k4 : k3)<<<grid, kProjThreads, smem, stream>>>(args);
+}
+
 // The streamed launch of a's products (StreamProjectKernel), in *s with its
 // stage count, when every matrix takes the 8-bit path, its tiles fit the
 // stages (rows a multiple of 16 bytes) and SLUICE_CUDA_STREAM_PROJECT is not
@@ -1257,13 +1269,7 @@ void DecodeProject(const DecodeProjection& p, Stream stream) {
     DecodeProjectKernel<<<blocks, kProjThreads, smem, stream>>>(a);
     return;
   }
-  const int grid = blocks < g_stream_grid ? blocks : g_stream_grid;
-  const size_t stream_smem = s.st.vec_bytes + stages * s.st.stage_bytes;
-  if (stages == 4) {
-    StreamProjectKernel<4><<<grid, kProjThreads, stream_smem, stream>>>(s);
-  } else {
-    StreamProjectKernel<3><<<grid, kProjThreads, stream_smem, stream>>>(s);
-  }
+  LaunchStreamed(StreamProjectKernel<4>, StreamProjectKernel<3>, stages, blocks, s.st, s, stream);
 }
 
 bool DecodeProjectStreamed(const DecodeProjection& p) {
@@ -1328,13 +1334,7 @@ void DecodeExpertsGateUp(const DecodeExperts& e, Stream stream) {
                                                                       s.q8);
     return;
   }
-  const int grid = tiles < g_stream_grid ? tiles : g_stream_grid;
-  const size_t stream_smem = s.st.vec_bytes + stages * s.st.stage_bytes;
-  if (stages == 4) {
-    StreamGateUpKernel<4><<<grid, kProjThreads, stream_smem, stream>>>(s);
-  } else {
-    StreamGateUpKernel<3><<<grid, kProjThreads, stream_smem, stream>>>(s);
-  }
+  LaunchStreamed(StreamGateUpKernel<4>, StreamGateUpKernel<3>, stages, tiles, s.st, s, stream);
 }
 
 void DecodeExpertsDown(const DecodeExperts& e, Stream stream) {
