@@ -908,10 +908,21 @@ constexpr int kAttnThreads = 256;
 constexpr int kAttnWarps = kAttnThreads / 32;
 constexpr int kAttnRegs = 64;  // q heads x dims per lane held per block
 
+// A cache this small is read once per head chunk from L2 at little cost,
+// so its q heads are spread over blocks of kAttnFewHeads: each block's
+// serial work per key (a dot, a warp sum and an online-softmax step per
+// head) shrinks, and more blocks run. Larger caches keep every head of a
+// KV head (up to the registers' kAttnRegs) in one block, reading each key
+// once.
+constexpr int kAttnFewHeads = 2;
+constexpr int64_t kAttnFewHeadsCacheBytes = 16ll << 20;
+
 int HeadsPerBlock(const AttentionShape& s) {
   const int dpl = s.head_dim / 32;
   const int per_group = s.n_head / s.n_head_kv;
-  const int cap = kAttnRegs / dpl;
+  int cap = kAttnRegs / dpl;
+  const int64_t cache = static_cast<int64_t>(s.kv_capacity) * s.n_head_kv * s.head_dim * 8;
+  if (cache <= kAttnFewHeadsCacheBytes && cap > kAttnFewHeads) cap = kAttnFewHeads;
   return per_group < cap ? per_group : cap;
 }
 int HeadChunks(const AttentionShape& s) {
@@ -921,13 +932,14 @@ int HeadChunks(const AttentionShape& s) {
 
 // Grid (n_head_kv, splits, head chunks). Scratch per (head, split): m, l,
 // then head_dim sums.
-template <int DPL>
+template <int DPL, int kHB>
 __global__ void __launch_bounds__(kAttnThreads)
     AttendSplitKernel(AttentionShape s, const float* q, const float* k_cache, const float* v_cache,
                       const int32_t* d_pos0, float* scratch, int32_t* counters, float* o, int hb) {
-  constexpr int kHB = kAttnRegs / DPL;
   extern __shared__ float smem[];
   __shared__ int last;
+  __shared__ float fw[kAttnWarps * kHB];  // each warp's weight exp(m_w - M) per head
+  __shared__ float mh[kHB];               // M: the heads' maxima over the warps
   const int d = s.head_dim, g = blockIdx.x, split = blockIdx.y, splits = gridDim.y;
   const int per_group = s.n_head / s.n_head_kv;
   const int h0 = g * per_group + blockIdx.z * hb;
@@ -1010,18 +1022,27 @@ __global__ void __launch_bounds__(kAttnThreads)
     }
   }
   __syncthreads();
-  // This block's split: the warps merged.
-  for (int x = threadIdx.x; x < nh * (d + 2); x += blockDim.x) {
-    const int h = x / (d + 2), c = x % (d + 2);
+  // This block's split: the warps merged, each warp's weight per head
+  // computed once.
+  if (threadIdx.x < nh) {
+    const int h = threadIdx.x;
     float mx = -INFINITY;
     for (int w = 0; w < kAttnWarps; ++w) mx = fmaxf(mx, wm[w * kHB + h]);
+    mh[h] = mx;
+    for (int w = 0; w < kAttnWarps; ++w) {
+      fw[w * kHB + h] = mx != -INFINITY ? expf(wm[w * kHB + h] - mx) : 0.0f;
+    }
+  }
+  __syncthreads();
+  for (int x = threadIdx.x; x < nh * (d + 2); x += blockDim.x) {
+    const int h = x / (d + 2), c = x % (d + 2);
+    const float mx = mh[h];
     float v = 0.0f;
     if (c == 0) {
       v = mx;
     } else if (mx != -INFINITY) {
       for (int w = 0; w < kAttnWarps; ++w) {
-        const float f = expf(wm[w * kHB + h] - mx);
-        v += f * (c == 1 ? wl[w * kHB + h] : wo[(w * kHB + h) * d + c - 2]);
+        v += fw[w * kHB + h] * (c == 1 ? wl[w * kHB + h] : wo[(w * kHB + h) * d + c - 2]);
       }
     }
     scratch[((h0 + h) * splits + split) * (d + 2) + c] = v;
@@ -1093,8 +1114,14 @@ __global__ void __launch_bounds__(kAttnThreads)
   if (threadIdx.x == 0) counters[g * gridDim.z + blockIdx.z] = 0;
 }
 
+// kHB of the kernel instance that runs s (the register arrays' heads).
+int AttendRegHeads(const AttentionShape& s) {
+  return HeadsPerBlock(s) <= kAttnFewHeads ? kAttnFewHeads : kAttnRegs / (s.head_dim / 32);
+}
+
 size_t AttendSmem(const AttentionShape& s) {
-  const int dpl = s.head_dim / 32, hb = kAttnRegs / dpl;
+  const int hb = AttendRegHeads(s);
+  // The last block's split weights [hb][splits] reuse the warps' area.
   return (static_cast<size_t>(hb) * s.head_dim * (1 + kAttnWarps) + 2 * kAttnWarps * hb) *
          sizeof(float);
 }
@@ -1170,9 +1197,12 @@ void PrepareDecodeKernels() {
                                                                   : kStreamBlocksPerSm);
   AllowSmem(GateUpKernel);
   AllowSmem(DownKernel);
-  AllowSmem(AttendSplitKernel<2>);
-  AllowSmem(AttendSplitKernel<4>);
-  AllowSmem(AttendSplitKernel<8>);
+  AllowSmem(AttendSplitKernel<2, kAttnFewHeads>);
+  AllowSmem(AttendSplitKernel<4, kAttnFewHeads>);
+  AllowSmem(AttendSplitKernel<8, kAttnFewHeads>);
+  AllowSmem(AttendSplitKernel<2, 32>);
+  AllowSmem(AttendSplitKernel<4, 16>);
+  AllowSmem(AttendSplitKernel<8, 8>);
 }
 
 int DecodeMaxCols() { return 16384; }
@@ -1390,18 +1420,20 @@ void AttendDecode(const AttentionShape& s, const float* q, const float* k_cache,
   const dim3 grid(s.n_head_kv, AttendDecodeSplits(s), HeadChunks(s));
   const int hb = HeadsPerBlock(s);
   const size_t smem = AttendSmem(s);
+  const bool few = AttendRegHeads(s) == kAttnFewHeads;
+  auto launch = [&](auto kernel) {
+    kernel<<<grid, kAttnThreads, smem, stream>>>(s, q, k_cache, v_cache, d_pos0, scratch, counters,
+                                                 o, hb);
+  };
   switch (s.head_dim / 32) {
     case 2:
-      AttendSplitKernel<2><<<grid, kAttnThreads, smem, stream>>>(s, q, k_cache, v_cache, d_pos0,
-                                                                 scratch, counters, o, hb);
+      few ? launch(AttendSplitKernel<2, kAttnFewHeads>) : launch(AttendSplitKernel<2, 32>);
       break;
     case 4:
-      AttendSplitKernel<4><<<grid, kAttnThreads, smem, stream>>>(s, q, k_cache, v_cache, d_pos0,
-                                                                 scratch, counters, o, hb);
+      few ? launch(AttendSplitKernel<4, kAttnFewHeads>) : launch(AttendSplitKernel<4, 16>);
       break;
     default:
-      AttendSplitKernel<8><<<grid, kAttnThreads, smem, stream>>>(s, q, k_cache, v_cache, d_pos0,
-                                                                 scratch, counters, o, hb);
+      few ? launch(AttendSplitKernel<8, kAttnFewHeads>) : launch(AttendSplitKernel<8, 8>);
       break;
   }
 }

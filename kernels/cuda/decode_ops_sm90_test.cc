@@ -4,8 +4,9 @@
 // types, the output projection with three stages, the router with its top-k
 // beside the shared expert's pair; row counts that end inside a row block)
 // and the routed experts' gate/up. Every output is compared as bits: y, the
-// top-k ids and weights, x + add, the normed vector, the SwiGLU rows. Skips
-// where no CUDA device is present.
+// top-k ids and weights, x + add, the normed vector, the SwiGLU rows; and
+// AttendDecode against Attend. Skips where no CUDA device is present.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -19,6 +20,7 @@
 #include "kernels/cpu/test_util.h"
 #include "kernels/cuda/decode_ops.h"
 #include "kernels/cuda/device.h"
+#include "kernels/cuda/ops.h"
 #include "kernels/cuda/sm90_test_upload.h"
 #include "loader/ggml_type.h"
 
@@ -212,6 +214,64 @@ TEST_F(DecodeProjectSm90Test, RoutedGateUpStreamedAsUnstreamed) {
   int unwritten = 0;
   for (float v : streamed) unwritten += std::isnan(v);
   EXPECT_EQ(unwritten, 0) << "rows left unwritten";
+}
+
+// AttendDecode against Attend (ops.h) for one gated token of bench35's
+// attention (16 q heads over 2 KV heads of 256) at several positions: a
+// short cache (its q heads spread over blocks of two) and one over 16 MiB
+// (every q head of a KV head in one block). The kernels sum in different
+// orders, so the outputs agree to float rounding, not in bits; the
+// counters are left zero.
+void CheckAttendDecode(int capacity, std::vector<int> positions) {
+  AttentionShape s;
+  s.n_head = 16;
+  s.n_head_kv = 2;
+  s.head_dim = 256;
+  s.gated = true;
+  s.kv_capacity = capacity;
+  ASSERT_TRUE(AttendDecodeSupports(s));
+  ASSERT_LE(capacity, AttentionMaxCapacity());
+  std::mt19937 rng(21);
+  std::uniform_real_distribution<float> val(-1.f, 1.f);
+  const int64_t kv = s.n_head_kv * s.head_dim, qw = 2 * s.n_head * s.head_dim;
+  const int64_t ow = s.n_head * s.head_dim;
+  std::vector<float> q(qw), k(capacity * kv), v(capacity * kv);
+  for (float& x : q) x = val(rng);
+  for (float& x : k) x = 0.2f * val(rng);
+  for (float& x : v) x = val(rng);
+  DeviceBuffer d_q = Upload(q), d_k = Upload(k), d_v = Upload(v);
+  DeviceBuffer d_pos = Upload(std::vector<int32_t>{0});
+  DeviceBuffer d_ref = Upload(std::vector<float>(ow, 0.0f));
+  DeviceBuffer d_o = Upload(std::vector<float>(ow, 0.0f));
+  DeviceBuffer d_scratch = Upload(std::vector<float>(AttendDecodeScratchFloats(s), 0.0f));
+  DeviceBuffer d_counters = Upload(std::vector<int32_t>(AttendDecodeCounters(s), 0));
+  for (int pos : positions) {
+    ASSERT_TRUE(CopyToDevice(d_pos.data(), &pos, 4, nullptr).ok());
+    Attend(s, d_q.as<const float>(), d_k.as<const float>(), d_v.as<const float>(),
+           d_pos.as<const int32_t>(), 1, d_ref.as<float>(), nullptr);
+    AttendDecode(s, d_q.as<const float>(), d_k.as<const float>(), d_v.as<const float>(),
+                 d_pos.as<const int32_t>(), d_scratch.as<float>(), d_counters.as<int32_t>(),
+                 d_o.as<float>(), nullptr);
+    ASSERT_TRUE(LastLaunchError("AttendDecode").ok());
+    ASSERT_TRUE(Synchronize(nullptr).ok());
+    const std::vector<float> ref = Read(d_ref, ow), o = Read(d_o, ow);
+    double worst = 0, scale = 0;
+    for (int64_t i = 0; i < ow; ++i) {
+      worst = std::max(worst, static_cast<double>(std::fabs(ref[i] - o[i])));
+      scale = std::max(scale, static_cast<double>(std::fabs(ref[i])));
+    }
+    EXPECT_GT(scale, 0.0) << "capacity " << capacity << " position " << pos;
+    EXPECT_LE(worst, 1e-5 * scale) << "capacity " << capacity << " position " << pos;
+    for (int32_t c : Read<int32_t>(d_counters, AttendDecodeCounters(s))) ASSERT_EQ(c, 0);
+  }
+}
+
+TEST_F(DecodeProjectSm90Test, AttendDecodeShortCacheMatchesAttend) {
+  CheckAttendDecode(656, {0, 1, 31, 300, 655});
+}
+
+TEST_F(DecodeProjectSm90Test, AttendDecodeLongCacheMatchesAttend) {
+  CheckAttendDecode(4608, {0, 700, 4607});
 }
 
 TEST_F(DecodeProjectSm90Test, RowsOfF32AreNotStreamed) {
