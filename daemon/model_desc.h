@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "config/expert_config.h"
 #include "daemon/config.h"
 #include "daemon/defaults.h"
 #include "loader/model_files.h"
@@ -22,7 +23,7 @@ struct LoadSettings {
   // Used where the request leaves worker_kind UNSPECIFIED (--worker_kind).
   v1::WorkerKind kind = v1::WORKER_KIND_CPU;
   int device = 0;           // CUDA device of a CUDA worker (--device)
-  ExpertSettings experts;   // --expert_*, --host_tier_bytes (CUDA workers)
+  config::ExpertConfig experts;  // --expert_*, --host_tier_bytes (CUDA workers)
   // Checks each opened shard (LoadModel over the API: the --model_dir
   // confinement); its errors are returned unchanged.
   ModelFiles::OpenedCheck check_opened;
