@@ -28,7 +28,7 @@ absl::Status FileError(const std::string& path, const absl::Status& found) {
 
 }  // namespace
 
-absl::StatusOr<ModelDesc> DescribeModel(const v1::LoadModelRequest& request,
+absl::StatusOr<ModelDesc> PrepareLoad(const v1::LoadModelRequest& request,
                                         const LoadSettings& defaults) {
   if (request.path().empty()) {
     return absl::InvalidArgumentError("LoadModel: path is empty");

@@ -39,10 +39,11 @@ struct ModelDesc {
 std::string DefaultModelId(const std::string& path);
 
 // Validates the request fields, opens the shards (ModelFiles::Open) and
-// reads general.architecture. Every error is InvalidArgument whose message
+// reads general.architecture. (Named apart from model/arch.h's
+// DescribeModel, which turns a GGUF into an architecture description.) Every error is InvalidArgument whose message
 // starts "LoadModel" and names the field or file and the value; a corrupt
 // or truncated GGUF reports the loader's message.
-absl::StatusOr<ModelDesc> DescribeModel(const v1::LoadModelRequest& request,
+absl::StatusOr<ModelDesc> PrepareLoad(const v1::LoadModelRequest& request,
                                         const LoadSettings& defaults);
 
 }  // namespace sluice::daemon
