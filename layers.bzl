@@ -17,6 +17,27 @@ _TEST_SIDE = [
     "//tools:__subpackages__",
 ]
 
+# Shared settings (config/): the expert configuration, byte sizes, renamed
+# flags. Abseil only; every layer that takes settings may use it: memory/
+# (the planner's request, the miss policy's enum), the model (EngineOptions),
+# the worker, the daemon, clients/ and the test side. Not loader/, kernels/,
+# sched/ or wire/, which take no settings.
+CONFIG_USERS = [
+    "//clients:__subpackages__",
+    "//config:__subpackages__",
+    "//daemon:__subpackages__",
+    "//memory:__subpackages__",
+    "//model:__subpackages__",
+    "//worker:__subpackages__",
+] + _TEST_SIDE
+
+# config:expert_config_proto (the worker's Hello): the two ends of the wire.
+CONFIG_PROTO_USERS = [
+    "//config:__subpackages__",
+    "//daemon:__subpackages__",
+    "//worker:__subpackages__",
+] + _TEST_SIDE
+
 # The GGUF parser, mapping and tensor table (not loader:ggml_type, which
 # kernels/ may also see).
 LOADER_USERS = [

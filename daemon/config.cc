@@ -1,6 +1,5 @@
 #include "daemon/config.h"
 
-#include <cctype>
 #include <fstream>
 
 #include "absl/strings/ascii.h"
@@ -60,64 +59,6 @@ bool IsLoopbackAddress(const std::string& host_port) {
   return true;
 }
 
-absl::StatusOr<uint64_t> ParseByteSize(const std::string& what,
-                                       const std::string& value) {
-  std::string v(absl::StripAsciiWhitespace(value));
-  if (absl::EndsWithIgnoreCase(v, "ib")) {
-    v.resize(v.size() - 2);
-  } else if (absl::EndsWithIgnoreCase(v, "b")) {
-    v.resize(v.size() - 1);
-  }
-  uint64_t scale = 1;
-  if (!v.empty() && std::isalpha(static_cast<unsigned char>(v.back()))) {
-    switch (std::toupper(static_cast<unsigned char>(v.back()))) {
-      case 'K': scale = 1ull << 10; break;
-      case 'M': scale = 1ull << 20; break;
-      case 'G': scale = 1ull << 30; break;
-      case 'T': scale = 1ull << 40; break;
-      default: scale = 0;
-    }
-    v.pop_back();
-  }
-  uint64_t n = 0;
-  if (scale == 0 || v.empty() || !absl::SimpleAtoi(v, &n) ||
-      (n != 0 && scale > UINT64_MAX / n)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, "='", value, "': expected a byte count such as 536870912, 512M or 8G"));
-  }
-  return n * scale;
-}
-
-bool IsMissPolicyName(const std::string& name) {
-  return name == "copy" || name == "host" || name == "cost";
-}
-
-absl::Status ValidateExpertSettings(const ExpertSettings& e) {
-  if (e.slots < -1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--expert_slots=", e.slots, ": must be >= 0 (or -1: the fit planner chooses)"));
-  }
-  if (!(e.arena_fraction >= 0 && e.arena_fraction <= 1)) {
-    return absl::InvalidArgumentError(absl::StrCat("--expert_arena_fraction=", e.arena_fraction,
-                                                   ": must be in (0, 1] (0: the fit planner "
-                                                   "chooses)"));
-  }
-  if (e.slots >= 0 && e.arena_fraction > 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--expert_slots=", e.slots, " and --expert_arena_fraction=", e.arena_fraction,
-        ": give one of them"));
-  }
-  if (e.policy != "lru" && e.policy != "lfu") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--expert_policy='", e.policy, "': expected lru or lfu"));
-  }
-  if (!IsMissPolicyName(e.miss_policy)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--expert_miss_policy='", e.miss_policy.substr(0, 64), "': expected copy, host or cost"));
-  }
-  return CheckRange("expert_host_threads", e.host_threads, 0, 1024);
-}
-
 absl::Status ValidateConfig(const Config& c) {
   if (absl::Status s = CheckAddress("grpc_address", c.grpc_address); !s.ok()) {
     return s;
@@ -159,7 +100,7 @@ absl::Status ValidateConfig(const Config& c) {
   if (absl::Status s = CheckRange("drain_notice_s", c.drain_notice_s, 0, 600); !s.ok()) {
     return s;
   }
-  if (absl::Status s = ValidateExpertSettings(c.experts); !s.ok()) return s;
+  if (absl::Status s = config::ValidateExpertConfig(c.experts); !s.ok()) return s;
   if (c.worker_memory_limit != 0 && c.worker_memory_limit < (16ull << 20)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--worker_memory_limit=", c.worker_memory_limit,

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "config/expert_config.h"
 #include "daemon/defaults.h"
 
 namespace sluice::daemon {
@@ -22,32 +23,6 @@ enum class WorkerKindConfig { kCpu, kCuda };
 // Every waiting request holds a gRPC handler thread (a small stack, no CPU
 // while it waits); beyond this many a deeper queue only adds latency.
 inline constexpr int kMaxQueueLimit = 10000;
-
-// Where a CUDA worker keeps routed experts (EngineOptions::experts); the
-// worker's fit planner fills in what is left unset and refuses what does
-// not fit.
-struct ExpertSettings {
-  int64_t slots = -1;           // --expert_slots; -1: the planner chooses
-  double arena_fraction = 0;    // --expert_arena_fraction; 0: the planner chooses
-  std::string policy = "lru";   // --expert_policy: lru or lfu
-  uint64_t host_tier_bytes = 0; // --host_tier_bytes; 0: the planner chooses
-  bool prefetch = false;        // --expert_prefetch
-  // --expert_miss_policy: where decode misses are computed: copy (into
-  // slots; bit-identical logits), host (the host CPU) or cost (split by the
-  // worker's learnt cost model; memory/miss_split.h).
-  std::string miss_policy = "copy";
-  int host_threads = 0;         // --expert_host_threads; 0: one per hardware thread
-};
-
-// The names memory::ParseMissPolicy accepts. The supervisor may not depend
-// on memory/ (layers.bzl), so it checks the same three names itself; the
-// worker parses them again with memory::ParseMissPolicy.
-bool IsMissPolicyName(const std::string& name);
-
-// Checks ranges: slots >= -1, a fraction in [0, 1], not both a slot count
-// and a fraction, a known eviction and miss policy, host threads in
-// 0..1024. Errors name the flag and the value.
-absl::Status ValidateExpertSettings(const ExpertSettings& e);
 
 struct Config {
   std::string grpc_address = "127.0.0.1:50051";
@@ -82,22 +57,19 @@ struct Config {
   std::string api_keys_file;        // "" : no API keys (every call allowed)
   // Allows a non-loopback --grpc_address in plaintext or without API keys.
   bool insecure = false;
-  // The expert slot cache of CUDA workers (worker::v1::WorkerConfig).
-  ExpertSettings experts;
+  // The expert slot cache of CUDA workers (--expert_*, --host_tier_bytes;
+  // worker::v1::WorkerConfig).
+  config::ExpertConfig experts;
 };
 
 // True for 127.0.0.0/8, ::1 and "localhost" (the host part of HOST:PORT).
 bool IsLoopbackAddress(const std::string& host_port);
 
-// Parses "123", "64K", "512M", "8G", "1T" (powers of 1024; optional
-// trailing 'B' or 'iB'). InvalidArgument naming `what` and the value.
-absl::StatusOr<uint64_t> ParseByteSize(const std::string& what,
-                                       const std::string& value);
-
 // "cpu" or "cuda"; InvalidArgument naming --worker_kind and the value.
 absl::StatusOr<WorkerKindConfig> ParseWorkerKind(const std::string& value);
 
-// Checks ranges and formats (host:port addresses, threads, ...).
+// Checks ranges and formats (host:port addresses, threads, ...; the expert
+// settings with config::ValidateExpertConfig).
 absl::Status ValidateConfig(const Config& config);
 
 // Reads a config file into "--key=value" arguments. `known_flag` is asked

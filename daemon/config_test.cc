@@ -11,23 +11,8 @@
 namespace sluice::daemon {
 namespace {
 
-TEST(ParseByteSizeTest, AcceptsSuffixes) {
-  EXPECT_EQ(*ParseByteSize("x", "123"), 123u);
-  EXPECT_EQ(*ParseByteSize("x", "64K"), 64u << 10);
-  EXPECT_EQ(*ParseByteSize("x", "512M"), 512ull << 20);
-  EXPECT_EQ(*ParseByteSize("x", "8GiB"), 8ull << 30);
-  EXPECT_EQ(*ParseByteSize("x", "1t"), 1ull << 40);
-}
-
-TEST(ParseByteSizeTest, RejectsGarbageNamingTheFlag) {
-  auto r = ParseByteSize("--worker_memory_limit", "lots");
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(r.status().message().find("--worker_memory_limit='lots'"), std::string::npos)
-      << r.status();
-  EXPECT_FALSE(ParseByteSize("x", "5Q").ok());
-  EXPECT_FALSE(ParseByteSize("x", "").ok());
-  EXPECT_FALSE(ParseByteSize("x", "99999999999T").ok());
-}
+// ParseByteSize and the expert flags' name parsing are config/'s
+// (config/config_test).
 
 TEST(ValidateConfigTest, DefaultsAreValid) { EXPECT_TRUE(ValidateConfig(Config{}).ok()); }
 
@@ -143,20 +128,13 @@ TEST(ValidateConfigTest, ExpertSettingsNameTheFlag) {
   EXPECT_EQ(ValidateConfig(c).message(),
             "--expert_arena_fraction=1.5: must be in (0, 1] (0: the fit planner chooses)");
   c.experts.arena_fraction = 0.25;
-  c.experts.policy = "fifo";
-  EXPECT_EQ(ValidateConfig(c).message(), "--expert_policy='fifo': expected lru or lfu");
-  c.experts.policy = "lfu";
+  c.experts.policy = config::EvictionPolicy::kLfu;
   EXPECT_TRUE(ValidateConfig(c).ok());
-  // The names of memory::ParseMissPolicy, checked here without memory/.
-  for (const char* p : {"copy", "host", "cost"}) {
+  for (config::MissPolicy p :
+       {config::MissPolicy::kCopy, config::MissPolicy::kHost, config::MissPolicy::kCost}) {
     c.experts.miss_policy = p;
-    EXPECT_TRUE(ValidateConfig(c).ok()) << p;
+    EXPECT_TRUE(ValidateConfig(c).ok()) << config::MissPolicyName(p);
   }
-  c.experts.miss_policy = "Host";
-  EXPECT_EQ(ValidateConfig(c).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ValidateConfig(c).message(),
-            "--expert_miss_policy='Host': expected copy, host or cost");
-  c.experts.miss_policy = "cost";
   c.experts.host_threads = -1;
   EXPECT_EQ(ValidateConfig(c).message(), "--expert_host_threads=-1: must be in 0..1024");
   c.experts.host_threads = 16;

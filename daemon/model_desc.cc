@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "config/expert_config_proto.h"
 #include "daemon/request_limits.h"
 
 namespace sluice::daemon {
@@ -27,7 +28,7 @@ absl::Status FileError(const std::string& path, const absl::Status& found) {
 
 }  // namespace
 
-absl::StatusOr<ModelDesc> DescribeModel(const v1::LoadModelRequest& request,
+absl::StatusOr<ModelDesc> PrepareLoad(const v1::LoadModelRequest& request,
                                         const LoadSettings& defaults) {
   if (request.path().empty()) {
     return absl::InvalidArgumentError("LoadModel: path is empty");
@@ -90,14 +91,7 @@ absl::StatusOr<ModelDesc> DescribeModel(const v1::LoadModelRequest& request,
   config->set_threads(threads);
   config->set_context_length(context);
   if (kind == v1::WORKER_KIND_CUDA) {
-    const ExpertSettings& e = defaults.experts;
-    if (e.slots >= 0) config->set_expert_slots(e.slots);
-    config->set_expert_arena_fraction(e.arena_fraction);
-    config->set_expert_policy(e.policy);
-    config->set_host_tier_bytes(e.host_tier_bytes);
-    config->set_expert_prefetch(e.prefetch);
-    config->set_expert_miss_policy(e.miss_policy);
-    config->set_expert_host_threads(static_cast<uint32_t>(e.host_threads));
+    config::ToWorkerConfig(defaults.experts, config);
   }
   for (int i = 0; i < (*files)->shard_count(); ++i) {
     worker::v1::ShardDesc* s = d.hello.add_shards();

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "config/expert_config.h"
 #include "daemon/config.h"
 #include "daemon/defaults.h"
 #include "loader/model_files.h"
@@ -22,7 +23,7 @@ struct LoadSettings {
   // Used where the request leaves worker_kind UNSPECIFIED (--worker_kind).
   v1::WorkerKind kind = v1::WORKER_KIND_CPU;
   int device = 0;           // CUDA device of a CUDA worker (--device)
-  ExpertSettings experts;   // --expert_*, --host_tier_bytes (CUDA workers)
+  config::ExpertConfig experts;  // --expert_*, --host_tier_bytes (CUDA workers)
   // Checks each opened shard (LoadModel over the API: the --model_dir
   // confinement); its errors are returned unchanged.
   ModelFiles::OpenedCheck check_opened;
@@ -38,10 +39,11 @@ struct ModelDesc {
 std::string DefaultModelId(const std::string& path);
 
 // Validates the request fields, opens the shards (ModelFiles::Open) and
-// reads general.architecture. Every error is InvalidArgument whose message
+// reads general.architecture. (Named apart from model/arch.h's
+// DescribeModel, which turns a GGUF into an architecture description.) Every error is InvalidArgument whose message
 // starts "LoadModel" and names the field or file and the value; a corrupt
 // or truncated GGUF reports the loader's message.
-absl::StatusOr<ModelDesc> DescribeModel(const v1::LoadModelRequest& request,
+absl::StatusOr<ModelDesc> PrepareLoad(const v1::LoadModelRequest& request,
                                         const LoadSettings& defaults);
 
 }  // namespace sluice::daemon

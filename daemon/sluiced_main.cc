@@ -12,12 +12,9 @@
 #include <thread>
 #include <vector>
 
-#include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "daemon/api_keys.h"
 #include "daemon/cgroup.h"
@@ -30,182 +27,16 @@
 #include "daemon/notify.h"
 #include "daemon/parse_errors.h"
 #include "daemon/service.h"
+#include "daemon/sluiced_flags.h"
 #include "daemon/supervisor.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 
-ABSL_FLAG(std::string, config, "", "Config file of 'key = value' lines (flag names).");
-ABSL_FLAG(std::string, grpc_address, "127.0.0.1:50051", "gRPC listen address HOST:PORT.");
-ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
-          "Prometheus /metrics listen address HOST:PORT; 'none' disables it.");
-ABSL_FLAG(std::string, http_address, "",
-          "OpenAI-compatible HTTP API listen address HOST:PORT (docs/API.md); "
-          "empty or 'none' disables it. Uses the gRPC port's TLS files.");
-ABSL_FLAG(std::string, http_max_body_bytes, "8M",
-          "Largest HTTP request body (any framing, chunked included); more is refused with 413.");
-ABSL_FLAG(std::string, http_memory_budget, "256M",
-          "Request bytes the HTTP port may hold at once, over all connections (each body byte "
-          "counts 4: its copies and its parse); a request beyond it gets 503.");
-ABSL_FLAG(int, http_header_timeout_s, 10,
-          "Seconds a client has to send a whole request's headers (HTTP and metrics ports).");
-ABSL_FLAG(int, http_body_timeout_s, 60, "Seconds a client has to send a whole request body.");
-ABSL_FLAG(int, http_max_connections, 512, "Open connections the HTTP port accepts at once.");
-ABSL_FLAG(int, http_max_connections_per_client, 128,
-          "Open connections the HTTP port accepts from one client address.");
-ABSL_FLAG(std::string, model, "", "GGUF file (any shard of a split set) to load at start.");
-ABSL_FLAG(std::string, model_id, "", "Model id for --model (default: the file stem).");
-ABSL_FLAG(std::vector<std::string>, model_dir, {},
-          "Directory the LoadModel RPC may load from (repeatable, or comma-separated); "
-          "without one, only --model is served.");
-ABSL_FLAG(std::string, worker_kind, "cpu", "Worker kind: cpu or cuda.");
-ABSL_FLAG(int, device, 0, "CUDA device ordinal of the worker (--worker_kind=cuda).");
-ABSL_FLAG(int, threads, sluice::daemon::DefaultThreads(),
-          "Compute threads per worker (default: one per physical core sluiced may run on).");
-ABSL_FLAG(int, context_length, sluice::daemon::kDefaultContextLength,
-          "Tokens per sequence (prompt plus generated).");
-ABSL_FLAG(int, queue_limit, sluice::daemon::kDefaultQueueLimit,
-          "Generate requests that may wait; more get RESOURCE_EXHAUSTED.");
-ABSL_FLAG(std::string, worker_memory_limit, "0",
-          "Memory limit of each worker's cgroup (e.g. 8G); 0: none.");
-ABSL_FLAG(std::string, cgroup_mode, "auto", "OOM containment: auto, v2, v1 or none.");
-ABSL_FLAG(std::string, cgroup_path, "",
-          "Cgroup directory to create worker cgroups under (default: our own).");
-ABSL_FLAG(std::string, worker_binary, "",
-          "Path of sluice-worker (default: beside sluiced, or ../worker/).");
-ABSL_FLAG(int, worker_start_timeout_s, sluice::daemon::kDefaultWorkerStartTimeoutS,
-          "Seconds a worker may take to load a model.");
-ABSL_FLAG(int, worker_hung_timeout_s, sluice::daemon::kDefaultWorkerHungTimeoutS,
-          "Seconds a ready worker may stay silent (it heartbeats when idle) or make no "
-          "progress on a request before it is killed as hung and restarted.");
-ABSL_FLAG(std::string, replace_load, "overlap",
-          "How LoadModel replaces a loaded model: overlap (the new model's worker starts "
-          "while the old one serves, switching when it is ready; CPU workers whose new model "
-          "fits in the host's available memory) or stop_first (one model resident at a time).");
-ABSL_FLAG(std::string, tls_cert_file, "",
-          "PEM certificate chain for TLS on the gRPC port (with --tls_key_file).");
-ABSL_FLAG(std::string, tls_key_file, "", "PEM private key for --tls_cert_file.");
-ABSL_FLAG(std::string, tls_client_ca_file, "",
-          "PEM CA bundle; when set, clients must present a certificate it signed.");
-ABSL_FLAG(std::string, api_keys_file, "",
-          "API keys: lines of '<sha256 hex of the key> <generate|admin>'; clients send "
-          "'authorization: Bearer <key>'. Empty: every call is allowed.");
-ABSL_FLAG(bool, insecure, false,
-          "Allow a non-loopback --grpc_address or --http_address without TLS or without "
-          "API keys, and a non-loopback --metrics_address (it has neither).");
-ABSL_FLAG(int, drain_timeout_s, sluice::daemon::kDefaultDrainTimeoutS,
-          "On SIGTERM, seconds to let running and waiting generations finish.");
-ABSL_FLAG(int, drain_notice_s, 0,
-          "On SIGTERM, the least seconds the ports stay open (health NOT_SERVING, new "
-          "requests UNAVAILABLE) so a balancer takes the replica out before they close; "
-          "set it above the balancer's health-check interval times its fall count.");
-ABSL_FLAG(int64_t, expert_slots, -1,
-          "CUDA workers: device slots for routed experts (-1: the fit planner chooses: all "
-          "resident when they fit, else the largest arena that fits).");
-ABSL_FLAG(double, expert_arena_fraction, 0,
-          "CUDA workers: slots as a fraction (0, 1] of all routed experts; exclusive with "
-          "--expert_slots (0: the fit planner chooses).");
-ABSL_FLAG(std::string, expert_policy, "lru", "Expert slot eviction policy: lru or lfu.");
-ABSL_FLAG(std::string, host_tier_bytes, "0",
-          "Host RAM the expert cache may pin (e.g. 64G; 0: the fit planner chooses).");
-ABSL_FLAG(bool, expert_prefetch, false,
-          "Fetch the next layer's predicted experts ahead of demand.");
-ABSL_FLAG(std::string, expert_miss_policy, "copy",
-          "CUDA workers: where decode misses are computed: copy (into slots; bit-identical "
-          "logits), host (on the host CPU) or cost (split by measured copy and host rates).");
-ABSL_FLAG(int, expert_host_threads, 0,
-          "CUDA workers: threads computing misses on the host (0: one per hardware thread).");
-ABSL_FLAG(std::string, port_file, "",
-          "Once serving, write 'grpc=PORT', 'metrics=PORT' and 'http=PORT' lines here.");
-
 namespace sluice::daemon {
 namespace {
 
 void Log(const std::string& line) { std::cerr << "sluiced: " << line << std::endl; }
-
-bool KnownFlag(const std::string& name) { return absl::FindCommandLineFlag(name) != nullptr; }
-
-// absl keeps only the last of a repeated flag; a repeatable one is merged
-// into a single comma-separated occurrence.
-std::vector<std::string> MergeRepeatedFlag(const std::vector<std::string>& args,
-                                           const std::string& name) {
-  const std::string prefix = "--" + name + "=";
-  std::vector<std::string> out;
-  std::vector<std::string> values;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i].rfind(prefix, 0) == 0) {
-      values.push_back(args[i].substr(prefix.size()));
-    } else if (args[i] == "--" + name && i + 1 < args.size()) {
-      values.push_back(args[++i]);
-    } else {
-      out.push_back(args[i]);
-    }
-  }
-  if (!values.empty()) out.push_back(prefix + absl::StrJoin(values, ","));
-  return out;
-}
-
-// Config file entries go first so that command-line flags override them.
-absl::StatusOr<std::vector<std::string>> ExpandConfig(int argc, char** argv) {
-  std::vector<std::string> args = {argv[0]};
-  std::string path;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.rfind("--config=", 0) == 0) path = a.substr(9);
-    if (a == "--config" && i + 1 < argc) path = argv[i + 1];
-  }
-  if (!path.empty()) {
-    auto file_args = ReadConfigFile(path, &KnownFlag);
-    if (!file_args.ok()) return file_args.status();
-    args.insert(args.end(), file_args->begin(), file_args->end());
-  }
-  for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
-  return MergeRepeatedFlag(args, "model_dir");
-}
-
-absl::StatusOr<Config> ConfigFromFlags() {
-  Config c;
-  c.grpc_address = absl::GetFlag(FLAGS_grpc_address);
-  c.metrics_address = absl::GetFlag(FLAGS_metrics_address);
-  c.http_address = absl::GetFlag(FLAGS_http_address);
-  c.model_path = absl::GetFlag(FLAGS_model);
-  c.model_id = absl::GetFlag(FLAGS_model_id);
-  auto kind = ParseWorkerKind(absl::GetFlag(FLAGS_worker_kind));
-  if (!kind.ok()) return kind.status();
-  c.worker_kind = *kind;
-  c.device = absl::GetFlag(FLAGS_device);
-  c.threads = absl::GetFlag(FLAGS_threads);
-  c.context_length = absl::GetFlag(FLAGS_context_length);
-  c.queue_limit = absl::GetFlag(FLAGS_queue_limit);
-  auto limit = ParseByteSize("--worker_memory_limit", absl::GetFlag(FLAGS_worker_memory_limit));
-  if (!limit.ok()) return limit.status();
-  c.worker_memory_limit = *limit;
-  c.cgroup_mode = absl::GetFlag(FLAGS_cgroup_mode);
-  c.cgroup_path = absl::GetFlag(FLAGS_cgroup_path);
-  c.worker_binary = absl::GetFlag(FLAGS_worker_binary);
-  c.worker_start_timeout_s = absl::GetFlag(FLAGS_worker_start_timeout_s);
-  c.worker_hung_timeout_s = absl::GetFlag(FLAGS_worker_hung_timeout_s);
-  c.replace_load = absl::GetFlag(FLAGS_replace_load);
-  c.port_file = absl::GetFlag(FLAGS_port_file);
-  c.drain_timeout_s = absl::GetFlag(FLAGS_drain_timeout_s);
-  c.drain_notice_s = absl::GetFlag(FLAGS_drain_notice_s);
-  c.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
-  c.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
-  c.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
-  c.api_keys_file = absl::GetFlag(FLAGS_api_keys_file);
-  c.insecure = absl::GetFlag(FLAGS_insecure);
-  c.experts.slots = absl::GetFlag(FLAGS_expert_slots);
-  c.experts.arena_fraction = absl::GetFlag(FLAGS_expert_arena_fraction);
-  c.experts.policy = absl::GetFlag(FLAGS_expert_policy);
-  c.experts.prefetch = absl::GetFlag(FLAGS_expert_prefetch);
-  c.experts.miss_policy = absl::GetFlag(FLAGS_expert_miss_policy);
-  c.experts.host_threads = absl::GetFlag(FLAGS_expert_host_threads);
-  auto tier = ParseByteSize("--host_tier_bytes", absl::GetFlag(FLAGS_host_tier_bytes));
-  if (!tier.ok()) return tier.status();
-  c.experts.host_tier_bytes = *tier;
-  if (absl::Status s = ValidateConfig(c); !s.ok()) return s;
-  return c;
-}
 
 absl::StatusOr<std::string> FindWorkerBinary(const std::string& configured) {
   std::vector<std::string> candidates;
@@ -270,28 +101,6 @@ absl::Status WritePortFile(const std::string& path, int grpc_port, int metrics_p
     return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<HttpLimits> HttpLimitsFromFlags() {
-  HttpLimits l;
-  auto body = ParseByteSize("--http_max_body_bytes", absl::GetFlag(FLAGS_http_max_body_bytes));
-  if (!body.ok()) return body.status();
-  auto budget = ParseByteSize("--http_memory_budget", absl::GetFlag(FLAGS_http_memory_budget));
-  if (!budget.ok()) return budget.status();
-  l.framing.max_body_bytes = *body;
-  l.memory_budget = *budget;
-  l.header_timeout = absl::Seconds(std::max(1, absl::GetFlag(FLAGS_http_header_timeout_s)));
-  l.body_timeout = absl::Seconds(std::max(1, absl::GetFlag(FLAGS_http_body_timeout_s)));
-  l.max_connections = std::max(1, absl::GetFlag(FLAGS_http_max_connections));
-  l.max_connections_per_client =
-      std::max(1, absl::GetFlag(FLAGS_http_max_connections_per_client));
-  if (l.memory_budget < kBudgetPerByte * l.framing.max_body_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--http_memory_budget=", l.memory_budget, " cannot hold one request of "
-        "--http_max_body_bytes=", l.framing.max_body_bytes, " (it needs ", kBudgetPerByte,
-        " bytes per body byte)"));
-  }
-  return l;
 }
 
 // The OpenAI-compatible HTTP API on the supervisor's queue, with the gRPC
@@ -364,7 +173,7 @@ int Run(const Config& config, const std::string& worker_binary, sigset_t signals
     if (http_api) http_api->SetServing(serving);
     NotifyStatus(serving ? "serving" : "no worker ready");
   });
-  auto model_paths = ModelPathPolicy::Create(absl::GetFlag(FLAGS_model_dir));
+  auto model_paths = ModelPathPolicy::Create(ModelDirsFromFlags());
   if (!model_paths.ok()) {
     Log(absl::StrCat("fatal: bad configuration: ", model_paths.status().message()));
     return 2;
@@ -419,7 +228,7 @@ int Run(const Config& config, const std::string& worker_binary, sigset_t signals
   if (!config.metrics_address.empty() && config.metrics_address != "none") {
     HttpLimits limits = MetricsHttpLimits();
     limits.header_timeout =
-        std::min(limits.header_timeout, absl::Seconds(absl::GetFlag(FLAGS_http_header_timeout_s)));
+        std::min(limits.header_timeout, HttpHeaderTimeoutFromFlags());
     auto started = MetricsHttpServer::Start(
         config.metrics_address, [&service] { return service.PrometheusText(); }, limits,
         [&metrics](absl::string_view reason) { metrics.AddHttpRefusal("metrics", reason); });

@@ -96,7 +96,7 @@ struct SupervisorOptions {
   v1::WorkerKind worker_kind = v1::WORKER_KIND_CPU;
   int device = 0;
   // The expert slot cache settings every CUDA worker's Hello carries.
-  ExpertSettings experts;
+  config::ExpertConfig experts;
   int queue_limit = kDefaultQueueLimit;
   absl::Duration worker_start_timeout = absl::Seconds(kDefaultWorkerStartTimeoutS);
   absl::Duration restart_backoff_initial = absl::Milliseconds(100);

@@ -43,7 +43,7 @@ absl::StatusOr<LoadOutcome> Supervisor::LoadModel(const v1::LoadModelRequest& re
                                                   const ModelFiles::OpenedCheck& check_opened) {
   LoadSettings settings{options_.threads, options_.context_length, options_.worker_kind,
                         options_.device, options_.experts, check_opened};
-  ASSIGN_OR_RETURN(ModelDesc desc, DescribeModel(request, settings));
+  ASSIGN_OR_RETURN(ModelDesc desc, PrepareLoad(request, settings));
   {
     absl::MutexLock lock(&mu_);
     load_.Begin(desc.info.model_id(), desc.info.path(), absl::Now());

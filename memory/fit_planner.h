@@ -34,9 +34,10 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "config/expert_config.h"
 #include "memory/host_probe.h"
 
 namespace sluice::memory {
@@ -88,13 +89,10 @@ struct DeviceMemory {
   uint64_t free_bytes = 0;  // before the model is loaded
 };
 
-// What the user asked for (EngineOptions::experts, sluiced and sluicectl
-// flags). slots -1 and arena_fraction 0: the planner chooses.
-struct FitRequest {
-  int64_t slots = -1;
-  double arena_fraction = 0;
-  uint64_t host_tier_bytes = 0;  // 0: the planner chooses
-};
+// What the user asked for: the expert configuration (config/expert_config.h;
+// the planner reads slots, arena_fraction and host_tier_bytes). slots -1 and
+// arena_fraction 0: the planner chooses.
+using FitRequest = config::ExpertConfig;
 
 struct FitInputs {
   ModelFootprint model;

@@ -9,27 +9,6 @@
 
 namespace sluice::memory {
 
-absl::StatusOr<MissPolicy> ParseMissPolicy(std::string_view name) {
-  if (name == "copy") return MissPolicy::kCopy;
-  if (name == "host") return MissPolicy::kHost;
-  if (name == "cost") return MissPolicy::kCost;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown expert miss policy \"", std::string(name),
-      "\" (copy, host or cost)"));
-}
-
-std::string MissPolicyName(MissPolicy p) {
-  switch (p) {
-    case MissPolicy::kCopy:
-      return "copy";
-    case MissPolicy::kHost:
-      return "host";
-    case MissPolicy::kCost:
-      return "cost";
-  }
-  return "copy";
-}
-
 PathEstimate::PathEstimate(Options options) : o_(options) {
   o_.window = std::max(o_.window, 1);
   if (!(o_.keep_fraction > 0) || o_.keep_fraction > 1) o_.keep_fraction = 1;

@@ -41,18 +41,15 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "config/expert_config.h"
 
 namespace sluice::memory {
 
-enum class MissPolicy {
-  kCopy,  // every miss is copied into a slot (bit-identical; the default)
-  kHost,  // every miss the host can reach is computed by the host CPU
-  kCost,  // per layer, the split the cost model predicts finishes first
-};
-
-// "copy", "host", "cost"; InvalidArgument naming the valid names otherwise.
-absl::StatusOr<MissPolicy> ParseMissPolicy(std::string_view name);
-std::string MissPolicyName(MissPolicy p);
+// The policies and their names are the expert configuration's
+// (config/expert_config.h: --expert_miss_policy).
+using config::MissPolicy;
+using config::MissPolicyName;
+using config::ParseMissPolicy;
 
 // One path's time for a call of `bytes`: fixed_s + bytes / bytes_per_s,
 // learnt from its recent calls so that a few slow ones cannot drag it down.

@@ -39,6 +39,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "config/expert_config.h"
 #include "model/model.h"
 #include "model/sampler.h"
 #include "model/tokenizer.h"
@@ -78,28 +79,10 @@ struct EngineOptions {
   std::function<void(std::string_view phase, uint64_t done, uint64_t total)> load_progress;
 
   // Where routed experts live (CUDA only; the CPU reads them in place).
-  struct Experts {
-    // Device slots for routed experts. -1: every expert resident (no
-    // cache), unless arena_fraction says otherwise; 0 is valid (every
-    // expert computed without a slot).
-    int64_t slots = -1;
-    // When > 0 and slots == -1: slots = ceil(fraction x layers x experts),
-    // at most all of them. 1.0 streams every expert once, then hits.
-    double arena_fraction = 0;
-    // Eviction policy: "lru" or "lfu" (frequency-weighted LRU).
-    std::string policy = "lru";
-    // Host RAM the cache may pin for expert bytes (0: register the mapping
-    // in place when it fits in RAM; the fit planner decides otherwise).
-    uint64_t host_tier_bytes = 0;
-    // Fetch the next layer's predicted experts ahead of demand.
-    bool prefetch = false;
-    // Where decode misses are computed (memory/miss_split.h): "copy" into
-    // slots (bit-identical logits), or "host" / "cost": some or all on the
-    // host CPU, from host RAM, on host_threads threads (0: one per hardware
-    // thread).
-    std::string miss_policy = "copy";
-    int host_threads = 0;
-  } experts;
+  // Built as given: slots -1 with no fraction keeps every expert resident.
+  // The CUDA worker and the tools run the fit planner on it first
+  // (memory/expert_plan.h), which turns what is left to it into numbers.
+  config::ExpertConfig experts;
 };
 
 class Session;

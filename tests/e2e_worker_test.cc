@@ -60,7 +60,7 @@ class E2eWorkerTest : public ::testing::Test {
     ASSERT_TRUE(path.ok()) << path.status();
     v1::LoadModelRequest load;
     load.set_path(*path);
-    auto desc = daemon::DescribeModel(load, daemon::LoadSettings{1, 256});
+    auto desc = daemon::PrepareLoad(load, daemon::LoadSettings{1, 256});
     ASSERT_TRUE(desc.ok()) << desc.status();
     desc_ = std::move(*desc);
     for (const ShardFd& s : desc_.files->fds()) fds_.push_back(s.fd);

@@ -47,7 +47,7 @@ TEST_P(CudaParityTest, PassesTheGoldenGates) {
 // The streaming arm against the all-resident arm, row by row: max |delta|
 // must be exactly 0 on every prompt.
 void ExpectIdentical(const std::string& dir, const std::string& name,
-                     const EngineOptions::Experts& experts) {
+                     const config::ExpertConfig& experts) {
   Options options;
   options.backend = Backend::kCuda;
   options.compare = Backend::kCuda;
@@ -67,7 +67,7 @@ void ExpectIdentical(const std::string& dir, const std::string& name,
 TEST_P(CudaParityTest, CopyPolicyAtAQuarterIsBitIdentical) {
   SLUICE_REQUIRE_GOLDENS(dir);
   SLUICE_REQUIRE_DEVICE();
-  EngineOptions::Experts experts;
+  config::ExpertConfig experts;
   experts.arena_fraction = 0.25;
   ExpectIdentical(dir, GetParam(), experts);
 }
@@ -75,7 +75,7 @@ TEST_P(CudaParityTest, CopyPolicyAtAQuarterIsBitIdentical) {
 TEST_P(CudaParityTest, CopyPolicyAtOneSlotIsBitIdentical) {
   SLUICE_REQUIRE_GOLDENS(dir);
   SLUICE_REQUIRE_DEVICE();
-  EngineOptions::Experts experts;
+  config::ExpertConfig experts;
   experts.slots = 1;
   ExpectIdentical(dir, GetParam(), experts);
 }

@@ -1,10 +1,10 @@
 // generate: prompt text in, streamed text out, on the engine's CPU backend
-// (the default) or, where CUDA is built, its CUDA backend (--device cuda).
+// (the default) or, where CUDA is built, its CUDA backend (--backend cuda).
 //
 //   bazel run //tools:generate -- --model M.gguf --prompt "Hello"
 //       [--chat] [--temperature 0.7 --top-k 40 --top-p 0.9 --min-p 0.05
 //        --repeat-penalty 1.1 --seed 1] [--max-tokens 64] [--threads 2]
-//       [--record_trace FILE] [--device cuda [--gpu N]]
+//       [--record_trace FILE] [--backend cuda [--device N]]
 //
 // Flags may be spelled with '-' or '_' (--top-k or --top_k). At the end it
 // prints to stderr: prompt/generated tokens, the finish reason, time to
@@ -13,7 +13,10 @@
 // decoding, next to the session's KV/state size.
 //
 // Benchmarks: --expert_slots / --expert_arena_fraction / --expert_policy /
-// --host_tier_bytes / --expert_prefetch set EngineOptions::experts (CUDA);
+// --host_tier_bytes / --expert_prefetch / --expert_miss_policy /
+// --expert_host_threads (config/expert_flags.h, the same flags and meanings
+// as sluiced's: on CUDA the fit planner runs first, as in the worker) set
+// EngineOptions::experts;
 // --warmup_tokens N runs one generation of N tokens first (not measured; the
 // session is then reset, the expert cache keeps what it loaded); --json
 // prints one JSON object on stdout instead of the text (tools/generate_report.h,
@@ -32,7 +35,9 @@
 #include "model/engine.h"
 #include "tools/generate_report.h"
 #include "model/routing_trace_recorder.h"
-#include "tools/expert_flags.h"
+#include "config/flag_alias.h"
+#include "tools/engine_flags.h"
+#include "tools/plan_experts.h"
 
 ABSL_FLAG(std::string, model, "", "GGUF model (or any shard of a split set)");
 ABSL_FLAG(std::string, prompt, "", "prompt text");
@@ -46,16 +51,16 @@ ABSL_FLAG(float, repeat_penalty, 1.0f, "1 = off");
 ABSL_FLAG(uint64_t, seed, 0, "sampler seed");
 ABSL_FLAG(int, max_tokens, 64, "tokens to generate at most");
 ABSL_FLAG(int, threads, 1, "CPU threads");
-ABSL_FLAG(std::string, device, "cpu", "backend: cpu or cuda");
 ABSL_FLAG(int, prompt_tokens, 0,
           "instead of --prompt: a synthetic prompt of this many token ids "
           "(id i = 1 + (i * 7919) mod (n_vocab - 1)), for prompt-length "
           "benchmarks");
-ABSL_FLAG(int, gpu, 0, "CUDA device ordinal (--device cuda)");
 ABSL_FLAG(bool, profile, false,
           "CUDA: time each section of the forward pass (no decode graph) "
           "and print milliseconds per call of prefill and decode");
-ABSL_FLAG(int, ctx, 4096, "context length (KV cache size)");
+ABSL_FLAG(int, context_length, sluice::EngineOptions{}.context_length,
+          "tokens per sequence, prompt plus generated (the KV cache's size), as sluiced's");
+ABSL_FLAG(int, ctx, sluice::EngineOptions{}.context_length, "deprecated: --context_length");
 ABSL_FLAG(std::string, stop, "", "stop strings, separated by '|'");
 ABSL_FLAG(bool, ignore_eos, false, "keep generating past end-of-generation");
 ABSL_FLAG(int, warmup_tokens, 0,
@@ -130,6 +135,8 @@ absl::StatusOr<sluice::GenerateParams> ParamsFromFlags(
   return params;
 }
 
+void Log(const std::string& line) { std::fprintf(stderr, "generate: %s\n", line.c_str()); }
+
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "generate: %s\n", s.ToString().c_str());
   return 1;
@@ -168,17 +175,18 @@ int main(int argc, char** argv) {
   if (!files.ok()) return Fail(files.status());
   sluice::EngineOptions options;
   options.threads = absl::GetFlag(FLAGS_threads);
-  options.context_length = absl::GetFlag(FLAGS_ctx);
-  const auto backend = sluice::ParseBackend(absl::GetFlag(FLAGS_device));
-  if (!backend.has_value()) {
-    return Fail(absl::InvalidArgumentError("--device must be cpu or cuda"));
-  }
-  options.backend = *backend;
-  options.device = absl::GetFlag(FLAGS_gpu);
+  auto context = sluice::config::ResolveRenamedFlag(FLAGS_context_length, FLAGS_ctx, Log);
+  if (!context.ok()) return Fail(context.status());
+  options.context_length = *context;
+  auto flags = sluice::tools::EngineFlagsFromFlags(Log);
+  if (!flags.ok()) return Fail(flags.status());
+  options.backend = flags->backend;
+  options.device = flags->device;
   options.profile = absl::GetFlag(FLAGS_profile);
-  auto experts = sluice::tools::ExpertOptionsFromFlags();
-  if (!experts.ok()) return Fail(experts.status());
-  options.experts = *experts;
+  options.experts = flags->experts;
+  if (absl::Status s = sluice::tools::PlanExperts(**files, &options, Log); !s.ok()) {
+    return Fail(s);
+  }
   std::unique_ptr<sluice::RoutingTraceRecorder> recorder;
   if (!absl::GetFlag(FLAGS_record_trace).empty()) {
     recorder = sluice::RoutingTraceRecorder::Create(absl::GetFlag(FLAGS_record_trace));
@@ -251,7 +259,7 @@ int main(int argc, char** argv) {
                options.threads);
   const sluice::BackendStats stats = (*engine)->model().Stats();
   if (!stats.device_memory.empty()) {
-    std::fprintf(stderr, "device=%s", absl::GetFlag(FLAGS_device).c_str());
+    std::fprintf(stderr, "device=%s", std::string(sluice::BackendName(options.backend)).c_str());
     uint64_t total = 0;
     for (const auto& [kind, bytes] : stats.device_memory) {
       std::fprintf(stderr, " device_%s_kb=%llu", kind.c_str(),
@@ -283,9 +291,10 @@ int main(int argc, char** argv) {
   }
   if (json) {
     report.model_path = absl::GetFlag(FLAGS_model);
-    report.device = absl::GetFlag(FLAGS_device);
+    report.device = std::string(sluice::BackendName(options.backend));
     report.threads = options.threads;
-    report.expert_options = options.experts;
+    // As asked (the flags), not as planned: the plan is on stderr.
+    report.expert_options = flags->experts;
     report.result = *result;
     report.peak_rss_kb = StatusKb("VmHWM");
     report.rss_anon_kb = StatusKb("RssAnon");

@@ -167,7 +167,7 @@ int64_t KbToBytes(long kb) { return kb < 0 ? -1 : static_cast<int64_t>(kb) * 102
 }  // namespace
 
 std::string GenerateReportJson(const GenerateReport& r) {
-  const EngineOptions::Experts& x = r.expert_options;
+  const config::ExpertConfig& x = r.expert_options;
   const GenerateResult& g = r.result;
   return Object()
       .Str("model", r.model_path)
@@ -178,10 +178,11 @@ std::string GenerateReportJson(const GenerateReport& r) {
       .Raw("expert_options", Object()
                                  .Int("slots", x.slots)
                                  .Num("arena_fraction", x.arena_fraction)
-                                 .Str("policy", x.policy)
+                                 .Str("policy", std::string(config::EvictionPolicyName(x.policy)))
                                  .UInt("host_tier_bytes", x.host_tier_bytes)
                                  .Bool("prefetch", x.prefetch)
-                                 .Str("miss_policy", x.miss_policy)
+                                 .Str("miss_policy",
+                                      std::string(config::MissPolicyName(x.miss_policy)))
                                  .Int("host_threads", x.host_threads)
                                  .Json())
       .Int("prompt_tokens", g.prompt_tokens)

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "config/expert_config.h"
 #include "memory/slot_counters.h"
 #include "model/engine.h"
 #include "model/model.h"
@@ -22,7 +23,7 @@ struct GenerateReport {
   std::string device;  // "cpu" or "cuda"
   int threads = 1;
   int warmup_tokens = 0;
-  EngineOptions::Experts expert_options;
+  config::ExpertConfig expert_options;
   GenerateResult result;
   // From /proc/self/status after decoding (kB; -1 when unreadable).
   long peak_rss_kb = -1;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -17,6 +18,7 @@
 #include "model/engine.h"
 #include "model/model.h"
 #include "nlohmann/json.hpp"
+#include "tools/plan_experts.h"
 
 namespace sluice::parity {
 namespace {
@@ -209,6 +211,11 @@ absl::StatusOr<ModelReport> RunParity(const std::string& model_path,
   engine_options.threads = options.threads;
   EngineOptions compare_options = engine_options;
   engine_options.experts = options.experts;
+  if (options.plan_experts) {
+    RETURN_IF_ERROR(tools::PlanExperts(*files, &engine_options, [](const std::string& line) {
+      std::fprintf(stderr, "parity: %s\n", line.c_str());
+    }));
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
                    LoadModel(*files, engine_options));
   // The compare arm maps the files again: a streaming arm registers its

@@ -25,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "config/expert_config.h"
 #include "model/engine.h"
 
 namespace sluice::parity {
@@ -94,7 +95,10 @@ struct Options {
   // defaults: all resident). With compare == backend == kCuda this checks
   // that streaming experts through the slot cache leaves the logits
   // bit-identical.
-  EngineOptions::Experts experts;
+  config::ExpertConfig experts;
+  // Runs the fit planner on `experts` first, as the CUDA worker does
+  // (tools/plan_experts.h; the CUDA arm only), logging its table to stderr.
+  bool plan_experts = false;
   int threads = 1;
   Gates gates;
   // Times each prompt's prefill and decode this many times (>= 1) and

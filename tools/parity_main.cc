@@ -16,18 +16,16 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_split.h"
-#include "tools/expert_flags.h"
+#include "tools/engine_flags.h"
 #include "tools/parity_lib.h"
 
 ABSL_FLAG(std::string, model, "",
           "GGUF model (or shard 1 of a split set); several comma-separated");
 ABSL_FLAG(std::string, goldens, "",
           "directory holding <model>.prompts.json and the reference logits");
-ABSL_FLAG(std::string, device, "cpu", "backend: cpu or cuda");
-ABSL_FLAG(int, gpu, 0, "CUDA device ordinal (--device=cuda)");
 ABSL_FLAG(std::string, compare, "",
           "also run this backend (cpu or cuda) and print its logits' "
-          "statistics against --device's, row by row");
+          "statistics against --backend's, row by row");
 ABSL_FLAG(int, threads, 1, "threads for the CPU kernels");
 ABSL_FLAG(bool, require_identical, false,
           "fail unless every --compare row is bit-identical (for checking "
@@ -62,25 +60,23 @@ int main(int argc, char** argv) {
     return 2;
   }
   sluice::parity::Options options;
-  const auto backend = sluice::ParseBackend(absl::GetFlag(FLAGS_device));
+  auto flags = sluice::tools::EngineFlagsFromFlags(
+      [](const std::string& line) { std::fprintf(stderr, "parity: %s\n", line.c_str()); });
   const std::string compare = absl::GetFlag(FLAGS_compare);
   const auto compare_backend = sluice::ParseBackend(compare);
-  if (!backend.has_value() || (!compare.empty() && !compare_backend)) {
-    std::fprintf(stderr, "parity: --device=%s / --compare=%s: use cpu or cuda\n",
-                 absl::GetFlag(FLAGS_device).c_str(), compare.c_str());
+  if (!flags.ok() || (!compare.empty() && !compare_backend)) {
+    std::fprintf(stderr, "parity: %s\n",
+                 !flags.ok() ? flags.status().ToString().c_str()
+                             : ("--compare=" + compare + ": use cpu or cuda").c_str());
     std::printf("worst_max=nan worst_rms=nan worst_median=nan top1_agree=0/0\n");
     return 2;
   }
-  options.backend = *backend;
-  options.device = absl::GetFlag(FLAGS_gpu);
+  options.backend = flags->backend;
+  options.device = flags->device;
   if (!compare.empty()) options.compare = compare_backend;
   options.threads = absl::GetFlag(FLAGS_threads);
-  auto experts = sluice::tools::ExpertOptionsFromFlags();
-  if (!experts.ok()) {
-    std::fprintf(stderr, "parity: %s\n", experts.status().ToString().c_str());
-    return 2;
-  }
-  options.experts = *experts;
+  options.experts = flags->experts;
+  options.plan_experts = true;
   options.repeat = std::max(1, absl::GetFlag(FLAGS_repeat));
   sluice::parity::Gates requested;
   requested.f32_max = absl::GetFlag(FLAGS_max_gate);

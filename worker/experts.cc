@@ -1,36 +1,6 @@
 #include "worker/experts.h"
 
-#include "memory/model_footprint.h"
-
 namespace sluice::worker {
-
-absl::StatusOr<memory::Plan> PlanExperts(const TensorTable& table,
-                                         const memory::DeviceMemory& device,
-                                         const memory::HostMemory& host, EngineOptions* options) {
-  // One session: the worker runs one sequence at a time.
-  absl::StatusOr<memory::ModelFootprint> footprint =
-      memory::FootprintOf(table, options->context_length, /*sessions=*/1);
-  if (!footprint.ok()) return footprint.status();
-  memory::FitInputs in;
-  in.model = *footprint;
-  in.device = device;
-  in.host = host;
-  in.request.slots = options->experts.slots;
-  in.request.arena_fraction = options->experts.arena_fraction;
-  in.request.host_tier_bytes = options->experts.host_tier_bytes;
-  absl::StatusOr<memory::Plan> plan = memory::PlanFit(in);
-  if (!plan.ok()) return plan.status();
-  // The engine takes the plan's numbers, so that it builds exactly what was
-  // checked (a fraction becomes its slot count).
-  options->experts.arena_fraction = 0;
-  options->experts.slots = plan->streaming() ? plan->slots : -1;
-  options->experts.host_tier_bytes =
-      plan->mode == memory::FitMode::kArenaHostTier ? plan->host_tier_bytes : 0;
-  // Without streaming nothing misses, and the CUDA backend refuses a miss
-  // policy other than copy; the setting applies to the models that stream.
-  if (!plan->streaming()) options->experts.miss_policy = "copy";
-  return plan;
-}
 
 void ToSlotCacheStats(const ExpertStreamStats& s, sluice::v1::SlotCacheStats* out) {
   const memory::SlotCacheCounters& c = s.counters;

@@ -1,7 +1,7 @@
-// The worker's side of the expert slot cache: the fit planner run before a
-// CUDA engine is built (its decisions become EngineOptions::experts), and
-// the backend's ExpertStreamStats turned into the messages the supervisor
-// exports (worker Stats -> Prometheus) and each request's GenerateDone.
+// The worker's side of the expert slot cache: the backend's
+// ExpertStreamStats turned into the messages the supervisor exports (worker
+// Stats -> Prometheus) and each request's GenerateDone. The fit planner run
+// before a CUDA engine is built is memory/expert_plan.h.
 #ifndef SLUICE_WORKER_EXPERTS_H_
 #define SLUICE_WORKER_EXPERTS_H_
 
@@ -9,24 +9,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "loader/tensor_table.h"
-#include "memory/fit_planner.h"
 #include "memory/slot_counters.h"
-#include "model/engine.h"
 #include "model/model.h"
 #include "proto/sluice/v1/sluice.pb.h"
 
 namespace sluice::worker {
-
-// Plans `table` for one session of options->context_length tokens on
-// `device` and `host` with options->experts as the request, then sets
-// options->experts to the plan (slots, host tier; slots -1 when every
-// expert stays resident, and then miss_policy "copy": nothing misses). The
-// planner's RESOURCE_EXHAUSTED or INVALID_ARGUMENT is returned unchanged:
-// its message gives the numbers and a configuration that fits.
-absl::StatusOr<memory::Plan> PlanExperts(const TensorTable& table,
-                                         const memory::DeviceMemory& device,
-                                         const memory::HostMemory& host, EngineOptions* options);
 
 // The cache's state and counters since the model was built, as the worker's
 // Stats carry them (all zero / false when nothing streams).

@@ -85,27 +85,5 @@ TEST(ExpertsTest, TrackerGivesTheRequestAndEachToken) {
   EXPECT_EQ(quiet.Finish(Counters(2)).tokens_size(), 0);
 }
 
-// A model without routed experts: the default plan keeps "every expert"
-// resident, and the engine is told so (with nothing to miss, the miss
-// policy becomes copy, the only one the backend takes without streaming);
-// asking for an arena is refused.
-TEST(ExpertsTest, PlanExpertsWritesThePlanIntoTheOptions) {
-  TensorTable empty;
-  EngineOptions options;
-  options.context_length = 16;
-  options.experts.miss_policy = "cost";
-  options.experts.host_threads = 4;
-  auto plan = PlanExperts(empty, {true, 8ull << 30, 8ull << 30}, {16ull << 30, 16ull << 30},
-                          &options);
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ(plan->mode, memory::FitMode::kAllResident);
-  EXPECT_EQ(options.experts.slots, -1);
-  EXPECT_EQ(options.experts.miss_policy, "copy");
-  EXPECT_EQ(options.experts.host_threads, 4);
-  options.experts.arena_fraction = 0.5;
-  EXPECT_EQ(PlanExperts(empty, {}, {16ull << 30, 16ull << 30}, &options).status().message(),
-            "an expert arena was asked for, but the model has no routed experts");
-}
-
 }  // namespace
 }  // namespace sluice::worker

@@ -19,8 +19,10 @@
 #include "model/engine.h"
 #include "model/utf8.h"
 #include "proto/sluice/worker/v1/worker.pb.h"
+#include "config/expert_config.h"
+#include "config/expert_config_proto.h"
+#include "memory/expert_plan.h"
 #include "memory/host_probe.h"
-#include "memory/miss_split.h"
 #include "wire/channel.h"
 #include "wire/frame_writer.h"
 #include "worker/experts.h"
@@ -67,22 +69,13 @@ absl::StatusOr<EngineOptions> OptionsFromConfig(const v1::WorkerConfig& config) 
     case sluice::v1::WORKER_KIND_CUDA:
       options.backend = Backend::kCuda;
       options.device = static_cast<int>(config.device());
-      options.experts.slots = config.has_expert_slots() ? config.expert_slots() : -1;
-      options.experts.arena_fraction = config.expert_arena_fraction();
-      if (!config.expert_policy().empty()) options.experts.policy = config.expert_policy();
-      options.experts.host_tier_bytes = config.host_tier_bytes();
-      options.experts.prefetch = config.expert_prefetch();
-      if (!config.expert_miss_policy().empty()) {
-        options.experts.miss_policy = config.expert_miss_policy();
+      {
+        // The supervisor validated the settings; a Hello from elsewhere is
+        // checked by the same code.
+        absl::StatusOr<config::ExpertConfig> experts = config::FromWorkerConfig(config);
+        if (!experts.ok()) return experts.status();
+        options.experts = *experts;
       }
-      // The supervisor checked the name already (it may not link memory/);
-      // this is the parser the engine uses.
-      if (absl::Status s = memory::ParseMissPolicy(options.experts.miss_policy).status();
-          !s.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("Hello.config.expert_miss_policy: ", s.message()));
-      }
-      options.experts.host_threads = static_cast<int>(config.expert_host_threads());
       break;
     default:
       return absl::InvalidArgumentError(
@@ -237,16 +230,19 @@ absl::Status Worker::PlanCuda(EngineOptions* options) {
   if (!device.ok()) return device.status();
   absl::StatusOr<memory::HostMemory> host = memory::ProcHostProbe().Memory();
   if (!host.ok()) return host.status();
-  const std::string asked_miss_policy = options->experts.miss_policy;
-  absl::StatusOr<memory::Plan> plan = PlanExperts(files_->tensors(), *device, *host, options);
+  const config::MissPolicy asked_miss_policy = options->experts.miss_policy;
+  absl::StatusOr<memory::Plan> plan = memory::PlanExperts(
+      files_->tensors(), options->context_length, *device, *host, &options->experts);
   if (!plan.ok()) return plan.status();
   Log(absl::StrCat("fit plan:\n", plan->Table()));
-  const EngineOptions::Experts& e = options->experts;
+  const config::ExpertConfig& e = options->experts;
   if (e.miss_policy != asked_miss_policy) {
-    Log(absl::StrCat("expert miss policy: ", e.miss_policy, " (every expert resident: no misses; ",
-                     asked_miss_policy, " has nothing to split)"));
-  } else if (e.miss_policy != "copy") {
-    Log(absl::StrCat("expert miss policy: ", e.miss_policy, ", host threads: ",
+    Log(absl::StrCat("expert miss policy: ", config::MissPolicyName(e.miss_policy),
+                     " (every expert resident: no misses; ",
+                     config::MissPolicyName(asked_miss_policy), " has nothing to split)"));
+  } else if (e.miss_policy != config::MissPolicy::kCopy) {
+    Log(absl::StrCat("expert miss policy: ", config::MissPolicyName(e.miss_policy),
+                     ", host threads: ",
                      e.host_threads > 0 ? absl::StrCat(e.host_threads)
                                         : std::string("one per hardware thread")));
   }

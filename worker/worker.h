@@ -39,10 +39,10 @@
 #include <functional>
 
 #include "absl/status/statusor.h"
+#include "memory/device_memory_probe.h"
 #include "memory/fit_planner.h"
 #include "model/model.h"
 #include "proto/sluice/v1/sluice.pb.h"
-#include "worker/device_memory_probe.h"
 
 namespace sluice::worker {
 
@@ -53,7 +53,7 @@ struct Collaborators {
   // The device memory the fit planner of a CUDA worker plans for, by device
   // ordinal. Must be set.
   std::function<absl::StatusOr<memory::DeviceMemory>(int device)> device_memory =
-      ProbeDeviceMemory;
+      memory::ProbeDeviceMemory;
   // The expert cache figures reported with Stats and GenerateDone, from the
   // built model and the forward passes this worker has run so far (one per
   // prefill, one per decode step). Must be set.

@@ -120,11 +120,11 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(
   m->free_at_start_ = mem.first;
   const ArchDesc& d = m->desc_;
   const int64_t all_experts = static_cast<int64_t>(d.layers.size()) * d.moe.n_expert;
-  int64_t slots = options.expert_slots;
-  if (slots < 0 && options.expert_arena_fraction > 0) {
+  int64_t slots = options.experts.slots;
+  if (slots < 0 && options.experts.arena_fraction > 0) {
     slots = std::min<int64_t>(
         all_experts,
-        static_cast<int64_t>(std::ceil(options.expert_arena_fraction * all_experts - 1e-9)));
+        static_cast<int64_t>(std::ceil(options.experts.arena_fraction * all_experts - 1e-9)));
   }
   const bool stream_experts = slots >= 0;
   ASSIGN_OR_RETURN(m->weights_,
@@ -140,9 +140,9 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(
   }
   if (stream_experts) {
     RETURN_IF_ERROR(m->CreateExperts(files, slots));
-  } else if (options.expert_miss_policy != "copy") {
+  } else if (options.experts.miss_policy != config::MissPolicy::kCopy) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "cuda backend: expert miss policy \"", options.expert_miss_policy,
+        "cuda backend: expert miss policy \"", config::MissPolicyName(options.experts.miss_policy),
         "\" needs streaming experts (an arena or slot count)"));
   }
   m->DescribeShapes();
@@ -171,18 +171,19 @@ absl::Status CudaModel::CreateExperts(const ModelFiles& files, int64_t slots) {
     down.push_back(layers_[il].moe.down_table.data());
   }
   memory::MissSplitOptions miss;
-  ASSIGN_OR_RETURN(miss.policy, memory::ParseMissPolicy(options_.expert_miss_policy));
+  miss.policy = options_.experts.miss_policy;
   ASSIGN_OR_RETURN(experts_,
                    ExpertStream::Create(std::move(views), std::move(gate_up), std::move(down),
                                         {.slots = slots,
-                                         .policy = options_.expert_policy,
-                                         .host_tier_bytes = options_.expert_host_tier_bytes,
+                                         .policy = std::string(config::EvictionPolicyName(
+                                             options_.experts.policy)),
+                                         .host_tier_bytes = options_.experts.host_tier_bytes,
                                          .files = &files,
                                          .miss = miss},
                                         stream_));
   if (miss.policy == memory::MissPolicy::kCopy) return absl::OkStatus();
   ASSIGN_OR_RETURN(host_, HostMisses::Create(d.moe.n_embd, static_cast<int>(d.moe.n_expert_used),
-                                             options_.expert_host_threads));
+                                             options_.experts.host_threads));
   host_path_ = true;
   return absl::OkStatus();
 }
@@ -248,7 +249,7 @@ DecodeContext CudaModel::Decode() const {
   static_cast<ModelView&>(c) = View();
   c.cut_routing = experts_ != nullptr || options_.routing_observer != nullptr;
   c.copy_weights = options_.routing_observer != nullptr;
-  c.prefetch = experts_ != nullptr && options_.expert_prefetch;
+  c.prefetch = experts_ != nullptr && options_.experts.prefetch;
   c.host_routing = host_routing_.as<int32_t>();
   c.routed = routed_;
   return c;
@@ -287,7 +288,7 @@ absl::Status CudaModel::Run(const HostAction& action) {
   if (action.kind == HostAction::kHostExperts) return host_->Run(*experts_, stream_);
   // The program recorded routed_ once the layer's routing was back.
   RETURN_IF_ERROR(cuda::WaitEvent(routed_));
-  return AcquireRouted(Batch(), action.layer, 1, {}, options_.expert_prefetch,
+  return AcquireRouted(Batch(), action.layer, 1, {}, options_.experts.prefetch,
                        host_path_ && host_ != nullptr ? host_->experts() : nullptr);
 }
 
@@ -368,13 +369,7 @@ absl::StatusOr<std::unique_ptr<Model>> FromEngine(const ModelFiles& files,
   return LoadCudaModel(files, {.device = o.device,
                                .decode_graph = !o.profile,
                                .profile = o.profile,
-                               .expert_slots = o.experts.slots,
-                               .expert_arena_fraction = o.experts.arena_fraction,
-                               .expert_policy = o.experts.policy,
-                               .expert_prefetch = o.experts.prefetch,
-                               .expert_host_tier_bytes = o.experts.host_tier_bytes,
-                               .expert_miss_policy = o.experts.miss_policy,
-                               .expert_host_threads = o.experts.host_threads,
+                               .experts = o.experts,
                                .routing_observer = o.routing_observer,
                                .load_progress = o.load_progress});
 }

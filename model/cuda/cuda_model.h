@@ -24,6 +24,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "config/expert_config.h"
 #include "model/arch.h"
 #include "model/model.h"
 #include "model/moe.h"
@@ -40,26 +41,14 @@ struct CudaModelOptions {
   // Time each section of the forward pass with events (turns the decode
   // graph off); see BackendStats::profile.
   bool profile = false;
-  // Routed experts through a device slot cache (model/cuda/expert_stream.h)
-  // instead of all resident: slots >= 0, or arena_fraction > 0 (slots =
-  // ceil(fraction x layers x experts)). -1 with no fraction: all resident
-  // (decode as one graph); 0 slots: every expert read in place.
-  int64_t expert_slots = -1;
-  double expert_arena_fraction = 0;
-  std::string expert_policy = "lru";
-  // Streaming decode: predict the next layer's experts (its router applied
-  // to this layer's MoE input) and fetch them ahead of demand.
-  bool expert_prefetch = false;
-  // Streaming: 0 registers the mapping's expert pages (they must fit in
-  // RAM); otherwise a pinned host tier of this many bytes in front of
-  // O_DIRECT disk reads.
-  uint64_t expert_host_tier_bytes = 0;
-  // Streaming decode: where misses are computed, "copy" (into slots; the
-  // logits stay bit-identical), "host" or "cost" (memory/miss_split.h: the
-  // host CPU computes some or all of them from host RAM, with the CPU
-  // kernels, on expert_host_threads threads; 0: one per hardware thread).
-  std::string expert_miss_policy = "copy";
-  int expert_host_threads = 0;
+  // Routed experts (config/expert_config.h), as EngineOptions::experts:
+  // through a device slot cache (model/cuda/expert_stream.h) when slots >= 0
+  // or arena_fraction > 0 (slots = ceil(fraction x layers x experts)); -1
+  // with no fraction: all resident (decode as one graph); 0 slots: every
+  // expert read in place. host_tier_bytes 0 registers the mapping's expert
+  // pages (they must fit in RAM); prefetch and a miss policy other than copy
+  // apply to streaming decode only.
+  config::ExpertConfig experts;
   // Sees each layer's routing (read back from the device; costs a
   // synchronisation per layer, so decode then runs without its graph).
   RoutingObserver* routing_observer = nullptr;

@@ -1,0 +1,92 @@
+// Where routed experts live: the one definition of the expert settings.
+//
+// sluiced's flags and config file, the tools' flags (both through
+// config/expert_flags.h), the worker's Hello (config/expert_config_proto.h),
+// EngineOptions and CudaModelOptions all carry this struct, so a setting
+// means the same thing at every hop and its default is written once, here.
+// A CUDA worker and the tools' CUDA backend run the fit planner
+// (memory/expert_plan.h) on it before the engine is built: what is left to
+// the planner (slots -1 with no fraction, host_tier_bytes 0) becomes the
+// plan's numbers.
+#ifndef SLUICE_CONFIG_EXPERT_CONFIG_H_
+#define SLUICE_CONFIG_EXPERT_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace sluice::config {
+
+// Which expert leaves a full slot arena (memory::MakePolicy's names).
+enum class EvictionPolicy {
+  kLru,  // least recently used
+  kLfu,  // frequency-weighted LRU (memory::kDefaultLfuHalfLife)
+};
+
+// Where decode misses are computed (memory/miss_split.h).
+enum class MissPolicy {
+  kCopy,  // every miss is copied into a slot (bit-identical logits)
+  kHost,  // every miss the host can reach is computed by the host CPU
+  kCost,  // per layer, the split the cost model predicts finishes first
+};
+
+// --expert_slots -1: the fit planner chooses.
+inline constexpr int64_t kPlannerChoosesSlots = -1;
+// The largest --expert_host_threads.
+inline constexpr int kMaxHostThreads = 1024;
+
+struct ExpertConfig {
+  // --expert_slots: device slots for routed experts. -1: the fit planner
+  // chooses (every expert resident when they fit, else the largest arena
+  // that fits); 0: no slot, every expert read in place. A backend given -1
+  // and no fraction keeps every expert resident: the plan's answer when
+  // they fit.
+  int64_t slots = kPlannerChoosesSlots;
+  // --expert_arena_fraction: slots = ceil(fraction x layers x experts), in
+  // (0, 1]; 0: the planner chooses. Exclusive with slots >= 0.
+  double arena_fraction = 0;
+  // --expert_policy: lru or lfu.
+  EvictionPolicy policy = EvictionPolicy::kLru;
+  // --host_tier_bytes: host RAM the expert cache may pin, in front of
+  // O_DIRECT disk reads. 0: the planner chooses (the mapping registered in
+  // place when the experts fit in RAM, else a host tier).
+  uint64_t host_tier_bytes = 0;
+  // --expert_prefetch: fetch the next layer's predicted experts ahead of
+  // demand (streaming decode).
+  bool prefetch = false;
+  // --expert_miss_policy: copy, host or cost. With every expert resident
+  // nothing misses and the plan sets copy.
+  MissPolicy miss_policy = MissPolicy::kCopy;
+  // --expert_host_threads: threads computing host misses, 0..1024; 0: one
+  // per hardware thread.
+  int host_threads = 0;
+
+  bool operator==(const ExpertConfig&) const = default;
+};
+
+// "lru", "lfu".
+std::string EvictionPolicyName(EvictionPolicy policy);
+// InvalidArgument "--expert_policy='NAME': expected lru or lfu" otherwise.
+absl::StatusOr<EvictionPolicy> ParseEvictionPolicy(absl::string_view name);
+
+// "copy", "host", "cost".
+std::string MissPolicyName(MissPolicy policy);
+// InvalidArgument `unknown expert miss policy "NAME" (copy, host or cost)`
+// otherwise.
+absl::StatusOr<MissPolicy> ParseMissPolicy(absl::string_view name);
+
+// Checks ranges: slots >= -1, a fraction in [0, 1], not both a slot count
+// and a fraction, host threads in 0..kMaxHostThreads. InvalidArgument
+// naming the flag and the value.
+absl::Status ValidateExpertConfig(const ExpertConfig& config);
+
+// "slots=-1 arena_fraction=0 policy=lru host_tier_bytes=0 prefetch=false
+// miss_policy=copy host_threads=0", for logs and test failures.
+std::string ExpertConfigString(const ExpertConfig& config);
+
+}  // namespace sluice::config
+
+#endif  // SLUICE_CONFIG_EXPERT_CONFIG_H_

@@ -1,0 +1,52 @@
+#include "config/expert_config_proto.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace sluice::config {
+namespace {
+
+absl::Status InField(const char* field, const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrCat("Hello.config.", field, ": ", s.message()));
+}
+
+}  // namespace
+
+void ToWorkerConfig(const ExpertConfig& e, sluice::worker::v1::WorkerConfig* out) {
+  if (e.slots != kPlannerChoosesSlots) {
+    out->set_expert_slots(e.slots);
+  } else {
+    out->clear_expert_slots();
+  }
+  out->set_expert_arena_fraction(e.arena_fraction);
+  out->set_expert_policy(std::string(EvictionPolicyName(e.policy)));
+  out->set_host_tier_bytes(e.host_tier_bytes);
+  out->set_expert_prefetch(e.prefetch);
+  out->set_expert_miss_policy(std::string(MissPolicyName(e.miss_policy)));
+  out->set_expert_host_threads(static_cast<uint32_t>(e.host_threads));
+}
+
+absl::StatusOr<ExpertConfig> FromWorkerConfig(const sluice::worker::v1::WorkerConfig& in) {
+  ExpertConfig e;
+  if (in.has_expert_slots()) e.slots = in.expert_slots();
+  e.arena_fraction = in.expert_arena_fraction();
+  if (!in.expert_policy().empty()) {
+    absl::StatusOr<EvictionPolicy> policy = ParseEvictionPolicy(in.expert_policy());
+    if (!policy.ok()) return InField("expert_policy", policy.status());
+    e.policy = *policy;
+  }
+  e.host_tier_bytes = in.host_tier_bytes();
+  e.prefetch = in.expert_prefetch();
+  if (!in.expert_miss_policy().empty()) {
+    absl::StatusOr<MissPolicy> miss = ParseMissPolicy(in.expert_miss_policy());
+    if (!miss.ok()) return InField("expert_miss_policy", miss.status());
+    e.miss_policy = *miss;
+  }
+  // A uint32 above the int range reads as negative and is refused below.
+  e.host_threads = static_cast<int>(in.expert_host_threads());
+  if (absl::Status s = ValidateExpertConfig(e); !s.ok()) return InField("expert_*", s);
+  return e;
+}
+
+}  // namespace sluice::config

@@ -1,0 +1,143 @@
+#include "config/expert_config.h"
+
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
+#include "config/expert_config_proto.h"
+#include "config/expert_flags.h"
+#include "gtest/gtest.h"
+
+namespace sluice::config {
+namespace {
+
+TEST(ExpertConfigTest, DefaultsAreValidAndLeaveThePlannerToChoose) {
+  const ExpertConfig d;
+  EXPECT_TRUE(ValidateExpertConfig(d).ok());
+  EXPECT_EQ(ExpertConfigString(d),
+            "slots=-1 arena_fraction=0 policy=lru host_tier_bytes=0 prefetch=false "
+            "miss_policy=copy host_threads=0");
+}
+
+TEST(ExpertConfigTest, ValidationNamesTheFlag) {
+  ExpertConfig c;
+  c.slots = -2;
+  EXPECT_EQ(ValidateExpertConfig(c).message(),
+            "--expert_slots=-2: must be >= 0 (or -1: the fit planner chooses)");
+  c.slots = 16;
+  c.arena_fraction = 0.25;
+  EXPECT_EQ(ValidateExpertConfig(c).message(),
+            "--expert_slots=16 and --expert_arena_fraction=0.25: give one of them");
+  c.slots = -1;
+  c.arena_fraction = 1.5;
+  EXPECT_EQ(ValidateExpertConfig(c).message(),
+            "--expert_arena_fraction=1.5: must be in (0, 1] (0: the fit planner chooses)");
+  c.arena_fraction = 0.25;
+  c.host_threads = -1;
+  EXPECT_EQ(ValidateExpertConfig(c).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ValidateExpertConfig(c).message(), "--expert_host_threads=-1: must be in 0..1024");
+  c.host_threads = 16;
+  EXPECT_TRUE(ValidateExpertConfig(c).ok());
+}
+
+TEST(ExpertConfigTest, PolicyNamesRoundTrip) {
+  for (const char* name : {"lru", "lfu"}) {
+    auto p = ParseEvictionPolicy(name);
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_EQ(EvictionPolicyName(*p), name);
+  }
+  EXPECT_EQ(ParseEvictionPolicy("fifo").status().message(),
+            "--expert_policy='fifo': expected lru or lfu");
+  for (const char* name : {"copy", "host", "cost"}) {
+    auto p = ParseMissPolicy(name);
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_EQ(MissPolicyName(*p), name);
+  }
+  EXPECT_EQ(ParseMissPolicy("Host").status().message(),
+            "unknown expert miss policy \"Host\" (copy, host or cost)");
+}
+
+TEST(ExpertConfigProtoTest, RoundTripsEveryField) {
+  ExpertConfig c;
+  c.slots = 12;
+  c.policy = EvictionPolicy::kLfu;
+  c.host_tier_bytes = 64ull << 30;
+  c.prefetch = true;
+  c.miss_policy = MissPolicy::kCost;
+  c.host_threads = 7;
+  worker::v1::WorkerConfig wire;
+  ToWorkerConfig(c, &wire);
+  EXPECT_TRUE(wire.has_expert_slots());
+  EXPECT_EQ(wire.expert_miss_policy(), "cost");
+  auto back = FromWorkerConfig(wire);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, c) << ExpertConfigString(*back);
+
+  // -1 travels as an unset field (the planner chooses); a fraction with it.
+  c.slots = -1;
+  c.arena_fraction = 0.25;
+  ToWorkerConfig(c, &wire);
+  EXPECT_FALSE(wire.has_expert_slots());
+  back = FromWorkerConfig(wire);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, c) << ExpertConfigString(*back);
+}
+
+TEST(ExpertConfigProtoTest, AnEmptyConfigIsTheDefaultsAndBadNamesNameTheField) {
+  auto d = FromWorkerConfig(worker::v1::WorkerConfig());
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(*d, ExpertConfig{});
+  worker::v1::WorkerConfig wire;
+  wire.set_expert_miss_policy("fastest");
+  EXPECT_EQ(FromWorkerConfig(wire).status().message(),
+            "Hello.config.expert_miss_policy: unknown expert miss policy \"fastest\" "
+            "(copy, host or cost)");
+  wire.set_expert_miss_policy("");
+  wire.set_expert_slots(-3);
+  EXPECT_EQ(FromWorkerConfig(wire).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Sets flag `name` from text as the command line would.
+void Set(const char* name, const char* value) {
+  std::string error;
+  ASSERT_TRUE(absl::FindCommandLineFlag(name)->ParseFrom(value, &error)) << name << ": " << error;
+}
+
+TEST(ExpertFlagsTest, DefaultsAreExpertConfigsAndSizesTakeSuffixes) {
+  absl::FlagSaver saver;
+  auto d = ExpertConfigFromFlags();
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(*d, ExpertConfig{}) << ExpertConfigString(*d);
+  Set("host_tier_bytes", "64G");
+  Set("expert_slots", "100");
+  Set("expert_policy", "lfu");
+  Set("expert_miss_policy", "host");
+  auto c = ExpertConfigFromFlags();
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->host_tier_bytes, 64ull << 30);
+  EXPECT_EQ(c->slots, 100);
+  EXPECT_EQ(c->policy, EvictionPolicy::kLfu);
+  EXPECT_EQ(c->miss_policy, MissPolicy::kHost);
+}
+
+TEST(ExpertFlagsTest, BadValuesNameTheFlag) {
+  absl::FlagSaver saver;
+  Set("expert_policy", "fifo");
+  EXPECT_EQ(ExpertConfigFromFlags().status().message(),
+            "--expert_policy='fifo': expected lru or lfu");
+  Set("expert_policy", "lru");
+  Set("expert_miss_policy", "Host");
+  EXPECT_EQ(ExpertConfigFromFlags().status().message(),
+            "--expert_miss_policy='Host': expected copy, host or cost");
+  Set("expert_miss_policy", "copy");
+  Set("host_tier_bytes", "lots");
+  EXPECT_EQ(ExpertConfigFromFlags().status().message(),
+            "--host_tier_bytes='lots': expected a byte count such as 536870912, 512M or 8G");
+  Set("host_tier_bytes", "0");
+  Set("expert_slots", "-2");
+  EXPECT_EQ(ExpertConfigFromFlags().status().message(),
+            "--expert_slots=-2: must be >= 0 (or -1: the fit planner chooses)");
+}
+
+}  // namespace
+}  // namespace sluice::config

@@ -1,0 +1,31 @@
+#include "memory/expert_plan.h"
+
+#include "base/status_macros.h"
+#include "memory/model_footprint.h"
+
+namespace sluice::memory {
+
+absl::StatusOr<Plan> PlanExperts(const TensorTable& table, int64_t context_length,
+                                 const DeviceMemory& device, const HostMemory& host,
+                                 config::ExpertConfig* experts) {
+  // One session: the worker runs one sequence at a time.
+  ASSIGN_OR_RETURN(ModelFootprint footprint,
+                   FootprintOf(table, context_length, /*sessions=*/1));
+  FitInputs in;
+  in.model = footprint;
+  in.device = device;
+  in.host = host;
+  in.request = *experts;
+  ASSIGN_OR_RETURN(Plan plan, PlanFit(in));
+  // The engine takes the plan's numbers, so that it builds exactly what was
+  // checked (a fraction becomes its slot count).
+  experts->arena_fraction = 0;
+  experts->slots = plan.streaming() ? plan.slots : config::kPlannerChoosesSlots;
+  experts->host_tier_bytes = plan.mode == FitMode::kArenaHostTier ? plan.host_tier_bytes : 0;
+  // Without streaming nothing misses, and the CUDA backend refuses a miss
+  // policy other than copy; the setting applies to the models that stream.
+  if (!plan.streaming()) experts->miss_policy = config::MissPolicy::kCopy;
+  return plan;
+}
+
+}  // namespace sluice::memory

@@ -1,0 +1,29 @@
+// The fit planner applied to an expert configuration: what a CUDA worker
+// and the tools' CUDA backend run before the engine is built, so that the
+// settings left to the planner (config/expert_config.h) mean the same in
+// sluiced and in the tools.
+#ifndef SLUICE_MEMORY_EXPERT_PLAN_H_
+#define SLUICE_MEMORY_EXPERT_PLAN_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "config/expert_config.h"
+#include "loader/tensor_table.h"
+#include "memory/fit_planner.h"
+
+namespace sluice::memory {
+
+// Plans `table` for one session of `context_length` tokens on `device` and
+// `host` with *experts as the request, then sets *experts to the plan
+// (slots and host tier; slots -1 when every expert stays resident, and then
+// miss_policy copy: nothing misses). The planner's RESOURCE_EXHAUSTED or
+// INVALID_ARGUMENT is returned unchanged: its message gives the numbers and
+// a configuration that fits.
+absl::StatusOr<Plan> PlanExperts(const TensorTable& table, int64_t context_length,
+                                 const DeviceMemory& device, const HostMemory& host,
+                                 config::ExpertConfig* experts);
+
+}  // namespace sluice::memory
+
+#endif  // SLUICE_MEMORY_EXPERT_PLAN_H_
