@@ -6,6 +6,7 @@
 // before using any, and one launch covers several matrices.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -23,8 +24,14 @@
 // off for A/B runs.
 namespace sluice::cuda {
 __constant__ int c_stream_weights;
+// SLUICE_CUDA_FUNNEL_LOADS=1 (read at PrepareDecodeKernels): weight words
+// at addresses not 16-byte aligned (Q6_K's 210-byte and Q8_0's 34-byte
+// blocks) are read as aligned words shifted into place, one code path for
+// the whole warp (quant_blocks_device.h LoadWords). Same bits.
+__constant__ int c_funnel_loads;
 }  // namespace sluice::cuda
 #define SLUICE_WEIGHT_LOAD(p) (::sluice::cuda::c_stream_weights ? __ldcs(p) : __ldg(p))
+#define SLUICE_FUNNEL_LOADS (::sluice::cuda::c_funnel_loads != 0)
 
 #include "kernels/cuda/decode_q8.h"
 #include "kernels/cuda/quant_blocks_device.h"
@@ -377,7 +384,17 @@ struct ProjectLaunch {
   int block_start[kMaxDecodeMatrices + 1];  // row blocks, prefix sums
   int lanes;
   int q8;  // the 8-bit vectors the products read (kFormatQ8K | kFormatQ8Z; 0: none)
+  // Whether p.in.prepared holds every format of q8 (the blocks then read it
+  // and quantize nothing), and which matrices (bit i) read the float
+  // vector all the same (types without an 8-bit product).
+  int prepared;
+  unsigned float_mask;
 };
+
+// The 8-bit input of a launch whose vector was prepared in device memory.
+__device__ __forceinline__ Q8Input PreparedInput(const DecodeQ8& v, int rows, int row, int64_t n) {
+  return Q8InputAt(const_cast<uint8_t*>(v.q8), rows, row, n, v.formats);
+}
 
 // One row block (kProjThreads / 32 warps x 32 / L groups x kR rows) of
 // matrix m, of type T.
@@ -421,19 +438,25 @@ __global__ void __launch_bounds__(kProjThreads, 4) DecodeProjectKernel(const Pro
   extern __shared__ float xs[];
   const DecodeProjection& p = a.p;
   const int b = blockIdx.x;
-  LoadInput(p.in, xs, scratch);
-  // Past the input vector and the router's probabilities.
-  uint8_t* q8 = nullptr;
-  if (a.q8 != 0) {
-    q8 = reinterpret_cast<uint8_t*>(
-        xs + Q8Offset(PaddedFloats(p.in.n) + (p.topk.k > 0 ? p.m[0].rows : 0)));
-    QuantizeRows(xs, 1, p.in.n, 0, q8, a.q8);
-    __syncthreads();
-  }
-  const Q8Input xv = Q8InputAt(q8, 1, 0, p.in.n, a.q8);
   int mi = 0;
   while (mi + 1 < p.n_matrices && b >= a.block_start[mi + 1]) ++mi;
   const DecodeMatrix& m = p.m[mi];
+  Q8Input xv;
+  if (a.prepared) {
+    if ((a.float_mask >> mi) & 1u) LoadInput(p.in, xs, scratch);
+    xv = PreparedInput(p.in.prepared, 1, 0, p.in.n);
+  } else {
+    LoadInput(p.in, xs, scratch);
+    // Past the input vector and the router's probabilities.
+    uint8_t* q8 = nullptr;
+    if (a.q8 != 0) {
+      q8 = reinterpret_cast<uint8_t*>(
+          xs + Q8Offset(PaddedFloats(p.in.n) + (p.topk.k > 0 ? p.m[0].rows : 0)));
+      QuantizeRows(xs, 1, p.in.n, 0, q8, a.q8);
+      __syncthreads();
+    }
+    xv = Q8InputAt(q8, 1, 0, p.in.n, a.q8);
+  }
   WithType(m.type, [&](auto tag) {
     ProjectRows<typename decltype(tag)::type>(m, p.in.n, a.lanes, b - a.block_start[mi], xs, xv);
   });
@@ -509,6 +532,7 @@ struct StreamExperts {
   DecodeExperts e;
   StreamStages st;
   int row_blocks, lanes, q8;
+  int prepared;  // e.xn_q8 holds q8's formats and gate and up read it
 };
 
 // One tile: rows [0, nr) of its matrix (and of up, for a pair) from w
@@ -674,6 +698,7 @@ __global__ void __launch_bounds__(kProjThreads, kStreamBlocksPerSm)
   const ProjectLaunch& a = s.a;
   const DecodeProjection& p = a.p;
   auto prologue = [&] {
+    if (a.prepared) return PreparedInput(p.in.prepared, 1, 0, p.in.n);
     LoadInput(p.in, xs, scratch);
     uint8_t* q8 = reinterpret_cast<uint8_t*>(
         xs + Q8Offset(PaddedFloats(p.in.n) + (p.topk.k > 0 ? p.m[0].rows : 0)));
@@ -710,6 +735,7 @@ __global__ void __launch_bounds__(kProjThreads, kStreamBlocksPerSm)
   extern __shared__ __align__(16) float xs[];
   const DecodeExperts& e = s.e;
   auto prologue = [&] {
+    if (s.prepared) return PreparedInput(e.xn_q8, 1, 0, e.n_embd);
     LoadRows(e.xn, 1, e.n_embd, xs, 0);
     __syncthreads();
     uint8_t* q8 = reinterpret_cast<uint8_t*>(xs + Q8Offset(PaddedFloats(e.n_embd)));
@@ -777,18 +803,23 @@ __device__ __forceinline__ void GateUpLoop(const DecodeExperts& e, int L, int ro
 // and quantization once). Gate and up of one type (the usual case) share
 // their loads; otherwise the up type must be one of the common pairings
 // below (the host checks DecodeExpertsSupported).
-__global__ void __launch_bounds__(kProjThreads, 3) GateUpKernel(const DecodeExperts e, int L,
-                                                                int row_blocks, int q8_formats) {
+__global__ void __launch_bounds__(kProjThreads, 3)
+    GateUpKernel(const DecodeExperts e, int L, int row_blocks, int q8_formats, int prepared) {
   extern __shared__ float xs[];
-  LoadRows(e.xn, 1, e.n_embd, xs, 0);
-  __syncthreads();
-  uint8_t* q8 = nullptr;
-  if (q8_formats != 0) {
-    q8 = reinterpret_cast<uint8_t*>(xs + Q8Offset(PaddedFloats(e.n_embd)));
-    QuantizeRows(xs, 1, e.n_embd, 0, q8, q8_formats);
+  Q8Input xv;
+  if (prepared) {
+    xv = PreparedInput(e.xn_q8, 1, 0, e.n_embd);
+  } else {
+    LoadRows(e.xn, 1, e.n_embd, xs, 0);
     __syncthreads();
+    uint8_t* q8 = nullptr;
+    if (q8_formats != 0) {
+      q8 = reinterpret_cast<uint8_t*>(xs + Q8Offset(PaddedFloats(e.n_embd)));
+      QuantizeRows(xs, 1, e.n_embd, 0, q8, q8_formats);
+      __syncthreads();
+    }
+    xv = Q8InputAt(q8, 1, 0, e.n_embd, q8_formats);
   }
-  const Q8Input xv = Q8InputAt(q8, 1, 0, e.n_embd, q8_formats);
   if (e.gate_type == e.up_type) {
     WithType(e.gate_type, [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -809,7 +840,7 @@ __global__ void __launch_bounds__(kProjThreads, 3) GateUpKernel(const DecodeExpe
 // routed experts, then the shared one) for the block's rows; their sums
 // meet in slot order.
 __global__ void __launch_bounds__(32 * kMaxDownItems)
-    DownKernel(const DecodeExperts e, int L, int q8_formats) {
+    DownKernel(const DecodeExperts e, int L, int q8_formats, int prepared) {
   constexpr int R = kDownR;  // rows per lane group
   extern __shared__ float smem[];
   const bool shared = e.shared_ff > 0;
@@ -819,17 +850,22 @@ __global__ void __launch_bounds__(32 * kMaxDownItems)
   const int rows_per_block = groups * R;
   float* hs = smem;                        // [items][stride]
   float* partial = smem + items * stride;  // [items][rows_per_block]
-  LoadRows(e.h, e.k, e.ff, hs, stride);
-  if (shared) LoadRows(e.shared_h, 1, e.ff, hs + e.k * stride, 0);
-  __syncthreads();
-  uint8_t* q8 = nullptr;
-  if (q8_formats != 0) {
-    q8 = reinterpret_cast<uint8_t*>(smem + Q8Offset(items * stride + items * rows_per_block));
-    QuantizeRows(hs, items, e.ff, stride, q8, q8_formats);
-    __syncthreads();
-  }
   const int lane = threadIdx.x & 31, s = threadIdx.x >> 5;
-  const Q8Input xvs = Q8InputAt(q8, items, s, e.ff, q8_formats);
+  Q8Input xvs;
+  if (prepared) {
+    xvs = PreparedInput(e.h_q8, items, s, e.ff);
+  } else {
+    LoadRows(e.h, e.k, e.ff, hs, stride);
+    if (shared) LoadRows(e.shared_h, 1, e.ff, hs + e.k * stride, 0);
+    __syncthreads();
+    uint8_t* q8 = nullptr;
+    if (q8_formats != 0) {
+      q8 = reinterpret_cast<uint8_t*>(smem + Q8Offset(items * stride + items * rows_per_block));
+      QuantizeRows(hs, items, e.ff, stride, q8, q8_formats);
+      __syncthreads();
+    }
+    xvs = Q8InputAt(q8, items, s, e.ff, q8_formats);
+  }
   const int sub = lane & (L - 1);
   const int64_t block_row0 = static_cast<int64_t>(blockIdx.x) * rows_per_block;
   const int64_t row0 = block_row0 + (lane / L) * R;
@@ -854,6 +890,30 @@ __global__ void __launch_bounds__(32 * kMaxDownItems)
   }
   if (shared) out += partial[e.k * rows_per_block + t] * SigmoidF(*e.shared_logit);
   e.out[row] = out;
+}
+
+// ---- vectors prepared once ---------------------------------------------------
+
+// in's vector (add, norm, x_out, xn_out as a DecodeProject block: the same
+// block size, so the same sum order and bits) quantized into q8.
+__global__ void __launch_bounds__(kProjThreads) PrepareKernel(const DecodeInput in, uint8_t* q8,
+                                                              int formats) {
+  __shared__ double scratch[32];
+  extern __shared__ __align__(16) float xs[];
+  LoadInput(in, xs, scratch);
+  QuantizeRows(xs, 1, in.n, 0, q8, formats);
+}
+
+// The down products' rows (h, then shared_h) quantized into q8, read in
+// place (the quantizer's bits do not depend on where its floats come from).
+__global__ void __launch_bounds__(512) PrepareDownKernel(const DecodeExperts e,
+                                                                  uint8_t* q8, int formats) {
+  const int items = e.k + (e.shared_ff > 0 ? 1 : 0);
+  const int64_t ff = e.ff;
+  QuantizeBlockQ8(
+      [&](int r, int64_t i) { return r < e.k ? e.h[r * ff + i] : e.shared_h[i]; }, items, ff,
+      (formats & kFormatQ8K) ? q8 : nullptr,
+      (formats & kFormatQ8Z) ? Q8ZBase(q8, items, ff, formats) : nullptr);
 }
 
 // ---- DeltaNet ---------------------------------------------------------------
@@ -1179,6 +1239,9 @@ void PrepareDecodeKernels() {
   const char* stream = std::getenv("SLUICE_CUDA_STREAM_WEIGHTS");
   const int on = stream != nullptr && std::string(stream) == "0" ? 0 : 1;
   cudaMemcpyToSymbol(c_stream_weights, &on, sizeof(on));
+  const char* funnel = std::getenv("SLUICE_CUDA_FUNNEL_LOADS");
+  const int funnel_on = funnel != nullptr && std::string(funnel) == "1" ? 1 : 0;
+  cudaMemcpyToSymbol(c_funnel_loads, &funnel_on, sizeof(funnel_on));
   int device = 0, sms = 0;
   cudaGetDevice(&device);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
@@ -1196,6 +1259,7 @@ void PrepareDecodeKernels() {
   g_stream_grid = sms * (per_sm_stream >= 1 && per_sm_stream <= 3 ? per_sm_stream
                                                                   : kStreamBlocksPerSm);
   AllowSmem(GateUpKernel);
+  AllowSmem(PrepareKernel);
   AllowSmem(DownKernel);
   AllowSmem(AttendSplitKernel<2, kAttnFewHeads>);
   AllowSmem(AttendSplitKernel<4, kAttnFewHeads>);
@@ -1232,6 +1296,13 @@ bool PlanProject(const DecodeProjection& p, ProjectLaunch* out, int64_t* rows_pe
   int types[kMaxDecodeMatrices];
   for (int i = 0; i < p.n_matrices; ++i) types[i] = p.m[i].type;
   a.q8 = Q8Formats(types, p.n_matrices, p.in.n);
+  const DecodeQ8& pre = p.in.prepared;
+  a.prepared = pre.q8 != nullptr && p.in.norm_w == nullptr && p.in.add == nullptr && a.q8 != 0 &&
+               (a.q8 & ~pre.formats) == 0;
+  a.float_mask = 0;
+  for (int i = 0; i < p.n_matrices; ++i) {
+    if (Q8FormatOf(types[i], p.in.n) == 0) a.float_mask |= 1u << i;
+  }
   *smem = a.q8 != 0 ? Q8Offset(PaddedFloats(p.in.n) + probs) * sizeof(float) +
                           Q8Bytes(a.q8, p.in.n)
                     : (PaddedFloats(p.in.n) + probs) * sizeof(float);
@@ -1336,6 +1407,8 @@ int PlanGateUp(const DecodeExperts& e, StreamExperts* s, size_t* smem) {
   s->row_blocks = static_cast<int>((e.ff + rows_per_block - 1) / rows_per_block);
   const int types[2] = {e.gate_type, e.up_type};
   s->q8 = Q8Formats(types, 2, e.n_embd);
+  s->prepared = e.xn_q8.q8 != nullptr && Q8FormatOf(e.gate_type, e.n_embd) != 0 &&
+                Q8FormatOf(e.up_type, e.n_embd) != 0 && (s->q8 & ~e.xn_q8.formats) == 0;
   *smem = s->q8 != 0 ? Q8Offset(PaddedFloats(e.n_embd)) * sizeof(float) + Q8Bytes(s->q8, e.n_embd)
                      : PaddedFloats(e.n_embd) * sizeof(float);
   const int64_t rb = RowBytesOf(e.gate_type, e.n_embd);
@@ -1361,7 +1434,7 @@ void DecodeExpertsGateUp(const DecodeExperts& e, Stream stream) {
   const int tiles = s.row_blocks * e.k;
   if (stages == 0) {
     GateUpKernel<<<DecodeBlocks(tiles), kProjThreads, smem, stream>>>(e, s.lanes, s.row_blocks,
-                                                                      s.q8);
+                                                                      s.q8, s.prepared);
     return;
   }
   LaunchStreamed(StreamGateUpKernel<4>, StreamGateUpKernel<3>, stages, tiles, s.st, s, stream);
@@ -1379,7 +1452,30 @@ void DecodeExpertsDown(const DecodeExperts& e, Stream stream) {
   const int q8 = q8_smem <= static_cast<size_t>(kMaxDynamicSmem) ? formats : 0;
   const size_t smem = q8 != 0 ? q8_smem : floats * sizeof(float);
   const unsigned blocks = static_cast<unsigned>((e.n_embd + rows_per_block - 1) / rows_per_block);
-  DownKernel<<<blocks, 32 * items, smem, stream>>>(e, L, q8);
+  const bool shared = e.shared_ff > 0;
+  const int prepared = e.h_q8.q8 != nullptr && Q8FormatOf(e.down_type, e.ff) != 0 &&
+                       (!shared || Q8FormatOf(e.shared_down_type, e.ff) != 0) && formats != 0 &&
+                       (formats & ~e.h_q8.formats) == 0;
+  DownKernel<<<blocks, 32 * items, smem, stream>>>(e, L, q8, prepared);
+}
+
+int DecodeQ8Formats(const int* types, int n_types, int64_t n) { return Q8Formats(types, n_types, n); }
+
+int64_t DecodeQ8Bytes(int formats, int64_t n, int rows) { return rows * Q8Bytes(formats, n); }
+
+int64_t DecodeQ8MaxBytes(int64_t n, int rows) {
+  return rows * Q8Bytes(kFormatQ8K | kFormatQ8Z, n);
+}
+
+void DecodePrepare(const DecodeInput& in, uint8_t* q8, int formats, Stream stream) {
+  PrepareKernel<<<1, kProjThreads, PaddedFloats(in.n) * sizeof(float), stream>>>(in, q8, formats);
+}
+
+void DecodeExpertsPrepareDown(const DecodeExperts& e, uint8_t* q8, int formats, Stream stream) {
+  // A thread a chunk of 16 (one round), at most 512.
+  const int64_t chunks = (e.k + (e.shared_ff > 0 ? 1 : 0)) * e.ff / 16;
+  const int threads = static_cast<int>(std::min<int64_t>(512, (chunks + 31) / 32 * 32));
+  PrepareDownKernel<<<1, threads, 0, stream>>>(e, q8, formats);
 }
 
 void DeltaNetDecodePrep(const DeltaNetShape& s, float* beta, float* alpha_g, const float* dt_bias,

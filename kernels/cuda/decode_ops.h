@@ -41,11 +41,22 @@ void PrepareDecodeKernels();
 // memory holds it).
 int DecodeMaxCols();
 
+// A vector quantized once for the launches that read it (DecodePrepare):
+// its 8-bit formats (DecodeQ8Formats) at q8, in device memory. q8 null:
+// none, every block quantizes the vector itself. The products give the
+// same bits either way.
+struct DecodeQ8 {
+  const uint8_t* q8 = nullptr;
+  int formats = 0;
+};
+
 // The vector the products of a DecodeProject read. With norm_w: v = x +
 // add (add may be null), x_out = v when not null (it must not alias x or
 // add: other blocks still read them), and the products read
 // RMSNorm(v) * norm_w (also stored to xn_out when not null). Without
-// norm_w: the products read x as it is.
+// norm_w: the products read x as it is, and with `prepared` (only without
+// norm_w and add) the products of types whose format it holds read its
+// 8-bit vector, which must be x's.
 struct DecodeInput {
   const float* x = nullptr;
   const float* add = nullptr;
@@ -54,7 +65,23 @@ struct DecodeInput {
   float eps = 0;
   float* xn_out = nullptr;
   int64_t n = 0;
+  DecodeQ8 prepared;
 };
+
+// The 8-bit formats products of these GGUF types over n columns read (0:
+// none: float types, or SLUICE_CUDA_Q8=0), and the bytes of `rows`
+// prepared vectors of n elements in `formats`.
+int DecodeQ8Formats(const int* types, int n_types, int64_t n);
+int64_t DecodeQ8Bytes(int formats, int64_t n, int rows = 1);
+// The most DecodeQ8Bytes can be for n columns.
+int64_t DecodeQ8MaxBytes(int64_t n, int rows = 1);
+
+// One block prepares in's vector as DecodeProject would (the residual add,
+// x_out, the norm, xn_out) and quantizes it into q8 in `formats` (16-byte
+// aligned, DecodeQ8Bytes(formats, in.n)). A launch that reads it then has
+// no prologue: on bench35 every DecodeProject block loaded, normed and
+// quantized the whole vector before reading its rows.
+void DecodePrepare(const DecodeInput& in, uint8_t* q8, int formats, Stream stream);
 
 // One matrix of a DecodeProject (rows x n, GGUF type id `type`):
 // y[r] = W[r] . v, or with `up` (same type and shape):
@@ -110,6 +137,7 @@ struct DecodeExperts {
   int gate_type = 0, up_type = 0, down_type = 0;
   int64_t n_embd = 0, ff = 0;
   const float* xn = nullptr;  // [n_embd]: the MoE input
+  DecodeQ8 xn_q8;             // xn prepared (DecodePrepare), or none
   float* h = nullptr;         // [k][ff]: silu(gate x) * up x
   // The shared expert (shared_ff 0: none): its SwiGLU'd hidden row (a
   // DecodeProject pair), its down matrix and its gate logit (a 1-row
@@ -119,6 +147,9 @@ struct DecodeExperts {
   const void* shared_down = nullptr;
   int shared_down_type = 0;
   const float* shared_logit = nullptr;
+  // The k rows of h, then shared_h, prepared (DecodeExpertsPrepareDown),
+  // or none.
+  DecodeQ8 h_q8;
   // Rows the host computed ([k][n_embd], zero for the device's experts,
   // whose entries then point at zeroed slots), or null.
   const float* host_y = nullptr;
@@ -138,6 +169,9 @@ void DecodeExpertsGateUp(const DecodeExperts& e, Stream stream);
 // of 16 bytes; SLUICE_CUDA_STREAM_PROJECT=0: never), with the same bits.
 bool DecodeExpertsGateUpStreamed(const DecodeExperts& e);
 void DecodeExpertsDown(const DecodeExperts& e, Stream stream);
+// Quantizes the rows DecodeExpertsDown reads (h, then shared_h) into q8 in
+// `formats` (DecodeQ8Bytes(formats, ff, k + shared)), for e.h_q8.
+void DecodeExpertsPrepareDown(const DecodeExperts& e, uint8_t* q8, int formats, Stream stream);
 
 // One token of DeltaNetGates + DeltaNetConv (ops.h) in one launch.
 void DeltaNetDecodePrep(const DeltaNetShape& s, float* beta, float* alpha_g,

@@ -3,9 +3,11 @@
 // on the shapes of bench35's launches (the DeltaNet input projection of two
 // types, the output projection with three stages, the router with its top-k
 // beside the shared expert's pair; row counts that end inside a row block)
-// and the routed experts' gate/up. Every output is compared as bits: y, the
-// top-k ids and weights, x + add, the normed vector, the SwiGLU rows; and
-// AttendDecode against Attend. Skips where no CUDA device is present.
+// and the routed experts' gate/up; and every launch that reads an input
+// quantized once (DecodePrepare, DecodeExpertsPrepareDown) gives the bits
+// of the one that quantizes it in every block, the down products included.
+// Every output is compared as bits: y, the top-k ids and weights, x + add,
+// the normed vector, the SwiGLU rows; and AttendDecode against Attend. Skips where no CUDA device is present.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -39,6 +41,7 @@ struct ProjectCase {
   std::vector<MatrixCase> m;
   bool norm = false;
   int topk = 0;  // k of matrix 0's routing (0: none)
+  bool streams = true;  // whether DecodeProjectStreamed holds with streaming on
 };
 
 // Every output buffer a launch writes, read back.
@@ -111,10 +114,33 @@ class DecodeProjectSm90Test : public ::testing::Test {
       p.topk.paired_ids = d_paired.as<int32_t>();
       p.topk.counter = d_counter.as<int32_t>();
     }
-    auto launch = [&](bool streamed) {
+    // A launch of q, streamed or not; with `prepare`, its input quantized
+    // first by DecodePrepare (which then writes x_out and xn_out) and read
+    // so.
+    auto launch = [&](bool streamed, bool prepare = false) {
       setenv("SLUICE_CUDA_STREAM_PROJECT", streamed ? "1" : "0", 1);
-      EXPECT_EQ(DecodeProjectStreamed(p), streamed) << c.name;
-      DecodeProject(p, nullptr);
+      DecodeProjection q = p;
+      DeviceBuffer d_q8;
+      if (prepare) {
+        EXPECT_TRUE(Memset(d_xo.data(), 0, c.n * 4, nullptr).ok());
+        EXPECT_TRUE(Memset(d_xno.data(), 0, c.n * 4, nullptr).ok());
+        int types[kMaxDecodeMatrices];
+        for (int i = 0; i < p.n_matrices; ++i) types[i] = p.m[i].type;
+        const int formats = DecodeQ8Formats(types, p.n_matrices, c.n);
+        EXPECT_NE(formats, 0) << c.name;
+        d_q8 = Upload(std::vector<uint8_t>(DecodeQ8Bytes(formats, c.n), 0));
+        DecodePrepare(p.in, d_q8.as<uint8_t>(), formats, nullptr);
+        q.in = DecodeInput();
+        q.in.x = c.norm ? d_xno.as<const float>() : p.in.x;
+        q.in.n = c.n;
+        q.in.prepared = {d_q8.as<const uint8_t>(), formats};
+      }
+      EXPECT_EQ(DecodeProjectStreamed(q), streamed && c.streams) << c.name;
+      // All-ones bytes: a NaN wherever a row is left unwritten.
+      for (size_t i = 0; i < c.m.size(); ++i) {
+        EXPECT_TRUE(Memset(ys[i].data(), 0xFF, c.m[i].rows * 4, nullptr).ok());
+      }
+      DecodeProject(q, nullptr);
       EXPECT_TRUE(LastLaunchError("DecodeProject").ok()) << c.name;
       EXPECT_TRUE(Synchronize(nullptr).ok()) << c.name;
       Outputs o;
@@ -128,7 +154,16 @@ class DecodeProjectSm90Test : public ::testing::Test {
       return o;
     };
     const Outputs blocks = launch(false);
-    const Outputs streamed = launch(true);
+    Compare(c, blocks, launch(true), "streamed");
+    Compare(c, blocks, launch(false, true), "prepared");
+    Compare(c, blocks, launch(true, true), "prepared, streamed");
+  }
+
+  // Every output of `streamed` has the bits of `blocks`.
+  void Compare(const ProjectCase& c, const Outputs& blocks, const Outputs& streamed,
+               const std::string& how) {
+    SCOPED_TRACE(how);
+    const int k = c.topk;
     for (size_t i = 0; i < c.m.size(); ++i) {
       ASSERT_EQ(std::memcmp(blocks.y[i].data(), streamed.y[i].data(), c.m[i].rows * 4), 0)
           << c.name << ": matrix " << i;
@@ -165,6 +200,17 @@ TEST_F(DecodeProjectSm90Test, RouterWithTopKBesideTheSharedPair) {
        {{GgmlType::kQ8_0, 256}, {GgmlType::kQ4_K, 512 + 7, true}, {GgmlType::kQ8_0, 1}},
        true,
        8});
+}
+
+TEST_F(DecodeProjectSm90Test, F32RouterWithTopKBesideTheSharedPair) {
+  // bench35's router and shared gate are F32: their blocks read the float
+  // vector, the pair's the 8-bit one; nothing streams.
+  Run({"route.f32",
+       2048,
+       {{GgmlType::kF32, 256}, {GgmlType::kQ4_K, 512, true}, {GgmlType::kF32, 1}},
+       true,
+       8,
+       false});
 }
 
 // The routed experts' gate/up: 8 slots of 5 experts' Q4_K rows (ff ending
@@ -209,11 +255,110 @@ TEST_F(DecodeProjectSm90Test, RoutedGateUpStreamedAsUnstreamed) {
   };
   const std::vector<float> blocks = launch(false), streamed = launch(true);
   ASSERT_EQ(std::memcmp(blocks.data(), streamed.data(), k * ff * 4), 0);
+  // The same from xn prepared once.
+  const int types[2] = {e.gate_type, e.up_type};
+  const int formats = DecodeQ8Formats(types, 2, n);
+  ASSERT_NE(formats, 0);
+  DeviceBuffer d_q8 = Upload(std::vector<uint8_t>(DecodeQ8Bytes(formats, n), 0));
+  DecodeInput in;
+  in.x = e.xn;
+  in.n = n;
+  DecodePrepare(in, d_q8.as<uint8_t>(), formats, nullptr);
+  e.xn_q8 = {d_q8.as<const uint8_t>(), formats};
+  ASSERT_EQ(std::memcmp(blocks.data(), launch(false).data(), k * ff * 4), 0) << "prepared";
+  ASSERT_EQ(std::memcmp(blocks.data(), launch(true).data(), k * ff * 4), 0)
+      << "prepared, streamed";
   // Slots 3 and 4 route the same expert: the same rows.
   EXPECT_EQ(std::memcmp(&streamed[3 * ff], &streamed[4 * ff], ff * 4), 0);
   int unwritten = 0;
   for (float v : streamed) unwritten += std::isnan(v);
   EXPECT_EQ(unwritten, 0) << "rows left unwritten";
+}
+
+// The down products (8 routed slots of Q4_K rows, a Q8_0 shared expert, the
+// host's rows added) read the same bits from their hidden rows quantized
+// once (DecodeExpertsPrepareDown) as quantized in every block.
+// With Q6_K routed rows (420 bytes: blocks of every alignment), the same
+// bits also with SLUICE_CUDA_FUNNEL_LOADS=1.
+void CheckDown(GgmlType down_type) {
+  SCOPED_TRACE(static_cast<int>(down_type));
+  std::mt19937 rng(12);
+  const int64_t n = 2048, ff = 512;
+  const int n_expert = 5, k = 8;
+  std::vector<DeviceBuffer> downs;
+  std::vector<const void*> table;
+  for (int x = 0; x < n_expert; ++x) {
+    downs.push_back(Upload(kernels::testing_util::RandomWeights(down_type, n, ff, rng)));
+    table.push_back(downs.back().data());
+  }
+  DeviceBuffer d_shared =
+      Upload(kernels::testing_util::RandomWeights(GgmlType::kQ8_0, n, ff, rng));
+  std::uniform_real_distribution<float> val(-1.f, 1.f);
+  std::vector<float> h(k * ff), sh(ff), host(k * n), w(k);
+  for (float& v : h) v = val(rng);
+  for (float& v : sh) v = val(rng);
+  for (float& v : host) v = 0.1f * val(rng);
+  for (float& v : w) v = 0.5f + 0.5f * val(rng);
+  const float logit = 0.3f;
+  DeviceBuffer d_table = Upload(table), d_h = Upload(h), d_sh = Upload(sh), d_host = Upload(host);
+  DeviceBuffer d_w = Upload(w), d_logit = Upload(std::vector<float>{logit});
+  DeviceBuffer d_ids = Upload(std::vector<int32_t>{2, 0, 4, 1, 1, 3, 0, 2});
+  DeviceBuffer d_out = Upload(std::vector<float>(n, 0.0f));
+  DecodeExperts e;
+  e.k = k;
+  e.ids = d_ids.as<const int32_t>();
+  e.weights = d_w.as<const float>();
+  e.down = d_table.as<const void* const>();
+  e.gate_type = e.up_type = static_cast<int>(GgmlType::kQ4_K);
+  e.down_type = static_cast<int>(down_type);
+  e.n_embd = n;
+  e.ff = ff;
+  e.h = d_h.as<float>();
+  e.shared_ff = ff;
+  e.shared_h = d_sh.as<const float>();
+  e.shared_down = d_shared.data();
+  e.shared_down_type = static_cast<int>(GgmlType::kQ8_0);
+  e.shared_logit = d_logit.as<const float>();
+  e.host_y = d_host.as<const float>();
+  e.out = d_out.as<float>();
+  auto launch = [&]() {
+    EXPECT_TRUE(Memset(d_out.data(), 0xFF, n * 4, nullptr).ok());
+    DecodeExpertsDown(e, nullptr);
+    EXPECT_TRUE(LastLaunchError("DecodeExpertsDown").ok());
+    EXPECT_TRUE(Synchronize(nullptr).ok());
+    return Read(d_out, n);
+  };
+  const std::vector<float> floats = launch();
+  const int types[2] = {e.down_type, e.shared_down_type};
+  const int formats = DecodeQ8Formats(types, 2, ff);
+  ASSERT_EQ(formats, DecodeQ8Formats(types, 1, ff) | DecodeQ8Formats(types + 1, 1, ff));
+  DeviceBuffer d_q8 = Upload(std::vector<uint8_t>(DecodeQ8Bytes(formats, ff, k + 1), 0));
+  DecodeExpertsPrepareDown(e, d_q8.as<uint8_t>(), formats, nullptr);
+  e.h_q8 = {d_q8.as<const uint8_t>(), formats};
+  const std::vector<float> prepared = launch();
+  ASSERT_EQ(std::memcmp(floats.data(), prepared.data(), n * 4), 0);
+  setenv("SLUICE_CUDA_FUNNEL_LOADS", "1", 1);
+  PrepareDecodeKernels();
+  const std::vector<float> funnel = launch();
+  e.h_q8 = {};
+  const std::vector<float> funnel_floats = launch();
+  unsetenv("SLUICE_CUDA_FUNNEL_LOADS");
+  PrepareDecodeKernels();
+  ASSERT_EQ(std::memcmp(floats.data(), funnel.data(), n * 4), 0) << "funnel loads";
+  ASSERT_EQ(std::memcmp(floats.data(), funnel_floats.data(), n * 4), 0) << "funnel loads";
+  int unwritten = 0;
+  double sum = 0;
+  for (float v : prepared) {
+    unwritten += std::isnan(v);
+    sum += v * v;
+  }
+  EXPECT_EQ(unwritten, 0);
+  EXPECT_GT(sum, 0.0);
+}
+
+TEST_F(DecodeProjectSm90Test, DownFromPreparedRowsAsFromFloats) {
+  CheckDown(GgmlType::kQ4_K);
+  CheckDown(GgmlType::kQ6_K);
 }
 
 // AttendDecode against Attend (ops.h) for one gated token of bench35's

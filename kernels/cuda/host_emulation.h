@@ -60,6 +60,12 @@ inline uint32_t __float_as_uint(float f) {
 }
 // Result byte k is byte (s >> 4k) & 7 of the pair {x: bytes 0-3, y: 4-7}
 // (the sign-replicating mode, bit 3 of each selector, is not used here).
+// The low 32 bits of the 64-bit (hi:lo) shifted right by shift & 31.
+inline uint32_t __funnelshift_r(uint32_t lo, uint32_t hi, uint32_t shift) {
+  const uint64_t v = (static_cast<uint64_t>(hi) << 32) | lo;
+  return static_cast<uint32_t>(v >> (shift & 31));
+}
+
 inline uint32_t __byte_perm(uint32_t x, uint32_t y, uint32_t s) {
   const uint64_t bytes = (static_cast<uint64_t>(y) << 32) | x;
   uint32_t r = 0;

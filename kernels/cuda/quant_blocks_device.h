@@ -71,6 +71,15 @@ __device__ __forceinline__ uint32_t LoadU16(const uint8_t* p) {
   return M::Load(reinterpret_cast<const unsigned short*>(p));
 }
 
+// Whether LoadWords reads an address that is not 16-byte aligned as 4-byte
+// words shifted into place (one code path for every even address, so the
+// lanes of a warp reading blocks of different alignment do not diverge)
+// instead of the widest loads the address allows. A hook like
+// SLUICE_WEIGHT_LOAD: the decode kernels make it a run-time switch.
+#ifndef SLUICE_FUNNEL_LOADS
+#define SLUICE_FUNNEL_LOADS false
+#endif
+
 // N little-endian 32-bit words from p (p even). The widest load the address
 // allows: rows of Q4_K/Q5_K/F16/F32 in cudaMalloc'd or GGUF-aligned memory
 // take the 16-byte path; Q8_0, Q6_K and Q1_0 blocks are only 2-byte aligned.
@@ -89,6 +98,19 @@ __device__ __forceinline__ void LoadWords(const uint8_t* p, uint32_t (&w)[N]) {
       }
       return;
     }
+  }
+  if (SLUICE_FUNNEL_LOADS) {
+    // The N + 1 aligned words around p (the last only when p is 2 mod 4:
+    // never a word past the N asked for), shifted by 0 or 16 bits.
+    const uint32_t* q = reinterpret_cast<const uint32_t*>(p - (a & 3));
+    const uint32_t shift = static_cast<uint32_t>(a & 2) * 8;
+    uint32_t v[N + 1];
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = M::Load(q + i);
+    v[N] = shift != 0 ? M::Load(q + N) : 0u;
+#pragma unroll
+    for (int i = 0; i < N; ++i) w[i] = __funnelshift_r(v[i], v[i + 1], shift);
+    return;
   }
   if constexpr (N % 2 == 0) {
     if ((a & 7) == 0) {

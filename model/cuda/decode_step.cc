@@ -1,6 +1,7 @@
 #include "model/cuda/decode_step.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <utility>
@@ -16,6 +17,21 @@ namespace {
 
 int TypeId(GgmlType t) { return static_cast<int>(t); }
 
+// Which decode inputs are quantized once, by an op of their own
+// (DecodePrepare), rather than by every block of the launches that read
+// them: bits of PrepareSite. SLUICE_CUDA_PREPARE (read when a program is
+// built) overrides the default for A/B runs. Same bits either way.
+enum PrepareSite : int {
+  kPrepareBlockIn = 1,   // delta.in, attn.in
+  kPrepareMixerOut = 2,  // delta.out, attn.out
+  kPrepareRoute = 4,     // moe.route and moe.gate_up
+  kPrepareDown = 8,      // moe.down
+  kPrepareHead = 16,     // head
+};
+int PrepareSites() {
+  const char* v = std::getenv("SLUICE_CUDA_PREPARE");
+  return v != nullptr ? std::atoi(v) : 0;
+}
 uint64_t Bytes(const DeviceMatrix& m) { return cuda::RowBytes(m.type, m.cols) * m.rows; }
 
 cuda::DecodeMatrix Mat(const DeviceMatrix& m, float* y) {
@@ -28,7 +44,7 @@ cuda::DecodeMatrix Mat(const DeviceMatrix& m, float* y) {
 class Builder {
  public:
   Builder(const DecodeContext& c, DeviceState& st, HostMisses* host)
-      : c_(c), w_(*c.ws), st_(st), host_(host), e_(c.desc->info.n_embd) {
+      : c_(c), w_(*c.ws), st_(st), host_(host), e_(c.desc->info.n_embd), prepare_(PrepareSites()) {
     x_[0] = w_.x;
     x_[1] = w_.x + e_;
   }
@@ -52,7 +68,7 @@ class Builder {
     h.in = Normed(c_.output_norm, nullptr);
     h.m[0] = Mat(c_.output, w_.logits);
     h.n_matrices = 1;
-    Project("head", h);
+    Project("head", h, kPrepareHead);
     return std::move(p_);
   }
 
@@ -68,7 +84,34 @@ class Builder {
       return cuda::LastLaunchError(what.c_str());
     });
   }
-  void Project(std::string label, const cuda::DecodeProjection& p) {
+  static int FormatsOf(const cuda::DecodeProjection& p) {
+    int types[cuda::kMaxDecodeMatrices];
+    for (int i = 0; i < p.n_matrices; ++i) types[i] = p.m[i].type;
+    return cuda::DecodeQ8Formats(types, p.n_matrices, p.in.n);
+  }
+  // Quantizes p's input once, in an op of its own before p's launch, for
+  // p's products and for others reading the `extra` formats of it (p then
+  // reads the prepared vector); returns it (none when `site` is not prepared or
+  // nothing reads 8 bits).
+  cuda::DecodeQ8 Prepare(const std::string& label, cuda::DecodeProjection& p, int extra,
+                         int site) {
+    const int f = (prepare_ & site) != 0 ? (FormatsOf(p) | extra) : 0;
+    if (f == 0) return {};
+    cuda::DecodeInput src = p.in;
+    if (src.norm_w != nullptr && src.xn_out == nullptr) src.xn_out = w_.xn;
+    uint8_t* q8 = w_.decode_q8;
+    Kernels(label + ".q8", 0, [src, q8, f](cuda::Stream s) { cuda::DecodePrepare(src, q8, f, s); });
+    cuda::DecodeInput in;
+    in.x = src.norm_w != nullptr ? src.xn_out : src.x;
+    in.n = src.n;
+    in.prepared = {q8, f};
+    p.in = in;
+    return in.prepared;
+  }
+  void Project(std::string label, cuda::DecodeProjection p, int site, int extra = 0,
+               cuda::DecodeQ8* prepared = nullptr) {
+    const cuda::DecodeQ8 q = Prepare(label, p, extra, site);
+    if (prepared != nullptr) *prepared = q;
     uint64_t bytes = 0;
     for (int i = 0; i < p.n_matrices; ++i) {
       const cuda::DecodeMatrix& m = p.m[i];
@@ -113,7 +156,7 @@ class Builder {
     in.m[2] = Mat(d.beta, w.beta);
     in.m[3] = Mat(d.alpha, w.g);
     in.n_matrices = 4;
-    Project(L(il, "delta.in"), in);
+    Project(L(il, "delta.in"), in, kPrepareBlockIn);
     const cuda::DeltaNetShape s = c_.ssm;
     float* conv = st_.conv(il);
     float* ssm = st_.ssm(il);
@@ -132,7 +175,7 @@ class Builder {
     out.in = Raw(w.ssm_o, s.value_dim());
     out.m[0] = Mat(d.out, w.y);
     out.n_matrices = 1;
-    Project(L(il, "delta.out"), out);
+    Project(L(il, "delta.out"), out, kPrepareMixerOut);
     add_ = w.y;
   }
 
@@ -146,7 +189,7 @@ class Builder {
     in.m[1] = Mat(a.wk, w.k);
     in.m[2] = Mat(a.wv, w.v);
     in.n_matrices = 3;
-    Project(L(il, "attn.in"), in);
+    Project(L(il, "attn.in"), in, kPrepareBlockIn);
     cuda::AttentionShape s = c_.attn;
     s.kv_capacity = st_.capacity();
     float* kc = st_.k(il);
@@ -170,7 +213,7 @@ class Builder {
     out.in = Raw(w.attn_o, static_cast<int64_t>(s.n_head) * s.head_dim);
     out.m[0] = Mat(a.wo, w.y);
     out.n_matrices = 1;
-    Project(L(il, "attn.out"), out);
+    Project(L(il, "attn.out"), out, kPrepareMixerOut);
     add_ = w.y;
   }
 
@@ -182,6 +225,7 @@ class Builder {
   DeviceState& st_;
   HostMisses* host_;
   const int64_t e_;
+  const int prepare_;  // PrepareSite bits
   DecodeProgram p_;
   float* x_[2];
   int cur_ = 0;
@@ -212,7 +256,9 @@ void Builder::Moe(int il) {
     r.m[r.n_matrices++] = {TypeId(GgmlType::kF32), m.shared_gate_inp, nullptr, 1,
                            w.shared_logit};
   }
-  Project(L(il, "moe.route"), r);
+  const int gate_up_types[2] = {TypeId(m.gate_type), TypeId(m.up_type)};
+  cuda::DecodeQ8 xn_q8;
+  Project(L(il, "moe.route"), r, kPrepareRoute, cuda::DecodeQ8Formats(gate_up_types, 2, e_), &xn_q8);
   if (sff > 0 && !pair) {
     float *g = w.shared_g, *u = w.shared_u;
     Kernels(L(il, "moe.shared_swiglu"), 0,
@@ -233,6 +279,7 @@ void Builder::Moe(int il) {
   x.n_embd = e_;
   x.ff = mc.expert_ff;
   x.xn = w.xn;
+  x.xn_q8 = xn_q8;
   x.h = w.expert_g;
   if (sff > 0) {
     x.shared_ff = sff;
@@ -249,6 +296,14 @@ void Builder::Moe(int il) {
                         (sff > 0 ? Bytes(m.shared_down) : 0);
   Kernels(L(il, "moe.gate_up"), gate_up, [x](cuda::Stream s) { cuda::DecodeExpertsGateUp(x, s); });
   if (host_ != nullptr) p_.Cut({HostAction::kHostExperts, il});
+  const int down_types[2] = {x.down_type, sff > 0 ? x.shared_down_type : x.down_type};
+  if (const int f = (prepare_ & kPrepareDown) != 0 ? cuda::DecodeQ8Formats(down_types, 2, x.ff) : 0;
+      f != 0) {
+    uint8_t* q8 = w.decode_q8_h;
+    Kernels(L(il, "moe.down.q8"), 0,
+            [x, q8, f](cuda::Stream s) { cuda::DecodeExpertsPrepareDown(x, q8, f, s); });
+    x.h_q8 = {q8, f};
+  }
   Kernels(L(il, "moe.down"), down, [x](cuda::Stream s) { cuda::DecodeExpertsDown(x, s); });
   add_ = w.y;
 }

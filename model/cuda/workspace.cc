@@ -71,6 +71,10 @@ void Carve(const ArchDesc& d, int64_t n, int64_t logits_rows, Carver& c,
   c.Take(&w.decode_counters, Workspace::DecodeCounters(d));
   c.Take(&w.attn_scratch, Workspace::AttendScratchFloats(d));
   c.Take(&w.shared_logit, 1);
+  const int64_t widest = std::max({e, static_cast<int64_t>(d.ssm.value_dim()),
+                                   static_cast<int64_t>(d.attn.n_head) * d.attn.head_dim});
+  c.Take(&w.decode_q8, cuda::DecodeQ8MaxBytes(widest));
+  c.Take(&w.decode_q8_h, cuda::DecodeQ8MaxBytes(d.moe.expert_ff, static_cast<int>(k) + 1));
 }
 
 }  // namespace

@@ -50,6 +50,10 @@ struct Workspace {
   int32_t* decode_counters = nullptr;
   float* attn_scratch = nullptr;
   float* shared_logit = nullptr;
+  // Decode inputs quantized once (decode_ops.h DecodeQ8): a block's input
+  // vector, and the routed and shared experts' hidden rows.
+  uint8_t* decode_q8 = nullptr;
+  uint8_t* decode_q8_h = nullptr;
   static int64_t DecodeCounters(const ArchDesc& d);
   static int64_t AttendScratchFloats(const ArchDesc& d);
 };
