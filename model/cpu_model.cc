@@ -43,22 +43,56 @@ class CpuModel final : public Model {
   }
 
  protected:
+  // The pass of one sequence is the batched pass of one piece: one code
+  // path, so a batch cannot drift from a chunk computed alone.
   absl::Status ForwardImpl(absl::Span<const int32_t> tokens,
                            SequenceState& seq, LogitRows rows,
-                           std::vector<float>* logits) const override;
+                           std::vector<float>* logits) const override {
+    const BatchChunk piece{&seq, seq.position(), tokens, rows};
+    return ForwardBatchImpl(absl::MakeConstSpan(&piece, 1), logits, nullptr);
+  }
+
+  absl::Status ForwardBatchImpl(absl::Span<const BatchChunk> pieces,
+                                std::vector<float>* logits,
+                                BatchForwardStats* stats) const override;
 
  private:
+  absl::StatusOr<std::vector<State*>> StatesOf(
+      absl::Span<const BatchChunk> pieces) const;
   absl::Status RunMixer(int64_t il, const float* xn, int64_t n_tok,
                         State& state, float* y) const;
-  absl::Status RunBlockMoe(int64_t il, const float* xn, int64_t n_tok,
-                           float* y) const;
+  // The block's FFN over all n_tok rows; returns the routed experts it
+  // acquired (0 for a dense FFN).
+  absl::StatusOr<int32_t> RunBlockFfn(int64_t il, const float* xn,
+                                      int64_t n_tok, float* y) const;
+  // The LM head over the rows the pieces ask for (row_begin[i]: piece i's
+  // first row of x), in piece order.
+  absl::Status PieceLogits(absl::Span<const BatchChunk> pieces,
+                           const std::vector<int64_t>& row_begin, float* x,
+                           std::vector<float>* logits) const;
 
   ArchDesc desc_;
   RoutingObserver* observer_;
   std::unique_ptr<kernels::ThreadPool> pool_;
-  // Per layer, every routed expert in place: the all-resident "acquire".
+  // Per layer, every routed expert in place: what the acquire step of a
+  // pass copies its experts' entries from.
   std::vector<std::vector<ExpertWeights>> experts_;
 };
+
+absl::StatusOr<std::vector<State*>> CpuModel::StatesOf(
+    absl::Span<const BatchChunk> pieces) const {
+  std::vector<State*> states;
+  for (const BatchChunk& p : pieces) {
+    auto* state = dynamic_cast<State*>(p.state);
+    if (state == nullptr || state->num_blocks() !=
+                                static_cast<int>(desc_.layers.size())) {
+      return absl::InvalidArgumentError(
+          "Forward: the state was not made by this CPU model");
+    }
+    states.push_back(state);
+  }
+  return states;
+}
 
 absl::Status CpuModel::RunMixer(int64_t il, const float* xn, int64_t n_tok,
                                 State& state, float* y) const {
@@ -75,45 +109,86 @@ absl::Status CpuModel::RunMixer(int64_t il, const float* xn, int64_t n_tok,
                       state.block(il), y, pool_.get());
 }
 
-absl::Status CpuModel::RunBlockMoe(int64_t il, const float* xn, int64_t n_tok,
-                                   float* y) const {
+absl::StatusOr<int32_t> CpuModel::RunBlockFfn(int64_t il, const float* xn,
+                                              int64_t n_tok, float* y) const {
   const LayerDesc& l = desc_.layers[il];
   if (l.ffn == FfnKind::kDense) {
-    return RunDenseFfn(l.dense, xn, n_tok, y, pool_.get());
+    RETURN_IF_ERROR(RunDenseFfn(l.dense, xn, n_tok, y, pool_.get()));
+    return 0;
   }
   std::vector<Routing> routes;
   RETURN_IF_ERROR(RouteMoe(desc_.moe, l.moe, xn, n_tok, &routes, pool_.get()));
   if (observer_ != nullptr) {
     observer_->OnRouting(il, desc_.moe.n_expert_used, routes);
   }
-  return ComputeMoe(desc_.moe, l.moe, routes, experts_[il], xn, y,
-                    pool_.get());
+  // Acquire: the union of every row's experts, each entry once. The table
+  // holds nothing else, so the compute can read no expert not counted.
+  const std::vector<int32_t> used = RoutedExperts(desc_.moe, routes);
+  std::vector<ExpertWeights> table(desc_.moe.n_expert);
+  for (int32_t e : used) table[e] = experts_[il][e];
+  RETURN_IF_ERROR(
+      ComputeMoe(desc_.moe, l.moe, routes, table, xn, y, pool_.get()));
+  return static_cast<int32_t>(used.size());
 }
 
-absl::Status CpuModel::ForwardImpl(absl::Span<const int32_t> tokens,
-                                   SequenceState& seq, LogitRows rows,
-                                   std::vector<float>* logits) const {
-  auto* state = dynamic_cast<State*>(&seq);
-  if (state == nullptr || state->num_blocks() !=
-                              static_cast<int>(desc_.layers.size())) {
-    return absl::InvalidArgumentError(
-        "Forward: the state was not made by this CPU model");
+absl::Status CpuModel::PieceLogits(absl::Span<const BatchChunk> pieces,
+                                   const std::vector<int64_t>& row_begin,
+                                   float* x, std::vector<float>* logits) const {
+  const int64_t e = desc_.info.n_embd;
+  std::vector<float> h;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (pieces[i].rows == LogitRows::kNone) continue;
+    const int64_t first = pieces[i].rows == LogitRows::kAll
+                              ? row_begin[i]
+                              : row_begin[i + 1] - 1;
+    h.insert(h.end(), x + first * e, x + row_begin[i + 1] * e);
+  }
+  if (h.empty()) {
+    logits->clear();
+    return absl::OkStatus();
+  }
+  // Every row of the head is computed as it would be alone (RMSNorm per
+  // row, a row-independent product), so gathering changes no value.
+  return ComputeLogits(desc_.head.output, desc_.head.output_norm, desc_.eps,
+                       h.data(), static_cast<int64_t>(h.size()) / e,
+                       LogitRows::kAll, logits, pool_.get());
+}
+
+// Rows of all pieces are concatenated, piece after piece. Norms, residuals
+// and the FFN run over all of them at once; the mixer runs per piece on its
+// own rows, state and positions.
+absl::Status CpuModel::ForwardBatchImpl(absl::Span<const BatchChunk> pieces,
+                                        std::vector<float>* logits,
+                                        BatchForwardStats* stats) const {
+  ASSIGN_OR_RETURN(const std::vector<State*> states, StatesOf(pieces));
+  std::vector<int64_t> row_begin = {0};
+  std::vector<int32_t> tokens;
+  for (const BatchChunk& p : pieces) {
+    tokens.insert(tokens.end(), p.tokens.begin(), p.tokens.end());
+    row_begin.push_back(static_cast<int64_t>(tokens.size()));
   }
   const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t e = desc_.info.n_embd;
+  const int64_t n_layer = static_cast<int64_t>(desc_.layers.size());
   std::vector<float> x(n * e), xn(n * e), y(n * e);
   RETURN_IF_ERROR(EmbedTokens(desc_.head.token_embd, tokens, x.data()));
-  for (int64_t il = 0; il < static_cast<int64_t>(desc_.layers.size()); ++il) {
+  if (stats != nullptr) stats->experts_per_layer.assign(n_layer, 0);
+  for (int64_t il = 0; il < n_layer; ++il) {
     const LayerDesc& b = desc_.layers[il];
     RmsNormRows(x.data(), n, e, b.mixer_norm, desc_.eps, xn.data());
-    RETURN_IF_ERROR(RunMixer(il, xn.data(), n, *state, y.data()));
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      const int64_t r = row_begin[i];
+      RETURN_IF_ERROR(RunMixer(il, xn.data() + r * e, row_begin[i + 1] - r,
+                               *states[i], y.data() + r * e));
+    }
     AddResidual(x.data(), y.data(), n * e);
     RmsNormRows(x.data(), n, e, b.ffn_norm, desc_.eps, xn.data());
-    RETURN_IF_ERROR(RunBlockMoe(il, xn.data(), n, y.data()));
+    ASSIGN_OR_RETURN(const int32_t acquired,
+                     RunBlockFfn(il, xn.data(), n, y.data()));
+    if (stats != nullptr) stats->experts_per_layer[il] = acquired;
     AddResidual(x.data(), y.data(), n * e);
   }
-  return ComputeLogits(desc_.head.output, desc_.head.output_norm, desc_.eps,
-                       x.data(), n, rows, logits, pool_.get());
+  return PieceLogits(pieces, row_begin, x.data(), logits);
 }
 
 }  // namespace

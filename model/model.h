@@ -7,7 +7,8 @@
 // outlive the Model; the CUDA backend (model/cuda) keeps the dense weights on
 // the device once.
 //
-// Thread-safety: Forward may run concurrently on different states.
+// Thread-safety: Forward and ForwardBatch may run concurrently on
+// different states.
 #ifndef SLUICE_MODEL_MODEL_H_
 #define SLUICE_MODEL_MODEL_H_
 
@@ -129,6 +130,35 @@ struct KernelTiming {
   double us = 0;
 };
 
+// One sequence's rows in a batched forward pass (Model::ForwardBatch).
+struct BatchChunk {
+  // The sequence's state (its KV cache and recurrent slot); not owned. No
+  // two chunks of one batch share a state.
+  SequenceState* state = nullptr;
+  // The chunk's first position; must equal state->position(). The batch
+  // says where each sequence stands, so a caller whose bookkeeping and the
+  // state disagree is refused instead of computing at the wrong positions.
+  int position = 0;
+  // At positions position .. position + tokens.size() - 1; at least one.
+  absl::Span<const int32_t> tokens;
+  // kLast: the last row's logits (a sequence that samples next); kAll:
+  // every row's; kNone: none (a prefill chunk short of its prompt's end).
+  LogitRows rows = LogitRows::kNone;
+};
+
+// What a batched pass reports besides its logits.
+struct BatchForwardStats {
+  // Per block: the distinct routed experts the pass's rows were routed to,
+  // i.e. the expert weights it acquired, each once per micro-batch (summed
+  // over the micro-batches of a longer pass); 0 for a block without routed
+  // experts. Empty where the backend does not count (the default
+  // ForwardBatchImpl, which runs the chunks one by one).
+  std::vector<int32_t> experts_per_layer;
+
+  // The sum of experts_per_layer: expert acquisitions of the whole pass.
+  int64_t experts_acquired() const;
+};
+
 // One loaded model on one backend.
 class Model {
  public:
@@ -170,16 +200,53 @@ class Model {
   // Errors (state unchanged): InvalidArgument for an empty batch, a token
   // id outside [0, n_vocab) or a state made by another model; OutOfRange
   // when the batch does not fit in the state's capacity; a kernel error is
-  // passed through (state undefined).
+  // passed through (state undefined). This is ForwardBatch with one chunk.
   absl::Status Forward(absl::Span<const int32_t> tokens, SequenceState& state,
                        LogitRows rows, std::vector<float>* logits) const;
 
+  // Evaluates the chunks of several sequences (continuous batching: one
+  // scheduler step) as one pass. Where rows are independent they are
+  // computed together (norms, the MoE FFN over the union of the rows'
+  // experts, the LM head); where they are not, each chunk alone (its mixer
+  // on its own state at its own positions). Each chunk's logits are those
+  // Forward(chunk.tokens, *chunk.state, chunk.rows) gives; on the CPU bit
+  // for bit (every kernel there computes a row the same whatever the
+  // other rows of its call; model/batch_forward_test checks it).
+  // *logits (resized) receives the requested rows of chunk 0, then of
+  // chunk 1, ..., n_vocab floats each; every state advances by its chunk.
+  // More than kMaxMicroBatch rows in all are cut into micro-batches in
+  // chunk order (a chunk may straddle two).
+  // Errors (every state unchanged): InvalidArgument for no chunks, a chunk
+  // without tokens or state, two chunks on one state, a position other
+  // than the state's, a token id outside [0, n_vocab), logits requested
+  // but null, a state made by another model (the default ForwardBatchImpl
+  // finds one only when it reaches its chunk: the states before it are
+  // then undefined); OutOfRange when a chunk does not fit in its state's
+  // capacity. A kernel error is passed through (every state of the batch
+  // undefined). Messages of a batch of several chunks start with
+  // "chunk <i>: ".
+  absl::StatusOr<BatchForwardStats> ForwardBatch(
+      absl::Span<const BatchChunk> chunks, std::vector<float>* logits) const;
+
  protected:
-  // Called by Forward after the argument checks, once per micro-batch
-  // (1 <= tokens.size() <= kMaxMicroBatch), state not yet advanced.
+  // One sequence's micro-batch (1 <= tokens.size() <= kMaxMicroBatch)
+  // after the argument checks, state not yet advanced; called by the
+  // default ForwardBatchImpl once per piece.
   virtual absl::Status ForwardImpl(absl::Span<const int32_t> tokens,
                                    SequenceState& state, LogitRows rows,
                                    std::vector<float>* logits) const = 0;
+
+  // Called by ForwardBatch (and so by Forward) after the argument checks,
+  // once per micro-batch: pieces of at least one token each, at most
+  // kMaxMicroBatch in all, each at its state's position, states not yet
+  // advanced. *logits (resized) receives the requested rows in piece
+  // order; stats->experts_per_layer may be filled (ForwardBatch sums it
+  // over the micro-batches). The default runs ForwardImpl on each piece in
+  // turn: a backend without a batched pass of its own (CUDA) computes a
+  // batch exactly as it computes its chunks alone, and counts no experts.
+  virtual absl::Status ForwardBatchImpl(absl::Span<const BatchChunk> pieces,
+                                        std::vector<float>* logits,
+                                        BatchForwardStats* stats) const;
 };
 
 }  // namespace sluice

@@ -324,6 +324,19 @@ absl::Status RouteMoe(const MoeConfig& c, const MoeWeights& w, const float* x,
   return absl::OkStatus();
 }
 
+std::vector<int32_t> RoutedExperts(const MoeConfig& c,
+                                   absl::Span<const Routing> routes) {
+  std::vector<bool> seen(c.n_expert, false);
+  for (const Routing& r : routes) {
+    for (int64_t s = 0; s < c.n_expert_used; ++s) seen[r.expert[s]] = true;
+  }
+  std::vector<int32_t> used;
+  for (int64_t e = 0; e < c.n_expert; ++e) {
+    if (seen[e]) used.push_back(static_cast<int32_t>(e));
+  }
+  return used;
+}
+
 std::vector<ExpertWeights> ResidentExperts(const MoeWeights& w) {
   std::vector<ExpertWeights> out(w.gate.n_expert);
   for (int64_t e = 0; e < w.gate.n_expert; ++e) {

@@ -133,6 +133,13 @@ absl::Status RouteMoe(const MoeConfig& config, const MoeWeights& w,
                       std::vector<Routing>* routes,
                       kernels::ThreadPool* pool);
 
+// The distinct experts of routes (the first n_expert_used slots of each),
+// in increasing id order: the entries the acquire step must set, once
+// each, for ComputeMoe over these routes. A batched pass routes every row
+// of the step first, so this is the union of the step's experts.
+std::vector<int32_t> RoutedExperts(const MoeConfig& config,
+                                   absl::Span<const Routing> routes);
+
 // Every expert of w in place (the table of the all-resident case).
 std::vector<ExpertWeights> ResidentExperts(const MoeWeights& w);
 
@@ -152,7 +159,9 @@ absl::Status ComputeMoe(const MoeConfig& config, const MoeWeights& w,
 class RoutingObserver {
  public:
   virtual ~RoutingObserver() = default;
-  // routes: one entry per token of the micro-batch, in order.
+  // routes: one entry per token of the micro-batch, in order (a batched
+  // pass of several sequences: the rows of one chunk after another, so the
+  // entries of different sequences follow each other).
   virtual void OnRouting(int64_t layer, int64_t n_expert_used,
                          absl::Span<const Routing> routes) = 0;
 };

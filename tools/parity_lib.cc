@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <random>
 #include <sstream>
 
 #include "absl/status/status.h"
@@ -115,6 +116,103 @@ absl::StatusOr<PromptRun> RunPrompt(const Model& model,
     run.logits.insert(run.logits.end(), logits.begin(), logits.begin() + v);
   }
   run.decode_s = Seconds(start);
+  return run;
+}
+
+// The batched runs' other sequences are drawn from this seed, so a run is
+// the same every time.
+constexpr uint32_t kBatchSeed = 19;
+
+// A sequence beside the golden prompt: its chunk of every pass (the first
+// its prompt), evaluated in order.
+struct OtherSequence {
+  std::unique_ptr<SequenceState> state;
+  std::vector<int32_t> tokens;
+  std::vector<int> chunk_len;  // per pass
+  LogitRows rows = LogitRows::kNone;
+  int done = 0;  // tokens evaluated so far
+};
+
+int64_t RowsOf(const BatchChunk& c) {
+  if (c.rows == LogitRows::kAll) return static_cast<int64_t>(c.tokens.size());
+  return c.rows == LogitRows::kLast ? 1 : 0;
+}
+
+absl::StatusOr<std::vector<OtherSequence>> MakeOthers(const Model& model,
+                                                      int count, int passes) {
+  std::mt19937 rng(kBatchSeed);
+  const LogitRows kinds[] = {LogitRows::kLast, LogitRows::kAll, LogitRows::kNone};
+  std::vector<OtherSequence> others(count);
+  for (int i = 0; i < count; ++i) {
+    OtherSequence& o = others[i];
+    o.rows = kinds[i % 3];
+    o.chunk_len.push_back(1 + static_cast<int>(rng() % 24));
+    // Every third one keeps prefilling a few tokens a pass beside the
+    // decodes; the others decode one token a pass.
+    for (int p = 1; p < passes; ++p) {
+      o.chunk_len.push_back(i % 3 == 2 ? 1 + static_cast<int>(rng() % 4) : 1);
+    }
+    int total = 0;
+    for (int n : o.chunk_len) total += n;
+    for (int t = 0; t < total; ++t) {
+      o.tokens.push_back(static_cast<int32_t>(rng() % model.info().n_vocab));
+    }
+    ASSIGN_OR_RETURN(o.state, model.CreateState(total));
+  }
+  return others;
+}
+
+// RunPrompt's rows with the prompt inside batches of `count` other
+// sequences (in the middle of each batch): its prefill is one chunk of the
+// first pass, each decode token one chunk of a later pass.
+absl::StatusOr<PromptRun> RunPromptBatched(const Model& model,
+                                           const std::vector<int32_t>& ids,
+                                           const std::vector<int32_t>& decode_tokens,
+                                           int count, BatchedPrompt* info) {
+  const int64_t v = model.info().n_vocab;
+  const int passes = 1 + kDecodeSteps;
+  const int capacity = std::max<int>(
+      kReferenceContext, static_cast<int>(ids.size()) + kDecodeSteps);
+  ASSIGN_OR_RETURN(std::unique_ptr<SequenceState> golden, model.CreateState(capacity));
+  ASSIGN_OR_RETURN(std::vector<OtherSequence> others, MakeOthers(model, count, passes));
+  info->others = count;
+  PromptRun run;
+  std::vector<float> logits;
+  std::vector<BatchChunk> batch;
+  for (int p = 0; p < passes; ++p) {
+    const BatchChunk mine =
+        p == 0 ? BatchChunk{golden.get(), 0, ids, LogitRows::kAll}
+               : BatchChunk{golden.get(), golden->position(),
+                            absl::MakeConstSpan(&decode_tokens[p - 1], 1), LogitRows::kLast};
+    batch.clear();
+    int64_t my_row = 0;
+    for (int i = 0; i <= count; ++i) {
+      if (i == count / 2) {
+        for (const BatchChunk& c : batch) my_row += RowsOf(c);
+        batch.push_back(mine);
+      }
+      if (i == count) break;
+      OtherSequence& o = others[i];
+      batch.push_back({o.state.get(), o.done,
+                       absl::MakeConstSpan(o.tokens).subspan(o.done, o.chunk_len[p]), o.rows});
+      o.done += o.chunk_len[p];
+    }
+    const auto start = std::chrono::steady_clock::now();
+    ASSIGN_OR_RETURN(const BatchForwardStats stats, model.ForwardBatch(batch, &logits));
+    (p == 0 ? run.prefill_s : run.decode_s) += Seconds(start);
+    const int64_t mine_rows = RowsOf(mine);
+    run.logits.insert(run.logits.end(), logits.begin() + my_row * v,
+                      logits.begin() + (my_row + mine_rows) * v);
+    ++info->passes;
+    for (const BatchChunk& c : batch) info->rows += static_cast<int64_t>(c.tokens.size());
+    info->experts_acquired += stats.experts_acquired();
+    for (int32_t n : stats.experts_per_layer) {
+      if (n == 0) continue;  // no routed experts in that block
+      info->min_layer_experts =
+          info->min_layer_experts == 0 ? n : std::min(info->min_layer_experts, n);
+      info->max_layer_experts = std::max(info->max_layer_experts, n);
+    }
+  }
   return run;
 }
 
@@ -240,6 +338,7 @@ absl::StatusOr<ModelReport> RunParity(const std::string& model_path,
   }
   ModelReport report;
   report.model = Stem(model_path);
+  report.info = model->info();
   report.all_f32 = model->info().all_f32;
   const int64_t v = model->info().n_vocab;
   for (const nlohmann::json& pj : prompts["prompts"]) {
@@ -260,14 +359,27 @@ absl::StatusOr<ModelReport> RunParity(const std::string& model_path,
     ASSIGN_OR_RETURN(const std::vector<float> ref_decode,
                      ReadF32(base + ".decode_logits.f32", kDecodeSteps * v));
     ASSIGN_OR_RETURN(PromptRun run, RunPrompt(*model, ids, dec));
-    for (int r = 1; r < options.repeat; ++r) {
+    const double std = StdDev(ref_prefill);
+    if (options.batch_with > 0) {
+      // The gates below then judge the batched rows; the alone ones are
+      // what they must equal.
+      BatchedPrompt b;
+      ASSIGN_OR_RETURN(PromptRun batched,
+                       RunPromptBatched(*model, ids, dec, options.batch_with, &b));
+      b.vs_alone = Summarize(absl::StrCat(report.model, ".", name, " batched vs alone"),
+                             CompareRows(batched.logits, run.logits, v), v, std,
+                             report.all_f32, options.gates);
+      b.vs_alone.n_prompt = static_cast<int>(ids.size());
+      report.batched.push_back(b);
+      run = std::move(batched);
+    }
+    for (int r = 1; r < options.repeat && options.batch_with == 0; ++r) {
       ASSIGN_OR_RETURN(const PromptRun again, RunPrompt(*model, ids, dec));
       run.prefill_s = std::min(run.prefill_s, again.prefill_s);
       run.decode_s = std::min(run.decode_s, again.decode_s);
     }
     std::vector<float> ref = ref_prefill;
     ref.insert(ref.end(), ref_decode.begin(), ref_decode.end());
-    const double std = StdDev(ref_prefill);
     PromptReport p = Summarize(absl::StrCat(report.model, ".", name),
                                CompareRows(run.logits, ref, v), v, std,
                                report.all_f32, options.gates);
@@ -326,6 +438,18 @@ std::string FormatReport(const std::vector<ModelReport>& reports) {
           c.max == 0 ? "IDENTICAL" : "DIFFERENT",
           c.n_prompt / std::max(c.prefill_s, 1e-9),
           kDecodeSteps / std::max(c.decode_s, 1e-9));
+    }
+  }
+  for (const ModelReport& m : reports) {
+    for (const BatchedPrompt& b : m.batched) {
+      const PromptReport& c = b.vs_alone;
+      absl::StrAppendFormat(
+          &out,
+          "batch %s: others=%d passes=%d batch_rows=%d experts_acquired=%d "
+          "(per layer and pass %d..%d) rows=%d max=%.6f top1=%d/%d %s\n",
+          c.name, b.others, b.passes, b.rows, b.experts_acquired,
+          b.min_layer_experts, b.max_layer_experts, c.rows, c.max,
+          c.top1, c.rows, c.max == 0 ? "IDENTICAL" : "DIFFERENT");
     }
   }
   for (const ModelReport& m : reports) {

@@ -12,6 +12,13 @@
 //   rms     = sqrt(mean over all compared values of (ours - ref)^2) / std
 //   median  = median over rows of the row's max |ours - ref| / std
 //   top1    = rows whose argmax (lowest id on ties) equals the reference's
+// With Options::batch_with = N, each prompt is computed instead inside a
+// batch of N other sequences (seeded random prompts and chunks): its
+// prefill as one chunk of a Model::ForwardBatch beside their prompts, each
+// decode token as one chunk of a pass beside their next chunks (one token,
+// or a few). Those rows are gated against the goldens as above, and also
+// compared with the prompt computed alone (BatchedPrompt::vs_alone).
+//
 // Gates (a prompt passes when all hold):
 //   all-F32 model: max <= 0.005 and top-1 agreement on every row;
 //   otherwise:     rms <= 0.03, median <= 0.15, top-1 on >= 95% of rows.
@@ -72,14 +79,34 @@ struct PromptReport {
 PromptReport Summarize(std::string name, const std::vector<RowStats>& rows,
                        int64_t n, double std, bool all_f32, const Gates& gates);
 
+// One prompt computed inside a batch (Options::batch_with).
+struct BatchedPrompt {
+  // Its rows in the batch against the same prompt alone (statistics as a
+  // PromptReport, the goldens' std): max == 0 means bit-identical.
+  PromptReport vs_alone;
+  int others = 0;    // sequences beside it in every pass
+  int passes = 0;    // ForwardBatch calls: the prefill, then one per token
+  int64_t rows = 0;  // rows of every sequence in those passes
+  // BatchForwardStats::experts_acquired summed over the passes, and the
+  // fewest and most experts one MoE layer acquired in one pass (all 0
+  // where the backend does not count).
+  int64_t experts_acquired = 0;
+  int32_t min_layer_experts = 0;
+  int32_t max_layer_experts = 0;
+};
+
 struct ModelReport {
   std::string model;
+  ModelInfo info;
   bool all_f32 = false;
   std::vector<PromptReport> prompts;
   // With Options::compare: per prompt, this backend's logits against the
   // other's (same statistics, the goldens' std; informational, the gates of
   // `passed` are those against the goldens).
   std::vector<PromptReport> comparisons;
+  // With Options::batch_with: per prompt, how it ran in the batch; the
+  // prompts' gates above are then those of its batched rows.
+  std::vector<BatchedPrompt> batched;
   bool passed = false;
   // The --device arm's routed-expert streaming figures after every prompt
   // (streaming false when all experts are resident).
@@ -102,8 +129,13 @@ struct Options {
   int threads = 1;
   Gates gates;
   // Times each prompt's prefill and decode this many times (>= 1) and
-  // reports the fastest run; logits are compared on the first.
+  // reports the fastest run; logits are compared on the first. Not with
+  // batch_with: the times are then those of the batched passes (every
+  // sequence's rows), once.
   int repeat = 1;
+  // > 0: each prompt is computed inside a batch of this many other
+  // sequences (see the top of this file).
+  int batch_with = 0;
   // Name of the goldens to compare with; empty: the model's file name minus
   // ".gguf" (a split set's shard 1 can thus be checked against the goldens
   // of the unsplit file).

@@ -1,6 +1,7 @@
 // parity: logits of the CPU engine against llama.cpp goldens.
 //
 //   bazel run //tools:parity -- --model M.gguf --goldens DIR [--threads N]
+//       [--batch_with N [--require_identical]]
 //
 // See tools/parity_lib.h for what is compared, the metrics (differences are
 // divided by the std of the prompt's reference prefill logits) and the gates.
@@ -29,7 +30,12 @@ ABSL_FLAG(std::string, compare, "",
 ABSL_FLAG(int, threads, 1, "threads for the CPU kernels");
 ABSL_FLAG(bool, require_identical, false,
           "fail unless every --compare row is bit-identical (for checking "
-          "that streaming experts leaves the logits unchanged)");
+          "that streaming experts leaves the logits unchanged) and, with "
+          "--batch_with, every batched row equals the prompt alone");
+ABSL_FLAG(int, batch_with, 0,
+          "compute each prompt inside batches of this many other sequences "
+          "(one ForwardBatch per step); the gates then apply to its batched "
+          "rows, which are also compared with the prompt alone");
 ABSL_FLAG(int, repeat, 1,
           "run each prompt this many times and report the fastest timings");
 ABSL_FLAG(double, max_gate, 0.005,
@@ -78,6 +84,7 @@ int main(int argc, char** argv) {
   options.experts = flags->experts;
   options.plan_experts = true;
   options.repeat = std::max(1, absl::GetFlag(FLAGS_repeat));
+  options.batch_with = std::max(0, absl::GetFlag(FLAGS_batch_with));
   sluice::parity::Gates requested;
   requested.f32_max = absl::GetFlag(FLAGS_max_gate);
   requested.quant_rms = absl::GetFlag(FLAGS_rms_gate);
@@ -99,8 +106,9 @@ int main(int argc, char** argv) {
     }
     ok = ok && report->passed;
     if (absl::GetFlag(FLAGS_require_identical)) {
-      ok = ok && !report->comparisons.empty();
+      ok = ok && (!report->comparisons.empty() || !report->batched.empty());
       for (const auto& c : report->comparisons) ok = ok && c.max == 0;
+      for (const auto& b : report->batched) ok = ok && b.vs_alone.max == 0;
     }
     reports.push_back(*std::move(report));
   }

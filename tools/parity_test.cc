@@ -112,6 +112,58 @@ INSTANTIATE_TEST_SUITE_P(
       return n;
     });
 
+// Each golden prompt computed inside batches of 5 other sequences (their
+// prompts, decodes and prefill chunks beside its prefill and each of its
+// decode tokens, one ForwardBatch a step): its rows pass the F32 gate and
+// are bit-identical to the prompt alone, and the batched passes acquired
+// the union of their rows' experts.
+class BatchedParityTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(BatchedParityTest, PromptInsideABatchPassesAndEqualsItAlone) {
+  SLUICE_REQUIRE_GOLDENS(dir);
+  Options options;
+  options.threads = 2;
+  options.batch_with = 5;
+  auto report = RunParity(dir + "/" + GetParam() + ".gguf", dir, options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  std::fputs(FormatReport({*report}).c_str(), stdout);
+  ASSERT_EQ(report->prompts.size(), 3u);
+  ASSERT_EQ(report->batched.size(), 3u);
+  EXPECT_TRUE(report->all_f32);
+  for (size_t i = 0; i < 3; ++i) {
+    const PromptReport& p = report->prompts[i];
+    EXPECT_TRUE(p.passed) << p.name << ": max=" << p.max << " top1=" << p.top1
+                          << "/" << p.rows;
+    EXPECT_EQ(p.rows, p.n_prompt + 32) << p.name;
+    const BatchedPrompt& b = report->batched[i];
+    EXPECT_EQ(b.vs_alone.rows, p.rows);
+    EXPECT_EQ(b.vs_alone.max, 0.0) << b.vs_alone.name;
+    EXPECT_EQ(b.vs_alone.top1, b.vs_alone.rows);
+    EXPECT_EQ(b.others, 5);
+    EXPECT_EQ(b.passes, 33);
+    // Its own rows and at least one row of each other sequence per pass.
+    EXPECT_GE(b.rows, p.n_prompt + 32 + 5 * 33);
+    // Each MoE layer of each pass acquired the union of its rows' experts:
+    // at least one row's k, at most every expert.
+    const ModelInfo& m = report->info;
+    EXPECT_GE(b.min_layer_experts, m.n_expert_used);
+    EXPECT_LE(b.max_layer_experts, m.n_expert);
+    EXPECT_GE(b.experts_acquired, 33 * m.n_layer * b.min_layer_experts);
+    EXPECT_LE(b.experts_acquired, 33 * m.n_layer * b.max_layer_experts);
+  }
+  EXPECT_TRUE(report->passed);
+}
+
+INSTANTIATE_TEST_SUITE_P(MicroF32, BatchedParityTest,
+                         ::testing::Values("qwen3moe-micro-f32", "qwen35moe-micro-f32"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& c : n) {
+                             if (c == '-') c = '_';
+                           }
+                           return n;
+                         });
+
 // The split set, opened from its first shard, gives the unsplit file's
 // logits (llama.cpp's were bitwise identical; split_verification.json).
 TEST(GoldenParitySplitTest, SplitShardsMatchTheUnsplitGoldens) {

@@ -1,8 +1,10 @@
 #include "worker/batch/batch_runner.h"
 
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "base/status_macros.h"
 
 namespace sluice::worker {
@@ -52,19 +54,22 @@ absl::Status BatchRunner::Cancel(sched::SeqId id) {
   return absl::OkStatus();
 }
 
-absl::Status BatchRunner::RunChunk(const sched::Chunk& c, std::vector<float>* logits) {
-  Session& session = *sessions_.at(c.state_slot);
-  // A new or resumed sequence: whatever the slot held belongs to another.
-  if (c.begin == 0) session.Reset();
-  if (session.position() != c.begin) {
-    return absl::InternalError(absl::StrCat("batch runner: sequence ", c.id, "'s chunk starts at ",
-                                            c.begin, " but slot ", c.state_slot, " is at ",
-                                            session.position()));
+absl::StatusOr<BatchForwardStats> BatchRunner::RunPlan(const sched::StepPlan& plan,
+                                                       std::vector<float>* logits) {
+  std::vector<BatchChunk> batch;
+  for (const auto* chunks : {&plan.decodes, &plan.prefills}) {
+    for (const sched::Chunk& c : *chunks) {
+      Session& session = *sessions_.at(c.state_slot);
+      // A new or resumed sequence: whatever the slot held belongs to another.
+      if (c.begin == 0) session.Reset();
+      const std::vector<int32_t>& tokens = live_.at(c.id).tokens;
+      // ForwardBatch refuses a chunk whose begin is not where its slot is.
+      batch.push_back({&session.state(), static_cast<int>(c.begin),
+                       absl::MakeConstSpan(tokens).subspan(c.begin, c.tokens()),
+                       c.samples ? LogitRows::kLast : LogitRows::kNone});
+    }
   }
-  const std::vector<int32_t>& tokens = live_.at(c.id).tokens;
-  const auto span = absl::MakeConstSpan(tokens).subspan(c.begin, c.tokens());
-  return engine_.model().Forward(span, session.state(),
-                                 c.samples ? LogitRows::kLast : LogitRows::kNone, logits);
+  return engine_.model().ForwardBatch(batch, logits);
 }
 
 absl::StatusOr<BatchRunner::StepResult> BatchRunner::Step(absl::Time now,
@@ -76,14 +81,19 @@ absl::StatusOr<BatchRunner::StepResult> BatchRunner::Step(absl::Time now,
     result.finished.push_back(f);
   }
   if (result.plan.empty()) return result;
-  std::vector<sched::Sampled> sampled;
   std::vector<float> logits;
+  ASSIGN_OR_RETURN(result.forward, RunPlan(result.plan, &logits));
+  // The sampling chunks' rows, in the batch's order.
+  const int64_t n_vocab = engine_.info().n_vocab;
+  std::vector<sched::Sampled> sampled;
+  int64_t row = 0;
   for (const auto* chunks : {&result.plan.decodes, &result.plan.prefills}) {
     for (const sched::Chunk& c : *chunks) {
-      RETURN_IF_ERROR(RunChunk(c, &logits));
       if (!c.samples) continue;
+      const absl::Span<const float> row_logits =
+          absl::MakeConstSpan(logits).subspan(row++ * n_vocab, n_vocab);
       Live& live = live_.at(c.id);
-      const int32_t token = live.sampler.Sample(logits);
+      const int32_t token = live.sampler.Sample(row_logits);
       if (token < 0) {  // a grammar with nothing left to allow: the end
         sampled.push_back({c.id, /*stop=*/true});
         continue;

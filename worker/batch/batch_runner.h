@@ -1,13 +1,14 @@
-// The scheduler's steps run on an Engine (issue 19): the first piece of the
-// worker's continuous batching, before a batched forward exists.
+// The scheduler's steps run on an Engine (issue 19): the worker's
+// continuous batching, one batched forward pass per step.
 //
 // Every recurrent-state slot of the scheduler (sched/scheduler.h) is one
 // Session of options.context_per_sequence tokens, allocated up front (so the
 // KV is a fixed slot per sequence; the scheduler's KV blocks are its
-// admission accounting). A step runs each chunk of the plan as a forward pass
-// on its slot's session, one sequence after another: a chunk that starts at
-// position 0 resets the session first (a new or resumed sequence), a
-// sampling chunk's logits go to that request's sampler, and the token is
+// admission accounting until the attention reads paged KV). A step runs all
+// chunks of the plan, decodes then prefills, as ONE Model::ForwardBatch on
+// their slots' states: a chunk that starts at position 0 resets its session
+// first (a new or resumed sequence), a sampling chunk asks for its last
+// row's logits, which go to that request's sampler, and the token is
 // reported to `on_token`, whose answer says whether it ends the request.
 // Chunked prefill, preemption by recompute (a resumed sequence re-evaluates
 // its prompt and the tokens it already streamed, which are not sampled or
@@ -29,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "model/engine.h"
+#include "model/model.h"
 #include "model/sampler.h"
 #include "sched/scheduler.h"
 
@@ -59,12 +61,17 @@ class BatchRunner {
   // Ends a request now (NOT_FOUND when it is not queued or running).
   absl::Status Cancel(sched::SeqId id);
 
-  // Runs one step. Returns the plan that ran and the requests it ended
-  // (deadlines first, then those that finished in it). A forward pass's
-  // error is returned as is (the sessions' contents are then undefined).
+  // Runs one step. Returns the plan that ran, the requests it ended
+  // (deadlines first, then those that finished in it) and what its forward
+  // pass reported. A forward pass's error is returned as is (the sessions'
+  // contents are then undefined; INVALID_ARGUMENT when a chunk's begin is
+  // not where its slot's session stands).
   struct StepResult {
     sched::StepPlan plan;
     std::vector<sched::Finished> finished;
+    // The step's ForwardBatch: experts acquired per layer (empty for an
+    // empty plan or a backend that does not count).
+    BatchForwardStats forward;
   };
   absl::StatusOr<StepResult> Step(absl::Time now, const BatchTokenCallback& on_token);
 
@@ -79,7 +86,10 @@ class BatchRunner {
 
   BatchRunner(const Engine& engine, sched::Scheduler scheduler,
               std::vector<std::unique_ptr<Session>> sessions);
-  absl::Status RunChunk(const sched::Chunk& chunk, std::vector<float>* logits);
+  // The plan's chunks as one forward pass; *logits: the sampling chunks'
+  // rows in plan order (decodes, then prefills).
+  absl::StatusOr<BatchForwardStats> RunPlan(const sched::StepPlan& plan,
+                                            std::vector<float>* logits);
 
   const Engine& engine_;
   sched::Scheduler scheduler_;
