@@ -4,6 +4,7 @@
 // a quarter warp hit distinct banks for Q4_K/Q5_K rows), a lane group of L
 // lanes owns kR rows of one or two matrices and loads all their chunks
 // before using any, and one launch covers several matrices.
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -177,9 +178,9 @@ template <class T, int NM, int R, class M = GlobalMem>
 __device__ __forceinline__ void DotRowsQ8(const uint8_t* const (&rp)[NM][R], int64_t cols,
                                           const Q8Vector& xv, int sub, int L,
                                           float (&acc)[NM][R]) {
-  const int64_t n_chunks = cols / T::kChunk;
+  const int n_chunks = static_cast<int>(cols / T::kChunk);
 #pragma unroll 1
-  for (int64_t c = sub; c < n_chunks; c += L) {
+  for (int c = sub; c < n_chunks; c += L) {
     typename T::Raw raw[NM][R];
 #pragma unroll
     for (int m = 0; m < NM; ++m) {
@@ -599,7 +600,12 @@ __device__ __forceinline__ void StreamRows(float* y, int64_t cols, int L, int nr
 #pragma unroll
       for (int m = 0; m < NM; ++m) acc[m][r] = 0.0f;
     }
-    DotRowsQ8<T, NM, kR, SharedMem>(rp, cols, xv, sub, L, acc);
+    // Q4_K/Q5_K blocks (144 and 176 bytes) and their fields sit at 16-byte
+    // offsets of the stage: their loads skip the alignment test.
+    using M = std::conditional_t<std::is_same_v<T, KWeights<false>> ||
+                                     std::is_same_v<T, KWeights<true>>,
+                                 SharedAligned16, SharedMem>;
+    DotRowsQ8<T, NM, kR, M>(rp, cols, xv, sub, L, acc);
 #pragma unroll
     for (int r = 0; r < kR; ++r) {
       float v = GroupSum(acc[0][r], L);
@@ -960,6 +966,139 @@ __global__ void DeltaPrepKernel(DeltaNetShape s, float* beta, float* alpha_g, co
     if (b < G) y *= q_scale;
     qkv[c] = y;
   }
+}
+
+// ---- DeltaNet, one launch -----------------------------------------------------
+
+// DeltaPrepKernel and DeltaScanRegKernel<4> (ops.cu) of one token for state
+// size kFusedS, as one cluster launch: cluster c is k head c and the
+// `ratio` v heads j = c + h G that read it, each split over P blocks of
+// 128 / P state rows (4 threads a row, as the scan kernel). Each block
+// repeats the head's q/k conv and L2 norms (in 128-thread order, so the
+// bits of the prep kernel's blocks), convolves its own v rows and computes
+// its head's gates; after a cluster barrier (every block has read the old
+// conv state) rank 0 writes the q/k conv state and each block its v rows'.
+// The gated RMS norm sums each warp's rows, then every block of the head
+// reads the head's 16 warp sums from its parts' shared memory and sums them
+// as BlockSum sums a 512-thread block's: the same bits as the two launches.
+constexpr int kFusedS = 128;
+constexpr int kFusedCluster = 8;  // the portable cluster size limit
+
+template <int P>
+__global__ void __launch_bounds__(512 / P)
+    DeltaFusedKernel(DeltaNetShape s, const float* qkv, const float* beta_in,
+                     const float* alpha_in, const float* dt_bias, const float* a,
+                     const float* kernel, const float* z, const float* norm, float* state,
+                     float* ssm, float* o, float q_scale) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  constexpr int n = kFusedS, parts = 4, rows = n / P, threads = 512 / P;
+  constexpr int warps = threads / 32;
+  __shared__ double scratch[32];
+  __shared__ double warp_sums[warps];
+  __shared__ float qs[n], ks[n], vs[rows];
+  const int G = s.n_k_heads, taps = s.conv_kernel, hist = taps - 1;
+  const int ch = 2 * n * G + n * s.n_v_heads;
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int kh = blockIdx.x / cluster.num_blocks();
+  const int h = rank / P, part = rank % P;
+  const int j = kh + h * G;
+  const int tid = threadIdx.x;
+  // This thread's state columns, asked for first: their loads overlap the
+  // convolutions and norms below.
+  const int r0 = part * rows;
+  const int r = r0 + tid / parts, p = tid % parts;
+  float* head_state = ssm + static_cast<int64_t>(j) * n * n + r * n + p;
+  float st[kFusedS / parts];
+#pragma unroll
+  for (int m = 0; m < n / parts; ++m) st[m] = head_state[m * parts];
+  // The conv of channel c (window from the old state) and its SiLU; the
+  // window's newer part is kept for the state update after the barrier.
+  auto conv = [&](int c, float* keep) {
+    float window[kDeltaNetMaxConvTaps];
+    for (int t = 0; t < hist; ++t) window[t] = state[t * ch + c];
+    window[hist] = qkv[c];
+    float out = 0.0f;
+    for (int t = 0; t < taps; ++t) out += window[t] * kernel[c * taps + t];
+    for (int t = 0; t < hist; ++t) keep[t] = window[t + 1];
+    return SiluF(out);
+  };
+  // q and k of head kh: channels kh S + i and K + kh S + i, i < n.
+  float keep_qk[2][kDeltaNetMaxConvTaps];
+  float qv = 0.0f, kv = 0.0f;
+  for (int u = 0; u < 2; ++u) {
+    const int i = tid + u * threads;  // 0..2n: q for i < n, k after
+    if (i >= 2 * n) break;
+    const int c = (i < n ? kh * n + i : G * n + kh * n + (i - n));
+    const float v = conv(c, keep_qk[u]);
+    (i < n ? qv : kv) = v;
+  }
+  const bool has_q = tid < n, has_k = (threads >= 2 * n ? tid >= n && tid < 2 * n : tid < n);
+  const double q_sum = BlockSum(has_q ? static_cast<double>(qv) * qv : 0.0, scratch);
+  const double k_sum = BlockSum(has_k ? static_cast<double>(kv) * kv : 0.0, scratch);
+  const float q_norm = 1.0f / fmaxf(static_cast<float>(sqrt(q_sum)), s.eps);
+  const float k_norm = 1.0f / fmaxf(static_cast<float>(sqrt(k_sum)), s.eps);
+  if (has_q) qs[tid] = (qv * q_norm) * q_scale;
+  if (has_k) ks[threads >= 2 * n ? tid - n : tid] = kv * k_norm;
+  // This block's v rows.
+  float keep_v[kDeltaNetMaxConvTaps];
+  const int vc = 2 * G * n + j * n + r0 + tid;
+  if (tid < rows) vs[tid] = conv(vc, keep_v);
+  // The head's gates (DeltaPrepKernel's last block).
+  const float b = SigmoidF(beta_in[j]);
+  const float x = alpha_in[j] + dt_bias[j];
+  const float sp = x > 20.0f ? x : log1pf(expf(x));
+  const float decay = expf(sp * a[j]);
+  cluster.sync();  // every block has read the old conv state; qs/ks/vs are set
+  if (rank == 0) {
+    for (int u = 0; u < 2; ++u) {
+      const int i = tid + u * threads;
+      if (i >= 2 * n) break;
+      const int c = (i < n ? kh * n + i : G * n + kh * n + (i - n));
+      for (int t = 0; t < hist; ++t) state[t * ch + c] = keep_qk[u][t];
+    }
+  }
+  if (tid < rows) {
+    for (int t = 0; t < hist; ++t) state[t * ch + vc] = keep_v[t];
+  }
+  // The recurrence of rows r0 + tid / 4 (DeltaScanRegKernel<4>).
+  float dot = 0.0f;
+#pragma unroll
+  for (int m = 0; m < n / parts; ++m) {
+    st[m] *= decay;
+    dot += st[m] * ks[p + m * parts];
+  }
+  for (int off = parts / 2; off > 0; off /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+  const float delta = (vs[tid / parts] - dot) * b;
+  float out = 0.0f;
+#pragma unroll
+  for (int m = 0; m < n / parts; ++m) {
+    st[m] += delta * ks[p + m * parts];
+    out += st[m] * qs[p + m * parts];
+  }
+  for (int off = parts / 2; off > 0; off /= 2) out += __shfl_xor_sync(0xffffffffu, out, off);
+#pragma unroll
+  for (int m = 0; m < n / parts; ++m) head_state[m * parts] = st[m];
+  const double sq = WarpSum(p == 0 ? static_cast<double>(out) * out : 0.0);
+  if ((tid & 31) == 0) warp_sums[tid >> 5] = sq;
+  cluster.sync();
+  // The head's 16 warp sums, in the 512-thread block's warp order.
+  const int lane = tid & 31;
+  double total = 0.0;
+  if (lane < 16) {
+    const double* remote = cluster.map_shared_rank(warp_sums, h * P + lane / warps);
+    total = remote[lane % warps];
+  }
+  const double sum = WarpSum(total);
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  const float scale = 1.0f / sqrtf(mean + s.eps);
+  if (p == 0) {
+    const int64_t idx = static_cast<int64_t>(j) * n + r;
+    o[idx] = ((out * scale) * norm[r]) * SiluF(z[idx]);
+  }
+  cluster.sync();  // no block leaves while another reads its warp sums
+#endif
 }
 
 // ---- attention --------------------------------------------------------------
@@ -1486,6 +1625,72 @@ void DeltaNetDecodePrep(const DeltaNetShape& s, float* beta, float* alpha_g, con
   const float q_scale = 1.0f / std::sqrt(static_cast<float>(s.state_size));
   DeltaPrepKernel<<<blocks, threads < 32 ? 32 : threads, 0, stream>>>(
       s, beta, alpha_g, dt_bias, a, conv_kernel, qkv, conv_state, q_scale);
+}
+
+namespace {
+
+// Blocks per v head of DeltaFusedKernel: 4, or fewer where the k head's v
+// heads times 4 exceed the cluster limit; 0: not fused.
+int FusedParts(const DeltaNetShape& s) {
+  if (s.state_size != kFusedS || s.n_k_heads <= 0 || s.n_v_heads % s.n_k_heads != 0 ||
+      s.conv_kernel < 1 || s.conv_kernel > kDeltaNetMaxConvTaps) {
+    return 0;
+  }
+  const int ratio = s.n_v_heads / s.n_k_heads;
+  for (int p = 4; p >= 1; p /= 2) {
+    if (ratio * p <= kFusedCluster) return p;
+  }
+  return 0;
+}
+
+bool ClusterLaunchOn() {
+  static const bool on = [] {
+    int device = 0, major = 0, cluster = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    cudaDeviceGetAttribute(&cluster, cudaDevAttrClusterLaunch, device);
+    return major >= 9 && cluster != 0;
+  }();
+  return on;
+}
+
+}  // namespace
+
+bool DeltaNetDecodeFusedSupports(const DeltaNetShape& s) {
+  const char* env = std::getenv("SLUICE_CUDA_DELTA_FUSED");
+  if (env != nullptr && std::string(env) == "0") return false;
+  return FusedParts(s) != 0 && ClusterLaunchOn();
+}
+
+void DeltaNetDecodeFused(const DeltaNetShape& s, const float* qkv, const float* beta,
+                         const float* alpha, const float* dt_bias, const float* a,
+                         const float* conv_kernel, const float* z, const float* norm,
+                         float* conv_state, float* ssm, float* o, Stream stream) {
+  const int P = FusedParts(s);
+  const int cluster = s.n_v_heads / s.n_k_heads * P;
+  const float q_scale = 1.0f / std::sqrt(static_cast<float>(s.state_size));
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(s.n_k_heads * cluster));
+  config.blockDim = dim3(static_cast<unsigned>(512 / P));
+  config.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = static_cast<unsigned>(cluster);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  auto launch = [&](auto kernel) {
+    cudaLaunchKernelEx(&config, kernel, s, qkv, beta, alpha, dt_bias, a, conv_kernel, z, norm,
+                       conv_state, ssm, o, q_scale);
+  };
+  if (P == 4) {
+    launch(DeltaFusedKernel<4>);
+  } else if (P == 2) {
+    launch(DeltaFusedKernel<2>);
+  } else {
+    launch(DeltaFusedKernel<1>);
+  }
 }
 
 bool AttendDecodeSupports(const AttentionShape& s) {

@@ -179,6 +179,19 @@ void DeltaNetDecodePrep(const DeltaNetShape& s, float* beta, float* alpha_g,
                         const float* conv_kernel, float* qkv,
                         float* conv_state, Stream stream);
 
+// One DeltaNet token in one launch: DeltaNetDecodePrep then DeltaNetScan
+// (n_tok 1), with the same bits (o, ssm and conv_state as those two give;
+// qkv, beta and alpha are only read). A cluster of blocks per k head: each
+// block convolves and normalizes the head's q and k itself, its v rows and
+// its v head's gates, and holds a part of the head's state rows in
+// registers; the parts meet over distributed shared memory for the gated
+// RMS norm, so the head's state is read by 4 SMs instead of 1.
+bool DeltaNetDecodeFusedSupports(const DeltaNetShape& s);
+void DeltaNetDecodeFused(const DeltaNetShape& s, const float* qkv, const float* beta,
+                         const float* alpha, const float* dt_bias, const float* a,
+                         const float* conv_kernel, const float* z, const float* norm,
+                         float* conv_state, float* ssm, float* o, Stream stream);
+
 // Whether AttendDecode handles the shape: head_dim 64, 128 or 256 (other
 // shapes use Attend).
 bool AttendDecodeSupports(const AttentionShape& s);

@@ -419,6 +419,85 @@ TEST_F(DecodeProjectSm90Test, AttendDecodeLongCacheMatchesAttend) {
   CheckAttendDecode(4608, {0, 700, 4607});
 }
 
+// DeltaNetDecodeFused against DeltaNetDecodePrep + DeltaNetScan (one
+// token) as bits: o, the recurrent state and the conv state, over three
+// steps (each reads the states the last wrote), for k heads read by 1, 2, 4
+// and 8 v heads (4, 4, 2 and 1 blocks a v head).
+void CheckDeltaFused(int n_k_heads, int n_v_heads) {
+  DeltaNetShape s;
+  s.state_size = 128;
+  s.n_k_heads = n_k_heads;
+  s.n_v_heads = n_v_heads;
+  s.conv_kernel = 4;
+  s.eps = 1e-6f;
+  ASSERT_TRUE(DeltaNetDecodeFusedSupports(s)) << n_k_heads << "/" << n_v_heads;
+  std::mt19937 rng(11 + n_v_heads);
+  std::uniform_real_distribution<float> val(-1.f, 1.f);
+  auto random = [&](int64_t n, float scale, float offset = 0.0f) {
+    std::vector<float> v(n);
+    for (float& x : v) x = offset + scale * val(rng);
+    return v;
+  };
+  const int ch = s.channels(), R = s.n_v_heads, S = s.state_size;
+  const std::vector<float> kernel = random(int64_t{ch} * s.conv_kernel, 0.5f);
+  const std::vector<float> dt_bias = random(R, 0.5f), a = random(R, 0.5f, -1.0f);
+  const std::vector<float> norm = random(S, 0.25f, 1.0f);
+  const std::vector<float> conv0 = random(int64_t{ch} * (s.conv_kernel - 1), 1.0f);
+  const std::vector<float> ssm0 = random(int64_t{R} * S * S, 0.1f);
+  DeviceBuffer d_kernel = Upload(kernel), d_dt = Upload(dt_bias), d_a = Upload(a);
+  DeviceBuffer d_norm = Upload(norm);
+  DeviceBuffer conv_ref = Upload(conv0), conv_fused = Upload(conv0);
+  DeviceBuffer ssm_ref = Upload(ssm0), ssm_fused = Upload(ssm0);
+  for (int step = 0; step < 3; ++step) {
+    const std::vector<float> qkv = random(ch, 1.0f), z = random(s.value_dim(), 1.0f);
+    const std::vector<float> beta = random(R, 2.0f), alpha = random(R, 2.0f);
+    DeviceBuffer d_qkv = Upload(qkv), d_qkv_ref = Upload(qkv), d_z = Upload(z);
+    DeviceBuffer d_beta = Upload(beta), d_alpha = Upload(alpha);
+    DeviceBuffer d_beta_ref = Upload(beta), d_alpha_ref = Upload(alpha);
+    DeviceBuffer o_ref = Upload(std::vector<float>(s.value_dim(), 0.0f));
+    DeviceBuffer o_fused = Upload(std::vector<float>(s.value_dim(), 0.0f));
+    DeltaNetDecodePrep(s, d_beta_ref.as<float>(), d_alpha_ref.as<float>(), d_dt.as<const float>(),
+                       d_a.as<const float>(), d_kernel.as<const float>(), d_qkv_ref.as<float>(),
+                       conv_ref.as<float>(), nullptr);
+    DeltaNetScan(s, d_qkv_ref.as<const float>(), d_beta_ref.as<const float>(),
+                 d_alpha_ref.as<const float>(), d_z.as<const float>(), d_norm.as<const float>(), 1,
+                 ssm_ref.as<float>(), o_ref.as<float>(), nullptr);
+    DeltaNetDecodeFused(s, d_qkv.as<const float>(), d_beta.as<const float>(),
+                        d_alpha.as<const float>(), d_dt.as<const float>(), d_a.as<const float>(),
+                        d_kernel.as<const float>(), d_z.as<const float>(), d_norm.as<const float>(),
+                        conv_fused.as<float>(), ssm_fused.as<float>(), o_fused.as<float>(),
+                        nullptr);
+    ASSERT_TRUE(LastLaunchError("DeltaNetDecodeFused").ok());
+    ASSERT_TRUE(Synchronize(nullptr).ok());
+    const std::vector<float> o1 = Read(o_ref, s.value_dim()), o2 = Read(o_fused, s.value_dim());
+    const std::vector<float> c1 = Read(conv_ref, conv0.size()), c2 = Read(conv_fused, conv0.size());
+    const std::vector<float> s1 = Read(ssm_ref, ssm0.size()), s2 = Read(ssm_fused, ssm0.size());
+    const std::vector<float> q_in = Read(d_qkv, ch);
+    EXPECT_EQ(std::memcmp(q_in.data(), qkv.data(), 4 * qkv.size()), 0) << "qkv is only read";
+    double scale = 0;
+    for (float v : o1) scale = std::max(scale, static_cast<double>(std::fabs(v)));
+    EXPECT_GT(scale, 0.0);
+    EXPECT_EQ(std::memcmp(o1.data(), o2.data(), 4 * o1.size()), 0)
+        << n_k_heads << "/" << n_v_heads << " step " << step << ": o";
+    EXPECT_EQ(std::memcmp(c1.data(), c2.data(), 4 * c1.size()), 0)
+        << n_k_heads << "/" << n_v_heads << " step " << step << ": conv state";
+    EXPECT_EQ(std::memcmp(s1.data(), s2.data(), 4 * s1.size()), 0)
+        << n_k_heads << "/" << n_v_heads << " step " << step << ": recurrent state";
+  }
+}
+
+TEST_F(DecodeProjectSm90Test, DeltaNetFusedAsPrepAndScan) {
+  CheckDeltaFused(16, 32);  // bench35: two v heads a k head, 4 blocks each
+  CheckDeltaFused(3, 3);
+  CheckDeltaFused(2, 8);  // 2 blocks a v head
+  CheckDeltaFused(1, 8);  // 1 block a v head
+  DeltaNetShape s64;
+  s64.state_size = 64;
+  s64.n_k_heads = s64.n_v_heads = 2;
+  s64.conv_kernel = 4;
+  EXPECT_FALSE(DeltaNetDecodeFusedSupports(s64));  // state size 128 only
+}
+
 TEST_F(DecodeProjectSm90Test, RowsOfF32AreNotStreamed) {
   // An F32 row block of 2048 columns (64 KiB) does not fit the stages: the
   // launch keeps the one-block-per-row-block kernel.

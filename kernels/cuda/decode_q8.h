@@ -244,9 +244,10 @@ struct Q8Dot<KWeights<kQ5>> {
     uint4 lo, hi;
     float d_lo, d_hi, s_lo, s_hi;
   };
-  __device__ static void Load(const Q8Vector& v, int64_t c, X& x) {
-    const int k = static_cast<int>(c & 7);
-    const int64_t e = (c >> 3) * 256 + 64 * (k >> 1) + (k & 1) * 16;
+  __device__ static void Load(const Q8Vector& v, int64_t chunk, X& x) {
+    const int c = static_cast<int>(chunk);
+    const int k = c & 7;
+    const int e = (c >> 3) * 256 + 64 * (k >> 1) + (k & 1) * 16;
     x.lo = LoadQ16(v.q + e);
     x.hi = LoadQ16(v.q + e + 32);
     x.d_lo = v.d[e >> kQ8KShift];

@@ -54,16 +54,24 @@ __device__ __forceinline__ float HalfBits(uint32_t h) {
 // SLUICE_WEIGHT_LOAD) or shared memory (a plain load; the decode kernels
 // that stream weights into shared memory first).
 struct GlobalMem {
+  static constexpr bool kAligned16 = false;
   template <class V>
   __device__ static V Load(const V* p) {
     return SLUICE_WEIGHT_LOAD(p);
   }
 };
 struct SharedMem {
+  static constexpr bool kAligned16 = false;
   template <class V>
   __device__ static V Load(const V* p) {
     return *p;
   }
+};
+// Shared memory where every LoadWords<N % 4 == 0> address is 16-byte
+// aligned (Q4_K/Q5_K rows of a multiple of 16 bytes staged at 16-byte
+// offsets): the alignment test and its other paths are left out.
+struct SharedAligned16 : SharedMem {
+  static constexpr bool kAligned16 = true;
 };
 
 template <class M = GlobalMem>
@@ -87,7 +95,7 @@ template <int N, class M = GlobalMem>
 __device__ __forceinline__ void LoadWords(const uint8_t* p, uint32_t (&w)[N]) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   if constexpr (N % 4 == 0) {
-    if ((a & 15) == 0) {
+    if (M::kAligned16 || (a & 15) == 0) {
 #pragma unroll
       for (int i = 0; i < N / 4; ++i) {
         const uint4 v = M::Load(reinterpret_cast<const uint4*>(p) + i);
@@ -245,7 +253,8 @@ struct Q1_0Weights {
 };
 
 // The 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block whose
-// 12 scale bytes are the words s0, s1, s2 (as KScaleMin in kernels/cpu).
+// 12 scale bytes are the words s0, s1, s2 (as KScaleMin in kernels/cpu): the
+// reference KScaleMinPair is tested against.
 __device__ __forceinline__ void KScaleMinDevice(uint32_t s0, uint32_t s1, uint32_t s2, int j,
                                                 float* scale, float* min) {
   auto byte = [&](int i) { return ByteOf(i < 4 ? s0 : (i < 8 ? s1 : s2), i & 3); };
@@ -259,6 +268,23 @@ __device__ __forceinline__ void KScaleMinDevice(uint32_t s0, uint32_t s1, uint32
   }
   *scale = SmallUint(sc);
   *min = SmallUint(m);
+}
+
+// The scales and mins of sub-blocks 2p and 2p + 1 (p 0..3) of the same
+// block, the values of KScaleMinDevice for j = 2p, 2p + 1: all eight 6-bit
+// scales (and mins) of the block assembled four to a word, then the pair's
+// two bytes placed as floats, with no branch on p's half.
+__device__ __forceinline__ void KScaleMinPair(uint32_t s0, uint32_t s1, uint32_t s2, int p,
+                                              float (&scale)[2], float (&min)[2]) {
+  const bool high = p >= 2;
+  const uint32_t sc = high ? ((s2 & 0x0F0F0F0Fu) | ((s0 >> 2) & 0x30303030u)) : (s0 & 0x3F3F3F3Fu);
+  const uint32_t mn =
+      high ? (((s2 >> 4) & 0x0F0F0F0Fu) | ((s1 >> 2) & 0x30303030u)) : (s1 & 0x3F3F3F3Fu);
+  const int i = 2 * (p & 1);
+  scale[0] = ByteAsFloat(sc, i);
+  scale[1] = ByteAsFloat(sc, i + 1);
+  min[0] = ByteAsFloat(mn, i);
+  min[1] = ByteAsFloat(mn, i + 1);
 }
 
 // Q4_K (144 bytes: d, dmin, scales[12], qs[128]) and Q5_K (176 bytes: d,
@@ -280,21 +306,21 @@ struct KWeights {
     float d0, m0, d1, m1;
   };
   template <class M = GlobalMem>
-  __device__ static void Load(const uint8_t* row, int64_t c, Raw& r) {
+  __device__ static void Load(const uint8_t* row, int64_t chunk, Raw& r) {
+    const int c = static_cast<int>(chunk);  // a row has far fewer than 2^31 chunks
     const uint8_t* b = row + (c >> 3) * kBlockBytes;
-    const int k = static_cast<int>(c & 7), p = k >> 1, l0 = (k & 1) * 16;
+    const int k = c & 7, p = k >> 1, l0 = (k & 1) * 16;
     LoadWords<4, M>(b + kQsOffset + 32 * p + l0, r.q);
     if constexpr (kQ5) LoadWords<4, M>(b + 16 + l0, r.h);
     uint32_t head[4];
     LoadWords<4, M>(b, head);
     const float d = HalfBits(head[0]), dmin = HalfBits(head[0] >> 16);
-    float sc, m;
-    KScaleMinDevice(head[1], head[2], head[3], 2 * p, &sc, &m);
-    r.d0 = d * sc;
-    r.m0 = dmin * m;
-    KScaleMinDevice(head[1], head[2], head[3], 2 * p + 1, &sc, &m);
-    r.d1 = d * sc;
-    r.m1 = dmin * m;
+    float sc[2], m[2];
+    KScaleMinPair(head[1], head[2], head[3], p, sc, m);
+    r.d0 = d * sc[0];
+    r.m0 = dmin * m[0];
+    r.d1 = d * sc[1];
+    r.m1 = dmin * m[1];
     r.sub0 = 2 * p;
   }
   __device__ static int64_t Col(int64_t c, int g) {

@@ -160,6 +160,28 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, QuantMatMulEmulationTest, ::testing::ValuesIn
                            return kernels::TypeName(info.param);
                          });
 
+// KScaleMinPair (the K-quant readers' scales, two sub-blocks at once,
+// branch-free) gives KScaleMinDevice's values for every sub-block pair of
+// random scale bytes, as bits.
+TEST(QuantBlocksDeviceTest, KScaleMinPairAsOneAtATime) {
+  std::mt19937 rng(3);
+  int mismatches = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    const uint32_t s0 = rng(), s1 = rng(), s2 = rng();
+    for (int p = 0; p < 4; ++p) {
+      float sc[2], m[2];
+      KScaleMinPair(s0, s1, s2, p, sc, m);
+      for (int h = 0; h < 2; ++h) {
+        float want_sc, want_m;
+        KScaleMinDevice(s0, s1, s2, 2 * p + h, &want_sc, &want_m);
+        mismatches += __float_as_uint(sc[h]) != __float_as_uint(want_sc);
+        mismatches += __float_as_uint(m[h]) != __float_as_uint(want_m);
+      }
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
+}
+
 TEST(QuantMatMulGeometryTest, LanesPerRowFollowTheRowLength) {
   RawGroupedMatMul a;
   a.type = static_cast<int>(GgmlType::kQ4_K);

@@ -163,14 +163,22 @@ class Builder {
     const uint64_t conv_bytes = static_cast<uint64_t>(s.channels()) * s.conv_kernel * 8;
     const float *dt_bias = d.dt_bias, *a = d.a, *conv_w = d.conv, *norm = d.norm;
     Workspace* wp = &w_;
-    Kernels(L(il, "delta.prep"), conv_bytes, [s, dt_bias, a, conv_w, conv, wp](cuda::Stream st) {
-      cuda::DeltaNetDecodePrep(s, wp->beta, wp->g, dt_bias, a, conv_w, wp->qkv, conv, st);
-    });
     const uint64_t state_bytes =
         static_cast<uint64_t>(s.n_v_heads) * s.state_size * s.state_size * 8;
-    Kernels(L(il, "delta.scan"), state_bytes, [s, norm, ssm, wp](cuda::Stream st) {
-      cuda::DeltaNetScan(s, wp->qkv, wp->beta, wp->g, wp->z, norm, 1, ssm, wp->ssm_o, st);
-    });
+    if (cuda::DeltaNetDecodeFusedSupports(s)) {
+      Kernels(L(il, "delta.fused"), conv_bytes + state_bytes,
+              [s, dt_bias, a, conv_w, conv, norm, ssm, wp](cuda::Stream st) {
+                cuda::DeltaNetDecodeFused(s, wp->qkv, wp->beta, wp->g, dt_bias, a, conv_w, wp->z,
+                                          norm, conv, ssm, wp->ssm_o, st);
+              });
+    } else {
+      Kernels(L(il, "delta.prep"), conv_bytes, [s, dt_bias, a, conv_w, conv, wp](cuda::Stream st) {
+        cuda::DeltaNetDecodePrep(s, wp->beta, wp->g, dt_bias, a, conv_w, wp->qkv, conv, st);
+      });
+      Kernels(L(il, "delta.scan"), state_bytes, [s, norm, ssm, wp](cuda::Stream st) {
+        cuda::DeltaNetScan(s, wp->qkv, wp->beta, wp->g, wp->z, norm, 1, ssm, wp->ssm_o, st);
+      });
+    }
     cuda::DecodeProjection out;
     out.in = Raw(w.ssm_o, s.value_dim());
     out.m[0] = Mat(d.out, w.y);
