@@ -25,10 +25,12 @@
 // off for A/B runs.
 namespace sluice::cuda {
 __constant__ int c_stream_weights;
-// SLUICE_CUDA_FUNNEL_LOADS=1 (read at PrepareDecodeKernels): weight words
-// at addresses not 16-byte aligned (Q6_K's 210-byte and Q8_0's 34-byte
-// blocks) are read as aligned words shifted into place, one code path for
-// the whole warp (quant_blocks_device.h LoadWords). Same bits.
+// Funnel loads (on; SLUICE_CUDA_FUNNEL_LOADS=0, read at PrepareDecodeKernels,
+// turns them off): weight words at addresses not 16-byte aligned (Q6_K's
+// 210-byte and Q8_0's 34-byte blocks) are read as aligned words shifted into
+// place, one code path for the whole warp (quant_blocks_device.h LoadWords).
+// Same bits; on the H200 the Q6_K down product took 26.0 us against 30.0 and
+// bench35 decoded 1,224-1,286 tok/s against 1,161-1,258 (2026-12-03).
 __constant__ int c_funnel_loads;
 }  // namespace sluice::cuda
 #define SLUICE_WEIGHT_LOAD(p) (::sluice::cuda::c_stream_weights ? __ldcs(p) : __ldg(p))
@@ -1379,7 +1381,7 @@ void PrepareDecodeKernels() {
   const int on = stream != nullptr && std::string(stream) == "0" ? 0 : 1;
   cudaMemcpyToSymbol(c_stream_weights, &on, sizeof(on));
   const char* funnel = std::getenv("SLUICE_CUDA_FUNNEL_LOADS");
-  const int funnel_on = funnel != nullptr && std::string(funnel) == "1" ? 1 : 0;
+  const int funnel_on = funnel != nullptr && std::string(funnel) == "0" ? 0 : 1;
   cudaMemcpyToSymbol(c_funnel_loads, &funnel_on, sizeof(funnel_on));
   int device = 0, sms = 0;
   cudaGetDevice(&device);

@@ -279,9 +279,11 @@ TEST_F(DecodeProjectSm90Test, RoutedGateUpStreamedAsUnstreamed) {
 // host's rows added) read the same bits from their hidden rows quantized
 // once (DecodeExpertsPrepareDown) as quantized in every block.
 // With Q6_K routed rows (420 bytes: blocks of every alignment), the same
-// bits also with SLUICE_CUDA_FUNNEL_LOADS=1.
+// bits with funnel loads (the default) as without (SLUICE_CUDA_FUNNEL_LOADS=0).
 void CheckDown(GgmlType down_type) {
   SCOPED_TRACE(static_cast<int>(down_type));
+  setenv("SLUICE_CUDA_FUNNEL_LOADS", "0", 1);
+  PrepareDecodeKernels();
   std::mt19937 rng(12);
   const int64_t n = 2048, ff = 512;
   const int n_expert = 5, k = 8;
@@ -337,13 +339,11 @@ void CheckDown(GgmlType down_type) {
   e.h_q8 = {d_q8.as<const uint8_t>(), formats};
   const std::vector<float> prepared = launch();
   ASSERT_EQ(std::memcmp(floats.data(), prepared.data(), n * 4), 0);
-  setenv("SLUICE_CUDA_FUNNEL_LOADS", "1", 1);
+  unsetenv("SLUICE_CUDA_FUNNEL_LOADS");  // the default: on
   PrepareDecodeKernels();
   const std::vector<float> funnel = launch();
   e.h_q8 = {};
   const std::vector<float> funnel_floats = launch();
-  unsetenv("SLUICE_CUDA_FUNNEL_LOADS");
-  PrepareDecodeKernels();
   ASSERT_EQ(std::memcmp(floats.data(), funnel.data(), n * 4), 0) << "funnel loads";
   ASSERT_EQ(std::memcmp(floats.data(), funnel_floats.data(), n * 4), 0) << "funnel loads";
   int unwritten = 0;
