@@ -42,7 +42,7 @@ absl::Status ReadFully(const DirectRead& r) {
   return absl::OkStatus();
 }
 
-absl::Status ReadAll(kernels::ThreadPool& pool, absl::Span<const DirectRead> reads) {
+absl::Status ReadAll(ThreadPool& pool, absl::Span<const DirectRead> reads) {
   if (reads.empty()) return absl::OkStatus();  // no wake-up of the pool
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};

@@ -20,7 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "kernels/cpu/thread_pool.h"
+#include "base/thread_pool.h"
 
 namespace sluice::memory {
 
@@ -74,7 +74,7 @@ absl::Status ReadFully(const DirectRead& r);
 // next unread item until none is left (dynamic, so unequal reads balance).
 // After a failure the remaining reads are skipped and one of the errors is
 // returned.
-absl::Status ReadAll(kernels::ThreadPool& pool, absl::Span<const DirectRead> reads);
+absl::Status ReadAll(ThreadPool& pool, absl::Span<const DirectRead> reads);
 
 // A shard opened again for O_DIRECT reads.
 struct DirectFd {

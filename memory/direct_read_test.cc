@@ -118,7 +118,7 @@ TEST(DirectReadTest, ReadAllReadsSlicesAcrossTheEndOfTheFile) {
     spans.push_back(AlignedSpan(fd->fd, offsets[i], lengths[i],
                                 buf.get() + i * DirectSpanBytes(9000)));
   }
-  kernels::ThreadPool pool(3);
+  ThreadPool pool(3);
   ASSERT_TRUE(ReadAll(pool, SplitReads(spans, 4096)).ok());
   for (int i = 0; i < 3; ++i) {
     const uint8_t* slice = spans[i].dst + (offsets[i] - spans[i].offset);
@@ -141,7 +141,7 @@ TEST(DirectReadTest, ReadFullyNamesTheOffsetOfAFailedRead) {
   ASSERT_GE(fd, 0);
   const absl::Status past = ReadFully({fd, 8192, 4096, buf.get()});
   EXPECT_EQ(past.message(), "reading 4096 bytes at offset 8192: unexpected end of file");
-  kernels::ThreadPool pool(2);
+  ThreadPool pool(2);
   const absl::Status all = ReadAll(pool, {{fd, 0, 4096, buf.get()}, {fd, 8192, 4096, buf.get()}});
   EXPECT_EQ(all.code(), absl::StatusCode::kDataLoss);
   close(fd);

@@ -251,7 +251,7 @@ void AddResidual(float* x, const float* y, int64_t n) {
 absl::Status ComputeLogits(const Matrix& output, const float* norm, float eps,
                            float* h, int64_t n_tok, LogitRows rows,
                            std::vector<float>* logits,
-                           kernels::ThreadPool* pool) {
+                           ThreadPool* pool) {
   if (rows == LogitRows::kNone) {
     if (logits != nullptr) logits->clear();
     return absl::OkStatus();

@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "kernels/cpu/thread_pool.h"
+#include "base/thread_pool.h"
 #include "model/attention.h"
 #include "model/model.h"
 #include "model/moe.h"
@@ -136,7 +136,7 @@ void AddResidual(float* x, const float* y, int64_t n);
 absl::Status ComputeLogits(const Matrix& output, const float* norm, float eps,
                            float* h, int64_t n_tok, LogitRows rows,
                            std::vector<float>* logits,
-                           kernels::ThreadPool* pool);
+                           ThreadPool* pool);
 
 }  // namespace sluice
 

@@ -61,7 +61,7 @@ void AttendOne(const float* q, const BlockState& kv, int64_t kv_dim,
 absl::Status RunAttention(const AttentionConfig& c, const AttentionWeights& w,
                           const float* x, int64_t n_tok, int32_t pos0,
                           BlockState& kv, float* out,
-                          kernels::ThreadPool* pool) {
+                          ThreadPool* pool) {
   const int64_t d = c.head_dim;
   const int64_t q_head_stride = c.gated ? 2 * d : d;
   const int64_t q_width = c.n_head * q_head_stride;

@@ -15,7 +15,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "kernels/cpu/thread_pool.h"
+#include "base/thread_pool.h"
 #include "model/blocks.h"
 #include "model/state.h"
 #include "model/weights.h"
@@ -47,7 +47,7 @@ struct AttentionWeights {
 absl::Status RunAttention(const AttentionConfig& config,
                           const AttentionWeights& w, const float* x,
                           int64_t n_tok, int32_t pos0, BlockState& kv,
-                          float* out, kernels::ThreadPool* pool);
+                          float* out, ThreadPool* pool);
 
 }  // namespace sluice
 

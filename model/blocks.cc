@@ -11,7 +11,7 @@
 namespace sluice {
 
 absl::Status Project(const Matrix& w, const float* x, int64_t n_tok, float* y,
-                     kernels::ThreadPool* pool) {
+                     ThreadPool* pool) {
   const int64_t work = w.rows * w.cols * n_tok;
   return kernels::MatMul(w.type, w.data, w.rows, w.cols, x, n_tok, y,
                          work < kMinParallelMatMulWork ? nullptr : pool);
@@ -57,7 +57,7 @@ absl::Status PrepareInputs(absl::Span<const Matrix* const> ws,
 
 absl::Status ProjectPrepared(const Matrix& w,
                              const kernels::PreparedActivations& act, float* y,
-                             kernels::ThreadPool* pool) {
+                             ThreadPool* pool) {
   const int64_t work = w.rows * w.cols * act.n_tok();
   return kernels::MatMulPrepared(w.type, w.data, w.rows, w.cols, act, y,
                                  work < kMinParallelMatMulWork ? nullptr : pool);
@@ -65,7 +65,7 @@ absl::Status ProjectPrepared(const Matrix& w,
 
 absl::Status ProjectShared(absl::Span<const Matrix* const> ws, const float* x,
                            int64_t n_tok, absl::Span<float* const> ys,
-                           kernels::ThreadPool* pool) {
+                           ThreadPool* pool) {
   std::vector<kernels::PreparedActivations>& acts = ActScratch();
   absl::InlinedVector<const float*, 16> xs(ws.size(), x);
   absl::InlinedVector<size_t, 16> index;
@@ -77,7 +77,7 @@ absl::Status ProjectShared(absl::Span<const Matrix* const> ws, const float* x,
 }
 
 absl::Status ProjectRows(absl::Span<const RowJob> jobs,
-                         kernels::ThreadPool* pool) {
+                         ThreadPool* pool) {
   int64_t total_rows = 0, work = 0;
   absl::InlinedVector<const Matrix*, 16> ws;
   absl::InlinedVector<const float*, 16> xs;
@@ -121,7 +121,7 @@ absl::Status ProjectRows(absl::Span<const RowJob> jobs,
   return absl::OkStatus();
 }
 
-void ParallelRange(kernels::ThreadPool* pool, int64_t n, int64_t work,
+void ParallelRange(ThreadPool* pool, int64_t n, int64_t work,
                    absl::FunctionRef<void(int64_t, int64_t)> fn) {
   if (pool == nullptr || pool->num_threads() == 1 || work < kMinParallelWork) {
     if (n > 0) fn(0, n);

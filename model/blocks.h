@@ -17,9 +17,9 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "base/thread_pool.h"
 #include "kernels/cpu/f32_ops.h"
 #include "kernels/cpu/matvec.h"
-#include "kernels/cpu/thread_pool.h"
 #include "model/weights.h"
 
 namespace sluice {
@@ -35,26 +35,26 @@ inline constexpr int64_t kMinParallelMatMulWork = 1 << 14;
 // y[t][r] = sum_c W[r][c] x[t][c] for n_tok rows of x ([n_tok][w.cols]);
 // y is [n_tok][w.rows]. Errors are the kernel's.
 absl::Status Project(const Matrix& w, const float* x, int64_t n_tok, float* y,
-                     kernels::ThreadPool* pool);
+                     ThreadPool* pool);
 
 // Project on activations prepared for w's type (kernels::MatMulPrepared);
 // bit for bit Project on the x they came from.
 absl::Status ProjectPrepared(const Matrix& w,
                              const kernels::PreparedActivations& act, float* y,
-                             kernels::ThreadPool* pool);
+                             ThreadPool* pool);
 
 // ys[i] = Project(*ws[i], x, n_tok) for every i, x converted once per
 // activation format instead of once per product.
 absl::Status ProjectShared(absl::Span<const Matrix* const> ws, const float* x,
                            int64_t n_tok, absl::Span<float* const> ys,
-                           kernels::ThreadPool* pool);
+                           ThreadPool* pool);
 
 // Runs fn over [0, n) split across the pool; inline when pool is null or
 // the loop's estimated total `work` (multiply-adds) is below
 // kMinParallelWork, where waking the workers costs more than it saves
 // (same measurement as kMinParallelMatMulWork).
 inline constexpr int64_t kMinParallelWork = 1 << 14;
-void ParallelRange(kernels::ThreadPool* pool, int64_t n, int64_t work,
+void ParallelRange(ThreadPool* pool, int64_t n, int64_t work,
                    absl::FunctionRef<void(int64_t, int64_t)> fn);
 
 // sum_i a[i] * b[i] in f32 with eight interleaved partial sums
@@ -84,7 +84,7 @@ struct RowJob {
 // of twice per expert. Each output row is computed exactly as by Project
 // (same kernel, same order), so results do not depend on the split.
 absl::Status ProjectRows(absl::Span<const RowJob> jobs,
-                         kernels::ThreadPool* pool);
+                         ThreadPool* pool);
 
 // y = x / sqrt(mean(x^2) + eps) * w over n elements (w may be null: no
 // scale). y may alias x.

@@ -134,7 +134,7 @@ TEST(ProjectRowsTest, OneParallelLoopEqualsSeparateProducts) {
     ASSERT_TRUE(Project(mats[j], x.data(), 1, expected[j].data(), nullptr).ok());
     jobs.push_back({&mats[j], x.data(), got[j].data()});
   }
-  kernels::ThreadPool pool(3);
+  ThreadPool pool(3);
   ASSERT_TRUE(ProjectRows(jobs, &pool).ok());
   for (int j = 0; j < 3; ++j) EXPECT_EQ(got[j], expected[j]) << j;
 }

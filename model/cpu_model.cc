@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "kernels/cpu/thread_pool.h"
+#include "base/thread_pool.h"
 #include "model/arch_util.h"
 #include "model/attention.h"
 #include "model/delta_net.h"
@@ -22,7 +22,7 @@ class CpuModel final : public Model {
   CpuModel(ArchDesc desc, const CpuModelOptions& options)
       : desc_(std::move(desc)), observer_(options.routing_observer) {
     if (options.threads > 1) {
-      pool_ = std::make_unique<kernels::ThreadPool>(options.threads);
+      pool_ = std::make_unique<ThreadPool>(options.threads);
     }
     experts_.reserve(desc_.layers.size());
     for (const LayerDesc& l : desc_.layers) {
@@ -73,7 +73,7 @@ class CpuModel final : public Model {
 
   ArchDesc desc_;
   RoutingObserver* observer_;
-  std::unique_ptr<kernels::ThreadPool> pool_;
+  std::unique_ptr<ThreadPool> pool_;
   // Per layer, every routed expert in place: what the acquire step of a
   // pass copies its experts' entries from.
   std::vector<std::vector<ExpertWeights>> experts_;

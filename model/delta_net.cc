@@ -17,7 +17,7 @@ namespace {
 // loop (contiguous, vectorizable); each output still sums its taps in
 // order 0..taps-1.
 void ConvSilu(const DeltaNetConfig& c, const float* kernel, float* qkv,
-              int64_t n_tok, float* conv_state, kernels::ThreadPool* pool) {
+              int64_t n_tok, float* conv_state, ThreadPool* pool) {
   const int64_t ch = c.conv_channels();
   const int64_t taps = c.conv_kernel;
   const int64_t hist = taps - 1;
@@ -69,7 +69,7 @@ void ScanHead(const DeltaNetConfig& c, int64_t j, const float* qkv,
 
 absl::Status RunDeltaNet(const DeltaNetConfig& c, const DeltaNetWeights& w,
                          const float* x, int64_t n_tok, BlockState& st,
-                         float* out, kernels::ThreadPool* pool) {
+                         float* out, ThreadPool* pool) {
   const int64_t ch = c.conv_channels();
   const int64_t n = c.state_size;
   const int64_t r = c.n_v_heads;

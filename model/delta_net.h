@@ -20,7 +20,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "kernels/cpu/thread_pool.h"
+#include "base/thread_pool.h"
 #include "model/state.h"
 #include "model/weights.h"
 
@@ -56,7 +56,7 @@ struct DeltaNetWeights {
 absl::Status RunDeltaNet(const DeltaNetConfig& config,
                          const DeltaNetWeights& w, const float* x,
                          int64_t n_tok, BlockState& st, float* out,
-                         kernels::ThreadPool* pool);
+                         ThreadPool* pool);
 
 }  // namespace sluice
 

@@ -17,7 +17,7 @@ namespace {
 // q [n_tok][n_head * head_k] and the kv_a rows [n_tok][cache_width] of x.
 absl::Status ProjectInputs(const MlaConfig& c, const MlaWeights& w,
                            const float* x, int64_t n_tok, float* q,
-                           float* ckv, kernels::ThreadPool* pool) {
+                           float* ckv, ThreadPool* pool) {
   if (c.q_lora_rank == 0) {
     if (n_tok == 1) {
       const RowJob jobs[] = {{&w.wq, x, q}, {&w.wkv_a, x, ckv}};
@@ -49,7 +49,7 @@ absl::Status ProjectInputs(const MlaConfig& c, const MlaWeights& w,
 absl::Status PerHead(const Matrix& m, const float* src, int64_t src_stride,
                      int64_t n_tok, float* y, int64_t y_stride,
                      std::vector<float>& in_buf, std::vector<float>& out_buf,
-                     kernels::ThreadPool* pool) {
+                     ThreadPool* pool) {
   in_buf.resize(n_tok * m.cols);
   out_buf.resize(n_tok * m.rows);
   for (int64_t t = 0; t < n_tok; ++t) {
@@ -127,7 +127,7 @@ void AttendLatent(const float* q, const float* cache, int64_t width,
 
 absl::Status RunMla(const MlaConfig& c, const MlaWeights& w, const float* x,
                     int64_t n_tok, int32_t pos0, BlockState& kv, float* out,
-                    kernels::ThreadPool* pool) {
+                    ThreadPool* pool) {
   const int64_t n_head = c.n_head, dk = c.head_k, n_rot = c.n_rot;
   const int64_t nope = c.nope(), lat = c.kv_lora_rank, width = c.cache_width();
   const int64_t dv = c.head_v;

@@ -33,7 +33,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "kernels/cpu/thread_pool.h"
+#include "base/thread_pool.h"
 #include "model/rope_yarn.h"
 #include "model/state.h"
 #include "model/weights.h"
@@ -77,7 +77,7 @@ struct MlaWeights {
 // Precondition: pos0 + n_tok <= capacity.
 absl::Status RunMla(const MlaConfig& config, const MlaWeights& w,
                     const float* x, int64_t n_tok, int32_t pos0,
-                    BlockState& kv, float* out, kernels::ThreadPool* pool);
+                    BlockState& kv, float* out, ThreadPool* pool);
 
 }  // namespace sluice
 

@@ -25,7 +25,7 @@ void GateMul(float* g, const float* u, int64_t n) {
 absl::Status SwiGlu(const Matrix& gate, const Matrix& up, const Matrix& down,
                     const float* x, int64_t m, float* y,
                     std::vector<float>& g_buf, std::vector<float>& u_buf,
-                    kernels::ThreadPool* pool) {
+                    ThreadPool* pool) {
   const int64_t ff = gate.rows;
   g_buf.resize(m * ff);
   u_buf.resize(m * ff);
@@ -52,7 +52,7 @@ absl::Status RunExpert(const ExpertWeights& w, int32_t e,
                        absl::Span<const Routing> routes, const float* x,
                        const kernels::PreparedActivations& x_act,
                        int64_t e_dim, int64_t k, ExpertScratch& s,
-                       float* slot_out, kernels::ThreadPool* pool) {
+                       float* slot_out, ThreadPool* pool) {
   const int64_t m = static_cast<int64_t>(list.size());
   const Matrix& gate = w.gate;
   const Matrix& up = w.up;
@@ -107,7 +107,7 @@ void GroupByExpert(const MoeConfig& c, absl::Span<const Routing> routes,
 // 1 without shared_gate_inp).
 absl::Status AddSharedExpert(const MoeWeights& w, int64_t e_dim,
                              const float* x, int64_t n_tok, float* out,
-                             kernels::ThreadPool* pool) {
+                             ThreadPool* pool) {
   std::vector<float> shared(n_tok * e_dim), g_buf, u_buf;
   RETURN_IF_ERROR(SwiGlu(w.shared_gate, w.shared_up, w.shared_down, x, n_tok,
                          shared.data(), g_buf, u_buf, pool));
@@ -128,7 +128,7 @@ absl::Status MoeOneToken(const MoeConfig& c, const MoeWeights& w,
                          const Routing& r,
                          absl::Span<const ExpertWeights> experts,
                          const float* x, float* out,
-                         kernels::ThreadPool* pool) {
+                         ThreadPool* pool) {
   const int64_t k = c.n_expert_used, e_dim = c.n_embd;
   const bool shared = c.shared_ff > 0;
   std::vector<ExpertWeights> chosen;
@@ -154,7 +154,7 @@ absl::Status MoeOneToken(const MoeConfig& c, const MoeWeights& w,
 // expert, and with ggml's order the routing, hence the whole output, of
 // qwen3moe-tiny-q8_0 is llama.cpp's bit for bit.
 absl::Status RouterLogits(const Matrix& router, const float* x, int64_t n_tok,
-                          float* logits, kernels::ThreadPool* pool) {
+                          float* logits, ThreadPool* pool) {
   if (router.type != GgmlType::kF32) {
     return Project(router, x, n_tok, logits, pool);
   }
@@ -275,7 +275,7 @@ void RouteTokenWith(const MoeConfig& c, const float* logits,
 
 absl::Status ExpertsOneToken(absl::Span<const ExpertWeights> experts,
                              const float* x, float* y,
-                             kernels::ThreadPool* pool) {
+                             ThreadPool* pool) {
   if (experts.empty()) return absl::OkStatus();
   const int64_t e_dim = experts[0].down.rows;
   // Hidden rows of expert i start at offset[i] in g and u.
@@ -301,7 +301,7 @@ absl::Status ExpertsOneToken(absl::Span<const ExpertWeights> experts,
 absl::Status RouteMoe(const MoeConfig& c, const Matrix& router,
                       const float* x, int64_t n_tok,
                       std::vector<Routing>* routes,
-                      kernels::ThreadPool* pool) {
+                      ThreadPool* pool) {
   std::vector<float> logits(n_tok * c.n_expert);
   RETURN_IF_ERROR(RouterLogits(router, x, n_tok, logits.data(), pool));
   routes->resize(n_tok);
@@ -313,7 +313,7 @@ absl::Status RouteMoe(const MoeConfig& c, const Matrix& router,
 
 absl::Status RouteMoe(const MoeConfig& c, const MoeWeights& w, const float* x,
                       int64_t n_tok, std::vector<Routing>* routes,
-                      kernels::ThreadPool* pool) {
+                      ThreadPool* pool) {
   std::vector<float> logits(n_tok * c.n_expert);
   RETURN_IF_ERROR(RouterLogits(w.router, x, n_tok, logits.data(), pool));
   routes->resize(n_tok);
@@ -349,7 +349,7 @@ absl::Status ComputeMoe(const MoeConfig& c, const MoeWeights& w,
                         absl::Span<const Routing> routes,
                         absl::Span<const ExpertWeights> experts,
                         const float* x, float* out,
-                        kernels::ThreadPool* pool) {
+                        ThreadPool* pool) {
   const int64_t e_dim = c.n_embd;
   const int64_t k = c.n_expert_used;
   const int64_t n_tok = static_cast<int64_t>(routes.size());
@@ -363,7 +363,7 @@ absl::Status ComputeMoe(const MoeConfig& c, const MoeWeights& w,
   kernels::PreparedActivations x_act;
   RETURN_IF_ERROR(x_act.Prepare(w.gate.type, x, e_dim, n_tok));
   const auto run_expert = [&](int32_t e, ExpertScratch& scratch,
-                              kernels::ThreadPool* inner) {
+                              ThreadPool* inner) {
     return RunExpert(experts[e], e, slots[e], routes, x, x_act, e_dim, k,
                      scratch, slot_out.data(), inner);
   };
@@ -418,7 +418,7 @@ absl::Status ComputeMoe(const MoeConfig& c, const MoeWeights& w,
 }
 
 absl::Status RunMoe(const MoeConfig& c, const MoeWeights& w, const float* x,
-                    int64_t n_tok, float* out, kernels::ThreadPool* pool) {
+                    int64_t n_tok, float* out, ThreadPool* pool) {
   std::vector<Routing> routes;
   RETURN_IF_ERROR(RouteMoe(c, w.router, x, n_tok, &routes, pool));
   const std::vector<ExpertWeights> experts = ResidentExperts(w);
@@ -426,7 +426,7 @@ absl::Status RunMoe(const MoeConfig& c, const MoeWeights& w, const float* x,
 }
 
 absl::Status RunDenseFfn(const DenseFfnWeights& w, const float* x,
-                         int64_t n_tok, float* out, kernels::ThreadPool* pool) {
+                         int64_t n_tok, float* out, ThreadPool* pool) {
   if (n_tok == 1) {
     const ExpertWeights one[] = {{w.gate, w.up, w.down}};
     return ExpertsOneToken(one, x, out, pool);

@@ -27,7 +27,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "kernels/cpu/thread_pool.h"
+#include "base/thread_pool.h"
 #include "model/weights.h"
 
 namespace sluice {
@@ -110,7 +110,7 @@ struct ExpertWeights {
 // on the host.
 absl::Status ExpertsOneToken(absl::Span<const ExpertWeights> experts,
                              const float* x, float* y,
-                             kernels::ThreadPool* pool);
+                             ThreadPool* pool);
 
 // The MoE block runs in three steps, so that a cache can stand between
 // routing and compute:
@@ -125,13 +125,13 @@ absl::Status ExpertsOneToken(absl::Span<const ExpertWeights> experts,
 absl::Status RouteMoe(const MoeConfig& config, const Matrix& router,
                       const float* x, int64_t n_tok,
                       std::vector<Routing>* routes,
-                      kernels::ThreadPool* pool);
+                      ThreadPool* pool);
 
 // The same with w's router and selection bias and config's routing.
 absl::Status RouteMoe(const MoeConfig& config, const MoeWeights& w,
                       const float* x, int64_t n_tok,
                       std::vector<Routing>* routes,
-                      kernels::ThreadPool* pool);
+                      ThreadPool* pool);
 
 // The distinct experts of routes (the first n_expert_used slots of each),
 // in increasing id order: the entries the acquire step must set, once
@@ -152,7 +152,7 @@ absl::Status ComputeMoe(const MoeConfig& config, const MoeWeights& w,
                         absl::Span<const Routing> routes,
                         absl::Span<const ExpertWeights> experts,
                         const float* x, float* out,
-                        kernels::ThreadPool* pool);
+                        ThreadPool* pool);
 
 // Sees each MoE block's routing as it is computed (a routing-trace recorder,
 // per-layer statistics). Called on the forward pass's thread.
@@ -170,7 +170,7 @@ class RoutingObserver {
 // x: normed input [n_tok][n_embd]; out: [n_tok][n_embd] (no alias).
 absl::Status RunMoe(const MoeConfig& config, const MoeWeights& w,
                     const float* x, int64_t n_tok, float* out,
-                    kernels::ThreadPool* pool);
+                    ThreadPool* pool);
 
 // A dense SwiGLU FFN (deepseek2's leading blocks): out = down(silu(gate x)
 // * up x). x: [n_tok][n_embd]; out: [n_tok][n_embd] (no alias).
@@ -180,7 +180,7 @@ struct DenseFfnWeights {
   Matrix down;  // ff -> n_embd
 };
 absl::Status RunDenseFfn(const DenseFfnWeights& w, const float* x,
-                         int64_t n_tok, float* out, kernels::ThreadPool* pool);
+                         int64_t n_tok, float* out, ThreadPool* pool);
 
 }  // namespace sluice
 

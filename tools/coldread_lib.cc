@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
-#include "kernels/cpu/thread_pool.h"
+#include "base/thread_pool.h"
 #include "memory/uring_reader.h"
 
 namespace sluice::coldread {
@@ -123,7 +123,7 @@ absl::StatusOr<Rate> MeasureDisk(absl::Span<const memory::DirectRead> blocks,
     }
     p = static_cast<uint8_t*>(raw);
   }
-  kernels::ThreadPool pool(threads);
+  ThreadPool pool(threads);
   std::atomic<size_t> next{0};
   std::vector<absl::Status> errors(threads);
   const auto start = std::chrono::steady_clock::now();

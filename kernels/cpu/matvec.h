@@ -32,7 +32,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "kernels/cpu/thread_pool.h"
+#include "base/thread_pool.h"
 #include "loader/ggml_type.h"
 
 namespace sluice::kernels {

@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "kernels/cpu/thread_pool.h"
+#include "base/thread_pool.h"
 #include "loader/ggml_type.h"
 
 namespace sluice::kernels::internal {

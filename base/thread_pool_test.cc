@@ -1,4 +1,4 @@
-#include "kernels/cpu/thread_pool.h"
+#include "base/thread_pool.h"
 
 #include <algorithm>
 #include <atomic>
@@ -10,7 +10,7 @@
 
 #include "gtest/gtest.h"
 
-namespace sluice::kernels {
+namespace sluice {
 namespace {
 
 // Records every range handed out and checks they tile [0, n) exactly.
@@ -136,4 +136,4 @@ TEST(ThreadPoolTest, ConcurrentCallersAreSerialized) {
 }
 
 }  // namespace
-}  // namespace sluice::kernels
+}  // namespace sluice

@@ -1,4 +1,4 @@
-#include "kernels/cpu/thread_pool.h"
+#include "base/thread_pool.h"
 
 #include <algorithm>
 #include <thread>
@@ -7,7 +7,7 @@
 #include <immintrin.h>
 #endif
 
-namespace sluice::kernels {
+namespace sluice {
 namespace {
 
 // Set while a thread runs a loop body, so nested ParallelFor runs inline.
@@ -135,4 +135,4 @@ void ThreadPool::ParallelForGrain(int64_t n, int64_t grain,
   fn_ = nullptr;
 }
 
-}  // namespace sluice::kernels
+}  // namespace sluice
