@@ -21,7 +21,7 @@ absl::StatusOr<std::unique_ptr<HostMisses>> HostMisses::Create(int64_t n_embd,
   const int n = threads > 0
                     ? threads
                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  h->pool_ = std::make_unique<kernels::ThreadPool>(n);
+  h->pool_ = std::make_unique<ThreadPool>(n);
   const uint64_t row = n_embd * sizeof(float);
   ASSIGN_OR_RETURN(h->x_, cuda::PinnedBuffer::Create(row));
   ASSIGN_OR_RETURN(h->y_, cuda::PinnedBuffer::Create(k * row));

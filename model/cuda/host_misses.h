@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "kernels/cpu/thread_pool.h"
+#include "base/thread_pool.h"
 #include "kernels/cuda/device.h"
 #include "model/cuda/expert_stream.h"
 #include "model/moe.h"
@@ -44,7 +44,7 @@ class HostMisses {
 
   int64_t n_embd_ = 0;
   int k_ = 0;
-  std::unique_ptr<kernels::ThreadPool> pool_;
+  std::unique_ptr<ThreadPool> pool_;
   cuda::PinnedBuffer x_, y_;
   cuda::DeviceBuffer device_y_;
   std::vector<HostExpert> experts_;

@@ -94,7 +94,7 @@ absl::StatusOr<std::unique_ptr<HostTier>> HostTier::Create(
   ASSIGN_OR_RETURN(std::unique_ptr<memory::EvictionPolicy> chosen,
                    memory::MakePolicy(policy));
   ASSIGN_OR_RETURN(t->cache_, memory::SlotCache::Create(o, std::move(chosen)));
-  t->pool_ = std::make_unique<kernels::ThreadPool>(std::max(1, threads));
+  t->pool_ = std::make_unique<ThreadPool>(std::max(1, threads));
   return t;
 }
 

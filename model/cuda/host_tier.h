@@ -24,7 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "kernels/cpu/thread_pool.h"
+#include "base/thread_pool.h"
 #include "kernels/cuda/device.h"
 #include "memory/slot_cache.h"
 #include "model/weights.h"
@@ -98,7 +98,7 @@ class HostTier {
   std::vector<int> fds_;  // O_DIRECT, one per shard
   cuda::PinnedBuffer pinned_;
   std::unique_ptr<memory::SlotCache> cache_;
-  std::unique_ptr<kernels::ThreadPool> pool_;
+  std::unique_ptr<ThreadPool> pool_;
 };
 
 }  // namespace sluice
