@@ -1,12 +1,10 @@
 #include "clients/plan.h"
 
-#include <cmath>
 #include <cstdio>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "config/byte_size.h"
 #include "loader/model_files.h"
 #include "memory/fit_planner.h"
 #include "memory/host_probe.h"
@@ -47,25 +45,7 @@ memory::DeviceMemory ProbeDevice() {
 }  // namespace
 
 absl::StatusOr<uint64_t> ParseBytes(const std::string& flag, const std::string& value) {
-  std::string v(absl::StripAsciiWhitespace(value));
-  if (absl::EndsWith(v, "iB")) v.resize(v.size() - 2);
-  else if (absl::EndsWith(v, "B")) v.resize(v.size() - 1);
-  double scale = 1;
-  if (!v.empty()) {
-    const char unit = absl::ascii_toupper(v.back());
-    const std::string units = "KMGT";
-    const size_t i = units.find(unit);
-    if (i != std::string::npos) {
-      scale = std::pow(1024.0, static_cast<double>(i + 1));
-      v.pop_back();
-    }
-  }
-  double n = 0;
-  if (v.empty() || !absl::SimpleAtod(v, &n) || n < 0 || !std::isfinite(n) || n * scale > 1.8e19) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--", flag, "='", value, "': not a byte size (e.g. 123, 64K, 512M, 8G, 1.5T)"));
-  }
-  return static_cast<uint64_t>(std::llround(n * scale));
+  return config::ParseByteSize("--" + flag, value);
 }
 
 int RunPlan(const std::map<std::string, std::string>& flags,

@@ -15,8 +15,8 @@
 
 namespace sluice::ctl {
 
-// "123", "64K", "512M", "8G", "1.5T" (powers of 1024; an optional trailing
-// "B" or "iB"). InvalidArgument naming `flag` and the value.
+// The byte sizes of sluiced and the tools (config::ParseByteSize: "123",
+// "64K", "512M", "1.5G", "8G"), InvalidArgument naming --`flag` and the value.
 absl::StatusOr<uint64_t> ParseBytes(const std::string& flag, const std::string& value);
 
 // Prints the plan of positional[0] to `out`; refusals and bad flags to `err`.

@@ -54,7 +54,7 @@ TEST(PlanTest, ParseBytes) {
   EXPECT_EQ(*ParseBytes("x", "1.5G"), 3ull << 29);
   EXPECT_EQ(*ParseBytes("x", "2GiB"), 2ull << 30);
   EXPECT_EQ(ParseBytes("host_memory", "lots").status().message(),
-            "--host_memory='lots': not a byte size (e.g. 123, 64K, 512M, 8G, 1.5T)");
+            "--host_memory='lots': expected a byte count such as 536870912, 512M, 1.5G or 8G");
 }
 
 // Bad plan flags are usage errors (exit 2) that name the flag, before any

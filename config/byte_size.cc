@@ -1,6 +1,7 @@
 #include "config/byte_size.h"
 
 #include <cctype>
+#include <cmath>
 #include <string>
 
 #include "absl/strings/ascii.h"
@@ -28,12 +29,25 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view what, absl::string_view
     }
     v.pop_back();
   }
-  uint64_t n = 0;
-  if (scale == 0 || v.empty() || !absl::SimpleAtoi(v, &n) ||
-      (n != 0 && scale > UINT64_MAX / n)) {
+  auto bad = [&] {
     return absl::InvalidArgumentError(absl::StrCat(
-        what, "='", value, "': expected a byte count such as 536870912, 512M or 8G"));
+        what, "='", value, "': expected a byte count such as 536870912, 512M, 1.5G or 8G"));
+  };
+  uint64_t n = 0;
+  if (scale == 0 || v.empty()) return bad();
+  if (v.find('.') != std::string::npos) {
+    // A fraction ("1.5G"): digits and one point only, rounded to the byte.
+    for (char c : v) {
+      if (c != '.' && !std::isdigit(static_cast<unsigned char>(c))) return bad();
+    }
+    double d = 0;
+    if (!absl::SimpleAtod(v, &d) || !std::isfinite(d) ||
+        d * static_cast<double>(scale) >= 1.8e19) {
+      return bad();
+    }
+    return static_cast<uint64_t>(std::llround(d * static_cast<double>(scale)));
   }
+  if (!absl::SimpleAtoi(v, &n) || (n != 0 && scale > UINT64_MAX / n)) return bad();
   return n * scale;
 }
 

@@ -132,7 +132,7 @@ TEST(ExpertFlagsTest, BadValuesNameTheFlag) {
   Set("expert_miss_policy", "copy");
   Set("host_tier_bytes", "lots");
   EXPECT_EQ(ExpertConfigFromFlags().status().message(),
-            "--host_tier_bytes='lots': expected a byte count such as 536870912, 512M or 8G");
+            "--host_tier_bytes='lots': expected a byte count such as 536870912, 512M, 1.5G or 8G");
   Set("host_tier_bytes", "0");
   Set("expert_slots", "-2");
   EXPECT_EQ(ExpertConfigFromFlags().status().message(),
