@@ -33,7 +33,6 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view what, absl::string_view
     return absl::InvalidArgumentError(absl::StrCat(
         what, "='", value, "': expected a byte count such as 536870912, 512M, 1.5G or 8G"));
   };
-  uint64_t n = 0;
   if (scale == 0 || v.empty()) return bad();
   if (v.find('.') != std::string::npos) {
     // A fraction ("1.5G"): digits and one point only, rounded to the byte.
@@ -47,6 +46,7 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view what, absl::string_view
     }
     return static_cast<uint64_t>(std::llround(d * static_cast<double>(scale)));
   }
+  uint64_t n = 0;
   if (!absl::SimpleAtoi(v, &n) || (n != 0 && scale > UINT64_MAX / n)) return bad();
   return n * scale;
 }

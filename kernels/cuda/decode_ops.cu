@@ -37,6 +37,7 @@ __constant__ int c_funnel_loads;
 #define SLUICE_FUNNEL_LOADS (::sluice::cuda::c_funnel_loads != 0)
 
 #include "kernels/cuda/decode_q8.h"
+#include "kernels/cuda/delta_device.h"
 #include "kernels/cuda/quant_blocks_device.h"
 #include "kernels/cuda/topk_device.h"
 #include "kernels/cuda/warp_reduce.h"
@@ -937,10 +938,7 @@ __global__ void DeltaPrepKernel(DeltaNetShape s, float* beta, float* alpha_g, co
   const int b = blockIdx.x;
   if (b == 2 * G + R) {
     for (int i = threadIdx.x; i < R; i += blockDim.x) {
-      beta[i] = SigmoidF(beta[i]);
-      const float x = alpha_g[i] + dt_bias[i];
-      const float sp = x > 20.0f ? x : log1pf(expf(x));
-      alpha_g[i] = sp * a[i];
+      DeltaGates(beta[i], alpha_g[i], dt_bias[i], a[i], &beta[i], &alpha_g[i]);
     }
     return;
   }
@@ -949,13 +947,9 @@ __global__ void DeltaPrepKernel(DeltaNetShape s, float* beta, float* alpha_g, co
   const int c = (b < 2 * G ? b * S : 2 * S * G + (b - 2 * G) * S) + i;
   float v = 0.0f;
   if (i < S) {
-    float window[kDeltaNetMaxConvTaps];
-    for (int j = 0; j < hist; ++j) window[j] = state[j * ch + c];
-    window[hist] = qkv[c];
-    float out = 0.0f;
-    for (int j = 0; j < taps; ++j) out += window[j] * kernel[c * taps + j];
-    for (int j = 0; j < hist; ++j) state[j * ch + c] = window[j + 1];
-    v = SiluF(out);
+    float keep[kDeltaNetMaxConvTaps];
+    v = DeltaConvSilu(state, qkv, kernel, ch, taps, c, keep);
+    for (int j = 0; j < hist; ++j) state[j * ch + c] = keep[j];
   }
   if (b >= 2 * G) {
     if (i < S) qkv[c] = v;
@@ -1015,25 +1009,16 @@ __global__ void __launch_bounds__(512 / P)
   float st[kFusedS / parts];
 #pragma unroll
   for (int m = 0; m < n / parts; ++m) st[m] = head_state[m * parts];
-  // The conv of channel c (window from the old state) and its SiLU; the
-  // window's newer part is kept for the state update after the barrier.
-  auto conv = [&](int c, float* keep) {
-    float window[kDeltaNetMaxConvTaps];
-    for (int t = 0; t < hist; ++t) window[t] = state[t * ch + c];
-    window[hist] = qkv[c];
-    float out = 0.0f;
-    for (int t = 0; t < taps; ++t) out += window[t] * kernel[c * taps + t];
-    for (int t = 0; t < hist; ++t) keep[t] = window[t + 1];
-    return SiluF(out);
-  };
-  // q and k of head kh: channels kh S + i and K + kh S + i, i < n.
+  // q and k of head kh: element i < 2n is channel kh S + i (q) for i < n,
+  // else K + kh S + i - n (k). The convs keep the channels' next conv state
+  // for after the barrier.
+  auto qk_channel = [&](int i) { return i < n ? kh * n + i : G * n + kh * n + (i - n); };
   float keep_qk[2][kDeltaNetMaxConvTaps];
   float qv = 0.0f, kv = 0.0f;
   for (int u = 0; u < 2; ++u) {
-    const int i = tid + u * threads;  // 0..2n: q for i < n, k after
+    const int i = tid + u * threads;
     if (i >= 2 * n) break;
-    const int c = (i < n ? kh * n + i : G * n + kh * n + (i - n));
-    const float v = conv(c, keep_qk[u]);
+    const float v = DeltaConvSilu(state, qkv, kernel, ch, taps, qk_channel(i), keep_qk[u]);
     (i < n ? qv : kv) = v;
   }
   const bool has_q = tid < n, has_k = (threads >= 2 * n ? tid >= n && tid < 2 * n : tid < n);
@@ -1046,40 +1031,24 @@ __global__ void __launch_bounds__(512 / P)
   // This block's v rows.
   float keep_v[kDeltaNetMaxConvTaps];
   const int vc = 2 * G * n + j * n + r0 + tid;
-  if (tid < rows) vs[tid] = conv(vc, keep_v);
+  if (tid < rows) vs[tid] = DeltaConvSilu(state, qkv, kernel, ch, taps, vc, keep_v);
   // The head's gates (DeltaPrepKernel's last block).
-  const float b = SigmoidF(beta_in[j]);
-  const float x = alpha_in[j] + dt_bias[j];
-  const float sp = x > 20.0f ? x : log1pf(expf(x));
-  const float decay = expf(sp * a[j]);
+  float b, g;
+  DeltaGates(beta_in[j], alpha_in[j], dt_bias[j], a[j], &b, &g);
+  const float decay = expf(g);
   cluster.sync();  // every block has read the old conv state; qs/ks/vs are set
   if (rank == 0) {
     for (int u = 0; u < 2; ++u) {
       const int i = tid + u * threads;
       if (i >= 2 * n) break;
-      const int c = (i < n ? kh * n + i : G * n + kh * n + (i - n));
-      for (int t = 0; t < hist; ++t) state[t * ch + c] = keep_qk[u][t];
+      for (int t = 0; t < hist; ++t) state[t * ch + qk_channel(i)] = keep_qk[u][t];
     }
   }
   if (tid < rows) {
     for (int t = 0; t < hist; ++t) state[t * ch + vc] = keep_v[t];
   }
   // The recurrence of rows r0 + tid / 4 (DeltaScanRegKernel<4>).
-  float dot = 0.0f;
-#pragma unroll
-  for (int m = 0; m < n / parts; ++m) {
-    st[m] *= decay;
-    dot += st[m] * ks[p + m * parts];
-  }
-  for (int off = parts / 2; off > 0; off /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, off);
-  const float delta = (vs[tid / parts] - dot) * b;
-  float out = 0.0f;
-#pragma unroll
-  for (int m = 0; m < n / parts; ++m) {
-    st[m] += delta * ks[p + m * parts];
-    out += st[m] * qs[p + m * parts];
-  }
-  for (int off = parts / 2; off > 0; off /= 2) out += __shfl_xor_sync(0xffffffffu, out, off);
+  const float out = DeltaRowStep<parts>(st, ks, qs, p, decay, b, vs[tid / parts]);
 #pragma unroll
   for (int m = 0; m < n / parts; ++m) head_state[m * parts] = st[m];
   const double sq = WarpSum(p == 0 ? static_cast<double>(out) * out : 0.0);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cuda/delta_device.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/topk_device.h"
 #include "kernels/cuda/warp_reduce.h"
@@ -423,25 +424,8 @@ DeltaScanRegKernel(DeltaNetShape s, const float* qkv,
     __syncthreads();
     const float decay = expf(g[t * s.n_v_heads + j]);
     const float b = beta[t * s.n_v_heads + j];
-    float dot = 0.0f;
-#pragma unroll
-    for (int m = 0; m < kScanCols; ++m) {
-      st[m] *= decay;
-      dot += st[m] * ks[p + m * parts];
-    }
-    for (int off = parts / 2; off > 0; off /= 2) {
-      dot += __shfl_xor_sync(0xffffffffu, dot, off);
-    }
-    const float delta = (row[2 * Kd(s) + j * n + r] - dot) * b;
-    float out = 0.0f;
-#pragma unroll
-    for (int m = 0; m < kScanCols; ++m) {
-      st[m] += delta * ks[p + m * parts];
-      out += st[m] * qs[p + m * parts];
-    }
-    for (int off = parts / 2; off > 0; off /= 2) {
-      out += __shfl_xor_sync(0xffffffffu, out, off);
-    }
+    const float out = internal::DeltaRowStep<parts>(st, ks, qs, p, decay, b,
+                                                    row[2 * Kd(s) + j * n + r]);
     // The head's gated RMS norm: each row counted once.
     const double sum =
         BlockSum(p == 0 ? static_cast<double>(out) * out : 0.0, scratch);

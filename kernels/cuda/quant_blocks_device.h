@@ -33,12 +33,9 @@ namespace sluice::cuda::internal {
 
 // 2^23: a float whose mantissa bits are a small integer v is 2^23 + v, so a
 // bit-or and one subtraction convert v exactly (I2F runs at a quarter of the
-// FP32 rate, which would cap decode below memory bandwidth). Used for the
-// 6-bit scales; weights go through ByteAsFloat below.
+// FP32 rate, which would cap decode below memory bandwidth): ByteAsFloat
+// below, for the weights and the K-quants' 6-bit scales.
 constexpr float kTwo23 = 8388608.0f;
-__device__ __forceinline__ float SmallUint(uint32_t v, float offset = 0.0f) {
-  return __uint_as_float(0x4B000000u | v) - (kTwo23 + offset);
-}
 
 __device__ __forceinline__ float HalfBits(uint32_t h) {
   return __half2float(__ushort_as_half(static_cast<unsigned short>(h & 0xFFFF)));
@@ -252,26 +249,9 @@ struct Q1_0Weights {
   __device__ static float Elem(const uint8_t*, int64_t) { return 0.0f; }
 };
 
-// The 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block whose
-// 12 scale bytes are the words s0, s1, s2 (as KScaleMin in kernels/cpu): the
-// reference KScaleMinPair is tested against.
-__device__ __forceinline__ void KScaleMinDevice(uint32_t s0, uint32_t s1, uint32_t s2, int j,
-                                                float* scale, float* min) {
-  auto byte = [&](int i) { return ByteOf(i < 4 ? s0 : (i < 8 ? s1 : s2), i & 3); };
-  uint32_t sc, m;
-  if (j < 4) {
-    sc = byte(j) & 63;
-    m = byte(j + 4) & 63;
-  } else {
-    sc = (byte(j + 4) & 0x0F) | ((byte(j - 4) >> 6) << 4);
-    m = (byte(j + 4) >> 4) | ((byte(j) >> 6) << 4);
-  }
-  *scale = SmallUint(sc);
-  *min = SmallUint(m);
-}
-
-// The scales and mins of sub-blocks 2p and 2p + 1 (p 0..3) of the same
-// block, the values of KScaleMinDevice for j = 2p, 2p + 1: all eight 6-bit
+// The 6-bit scales and mins of sub-blocks 2p and 2p + 1 (p 0..3) of a
+// Q4_K/Q5_K block whose 12 scale bytes are the words s0, s1, s2 (the values
+// of KScaleMin in kernels/cpu for j = 2p, 2p + 1): all eight 6-bit
 // scales (and mins) of the block assembled four to a word, then the pair's
 // two bytes placed as floats, with no branch on p's half.
 __device__ __forceinline__ void KScaleMinPair(uint32_t s0, uint32_t s1, uint32_t s2, int p,

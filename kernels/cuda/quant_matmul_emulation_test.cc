@@ -160,8 +160,26 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, QuantMatMulEmulationTest, ::testing::ValuesIn
                            return kernels::TypeName(info.param);
                          });
 
+// The 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block, one
+// at a time from the 12 scale bytes held as the words s0, s1, s2 (the
+// layout of KScaleMin in kernels/cpu/blocks.h): the reference for
+// KScaleMinPair.
+void KScaleMinOneAtATime(uint32_t s0, uint32_t s1, uint32_t s2, int j, float* scale, float* min) {
+  auto byte = [&](int i) { return ByteOf(i < 4 ? s0 : (i < 8 ? s1 : s2), i & 3); };
+  uint32_t sc, m;
+  if (j < 4) {
+    sc = byte(j) & 63;
+    m = byte(j + 4) & 63;
+  } else {
+    sc = (byte(j + 4) & 0x0F) | ((byte(j - 4) >> 6) << 4);
+    m = (byte(j + 4) >> 4) | ((byte(j) >> 6) << 4);
+  }
+  *scale = static_cast<float>(sc);
+  *min = static_cast<float>(m);
+}
+
 // KScaleMinPair (the K-quant readers' scales, two sub-blocks at once,
-// branch-free) gives KScaleMinDevice's values for every sub-block pair of
+// branch-free) gives the one-at-a-time values for every sub-block pair of
 // random scale bytes, as bits.
 TEST(QuantBlocksDeviceTest, KScaleMinPairAsOneAtATime) {
   std::mt19937 rng(3);
@@ -173,7 +191,7 @@ TEST(QuantBlocksDeviceTest, KScaleMinPairAsOneAtATime) {
       KScaleMinPair(s0, s1, s2, p, sc, m);
       for (int h = 0; h < 2; ++h) {
         float want_sc, want_m;
-        KScaleMinDevice(s0, s1, s2, 2 * p + h, &want_sc, &want_m);
+        KScaleMinOneAtATime(s0, s1, s2, 2 * p + h, &want_sc, &want_m);
         mismatches += __float_as_uint(sc[h]) != __float_as_uint(want_sc);
         mismatches += __float_as_uint(m[h]) != __float_as_uint(want_m);
       }
