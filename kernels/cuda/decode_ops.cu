@@ -430,6 +430,42 @@ __device__ __forceinline__ void ProjectRows(const DecodeMatrix& m, int64_t cols,
   }
 }
 
+// Whether this block is the last of the router's `blocks` to finish (every
+// thread calls it once the block's logits are stored). The count is one
+// acquire-release add at device scope by thread 0 between two barriers: it
+// releases the block's logits and acquires every earlier block's, and the
+// barrier passes that on to the block's threads, in place of a
+// __threadfence on either side of a plain add.
+__device__ __forceinline__ bool LastRouterBlock(int32_t* counter, int blocks, int* last) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int32_t old;
+    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;"
+                 : "=r"(old)
+                 : "l"(counter)
+                 : "memory");
+    *last = old == blocks - 1;
+  }
+  __syncthreads();
+  return *last != 0;
+}
+
+// The router's epilogue (every thread of the block calls it once the
+// block's router rows are stored): the last router block's first warp
+// routes the token and resets the counter for the next launch. (A
+// block-wide version that ranked every expert against all the others
+// instead of k arg-max rounds made bench35's route launch take 30 us
+// against 20 on the H200, 2026-12-03: dropped.)
+__device__ void RouteIfLast(const DecodeProjection& p, int router_blocks, float* probs,
+                            int* last) {
+  if (!LastRouterBlock(p.topk.counter, router_blocks, last)) return;
+  if (threadIdx.x < 32) {
+    RouteOneToken(p.m[0].y, static_cast<int>(p.m[0].rows), p.topk.k, p.topk.ids, p.topk.weights,
+                  p.topk.paired_ids, probs);
+  }
+  if (threadIdx.x == 0) *p.topk.counter = 0;
+}
+
 // One row block per block (the input is loaded, normed and quantized once
 // per block). The block that completes the router's last row block routes
 // the token. On the H200 that prologue is what bounds the launch: bench35's
@@ -445,40 +481,29 @@ __global__ void __launch_bounds__(kProjThreads, 4) DecodeProjectKernel(const Pro
   int mi = 0;
   while (mi + 1 < p.n_matrices && b >= a.block_start[mi + 1]) ++mi;
   const DecodeMatrix& m = p.m[mi];
+  const bool floats = (a.float_mask >> mi) & 1u;  // this block's product reads xs
   Q8Input xv;
   if (a.prepared) {
-    if ((a.float_mask >> mi) & 1u) LoadInput(p.in, xs, scratch);
+    if (floats) LoadInput(p.in, xs, scratch);
     xv = PreparedInput(p.in.prepared, 1, 0, p.in.n);
   } else {
     LoadInput(p.in, xs, scratch);
-    // Past the input vector and the router's probabilities.
+    // Past the input vector and the router's probabilities; blocks whose
+    // product reads floats (the F32 router's) quantize nothing.
     uint8_t* q8 = nullptr;
-    if (a.q8 != 0) {
+    if (a.q8 != 0 && !floats) {
       q8 = reinterpret_cast<uint8_t*>(
           xs + Q8Offset(PaddedFloats(p.in.n) + (p.topk.k > 0 ? p.m[0].rows : 0)));
       QuantizeRows(xs, 1, p.in.n, 0, q8, a.q8);
       __syncthreads();
     }
-    xv = Q8InputAt(q8, 1, 0, p.in.n, a.q8);
+    xv = Q8InputAt(q8, 1, 0, p.in.n, floats ? 0 : a.q8);
   }
   WithType(m.type, [&](auto tag) {
     ProjectRows<typename decltype(tag)::type>(m, p.in.n, a.lanes, b - a.block_start[mi], xs, xv);
   });
   if (mi != 0 || p.topk.k == 0) return;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    last = atomicAdd(p.topk.counter, 1) == a.block_start[1] - 1;
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  float* probs = xs + PaddedFloats(p.in.n);  // past the input vector
-  if (threadIdx.x < 32) {
-    RouteOneToken(m.y, static_cast<int>(m.rows), p.topk.k, p.topk.ids, p.topk.weights,
-                  p.topk.paired_ids, probs);
-  }
-  if (threadIdx.x == 0) *p.topk.counter = 0;
+  RouteIfLast(p, a.block_start[1], xs + PaddedFloats(p.in.n), &last);
 }
 
 // ---- products streamed through shared memory --------------------------------
@@ -718,19 +743,7 @@ __global__ void __launch_bounds__(kProjThreads, kStreamBlocksPerSm)
   // The block that completes the router's last tile routes the token.
   auto after = [&](int t) {
     if (p.topk.k == 0 || t >= a.block_start[1]) return;
-    if (threadIdx.x == 0) {
-      __threadfence();
-      last = atomicAdd(p.topk.counter, 1) == a.block_start[1] - 1;
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    float* probs = xs + PaddedFloats(p.in.n);
-    if (threadIdx.x < 32) {
-      RouteOneToken(p.m[0].y, static_cast<int>(p.m[0].rows), p.topk.k, p.topk.ids,
-                    p.topk.weights, p.topk.paired_ids, probs);
-    }
-    if (threadIdx.x == 0) *p.topk.counter = 0;
+    RouteIfLast(p, a.block_start[1], xs + PaddedFloats(p.in.n), &last);
   };
   StreamTiles<kStages>(
       a.block_start[p.n_matrices], s.st, p.in.n, a.lanes,

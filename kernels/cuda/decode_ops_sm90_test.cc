@@ -154,9 +154,29 @@ class DecodeProjectSm90Test : public ::testing::Test {
       return o;
     };
     const Outputs blocks = launch(false);
+    if (k > 0) ExpectWarpRouting(blocks.y[0], k, blocks, c.name);
     Compare(c, blocks, launch(true), "streamed");
     Compare(c, blocks, launch(false, true), "prepared");
     Compare(c, blocks, launch(true, true), "prepared, streamed");
+  }
+
+  // The launch's routing (its epilogue, after the blocks' count) has the
+  // bits of ops.h TopK's on the same logits.
+  static void ExpectWarpRouting(const std::vector<float>& logits, int k, const Outputs& o,
+                                const std::string& name) {
+    const int n_expert = static_cast<int>(logits.size());
+    DeviceBuffer d_l = Upload(logits);
+    DeviceBuffer d_ids = Upload(std::vector<int32_t>(k, -1));
+    DeviceBuffer d_paired = Upload(std::vector<int32_t>(2 * k, -1));
+    DeviceBuffer d_w = Upload(std::vector<float>(k, 0.0f));
+    TopK(d_l.as<const float>(), 1, n_expert, k, d_ids.as<int32_t>(), d_w.as<float>(), nullptr,
+         d_paired.as<int32_t>());
+    ASSERT_TRUE(Synchronize(nullptr).ok());
+    const std::vector<int32_t> ids = Read<int32_t>(d_ids, k), paired = Read<int32_t>(d_paired, 2 * k);
+    const std::vector<float> w = Read(d_w, k);
+    EXPECT_EQ(std::vector<int32_t>(o.ids.begin(), o.ids.begin() + k), ids) << name;
+    EXPECT_EQ(std::vector<int32_t>(o.paired.begin(), o.paired.begin() + 2 * k), paired) << name;
+    EXPECT_EQ(std::memcmp(o.weights.data(), w.data(), k * 4), 0) << name;
   }
 
   // Every output of `streamed` has the bits of `blocks`.
@@ -211,6 +231,60 @@ TEST_F(DecodeProjectSm90Test, F32RouterWithTopKBesideTheSharedPair) {
        true,
        8,
        false});
+}
+
+// Ties: an F32 router whose rows come in runs of identical copies gives
+// equal logits, which the router's epilogue must take lowest id first, as
+// ops.h TopK does (k = 8, and 10 as the target model routes).
+TEST_F(DecodeProjectSm90Test, RouterTiesGoToTheLowerId) {
+  std::mt19937 rng(5);
+  const int64_t n = 1024;
+  for (const int k : {8, 10}) {
+    for (const int copies : {2, 5}) {
+      const int rows = 256;
+      std::vector<uint8_t> w(rows * n * 4);
+      const std::vector<uint8_t> distinct =
+          kernels::testing_util::RandomWeights(GgmlType::kF32, rows, n, rng);
+      for (int r = 0; r < rows; ++r) {
+        std::memcpy(w.data() + r * n * 4, distinct.data() + (r / copies) * n * 4, n * 4);
+      }
+      std::vector<float> x(n);
+      std::uniform_real_distribution<float> val(-1.f, 1.f);
+      for (float& v : x) v = val(rng);
+      DeviceBuffer d_w = Upload(w), d_x = Upload(x), d_y = Upload(std::vector<float>(rows, 0.f));
+      DeviceBuffer d_ids = Upload(std::vector<int32_t>(k + 1, -1));
+      DeviceBuffer d_paired = Upload(std::vector<int32_t>(2 * k + 1, -1));
+      DeviceBuffer d_wt = Upload(std::vector<float>(k + 1, 0.0f));
+      DeviceBuffer d_counter = Upload(std::vector<int32_t>(1, 0));
+      DecodeProjection p;
+      p.in.x = d_x.as<const float>();
+      p.in.n = n;
+      p.m[0] = {static_cast<int>(GgmlType::kF32), d_w.data(), nullptr, rows, d_y.as<float>()};
+      p.n_matrices = 1;
+      p.topk = {k, d_ids.as<int32_t>(), d_wt.as<float>(), d_paired.as<int32_t>(),
+                d_counter.as<int32_t>()};
+      DecodeProject(p, nullptr);
+      ASSERT_TRUE(LastLaunchError("DecodeProject").ok());
+      ASSERT_TRUE(Synchronize(nullptr).ok());
+      Outputs o;
+      o.ids = Read<int32_t>(d_ids, k + 1);
+      o.paired = Read<int32_t>(d_paired, 2 * k + 1);
+      o.weights = Read(d_wt, k + 1);
+      const std::vector<float> logits = Read(d_y, rows);
+      const std::string name = "k=" + std::to_string(k) + " copies=" + std::to_string(copies);
+      // The logits do tie (identical rows summed by the same lanes).
+      int ties = 0;
+      for (int r = 1; r < rows; ++r) ties += logits[r] == logits[r - 1] ? 1 : 0;
+      EXPECT_GE(ties, rows / copies) << name;
+      ExpectWarpRouting(logits, k, o, name);
+      EXPECT_EQ(o.ids[k], -1) << name;
+      EXPECT_EQ(Read<int32_t>(d_counter, 1)[0], 0) << name;
+      // Runs of equal logits are taken whole, lowest id first.
+      for (int s = 1; s < k; ++s) {
+        if (logits[o.ids[s]] == logits[o.ids[s - 1]]) EXPECT_GT(o.ids[s], o.ids[s - 1]) << name;
+      }
+    }
+  }
 }
 
 // The routed experts' gate/up: 8 slots of 5 experts' Q4_K rows (ff ending
