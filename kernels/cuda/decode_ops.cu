@@ -431,13 +431,12 @@ __device__ __forceinline__ void ProjectRows(const DecodeMatrix& m, int64_t cols,
 }
 
 // Whether this block is the last of the router's `blocks` to finish (every
-// thread calls it once the block's logits are stored). The count is one
-// acquire-release add at device scope by thread 0 between two barriers: it
-// releases the block's logits and acquires every earlier block's, and the
-// barrier passes that on to the block's threads, in place of a
+// thread calls it after a barrier that follows the block's stores of its
+// logits). The count is one acquire-release add at device scope by thread
+// 0: it releases the block's logits and acquires every earlier block's, and
+// the barrier after it passes that on to the block's threads, in place of a
 // __threadfence on either side of a plain add.
 __device__ __forceinline__ bool LastRouterBlock(int32_t* counter, int blocks, int* last) {
-  __syncthreads();
   if (threadIdx.x == 0) {
     int32_t old;
     asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;"
@@ -450,8 +449,8 @@ __device__ __forceinline__ bool LastRouterBlock(int32_t* counter, int blocks, in
   return *last != 0;
 }
 
-// The router's epilogue (every thread of the block calls it once the
-// block's router rows are stored): the last router block's first warp
+// The router's epilogue (every thread of the block calls it after a
+// barrier that follows the block's router rows): the last router block's first warp
 // routes the token and resets the counter for the next launch. (A
 // block-wide version that ranked every expert against all the others
 // instead of k arg-max rounds made bench35's route launch take 30 us
@@ -497,12 +496,13 @@ __global__ void __launch_bounds__(kProjThreads, 4) DecodeProjectKernel(const Pro
       QuantizeRows(xs, 1, p.in.n, 0, q8, a.q8);
       __syncthreads();
     }
-    xv = Q8InputAt(q8, 1, 0, p.in.n, floats ? 0 : a.q8);
+    xv = Q8InputAt(q8, 1, 0, p.in.n, a.q8);
   }
   WithType(m.type, [&](auto tag) {
     ProjectRows<typename decltype(tag)::type>(m, p.in.n, a.lanes, b - a.block_start[mi], xs, xv);
   });
   if (mi != 0 || p.topk.k == 0) return;
+  __syncthreads();  // the block's logits are stored
   RouteIfLast(p, a.block_start[1], xs + PaddedFloats(p.in.n), &last);
 }
 
@@ -740,7 +740,8 @@ __global__ void __launch_bounds__(kProjThreads, kStreamBlocksPerSm)
     __syncthreads();
     return Q8InputAt(q8, 1, 0, p.in.n, a.q8);
   };
-  // The block that completes the router's last tile routes the token.
+  // The block that completes the router's last tile routes the token
+  // (StreamTiles calls after() past the barrier that ends the tile).
   auto after = [&](int t) {
     if (p.topk.k == 0 || t >= a.block_start[1]) return;
     RouteIfLast(p, a.block_start[1], xs + PaddedFloats(p.in.n), &last);
