@@ -80,6 +80,9 @@ absl::Status ValidateConfig(const Config& c) {
   if (absl::Status s = CheckRange("queue_limit", c.queue_limit, 0, kMaxQueueLimit); !s.ok()) {
     return s;
   }
+  if (absl::Status s = CheckRange("max_sequences", c.max_sequences, 1, kMaxSequences); !s.ok()) {
+    return s;
+  }
   if (absl::Status s =
           CheckRange("worker_start_timeout_s", c.worker_start_timeout_s, 1, 86400);
       !s.ok()) {

@@ -23,6 +23,8 @@ enum class WorkerKindConfig { kCpu, kCuda };
 // Every waiting request holds a gRPC handler thread (a small stack, no CPU
 // while it waits); beyond this many a deeper queue only adds latency.
 inline constexpr int kMaxQueueLimit = 10000;
+// Each sequence holds a KV cache of the whole context on the worker.
+inline constexpr int kMaxSequences = 256;
 
 struct Config {
   std::string grpc_address = "127.0.0.1:50051";
@@ -34,7 +36,8 @@ struct Config {
   int device = 0;  // CUDA device ordinal of the worker (worker_kind cuda only)
   int threads = DefaultThreads();
   int context_length = kDefaultContextLength;
-  int queue_limit = kDefaultQueueLimit;  // requests waiting, not counting the running one
+  int queue_limit = kDefaultQueueLimit;  // requests waiting, not counting those running
+  int max_sequences = kDefaultMaxSequences;  // generations a worker runs at once
   uint64_t worker_memory_limit = 0; // bytes; 0: no limit
   std::string cgroup_mode = "auto"; // auto | v2 | v1 | none
   std::string cgroup_path;          // "" : discovered from /proc/self/cgroup

@@ -11,6 +11,9 @@ namespace sluice::daemon {
 
 inline constexpr int kDefaultContextLength = 4096;
 inline constexpr int kDefaultQueueLimit = 64;
+// Sequences one worker generates for at once (continuous batching); each
+// holds a KV cache of the whole context.
+inline constexpr int kDefaultMaxSequences = 8;
 // Time a worker may take to map the shards and build the model.
 inline constexpr int kDefaultWorkerStartTimeoutS = 300;
 // A ready worker silent this long, or a request with no progress this long,

@@ -1,5 +1,6 @@
 #include "daemon/model_desc.h"
 
+#include <algorithm>
 #include <iostream>
 
 #include "absl/strings/match.h"
@@ -90,6 +91,7 @@ absl::StatusOr<ModelDesc> PrepareLoad(const v1::LoadModelRequest& request,
   if (kind == v1::WORKER_KIND_CUDA) config->set_device(static_cast<uint32_t>(defaults.device));
   config->set_threads(threads);
   config->set_context_length(context);
+  config->set_max_sequences(static_cast<uint32_t>(std::max(1, defaults.max_sequences)));
   if (kind == v1::WORKER_KIND_CUDA) {
     config::ToWorkerConfig(defaults.experts, config);
   }

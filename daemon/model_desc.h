@@ -27,6 +27,8 @@ struct LoadSettings {
   // Checks each opened shard (LoadModel over the API: the --model_dir
   // confinement); its errors are returned unchanged.
   ModelFiles::OpenedCheck check_opened;
+  // Sequences the worker generates for at once (--max_sequences).
+  int max_sequences = kDefaultMaxSequences;
 };
 
 struct ModelDesc {

@@ -45,6 +45,9 @@ ABSL_FLAG(int, context_length, sluice::daemon::kDefaultContextLength,
           "Tokens per sequence (prompt plus generated).");
 ABSL_FLAG(int, queue_limit, sluice::daemon::kDefaultQueueLimit,
           "Generate requests that may wait; more get RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int, max_sequences, sluice::daemon::kDefaultMaxSequences,
+          "Generations a worker runs at once (continuous batching; each holds a KV cache "
+          "of --context_length tokens); more wait in the queue.");
 ABSL_FLAG(std::string, worker_memory_limit, "0",
           "Memory limit of each worker's cgroup (e.g. 8G); 0: none.");
 ABSL_FLAG(std::string, cgroup_mode, "auto", "OOM containment: auto, v2, v1 or none.");
@@ -142,6 +145,7 @@ absl::StatusOr<Config> ConfigFromFlags() {
   c.threads = absl::GetFlag(FLAGS_threads);
   c.context_length = absl::GetFlag(FLAGS_context_length);
   c.queue_limit = absl::GetFlag(FLAGS_queue_limit);
+  c.max_sequences = absl::GetFlag(FLAGS_max_sequences);
   auto limit = config::ParseByteSize("--worker_memory_limit", absl::GetFlag(FLAGS_worker_memory_limit));
   if (!limit.ok()) return limit.status();
   c.worker_memory_limit = *limit;

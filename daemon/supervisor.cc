@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "daemon/model_desc.h"
 #include "daemon/request_limits.h"
@@ -60,6 +61,21 @@ RequestHandle::Event ErrorEvent(absl::Status status) {
 
 double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
 
+BatchFigures BatchFiguresOf(const worker::v1::BatchStats& b) {
+  BatchFigures f;
+  f.max_sequences = b.max_sequences();
+  f.running_sequences = b.running_sequences();
+  f.waiting_sequences = b.waiting_sequences();
+  f.batch_size = b.batch_size();
+  f.kv_blocks_used = b.kv_blocks_used();
+  f.kv_blocks_total = b.kv_blocks_total();
+  f.preemptions_total = b.preemptions_total();
+  f.steps_total = b.steps_total();
+  f.experts_acquired_last_step = b.experts_acquired_last_step();
+  f.experts_acquired_total = b.experts_acquired_total();
+  return f;
+}
+
 }  // namespace
 
 Supervisor::Supervisor(SupervisorOptions options, const OomContainment* oom,
@@ -78,10 +94,10 @@ int Supervisor::Drain(absl::Duration timeout) {
   draining_ = true;
   SetServingLocked(false);
   auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return running_ == nullptr && queue_.empty();
+    return in_flight_.empty() && queue_.empty();
   };
   mu_.AwaitWithTimeout(absl::Condition(&idle), timeout);
-  return (running_ != nullptr ? 1 : 0) + static_cast<int>(queue_.size());
+  return static_cast<int>(in_flight_.size() + queue_.size());
 }
 
 void Supervisor::Shutdown() {
@@ -217,6 +233,7 @@ void Supervisor::OnMessage(uint64_t serial, WorkerMessage msg) {
       worker_stats_.set_swap_bytes(s.swap_bytes());
       worker_stats_.set_major_faults(s.major_faults());
       slot_stats_ = s.slot_cache();
+      batch_stats_ = s.batch();
       device_memory_ = s.device_memory();
       ++stats_seq_;
       return;
@@ -228,8 +245,9 @@ void Supervisor::OnMessage(uint64_t serial, WorkerMessage msg) {
 
 void Supervisor::OnRequestMessage(WorkerMessage& msg) {
   const uint64_t id = msg.request_id();
-  if (running_ != nullptr && running_->id() == id) {
-    RequestHandle& h = *running_;
+  const auto it = in_flight_.find(id);
+  if (it != in_flight_.end()) {
+    RequestHandle& h = *it->second;
     const absl::Time now = absl::Now();
     last_progress_ = now;
     if (msg.has_chunk()) {
@@ -263,37 +281,53 @@ void Supervisor::OnRequestMessage(WorkerMessage& msg) {
       metrics_->AddTokens(e.done.usage().prompt_tokens(), e.done.usage().completion_tokens());
       metrics_->AddRequest("ok");
       consecutive_failures_ = 0;
-      FinishRunningLocked(std::move(e));
+      FinishInFlightLocked(id, std::move(e));
     } else if (msg.has_tokenized()) {
       RequestHandle::Event e;
       e.type = RequestHandle::Event::Type::kTokenized;
       e.tokenized = std::move(*msg.mutable_tokenized());
       consecutive_failures_ = 0;
-      FinishRunningLocked(std::move(e));
+      FinishInFlightLocked(id, std::move(e));
     } else if (msg.has_error()) {
-      FinishRunningLocked(ErrorEvent(absl::Status(
+      FinishInFlightLocked(id, ErrorEvent(absl::Status(
           static_cast<absl::StatusCode>(msg.error().code()), msg.error().message())));
     }
   }
 }
 
-void Supervisor::FinishRunningLocked(RequestHandle::Event event) {
-  running_->Push(std::move(event));
-  running_.reset();
+void Supervisor::FinishInFlightLocked(uint64_t id, RequestHandle::Event event) {
+  const auto it = in_flight_.find(id);
+  it->second->Push(std::move(event));
+  if (it->second->generate_) --in_flight_generations_;
+  in_flight_.erase(it);
   DispatchLocked();
 }
 
+int Supervisor::InFlightLimitLocked() const {
+  const uint32_t n = model_ != nullptr ? model_->hello.config().max_sequences() : 0;
+  return std::max<int>(1, static_cast<int>(n));
+}
+
+bool Supervisor::RunsNowLocked(bool generate) const {
+  return phase_ == WorkerPhase::kReady && worker_ != nullptr && !hung_ && queue_.empty() &&
+         (!generate || in_flight_generations_ < InFlightLimitLocked());
+}
+
 void Supervisor::DispatchLocked() {
-  if (phase_ != WorkerPhase::kReady || running_ != nullptr || worker_ == nullptr ||
-      queue_.empty() || hung_) {
-    return;
+  if (phase_ != WorkerPhase::kReady || worker_ == nullptr || hung_) return;
+  // In arrival order: a generation that finds the worker full holds back
+  // what came after it (a Tokenize too), so nothing overtakes.
+  while (!queue_.empty() &&
+         (!queue_.front()->generate_ || in_flight_generations_ < InFlightLimitLocked())) {
+    std::shared_ptr<RequestHandle> h = std::move(queue_.front());
+    queue_.pop_front();
+    h->started_ = absl::Now();
+    last_progress_ = h->started_;
+    if (h->generate_) ++in_flight_generations_;
+    // A failed send means the worker is dying: its exit fails the request.
+    (void)worker_->Send(h->message_);
+    in_flight_.emplace(h->id(), std::move(h));
   }
-  running_ = std::move(queue_.front());
-  queue_.pop_front();
-  running_->started_ = absl::Now();
-  last_progress_ = running_->started_;
-  // A failed send means the worker is dying: its exit fails the request.
-  (void)worker_->Send(running_->message_);
 }
 
 void Supervisor::OnExit(uint64_t serial, const WorkerExit& exit) {
@@ -363,8 +397,11 @@ void Supervisor::CheckHungLocked(absl::Time now) {
   std::string why;
   if (now - last_heard_ >= options_.hung_timeout) {
     why = absl::StrCat("no message or heartbeat for ", absl::FormatDuration(now - last_heard_));
-  } else if (running_ != nullptr && now - last_progress_ >= options_.hung_timeout) {
-    why = absl::StrCat("no progress on request ", running_->id(), " for ",
+  } else if (!in_flight_.empty() && now - last_progress_ >= options_.hung_timeout) {
+    std::vector<uint64_t> ids;
+    for (const auto& entry : in_flight_) ids.push_back(entry.first);
+    why = absl::StrCat("no progress on request", ids.size() > 1 ? "s " : " ",
+                       absl::StrJoin(ids, ", "), " for ",
                        absl::FormatDuration(now - last_progress_));
   } else {
     return;
@@ -392,10 +429,11 @@ void Supervisor::ScheduleRestartLocked() {
 }
 
 void Supervisor::FailAllLocked(const absl::Status& status) {
-  if (running_ != nullptr) {
-    if (running_->Push(ErrorEvent(status))) metrics_->AddRequest("unavailable");
-    running_.reset();
+  for (auto& [id, h] : in_flight_) {
+    if (h->Push(ErrorEvent(status))) metrics_->AddRequest("unavailable");
   }
+  in_flight_.clear();
+  in_flight_generations_ = 0;
   for (auto& h : queue_) {
     if (h->Push(ErrorEvent(status))) metrics_->AddRequest("unavailable");
   }
@@ -427,7 +465,9 @@ absl::Time Supervisor::NextDeadlineLocked() {
   }
   if (phase_ == WorkerPhase::kReady && !hung_) {
     deadline = std::min(deadline, last_heard_ + options_.hung_timeout);
-    if (running_ != nullptr) deadline = std::min(deadline, last_progress_ + options_.hung_timeout);
+    if (!in_flight_.empty()) {
+      deadline = std::min(deadline, last_progress_ + options_.hung_timeout);
+    }
   }
   return deadline;
 }
@@ -476,7 +516,7 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Supervisor::SubmitGenerate(
   if (draining_) return absl::UnavailableError("sluiced is shutting down");
   RETURN_IF_ERROR(CheckModelId(request.model_id()));
   RETURN_IF_ERROR(CheckTokenIdsLocked(request));
-  const bool runs_now = phase_ == WorkerPhase::kReady && running_ == nullptr && queue_.empty();
+  const bool runs_now = RunsNowLocked(/*generate=*/true);
   if (!runs_now && queue_.size() >= static_cast<size_t>(options_.queue_limit)) {
     metrics_->AddRequest("rejected");
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -508,7 +548,7 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Supervisor::SubmitTokenize(
   }
   // Tokenize takes its turn in the queue like a generation: one large text
   // at a time on the worker, and the same bound on what may wait.
-  const bool runs_now = running_ == nullptr && queue_.empty();
+  const bool runs_now = RunsNowLocked(/*generate=*/false);
   if (!runs_now && queue_.size() >= static_cast<size_t>(options_.queue_limit)) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "request queue is full: ", queue_.size(), " requests waiting (queue_limit ",
@@ -531,7 +571,7 @@ void Supervisor::Cancel(const std::shared_ptr<RequestHandle>& handle) {
     handle->Push(ErrorEvent(absl::CancelledError("cancelled while waiting in the queue")));
     return;
   }
-  if (running_ == handle && !handle->cancel_sent_ && worker_ != nullptr) {
+  if (in_flight_.count(handle->id()) != 0 && !handle->cancel_sent_ && worker_ != nullptr) {
     handle->cancel_sent_ = true;
     SupervisorMessage msg;
     msg.set_request_id(handle->id());
@@ -569,11 +609,12 @@ MetricsSnapshot Supervisor::Snapshot(absl::Duration stats_timeout) {
     }
   }
   MetricsSnapshot s;
-  s.requests_running = running_ != nullptr ? 1 : 0;
+  s.requests_running = in_flight_.size();
   s.requests_waiting = queue_.size();
   s.worker = worker_stats_;
   s.worker.set_up(phase_ == WorkerPhase::kReady && !hung_);
   s.slot_cache = slot_stats_;
+  if (s.worker.up()) s.batch = BatchFiguresOf(batch_stats_);
   s.device_memory.dense = device_memory_.dense_bytes();
   s.device_memory.kv_state = device_memory_.kv_state_bytes();
   s.device_memory.workspace = device_memory_.workspace_bytes();

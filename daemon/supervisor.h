@@ -18,13 +18,18 @@
 // failed load's message) says which happened and why.
 //
 // Requests: Generate and Tokenize requests queue (bounded by queue_limit
-// waiting requests, beyond which ResourceExhausted) and run one at a time on
-// the worker. Nothing here blocks on the worker's socket while holding the
-// lock: WorkerProcess::Send only queues.
+// waiting requests, beyond which ResourceExhausted) and go to the worker in
+// arrival order, up to the model's max_sequences generations at once (the
+// worker batches them; a Tokenize does not count, the worker answers it
+// between steps). Each request in flight has its own id, stream, cancel
+// and deadline; the worker's messages name the request they answer.
+// Nothing here blocks on the worker's socket while holding the lock:
+// WorkerProcess::Send only queues.
 //
 // Hung workers: a ready worker silent for hung_timeout (it heartbeats when
 // idle), or without progress on its running request for that long, is killed
-// and reported with cause "hung"; health is NOT_SERVING from that moment. Each request is a RequestHandle from which the caller pulls
+// and reported with cause "hung"; health is NOT_SERVING from that moment.
+// With several requests in flight, progress is an event of any of them. Each request is a RequestHandle from which the caller pulls
 // events; Cancel() removes a waiting request or tells the worker to stop
 // after the current step.
 //
@@ -98,6 +103,9 @@ struct SupervisorOptions {
   // The expert slot cache settings every CUDA worker's Hello carries.
   config::ExpertConfig experts;
   int queue_limit = kDefaultQueueLimit;
+  // Sequences a worker generates for at once (WorkerConfig.max_sequences),
+  // and so the generations the supervisor sends it at once.
+  int max_sequences = kDefaultMaxSequences;
   absl::Duration worker_start_timeout = absl::Seconds(kDefaultWorkerStartTimeoutS);
   absl::Duration restart_backoff_initial = absl::Milliseconds(100);
   absl::Duration restart_backoff_max = absl::Seconds(30);
@@ -235,7 +243,13 @@ class Supervisor {
   void DispatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailAllLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetServingLocked(bool serving) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FinishRunningLocked(RequestHandle::Event event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends request `id` in flight with `event` and sends what may follow it.
+  void FinishInFlightLocked(uint64_t id, RequestHandle::Event event)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Generations the worker is sent at once: its Hello's max_sequences.
+  int InFlightLimitLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a request submitted now would go to the worker at once.
+  bool RunsNowLocked(bool generate) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Detaches the current worker and model for the caller to stop unlocked.
   std::unique_ptr<WorkerProcess> DetachLocked(const absl::Status& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -291,13 +305,18 @@ class Supervisor {
 
   uint64_t next_request_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::deque<std::shared_ptr<RequestHandle>> queue_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<RequestHandle> running_ ABSL_GUARDED_BY(mu_);
+  // Sent to the worker and not yet answered, by request id (the worker's
+  // messages carry it); at most InFlightLimitLocked() generations.
+  std::map<uint64_t, std::shared_ptr<RequestHandle>> in_flight_ ABSL_GUARDED_BY(mu_);
+  int in_flight_generations_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_heard_ ABSL_GUARDED_BY(mu_);     // any message from the worker
-  absl::Time last_progress_ ABSL_GUARDED_BY(mu_);  // start or event of running_
+  // The latest start or event of any request in flight.
+  absl::Time last_progress_ ABSL_GUARDED_BY(mu_);
   bool hung_ ABSL_GUARDED_BY(mu_) = false;         // killed as hung, exit pending
 
   v1::WorkerStats worker_stats_ ABSL_GUARDED_BY(mu_);
   v1::SlotCacheStats slot_stats_ ABSL_GUARDED_BY(mu_);
+  worker::v1::BatchStats batch_stats_ ABSL_GUARDED_BY(mu_);
   worker::v1::DeviceMemory device_memory_ ABSL_GUARDED_BY(mu_);
   uint64_t stats_seq_ ABSL_GUARDED_BY(mu_) = 0;
 

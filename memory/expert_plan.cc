@@ -7,10 +7,8 @@ namespace sluice::memory {
 
 absl::StatusOr<Plan> PlanExperts(const TensorTable& table, int64_t context_length,
                                  const DeviceMemory& device, const HostMemory& host,
-                                 config::ExpertConfig* experts) {
-  // One session: the worker runs one sequence at a time.
-  ASSIGN_OR_RETURN(ModelFootprint footprint,
-                   FootprintOf(table, context_length, /*sessions=*/1));
+                                 config::ExpertConfig* experts, int64_t sessions) {
+  ASSIGN_OR_RETURN(ModelFootprint footprint, FootprintOf(table, context_length, sessions));
   FitInputs in;
   in.model = footprint;
   in.device = device;

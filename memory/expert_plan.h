@@ -14,15 +14,17 @@
 
 namespace sluice::memory {
 
-// Plans `table` for one session of `context_length` tokens on `device` and
-// `host` with *experts as the request, then sets *experts to the plan
+// Plans `table` for `sessions` sessions of `context_length` tokens on
+// `device` and `host` with *experts as the request, then sets *experts to the plan
 // (slots and host tier; slots -1 when every expert stays resident, and then
 // miss_policy copy: nothing misses). The planner's RESOURCE_EXHAUSTED or
 // INVALID_ARGUMENT is returned unchanged: its message gives the numbers and
-// a configuration that fits.
+// a configuration that fits. The sessions are the worker's --max_sequences
+// (each holds its KV and recurrent state beside the weights); the tools run
+// one.
 absl::StatusOr<Plan> PlanExperts(const TensorTable& table, int64_t context_length,
                                  const DeviceMemory& device, const HostMemory& host,
-                                 config::ExpertConfig* experts);
+                                 config::ExpertConfig* experts, int64_t sessions = 1);
 
 }  // namespace sluice::memory
 

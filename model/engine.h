@@ -208,6 +208,40 @@ struct GenerateResult {
   double decode_tok_per_s = 0;
 };
 
+// The text side of one generation, shared by Generate and the worker's
+// batched path (worker/batch) so that a sequence streams the same text
+// either way: detokenizes sampled tokens into whole UTF-8 characters, holds
+// back what could be the start of a stop string, and says when a token ends
+// the output (an end-of-generation token, a stop string, a grammar that
+// allows nothing more). Copies what it needs of `params`; `tokenizer` must
+// outlive it. Not thread-safe.
+class OutputText {
+ public:
+  OutputText(const Tokenizer& tokenizer, const GenerateParams& params);
+  ~OutputText();
+  OutputText(OutputText&&);
+  OutputText& operator=(OutputText&&) = delete;
+
+  struct Piece {
+    // Released with this token (see TokenCallback).
+    std::string text;
+    // Set when this token ends the output: kEos or kStop.
+    std::optional<FinishReason> finish;
+  };
+  // `id` was sampled and accepted. `grammar_finished`: the request's grammar
+  // allows nothing more (Sampler::GrammarFinished()); `last`: no token
+  // follows whatever this one is (max_tokens, the context), so everything
+  // held back is released with it.
+  Piece Push(int32_t id, bool grammar_finished, bool last);
+
+ private:
+  class StopMatcher;
+  const Tokenizer& tokenizer_;
+  const bool stop_at_eos_;
+  std::unique_ptr<TokenStreamDecoder> decoder_;
+  std::unique_ptr<StopMatcher> stops_;
+};
+
 // Called once per generated token with its id and the text released with it
 // (valid UTF-8; empty while a multi-byte character or a possible start of a
 // stop string is held back; an end-of-generation token contributes no text

@@ -1,6 +1,8 @@
-// Generate(): the prefill / sample / decode loop with stop strings.
+// Generate(): the prefill / sample / decode loop; OutputText: its text
+// (detokenizer, stop strings), shared with the worker's batched path.
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,9 +19,19 @@ double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+bool IsEndOfGeneration(const Tokenizer& tok, int32_t id) {
+  if (id == tok.eos()) return true;
+  if (!tok.IsControl(id)) return false;
+  const std::string& text = tok.TokenText(id);
+  return text == "<|im_end|>" || text == "<|endoftext|>" ||
+         text == "<|eot_id|>";
+}
+
+}  // namespace
+
 // Text held back because it could be the start of a stop string, and the
 // test for a complete one.
-class StopMatcher {
+class OutputText::StopMatcher {
  public:
   explicit StopMatcher(const std::vector<std::string>& stops) : stops_(stops) {}
 
@@ -64,19 +76,36 @@ class StopMatcher {
     return best;
   }
 
-  const std::vector<std::string>& stops_;
+  const std::vector<std::string> stops_;
   std::string pending_;
 };
 
-bool IsEndOfGeneration(const Tokenizer& tok, int32_t id) {
-  if (id == tok.eos()) return true;
-  if (!tok.IsControl(id)) return false;
-  const std::string& text = tok.TokenText(id);
-  return text == "<|im_end|>" || text == "<|endoftext|>" ||
-         text == "<|eot_id|>";
-}
+OutputText::OutputText(const Tokenizer& tokenizer, const GenerateParams& params)
+    : tokenizer_(tokenizer),
+      stop_at_eos_(params.stop_at_eos),
+      decoder_(std::make_unique<TokenStreamDecoder>(tokenizer, /*render_special=*/false)),
+      stops_(std::make_unique<StopMatcher>(params.stop)) {}
 
-}  // namespace
+OutputText::~OutputText() = default;
+OutputText::OutputText(OutputText&&) = default;
+
+OutputText::Piece OutputText::Push(int32_t id, bool grammar_finished, bool last) {
+  Piece piece;
+  const bool eog = stop_at_eos_ && IsEndOfGeneration(tokenizer_, id);
+  bool stopped = false;
+  if (!eog) piece.text = stops_->Push(decoder_->Push(id), &stopped);
+  // A grammar that allows nothing more ends the output like a stop string.
+  if ((eog || grammar_finished || last) && !stopped) {
+    piece.text += stops_->Push(decoder_->Flush(), &stopped);
+    if (!stopped) piece.text += stops_->Flush();
+  }
+  if (eog) {
+    piece.finish = FinishReason::kEos;
+  } else if (stopped || grammar_finished) {
+    piece.finish = FinishReason::kStop;
+  }
+  return piece;
+}
 
 absl::StatusOr<GenerateResult> Generate(Session& session,
                                         const GenerateParams& params,
@@ -101,8 +130,7 @@ absl::StatusOr<GenerateResult> Generate(Session& session,
 
   Sampler sampler(params.sampler);
   for (int32_t id : params.prompt) sampler.Accept(id);
-  TokenStreamDecoder decoder(tok, /*render_special=*/false);
-  StopMatcher stops(params.stop);
+  OutputText output(tok, params);
   Clock::time_point first_token_time = start;
   result.finish_reason = FinishReason::kLength;
   while (result.generated_tokens < params.max_tokens) {
@@ -116,24 +144,15 @@ absl::StatusOr<GenerateResult> Generate(Session& session,
       first_token_time = Clock::now();
       result.ttft_s = Since(start);
     }
-    const bool eog = params.stop_at_eos && IsEndOfGeneration(tok, id);
-    bool stopped = false;
-    std::string text = eog ? std::string() : stops.Push(decoder.Push(id), &stopped);
-    // A grammar that allows nothing more ends the output like a stop string.
-    const bool grammar_done = sampler.GrammarFinished();
-    const bool last = eog || stopped || grammar_done ||
-                      result.generated_tokens == params.max_tokens ||
+    const bool last = result.generated_tokens == params.max_tokens ||
                       session.position() >= session.context_length();
-    if (last && !stopped) {
-      text += stops.Push(decoder.Flush(), &stopped);
-      if (!stopped) text += stops.Flush();
-    }
-    if (!on_token(id, text)) {
+    const OutputText::Piece piece = output.Push(id, sampler.GrammarFinished(), last);
+    if (!on_token(id, piece.text)) {
       result.finish_reason = FinishReason::kCancelled;
       break;
     }
-    if (eog || stopped || grammar_done) {
-      result.finish_reason = eog ? FinishReason::kEos : FinishReason::kStop;
+    if (piece.finish.has_value()) {
+      result.finish_reason = *piece.finish;
       break;
     }
     if (last) break;

@@ -118,7 +118,10 @@ TEST(E2eExpertsTest, UnsafeArenaIsRefusedWithThePlannersMessage) {
   ASSERT_TRUE(model.ok()) << model.status();
   DaemonOptions options;
   options.model_path = *model;
-  options.flags = {"--worker_kind=cuda", "--expert_slots=32", "--expert_policy=lfu"};
+  // One sequence's KV: the device size is chosen so that 32 slots do not fit
+  // beside it but some do.
+  options.flags = {"--worker_kind=cuda", "--expert_slots=32", "--expert_policy=lfu",
+                   "--max_sequences=1"};
   options.worker_test_flags = {absl::StrCat("--test_device_memory=", 524ull << 20)};
   auto d = Daemon::Start(options);
   ASSERT_TRUE(d.ok()) << d.status();

@@ -35,7 +35,8 @@ class E2eHttpTest : public ::testing::Test {
     DaemonOptions options;
     options.model_path = *path;
     options.context_length = 4096;
-    options.flags = {"--queue_limit=1"};
+    // One generation at a time, so that one waits behind it.
+    options.flags = {"--queue_limit=1", "--max_sequences=1"};
     options.worker_test_flags = {"--test_step_delay_ms=5"};
     auto d = Daemon::Start(options);
     ASSERT_TRUE(d.ok()) << d.status();

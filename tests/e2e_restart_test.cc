@@ -25,7 +25,8 @@ class E2eRestartTest : public ::testing::Test {
     ASSERT_TRUE(path.ok()) << path.status();
     DaemonOptions options;
     options.model_path = *path;
-    options.flags = {"--queue_limit=1"};
+    // Two generations in flight to the worker, one waiting in the queue.
+    options.flags = {"--queue_limit=1", "--max_sequences=2"};
     options.context_length = 4096;
     options.worker_test_flags = {"--test_step_delay_ms=5"};
     auto d = Daemon::Start(options);
@@ -126,6 +127,39 @@ TEST_F(E2eRestartTest, SigkillMidStreamTwentyTimes) {
   EXPECT_NE(metrics.find("sluice_worker_up 1\n"), std::string::npos);
 }
 
+// Both generations in flight to the worker (max_sequences 2) and the one
+// waiting behind them end with UNAVAILABLE naming the death.
+TEST_F(E2eRestartTest, WorkerDeathFailsEveryRequestInFlight) {
+  grpc::ClientContext first_ctx, second_ctx, waiting_ctx;
+  auto first = daemon_->stub().Generate(&first_ctx, GreedyRequest("first", 2000));
+  auto second = daemon_->stub().Generate(&second_ctx, GreedyRequest("second", 2000));
+  v1::GenerateResponse resp;
+  ASSERT_TRUE(first->Read(&resp));
+  ASSERT_TRUE(second->Read(&resp));
+  auto waiting = daemon_->stub().Generate(&waiting_ctx, GreedyRequest("third", 2));
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (daemon_->HttpGet("/metrics").find("sluice_requests_waiting 1\n") == std::string::npos) {
+    ASSERT_LT(absl::Now(), deadline) << "the third request never queued";
+  }
+  EXPECT_NE(daemon_->HttpGet("/metrics").find("sluice_requests_running 2\n"), std::string::npos);
+  const pid_t worker = WorkerPid();
+  ASSERT_GT(worker, 0);
+  ASSERT_EQ(kill(worker, SIGKILL), 0);
+  for (auto* reader : {first.get(), second.get(), waiting.get()}) {
+    while (reader->Read(&resp)) {
+    }
+    const grpc::Status status = reader->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_NE(status.error_message().find(absl::StrCat("worker (pid ", worker,
+                                                       ") killed by signal 9 (SIGKILL)")),
+              std::string::npos)
+        << status.error_message();
+  }
+  ASSERT_TRUE(daemon_->WaitForHealth("SERVING", absl::Seconds(10)));
+  Generation next = RunGenerate(daemon_->stub(), GreedyRequest("after the crash", 3));
+  ASSERT_TRUE(next.status.ok()) << next.status.error_message();
+}
+
 TEST_F(E2eRestartTest, CancelStopsTheGenerationWithinAStep) {
   grpc::ClientContext ctx;
   auto reader = daemon_->stub().Generate(&ctx, GreedyRequest("cancel me", 2000));
@@ -163,24 +197,30 @@ TEST_F(E2eRestartTest, DeadlineIsHonoured) {
 }
 
 TEST_F(E2eRestartTest, FullQueueIsResourceExhausted) {
-  // One running, one waiting (queue_limit 1): the third is refused.
-  grpc::ClientContext running_ctx, waiting_ctx;
+  // Two running at once on the worker (max_sequences 2), one waiting
+  // (queue_limit 1): the fourth is refused.
+  grpc::ClientContext running_ctx, second_ctx, waiting_ctx;
   auto running = daemon_->stub().Generate(&running_ctx, GreedyRequest("first", 2000));
   v1::GenerateResponse resp;
   ASSERT_TRUE(running->Read(&resp));
-  auto waiting = daemon_->stub().Generate(&waiting_ctx, GreedyRequest("second", 2));
+  auto second = daemon_->stub().Generate(&second_ctx, GreedyRequest("second", 2000));
+  ASSERT_TRUE(second->Read(&resp));
+  EXPECT_NE(daemon_->HttpGet("/metrics").find("sluice_requests_running 2\n"), std::string::npos);
+  auto waiting = daemon_->stub().Generate(&waiting_ctx, GreedyRequest("third", 2));
   // The waiting request is queued once the gauge says so.
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   while (daemon_->HttpGet("/metrics").find("sluice_requests_waiting 1\n") == std::string::npos) {
     ASSERT_LT(absl::Now(), deadline) << "the second request never queued";
   }
-  Generation third = RunGenerate(daemon_->stub(), GreedyRequest("third", 2));
-  EXPECT_EQ(third.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_NE(third.status.error_message().find("request queue is full: 1 requests waiting"),
+  Generation fourth = RunGenerate(daemon_->stub(), GreedyRequest("fourth", 2));
+  EXPECT_EQ(fourth.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(fourth.status.error_message().find("request queue is full: 1 requests waiting"),
             std::string::npos)
-      << third.status.error_message();
+      << fourth.status.error_message();
   running_ctx.TryCancel();
   (void)running->Finish();
+  second_ctx.TryCancel();
+  (void)second->Finish();
   while (waiting->Read(&resp)) {
   }
   EXPECT_TRUE(waiting->Finish().ok());

@@ -47,6 +47,8 @@ TEST(E2eTopTest, LiveViewInATerminalFollowsTheDaemon) {
   DaemonOptions options;
   options.model_path = *model;
   options.worker_test_flags = {"--test_step_delay_ms=5"};
+  // One generation at a time on the worker, so that the other waits.
+  options.flags = {"--max_sequences=1"};
   auto d = Daemon::Start(options);
   ASSERT_TRUE(d.ok()) << d.status();
   Tmux term(tmux);

@@ -2,15 +2,23 @@
 // spawning the real sluice-worker, the Hello hand-off, request traffic, the
 // worker's refusal of an inconsistent Hello, and exit classification.
 #include <deque>
+#include <functional>
+#include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "base/testing/goldens.h"
 #include "daemon/cgroup.h"
 #include "daemon/model_desc.h"
 #include "daemon/worker_process.h"
 #include "gtest/gtest.h"
+#include "loader/model_files.h"
+#include "model/engine.h"
 #include "tests/e2e_harness.h"
 
 namespace sluice::testing {
@@ -71,9 +79,11 @@ class E2eWorkerTest : public ::testing::Test {
 
   std::unique_ptr<daemon::WorkerProcess> Spawn(const worker::v1::Hello& hello,
                                                const std::vector<int>& fds,
-                                               const std::string& binary = "") {
+                                               const std::string& binary = "",
+                                               std::vector<std::string> args = {}) {
     daemon::WorkerSpawnOptions o;
     o.binary = binary.empty() ? RunfilePath("worker/sluice-worker") : binary;
+    o.args = std::move(args);
     o.oom = oom_.get();
     auto w = daemon::WorkerProcess::Spawn(
         o, hello, fds, [this](WorkerMessage m) { inbox_.Push(std::move(m)); },
@@ -234,6 +244,304 @@ TEST_F(E2eWorkerTest, MissingBinaryIsExit127) {
   auto exit = inbox_.WaitExit();
   ASSERT_TRUE(exit.has_value());
   EXPECT_EQ(exit->description, "exited with code 127 (could not exec the worker binary)");
+}
+
+// Continuous batching through the real worker (issue 19) on the F32 micro
+// goldens of both architectures: several greedy requests at once, each
+// streaming exactly the tokens and text Generate gives it alone.
+class E2eWorkerBatchTest : public E2eWorkerTest {
+ protected:
+  static constexpr int kContext = 64;
+
+  // What one request streamed, and the message that ended it.
+  struct Stream {
+    std::vector<int32_t> ids;
+    std::string text;
+    std::optional<WorkerMessage> end;
+  };
+  // What it gives alone: Generate in this process, greedy, no eos stop.
+  struct Alone {
+    std::vector<int32_t> ids;
+    std::string text;
+    FinishReason finish = FinishReason::kLength;
+  };
+
+  void Open(const std::string& name) {
+    SLUICE_REQUIRE_GOLDENS(dir);
+    path_ = absl::StrCat(dir, "/", name, ".gguf");
+    auto files = ModelFiles::Open(path_);
+    ASSERT_TRUE(files.ok()) << files.status();
+    files_ = *std::move(files);
+    auto engine = Engine::Create(*files_, {.threads = 1, .context_length = kContext});
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    engine_ = *std::move(engine);
+  }
+
+  // A worker of the opened golden that runs `max_sequences` at once; every
+  // token costs it 2 ms more (sluice-worker-testing --test_step_delay_ms),
+  // so requests sent together are still running when the next arrives.
+  std::unique_ptr<daemon::WorkerProcess> SpawnBatch(int max_sequences) {
+    v1::LoadModelRequest load;
+    load.set_path(path_);
+    daemon::LoadSettings settings{1, kContext};
+    settings.max_sequences = max_sequences;
+    auto desc = daemon::PrepareLoad(load, settings);
+    EXPECT_TRUE(desc.ok()) << desc.status();
+    if (!desc.ok()) return nullptr;
+    golden_ = std::move(*desc);
+    std::vector<int> fds;
+    for (const ShardFd& f : golden_.files->fds()) fds.push_back(f.fd);
+    auto w = Spawn(golden_.hello, fds, RunfilePath("worker/sluice-worker-testing"),
+                   {"--test_step_delay_ms=2"});
+    auto ready = AfterLoad();
+    EXPECT_TRUE(ready.has_value() && ready->has_ready()) << (ready ? ready->DebugString() : "");
+    return w;
+  }
+
+  std::vector<int32_t> Prompt(int length, int seed) const {
+    std::mt19937 rng(seed);
+    std::vector<int32_t> ids;
+    for (int i = 0; i < length; ++i) ids.push_back(rng() % engine_->info().n_vocab);
+    return ids;
+  }
+
+  Alone RunAlone(const std::vector<int32_t>& prompt, int max_tokens,
+                 const std::vector<std::string>& stop = {}) const {
+    Alone out;
+    auto session = engine_->NewSession();
+    EXPECT_TRUE(session.ok()) << session.status();
+    GenerateParams p;
+    p.prompt = prompt;
+    p.max_tokens = max_tokens;
+    p.stop = stop;
+    p.stop_at_eos = false;
+    auto r = Generate(**session, p, [&](int32_t id, std::string_view piece) {
+      out.ids.push_back(id);
+      out.text += piece;
+      return true;
+    });
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (r.ok()) out.finish = r->finish_reason;
+    return out;
+  }
+
+  static SupervisorMessage GenerateMessage(uint64_t id, const std::vector<int32_t>& prompt,
+                                           int max_tokens,
+                                           const std::vector<std::string>& stop = {}) {
+    SupervisorMessage m;
+    m.set_request_id(id);
+    v1::GenerateRequest* g = m.mutable_generate();
+    for (int32_t t : prompt) g->mutable_token_ids()->add_ids(t);
+    g->set_max_tokens(max_tokens);
+    g->set_ignore_eos(true);
+    g->mutable_sampling()->set_temperature(0);
+    for (const std::string& s : stop) g->add_stop(s);
+    return m;
+  }
+
+  // Reads until every stream of `streams` has ended; `seen` is told of
+  // every message first (to send a Cancel or a StatsQuery mid-way).
+  // Messages that answer no stream (Stats, tokenized) go to `others`.
+  void Collect(std::map<uint64_t, Stream>* streams,
+               const std::function<void(const WorkerMessage&)>& seen,
+               std::vector<WorkerMessage>* others) {
+    auto open = [&] {
+      for (const auto& [id, s] : *streams) {
+        if (!s.end.has_value()) return true;
+      }
+      return false;
+    };
+    while (open()) {
+      std::optional<WorkerMessage> m = inbox_.Next();
+      ASSERT_TRUE(m.has_value()) << "the worker went quiet";
+      if (m->has_heartbeat()) continue;
+      auto it = streams->find(m->request_id());
+      if (m->has_chunk() && it != streams->end()) {
+        for (int32_t t : m->chunk().token_ids()) it->second.ids.push_back(t);
+        it->second.text += m->chunk().text();
+      } else if ((m->has_done() || m->has_error()) && it != streams->end()) {
+        it->second.end = *m;
+      } else {
+        others->push_back(*m);
+      }
+      seen(*m);
+    }
+  }
+
+  std::string path_;
+  std::unique_ptr<ModelFiles> files_;
+  std::unique_ptr<Engine> engine_;
+  daemon::ModelDesc golden_;
+};
+
+TEST_F(E2eWorkerBatchTest, ConcurrentRequestsStreamWhatTheyStreamAlone) {
+  for (const char* model : {"qwen3moe-micro-f32", "qwen35moe-micro-f32"}) {
+    SCOPED_TRACE(model);
+    Open(model);
+    if (engine_ == nullptr) return;
+    constexpr int kRequests = 4;
+    constexpr int kTokens = 12;
+    std::vector<std::vector<int32_t>> prompts;
+    std::vector<std::vector<std::string>> stops(kRequests);
+    std::vector<Alone> alone;
+    for (int r = 0; r < kRequests; ++r) {
+      prompts.push_back(Prompt(3 + 4 * r, 10 + r));
+      alone.push_back(RunAlone(prompts[r], kTokens));
+    }
+    // Request 2 ends at a stop string from late in its own text, so the
+    // stop matcher of one sequence runs beside three that have none.
+    const std::string& text2 = alone[2].text;
+    ASSERT_GE(text2.size(), 4u) << model;
+    stops[2] = {text2.substr(text2.size() * 3 / 4, 2)};
+    alone[2] = RunAlone(prompts[2], kTokens, stops[2]);
+    ASSERT_EQ(alone[2].finish, FinishReason::kStop) << model;
+
+    auto w = SpawnBatch(kRequests);
+    ASSERT_NE(w, nullptr);
+    std::map<uint64_t, Stream> streams;
+    for (int r = 0; r < kRequests; ++r) {
+      streams[r + 1];
+      ASSERT_TRUE(w->Send(GenerateMessage(r + 1, prompts[r], kTokens, stops[r])).ok());
+    }
+    // Once every request has a token, all four are in the batch.
+    bool asked = false;
+    std::vector<WorkerMessage> others;
+    Collect(
+        &streams,
+        [&](const WorkerMessage&) {
+          for (const auto& [id, s] : streams) {
+            if (s.ids.empty()) return;
+          }
+          if (asked) return;
+          asked = true;
+          SupervisorMessage stats;
+          stats.mutable_stats_query();
+          ASSERT_TRUE(w->Send(stats).ok());
+        },
+        &others);
+    for (int r = 0; r < kRequests; ++r) {
+      const Stream& s = streams[r + 1];
+      SCOPED_TRACE(absl::StrCat("request ", r + 1));
+      EXPECT_EQ(s.ids, alone[r].ids);
+      EXPECT_EQ(s.text, alone[r].text);
+      ASSERT_TRUE(s.end.has_value() && s.end->has_done()) << s.end->DebugString();
+      EXPECT_EQ(s.end->done().usage().completion_tokens(), alone[r].ids.size());
+      EXPECT_EQ(s.end->done().usage().prompt_tokens(), prompts[r].size());
+      EXPECT_EQ(s.end->done().finish_reason(),
+                r == 2 ? v1::FINISH_REASON_STOP : v1::FINISH_REASON_LENGTH);
+    }
+    // The stats asked for while all four ran (answered at once).
+    std::optional<worker::v1::BatchStats> during;
+    for (const WorkerMessage& m : others) {
+      if (m.has_stats() && !during) during = m.stats().batch();
+    }
+    ASSERT_TRUE(during.has_value());
+    EXPECT_EQ(during->max_sequences(), 4u);
+    EXPECT_EQ(during->running_sequences(), 4u);
+    EXPECT_EQ(during->waiting_sequences(), 0u);
+    EXPECT_EQ(during->batch_size(), 4u);
+    EXPECT_EQ(during->kv_blocks_total(), 4u * kContext / 16);
+    EXPECT_GT(during->kv_blocks_used(), 4u);
+    EXPECT_EQ(during->preemptions_total(), 0u);
+    // Afterwards: the steps were shared (fewer than the tokens streamed),
+    // and each acquired the union of its sequences' experts.
+    SupervisorMessage stats;
+    stats.mutable_stats_query();
+    ASSERT_TRUE(w->Send(stats).ok());
+    std::optional<WorkerMessage> after;
+    while ((after = inbox_.Next()) && !after->has_stats()) {
+    }
+    ASSERT_TRUE(after.has_value());
+    const worker::v1::BatchStats& b = after->stats().batch();
+    size_t streamed = 0;
+    for (const Alone& a : alone) streamed += a.ids.size();
+    EXPECT_EQ(b.running_sequences(), 0u);
+    EXPECT_EQ(b.kv_blocks_used(), 0u);
+    EXPECT_LT(b.steps_total(), streamed);
+    EXPECT_GE(b.steps_total(), static_cast<uint64_t>(kTokens));
+    EXPECT_GT(b.experts_acquired_last_step(), 0u);
+    EXPECT_GT(b.experts_acquired_total(), b.experts_acquired_last_step());
+    EXPECT_EQ(after->stats().generated_tokens_total(), streamed);
+    w->Stop(absl::Seconds(10));
+    ASSERT_TRUE(inbox_.WaitExit().has_value());
+  }
+}
+
+TEST_F(E2eWorkerBatchTest, CancelOfOneLeavesTheOthersTokens) {
+  Open("qwen35moe-micro-f32");
+  if (engine_ == nullptr) return;
+  constexpr int kTokens = 20;
+  std::vector<std::vector<int32_t>> prompts = {Prompt(6, 1), Prompt(4, 2), Prompt(9, 3)};
+  std::vector<Alone> alone;
+  for (const auto& p : prompts) alone.push_back(RunAlone(p, kTokens));
+  auto w = SpawnBatch(3);
+  ASSERT_NE(w, nullptr);
+  std::map<uint64_t, Stream> streams;
+  for (int r = 0; r < 3; ++r) {
+    streams[r + 1];
+    ASSERT_TRUE(w->Send(GenerateMessage(r + 1, prompts[r], kTokens)).ok());
+  }
+  bool cancelled = false;
+  std::vector<WorkerMessage> others;
+  Collect(
+      &streams,
+      [&](const WorkerMessage&) {
+        if (cancelled || streams[2].ids.size() < 3) return;
+        cancelled = true;
+        SupervisorMessage cancel;
+        cancel.set_request_id(2);
+        cancel.mutable_cancel();
+        ASSERT_TRUE(w->Send(cancel).ok());
+      },
+      &others);
+  for (uint64_t id : {1u, 3u}) {
+    EXPECT_EQ(streams[id].ids, alone[id - 1].ids) << "request " << id;
+    ASSERT_TRUE(streams[id].end->has_done()) << streams[id].end->DebugString();
+  }
+  const Stream& c = streams[2];
+  ASSERT_TRUE(c.end->has_error()) << c.end->DebugString();
+  EXPECT_EQ(c.end->error().code(), static_cast<int>(absl::StatusCode::kCancelled));
+  EXPECT_EQ(c.end->error().message(), "cancelled by the client");
+  ASSERT_LT(c.ids.size(), static_cast<size_t>(kTokens));
+  EXPECT_EQ(c.ids, std::vector<int32_t>(alone[1].ids.begin(), alone[1].ids.begin() + c.ids.size()));
+  EXPECT_TRUE(others.empty());
+}
+
+// A Tokenize sent while two generations run is answered between their
+// steps, before either ends.
+TEST_F(E2eWorkerBatchTest, TokenizeIsAnsweredBetweenSteps) {
+  Open("qwen3moe-micro-f32");
+  if (engine_ == nullptr) return;
+  auto w = SpawnBatch(2);
+  ASSERT_NE(w, nullptr);
+  std::map<uint64_t, Stream> streams;
+  for (uint64_t id : {1u, 2u}) {
+    streams[id];
+    ASSERT_TRUE(w->Send(GenerateMessage(id, Prompt(5, id), 30)).ok());
+  }
+  bool sent = false;
+  bool answered_while_running = false;
+  std::vector<WorkerMessage> others;
+  Collect(
+      &streams,
+      [&](const WorkerMessage& m) {
+        if (m.has_tokenized()) {
+          answered_while_running = !streams[1].end.has_value() && !streams[2].end.has_value();
+        }
+        if (sent || streams[1].ids.empty() || streams[2].ids.empty()) return;
+        sent = true;
+        SupervisorMessage tok;
+        tok.set_request_id(9);
+        tok.mutable_tokenize()->set_text("hello");
+        ASSERT_TRUE(w->Send(tok).ok());
+      },
+      &others);
+  ASSERT_EQ(others.size(), 1u);
+  EXPECT_EQ(others[0].request_id(), 9u);
+  EXPECT_GT(others[0].tokenized().token_ids_size(), 0);
+  EXPECT_TRUE(answered_while_running);
+  EXPECT_EQ(streams[1].ids.size(), 30u);
+  EXPECT_EQ(streams[2].ids.size(), 30u);
 }
 
 }  // namespace

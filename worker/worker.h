@@ -3,12 +3,20 @@
 // RunWorker() reads the Hello (with the shard fds as SCM_RIGHTS), maps the
 // shards (ModelFiles::FromFds, never opening a path), checks the tensor table
 // against the supervisor's, builds the engine and reports Ready. Then:
-//   * Generate and Tokenize requests run one at a time, in order, on a
-//     generation thread; a Generate streams one TokenChunk per token and a
-//     final GenerateDone (or an Error);
-//   * Cancel for the running request stops it before the next decode step
-//     (the token callback returns false) and is answered with Error CANCELLED;
-//   * StatsQuery is answered at once by the reading thread;
+//   * Generate requests run together on a generation thread, continuously
+//     batched (worker/batch/batch_runner.h): up to Hello.config.max_sequences
+//     sequences, one batched forward pass a step, each sequence with its own
+//     KV and recurrent state of context_length tokens (the requests beyond
+//     them wait in the scheduler, in arrival order). A Generate streams one
+//     TokenChunk per token and a final GenerateDone (or an Error), its text
+//     through its own OutputText (detokenizer, stop strings), so a request
+//     streams in a batch exactly what Generate streams for it alone;
+//   * Tokenize requests are answered on the generation thread between steps;
+//   * Cancel ends its request between steps (Error CANCELLED) and leaves
+//     the others of the batch as they were;
+//   * StatsQuery is answered at once by the reading thread, with the
+//     batch's figures (Stats.batch: running and waiting sequences, the last
+//     step's size, KV blocks, preemptions, experts acquired per step);
 //   * every message leaves through a FrameWriter thread (the reader never
 //     blocks on a send), which also sends a Heartbeat when idle for
 //     Hello.config.heartbeat_interval_ms;
@@ -21,7 +29,9 @@
 // Expert cache telemetry: every Stats answer carries the backend's
 // ExpertStreamStats, and where experts stream each GenerateDone carries the
 // request's own figures (and, with GenerateRequest.expert_token_stats, one
-// entry per token). A failure to build the model (for a CUDA worker: no
+// entry per token): the counters' difference over the steps it took part
+// in, so in a batch of several they include what the other sequences of
+// those steps looked up. A failure to build the model (for a CUDA worker: no
 // CUDA backend in the binary, no such device, no memory) is sent as `fatal`,
 // whose text names the cause, and the worker exits 2.
 //
@@ -48,15 +58,16 @@ namespace sluice::worker {
 
 // Thread-safety: device_memory runs on the thread that loads the model;
 // expert_stats on the reading thread (Stats) and the generation thread
-// (Generate); before_generate and after_token on the generation thread.
+// (Generate); before_generate (as a request joins the batch) and
+// after_token on the generation thread.
 struct Collaborators {
   // The device memory the fit planner of a CUDA worker plans for, by device
   // ordinal. Must be set.
   std::function<absl::StatusOr<memory::DeviceMemory>(int device)> device_memory =
       memory::ProbeDeviceMemory;
   // The expert cache figures reported with Stats and GenerateDone, from the
-  // built model and the forward passes this worker has run so far (one per
-  // prefill, one per decode step). Must be set.
+  // built model and the batched forward passes this worker has run so far
+  // (one per step). Must be set.
   std::function<ExpertStreamStats(const Model& model, uint64_t forward_passes)> expert_stats =
       [](const Model& model, uint64_t) { return model.ExpertStats(); };
   // Called with each Generate request before it is checked and run (none

@@ -54,6 +54,11 @@ absl::Status BatchRunner::Cancel(sched::SeqId id) {
   return absl::OkStatus();
 }
 
+bool BatchRunner::GrammarFinished(sched::SeqId id) const {
+  const auto it = live_.find(id);
+  return it != live_.end() && it->second.sampler.GrammarFinished();
+}
+
 absl::StatusOr<BatchForwardStats> BatchRunner::RunPlan(const sched::StepPlan& plan,
                                                        std::vector<float>* logits) {
   std::vector<BatchChunk> batch;

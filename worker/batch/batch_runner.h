@@ -75,6 +75,11 @@ class BatchRunner {
   };
   absl::StatusOr<StepResult> Step(absl::Time now, const BatchTokenCallback& on_token);
 
+  // Whether the grammar of live request `id` allows nothing more (false
+  // without a grammar or for an id not live). For the token callback, which
+  // sees the token once its sampler has accepted it.
+  bool GrammarFinished(sched::SeqId id) const;
+
   bool idle() const { return scheduler_.idle(); }
   const sched::Scheduler& scheduler() const { return scheduler_; }
 
