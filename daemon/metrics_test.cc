@@ -73,6 +73,35 @@ TEST(MetricsTest, RendersEveryFamily) {
   }
 }
 
+TEST(MetricsTest, WorkerBatch) {
+  Metrics metrics;
+  MetricsSnapshot s;
+  s.batch.max_sequences = 8;
+  s.batch.running_sequences = 3;
+  s.batch.waiting_sequences = 2;
+  s.batch.batch_size = 3;
+  s.batch.kv_blocks_used = 40;
+  s.batch.kv_blocks_total = 2048;
+  s.batch.preemptions_total = 1;
+  s.batch.steps_total = 90;
+  s.batch.experts_acquired_last_step = 57;
+  s.batch.experts_acquired_total = 4100;
+  const std::string text = metrics.Render(s, HostMemory{});
+  for (const char* line : {"sluice_worker_max_sequences 8\n",
+                           "sluice_worker_sequences{state=\"running\"} 3\n",
+                           "sluice_worker_sequences{state=\"waiting\"} 2\n",
+                           "sluice_worker_batch_size 3\n",
+                           "sluice_worker_kv_blocks{state=\"used\"} 40\n",
+                           "sluice_worker_kv_blocks{state=\"free\"} 2008\n",
+                           "# TYPE sluice_worker_preemptions_total counter\n",
+                           "sluice_worker_preemptions_total 1\n",
+                           "sluice_worker_batch_steps_total 90\n",
+                           "sluice_worker_step_experts_acquired 57\n",
+                           "sluice_worker_experts_acquired_total 4100\n"}) {
+    EXPECT_TRUE(Contains(text, line)) << "missing: " << line << "\nin:\n" << text;
+  }
+}
+
 TEST(MetricsTest, DeviceMemoryByKind) {
   Metrics metrics;
   MetricsSnapshot s;

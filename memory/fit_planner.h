@@ -57,8 +57,8 @@ struct ModelFootprint {
   uint64_t state_fixed_bytes = 0;
   uint64_t state_bytes_per_token = 0;
   int64_t context = 0;
-  // Sequences held at once (`sluicectl plan --sessions`; the worker plans
-  // one while it runs one request at a time).
+  // Sequences held at once (`sluicectl plan --sessions`; a worker plans its
+  // --max_sequences).
   int64_t sessions = 1;
   // The KV cache in blocks of this many positions (sched/kv_blocks.h): a
   // sequence's KV is whole blocks, its context rounded up. 0: one

@@ -205,7 +205,15 @@ TEST_F(E2eRestartTest, FullQueueIsResourceExhausted) {
   ASSERT_TRUE(running->Read(&resp));
   auto second = daemon_->stub().Generate(&second_ctx, GreedyRequest("second", 2000));
   ASSERT_TRUE(second->Read(&resp));
-  EXPECT_NE(daemon_->HttpGet("/metrics").find("sluice_requests_running 2\n"), std::string::npos);
+  {
+    // Both on the worker at once, in one batch (the worker's own figures).
+    const std::string metrics = daemon_->HttpGet("/metrics");
+    EXPECT_NE(metrics.find("sluice_requests_running 2\n"), std::string::npos) << metrics;
+    EXPECT_NE(metrics.find("sluice_worker_sequences{state=\"running\"} 2\n"), std::string::npos)
+        << metrics;
+    EXPECT_NE(metrics.find("sluice_worker_batch_size 2\n"), std::string::npos) << metrics;
+    EXPECT_NE(metrics.find("sluice_worker_max_sequences 2\n"), std::string::npos) << metrics;
+  }
   auto waiting = daemon_->stub().Generate(&waiting_ctx, GreedyRequest("third", 2));
   // The waiting request is queued once the gauge says so.
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
