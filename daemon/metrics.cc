@@ -80,34 +80,33 @@ std::vector<double> LatencyBounds() {
 // The expert slot cache as the worker last reported it (all 0 on a CPU
 // worker, which never streams), so that a dashboard's series exist before
 // the first CUDA worker.
-void RenderBatch(std::string* out, const BatchFigures& b) {
+void RenderBatch(std::string* out, const worker::v1::BatchStats& b) {
   Metric(out, "sluice_worker_max_sequences", "gauge",
-         "Sequences the worker generates for at once (--max_sequences).", b.max_sequences);
+         "Sequences the worker generates for at once (--max_sequences).", b.max_sequences());
   Family(out, "sluice_worker_sequences", "gauge",
          "Sequences in the worker's batch: running (admitted, holding KV) and waiting.");
-  Sample(out, "sluice_worker_sequences", b.running_sequences, "state=\"running\"");
-  Sample(out, "sluice_worker_sequences", b.waiting_sequences, "state=\"waiting\"");
+  Sample(out, "sluice_worker_sequences", b.running_sequences(), "state=\"running\"");
+  Sample(out, "sluice_worker_sequences", b.waiting_sequences(), "state=\"waiting\"");
   Metric(out, "sluice_worker_batch_size", "gauge",
-         "Sequences evaluated in the worker's last batched step.", b.batch_size);
+         "Sequences evaluated in the worker's last batched step.", b.batch_size());
   Family(out, "sluice_worker_kv_blocks", "gauge",
          "KV cache blocks of the worker's scheduler, in use and free.");
-  Sample(out, "sluice_worker_kv_blocks", b.kv_blocks_used, "state=\"used\"");
-  Sample(out, "sluice_worker_kv_blocks", b.kv_blocks_total - std::min(b.kv_blocks_used,
-                                                                       b.kv_blocks_total),
-         "state=\"free\"");
+  const uint32_t used = std::min(b.kv_blocks_used(), b.kv_blocks_total());
+  Sample(out, "sluice_worker_kv_blocks", used, "state=\"used\"");
+  Sample(out, "sluice_worker_kv_blocks", b.kv_blocks_total() - used, "state=\"free\"");
   Metric(out, "sluice_worker_preemptions_total", "counter",
          "Sequences the worker's scheduler preempted (recomputed later) for KV memory.",
-         b.preemptions_total);
+         b.preemptions_total());
   Metric(out, "sluice_worker_batch_steps_total", "counter",
-         "Batched forward steps the worker ran.", b.steps_total);
+         "Batched forward steps the worker ran.", b.steps_total());
   Metric(out, "sluice_worker_step_experts_acquired", "gauge",
          "Routed experts the last step acquired, each distinct expert of a layer once, "
          "summed over the layers (0 where the backend does not count).",
-         b.experts_acquired_last_step);
+         b.experts_acquired_last_step());
   Metric(out, "sluice_worker_experts_acquired_total", "counter",
          "Routed experts acquired by all steps (per step: each distinct expert of a layer "
          "once); over sluice_worker_batch_steps_total, the experts a step.",
-         b.experts_acquired_total);
+         b.experts_acquired_total());
 }
 
 void RenderExpertCache(std::string* out, const v1::SlotCacheStats& c) {

@@ -20,6 +20,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "proto/sluice/v1/sluice.pb.h"
+#include "proto/sluice/worker/v1/worker.pb.h"
 
 namespace sluice::daemon {
 
@@ -61,21 +62,6 @@ struct DeviceMemoryBytes {
   uint64_t expert_arena = 0;
 };
 
-// The worker's continuous batching (worker::v1::BatchStats), as its last
-// Stats answer said; all 0 when no worker is up.
-struct BatchFigures {
-  uint64_t max_sequences = 0;
-  uint64_t running_sequences = 0;
-  uint64_t waiting_sequences = 0;
-  uint64_t batch_size = 0;  // sequences in the last step
-  uint64_t kv_blocks_used = 0;
-  uint64_t kv_blocks_total = 0;
-  uint64_t preemptions_total = 0;
-  uint64_t steps_total = 0;
-  uint64_t experts_acquired_last_step = 0;
-  uint64_t experts_acquired_total = 0;
-};
-
 // What the supervisor knows at scrape time.
 struct MetricsSnapshot {
   uint64_t requests_running = 0;
@@ -83,7 +69,8 @@ struct MetricsSnapshot {
   v1::WorkerStats worker;
   v1::SlotCacheStats slot_cache;
   DeviceMemoryBytes device_memory;
-  BatchFigures batch;
+  // The worker's batch as its last Stats said; all 0 when no worker is up.
+  worker::v1::BatchStats batch;
   std::string oom_mode;  // OomModeName()
   std::optional<v1::LoadProgress> loading;  // Supervisor::Loading()
 };

@@ -76,16 +76,16 @@ TEST(MetricsTest, RendersEveryFamily) {
 TEST(MetricsTest, WorkerBatch) {
   Metrics metrics;
   MetricsSnapshot s;
-  s.batch.max_sequences = 8;
-  s.batch.running_sequences = 3;
-  s.batch.waiting_sequences = 2;
-  s.batch.batch_size = 3;
-  s.batch.kv_blocks_used = 40;
-  s.batch.kv_blocks_total = 2048;
-  s.batch.preemptions_total = 1;
-  s.batch.steps_total = 90;
-  s.batch.experts_acquired_last_step = 57;
-  s.batch.experts_acquired_total = 4100;
+  s.batch.set_max_sequences(8);
+  s.batch.set_running_sequences(3);
+  s.batch.set_waiting_sequences(2);
+  s.batch.set_batch_size(3);
+  s.batch.set_kv_blocks_used(40);
+  s.batch.set_kv_blocks_total(2048);
+  s.batch.set_preemptions_total(1);
+  s.batch.set_steps_total(90);
+  s.batch.set_experts_acquired_last_step(57);
+  s.batch.set_experts_acquired_total(4100);
   const std::string text = metrics.Render(s, HostMemory{});
   for (const char* line : {"sluice_worker_max_sequences 8\n",
                            "sluice_worker_sequences{state=\"running\"} 3\n",

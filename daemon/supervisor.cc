@@ -61,21 +61,6 @@ RequestHandle::Event ErrorEvent(absl::Status status) {
 
 double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
 
-BatchFigures BatchFiguresOf(const worker::v1::BatchStats& b) {
-  BatchFigures f;
-  f.max_sequences = b.max_sequences();
-  f.running_sequences = b.running_sequences();
-  f.waiting_sequences = b.waiting_sequences();
-  f.batch_size = b.batch_size();
-  f.kv_blocks_used = b.kv_blocks_used();
-  f.kv_blocks_total = b.kv_blocks_total();
-  f.preemptions_total = b.preemptions_total();
-  f.steps_total = b.steps_total();
-  f.experts_acquired_last_step = b.experts_acquired_last_step();
-  f.experts_acquired_total = b.experts_acquired_total();
-  return f;
-}
-
 }  // namespace
 
 Supervisor::Supervisor(SupervisorOptions options, const OomContainment* oom,
@@ -614,7 +599,7 @@ MetricsSnapshot Supervisor::Snapshot(absl::Duration stats_timeout) {
   s.worker = worker_stats_;
   s.worker.set_up(phase_ == WorkerPhase::kReady && !hung_);
   s.slot_cache = slot_stats_;
-  if (s.worker.up()) s.batch = BatchFiguresOf(batch_stats_);
+  if (s.worker.up()) s.batch = batch_stats_;
   s.device_memory.dense = device_memory_.dense_bytes();
   s.device_memory.kv_state = device_memory_.kv_state_bytes();
   s.device_memory.workspace = device_memory_.workspace_bytes();
