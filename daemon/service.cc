@@ -126,10 +126,10 @@ grpc::Status SluiceService::Generate(grpc::ServerContext* context,
       }
     }
   }
-  absl::StatusOr<std::shared_ptr<RequestHandle>> handle =
-      supervisor_->SubmitGenerate(*submitted);
-  if (!handle.ok()) return ToGrpcStatus(handle.status());
   const absl::Time deadline = DeadlineOf(*context);
+  absl::StatusOr<std::shared_ptr<RequestHandle>> handle =
+      supervisor_->SubmitGenerate(*submitted, deadline);
+  if (!handle.ok()) return ToGrpcStatus(handle.status());
   const uint64_t token = WatchCall(context, *handle);
   grpc::Status status = StreamEvents(context, deadline, **handle, writer);
   watcher_.Unwatch(token);
@@ -168,7 +168,11 @@ grpc::Status SluiceService::StreamEvents(grpc::ServerContext* context, absl::Tim
         writer->Write(response);
         return grpc::Status::OK;
       case RequestHandle::Event::Type::kError:
-        if (context->IsCancelled() && past_deadline()) return deadline_expired();
+        // The worker ends a request whose deadline passed too.
+        if ((context->IsCancelled() && past_deadline()) ||
+            event.status.code() == absl::StatusCode::kDeadlineExceeded) {
+          return deadline_expired();
+        }
         if (event.status.code() != absl::StatusCode::kUnavailable) {
           metrics_->AddRequest(event.status.code() == absl::StatusCode::kCancelled
                                    ? "cancelled"

@@ -494,7 +494,7 @@ void Supervisor::ControlLoop() {
 }
 
 absl::StatusOr<std::shared_ptr<RequestHandle>> Supervisor::SubmitGenerate(
-    const v1::GenerateRequest& request) {
+    const v1::GenerateRequest& request, absl::Time deadline) {
   // Every field is checked before the request may wait in the queue.
   RETURN_IF_ERROR(CheckGenerateRequest(request));
   absl::MutexLock lock(&mu_);
@@ -511,6 +511,9 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Supervisor::SubmitGenerate(
   std::shared_ptr<RequestHandle> h(new RequestHandle(next_request_id_++, true));
   h->message_.set_request_id(h->id());
   *h->message_.mutable_generate() = request;
+  if (deadline != absl::InfiniteFuture()) {
+    h->message_.set_deadline_unix_micros(std::max<int64_t>(1, absl::ToUnixMicros(deadline)));
+  }
   if (request.request_id().empty()) {
     h->message_.mutable_generate()->set_request_id(absl::StrCat("sluiced-", h->id()));
   }

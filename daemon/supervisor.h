@@ -192,8 +192,10 @@ class Supervisor {
   absl::Status UnloadModel(const v1::UnloadModelRequest& request);
   std::vector<v1::ModelInfo> ListModels();
 
+  // `deadline` travels to the worker, which ends the request there when it
+  // passes (DEADLINE_EXCEEDED), also before it is admitted to the batch.
   absl::StatusOr<std::shared_ptr<RequestHandle>> SubmitGenerate(
-      const v1::GenerateRequest& request);
+      const v1::GenerateRequest& request, absl::Time deadline = absl::InfiniteFuture());
   absl::StatusOr<std::shared_ptr<RequestHandle>> SubmitTokenize(
       const v1::TokenizeRequest& request);
   // Idempotent. A waiting request ends with Cancelled at once; a running one

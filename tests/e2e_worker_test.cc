@@ -507,6 +507,33 @@ TEST_F(E2eWorkerBatchTest, CancelOfOneLeavesTheOthersTokens) {
   EXPECT_TRUE(others.empty());
 }
 
+// A request whose deadline has passed ends at the worker's next step with
+// DEADLINE_EXCEEDED and no token; the one beside it streams as alone.
+TEST_F(E2eWorkerBatchTest, PassedDeadlineEndsItsRequestOnly) {
+  Open("qwen35moe-micro-f32");
+  if (engine_ == nullptr) return;
+  const std::vector<int32_t> prompt = Prompt(7, 4);
+  const Alone alone = RunAlone(prompt, 10);
+  auto w = SpawnBatch(2);
+  ASSERT_NE(w, nullptr);
+  std::map<uint64_t, Stream> streams;
+  streams[1];
+  streams[2];
+  ASSERT_TRUE(w->Send(GenerateMessage(1, prompt, 10)).ok());
+  SupervisorMessage late = GenerateMessage(2, Prompt(5, 5), 10);
+  late.set_deadline_unix_micros(absl::ToUnixMicros(absl::Now() - absl::Seconds(1)));
+  ASSERT_TRUE(w->Send(late).ok());
+  std::vector<WorkerMessage> others;
+  Collect(&streams, [](const WorkerMessage&) {}, &others);
+  EXPECT_EQ(streams[1].ids, alone.ids);
+  ASSERT_TRUE(streams[1].end->has_done()) << streams[1].end->DebugString();
+  EXPECT_TRUE(streams[2].ids.empty());
+  ASSERT_TRUE(streams[2].end->has_error()) << streams[2].end->DebugString();
+  EXPECT_EQ(streams[2].end->error().code(), static_cast<int>(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_EQ(streams[2].end->error().message(),
+            "the deadline expired before the generation finished");
+}
+
 // A Tokenize sent while two generations run is answered between their
 // steps, before either ends.
 TEST_F(E2eWorkerBatchTest, TokenizeIsAnsweredBetweenSteps) {

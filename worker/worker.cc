@@ -127,7 +127,7 @@ class Worker {
   void SendError(uint64_t id, const absl::Status& status, bool fatal = false);
   void GenerationLoop();
   // A Generate request joins the batch (or is answered with its error).
-  void Admit(uint64_t id, const sluice::v1::GenerateRequest& request);
+  void Admit(const SupervisorMessage& job);
   // Cancel of `id` (nothing when it is not in the batch: finished already).
   void CancelRequest(uint64_t id);
   // One BatchRunner step and the answers of the requests it ended.
@@ -315,7 +315,9 @@ ExpertStreamStats Worker::Experts() const {
   return collaborators_.expert_stats(engine_->model(), forward_passes_.load());
 }
 
-void Worker::Admit(uint64_t id, const sluice::v1::GenerateRequest& request) {
+void Worker::Admit(const SupervisorMessage& job) {
+  const uint64_t id = job.request_id();
+  const sluice::v1::GenerateRequest& request = job.generate();
   if (collaborators_.before_generate) collaborators_.before_generate(request);
   const int context = engine_->options().context_length;
   absl::StatusOr<GenerateParams> params = ToGenerateParams(engine_->tokenizer(), context, request);
@@ -324,6 +326,9 @@ void Worker::Admit(uint64_t id, const sluice::v1::GenerateRequest& request) {
     return;
   }
   BatchRequest batch{id, params->prompt, params->sampler, params->max_tokens};
+  if (job.deadline_unix_micros() > 0) {
+    batch.deadline = absl::FromUnixMicros(job.deadline_unix_micros());
+  }
   if (absl::Status s = runner_->Add(std::move(batch)); !s.ok()) {
     SendError(id, s);
     return;
@@ -384,7 +389,8 @@ void Worker::Finish(const sched::Finished& f) {
   generated_tokens_ += live.generated;
   if (f.reason == sched::FinishReason::kDeadline || f.reason == sched::FinishReason::kCancelled) {
     SendError(f.id, f.reason == sched::FinishReason::kDeadline
-                        ? absl::DeadlineExceededError("the deadline passed")
+                        ? absl::DeadlineExceededError(
+                              "the deadline expired before the generation finished")
                         : absl::CancelledError("cancelled by the client"));
     live_.erase(it);
     return;
@@ -498,7 +504,7 @@ void Worker::GenerationLoop() {
       if (job.has_tokenize()) {
         AnswerTokenize(job.request_id(), job.tokenize());
       } else {
-        Admit(job.request_id(), job.generate());
+        Admit(job);
       }
     }
     for (uint64_t id : cancels) CancelRequest(id);
