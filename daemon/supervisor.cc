@@ -68,7 +68,8 @@ Supervisor::Supervisor(SupervisorOptions options, const OomContainment* oom,
     : options_(std::move(options)),
       oom_(oom),
       metrics_(metrics),
-      on_serving_(std::move(on_serving)) {
+      on_serving_(std::move(on_serving)),
+      requests_(options_.queue_limit) {
   control_ = std::thread([this] { ControlLoop(); });
 }
 
@@ -79,10 +80,10 @@ int Supervisor::Drain(absl::Duration timeout) {
   draining_ = true;
   SetServingLocked(false);
   auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return in_flight_.empty() && queue_.empty();
+    return requests_.empty();
   };
   mu_.AwaitWithTimeout(absl::Condition(&idle), timeout);
-  return static_cast<int>(in_flight_.size() + queue_.size());
+  return static_cast<int>(requests_.in_flight() + requests_.waiting());
 }
 
 void Supervisor::Shutdown() {
@@ -230,9 +231,8 @@ void Supervisor::OnMessage(uint64_t serial, WorkerMessage msg) {
 
 void Supervisor::OnRequestMessage(WorkerMessage& msg) {
   const uint64_t id = msg.request_id();
-  const auto it = in_flight_.find(id);
-  if (it != in_flight_.end()) {
-    RequestHandle& h = *it->second;
+  if (const std::shared_ptr<RequestHandle> in_flight = requests_.InFlight(id)) {
+    RequestHandle& h = *in_flight;
     const absl::Time now = absl::Now();
     last_progress_ = now;
     if (msg.has_chunk()) {
@@ -281,10 +281,7 @@ void Supervisor::OnRequestMessage(WorkerMessage& msg) {
 }
 
 void Supervisor::FinishInFlightLocked(uint64_t id, RequestHandle::Event event) {
-  const auto it = in_flight_.find(id);
-  it->second->Push(std::move(event));
-  if (it->second->generate_) --in_flight_generations_;
-  in_flight_.erase(it);
+  if (const std::shared_ptr<RequestHandle> h = requests_.Finish(id)) h->Push(std::move(event));
   DispatchLocked();
 }
 
@@ -293,25 +290,17 @@ int Supervisor::InFlightLimitLocked() const {
   return std::max<int>(1, static_cast<int>(n));
 }
 
-bool Supervisor::RunsNowLocked(bool generate) const {
-  return phase_ == WorkerPhase::kReady && worker_ != nullptr && !hung_ && queue_.empty() &&
-         (!generate || in_flight_generations_ < InFlightLimitLocked());
+bool Supervisor::WorkerTakesRequestsLocked() const {
+  return phase_ == WorkerPhase::kReady && worker_ != nullptr && !hung_;
 }
 
 void Supervisor::DispatchLocked() {
-  if (phase_ != WorkerPhase::kReady || worker_ == nullptr || hung_) return;
-  // In arrival order: a generation that finds the worker full holds back
-  // what came after it (a Tokenize too), so nothing overtakes.
-  while (!queue_.empty() &&
-         (!queue_.front()->generate_ || in_flight_generations_ < InFlightLimitLocked())) {
-    std::shared_ptr<RequestHandle> h = std::move(queue_.front());
-    queue_.pop_front();
+  if (!WorkerTakesRequestsLocked()) return;
+  for (const std::shared_ptr<RequestHandle>& h : requests_.TakeSendable(InFlightLimitLocked())) {
     h->started_ = absl::Now();
     last_progress_ = h->started_;
-    if (h->generate_) ++in_flight_generations_;
     // A failed send means the worker is dying: its exit fails the request.
     (void)worker_->Send(h->message_);
-    in_flight_.emplace(h->id(), std::move(h));
   }
 }
 
@@ -382,9 +371,8 @@ void Supervisor::CheckHungLocked(absl::Time now) {
   std::string why;
   if (now - last_heard_ >= options_.hung_timeout) {
     why = absl::StrCat("no message or heartbeat for ", absl::FormatDuration(now - last_heard_));
-  } else if (!in_flight_.empty() && now - last_progress_ >= options_.hung_timeout) {
-    std::vector<uint64_t> ids;
-    for (const auto& entry : in_flight_) ids.push_back(entry.first);
+  } else if (requests_.in_flight() > 0 && now - last_progress_ >= options_.hung_timeout) {
+    const std::vector<uint64_t> ids = requests_.InFlightIds();
     why = absl::StrCat("no progress on request", ids.size() > 1 ? "s " : " ",
                        absl::StrJoin(ids, ", "), " for ",
                        absl::FormatDuration(now - last_progress_));
@@ -414,15 +402,9 @@ void Supervisor::ScheduleRestartLocked() {
 }
 
 void Supervisor::FailAllLocked(const absl::Status& status) {
-  for (auto& [id, h] : in_flight_) {
+  for (const std::shared_ptr<RequestHandle>& h : requests_.TakeAll()) {
     if (h->Push(ErrorEvent(status))) metrics_->AddRequest("unavailable");
   }
-  in_flight_.clear();
-  in_flight_generations_ = 0;
-  for (auto& h : queue_) {
-    if (h->Push(ErrorEvent(status))) metrics_->AddRequest("unavailable");
-  }
-  queue_.clear();
 }
 
 void Supervisor::SetServingLocked(bool serving) {
@@ -450,7 +432,7 @@ absl::Time Supervisor::NextDeadlineLocked() {
   }
   if (phase_ == WorkerPhase::kReady && !hung_) {
     deadline = std::min(deadline, last_heard_ + options_.hung_timeout);
-    if (!in_flight_.empty()) {
+    if (requests_.in_flight() > 0) {
       deadline = std::min(deadline, last_progress_ + options_.hung_timeout);
     }
   }
@@ -501,12 +483,11 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Supervisor::SubmitGenerate(
   if (draining_) return absl::UnavailableError("sluiced is shutting down");
   RETURN_IF_ERROR(CheckModelId(request.model_id()));
   RETURN_IF_ERROR(CheckTokenIdsLocked(request));
-  const bool runs_now = RunsNowLocked(/*generate=*/true);
-  if (!runs_now && queue_.size() >= static_cast<size_t>(options_.queue_limit)) {
+  if (absl::Status room = requests_.Admits(/*generate=*/true, InFlightLimitLocked(),
+                                           WorkerTakesRequestsLocked());
+      !room.ok()) {
     metrics_->AddRequest("rejected");
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "request queue is full: ", queue_.size(), " requests waiting (queue_limit ",
-        options_.queue_limit, "); retry later"));
+    return room;
   }
   std::shared_ptr<RequestHandle> h(new RequestHandle(next_request_id_++, true));
   h->message_.set_request_id(h->id());
@@ -518,7 +499,7 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Supervisor::SubmitGenerate(
     h->message_.mutable_generate()->set_request_id(absl::StrCat("sluiced-", h->id()));
   }
   h->accepted_ = absl::Now();
-  queue_.push_back(h);
+  requests_.Push(h);
   DispatchLocked();
   return h;
 }
@@ -534,32 +515,26 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Supervisor::SubmitTokenize(
         "the worker of model '", model_->info.model_id(), "' is not ready (",
         v1::ModelState_Name(model_->info.state()), ")"));
   }
-  // Tokenize takes its turn in the queue like a generation: one large text
-  // at a time on the worker, and the same bound on what may wait.
-  const bool runs_now = RunsNowLocked(/*generate=*/false);
-  if (!runs_now && queue_.size() >= static_cast<size_t>(options_.queue_limit)) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "request queue is full: ", queue_.size(), " requests waiting (queue_limit ",
-        options_.queue_limit, "); retry later"));
-  }
+  // Tokenize takes its turn in the queue like a generation (nothing
+  // overtakes), and the same bound on what may wait.
+  RETURN_IF_ERROR(requests_.Admits(/*generate=*/false, InFlightLimitLocked(),
+                                   WorkerTakesRequestsLocked()));
   std::shared_ptr<RequestHandle> h(new RequestHandle(next_request_id_++, false));
   h->message_.set_request_id(h->id());
   *h->message_.mutable_tokenize() = request;
   h->accepted_ = absl::Now();
-  queue_.push_back(h);
+  requests_.Push(h);
   DispatchLocked();
   return h;
 }
 
 void Supervisor::Cancel(const std::shared_ptr<RequestHandle>& handle) {
   absl::MutexLock lock(&mu_);
-  auto it = std::find(queue_.begin(), queue_.end(), handle);
-  if (it != queue_.end()) {
-    queue_.erase(it);
+  if (requests_.RemoveWaiting(handle)) {
     handle->Push(ErrorEvent(absl::CancelledError("cancelled while waiting in the queue")));
     return;
   }
-  if (in_flight_.count(handle->id()) != 0 && !handle->cancel_sent_ && worker_ != nullptr) {
+  if (requests_.InFlight(handle->id()) == handle && !handle->cancel_sent_ && worker_ != nullptr) {
     handle->cancel_sent_ = true;
     SupervisorMessage msg;
     msg.set_request_id(handle->id());
@@ -597,8 +572,8 @@ MetricsSnapshot Supervisor::Snapshot(absl::Duration stats_timeout) {
     }
   }
   MetricsSnapshot s;
-  s.requests_running = in_flight_.size();
-  s.requests_waiting = queue_.size();
+  s.requests_running = requests_.in_flight();
+  s.requests_waiting = requests_.waiting();
   s.worker = worker_stats_;
   s.worker.set_up(phase_ == WorkerPhase::kReady && !hung_);
   s.slot_cache = slot_stats_;

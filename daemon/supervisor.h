@@ -72,6 +72,7 @@
 #include "daemon/defaults.h"
 #include "daemon/load_tracker.h"
 #include "daemon/metrics.h"
+#include "daemon/request_queue.h"
 #include "daemon/worker_process.h"
 #include "loader/model_files.h"
 #include "proto/sluice/v1/sluice.pb.h"
@@ -153,6 +154,8 @@ class RequestHandle {
   // kDone, kTokenized or kError event there are no more.
   bool Next(Event* event, absl::Duration timeout);
   uint64_t id() const { return id_; }
+  // A Generate (not a Tokenize).
+  bool generate() const { return generate_; }
   // Ends the stream with `status` (an error) unless it already ended; later
   // events from the worker are dropped. For the front end whose client went
   // away: it stops waiting at once while Supervisor::Cancel stops the work.
@@ -250,8 +253,8 @@ class Supervisor {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Generations the worker is sent at once: its Hello's max_sequences.
   int InFlightLimitLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Whether a request submitted now would go to the worker at once.
-  bool RunsNowLocked(bool generate) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the worker takes requests (ready, not hung).
+  bool WorkerTakesRequestsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Detaches the current worker and model for the caller to stop unlocked.
   std::unique_ptr<WorkerProcess> DetachLocked(const absl::Status& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -306,11 +309,10 @@ class Supervisor {
   void EndLoadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   uint64_t next_request_id_ ABSL_GUARDED_BY(mu_) = 1;
-  std::deque<std::shared_ptr<RequestHandle>> queue_ ABSL_GUARDED_BY(mu_);
-  // Sent to the worker and not yet answered, by request id (the worker's
-  // messages carry it); at most InFlightLimitLocked() generations.
-  std::map<uint64_t, std::shared_ptr<RequestHandle>> in_flight_ ABSL_GUARDED_BY(mu_);
-  int in_flight_generations_ ABSL_GUARDED_BY(mu_) = 0;
+  // Waiting, and sent to the worker and not yet answered (by request id,
+  // which the worker's messages carry); at most InFlightLimitLocked()
+  // generations in flight.
+  RequestQueue<RequestHandle> requests_ ABSL_GUARDED_BY(mu_);
   absl::Time last_heard_ ABSL_GUARDED_BY(mu_);     // any message from the worker
   // The latest start or event of any request in flight.
   absl::Time last_progress_ ABSL_GUARDED_BY(mu_);
