@@ -4,7 +4,6 @@
 
 #include <atomic>
 #include <deque>
-#include <map>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -26,8 +25,8 @@
 #include "memory/host_probe.h"
 #include "wire/channel.h"
 #include "wire/frame_writer.h"
-#include "worker/batch/batch_runner.h"
 #include "worker/experts.h"
+#include "worker/generate_batch.h"
 #include "worker/proc_stats.h"
 #include "worker/request_convert.h"
 
@@ -86,29 +85,6 @@ absl::StatusOr<EngineOptions> OptionsFromConfig(const v1::WorkerConfig& config) 
   return options;
 }
 
-// The Hello's max_sequences; a Hello without one (0) gets one sequence, as
-// before there was a batch (sluiced always sets it, --max_sequences).
-int32_t MaxSequences(const v1::WorkerConfig& config) {
-  return std::max<int32_t>(1, static_cast<int32_t>(config.max_sequences()));
-}
-
-// The batch of max_sequences sequences of the whole context each. Every
-// sequence's KV is a fixed slot of the context today (BatchRunner), so the
-// pool holds all of them and nothing is ever preempted; the blocks are the
-// admission accounting that paged KV will make real (docs/BATCHING.md).
-sched::SchedulerOptions SchedulerOptionsFor(const v1::WorkerConfig& config, int context) {
-  sched::SchedulerOptions o;
-  o.max_sequences = MaxSequences(config);
-  o.context_per_sequence = context;
-  o.block_tokens = 16;
-  const int32_t blocks_per_sequence = (context + o.block_tokens - 1) / o.block_tokens;
-  o.kv_blocks = blocks_per_sequence * o.max_sequences;
-  // A long prompt is evaluated in chunks of about this many tokens between
-  // the decode steps of the others.
-  o.token_budget = std::max<int64_t>(512, o.max_sequences);
-  return o;
-}
-
 class Worker {
  public:
   Worker(int fd, Collaborators collaborators)
@@ -126,19 +102,6 @@ class Worker {
   void SendLoadProgress(std::string_view phase, uint64_t done, uint64_t total);
   void SendError(uint64_t id, const absl::Status& status, bool fatal = false);
   void GenerationLoop();
-  // A Generate request joins the batch (or is answered with its error).
-  void Admit(const SupervisorMessage& job);
-  // Cancel of `id` (nothing when it is not in the batch: finished already).
-  void CancelRequest(uint64_t id);
-  // One BatchRunner step and the answers of the requests it ended.
-  void Step();
-  bool OnToken(uint64_t id, int32_t token);
-  void Finish(const sched::Finished& finished);
-  // Every request of the batch ends with `status`, and the batch restarts
-  // empty (after a failed forward pass the sessions' contents are undefined).
-  absl::Status FailBatch(const absl::Status& status);
-  // The scheduler's figures into batch_stats_.
-  void PublishBatchStats();
   void AnswerTokenize(uint64_t id, const sluice::v1::TokenizeRequest& request);
   void AnswerStats();
 
@@ -155,26 +118,8 @@ class Worker {
   // Batched forward passes run so far (one per step).
   std::atomic<uint64_t> forward_passes_{0};
 
-  // One Generate request in the batch (the generation thread's).
-  struct Live {
-    explicit Live(OutputText text) : output(std::move(text)) {}
-    OutputText output;
-    int prompt_tokens = 0;
-    int max_tokens = 0;
-    int generated = 0;
-    // Set by the token that ended the output (end of generation, stop).
-    std::optional<FinishReason> finish;
-    absl::Time added;
-    absl::Time first_token;
-    std::optional<RequestExpertTracker> experts;
-  };
-  // The generation thread's: the batch and its requests by id.
-  std::unique_ptr<BatchRunner> runner_;
-  std::map<uint64_t, Live> live_;
-  bool step_counted_ = false;  // the step in flight counted its pass
-  uint64_t steps_ = 0;
-  uint64_t experts_acquired_ = 0;
-  uint64_t experts_last_step_ = 0;
+  // The Generate requests (the generation thread's; Stats() from any).
+  std::unique_ptr<GenerateBatch> batch_;
 
   absl::Mutex mu_;
   // Generate and Tokenize requests, taken by the generation thread between
@@ -182,11 +127,6 @@ class Worker {
   std::deque<SupervisorMessage> queue_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> cancels_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::atomic<uint64_t> prompt_tokens_{0};
-  std::atomic<uint64_t> generated_tokens_{0};
-  // What Stats reports of the batch, refreshed by the generation thread.
-  absl::Mutex stats_mu_;
-  v1::BatchStats batch_stats_ ABSL_GUARDED_BY(stats_mu_);
 };
 
 void Worker::Send(const WorkerMessage& msg) {
@@ -278,11 +218,17 @@ absl::Status Worker::Load(const SupervisorMessage& msg, std::vector<int> fds) {
   }
   if (!engine.ok()) return engine.status();
   engine_ = *std::move(engine);
-  absl::StatusOr<std::unique_ptr<BatchRunner>> runner =
-      BatchRunner::Create(*engine_, SchedulerOptionsFor(config_, options->context_length));
-  if (!runner.ok()) return runner.status();
-  runner_ = *std::move(runner);
-  PublishBatchStats();
+  GenerateBatch::Hooks hooks;
+  hooks.send = [this](const WorkerMessage& m) { Send(m); };
+  hooks.send_error = [this](uint64_t id, const absl::Status& s) { SendError(id, s); };
+  hooks.experts = [this] { return Experts(); };
+  hooks.count_pass = [this] { ++forward_passes_; };
+  hooks.after_token = collaborators_.after_token;
+  hooks.log = Log;
+  absl::StatusOr<std::unique_ptr<GenerateBatch>> batch =
+      GenerateBatch::Create(*engine_, MaxSequences(config_), std::move(hooks));
+  if (!batch.ok()) return batch.status();
+  batch_ = *std::move(batch);
   return absl::OkStatus();
 }
 
@@ -315,178 +261,11 @@ ExpertStreamStats Worker::Experts() const {
   return collaborators_.expert_stats(engine_->model(), forward_passes_.load());
 }
 
-void Worker::Admit(const SupervisorMessage& job) {
-  const uint64_t id = job.request_id();
-  const sluice::v1::GenerateRequest& request = job.generate();
-  if (collaborators_.before_generate) collaborators_.before_generate(request);
-  const int context = engine_->options().context_length;
-  absl::StatusOr<GenerateParams> params = ToGenerateParams(engine_->tokenizer(), context, request);
-  if (!params.ok()) {
-    SendError(id, params.status());
-    return;
-  }
-  BatchRequest batch{id, params->prompt, params->sampler, params->max_tokens};
-  if (job.deadline_unix_micros() > 0) {
-    batch.deadline = absl::FromUnixMicros(job.deadline_unix_micros());
-  }
-  if (absl::Status s = runner_->Add(std::move(batch)); !s.ok()) {
-    SendError(id, s);
-    return;
-  }
-  Live live(OutputText(engine_->tokenizer(), *params));
-  live.prompt_tokens = static_cast<int>(params->prompt.size());
-  live.max_tokens = params->max_tokens;
-  live.added = absl::Now();
-  if (const ExpertStreamStats start = Experts(); start.streaming) {
-    live.experts.emplace(start.counters, request.expert_token_stats());
-  }
-  live_.emplace(id, std::move(live));
-}
-
-void Worker::CancelRequest(uint64_t id) {
-  const auto it = live_.find(id);
-  if (it == live_.end()) return;
-  (void)runner_->Cancel(id);  // NOT_FOUND: it ended in the last step
-  prompt_tokens_ += it->second.prompt_tokens;
-  generated_tokens_ += it->second.generated;
-  live_.erase(it);
-  SendError(id, absl::CancelledError("cancelled by the client"));
-}
-
-bool Worker::OnToken(uint64_t id, int32_t token) {
-  if (!step_counted_) {
-    // Each token's expert figures follow the pass that produced it, and
-    // Stats already describes the step whose tokens are going out.
-    step_counted_ = true;
-    ++forward_passes_;
-    PublishBatchStats();
-  }
-  Live& live = live_.at(id);
-  if (++live.generated == 1) live.first_token = absl::Now();
-  if (live.experts.has_value()) live.experts->Token(Experts().counters);
-  // As Generate: the scheduler ends the request after this token.
-  const bool last = live.generated >= live.max_tokens ||
-                    live.prompt_tokens + live.generated > engine_->options().context_length;
-  OutputText::Piece piece = live.output.Push(token, runner_->GrammarFinished(id), last);
-  WorkerMessage msg;
-  msg.set_request_id(id);
-  msg.mutable_chunk()->add_token_ids(token);
-  // The engine emits whole characters; sanitizing keeps a proto3 string
-  // valid (an invalid one would not parse on the supervisor's side) even if
-  // it did not.
-  msg.mutable_chunk()->set_text(SanitizeUtf8(piece.text));
-  Send(msg);
-  if (collaborators_.after_token) collaborators_.after_token();
-  live.finish = piece.finish;
-  return piece.finish.has_value();
-}
-
-void Worker::Finish(const sched::Finished& f) {
-  const auto it = live_.find(f.id);
-  if (it == live_.end()) return;
-  Live& live = it->second;
-  prompt_tokens_ += live.prompt_tokens;
-  generated_tokens_ += live.generated;
-  if (f.reason == sched::FinishReason::kDeadline || f.reason == sched::FinishReason::kCancelled) {
-    SendError(f.id, f.reason == sched::FinishReason::kDeadline
-                        ? absl::DeadlineExceededError(
-                              "the deadline expired before the generation finished")
-                        : absl::CancelledError("cancelled by the client"));
-    live_.erase(it);
-    return;
-  }
-  GenerateResult result;
-  result.prompt_tokens = live.prompt_tokens;
-  result.generated_tokens = live.generated;
-  // kStopped without a finishing token: a grammar with nothing left to allow.
-  result.finish_reason = live.finish.value_or(
-      f.reason == sched::FinishReason::kStopped ? FinishReason::kStop : FinishReason::kLength);
-  if (live.generated > 0) {
-    // The prompt's evaluation, as far as a request of the batch can tell:
-    // from its arrival to its first token.
-    const double ttft = absl::ToDoubleSeconds(live.first_token - live.added);
-    result.ttft_s = ttft;
-    result.prefill_tok_per_s = live.prompt_tokens / std::max(ttft, 1e-9);
-  }
-  if (live.generated > 1) {
-    result.decode_tok_per_s =
-        (live.generated - 1) /
-        std::max(absl::ToDoubleSeconds(absl::Now() - live.first_token), 1e-9);
-  }
-  WorkerMessage msg;
-  msg.set_request_id(f.id);
-  *msg.mutable_done() = ToGenerateDone(result);
-  if (live.experts.has_value()) {
-    *msg.mutable_done()->mutable_experts() = live.experts->Finish(Experts().counters);
-  }
-  Send(msg);
-  live_.erase(it);
-}
-
-absl::Status Worker::FailBatch(const absl::Status& status) {
-  for (const auto& [id, live] : live_) {
-    prompt_tokens_ += live.prompt_tokens;
-    generated_tokens_ += live.generated;
-    SendError(id, status);
-  }
-  live_.clear();
-  runner_.reset();
-  absl::StatusOr<std::unique_ptr<BatchRunner>> runner =
-      BatchRunner::Create(*engine_, SchedulerOptionsFor(config_, engine_->options().context_length));
-  if (!runner.ok()) return runner.status();
-  runner_ = *std::move(runner);
-  return absl::OkStatus();
-}
-
-void Worker::Step() {
-  step_counted_ = false;
-  absl::StatusOr<BatchRunner::StepResult> step = runner_->Step(
-      absl::Now(), [this](sched::SeqId id, int32_t token) { return OnToken(id, token); });
-  if (!step.ok()) {
-    Log(absl::StrCat("a batched forward pass failed: ", step.status().message()));
-    if (absl::Status s = FailBatch(step.status()); !s.ok()) {
-      // Without a batch this worker cannot serve: the supervisor restarts it.
-      SendError(0, s, /*fatal=*/true);
-      writer_->Flush(absl::Seconds(2));
-      _exit(2);
-    }
-    PublishBatchStats();
-    return;
-  }
-  if (!step->plan.empty()) {
-    if (!step_counted_) ++forward_passes_;
-    ++steps_;
-    experts_last_step_ = 0;
-    for (int64_t n : step->forward.experts_per_layer) experts_last_step_ += n;
-    experts_acquired_ += experts_last_step_;
-  }
-  // Before the answers go out: a Stats asked for after a request's end
-  // describes the batch without it.
-  PublishBatchStats();
-  for (const sched::Finished& f : step->finished) Finish(f);
-}
-
-void Worker::PublishBatchStats() {
-  const sched::SchedulerStats s = runner_->scheduler().Stats();
-  absl::MutexLock lock(&stats_mu_);
-  v1::BatchStats& b = batch_stats_;
-  b.set_max_sequences(runner_->scheduler().options().max_sequences);
-  b.set_running_sequences(s.running);
-  b.set_waiting_sequences(s.waiting);
-  b.set_batch_size(static_cast<uint32_t>(s.last_batch_size));
-  b.set_kv_blocks_used(s.kv_blocks_used);
-  b.set_kv_blocks_total(s.kv_blocks_total);
-  b.set_preemptions_total(s.preemptions);
-  b.set_steps_total(steps_);
-  b.set_experts_acquired_last_step(experts_last_step_);
-  b.set_experts_acquired_total(experts_acquired_);
-}
-
 void Worker::GenerationLoop() {
   while (true) {
     std::deque<SupervisorMessage> jobs;
     std::vector<uint64_t> cancels;
-    const bool busy = !runner_->idle();
+    const bool busy = !batch_->idle();
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this, busy]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -503,17 +282,22 @@ void Worker::GenerationLoop() {
     for (const SupervisorMessage& job : jobs) {
       if (job.has_tokenize()) {
         AnswerTokenize(job.request_id(), job.tokenize());
-      } else {
-        Admit(job);
+        continue;
       }
+      if (collaborators_.before_generate) collaborators_.before_generate(job.generate());
+      batch_->Admit(job);
     }
-    for (uint64_t id : cancels) CancelRequest(id);
-    if (!runner_->idle()) Step();
+    for (uint64_t id : cancels) batch_->Cancel(id);
+    if (batch_->idle()) continue;
+    if (absl::Status s = batch_->Step(); !s.ok()) {
+      // Without a batch this worker cannot serve: the supervisor restarts it.
+      SendError(0, s, /*fatal=*/true);
+      writer_->Flush(absl::Seconds(2));
+      _exit(2);
+    }
   }
   // Shutdown: what is still in the batch ends as a cancel would end it.
-  std::vector<uint64_t> ids;
-  for (const auto& entry : live_) ids.push_back(entry.first);
-  for (uint64_t id : ids) CancelRequest(id);
+  batch_->CancelAll();
 }
 
 void Worker::AnswerTokenize(uint64_t id, const sluice::v1::TokenizeRequest& request) {
@@ -538,12 +322,9 @@ void Worker::AnswerStats() {
   s->set_rss_file_bytes(p.rss_file_bytes);
   s->set_swap_bytes(p.swap_bytes);
   s->set_major_faults(p.major_faults);
-  s->set_prompt_tokens_total(prompt_tokens_);
-  s->set_generated_tokens_total(generated_tokens_);
-  {
-    absl::MutexLock lock(&stats_mu_);
-    *s->mutable_batch() = batch_stats_;
-  }
+  s->set_prompt_tokens_total(batch_->prompt_tokens_total());
+  s->set_generated_tokens_total(batch_->generated_tokens_total());
+  *s->mutable_batch() = batch_->Stats();
   ToSlotCacheStats(Experts(), s->mutable_slot_cache());
   FillDeviceMemory(*engine_, s->mutable_device_memory());
   Send(msg);

@@ -4,7 +4,7 @@
 // shards (ModelFiles::FromFds, never opening a path), checks the tensor table
 // against the supervisor's, builds the engine and reports Ready. Then:
 //   * Generate requests run together on a generation thread, continuously
-//     batched (worker/batch/batch_runner.h): up to Hello.config.max_sequences
+//     batched (worker/generate_batch.h over worker/batch/batch_runner.h): up to Hello.config.max_sequences
 //     sequences, one batched forward pass a step, each sequence with its own
 //     KV and recurrent state of context_length tokens (the requests beyond
 //     them wait in the scheduler, in arrival order). A Generate streams one

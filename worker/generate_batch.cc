@@ -1,0 +1,230 @@
+#include "worker/generate_batch.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "model/utf8.h"
+#include "worker/request_convert.h"
+
+namespace sluice::worker {
+
+using v1::SupervisorMessage;
+using v1::WorkerMessage;
+
+int32_t MaxSequences(const v1::WorkerConfig& config) {
+  return std::max<int32_t>(1, static_cast<int32_t>(config.max_sequences()));
+}
+
+namespace {
+
+// The batch of max_sequences sequences of the whole context each. Every
+// sequence's KV is a fixed slot of the context today (BatchRunner), so the
+// pool holds all of them and nothing is ever preempted; the blocks are the
+// admission accounting that paged KV will make real (docs/BATCHING.md).
+sched::SchedulerOptions SchedulerOptionsFor(int32_t max_sequences, int context) {
+  sched::SchedulerOptions o;
+  o.max_sequences = max_sequences;
+  o.context_per_sequence = context;
+  o.block_tokens = 16;
+  const int32_t blocks_per_sequence = (context + o.block_tokens - 1) / o.block_tokens;
+  o.kv_blocks = blocks_per_sequence * o.max_sequences;
+  // A long prompt is evaluated in chunks of about this many tokens between
+  // the decode steps of the others.
+  o.token_budget = std::max<int64_t>(512, o.max_sequences);
+  return o;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GenerateBatch>> GenerateBatch::Create(const Engine& engine,
+                                                                     int32_t max_sequences,
+                                                                     Hooks hooks) {
+  std::unique_ptr<GenerateBatch> batch(new GenerateBatch(engine, max_sequences, std::move(hooks)));
+  RETURN_IF_ERROR(batch->StartRunner());
+  batch->PublishStats();
+  return batch;
+}
+
+absl::Status GenerateBatch::StartRunner() {
+  runner_.reset();  // its sessions go before the new ones are allocated
+  ASSIGN_OR_RETURN(runner_, BatchRunner::Create(engine_, SchedulerOptionsFor(
+                                                             max_sequences_,
+                                                             engine_.options().context_length)));
+  return absl::OkStatus();
+}
+
+GenerateBatch::GenerateBatch(const Engine& engine, int32_t max_sequences, Hooks hooks)
+    : engine_(engine), max_sequences_(max_sequences), hooks_(std::move(hooks)) {}
+
+void GenerateBatch::CancelAll() {
+  std::vector<uint64_t> ids;
+  for (const auto& entry : live_) ids.push_back(entry.first);
+  for (uint64_t id : ids) Cancel(id);
+}
+
+v1::BatchStats GenerateBatch::Stats() const {
+  absl::MutexLock lock(&stats_mu_);
+  return stats_;
+}
+
+void GenerateBatch::Admit(const SupervisorMessage& job) {
+  const uint64_t id = job.request_id();
+  const sluice::v1::GenerateRequest& request = job.generate();
+  const int context = engine_.options().context_length;
+  absl::StatusOr<GenerateParams> params = ToGenerateParams(engine_.tokenizer(), context, request);
+  if (!params.ok()) {
+    hooks_.send_error(id, params.status());
+    return;
+  }
+  BatchRequest batch{id, params->prompt, params->sampler, params->max_tokens};
+  if (job.deadline_unix_micros() > 0) {
+    batch.deadline = absl::FromUnixMicros(job.deadline_unix_micros());
+  }
+  if (absl::Status s = runner_->Add(std::move(batch)); !s.ok()) {
+    hooks_.send_error(id, s);
+    return;
+  }
+  Live live(OutputText(engine_.tokenizer(), *params));
+  live.prompt_tokens = static_cast<int>(params->prompt.size());
+  live.max_tokens = params->max_tokens;
+  live.added = absl::Now();
+  if (const ExpertStreamStats start = hooks_.experts(); start.streaming) {
+    live.experts.emplace(start.counters, request.expert_token_stats());
+  }
+  live_.emplace(id, std::move(live));
+}
+
+void GenerateBatch::Cancel(uint64_t id) {
+  const auto it = live_.find(id);
+  if (it == live_.end()) return;
+  (void)runner_->Cancel(id);  // NOT_FOUND: it ended in the last step
+  prompt_tokens_ += it->second.prompt_tokens;
+  generated_tokens_ += it->second.generated;
+  live_.erase(it);
+  hooks_.send_error(id, absl::CancelledError("cancelled by the client"));
+}
+
+bool GenerateBatch::OnToken(uint64_t id, int32_t token) {
+  if (!step_counted_) {
+    // Each token's expert figures follow the pass that produced it, and
+    // Stats already describes the step whose tokens are going out.
+    step_counted_ = true;
+    hooks_.count_pass();
+    PublishStats();
+  }
+  Live& live = live_.at(id);
+  if (++live.generated == 1) live.first_token = absl::Now();
+  if (live.experts.has_value()) live.experts->Token(hooks_.experts().counters);
+  // As Generate: the scheduler ends the request after this token.
+  const bool last = live.generated >= live.max_tokens ||
+                    live.prompt_tokens + live.generated > engine_.options().context_length;
+  OutputText::Piece piece = live.output.Push(token, runner_->GrammarFinished(id), last);
+  WorkerMessage msg;
+  msg.set_request_id(id);
+  msg.mutable_chunk()->add_token_ids(token);
+  // The engine emits whole characters; sanitizing keeps a proto3 string
+  // valid (an invalid one would not parse on the supervisor's side) even if
+  // it did not.
+  msg.mutable_chunk()->set_text(SanitizeUtf8(piece.text));
+  hooks_.send(msg);
+  if (hooks_.after_token) hooks_.after_token();
+  live.finish = piece.finish;
+  return piece.finish.has_value();
+}
+
+void GenerateBatch::Finish(const sched::Finished& f) {
+  const auto it = live_.find(f.id);
+  if (it == live_.end()) return;
+  Live& live = it->second;
+  prompt_tokens_ += live.prompt_tokens;
+  generated_tokens_ += live.generated;
+  if (f.reason == sched::FinishReason::kDeadline || f.reason == sched::FinishReason::kCancelled) {
+    hooks_.send_error(f.id, f.reason == sched::FinishReason::kDeadline
+                        ? absl::DeadlineExceededError(
+                              "the deadline expired before the generation finished")
+                        : absl::CancelledError("cancelled by the client"));
+    live_.erase(it);
+    return;
+  }
+  GenerateResult result;
+  result.prompt_tokens = live.prompt_tokens;
+  result.generated_tokens = live.generated;
+  // kStopped without a finishing token: a grammar with nothing left to allow.
+  result.finish_reason = live.finish.value_or(
+      f.reason == sched::FinishReason::kStopped ? FinishReason::kStop : FinishReason::kLength);
+  if (live.generated > 0) {
+    // The prompt's evaluation, as far as a request of the batch can tell:
+    // from its arrival to its first token.
+    const double ttft = absl::ToDoubleSeconds(live.first_token - live.added);
+    result.ttft_s = ttft;
+    result.prefill_tok_per_s = live.prompt_tokens / std::max(ttft, 1e-9);
+  }
+  if (live.generated > 1) {
+    result.decode_tok_per_s =
+        (live.generated - 1) /
+        std::max(absl::ToDoubleSeconds(absl::Now() - live.first_token), 1e-9);
+  }
+  WorkerMessage msg;
+  msg.set_request_id(f.id);
+  *msg.mutable_done() = ToGenerateDone(result);
+  if (live.experts.has_value()) {
+    *msg.mutable_done()->mutable_experts() = live.experts->Finish(hooks_.experts().counters);
+  }
+  hooks_.send(msg);
+  live_.erase(it);
+}
+
+absl::Status GenerateBatch::FailBatch(const absl::Status& status) {
+  hooks_.log(absl::StrCat("a batched forward pass failed: ", status.message()));
+  for (const auto& [id, live] : live_) {
+    prompt_tokens_ += live.prompt_tokens;
+    generated_tokens_ += live.generated;
+    hooks_.send_error(id, status);
+  }
+  live_.clear();
+  return StartRunner();
+}
+
+absl::Status GenerateBatch::Step() {
+  step_counted_ = false;
+  absl::StatusOr<BatchRunner::StepResult> step = runner_->Step(
+      absl::Now(), [this](sched::SeqId id, int32_t token) { return OnToken(id, token); });
+  if (!step.ok()) {
+    RETURN_IF_ERROR(FailBatch(step.status()));
+    PublishStats();
+    return absl::OkStatus();
+  }
+  if (!step->plan.empty()) {
+    if (!step_counted_) hooks_.count_pass();
+    ++steps_;
+    experts_last_step_ = 0;
+    for (int64_t n : step->forward.experts_per_layer) experts_last_step_ += n;
+    experts_acquired_ += experts_last_step_;
+  }
+  // Before the answers go out: a Stats asked for after a request's end
+  // describes the batch without it.
+  PublishStats();
+  for (const sched::Finished& f : step->finished) Finish(f);
+  return absl::OkStatus();
+}
+
+void GenerateBatch::PublishStats() {
+  const sched::SchedulerStats s = runner_->scheduler().Stats();
+  absl::MutexLock lock(&stats_mu_);
+  v1::BatchStats& b = stats_;
+  b.set_max_sequences(runner_->scheduler().options().max_sequences);
+  b.set_running_sequences(s.running);
+  b.set_waiting_sequences(s.waiting);
+  b.set_batch_size(static_cast<uint32_t>(s.last_batch_size));
+  b.set_kv_blocks_used(s.kv_blocks_used);
+  b.set_kv_blocks_total(s.kv_blocks_total);
+  b.set_preemptions_total(s.preemptions);
+  b.set_steps_total(steps_);
+  b.set_experts_acquired_last_step(experts_last_step_);
+  b.set_experts_acquired_total(experts_acquired_);
+}
+
+}  // namespace sluice::worker
