@@ -1,6 +1,8 @@
 // The supervisor<->worker boundary without gRPC: daemon::WorkerProcess
 // spawning the real sluice-worker, the Hello hand-off, request traffic, the
 // worker's refusal of an inconsistent Hello, and exit classification.
+#include <sys/stat.h>
+
 #include <deque>
 #include <functional>
 #include <map>
@@ -280,10 +282,11 @@ class E2eWorkerBatchTest : public E2eWorkerTest {
   // A worker of the opened golden that runs `max_sequences` at once; every
   // token costs it 2 ms more (sluice-worker-testing --test_step_delay_ms),
   // so requests sent together are still running when the next arrives.
-  std::unique_ptr<daemon::WorkerProcess> SpawnBatch(int max_sequences) {
+  std::unique_ptr<daemon::WorkerProcess> SpawnBatch(int max_sequences,
+                                                    v1::WorkerKind kind = v1::WORKER_KIND_CPU) {
     v1::LoadModelRequest load;
     load.set_path(path_);
-    daemon::LoadSettings settings{1, kContext};
+    daemon::LoadSettings settings{1, kContext, kind};
     settings.max_sequences = max_sequences;
     auto desc = daemon::PrepareLoad(load, settings);
     EXPECT_TRUE(desc.ok()) << desc.status();
@@ -291,8 +294,12 @@ class E2eWorkerBatchTest : public E2eWorkerTest {
     golden_ = std::move(*desc);
     std::vector<int> fds;
     for (const ShardFd& f : golden_.files->fds()) fds.push_back(f.fd);
-    auto w = Spawn(golden_.hello, fds, RunfilePath("worker/sluice-worker-testing"),
-                   {"--test_step_delay_ms=2"});
+    // The test worker has no CUDA backend: a CUDA arm runs the production
+    // worker, without the delay.
+    auto w = kind == v1::WORKER_KIND_CUDA
+                 ? Spawn(golden_.hello, fds)
+                 : Spawn(golden_.hello, fds, RunfilePath("worker/sluice-worker-testing"),
+                         {"--test_step_delay_ms=2"});
     auto ready = AfterLoad();
     EXPECT_TRUE(ready.has_value() && ready->has_ready()) << (ready ? ready->DebugString() : "");
     return w;
@@ -505,6 +512,58 @@ TEST_F(E2eWorkerBatchTest, CancelOfOneLeavesTheOthersTokens) {
   ASSERT_LT(c.ids.size(), static_cast<size_t>(kTokens));
   EXPECT_EQ(c.ids, std::vector<int32_t>(alone[1].ids.begin(), alone[1].ids.begin() + c.ids.size()));
   EXPECT_TRUE(others.empty());
+}
+
+// The same requests one at a time and then all at once through one worker
+// stream the same tokens and text: on the CPU, and on the CUDA backend where
+// a GPU is present (its batch runs chunk by chunk on per-sequence sessions:
+// each must keep its own KV, state and decode graph inputs).
+TEST_F(E2eWorkerBatchTest, TogetherAsOneAfterAnotherOnTheSameWorker) {
+  struct stat st;
+  const bool gpu = stat("/dev/nvidiactl", &st) == 0;
+  std::vector<std::pair<std::string, v1::WorkerKind>> arms = {
+      {"qwen35moe-micro-f32", v1::WORKER_KIND_CPU}};
+  if (gpu) {
+    arms.push_back({"qwen35moe-micro-f32", v1::WORKER_KIND_CUDA});
+    arms.push_back({"qwen3moe-micro-f32", v1::WORKER_KIND_CUDA});
+  }
+  for (const auto& [model, kind] : arms) {
+    SCOPED_TRACE(absl::StrCat(model, " on ", v1::WorkerKind_Name(kind)));
+    Open(model);
+    if (engine_ == nullptr) return;
+    constexpr int kRequests = 4;
+    constexpr int kTokens = 16;
+    auto w = SpawnBatch(kRequests, kind);
+    ASSERT_NE(w, nullptr);
+    ASSERT_FALSE(HasFailure()) << "the worker did not start";
+    std::vector<WorkerMessage> others;
+    std::map<uint64_t, Stream> alone;
+    for (int r = 0; r < kRequests; ++r) {
+      std::map<uint64_t, Stream> one;
+      one[r + 1];
+      ASSERT_TRUE(w->Send(GenerateMessage(r + 1, Prompt(2 + 5 * r, 20 + r), kTokens)).ok());
+      Collect(&one, [](const WorkerMessage&) {}, &others);
+      alone[r + 1] = one[r + 1];
+    }
+    std::map<uint64_t, Stream> together;
+    for (int r = 0; r < kRequests; ++r) {
+      together[100 + r];
+      ASSERT_TRUE(w->Send(GenerateMessage(100 + r, Prompt(2 + 5 * r, 20 + r), kTokens)).ok());
+    }
+    Collect(&together, [](const WorkerMessage&) {}, &others);
+    for (int r = 0; r < kRequests; ++r) {
+      const Stream& a = alone[r + 1];
+      const Stream& t = together[100 + r];
+      ASSERT_TRUE(a.end->has_done()) << a.end->DebugString();
+      ASSERT_TRUE(t.end->has_done()) << t.end->DebugString();
+      EXPECT_EQ(a.ids.size(), static_cast<size_t>(kTokens));
+      EXPECT_EQ(t.ids, a.ids) << "request " << r;
+      EXPECT_EQ(t.text, a.text) << "request " << r;
+    }
+    EXPECT_TRUE(others.empty());
+    w->Stop(absl::Seconds(10));
+    ASSERT_TRUE(inbox_.WaitExit().has_value());
+  }
 }
 
 // A request whose deadline has passed ends at the worker's next step with
