@@ -19,13 +19,6 @@ namespace sluice::daemon {
 using worker::v1::SupervisorMessage;
 using worker::v1::WorkerMessage;
 
-absl::Duration RestartBackoff(int consecutive_failures, absl::Duration initial,
-                              absl::Duration max) {
-  absl::Duration backoff = initial;
-  for (int i = 1; i < consecutive_failures && backoff < max; ++i) backoff *= 2;
-  return std::min(backoff, max);
-}
-
 bool RequestHandle::Push(Event event) {
   absl::MutexLock lock(&mu_);
   if (finished_) return false;
@@ -69,6 +62,8 @@ Supervisor::Supervisor(SupervisorOptions options, const OomContainment* oom,
       oom_(oom),
       metrics_(metrics),
       on_serving_(std::move(on_serving)),
+      restart_({options_.restart_backoff_initial, options_.restart_backoff_max,
+                options_.max_consecutive_failures}),
       requests_(options_.queue_limit) {
   control_ = std::thread([this] { ControlLoop(); });
 }
@@ -265,13 +260,13 @@ void Supervisor::OnRequestMessage(WorkerMessage& msg) {
                 << " ms, " << Ms(now - h.accepted_) << " ms in all" << std::endl;
       metrics_->AddTokens(e.done.usage().prompt_tokens(), e.done.usage().completion_tokens());
       metrics_->AddRequest("ok");
-      consecutive_failures_ = 0;
+      restart_.Succeeded();
       FinishInFlightLocked(id, std::move(e));
     } else if (msg.has_tokenized()) {
       RequestHandle::Event e;
       e.type = RequestHandle::Event::Type::kTokenized;
       e.tokenized = std::move(*msg.mutable_tokenized());
-      consecutive_failures_ = 0;
+      restart_.Succeeded();
       FinishInFlightLocked(id, std::move(e));
     } else if (msg.has_error()) {
       FinishInFlightLocked(id, ErrorEvent(absl::Status(
@@ -352,14 +347,12 @@ void Supervisor::OnExit(uint64_t serial, const WorkerExit& exit) {
     model_->info.set_last_error(absl::StrCat(
         cause, "; not restarted: the worker reported a start error; LoadModel again once "
                "it is fixed"));
-    restart_at_ = absl::InfiniteFuture();
+    restart_.Cancel();
     return;
   }
   metrics_->AddRestart(ExitReasonLabel(exit.reason));
   worker_stats_.set_restarts(worker_stats_.restarts() + 1);
-  if (uptime > absl::Seconds(60)) consecutive_failures_ = 0;
-  ++consecutive_failures_;
-  ScheduleRestartLocked();
+  ScheduleRestartLocked(uptime);
 }
 
 absl::Duration HeartbeatInterval(absl::Duration hung_timeout) {
@@ -387,18 +380,15 @@ void Supervisor::CheckHungLocked(absl::Time now) {
   worker_->KillHung(why);
 }
 
-void Supervisor::ScheduleRestartLocked() {
-  if (consecutive_failures_ > options_.max_consecutive_failures) {
+void Supervisor::ScheduleRestartLocked(absl::Duration uptime) {
+  if (!restart_.Failed(absl::Now(), uptime)) {
     model_->info.set_state(v1::MODEL_STATE_FAILED);
     model_->info.set_last_error(absl::StrCat(model_->info.last_error(), "; gave up after ",
-                                             consecutive_failures_, " consecutive failures"));
-    restart_at_ = absl::InfiniteFuture();
+                                             restart_.consecutive_failures(),
+                                             " consecutive failures"));
     return;
   }
   model_->info.set_state(v1::MODEL_STATE_RESTARTING);
-  restart_at_ = absl::Now() + RestartBackoff(consecutive_failures_,
-                                             options_.restart_backoff_initial,
-                                             options_.restart_backoff_max);
 }
 
 void Supervisor::FailAllLocked(const absl::Status& status) {
@@ -419,14 +409,14 @@ std::unique_ptr<WorkerProcess> Supervisor::DetachLocked(const absl::Status& why)
   FailAllLocked(why);
   SetServingLocked(false);
   phase_ = WorkerPhase::kNone;
-  restart_at_ = absl::InfiniteFuture();
+  restart_.Cancel();
   worker_stats_.set_up(false);
   device_memory_.Clear();
   return std::move(worker_);
 }
 
 absl::Time Supervisor::NextDeadlineLocked() {
-  absl::Time deadline = restart_at_;
+  absl::Time deadline = restart_.restart_at();
   if (phase_ == WorkerPhase::kStarting && !loading_) {
     deadline = std::min(deadline, worker_started_ + options_.worker_start_timeout);
   }
@@ -465,12 +455,9 @@ void Supervisor::ControlLoop() {
       worker_->Kill();  // its exit schedules the next attempt
     }
     CheckHungLocked(now);
-    if (now >= restart_at_) {
-      restart_at_ = absl::InfiniteFuture();
-      if (model_ != nullptr && phase_ == WorkerPhase::kDead && !SpawnLocked().ok()) {
-        ++consecutive_failures_;
-        ScheduleRestartLocked();
-      }
+    if (restart_.Due(now) && model_ != nullptr && phase_ == WorkerPhase::kDead &&
+        !SpawnLocked().ok()) {
+      ScheduleRestartLocked(absl::ZeroDuration());
     }
   }
 }

@@ -73,6 +73,7 @@
 #include "daemon/load_tracker.h"
 #include "daemon/metrics.h"
 #include "daemon/request_queue.h"
+#include "daemon/restart_policy.h"
 #include "daemon/worker_process.h"
 #include "loader/model_files.h"
 #include "proto/sluice/v1/sluice.pb.h"
@@ -133,10 +134,6 @@ struct LoadOutcome {
 // How often the worker sends heartbeats for a given hung timeout.
 absl::Duration HeartbeatInterval(absl::Duration hung_timeout);
 
-// The delay before restart attempt `consecutive_failures` (1-based): `initial`
-// doubling per consecutive failure, capped at `max`.
-absl::Duration RestartBackoff(int consecutive_failures, absl::Duration initial,
-                              absl::Duration max);
 
 // One Generate or Tokenize request's stream of events.
 class RequestHandle {
@@ -264,7 +261,9 @@ class Supervisor {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckModelIdForUnload(const std::string& model_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ScheduleRestartLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The worker died after `uptime` (zero: it could not be spawned): a
+  // restart after the back-off, or the model FAILED once the policy gives up.
+  void ScheduleRestartLocked(absl::Duration uptime) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckHungLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // When the control loop must next look: a restart, a start timeout, a
   // hung check.
@@ -284,8 +283,7 @@ class Supervisor {
   uint64_t serial_ ABSL_GUARDED_BY(mu_) = 0;       // the current worker's
   uint64_t next_serial_ ABSL_GUARDED_BY(mu_) = 0;  // every spawn and detach takes one
   absl::Time worker_started_ ABSL_GUARDED_BY(mu_);
-  absl::Time restart_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
-  int consecutive_failures_ ABSL_GUARDED_BY(mu_) = 0;
+  RestartPolicy restart_ ABSL_GUARDED_BY(mu_);
   std::string fatal_message_ ABSL_GUARDED_BY(mu_);
   absl::StatusCode fatal_code_ ABSL_GUARDED_BY(mu_) = absl::StatusCode::kInternal;
   bool loading_ ABSL_GUARDED_BY(mu_) = false;  // LoadModel waits for the worker

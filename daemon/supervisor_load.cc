@@ -170,8 +170,8 @@ absl::StatusOr<LoadOutcome> Supervisor::LoadAlongside(std::unique_ptr<Model> nex
       worker_started_ = candidate_started_;
       last_heard_ = absl::Now();
       hung_ = false;
-      restart_at_ = absl::InfiniteFuture();
-      consecutive_failures_ = 0;
+      restart_.Cancel();
+      restart_.Succeeded();
       fatal_message_.clear();
       device_memory_ = candidate_device_memory_;
       model_->info.set_state(v1::MODEL_STATE_READY);
@@ -227,7 +227,7 @@ absl::StatusOr<LoadOutcome> Supervisor::LoadStopFirst(std::unique_ptr<Model> nex
                           : absl::StrCat("the previous model '", previous->info.model_id(),
                                          "' was stopped before '", model_->info.model_id(),
                                          "' started: ", stop_first_why);
-  consecutive_failures_ = 0;
+  restart_.Succeeded();
   worker_stats_.set_restarts(0);
   loading_ = true;
   absl::Status spawned = SpawnLocked();
@@ -259,13 +259,12 @@ absl::StatusOr<LoadOutcome> Supervisor::LoadStopFirst(std::unique_ptr<Model> nex
     // The replacement failed: the model that was serving comes back.
     model_ = std::move(previous);
     phase_ = WorkerPhase::kNone;
-    consecutive_failures_ = 0;
+    restart_.Succeeded();
     restored = absl::StrCat("; the previous model '", model_->info.model_id(),
                             "' is loaded again (it was stopped first: ", stop_first_why, ")");
     if (absl::Status s = SpawnLocked(); !s.ok()) {
       absl::StrAppend(&restored, " but its worker failed to start (", s.message(), ")");
-      ++consecutive_failures_;
-      ScheduleRestartLocked();
+      ScheduleRestartLocked(absl::ZeroDuration());
     }
   } else if (serial_ != serial) {
     model_.reset();
@@ -279,7 +278,7 @@ absl::StatusOr<LoadOutcome> Supervisor::LoadStopFirst(std::unique_ptr<Model> nex
     model_->info.set_state(v1::MODEL_STATE_FAILED);
     model_->info.set_last_error(
         WithoutFileContent(std::string(error.message()), /*numbers=*/false));
-    restart_at_ = absl::InfiniteFuture();
+    restart_.Cancel();
   }
   std::cerr << "sluiced: LoadModel path='" << path << "': " << error.message() << std::endl;
   return absl::Status(error.code(), absl::StrCat("LoadModel path='", path, "': ",
