@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "daemon/model_desc.h"
 #include "daemon/request_limits.h"
@@ -62,6 +61,7 @@ Supervisor::Supervisor(SupervisorOptions options, const OomContainment* oom,
       oom_(oom),
       metrics_(metrics),
       on_serving_(std::move(on_serving)),
+      hung_(options_.hung_timeout),
       restart_({options_.restart_backoff_initial, options_.restart_backoff_max,
                 options_.max_consecutive_failures}),
       requests_(options_.queue_limit) {
@@ -169,8 +169,7 @@ absl::Status Supervisor::SpawnLocked() {
   // A restart after a crash is a load too (inside LoadModel, the same one).
   load_.Begin(model_->info.model_id(), model_->info.path(), absl::Now());
   worker_started_ = absl::Now();
-  last_heard_ = worker_started_;
-  hung_ = false;
+  hung_.Start(worker_started_);
   model_->info.set_state(v1::MODEL_STATE_LOADING);
   worker_stats_.set_pid(worker_->pid());
   return absl::OkStatus();
@@ -183,7 +182,7 @@ void Supervisor::OnMessage(uint64_t serial, WorkerMessage msg) {
     return;
   }
   if (serial != serial_ || model_ == nullptr) return;
-  last_heard_ = absl::Now();
+  hung_.Heard(absl::Now());
   switch (msg.body_case()) {
     case WorkerMessage::kHeartbeat:
       return;
@@ -229,7 +228,7 @@ void Supervisor::OnRequestMessage(WorkerMessage& msg) {
   if (const std::shared_ptr<RequestHandle> in_flight = requests_.InFlight(id)) {
     RequestHandle& h = *in_flight;
     const absl::Time now = absl::Now();
-    last_progress_ = now;
+    hung_.Progress(now);
     if (msg.has_chunk()) {
       if (!h.first_token_seen_) {
         metrics_->time_to_first_token().Observe(absl::ToDoubleSeconds(now - h.accepted_));
@@ -286,14 +285,14 @@ int Supervisor::InFlightLimitLocked() const {
 }
 
 bool Supervisor::WorkerTakesRequestsLocked() const {
-  return phase_ == WorkerPhase::kReady && worker_ != nullptr && !hung_;
+  return phase_ == WorkerPhase::kReady && worker_ != nullptr && !hung_.hung();
 }
 
 void Supervisor::DispatchLocked() {
   if (!WorkerTakesRequestsLocked()) return;
   for (const std::shared_ptr<RequestHandle>& h : requests_.TakeSendable(InFlightLimitLocked())) {
     h->started_ = absl::Now();
-    last_progress_ = h->started_;
+    hung_.Progress(h->started_);
     // A failed send means the worker is dying: its exit fails the request.
     (void)worker_->Send(h->message_);
   }
@@ -360,22 +359,13 @@ absl::Duration HeartbeatInterval(absl::Duration hung_timeout) {
 }
 
 void Supervisor::CheckHungLocked(absl::Time now) {
-  if (phase_ != WorkerPhase::kReady || worker_ == nullptr || hung_) return;
-  std::string why;
-  if (now - last_heard_ >= options_.hung_timeout) {
-    why = absl::StrCat("no message or heartbeat for ", absl::FormatDuration(now - last_heard_));
-  } else if (requests_.in_flight() > 0 && now - last_progress_ >= options_.hung_timeout) {
-    const std::vector<uint64_t> ids = requests_.InFlightIds();
-    why = absl::StrCat("no progress on request", ids.size() > 1 ? "s " : " ",
-                       absl::StrJoin(ids, ", "), " for ",
-                       absl::FormatDuration(now - last_progress_));
-  } else {
-    return;
-  }
+  if (phase_ != WorkerPhase::kReady || worker_ == nullptr) return;
+  const std::string why = hung_.Why(now, requests_.InFlightIds());
+  if (why.empty()) return;
   std::cerr << "sluiced: worker (pid " << worker_->pid() << ") is hung: " << why
             << "; killing it" << std::endl;
   // Health turns NOT_SERVING now; the exit fails the requests and restarts.
-  hung_ = true;
+  hung_.MarkHung();
   SetServingLocked(false);
   worker_->KillHung(why);
 }
@@ -420,11 +410,8 @@ absl::Time Supervisor::NextDeadlineLocked() {
   if (phase_ == WorkerPhase::kStarting && !loading_) {
     deadline = std::min(deadline, worker_started_ + options_.worker_start_timeout);
   }
-  if (phase_ == WorkerPhase::kReady && !hung_) {
-    deadline = std::min(deadline, last_heard_ + options_.hung_timeout);
-    if (requests_.in_flight() > 0) {
-      deadline = std::min(deadline, last_progress_ + options_.hung_timeout);
-    }
+  if (phase_ == WorkerPhase::kReady) {
+    deadline = std::min(deadline, hung_.NextCheck(requests_.in_flight() > 0));
   }
   return deadline;
 }
@@ -497,7 +484,7 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Supervisor::SubmitTokenize(
   absl::MutexLock lock(&mu_);
   if (draining_) return absl::UnavailableError("sluiced is shutting down");
   RETURN_IF_ERROR(CheckModelId(request.model_id()));
-  if (phase_ != WorkerPhase::kReady || worker_ == nullptr || hung_) {
+  if (phase_ != WorkerPhase::kReady || worker_ == nullptr || hung_.hung()) {
     return absl::UnavailableError(absl::StrCat(
         "the worker of model '", model_->info.model_id(), "' is not ready (",
         v1::ModelState_Name(model_->info.state()), ")"));
@@ -547,7 +534,7 @@ void Supervisor::EndLoadLocked() {
 
 MetricsSnapshot Supervisor::Snapshot(absl::Duration stats_timeout) {
   absl::MutexLock lock(&mu_);
-  if (phase_ == WorkerPhase::kReady && worker_ != nullptr && !hung_) {
+  if (phase_ == WorkerPhase::kReady && worker_ != nullptr && !hung_.hung()) {
     const uint64_t seq = stats_seq_;
     SupervisorMessage msg;
     msg.mutable_stats_query();
@@ -562,7 +549,7 @@ MetricsSnapshot Supervisor::Snapshot(absl::Duration stats_timeout) {
   s.requests_running = requests_.in_flight();
   s.requests_waiting = requests_.waiting();
   s.worker = worker_stats_;
-  s.worker.set_up(phase_ == WorkerPhase::kReady && !hung_);
+  s.worker.set_up(phase_ == WorkerPhase::kReady && !hung_.hung());
   s.slot_cache = slot_stats_;
   if (s.worker.up()) s.batch = batch_stats_;
   s.device_memory.dense = device_memory_.dense_bytes();

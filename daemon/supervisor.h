@@ -70,6 +70,7 @@
 #include "daemon/cgroup.h"
 #include "daemon/config.h"
 #include "daemon/defaults.h"
+#include "daemon/hung_watch.h"
 #include "daemon/load_tracker.h"
 #include "daemon/metrics.h"
 #include "daemon/request_queue.h"
@@ -311,10 +312,9 @@ class Supervisor {
   // which the worker's messages carry); at most InFlightLimitLocked()
   // generations in flight.
   RequestQueue<RequestHandle> requests_ ABSL_GUARDED_BY(mu_);
-  absl::Time last_heard_ ABSL_GUARDED_BY(mu_);     // any message from the worker
-  // The latest start or event of any request in flight.
-  absl::Time last_progress_ ABSL_GUARDED_BY(mu_);
-  bool hung_ ABSL_GUARDED_BY(mu_) = false;         // killed as hung, exit pending
+  // The serving worker's messages and requests' progress; hung(): killed
+  // as hung, exit pending.
+  HungWatch hung_ ABSL_GUARDED_BY(mu_);
 
   v1::WorkerStats worker_stats_ ABSL_GUARDED_BY(mu_);
   v1::SlotCacheStats slot_stats_ ABSL_GUARDED_BY(mu_);

@@ -83,7 +83,7 @@ absl::StatusOr<LoadOutcome> Supervisor::LoadModel(const v1::LoadModelRequest& re
 
 std::string Supervisor::StopFirstReasonLocked(const v1::ModelInfo& next) {
   if (options_.replace_load == ReplaceLoad::kStopFirst) return "--replace_load=stop_first";
-  if (phase_ != WorkerPhase::kReady || hung_) {
+  if (phase_ != WorkerPhase::kReady || hung_.hung()) {
     return absl::StrCat("it was not serving (", v1::ModelState_Name(model_->info.state()), ")");
   }
   if (model_->info.worker_kind() == v1::WORKER_KIND_CUDA ||
@@ -168,8 +168,7 @@ absl::StatusOr<LoadOutcome> Supervisor::LoadAlongside(std::unique_ptr<Model> nex
       serial_ = candidate_serial_;
       phase_ = WorkerPhase::kReady;
       worker_started_ = candidate_started_;
-      last_heard_ = absl::Now();
-      hung_ = false;
+      hung_.Start(absl::Now());
       restart_.Cancel();
       restart_.Succeeded();
       fatal_message_.clear();
