@@ -3,7 +3,9 @@
 // within the parity gates of tools/parity_lib.h, and the slot cache's copy
 // policy bit-identical to the all-resident run at 25% of the experts and at
 // one slot (fewer than a token needs: forced and exhausted paths). Every
-// decode row of these runs goes through the fused decode program.
+// decode row of these runs goes through the fused decode program. Inside a
+// batch of other sequences (one batch pass a step, the experts grouped over
+// all rows) each prompt passes the same gates, all resident and streaming.
 #include <cstdio>
 #include <string>
 
@@ -78,6 +80,65 @@ TEST_P(CudaParityTest, CopyPolicyAtOneSlotIsBitIdentical) {
   config::ExpertConfig experts;
   experts.slots = 1;
   ExpectIdentical(dir, GetParam(), experts);
+}
+
+// Each golden prompt inside batches of 5 other sequences (prefill chunks,
+// decodes and whole-row logits beside its prefill and each decode token):
+// its rows pass the gates against the goldens and against the prompt alone
+// (which decodes through the fused program, so not bit for bit), and each
+// MoE layer of each pass acquired the union of its rows' experts.
+void ExpectBatchedPasses(const std::string& dir, const std::string& name,
+                         const config::ExpertConfig& experts) {
+  Options options;
+  options.backend = Backend::kCuda;
+  options.batch_with = 5;
+  options.experts = experts;
+  auto report = RunParity(dir + "/" + name + ".gguf", dir, options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  std::fputs(FormatReport({*report}).c_str(), stdout);
+  ASSERT_EQ(report->prompts.size(), 3u);
+  ASSERT_EQ(report->batched.size(), 3u);
+  const ModelInfo& m = report->info;
+  for (size_t i = 0; i < 3; ++i) {
+    const PromptReport& p = report->prompts[i];
+    EXPECT_TRUE(p.passed) << p.name << ": max=" << p.max << " rms=" << p.rms
+                          << " top1=" << p.top1 << "/" << p.rows;
+    EXPECT_EQ(p.rows, p.n_prompt + 32) << p.name;
+    const BatchedPrompt& b = report->batched[i];
+    std::printf("%s batched vs alone: max=%g rms=%g top1=%d/%d experts=%lld [%d, %d]\n",
+                p.name.c_str(), b.vs_alone.max, b.vs_alone.rms, b.vs_alone.top1,
+                b.vs_alone.rows, static_cast<long long>(b.experts_acquired),
+                b.min_layer_experts, b.max_layer_experts);
+    EXPECT_TRUE(b.vs_alone.passed) << b.vs_alone.name << ": max=" << b.vs_alone.max;
+    EXPECT_EQ(b.vs_alone.rows, p.rows);
+    EXPECT_EQ(b.passes, 33);
+    EXPECT_GE(b.min_layer_experts, m.n_expert_used);
+    EXPECT_LE(b.max_layer_experts, m.n_expert);
+    // More than one row a layer routes somewhere: some pass's union is
+    // wider than one token's k.
+    EXPECT_GT(b.max_layer_experts, m.n_expert_used);
+    EXPECT_GE(b.experts_acquired, 33 * m.n_layer * b.min_layer_experts);
+    EXPECT_LE(b.experts_acquired, 33 * m.n_layer * b.max_layer_experts);
+  }
+  EXPECT_TRUE(report->passed);
+  if (experts.arena_fraction > 0) {
+    EXPECT_TRUE(report->experts.streaming);
+    EXPECT_GT(report->experts.counters.misses, 0u);
+  }
+}
+
+TEST_P(CudaParityTest, PromptInsideABatchPassesTheGates) {
+  SLUICE_REQUIRE_GOLDENS(dir);
+  SLUICE_REQUIRE_DEVICE();
+  ExpectBatchedPasses(dir, GetParam(), {});
+}
+
+TEST_P(CudaParityTest, PromptInsideABatchAtAQuarterPassesTheGates) {
+  SLUICE_REQUIRE_GOLDENS(dir);
+  SLUICE_REQUIRE_DEVICE();
+  config::ExpertConfig experts;
+  experts.arena_fraction = 0.25;
+  ExpectBatchedPasses(dir, GetParam(), experts);
 }
 
 INSTANTIATE_TEST_SUITE_P(Goldens, CudaParityTest, ::testing::ValuesIn(kModels),

@@ -76,6 +76,39 @@ __global__ void SwiGluKernel(float* g, const float* u, int64_t n) {
   if (i < n) g[i] = SiluF(g[i]) * u[i];
 }
 
+// ---- where a row's sequence is ----------------------------------------------
+
+// One sequence of a pass as a kernel sees it: its rows [row, row + n) of
+// the batch from position pos0, its two state buffers (K and V caches, or
+// the conv and the recurrent state).
+struct SeqView {
+  int row;
+  int n;
+  int pos0;
+  float* a;
+  float* b;
+};
+
+// A pass of one sequence: every row is its, its state given directly.
+struct OneSeq {
+  int n;
+  const int32_t* d_pos0;  // null where positions are not used
+  float* a;
+  float* b;
+  __device__ int SeqOf(int) const { return 0; }
+  __device__ SeqView Seq(int) const { return {0, n, d_pos0 ? *d_pos0 : 0, a, b}; }
+};
+
+// A pass of several sequences (SeqBatch's device tables).
+struct ManySeqs {
+  SeqBatch t;
+  __device__ int SeqOf(int row) const { return t.row_seq[row]; }
+  __device__ SeqView Seq(int i) const {
+    const SeqRows r = t.rows[i];
+    return {r.row, r.n, r.pos0, t.states[i].a, t.states[i].b};
+  }
+};
+
 // ---- attention ---------------------------------------------------------------
 
 // Which of the four position streams rotated pair i uses (blocks.cc).
@@ -116,17 +149,19 @@ __device__ void NormRopeHead(const AttentionShape& s, const float* src,
   }
 }
 
+template <typename Loc>
 __global__ void AttentionPrepareKernel(AttentionShape s, float theta_scale,
                                        float* q, const float* k,
                                        const float* v, const float* q_norm,
-                                       const float* k_norm,
-                                       const int32_t* d_pos0, float* k_cache,
-                                       float* v_cache) {
+                                       const float* k_norm, Loc loc) {
   __shared__ double scratch[32];
   extern __shared__ float buf[];
   const int t = blockIdx.x, head = blockIdx.y;
   const int d = s.head_dim;
-  const int pos = *d_pos0 + t;
+  const SeqView seq = loc.Seq(loc.SeqOf(t));
+  const int pos = seq.pos0 + t - seq.row;
+  float* k_cache = seq.a;
+  float* v_cache = seq.b;
   const int q_stride = s.gated ? 2 * d : d;
   const int q_width = s.n_head * q_stride;
   const int kv_dim = s.n_head_kv * d;
@@ -152,9 +187,8 @@ __device__ __forceinline__ int n_ctx_max(const AttentionShape& s) {
   return s.kv_capacity;
 }
 
-__global__ void AttendKernel(AttentionShape s, const float* q,
-                             const float* k_cache, const float* v_cache,
-                             const int32_t* d_pos0, float* o) {
+template <typename Loc>
+__global__ void AttendKernel(AttentionShape s, const float* q, Loc loc, float* o) {
   __shared__ float fscratch[32];
   __shared__ double dscratch[32];
   extern __shared__ float smem[];
@@ -163,7 +197,10 @@ __global__ void AttendKernel(AttentionShape s, const float* q,
   const int q_stride = s.gated ? 2 * d : d;
   const int kv_dim = s.n_head_kv * d;
   const int g = h / (s.n_head / s.n_head_kv);
-  const int n_ctx = *d_pos0 + t + 1;
+  const SeqView seq = loc.Seq(loc.SeqOf(t));
+  const float* k_cache = seq.a;
+  const float* v_cache = seq.b;
+  const int n_ctx = seq.pos0 + t - seq.row + 1;
   float* qs = smem;          // [d]
   float* scores = smem + d;  // [n_ctx]
   const float* qh = q + static_cast<int64_t>(t) * s.n_head * q_stride + h * q_stride;
@@ -263,12 +300,18 @@ __device__ __forceinline__ int Kd(const DeltaNetShape& s) { return s.state_size 
 __device__ __forceinline__ int Vd(const DeltaNetShape& s) { return s.state_size * s.n_v_heads; }
 __device__ __forceinline__ int Ch(const DeltaNetShape& s) { return 2 * Kd(s) + Vd(s); }
 
-// One thread per channel, sequential over tokens with a sliding window of
-// raw inputs (the outputs overwrite qkv row by row).
+// One thread per channel and sequence (blockIdx.y), sequential over the
+// sequence's rows with a sliding window of raw inputs (the outputs
+// overwrite qkv row by row).
+template <typename Loc>
 __global__ void ConvSiluKernel(int ch, int taps, const float* kernel,
-                               float* qkv, int64_t n_tok, float* state) {
+                               float* qkv, Loc loc) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= ch) return;
+  const SeqView seq = loc.Seq(blockIdx.y);
+  float* state = seq.a;
+  const int64_t n_tok = seq.n;
+  qkv += static_cast<int64_t>(seq.row) * ch;
   const int hist = taps - 1;
   float window[kMaxConvTaps];
   for (int j = 0; j < hist; ++j) window[j] = state[j * ch + c];
@@ -330,14 +373,34 @@ __device__ void CopyState(float* global, int n, int stride, float* shared,
   }
 }
 
-// One block per v head; thread i owns state row i (value i), kept in shared
-// memory with a padded row stride for the whole batch.
+// Moves qkv, beta, g, z and o to the first row of a scan block's sequence
+// (blockIdx.y): its rows, its recurrent state.
+template <typename Loc>
+__device__ SeqView ScanRows(const DeltaNetShape& s, Loc loc, const float*& qkv,
+                            const float*& beta, const float*& g, const float*& z,
+                            float*& o) {
+  const SeqView seq = loc.Seq(blockIdx.y);
+  const int64_t r = seq.row;
+  qkv += r * Ch(s);
+  beta += r * s.n_v_heads;
+  g += r * s.n_v_heads;
+  z += r * Vd(s);
+  o += r * Vd(s);
+  return seq;
+}
+
+// One block per v head and sequence; thread i owns state row i (value i),
+// kept in shared memory with a padded row stride for the whole batch.
+template <typename Loc>
 __global__ void DeltaScanKernel(DeltaNetShape s, const float* qkv,
                                 const float* beta, const float* g,
                                 const float* z, const float* norm,
-                                int64_t n_tok, float* ssm, float* o) {
+                                Loc loc, float* o) {
   __shared__ double scratch[32];
   extern __shared__ float smem[];
+  const SeqView seq = ScanRows(s, loc, qkv, beta, g, z, o);
+  const int64_t n_tok = seq.n;
+  float* ssm = seq.b;
   const int n = s.state_size, stride = n + 1;
   const int j = blockIdx.x, i = threadIdx.x;
   const int kh = j % s.n_k_heads;
@@ -396,15 +459,18 @@ constexpr int kScanMaxState = 128;
 // n, and no shared-memory traffic for the state: a prefill step is several
 // times shorter. Sums are grouped differently from the row-per-thread
 // kernel, so results may differ from it in the last bits.
-template <int kParts>
+template <int kParts, typename Loc>
 __global__ void __launch_bounds__(kScanCols * kParts * kParts)
 DeltaScanRegKernel(DeltaNetShape s, const float* qkv,
                                    const float* beta, const float* g,
                                    const float* z, const float* norm,
-                                   int64_t n_tok, float* ssm, float* o) {
+                                   Loc loc, float* o) {
   __shared__ double scratch[32];
   __shared__ float qs[kScanMaxState];
   __shared__ float ks[kScanMaxState];
+  const SeqView seq = ScanRows(s, loc, qkv, beta, g, z, o);
+  const int64_t n_tok = seq.n;
+  float* ssm = seq.b;
   constexpr int parts = kParts;  // n = 32 x parts
   const int n = s.state_size;
   const int j = blockIdx.x, r = threadIdx.x / parts, p = threadIdx.x % parts;
@@ -521,8 +587,10 @@ void AllowLargeSmem(const void* kernel) {
 }  // namespace
 
 void PrepareKernels() {
-  AllowLargeSmem(reinterpret_cast<const void*>(AttendKernel));
-  AllowLargeSmem(reinterpret_cast<const void*>(DeltaScanKernel));
+  AllowLargeSmem(reinterpret_cast<const void*>(AttendKernel<OneSeq>));
+  AllowLargeSmem(reinterpret_cast<const void*>(AttendKernel<ManySeqs>));
+  AllowLargeSmem(reinterpret_cast<const void*>(DeltaScanKernel<OneSeq>));
+  AllowLargeSmem(reinterpret_cast<const void*>(DeltaScanKernel<ManySeqs>));
 }
 
 void AddRmsNorm(float* x, const float* add, int64_t n_tok, int64_t n,
@@ -536,18 +604,86 @@ void Add(float* x, const float* y, int64_t n, Stream stream) {
   AddKernel<<<Blocks(n), kThreads, 0, stream>>>(x, y, n);
 }
 
-void AttentionPrepare(const AttentionShape& s, float* q, const float* k,
-                      const float* v, const float* q_norm,
-                      const float* k_norm, const int32_t* d_pos0,
-                      int64_t n_tok, float* k_cache, float* v_cache,
-                      Stream stream) {
+namespace {
+
+template <typename Loc>
+void LaunchAttentionPrepare(const AttentionShape& s, float* q, const float* k,
+                            const float* v, const float* q_norm, const float* k_norm,
+                            Loc loc, int64_t n_tok, Stream stream) {
   if (n_tok <= 0) return;
   const float theta_scale =
       std::pow(s.freq_base, -2.0f / static_cast<float>(s.n_rot));
   const dim3 grid(static_cast<unsigned>(n_tok), s.n_head + s.n_head_kv);
   const int threads = RoundUp32(s.head_dim);
   AttentionPrepareKernel<<<grid, threads, s.head_dim * sizeof(float), stream>>>(
-      s, theta_scale, q, k, v, q_norm, k_norm, d_pos0, k_cache, v_cache);
+      s, theta_scale, q, k, v, q_norm, k_norm, loc);
+}
+
+template <typename Loc>
+void LaunchAttend(const AttentionShape& s, const float* q, Loc loc, int64_t n_tok,
+                  float* o, Stream stream) {
+  if (n_tok <= 0) return;
+  const size_t smem = (s.head_dim + s.kv_capacity +
+                       (kThreads / 32) * 32 * kDimsPerLane) * sizeof(float);
+  const dim3 grid(static_cast<unsigned>(n_tok), s.n_head);
+  AttendKernel<<<grid, kThreads, smem, stream>>>(s, q, loc, o);
+}
+
+template <typename Loc>
+void LaunchDeltaNetConv(const DeltaNetShape& s, const float* kernel, float* qkv,
+                        Loc loc, int n_seqs, int64_t n_tok, Stream stream) {
+  if (n_tok <= 0) return;
+  const dim3 conv_grid(Blocks(s.channels()), n_seqs);
+  ConvSiluKernel<<<conv_grid, kThreads, 0, stream>>>(s.channels(), s.conv_kernel, kernel,
+                                                     qkv, loc);
+  // The norms are per row: one launch over every sequence's rows.
+  const float q_scale = 1.0f / std::sqrt(static_cast<float>(s.state_size));
+  const dim3 grid(static_cast<unsigned>(n_tok), 2 * s.n_k_heads);
+  L2NormHeadsKernel<<<grid, RoundUp32(s.state_size), 0, stream>>>(s, qkv,
+                                                                   q_scale);
+}
+
+template <typename Loc>
+void LaunchDeltaNetScan(const DeltaNetShape& s, const float* qkv, const float* beta,
+                        const float* g, const float* z, const float* norm, Loc loc,
+                        int n_seqs, float* o, Stream stream) {
+  const int n = s.state_size;
+  const dim3 grid(s.n_v_heads, n_seqs);
+  if (n == kScanCols) {
+    DeltaScanRegKernel<1><<<grid, n, 0, stream>>>(s, qkv, beta, g, z, norm, loc, o);
+    return;
+  }
+  if (n == 2 * kScanCols) {
+    DeltaScanRegKernel<2><<<grid, 2 * n, 0, stream>>>(s, qkv, beta, g, z, norm, loc, o);
+    return;
+  }
+  if (n == 4 * kScanCols) {
+    DeltaScanRegKernel<4><<<grid, 4 * n, 0, stream>>>(s, qkv, beta, g, z, norm, loc, o);
+    return;
+  }
+  const size_t smem = (static_cast<size_t>(n) * (n + 1) + 2 * n) * sizeof(float);
+  // More threads than state rows: the extra ones only help move the state
+  // in and out of shared memory (the recurrence uses n of them).
+  const int threads = std::min(1024, std::max(RoundUp32(n), 512));
+  DeltaScanKernel<<<grid, threads, smem, stream>>>(s, qkv, beta, g, z, norm, loc, o);
+}
+
+}  // namespace
+
+void AttentionPrepare(const AttentionShape& s, float* q, const float* k,
+                      const float* v, const float* q_norm,
+                      const float* k_norm, const int32_t* d_pos0,
+                      int64_t n_tok, float* k_cache, float* v_cache,
+                      Stream stream) {
+  LaunchAttentionPrepare(s, q, k, v, q_norm, k_norm,
+                         OneSeq{static_cast<int>(n_tok), d_pos0, k_cache, v_cache}, n_tok,
+                         stream);
+}
+
+void AttentionPrepareSeqs(const AttentionShape& s, float* q, const float* k,
+                          const float* v, const float* q_norm, const float* k_norm,
+                          const SeqBatch& b, int64_t n_tok, Stream stream) {
+  LaunchAttentionPrepare(s, q, k, v, q_norm, k_norm, ManySeqs{b}, n_tok, stream);
 }
 
 int AttentionMaxCapacity() {
@@ -557,12 +693,15 @@ int AttentionMaxCapacity() {
 void Attend(const AttentionShape& s, const float* q, const float* k_cache,
             const float* v_cache, const int32_t* d_pos0, int64_t n_tok,
             float* o, Stream stream) {
-  if (n_tok <= 0) return;
-  const size_t smem = (s.head_dim + s.kv_capacity +
-                       (kThreads / 32) * 32 * kDimsPerLane) * sizeof(float);
-  const dim3 grid(static_cast<unsigned>(n_tok), s.n_head);
-  AttendKernel<<<grid, kThreads, smem, stream>>>(s, q, k_cache, v_cache,
-                                                 d_pos0, o);
+  LaunchAttend(s, q,
+               OneSeq{static_cast<int>(n_tok), d_pos0, const_cast<float*>(k_cache),
+                      const_cast<float*>(v_cache)},
+               n_tok, o, stream);
+}
+
+void AttendSeqs(const AttentionShape& s, const float* q, const SeqBatch& b, int64_t n_tok,
+                float* o, Stream stream) {
+  LaunchAttend(s, q, ManySeqs{b}, n_tok, o, stream);
 }
 
 void DeltaNetGates(const DeltaNetShape& s, float* beta, float* alpha_g,
@@ -576,13 +715,13 @@ void DeltaNetGates(const DeltaNetShape& s, float* beta, float* alpha_g,
 
 void DeltaNetConv(const DeltaNetShape& s, const float* kernel, float* qkv,
                   int64_t n_tok, float* conv_state, Stream stream) {
-  if (n_tok <= 0) return;
-  ConvSiluKernel<<<Blocks(s.channels()), kThreads, 0, stream>>>(
-      s.channels(), s.conv_kernel, kernel, qkv, n_tok, conv_state);
-  const float q_scale = 1.0f / std::sqrt(static_cast<float>(s.state_size));
-  const dim3 grid(static_cast<unsigned>(n_tok), 2 * s.n_k_heads);
-  L2NormHeadsKernel<<<grid, RoundUp32(s.state_size), 0, stream>>>(s, qkv,
-                                                                   q_scale);
+  LaunchDeltaNetConv(s, kernel, qkv, OneSeq{static_cast<int>(n_tok), nullptr, conv_state, nullptr},
+                     1, n_tok, stream);
+}
+
+void DeltaNetConvSeqs(const DeltaNetShape& s, const float* kernel, float* qkv,
+                      const SeqBatch& b, int64_t n_tok, Stream stream) {
+  LaunchDeltaNetConv(s, kernel, qkv, ManySeqs{b}, b.n_seqs, n_tok, stream);
 }
 
 int DeltaNetMaxStateSize() {
@@ -599,28 +738,15 @@ void DeltaNetScan(const DeltaNetShape& s, const float* qkv, const float* beta,
                   const float* g, const float* z, const float* norm,
                   int64_t n_tok, float* ssm, float* o, Stream stream) {
   if (n_tok <= 0) return;
-  const int n = s.state_size;
-  if (n == kScanCols) {
-    DeltaScanRegKernel<1><<<s.n_v_heads, n, 0, stream>>>(s, qkv, beta, g, z, norm,
-                                                         n_tok, ssm, o);
-    return;
-  }
-  if (n == 2 * kScanCols) {
-    DeltaScanRegKernel<2><<<s.n_v_heads, 2 * n, 0, stream>>>(s, qkv, beta, g, z, norm,
-                                                             n_tok, ssm, o);
-    return;
-  }
-  if (n == 4 * kScanCols) {
-    DeltaScanRegKernel<4><<<s.n_v_heads, 4 * n, 0, stream>>>(s, qkv, beta, g, z, norm,
-                                                             n_tok, ssm, o);
-    return;
-  }
-  const size_t smem = (static_cast<size_t>(n) * (n + 1) + 2 * n) * sizeof(float);
-  // More threads than state rows: the extra ones only help move the state
-  // in and out of shared memory (the recurrence uses n of them).
-  const int threads = std::min(1024, std::max(RoundUp32(n), 512));
-  DeltaScanKernel<<<s.n_v_heads, threads, smem, stream>>>(
-      s, qkv, beta, g, z, norm, n_tok, ssm, o);
+  LaunchDeltaNetScan(s, qkv, beta, g, z, norm,
+                     OneSeq{static_cast<int>(n_tok), nullptr, nullptr, ssm}, 1, o, stream);
+}
+
+void DeltaNetScanSeqs(const DeltaNetShape& s, const float* qkv, const float* beta,
+                      const float* g, const float* z, const float* norm, const SeqBatch& b,
+                      float* o, Stream stream) {
+  if (b.n_seqs <= 0) return;
+  LaunchDeltaNetScan(s, qkv, beta, g, z, norm, ManySeqs{b}, b.n_seqs, o, stream);
 }
 
 void TopK(const float* logits, int64_t n_tok, int n_expert, int k,

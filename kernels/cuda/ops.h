@@ -48,6 +48,31 @@ struct AttentionShape {
   int kv_capacity = 0;  // rows of the KV cache
 };
 
+// The sequences of a pass over several of them (continuous batching), as
+// device tables: the pass's rows are the sequences' rows one sequence after
+// another; sequence i has rows[i].n rows from batch row rows[i].row, at
+// positions rows[i].pos0 onward, and the layer's state states[i] (K and V
+// caches for attention, conv and recurrent state for Gated DeltaNet).
+// row_seq[r] is the sequence of batch row r. The *Seqs functions below
+// compute each row exactly as their one-sequence forms do on that row's
+// sequence, in one launch for all of them.
+struct SeqRows {
+  int32_t row = 0;
+  int32_t n = 0;
+  int32_t pos0 = 0;
+  int32_t unused = 0;
+};
+struct SeqState {
+  float* a = nullptr;
+  float* b = nullptr;
+};
+struct SeqBatch {
+  int n_seqs = 0;
+  const SeqRows* rows = nullptr;      // [n_seqs]
+  const int32_t* row_seq = nullptr;   // [n_tok]
+  const SeqState* states = nullptr;   // [n_seqs]
+};
+
 // Per token t < n_tok at position *d_pos0 + t: q heads RMSNorm'd and
 // rotated in place; k heads RMSNorm'd, rotated and stored in k_cache row
 // pos; v stored in v_cache row pos (model/attention.cc PrepareToken).
@@ -58,6 +83,12 @@ void AttentionPrepare(const AttentionShape& s, float* q, const float* k,
                       int64_t n_tok, float* k_cache, float* v_cache,
                       Stream stream);
 
+// AttentionPrepare on several sequences (SeqBatch; states: K, V caches).
+void AttentionPrepareSeqs(const AttentionShape& s, float* q, const float* k,
+                          const float* v, const float* q_norm,
+                          const float* k_norm, const SeqBatch& b,
+                          int64_t n_tok, Stream stream);
+
 // o[t][h] = softmax(q_h K^T / sqrt(d)) V over cache rows 0..pos0+t, times
 // sigmoid(gate_h) when gated (model/attention.cc AttendOne).
 // o: [n_tok][n_head * head_dim]. Precondition: s.kv_capacity fits the
@@ -65,6 +96,11 @@ void AttentionPrepare(const AttentionShape& s, float* q, const float* k,
 void Attend(const AttentionShape& s, const float* q, const float* k_cache,
             const float* v_cache, const int32_t* d_pos0, int64_t n_tok,
             float* o, Stream stream);
+
+// Attend on several sequences (SeqBatch; states: K, V caches);
+// s.kv_capacity is the largest of their caches'.
+void AttendSeqs(const AttentionShape& s, const float* q, const SeqBatch& b,
+                int64_t n_tok, float* o, Stream stream);
 
 // The largest kv_capacity Attend supports on the current device.
 int AttentionMaxCapacity();
@@ -93,12 +129,22 @@ void DeltaNetGates(const DeltaNetShape& s, float* beta, float* alpha_g,
 void DeltaNetConv(const DeltaNetShape& s, const float* kernel, float* qkv,
                   int64_t n_tok, float* conv_state, Stream stream);
 
+// DeltaNetConv on several sequences (SeqBatch; states: conv state in a).
+void DeltaNetConvSeqs(const DeltaNetShape& s, const float* kernel, float* qkv,
+                      const SeqBatch& b, int64_t n_tok, Stream stream);
+
 // The delta-rule recurrence per v head over the batch (state ssm
 // [R][S][S], [value][key]); o [n_tok][value_dim] = S^T q, then
 // RMSNorm(o; norm) * silu(z) per head.
 void DeltaNetScan(const DeltaNetShape& s, const float* qkv, const float* beta,
                   const float* g, const float* z, const float* norm,
                   int64_t n_tok, float* ssm, float* o, Stream stream);
+
+// DeltaNetScan on several sequences (SeqBatch; states: recurrent state in
+// b).
+void DeltaNetScanSeqs(const DeltaNetShape& s, const float* qkv, const float* beta,
+                      const float* g, const float* z, const float* norm,
+                      const SeqBatch& b, float* o, Stream stream);
 
 // The largest state_size DeltaNetScan supports on the current device.
 int DeltaNetMaxStateSize();

@@ -67,13 +67,14 @@ absl::Status CheckGeometry(const internal::RawGroupedMatMul& raw, const char* wh
 // -1: not decided yet (read SLUICE_CUDA_TENSOR_CORES on first use); 0 or 1.
 std::atomic<int> tensor_cores{-1};
 
-// Launches `raw` on the tensor-core kernel when UsesTensorCores allows it for
+// Launches `raw` on the tensor-core kernel when the caller and UsesTensorCores allow it for
 // its largest group, else on the FP32 kernel. CheckGeometry has bounded the
 // FP32 kernel's grid, which is never smaller than the tensor-core kernel's
 // (128 rows and 32 entries per block against at most 64 and 8).
-absl::Status LaunchEither(const internal::RawGroupedMatMul& raw, CUstream_st* stream,
-                          const char* what) {
-  if (UsesTensorCores(static_cast<GgmlType>(raw.type), raw.cols, raw.max_entries_per_group)) {
+absl::Status LaunchEither(const internal::RawGroupedMatMul& raw, bool tensor_cores,
+                          CUstream_st* stream, const char* what) {
+  if (tensor_cores &&
+      UsesTensorCores(static_cast<GgmlType>(raw.type), raw.cols, raw.max_entries_per_group)) {
     return LaunchError(internal::LaunchGroupedMma(raw, stream), what);
   }
   return LaunchError(internal::LaunchGrouped(raw, stream), what);
@@ -144,11 +145,11 @@ absl::Status LaunchGroupedMatMul(const GroupedMatMul& args, CUstream_st* stream)
   raw.y = args.d_y;
   raw.y_stride = args.y_stride;
   RETURN_IF_ERROR(CheckGeometry(raw, kWhat));
-  return LaunchEither(raw, stream, kWhat);
+  return LaunchEither(raw, args.tensor_cores, stream, kWhat);
 }
 
 absl::Status MatMul(GgmlType type, const void* d_w, int64_t rows, int64_t cols, const float* d_x,
-                    int64_t n_tok, float* d_y, CUstream_st* stream) {
+                    int64_t n_tok, float* d_y, CUstream_st* stream, bool tensor_cores) {
   constexpr const char* kWhat = "MatMul";
   RETURN_IF_ERROR(CheckTypeAndCols(type, cols, kWhat));
   RETURN_IF_ERROR(CheckPositive(kWhat, "rows", rows));
@@ -173,7 +174,7 @@ absl::Status MatMul(GgmlType type, const void* d_w, int64_t rows, int64_t cols, 
   raw.y = d_y;
   raw.y_stride = rows;
   RETURN_IF_ERROR(CheckGeometry(raw, kWhat));
-  return LaunchEither(raw, stream, kWhat);
+  return LaunchEither(raw, tensor_cores, stream, kWhat);
 }
 
 absl::Status DequantRows(GgmlType type, const void* d_w, int64_t cols, const int32_t* d_ids,

@@ -79,6 +79,9 @@ struct GroupedMatMul {
   int64_t x_stride = 0;  // floats between activation rows (>= cols)
   float* d_y = nullptr;
   int64_t y_stride = 0;  // floats between output rows (>= rows)
+  // Whether this product may take the tensor-core kernel (UsesTensorCores);
+  // false keeps it on the FP32 kernel whatever its size.
+  bool tensor_cores = true;
 };
 
 // Batches whose largest group has at least this many entries take the
@@ -113,10 +116,11 @@ absl::Status LaunchGroupedMatMul(const GroupedMatMul& args,
 
 // y[t][r] = sum_c W[r][c] x[t][c] for t < n_tok (a dense projection; row
 // strides cols and rows): one group of n_tok entries, on the tensor-core
-// kernel when UsesTensorCores(type, cols, n_tok), else the FP32 kernel.
+// kernel when tensor_cores and UsesTensorCores(type, cols, n_tok), else the
+// FP32 kernel.
 absl::Status MatMul(GgmlType type, const void* d_w, int64_t rows,
                     int64_t cols, const float* d_x, int64_t n_tok, float* d_y,
-                    CUstream_st* stream);
+                    CUstream_st* stream, bool tensor_cores = true);
 
 // dst[i][c] = W[d_ids[i]][c] for i < n (embedding lookup, dequantized).
 absl::Status DequantRows(GgmlType type, const void* d_w, int64_t cols,

@@ -89,21 +89,34 @@ namespace {
 
 class Pass {
  public:
-  Pass(const BatchContext& c, int64_t n_tok) : c_(c), w_(*c.ws), n_(n_tok) {}
-  absl::Status Run(DeviceState& st, LogitRows rows);
+  Pass(const BatchContext& c, int64_t n_tok, absl::Span<const PassSequence> seqs,
+       std::vector<int32_t>* experts_per_layer)
+      : c_(c), w_(*c.ws), n_(n_tok), seqs_(seqs), experts_per_layer_(experts_per_layer) {
+    // The tensor cores round activations and weights to BF16: worth it for
+    // a prompt's chunk, not for a pass whose sequences each bring a few
+    // rows (decode steps), which stay exact in F32 as each would be alone.
+    int64_t longest = 0;
+    for (const PassSequence& s : seqs) longest = std::max(longest, s.n);
+    tensor_cores_ = longest >= cuda::kTensorCoreMinEntries;
+  }
+  absl::Status Run(absl::Span<const RowRun> logit_rows);
 
  private:
   void Mark(const char* s) const {
     if (c_.profiler != nullptr) c_.profiler->Mark(s, c_.stream);
   }
   absl::Status Project(const DeviceMatrix& w, const float* x, float* y) const {
-    return cuda::MatMul(w.type, w.data, w.rows, w.cols, x, n_, y, c_.stream);
+    return cuda::MatMul(w.type, w.data, w.rows, w.cols, x, n_, y, c_.stream, tensor_cores_);
   }
   absl::Status ProjectPair(const DeviceMatrix& a, const DeviceMatrix& b,
                            const cuda::DeviceBuffer& table, const float* x, float* ya,
                            float* yb) const;
-  absl::Status Attention(const DeviceAttention& a, DeviceState& st, int il) const;
-  absl::Status DeltaNet(const DeviceDeltaNet& d, DeviceState& st, int il) const;
+  // The sequence tables of a pass of several sequences (once per pass),
+  // and layer il's view of them.
+  absl::Status UploadSeqs();
+  cuda::SeqBatch Seqs(int il) const;
+  absl::Status Attention(const DeviceAttention& a, int il) const;
+  absl::Status DeltaNet(const DeviceDeltaNet& d, int il) const;
   absl::Status SharedExpert(const DeviceMoe& m) const;
   absl::Status Moe(int il, const DeviceMoe& m) const;
   absl::Status Experts(const DeviceMoe& m, int max_entries) const;
@@ -111,6 +124,10 @@ class Pass {
   const BatchContext& c_;
   Workspace& w_;
   const int64_t n_;
+  const absl::Span<const PassSequence> seqs_;
+  std::vector<int32_t>* const experts_per_layer_;
+  int max_capacity_ = 0;  // the largest KV cache of the pass's sequences
+  bool tensor_cores_ = true;  // whether its products may take them
 };
 
 absl::Status Pass::ProjectPair(const DeviceMatrix& a, const DeviceMatrix& b,
@@ -136,35 +153,86 @@ absl::Status Pass::ProjectPair(const DeviceMatrix& a, const DeviceMatrix& b,
   return cuda::LaunchGroupedMatMul(g, c_.stream);
 }
 
-absl::Status Pass::Attention(const DeviceAttention& a, DeviceState& st, int il) const {
-  cuda::AttentionShape shape = c_.attn;
-  shape.kv_capacity = st.capacity();
+// The projections over every row; the cache update and the attention on
+// each row's own sequence (its cache, its positions).
+absl::Status Pass::Attention(const DeviceAttention& a, int il) const {
   RETURN_IF_ERROR(Project(a.wq, w_.xn, w_.q));
   RETURN_IF_ERROR(ProjectPair(a.wk, a.wv, a.kv_table, w_.xn, w_.k, w_.v));
   Mark("attn.qkv_proj");
-  cuda::AttentionPrepare(shape, w_.q, w_.k, w_.v, a.q_norm, a.k_norm, w_.pos0, n_, st.k(il),
-                         st.v(il), c_.stream);
-  cuda::Attend(shape, w_.q, st.k(il), st.v(il), w_.pos0, n_, w_.attn_o, c_.stream);
+  cuda::AttentionShape shape = c_.attn;
+  if (seqs_.size() == 1) {
+    DeviceState& st = *seqs_[0].state;
+    shape.kv_capacity = st.capacity();
+    cuda::AttentionPrepare(shape, w_.q, w_.k, w_.v, a.q_norm, a.k_norm, w_.pos0, n_, st.k(il),
+                           st.v(il), c_.stream);
+    cuda::Attend(shape, w_.q, st.k(il), st.v(il), w_.pos0, n_, w_.attn_o, c_.stream);
+  } else {
+    shape.kv_capacity = max_capacity_;
+    const cuda::SeqBatch b = Seqs(il);
+    cuda::AttentionPrepareSeqs(shape, w_.q, w_.k, w_.v, a.q_norm, a.k_norm, b, n_, c_.stream);
+    cuda::AttendSeqs(shape, w_.q, b, n_, w_.attn_o, c_.stream);
+  }
   Mark("attn.core");
   RETURN_IF_ERROR(Project(a.wo, w_.attn_o, w_.y));
   Mark("attn.out_proj");
   return absl::OkStatus();
 }
 
-absl::Status Pass::DeltaNet(const DeviceDeltaNet& d, DeviceState& st, int il) const {
+// The projections and the gates over every row; the conv and the
+// recurrence on each row's own sequence state.
+absl::Status Pass::DeltaNet(const DeviceDeltaNet& d, int il) const {
   RETURN_IF_ERROR(Project(d.qkv, w_.xn, w_.qkv));
   RETURN_IF_ERROR(Project(d.gate, w_.xn, w_.z));
   RETURN_IF_ERROR(ProjectPair(d.beta, d.alpha, d.beta_alpha_table, w_.xn, w_.beta, w_.g));
   Mark("delta.in_proj");
   cuda::DeltaNetGates(c_.ssm, w_.beta, w_.g, d.dt_bias, d.a, n_, c_.stream);
-  cuda::DeltaNetConv(c_.ssm, d.conv, w_.qkv, n_, st.conv(il), c_.stream);
-  Mark("delta.gates_conv");
-  cuda::DeltaNetScan(c_.ssm, w_.qkv, w_.beta, w_.g, w_.z, d.norm, n_, st.ssm(il), w_.ssm_o,
-                     c_.stream);
+  if (seqs_.size() == 1) {
+    DeviceState& st = *seqs_[0].state;
+    cuda::DeltaNetConv(c_.ssm, d.conv, w_.qkv, n_, st.conv(il), c_.stream);
+    Mark("delta.gates_conv");
+    cuda::DeltaNetScan(c_.ssm, w_.qkv, w_.beta, w_.g, w_.z, d.norm, n_, st.ssm(il), w_.ssm_o,
+                       c_.stream);
+  } else {
+    const cuda::SeqBatch b = Seqs(il);
+    cuda::DeltaNetConvSeqs(c_.ssm, d.conv, w_.qkv, b, n_, c_.stream);
+    Mark("delta.gates_conv");
+    cuda::DeltaNetScanSeqs(c_.ssm, w_.qkv, w_.beta, w_.g, w_.z, d.norm, b, w_.ssm_o, c_.stream);
+  }
   Mark("delta.scan");
   RETURN_IF_ERROR(Project(d.out, w_.ssm_o, w_.y));
   Mark("delta.out_proj");
   return absl::OkStatus();
+}
+
+absl::Status Pass::UploadSeqs() {
+  const int n_seqs = static_cast<int>(seqs_.size());
+  const int n_layers = static_cast<int>(c_.layers->size());
+  std::vector<cuda::SeqRows> rows(n_seqs);
+  std::vector<int32_t> row_seq(n_);
+  std::vector<cuda::SeqState> states(static_cast<size_t>(n_layers) * n_seqs);
+  for (int i = 0; i < n_seqs; ++i) {
+    const PassSequence& s = seqs_[i];
+    rows[i] = {static_cast<int32_t>(s.row), static_cast<int32_t>(s.n), s.pos0, 0};
+    std::fill(row_seq.begin() + s.row, row_seq.begin() + s.row + s.n, i);
+    max_capacity_ = std::max(max_capacity_, s.state->capacity());
+    for (int il = 0; il < n_layers; ++il) {
+      const bool attn = (*c_.layers)[il].mixer == MixerKind::kAttention;
+      DeviceState& st = *s.state;
+      states[static_cast<size_t>(il) * n_seqs + i] =
+          attn ? cuda::SeqState{st.k(il), st.v(il)} : cuda::SeqState{st.conv(il), st.ssm(il)};
+    }
+  }
+  RETURN_IF_ERROR(cuda::CopyToDevice(w_.seq_rows, rows.data(), rows.size() * sizeof(rows[0]),
+                                     c_.stream));
+  RETURN_IF_ERROR(cuda::CopyToDevice(w_.row_seq, row_seq.data(), row_seq.size() * sizeof(int32_t),
+                                     c_.stream));
+  return cuda::CopyToDevice(w_.seq_states, states.data(), states.size() * sizeof(states[0]),
+                            c_.stream);
+}
+
+cuda::SeqBatch Pass::Seqs(int il) const {
+  const int n_seqs = static_cast<int>(seqs_.size());
+  return {n_seqs, w_.seq_rows, w_.row_seq, w_.seq_states + static_cast<size_t>(il) * n_seqs};
 }
 
 absl::Status Pass::SharedExpert(const DeviceMoe& m) const {
@@ -211,11 +279,17 @@ absl::Status Pass::Moe(int il, const DeviceMoe& m) const {
   }
   if (!one || need_ids) RETURN_IF_ERROR(cuda::WaitEvent(c_.routed));
   int max_entries = 1;
+  int used = k;  // one token: k distinct experts
   std::vector<int32_t> begin;
   if (!one) {
     begin.assign(c_.host_begin, c_.host_begin + n_expert + 1);
-    for (int x = 0; x < n_expert; ++x) max_entries = std::max(max_entries, begin[x + 1] - begin[x]);
+    used = 0;
+    for (int x = 0; x < n_expert; ++x) {
+      max_entries = std::max(max_entries, begin[x + 1] - begin[x]);
+      used += begin[x + 1] > begin[x] ? 1 : 0;
+    }
   }
+  if (experts_per_layer_ != nullptr) (*experts_per_layer_)[il] = used;
   if (need_ids) {
     RETURN_IF_ERROR(AcquireRouted(c_, il, n_, begin, /*prefetch=*/false, nullptr));
     Mark("moe.acquire");
@@ -236,6 +310,7 @@ absl::Status Pass::Experts(const DeviceMoe& m, int max_entries) const {
   const bool one = n_ == 1;
   const bool fuse_gate_up = one && m.gate_type == m.up_type;
   cuda::GroupedMatMul g;
+  g.tensor_cores = tensor_cores_;
   g.rows = mc.expert_ff;
   g.cols = mc.n_embd;
   g.n_groups = one ? k : static_cast<int>(mc.n_expert);
@@ -282,9 +357,11 @@ absl::Status Pass::Experts(const DeviceMoe& m, int max_entries) const {
   return absl::OkStatus();
 }
 
-absl::Status Pass::Run(DeviceState& st, LogitRows rows) {
+absl::Status Pass::Run(absl::Span<const RowRun> logit_rows) {
   const int64_t e = c_.desc->info.n_embd;
   const float eps = c_.desc->eps;
+  if (experts_per_layer_ != nullptr) experts_per_layer_->assign(c_.layers->size(), 0);
+  if (seqs_.size() > 1) RETURN_IF_ERROR(UploadSeqs());
   RETURN_IF_ERROR(cuda::DequantRows(c_.token_embd.type, c_.token_embd.data, e, w_.ids_in, n_,
                                     w_.x, c_.stream));
   Mark("embed");
@@ -294,30 +371,35 @@ absl::Status Pass::Run(DeviceState& st, LogitRows rows) {
     cuda::AddRmsNorm(w_.x, il == 0 ? nullptr : w_.y, n_, e, l.mixer_norm, eps, w_.xn, c_.stream);
     Mark("norms");
     if (l.mixer == MixerKind::kAttention) {
-      RETURN_IF_ERROR(Attention(l.attn, st, il));
+      RETURN_IF_ERROR(Attention(l.attn, il));
     } else {
-      RETURN_IF_ERROR(DeltaNet(l.delta, st, il));
+      RETURN_IF_ERROR(DeltaNet(l.delta, il));
     }
     cuda::AddRmsNorm(w_.x, w_.y, n_, e, l.ffn_norm, eps, w_.xn, c_.stream);
     Mark("norms");
     RETURN_IF_ERROR(Moe(il, l.moe));
   }
-  if (rows == LogitRows::kNone) return cuda::LastLaunchError("cuda forward");
-  const int64_t first = rows == LogitRows::kLast ? n_ - 1 : 0;
-  const int64_t count = n_ - first;
-  cuda::AddRmsNorm(w_.x + first * e, w_.y + first * e, count, e, c_.output_norm, eps, w_.xn,
-                   c_.stream);
+  if (logit_rows.empty()) return cuda::LastLaunchError("cuda forward");
+  // The asked-for rows, packed into xn in order, then one head product.
+  int64_t packed = 0;
+  for (const RowRun& r : logit_rows) {
+    cuda::AddRmsNorm(w_.x + r.row * e, w_.y + r.row * e, r.n, e, c_.output_norm, eps,
+                     w_.xn + packed * e, c_.stream);
+    packed += r.n;
+  }
   RETURN_IF_ERROR(cuda::MatMul(c_.output.type, c_.output.data, c_.output.rows, c_.output.cols,
-                               w_.xn, count, w_.logits, c_.stream));
+                               w_.xn, packed, w_.logits, c_.stream, tensor_cores_));
   Mark("head");
   return cuda::LastLaunchError("cuda forward");
 }
 
 }  // namespace
 
-absl::Status EnqueueBatch(const BatchContext& c, int64_t n_tok, DeviceState& st,
-                          LogitRows rows) {
-  return Pass(c, n_tok).Run(st, rows);
+absl::Status EnqueueBatch(const BatchContext& c, int64_t n_tok,
+                          absl::Span<const PassSequence> seqs,
+                          absl::Span<const RowRun> logit_rows,
+                          std::vector<int32_t>* experts_per_layer) {
+  return Pass(c, n_tok, seqs, experts_per_layer).Run(logit_rows);
 }
 
 }  // namespace sluice

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/ops.h"
 #include "model/arch.h"
@@ -53,10 +54,34 @@ struct BatchContext : ModelView {
   PassProfiler* profiler = nullptr;
 };
 
-// Enqueues one micro-batch of n_tok tokens (ids and position already in the
-// workspace): logits of the rows `rows` selects into ws->logits.
-absl::Status EnqueueBatch(const BatchContext& c, int64_t n_tok, DeviceState& st,
-                          LogitRows rows);
+// One sequence's rows of a pass: rows [row, row + n) of the micro-batch, at
+// positions pos0 .. pos0 + n - 1 of its own state.
+struct PassSequence {
+  DeviceState* state = nullptr;
+  int64_t row = 0;
+  int64_t n = 0;
+  int32_t pos0 = 0;
+};
+
+// Rows [row, row + n) of the micro-batch whose logits a pass computes.
+struct RowRun {
+  int64_t row = 0;
+  int64_t n = 0;
+};
+
+// Enqueues one micro-batch of n_tok tokens (ids already in the workspace;
+// for one sequence its position too, in ws->pos0) of one or several
+// sequences (`seqs`, in row order, covering every row): the mixers run on
+// each row's own sequence state (for several, one launch over all of them,
+// through the workspace's sequence tables, which this fills), everything
+// else over all rows at once (the routed experts grouped over the whole
+// batch, each acquired once). The logits of the rows of `logit_rows` go to
+// ws->logits in that order. experts_per_layer, when not null, receives the
+// distinct routed experts of each block (0 for a block without them).
+absl::Status EnqueueBatch(const BatchContext& c, int64_t n_tok,
+                          absl::Span<const PassSequence> seqs,
+                          absl::Span<const RowRun> logit_rows,
+                          std::vector<int32_t>* experts_per_layer);
 
 // Tells the observer layer il's routing (host_routing holds n_tok x k ids,
 // then the weights) and has the expert stream acquire the experts `begin`

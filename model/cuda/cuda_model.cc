@@ -60,6 +60,11 @@ class CudaModel final : public Model, private DecodeProgram::Host {
  protected:
   absl::Status ForwardImpl(absl::Span<const int32_t> tokens, SequenceState& seq,
                            LogitRows rows, std::vector<float>* logits) const override;
+  // Several sequences: one batch pass (batch_pass.h), the routed experts
+  // grouped over all their rows; one sequence: ForwardImpl (a one-token
+  // step runs the decode program).
+  absl::Status ForwardBatchImpl(absl::Span<const BatchChunk> pieces, std::vector<float>* logits,
+                                BatchForwardStats* stats) const override;
 
  private:
   CudaModel(ArchDesc desc, const CudaModelOptions& options)
@@ -74,6 +79,14 @@ class CudaModel final : public Model, private DecodeProgram::Host {
   // The state's decode program of the current variant (built at first use).
   absl::StatusOr<DecodeProgram*> Program(DeviceState& st) const;
   absl::Status DecodeStep(DeviceState& st) const;
+  absl::StatusOr<DeviceState*> Own(SequenceState& seq, const std::string& what) const;
+  // One sequence's piece (ForwardImpl); experts_per_layer as EnqueueBatch's.
+  absl::Status ForwardOne(absl::Span<const int32_t> tokens, DeviceState& st, LogitRows rows,
+                          std::vector<float>* logits,
+                          std::vector<int32_t>* experts_per_layer) const;
+  // Copies the logits of `rows` rows from the workspace into *logits and
+  // waits for the stream.
+  absl::Status FinishPass(int64_t rows, std::vector<float>* logits) const;
   // DecodeProgram::Host: a layer's routing (acquire its experts), or the
   // host's share of its misses.
   absl::Status Run(const HostAction& action) override;
@@ -329,12 +342,33 @@ absl::StatusOr<std::vector<KernelTiming>> CudaModel::TimeDecodeKernels(SequenceS
   return out;
 }
 
-absl::Status CudaModel::ForwardImpl(absl::Span<const int32_t> tokens, SequenceState& seq,
-                                    LogitRows rows, std::vector<float>* logits) const {
+absl::StatusOr<DeviceState*> CudaModel::Own(SequenceState& seq, const std::string& what) const {
   auto* st = dynamic_cast<DeviceState*>(&seq);
   if (st == nullptr || st->owner() != this) {
-    return absl::InvalidArgumentError("Forward: the state was not made by this CUDA model");
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": the state was not made by this CUDA model"));
   }
+  return st;
+}
+
+absl::Status CudaModel::FinishPass(int64_t rows, std::vector<float>* logits) const {
+  if (rows > 0) {
+    logits->resize(rows * desc_.info.n_vocab);
+    RETURN_IF_ERROR(cuda::CopyToHost(logits->data(), ws_.logits, logits->size() * sizeof(float),
+                                     stream_));
+  }
+  return cuda::Synchronize(stream_);
+}
+
+absl::Status CudaModel::ForwardImpl(absl::Span<const int32_t> tokens, SequenceState& seq,
+                                    LogitRows rows, std::vector<float>* logits) const {
+  ASSIGN_OR_RETURN(DeviceState * st, Own(seq, "Forward"));
+  return ForwardOne(tokens, *st, rows, logits, nullptr);
+}
+
+absl::Status CudaModel::ForwardOne(absl::Span<const int32_t> tokens, DeviceState& st,
+                                   LogitRows rows, std::vector<float>* logits,
+                                   std::vector<int32_t>* experts_per_layer) const {
   std::lock_guard<std::mutex> lock(mu_);
   RETURN_IF_ERROR(cuda::SetDevice(device_));
   Workspace& w = ws_;
@@ -344,24 +378,72 @@ absl::Status CudaModel::ForwardImpl(absl::Span<const int32_t> tokens, SequenceSt
         "cuda backend: logits of every row of a ", n_tok,
         "-token batch exceed the workspace (", w.logits_rows, " rows)"));
   }
-  const int32_t pos0 = seq.position();
+  const int32_t pos0 = st.position();
   RETURN_IF_ERROR(cuda::CopyToDevice(w.ids_in, tokens.data(), n_tok * sizeof(int32_t), stream_));
   RETURN_IF_ERROR(cuda::CopyToDevice(w.pos0, &pos0, sizeof(int32_t), stream_));
   const bool decode = n_tok == 1 && rows == LogitRows::kLast;
+  const int64_t count = rows == LogitRows::kNone ? 0 : rows == LogitRows::kLast ? 1 : n_tok;
   if (decode && decode_supported_.ok()) {
-    RETURN_IF_ERROR(DecodeStep(*st));
-  } else {
-    profiler_->Start(stream_);
-    RETURN_IF_ERROR(EnqueueBatch(Batch(), n_tok, *st, rows));
+    RETURN_IF_ERROR(DecodeStep(st));
+    if (experts_per_layer != nullptr) {
+      // One token's k experts are distinct.
+      experts_per_layer->assign(layers_.size(), static_cast<int32_t>(desc_.moe.n_expert_used));
+    }
+    return FinishPass(count, logits);
   }
-  if (rows != LogitRows::kNone) {
-    const int64_t count = rows == LogitRows::kLast ? 1 : n_tok;
-    logits->resize(count * desc_.info.n_vocab);
-    RETURN_IF_ERROR(cuda::CopyToHost(logits->data(), w.logits, logits->size() * sizeof(float),
-                                     stream_));
-  }
+  profiler_->Start(stream_);
+  const PassSequence one{&st, 0, n_tok, pos0};
+  std::vector<RowRun> runs;
+  if (count > 0) runs.push_back({n_tok - count, count});
+  RETURN_IF_ERROR(EnqueueBatch(Batch(), n_tok, {&one, 1}, runs, experts_per_layer));
   if (!decode) RETURN_IF_ERROR(profiler_->Collect("prefill", stream_));
-  return cuda::Synchronize(stream_);
+  return FinishPass(count, logits);
+}
+
+absl::Status CudaModel::ForwardBatchImpl(absl::Span<const BatchChunk> pieces,
+                                         std::vector<float>* logits,
+                                         BatchForwardStats* stats) const {
+  logits->clear();
+  if (pieces.size() == 1) {
+    const BatchChunk& p = pieces[0];
+    ASSIGN_OR_RETURN(DeviceState * st, Own(*p.state, "Forward"));
+    return ForwardOne(p.tokens, *st, p.rows, logits, &stats->experts_per_layer);
+  }
+  std::vector<PassSequence> seqs;
+  std::vector<RowRun> runs;
+  std::vector<int32_t> ids;
+  int64_t n_tok = 0, count = 0;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const BatchChunk& p = pieces[i];
+    ASSIGN_OR_RETURN(DeviceState * st, Own(*p.state, absl::StrCat("chunk ", i)));
+    const int64_t n = static_cast<int64_t>(p.tokens.size());
+    seqs.push_back({st, n_tok, n, p.state->position()});
+    ids.insert(ids.end(), p.tokens.begin(), p.tokens.end());
+    const int64_t want = p.rows == LogitRows::kNone ? 0 : p.rows == LogitRows::kLast ? 1 : n;
+    if (want > 0) {
+      const int64_t first = n_tok + n - want;
+      if (!runs.empty() && runs.back().row + runs.back().n == first) {
+        runs.back().n += want;  // adjacent rows: one run
+      } else {
+        runs.push_back({first, want});
+      }
+    }
+    n_tok += n;
+    count += want;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  RETURN_IF_ERROR(cuda::SetDevice(device_));
+  Workspace& w = ws_;
+  if (count > w.logits_rows) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda backend: logits of ", count, " rows of a batch exceed the workspace (",
+        w.logits_rows, " rows)"));
+  }
+  RETURN_IF_ERROR(cuda::CopyToDevice(w.ids_in, ids.data(), n_tok * sizeof(int32_t), stream_));
+  profiler_->Start(stream_);
+  RETURN_IF_ERROR(EnqueueBatch(Batch(), n_tok, seqs, runs, &stats->experts_per_layer));
+  RETURN_IF_ERROR(profiler_->Collect("batch", stream_));
+  return FinishPass(count, logits);
 }
 
 absl::StatusOr<std::unique_ptr<Model>> FromEngine(const ModelFiles& files,

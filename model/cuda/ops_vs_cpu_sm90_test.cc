@@ -3,7 +3,9 @@
 // top-k routing, a whole gated attention block with sectioned RoPE over a KV
 // cache, and a whole Gated DeltaNet block (conv, L2 norms, recurrence, gated
 // norm), with F32 weights so that only the kernels differ. Each case prints
-// its error; the device cases skip where no CUDA device is present.
+// its error; the device cases skip where no CUDA device is present. The
+// several-sequence forms (ops.h SeqBatch) against the one-sequence forms
+// run on each sequence alone: bit for bit.
 //
 // Error measure: max |gpu - cpu| / max |cpu| over the outputs (summation
 // order differs, so agreement is to F32 rounding, not bit for bit).
@@ -275,6 +277,136 @@ void CheckDeltaNetBlock(int64_t state_size) {
 TEST_F(OpsVsCpuSm90Test, DeltaNetBlockMatchesTheCpuState16) { CheckDeltaNetBlock(16); }
 TEST_F(OpsVsCpuSm90Test, DeltaNetBlockMatchesTheCpuState32) { CheckDeltaNetBlock(32); }
 TEST_F(OpsVsCpuSm90Test, DeltaNetBlockMatchesTheCpuState128) { CheckDeltaNetBlock(128); }
+
+// Three sequences of 1, 4 and 2 rows at positions 5, 0 and 3 (their states
+// random, as if earlier tokens had run): the *Seqs launches over all rows
+// against the one-sequence launches on each alone, every output and every
+// state byte equal.
+constexpr int kSeqs = 3;
+constexpr int kSeqRows[kSeqs] = {1, 4, 2};
+constexpr int kSeqPos[kSeqs] = {5, 0, 3};
+constexpr int kSeqTotal = 7;
+
+// The device tables of those three sequences, states (a, b) given.
+cuda::SeqBatch MakeSeqBatch(Dev& d, const std::vector<cuda::SeqState>& states) {
+  std::vector<cuda::SeqRows> rows;
+  std::vector<int32_t> row_seq;
+  int row = 0;
+  for (int i = 0; i < kSeqs; ++i) {
+    rows.push_back({row, kSeqRows[i], kSeqPos[i], 0});
+    for (int r = 0; r < kSeqRows[i]; ++r) row_seq.push_back(i);
+    row += kSeqRows[i];
+  }
+  auto* d_rows = d.Zeros<cuda::SeqRows>(kSeqs);
+  auto* d_row_seq = d.Zeros<int32_t>(kSeqTotal);
+  auto* d_states = d.Zeros<cuda::SeqState>(kSeqs);
+  EXPECT_TRUE(cuda::CopyToDevice(d_rows, rows.data(), sizeof(rows[0]) * kSeqs, nullptr).ok());
+  EXPECT_TRUE(cuda::CopyToDevice(d_row_seq, row_seq.data(), 4 * kSeqTotal, nullptr).ok());
+  EXPECT_TRUE(
+      cuda::CopyToDevice(d_states, states.data(), sizeof(states[0]) * kSeqs, nullptr).ok());
+  return {kSeqs, d_rows, d_row_seq, d_states};
+}
+
+void ExpectSame(Dev& d, const float* a, const float* b, size_t n, const char* what) {
+  const std::vector<float> x = d.Get(a, n), y = d.Get(b, n);
+  size_t diff = 0;
+  for (size_t i = 0; i < n; ++i) diff += x[i] != y[i] ? 1 : 0;
+  EXPECT_EQ(diff, 0u) << what << ": " << diff << " of " << n << " values differ";
+}
+
+TEST_F(OpsVsCpuSm90Test, AttentionOverSeveralSequencesEqualsEachAlone) {
+  cuda::AttentionShape s;
+  s.n_head = 4;
+  s.n_head_kv = 2;
+  s.head_dim = 64;
+  s.gated = true;
+  s.eps = 1e-6f;
+  s.n_rot = 32;
+  s.freq_base = 1e7f;
+  s.kv_capacity = 16;
+  const int64_t qw = 2 * s.n_head * s.head_dim, kv = s.n_head_kv * s.head_dim;
+  const int64_t ow = s.n_head * s.head_dim, cache = s.kv_capacity * kv;
+  Dev d;
+  const auto q_h = Random(kSeqTotal * qw, 40), k_h = Random(kSeqTotal * kv, 41);
+  const auto v_h = Random(kSeqTotal * kv, 42);
+  float *qn = d.Put(Random(s.head_dim, 43)), *kn = d.Put(Random(s.head_dim, 44));
+  float *q_all = d.Put(q_h), *k_all = d.Put(k_h), *v_all = d.Put(v_h);
+  float* o_all = d.Zeros<float>(kSeqTotal * ow);
+  float *q_one = d.Put(q_h), *o_one = d.Zeros<float>(kSeqTotal * ow);
+  std::vector<cuda::SeqState> states;
+  std::vector<std::pair<float*, float*>> alone;
+  int32_t* pos = d.Zeros<int32_t>(1);
+  for (int i = 0; i < kSeqs; ++i) {
+    const auto kc = Random(cache, 50 + i), vc = Random(cache, 60 + i);
+    states.push_back({d.Put(kc), d.Put(vc)});
+    alone.push_back({d.Put(kc), d.Put(vc)});
+  }
+  const cuda::SeqBatch b = MakeSeqBatch(d, states);
+  cuda::AttentionPrepareSeqs(s, q_all, k_all, v_all, qn, kn, b, kSeqTotal, nullptr);
+  cuda::AttendSeqs(s, q_all, b, kSeqTotal, o_all, nullptr);
+  int row = 0;
+  for (int i = 0; i < kSeqs; ++i) {
+    ASSERT_TRUE(cuda::CopyToDevice(pos, &kSeqPos[i], 4, nullptr).ok());
+    cuda::AttentionPrepare(s, q_one + row * qw, k_all + row * kv, v_all + row * kv, qn, kn,
+                           pos, kSeqRows[i], alone[i].first, alone[i].second, nullptr);
+    cuda::Attend(s, q_one + row * qw, alone[i].first, alone[i].second, pos, kSeqRows[i],
+                 o_one + row * ow, nullptr);
+    ASSERT_TRUE(cuda::Synchronize(nullptr).ok());
+    row += kSeqRows[i];
+  }
+  ExpectSame(d, q_all, q_one, kSeqTotal * qw, "rotated q");
+  ExpectSame(d, o_all, o_one, kSeqTotal * ow, "attention output");
+  for (int i = 0; i < kSeqs; ++i) {
+    ExpectSame(d, states[i].a, alone[i].first, cache, "K cache");
+    ExpectSame(d, states[i].b, alone[i].second, cache, "V cache");
+  }
+}
+
+// State sizes 16 (the row-per-thread scan) and 64 (the register scan).
+void CheckDeltaNetSeqs(int state_size) {
+  const cuda::DeltaNetShape s{state_size, 2, 4, 4, 1e-6f};
+  const int64_t ch = s.channels(), vd = s.value_dim(), r = s.n_v_heads;
+  const int64_t conv = (s.conv_kernel - 1) * ch, ssm = r * state_size * state_size;
+  Dev d;
+  const auto qkv_h = Random(kSeqTotal * ch, 70), z_h = Random(kSeqTotal * vd, 71);
+  auto beta_h = Random(kSeqTotal * r, 72), g_h = Random(kSeqTotal * r, 73);
+  for (float& x : beta_h) x = 1.0f / (1.0f + std::exp(-x));
+  for (float& x : g_h) x = -std::fabs(x) * 0.1f;
+  float *kernel = d.Put(Random(ch * s.conv_kernel, 74, 0.5f)), *norm = d.Put(Random(state_size, 75));
+  float *qkv_all = d.Put(qkv_h), *qkv_one = d.Put(qkv_h);
+  float *beta = d.Put(beta_h), *g = d.Put(g_h), *z = d.Put(z_h);
+  float *o_all = d.Zeros<float>(kSeqTotal * vd), *o_one = d.Zeros<float>(kSeqTotal * vd);
+  std::vector<cuda::SeqState> states;
+  std::vector<std::pair<float*, float*>> alone;
+  for (int i = 0; i < kSeqs; ++i) {
+    const auto c = Random(conv, 80 + i), st = Random(ssm, 90 + i, 0.1f);
+    states.push_back({d.Put(c), d.Put(st)});
+    alone.push_back({d.Put(c), d.Put(st)});
+  }
+  const cuda::SeqBatch b = MakeSeqBatch(d, states);
+  cuda::DeltaNetConvSeqs(s, kernel, qkv_all, b, kSeqTotal, nullptr);
+  cuda::DeltaNetScanSeqs(s, qkv_all, beta, g, z, norm, b, o_all, nullptr);
+  int row = 0;
+  for (int i = 0; i < kSeqs; ++i) {
+    cuda::DeltaNetConv(s, kernel, qkv_one + row * ch, kSeqRows[i], alone[i].first, nullptr);
+    cuda::DeltaNetScan(s, qkv_one + row * ch, beta + row * r, g + row * r, z + row * vd, norm,
+                       kSeqRows[i], alone[i].second, o_one + row * vd, nullptr);
+    row += kSeqRows[i];
+  }
+  ExpectSame(d, qkv_all, qkv_one, kSeqTotal * ch, "conv output");
+  ExpectSame(d, o_all, o_one, kSeqTotal * vd, "scan output");
+  for (int i = 0; i < kSeqs; ++i) {
+    ExpectSame(d, states[i].a, alone[i].first, conv, "conv state");
+    ExpectSame(d, states[i].b, alone[i].second, ssm, "recurrent state");
+  }
+}
+
+TEST_F(OpsVsCpuSm90Test, DeltaNetOverSeveralSequencesEqualsEachAloneState16) {
+  CheckDeltaNetSeqs(16);
+}
+TEST_F(OpsVsCpuSm90Test, DeltaNetOverSeveralSequencesEqualsEachAloneState64) {
+  CheckDeltaNetSeqs(64);
+}
 
 }  // namespace
 }  // namespace sluice

@@ -39,6 +39,9 @@ void Carve(const ArchDesc& d, int64_t n, int64_t logits_rows, Carver& c,
   const int64_t kv = d.attn.n_head_kv * d.attn.head_dim;
   c.Take(&w.ids_in, n);
   c.Take(&w.pos0, 1);
+  c.Take(&w.seq_rows, n);
+  c.Take(&w.row_seq, n);
+  c.Take(&w.seq_states, static_cast<int64_t>(d.layers.size()) * n);
   c.Take(&w.x, n * e);
   c.Take(&w.xn, n * e);
   c.Take(&w.y, n * e);

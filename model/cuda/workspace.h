@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "kernels/cuda/device.h"
+#include "kernels/cuda/ops.h"
 #include "model/arch.h"
 
 namespace sluice {
@@ -24,6 +25,11 @@ struct Workspace {
 
   int32_t* ids_in = nullptr;  // [tokens]
   int32_t* pos0 = nullptr;    // [1]
+  // A pass of several sequences (ops.h SeqBatch): each one's rows, each
+  // row's sequence, and each layer's state pointers ([layers][sequences]).
+  cuda::SeqRows* seq_rows = nullptr;    // [tokens]
+  int32_t* row_seq = nullptr;           // [tokens]
+  cuda::SeqState* seq_states = nullptr;  // [layers * tokens]
   float *x = nullptr, *xn = nullptr, *y = nullptr;  // [tokens][n_embd]
   // Attention.
   float *q = nullptr, *k = nullptr, *v = nullptr, *attn_o = nullptr;
