@@ -342,6 +342,15 @@ absl::StatusOr<std::vector<KernelTiming>> CudaModel::TimeDecodeKernels(SequenceS
   return out;
 }
 
+namespace {
+
+// How many of a chunk's n rows `rows` asks logits of.
+int64_t LogitRowCount(LogitRows rows, int64_t n) {
+  return rows == LogitRows::kNone ? 0 : rows == LogitRows::kLast ? 1 : n;
+}
+
+}  // namespace
+
 absl::StatusOr<DeviceState*> CudaModel::Own(SequenceState& seq, const std::string& what) const {
   auto* st = dynamic_cast<DeviceState*>(&seq);
   if (st == nullptr || st->owner() != this) {
@@ -382,7 +391,7 @@ absl::Status CudaModel::ForwardOne(absl::Span<const int32_t> tokens, DeviceState
   RETURN_IF_ERROR(cuda::CopyToDevice(w.ids_in, tokens.data(), n_tok * sizeof(int32_t), stream_));
   RETURN_IF_ERROR(cuda::CopyToDevice(w.pos0, &pos0, sizeof(int32_t), stream_));
   const bool decode = n_tok == 1 && rows == LogitRows::kLast;
-  const int64_t count = rows == LogitRows::kNone ? 0 : rows == LogitRows::kLast ? 1 : n_tok;
+  const int64_t count = LogitRowCount(rows, n_tok);
   if (decode && decode_supported_.ok()) {
     RETURN_IF_ERROR(DecodeStep(st));
     if (experts_per_layer != nullptr) {
@@ -419,7 +428,7 @@ absl::Status CudaModel::ForwardBatchImpl(absl::Span<const BatchChunk> pieces,
     const int64_t n = static_cast<int64_t>(p.tokens.size());
     seqs.push_back({st, n_tok, n, p.state->position()});
     ids.insert(ids.end(), p.tokens.begin(), p.tokens.end());
-    const int64_t want = p.rows == LogitRows::kNone ? 0 : p.rows == LogitRows::kLast ? 1 : n;
+    const int64_t want = LogitRowCount(p.rows, n);
     if (want > 0) {
       const int64_t first = n_tok + n - want;
       if (!runs.empty() && runs.back().row + runs.back().n == first) {
