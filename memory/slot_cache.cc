@@ -165,7 +165,7 @@ absl::StatusOr<std::vector<SlotAssignment>> SlotCache::Acquire(
   counters_.misses += n - hits;
   counters_.forced += forced;
   if (forced > 0) ++counters_.exhausted;
-  counters_.bytes_filled += filled * options_.slice_bytes;
+  counters_.bytes_streamed += filled * options_.slice_bytes;
   counters_.bytes_forced += forced * options_.slice_bytes;
   counters_.layer_lookups[layer] += n;
   counters_.layer_hits[layer] += hits;
@@ -216,7 +216,7 @@ absl::StatusOr<SlotAssignment> SlotCache::Prefetch(ExpertKey key) {
   slots_[slot].prefetched = true;
   slots_[slot].in_flight = true;
   ++counters_.prefetches_issued;
-  counters_.bytes_filled += options_.slice_bytes;
+  counters_.bytes_streamed += options_.slice_bytes;
   return a;
 }
 
@@ -251,7 +251,7 @@ absl::StatusOr<SlotAssignment> SlotCache::Offer(ExpertKey key) {
   Place(slot, key, access);
   slots_[slot].protected_step = step_;
   ++counters_.offers_admitted;
-  counters_.bytes_filled += options_.slice_bytes;
+  counters_.bytes_streamed += options_.slice_bytes;
   return a;
 }
 

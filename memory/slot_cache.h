@@ -226,7 +226,7 @@ struct SlotCacheOptions {
   int32_t n_layer = 0;       // layer ids are [0, n_layer)
   int32_t n_expert = 0;      // expert ids are [0, n_expert)
   int32_t n_slots = 0;       // 0 is valid: every miss is forced
-  uint64_t slice_bytes = 0;  // one slot's bytes (for bytes_filled/forced)
+  uint64_t slice_bytes = 0;  // one slot's bytes (for bytes_streamed/forced)
 };
 
 class SlotCache {

@@ -224,7 +224,7 @@ TEST(SlotCacheTest, MoreExpertsThanSlotsForcesTheExtraOnesAndCountsOnce) {
   EXPECT_EQ(n.forced, 2u);
   EXPECT_EQ(n.misses, 5u);
   EXPECT_EQ(n.evictions, 0u);
-  EXPECT_EQ(n.bytes_filled, 30u);
+  EXPECT_EQ(n.bytes_streamed, 30u);
   EXPECT_EQ(n.bytes_forced, 20u);
 }
 
@@ -241,7 +241,7 @@ TEST(SlotCacheTest, CapacityZeroForcesEveryMiss) {
   EXPECT_EQ(n.hits, 0u);
   EXPECT_EQ(n.exhausted, 2u);
   EXPECT_EQ(n.bytes_forced, 24u);
-  EXPECT_EQ(n.bytes_filled, 0u);
+  EXPECT_EQ(n.bytes_streamed, 0u);
   auto p = c->Prefetch({0, 1});
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->kind, Kind::kNone);
@@ -326,7 +326,7 @@ TEST(SlotCacheTest, PrefetchIssuedUsefulLate) {
   EXPECT_EQ(n.prefetches_late, 1u);
   EXPECT_EQ(n.hits, 3u);
   EXPECT_EQ(n.lookups, 3u);
-  EXPECT_EQ(n.bytes_filled, 150u);
+  EXPECT_EQ(n.bytes_streamed, 150u);
   EXPECT_DOUBLE_EQ(n.prefetch_accuracy(), 2.0 / 3.0);
 }
 
@@ -374,7 +374,7 @@ TEST(SlotCacheTest, ComputedOnHostCountsMissesWithoutTakingSlots) {
   EXPECT_EQ(n.misses, 4u);  // the first Touch and the three host ones
   EXPECT_EQ(n.host_computed, 3u);
   EXPECT_EQ(n.bytes_host_computed, 300u);
-  EXPECT_EQ(n.bytes_filled, 100u);  // only the first Touch copied
+  EXPECT_EQ(n.bytes_streamed, 100u);  // only the first Touch copied
   EXPECT_EQ(n.forced, 0u);
   EXPECT_EQ(n.layer_lookups, (std::vector<uint64_t>{0, 5}));
   EXPECT_EQ(n.layer_hits, (std::vector<uint64_t>{0, 1}));
@@ -426,7 +426,7 @@ TEST(SlotCacheTest, MinusOfTwoSnapshots) {
   EXPECT_EQ(d.hits, 1u);
   EXPECT_EQ(d.misses, 1u);
   EXPECT_EQ(d.evictions, 1u);
-  EXPECT_EQ(d.bytes_filled, 4u);
+  EXPECT_EQ(d.bytes_streamed, 4u);
   EXPECT_EQ(d.bytes_by_tier[static_cast<int>(Tier::kDisk)], 4u);
   EXPECT_EQ(d.layer_lookups, (std::vector<uint64_t>{1, 1}));
   EXPECT_EQ(d.layer_hits, (std::vector<uint64_t>{1, 0}));
@@ -481,7 +481,7 @@ TEST(SlotCacheTest, CounterIdentitiesOnRandomSteps) {
     EXPECT_EQ(n.hits + n.misses, n.lookups) << name;
     EXPECT_EQ(n.lookups, future.size()) << name;
     EXPECT_EQ(n.forced, forced) << name;
-    EXPECT_EQ(n.bytes_filled, filled * 3) << name;
+    EXPECT_EQ(n.bytes_streamed, filled * 3) << name;
     EXPECT_EQ(n.bytes_forced, forced * 3) << name;
     EXPECT_EQ(n.evictions, filled - kSlots) << name;
     uint64_t layer_sum = 0;

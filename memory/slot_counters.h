@@ -36,8 +36,9 @@ struct SlotCacheCounters {
   // SlotCache::Remove: keys whose slot was freed because they moved up.
   uint64_t removed = 0;
   // slice_bytes x (filled misses + prefetches issued): bytes copied into
-  // slots.
-  uint64_t bytes_filled = 0;
+  // slots. Named as its metric, sluice_expert_bytes_streamed_total (it was
+  // bytes_filled here; tools/generate's JSON keeps that key beside this one).
+  uint64_t bytes_streamed = 0;
   // slice_bytes x forced: bytes read without a slot.
   uint64_t bytes_forced = 0;
   // slice_bytes x host_computed: bytes the host CPU read instead.
@@ -103,7 +104,7 @@ struct SlotCacheCounters {
     op(offered, o.offered);
     op(offers_admitted, o.offers_admitted);
     op(removed, o.removed);
-    op(bytes_filled, o.bytes_filled);
+    op(bytes_streamed, o.bytes_streamed);
     op(bytes_forced, o.bytes_forced);
     op(bytes_host_computed, o.bytes_host_computed);
     for (int t = 0; t < kTierCount; ++t) op(bytes_by_tier[t], o.bytes_by_tier[t]);

@@ -70,6 +70,8 @@ check(dec["tokens"] == 5, "decode steps %r" % dec.get("tokens"))
 check(dec["lookups"] == 0 and dec["hit_rate"] == 0, "decode counters")
 check(dec["bytes_per_token"] == {"host": 0, "disk": 0, "moved": 0}, "bytes_per_token")
 check(set(dec["bytes_by_tier"]) == {"host", "disk"}, "tiers")
+# bytes_streamed is the metric's name; bytes_filled, its old key, stays beside it.
+check(dec["bytes_streamed"] == dec["bytes_filled"] == 0, "bytes_streamed %r" % dec)
 check(e["prefill"]["tokens"] == r["prompt_tokens"], "prefill tokens")
 print("json ok:", r["prefill_tok_s"], r["decode_tok_s"])
 PY

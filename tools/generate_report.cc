@@ -62,7 +62,7 @@ std::string CountersJson(const memory::SlotCacheCounters& c, double tokens,
                          double seconds) {
   const uint64_t host = c.bytes_by_tier[static_cast<int>(memory::Tier::kHost)];
   const uint64_t disk = c.bytes_by_tier[static_cast<int>(memory::Tier::kDisk)];
-  const uint64_t moved = c.bytes_filled + c.bytes_forced;
+  const uint64_t moved = c.bytes_streamed + c.bytes_forced;
   std::string layers = "[";
   for (size_t i = 0; i < c.layer_lookups.size(); ++i) {
     absl::StrAppend(&layers, i == 0 ? "" : ",",
@@ -82,7 +82,9 @@ std::string CountersJson(const memory::SlotCacheCounters& c, double tokens,
       .UInt("prefetches_useful", c.prefetches_useful)
       .UInt("prefetches_late", c.prefetches_late)
       .Num("prefetch_accuracy", c.prefetch_accuracy())
-      .UInt("bytes_filled", c.bytes_filled)
+      .UInt("bytes_streamed", c.bytes_streamed)
+      // The key's old name, kept for readers of earlier results.json files.
+      .UInt("bytes_filled", c.bytes_streamed)
       .UInt("bytes_forced", c.bytes_forced)
       .UInt("bytes_host_computed", c.bytes_host_computed)
       .UInt("bytes_moved", moved)

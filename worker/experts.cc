@@ -22,7 +22,7 @@ void ToSlotCacheStats(const ExpertStreamStats& s, sluice::v1::SlotCacheStats* ou
   out->set_evictions(c.evictions);
   out->set_exhausted(c.exhausted);
   out->set_forced(c.forced);
-  out->set_bytes_streamed(c.bytes_filled);
+  out->set_bytes_streamed(c.bytes_streamed);
   out->set_prefetches_issued(c.prefetches_issued);
   out->set_prefetches_useful(c.prefetches_useful);
   out->set_prefetches_late(c.prefetches_late);

@@ -16,7 +16,7 @@ memory::SlotCacheCounters Counters(uint64_t scale) {
   c.evictions = 2 * scale;
   c.prefetches_issued = 4 * scale;
   c.prefetches_useful = 1 * scale;
-  c.bytes_filled = 200 * scale;
+  c.bytes_streamed = 200 * scale;
   c.bytes_by_tier = {300 * scale, 100 * scale};
   c.layer_lookups = {4 * scale, 4 * scale};
   c.layer_hits = {4 * scale, 1 * scale};

@@ -82,7 +82,7 @@ sluice::ExpertStreamStats FakeExpertStats(const sluice::Model&, uint64_t passes)
   c.evictions = 2 * passes;
   c.prefetches_issued = 2 * passes;
   c.prefetches_useful = passes;
-  c.bytes_filled = 4 * kSlice * passes;  // 2 filled misses + 2 prefetches
+  c.bytes_streamed = 4 * kSlice * passes;  // 2 filled misses + 2 prefetches
   c.bytes_forced = kSlice * passes;
   c.bytes_host_computed = kSlice * passes;
   c.bytes_by_tier = {2 * kSlice * passes, kSlice * passes};
