@@ -82,7 +82,7 @@ void AppendExperts(std::string* out, const TopSample* prev, const TopSample& cur
   const double hits = p ? double(c.hits()) - double(p->hits()) : c.hits();
   const double host = p ? double(c.bytes_host()) - double(p->bytes_host()) : c.bytes_host();
   const double disk = p ? double(c.bytes_disk()) - double(p->bytes_disk()) : c.bytes_disk();
-  absl::StrAppend(out, "experts    slots ", c.slots_used(), "/", c.slots_total(), "  policy ",
+  absl::StrAppend(out, "experts    slots ", c.slots_used(), "/", c.slots_capacity(), "  policy ",
                   c.policy(), "  miss policy ", c.miss_policy().empty() ? "-" : c.miss_policy(),
                   "\n");
   absl::StrAppend(out, "  hits     device ", Percent(hits, lookups), " of ",

@@ -29,7 +29,7 @@ TopSample Sample(double t, int ttft[3], int itl[3], uint64_t lookups, uint64_t h
   m.mutable_worker()->set_rss_anon_bytes(3ull << 30);
   v1::SlotCacheStats* c = m.mutable_slot_cache();
   c->set_streaming(true);
-  c->set_slots_total(64);
+  c->set_slots_capacity(64);
   c->set_slots_used(60);
   c->set_policy("lru");
   c->set_miss_policy("cost");

@@ -113,7 +113,7 @@ void RenderExpertCache(std::string* out, const v1::SlotCacheStats& c) {
   Metric(out, "sluice_expert_streaming", "gauge",
          "1 while routed experts stream through the device slot cache.", c.streaming() ? 1 : 0);
   Metric(out, "sluice_expert_slots_capacity", "gauge", "Expert slots in the arena.",
-         c.slots_total());
+         c.slots_capacity());
   Metric(out, "sluice_expert_arena_bytes", "gauge", "Device bytes of the expert slot arena.",
          c.arena_bytes());
   Metric(out, "sluice_expert_host_tier_bytes", "gauge",

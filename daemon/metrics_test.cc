@@ -143,7 +143,7 @@ TEST(MetricsTest, ExpertSlotCache) {
   EXPECT_FALSE(Contains(text, "sluice_expert_slot_layer_hit_ratio"));
   v1::SlotCacheStats& c = s.slot_cache;
   c.set_streaming(true);
-  c.set_slots_total(12);
+  c.set_slots_capacity(12);
   c.set_arena_bytes(12000);
   c.set_host_tier_bytes(5000);
   c.set_lookups(80);

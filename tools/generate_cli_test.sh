@@ -64,7 +64,7 @@ check(o == {"slots": -1, "arena_fraction": 0.25, "policy": "lfu",
 d = r["device_memory"]
 check(d["by_kind"] == {} and d["peak_bytes"] == 0, "cpu device memory %r" % d)
 e = r["experts"]
-check(e["streaming"] is False and e["slots"] == 0, "experts streaming")
+check(e["streaming"] is False and e["slots_capacity"] == e["slots"] == 0, "experts streaming")
 dec = e["decode"]
 check(dec["tokens"] == 5, "decode steps %r" % dec.get("tokens"))
 check(dec["lookups"] == 0 and dec["hit_rate"] == 0, "decode counters")

@@ -124,6 +124,8 @@ std::string ExpertsJson(const GenerateReport& r) {
       .Str("miss_policy", e.miss_policy)
       .Num("copy_bytes_per_s_estimate", e.copy_bytes_per_s)
       .Num("host_bytes_per_s_estimate", e.host_bytes_per_s)
+      .Int("slots_capacity", e.slots)
+      // The key's old name, kept for readers of earlier results.json files.
       .Int("slots", e.slots)
       .Int("experts", e.experts)
       .Num("arena_fraction_actual", Ratio(e.slots, e.experts))

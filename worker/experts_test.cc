@@ -45,7 +45,7 @@ TEST(ExpertsTest, SlotCacheStatsCarryEveryFigure) {
   EXPECT_DOUBLE_EQ(p.host_bytes_per_second(), 2.75e10);
   EXPECT_EQ(p.host_computed(), 1u);
   EXPECT_EQ(p.bytes_host_computed(), 1000u);
-  EXPECT_EQ(p.slots_total(), 12u);
+  EXPECT_EQ(p.slots_capacity(), 12u);
   EXPECT_EQ(p.arena_bytes(), 12000u);
   EXPECT_EQ(p.lookups(), 8u);
   EXPECT_EQ(p.bytes_streamed(), 200u);
@@ -62,6 +62,16 @@ TEST(ExpertsTest, SlotCacheStatsCarryEveryFigure) {
 
 // Start at 1x, two tokens at 2x and 3x: the request is the 2x difference,
 // each token a 1x one.
+// slots_capacity was slots_total: a renamed field keeps its number, or
+// supervisors and workers of the two versions would misread each other.
+TEST(ExpertsTest, SlotsCapacityKeepsTheOldFieldNumber) {
+  const google::protobuf::FieldDescriptor* f =
+      sluice::v1::SlotCacheStats::descriptor()->FindFieldByName("slots_capacity");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->number(), 1);
+  EXPECT_EQ(sluice::v1::SlotCacheStats::descriptor()->FindFieldByName("slots_total"), nullptr);
+}
+
 TEST(ExpertsTest, TrackerGivesTheRequestAndEachToken) {
   RequestExpertTracker t(Counters(1), /*per_token=*/true);
   t.Token(Counters(2));
