@@ -331,11 +331,12 @@ std::string Metrics::Render(const MetricsSnapshot& s, const HostMemory& host) co
   // exist before the first CUDA worker.
   Family(&out, "sluice_device_memory_bytes", "gauge",
          "Device memory held by the worker, by kind.");
-  const DeviceMemoryBytes& d = s.device_memory;
-  for (const auto& [kind, bytes] : {std::pair<const char*, uint64_t>{"dense", d.dense},
-                                    {"kv_state", d.kv_state},
-                                    {"workspace", d.workspace},
-                                    {"expert_arena", d.expert_arena}}) {
+  const worker::v1::DeviceMemory& d = s.device_memory;
+  for (const auto& [kind, bytes] :
+       {std::pair<const char*, uint64_t>{"dense", d.dense_bytes()},
+        {"kv_state", d.kv_state_bytes()},
+        {"workspace", d.workspace_bytes()},
+        {"expert_arena", d.expert_arena_bytes()}}) {
     Sample(&out, "sluice_device_memory_bytes", bytes, absl::StrCat("kind=\"", kind, "\""));
   }
   RenderLoad(&out, s.loading);

@@ -53,22 +53,15 @@ struct HostMemory {
 };
 HostMemory ReadHostMemory(const std::string& meminfo_path = "/proc/meminfo");
 
-// Device memory the worker reported, by kind (all 0 for a CPU worker or
-// when no worker is up).
-struct DeviceMemoryBytes {
-  uint64_t dense = 0;
-  uint64_t kv_state = 0;
-  uint64_t workspace = 0;
-  uint64_t expert_arena = 0;
-};
-
 // What the supervisor knows at scrape time.
 struct MetricsSnapshot {
   uint64_t requests_running = 0;
   uint64_t requests_waiting = 0;
   v1::WorkerStats worker;
   v1::SlotCacheStats slot_cache;
-  DeviceMemoryBytes device_memory;
+  // Device memory the worker reported, by kind, as its Ready and Stats
+  // carry it (all 0 for a CPU worker or when no worker is up).
+  worker::v1::DeviceMemory device_memory;
   // The worker's batch as its last Stats said; all 0 when no worker is up.
   worker::v1::BatchStats batch;
   std::string oom_mode;  // OomModeName()

@@ -114,7 +114,10 @@ TEST(MetricsTest, DeviceMemoryByKind) {
                            "sluice_device_memory_bytes{kind=\"expert_arena\"} 0\n"}) {
     EXPECT_TRUE(Contains(text, line)) << "missing: " << line << "\nin:\n" << text;
   }
-  s.device_memory = {64424509440ull, 1073741824, 268435456, 17179869184ull};
+  s.device_memory.set_dense_bytes(64424509440ull);
+  s.device_memory.set_kv_state_bytes(1073741824);
+  s.device_memory.set_workspace_bytes(268435456);
+  s.device_memory.set_expert_arena_bytes(17179869184ull);
   text = metrics.Render(s, HostMemory{});
   for (const char* line : {"sluice_device_memory_bytes{kind=\"dense\"} 64424509440\n",
                            "sluice_device_memory_bytes{kind=\"kv_state\"} 1073741824\n",

@@ -552,10 +552,7 @@ MetricsSnapshot Supervisor::Snapshot(absl::Duration stats_timeout) {
   s.worker.set_up(phase_ == WorkerPhase::kReady && !hung_.hung());
   s.slot_cache = slot_stats_;
   if (s.worker.up()) s.batch = batch_stats_;
-  s.device_memory.dense = device_memory_.dense_bytes();
-  s.device_memory.kv_state = device_memory_.kv_state_bytes();
-  s.device_memory.workspace = device_memory_.workspace_bytes();
-  s.device_memory.expert_arena = device_memory_.expert_arena_bytes();
+  s.device_memory = device_memory_;
   s.oom_mode = std::string(OomModeName(oom_->mode()));
   s.loading = load_.Snapshot(absl::Now());
   return s;

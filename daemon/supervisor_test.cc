@@ -109,14 +109,14 @@ TEST(SupervisorFakeWorkerTest, DeviceMemoryOfTheWorkerReachesTheSnapshot) {
   EXPECT_EQ(info->replacement, "");
   MetricsSnapshot s = supervisor.Snapshot(absl::Seconds(10));
   EXPECT_TRUE(s.worker.up());
-  EXPECT_EQ(s.device_memory.dense, 5u << 20);
-  EXPECT_EQ(s.device_memory.kv_state, 6u << 20);
-  EXPECT_EQ(s.device_memory.workspace, 7u << 20);
-  EXPECT_EQ(s.device_memory.expert_arena, 8u << 20);
+  EXPECT_EQ(s.device_memory.dense_bytes(), 5u << 20);
+  EXPECT_EQ(s.device_memory.kv_state_bytes(), 6u << 20);
+  EXPECT_EQ(s.device_memory.workspace_bytes(), 7u << 20);
+  EXPECT_EQ(s.device_memory.expert_arena_bytes(), 8u << 20);
   ASSERT_TRUE(supervisor.UnloadModel(v1::UnloadModelRequest()).ok());
   s = supervisor.Snapshot();
-  EXPECT_EQ(s.device_memory.dense + s.device_memory.kv_state + s.device_memory.workspace +
-                s.device_memory.expert_arena,
+  const worker::v1::DeviceMemory& d = s.device_memory;
+  EXPECT_EQ(d.dense_bytes() + d.kv_state_bytes() + d.workspace_bytes() + d.expert_arena_bytes(),
             0u);
   supervisor.Shutdown();
 }
