@@ -5,9 +5,11 @@
 #include "absl/strings/str_cat.h"
 #include "config/flag_alias.h"
 
+ABSL_FLAG(std::string, backend, "cpu",
+          "Backend: cpu or cuda (sluiced: of its workers; the tools: of their engine).");
 ABSL_FLAG(std::string, device, "0",
-          "CUDA device ordinal (sluiced: of its CUDA workers, --worker_kind=cuda; the tools: "
-          "of --backend cuda).");
+          "CUDA device ordinal (sluiced: of its CUDA workers; the tools: of their engine), "
+          "with --backend=cuda.");
 
 namespace sluice::config {
 
@@ -23,6 +25,11 @@ absl::StatusOr<int> ParseDeviceOrdinal(absl::string_view text) {
                                                    kMaxDevice));
   }
   return ordinal;
+}
+
+absl::Status UnknownBackendError(absl::string_view flag, absl::string_view text) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", flag, "='", text.substr(0, 64), "': expected cpu or cuda"));
 }
 
 }  // namespace sluice::config

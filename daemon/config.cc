@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "config/device_flag.h"
 
 namespace sluice::daemon {
 namespace {
@@ -36,11 +37,11 @@ absl::Status CheckRange(const std::string& flag, int64_t value, int64_t lo,
 
 }  // namespace
 
-absl::StatusOr<WorkerKindConfig> ParseWorkerKind(const std::string& value) {
+absl::StatusOr<WorkerKindConfig> ParseWorkerKind(absl::string_view flag,
+                                                 const std::string& value) {
   if (value == "cpu") return WorkerKindConfig::kCpu;
   if (value == "cuda") return WorkerKindConfig::kCuda;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--worker_kind='", value, "': expected cpu or cuda"));
+  return config::UnknownBackendError(flag, value);
 }
 
 bool IsLoopbackAddress(const std::string& host_port) {

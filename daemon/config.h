@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "config/expert_config.h"
 #include "daemon/defaults.h"
 
@@ -32,8 +33,10 @@ struct Config {
   std::string http_address;  // OpenAI-compatible HTTP API; "" or "none": disabled
   std::string model_path;  // "" : start with no model
   std::string model_id;    // "" : the file stem
+  // --backend; named as the API's LoadModelRequest.worker_kind, which it
+  // is the default of.
   WorkerKindConfig worker_kind = WorkerKindConfig::kCpu;
-  int device = 0;  // CUDA device ordinal of the worker (worker_kind cuda only)
+  int device = 0;  // --device: CUDA device ordinal of the worker (cuda only)
   int threads = DefaultThreads();
   int context_length = kDefaultContextLength;
   int queue_limit = kDefaultQueueLimit;  // requests waiting, not counting those running
@@ -68,8 +71,10 @@ struct Config {
 // True for 127.0.0.0/8, ::1 and "localhost" (the host part of HOST:PORT).
 bool IsLoopbackAddress(const std::string& host_port);
 
-// "cpu" or "cuda"; InvalidArgument naming --worker_kind and the value.
-absl::StatusOr<WorkerKindConfig> ParseWorkerKind(const std::string& value);
+// The value of --backend (`flag`: "backend", or its old name "worker_kind"):
+// "cpu" or "cuda"; InvalidArgument naming `flag` and the value.
+absl::StatusOr<WorkerKindConfig> ParseWorkerKind(absl::string_view flag,
+                                                 const std::string& value);
 
 // Checks ranges and formats (host:port addresses, threads, ...; the expert
 // settings with config::ValidateExpertConfig).

@@ -142,11 +142,13 @@ TEST(ValidateConfigTest, ExpertSettingsNameTheFlag) {
 }
 
 TEST(ParseWorkerKindTest, CpuOrCudaElseNamesTheFlag) {
-  EXPECT_EQ(*ParseWorkerKind("cpu"), WorkerKindConfig::kCpu);
-  EXPECT_EQ(*ParseWorkerKind("cuda"), WorkerKindConfig::kCuda);
-  auto bad = ParseWorkerKind("CUDA ");
+  EXPECT_EQ(*ParseWorkerKind("backend", "cpu"), WorkerKindConfig::kCpu);
+  EXPECT_EQ(*ParseWorkerKind("backend", "cuda"), WorkerKindConfig::kCuda);
+  auto bad = ParseWorkerKind("worker_kind", "CUDA ");
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(bad.status().message(), "--worker_kind='CUDA ': expected cpu or cuda");
+  EXPECT_EQ(ParseWorkerKind("backend", "tpu").status().message(),
+            "--backend='tpu': expected cpu or cuda");
 }
 
 bool OnlyThreadsAndModel(const std::string& name) {
@@ -185,7 +187,7 @@ TEST(ShippedConfigTest, RestatesTheDefaults) {
   const std::map<std::string, std::string> defaults = {
       {"grpc_address", d.grpc_address},
       {"metrics_address", d.metrics_address},
-      {"worker_kind", "cpu"},
+      {"backend", "cpu"},
       {"context_length", std::to_string(kDefaultContextLength)},
       {"queue_limit", std::to_string(kDefaultQueueLimit)},
       {"worker_memory_limit", std::to_string(d.worker_memory_limit)},

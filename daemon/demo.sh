@@ -11,7 +11,7 @@
 # the GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-worker_kind="${SLUICE_DEMO_WORKER_KIND:-cpu}"
+backend="${SLUICE_DEMO_WORKER_KIND:-cpu}"
 # More sluiced flags, e.g. SLUICE_DEMO_FLAGS="--expert_arena_fraction=0.25
 # --expert_prefetch" with a CUDA worker streams the experts through the slot
 # cache (the stats and metrics below then move).
@@ -42,7 +42,7 @@ cleanup() {
 trap cleanup EXIT
 
 "$(bin sluiced)" --model="$model" --model_id=demo --threads=2 \
-  --worker_kind="$worker_kind" --worker_binary="$(bin sluice-worker)" \
+  --backend="$backend" --worker_binary="$(bin sluice-worker)" \
   --grpc_address=127.0.0.1:0 --metrics_address=127.0.0.1:0 --http_address=127.0.0.1:0 \
   --port_file="$run/ports" "${extra_flags[@]}" 2>"$run/sluiced.log" &
 daemon_pid=$!

@@ -20,7 +20,7 @@ namespace sluice::daemon {
 struct LoadSettings {
   int threads = DefaultThreads();  // used where the request leaves threads at 0
   int context_length = kDefaultContextLength;
-  // Used where the request leaves worker_kind UNSPECIFIED (--worker_kind).
+  // Used where the request leaves worker_kind UNSPECIFIED (--backend).
   v1::WorkerKind kind = v1::WORKER_KIND_CPU;
   int device = 0;           // CUDA device of a CUDA worker (--device)
   config::ExpertConfig experts;  // --expert_*, --host_tier_bytes (CUDA workers)

@@ -1,6 +1,7 @@
 #include "daemon/sluiced_flags.h"
 
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -11,10 +12,11 @@
 #include "config/byte_size.h"
 #include "config/device_flag.h"
 #include "config/expert_flags.h"
+#include "config/flag_alias.h"
 #include "daemon/defaults.h"
 
 // The expert flags (--expert_*, --host_tier_bytes) are config/expert_flags's
-// and --device is config/device_flag's, shared with the tools.
+// and --backend and --device are config/device_flag's, shared with the tools.
 ABSL_FLAG(std::string, config, "", "Config file of 'key = value' lines (flag names).");
 ABSL_FLAG(std::string, grpc_address, "127.0.0.1:50051", "gRPC listen address HOST:PORT.");
 ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
@@ -38,7 +40,7 @@ ABSL_FLAG(std::string, model_id, "", "Model id for --model (default: the file st
 ABSL_FLAG(std::vector<std::string>, model_dir, {},
           "Directory the LoadModel RPC may load from (repeatable, or comma-separated); "
           "without one, only --model is served.");
-ABSL_FLAG(std::string, worker_kind, "cpu", "Worker kind: cpu or cuda.");
+ABSL_FLAG(std::string, worker_kind, "cpu", "Deprecated: --backend (same meaning).");
 ABSL_FLAG(int, threads, sluice::daemon::DefaultThreads(),
           "Compute threads per worker (default: one per physical core sluiced may run on).");
 ABSL_FLAG(int, context_length, sluice::daemon::kDefaultContextLength,
@@ -129,14 +131,18 @@ absl::StatusOr<std::vector<std::string>> ExpandConfig(int argc, char** argv) {
   return MergeRepeatedFlag(args, "model_dir");
 }
 
-absl::StatusOr<Config> ConfigFromFlags() {
+absl::StatusOr<Config> ConfigFromFlags(const std::function<void(const std::string&)>& log) {
   Config c;
   c.grpc_address = absl::GetFlag(FLAGS_grpc_address);
   c.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   c.http_address = absl::GetFlag(FLAGS_http_address);
   c.model_path = absl::GetFlag(FLAGS_model);
   c.model_id = absl::GetFlag(FLAGS_model_id);
-  auto kind = ParseWorkerKind(absl::GetFlag(FLAGS_worker_kind));
+  // A bad value is named by the flag it came in, the old one included.
+  auto backend = config::ResolveRenamedFlag(FLAGS_backend, FLAGS_worker_kind, log);
+  if (!backend.ok()) return backend.status();
+  const bool old_name = config::FlagGiven(absl::GetFlagReflectionHandle(FLAGS_worker_kind));
+  auto kind = ParseWorkerKind(old_name ? "worker_kind" : "backend", *backend);
   if (!kind.ok()) return kind.status();
   c.worker_kind = *kind;
   auto device = config::ParseDeviceOrdinal(config::DeviceFlagText());

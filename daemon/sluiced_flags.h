@@ -1,10 +1,11 @@
-// sluiced's command line: its flag definitions (the expert ones are
-// config/expert_flags's, shared with the tools), the config file's
+// sluiced's command line: its flag definitions (the expert ones, --backend
+// and --device are config/'s, shared with the tools), the config file's
 // expansion into arguments, and the values read back. A library apart from
 // sluiced_main.cc so that tests can parse sluiced's flags as sluiced does.
 #ifndef SLUICE_DAEMON_SLUICED_FLAGS_H_
 #define SLUICE_DAEMON_SLUICED_FLAGS_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,8 +21,10 @@ namespace sluice::daemon {
 // ReadConfigFile's.
 absl::StatusOr<std::vector<std::string>> ExpandConfig(int argc, char** argv);
 
-// The flags' Config, validated (ValidateConfig). Errors name the flag.
-absl::StatusOr<Config> ConfigFromFlags();
+// The flags' Config, validated (ValidateConfig). Errors name the flag as it
+// was given. A deprecated name (--worker_kind, now --backend) sends `log`
+// its deprecation line.
+absl::StatusOr<Config> ConfigFromFlags(const std::function<void(const std::string&)>& log);
 
 // --http_max_body_bytes, --http_memory_budget and the HTTP timeouts and
 // connection caps. InvalidArgument naming the flag.

@@ -338,7 +338,7 @@ int main(int argc, char** argv) {
   std::vector<char*> argp;
   for (std::string& a : *args) argp.push_back(a.data());
   absl::ParseCommandLine(static_cast<int>(argp.size()), argp.data());
-  auto config = ConfigFromFlags();
+  auto config = ConfigFromFlags(Log);
   if (!config.ok()) {
     Log(absl::StrCat("fatal: bad configuration: ", config.status().message()));
     return 2;

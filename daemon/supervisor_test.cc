@@ -105,7 +105,7 @@ TEST(SupervisorFakeWorkerTest, DeviceMemoryOfTheWorkerReachesTheSnapshot) {
   load.set_path(WriteTinyModel());
   auto info = supervisor.LoadModel(load);
   ASSERT_TRUE(info.ok()) << info.status();
-  EXPECT_EQ(info->model.worker_kind(), v1::WORKER_KIND_CUDA);  // --worker_kind's default
+  EXPECT_EQ(info->model.worker_kind(), v1::WORKER_KIND_CUDA);  // --backend's default
   EXPECT_EQ(info->replacement, "");
   MetricsSnapshot s = supervisor.Snapshot(absl::Seconds(10));
   EXPECT_TRUE(s.worker.up());

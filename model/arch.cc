@@ -59,7 +59,7 @@ absl::Status CheckQwenPiecesOnly(const ArchDesc& d, std::string_view backend) {
       // file's free text, so the daemon need not withhold it.
       std::string(backend), ": architecture ", d.info.arch, " (", d.info.file_name,
       ") is not implemented here: no kernels for ", absl::StrJoin(missing, ", "),
-      "; serve it with the CPU worker (--worker_kind=cpu)"));
+      "; serve it with the CPU worker (--backend=cpu)"));
 }
 
 absl::StatusOr<ArchDesc> DescribeModel(const ModelFiles& files) {

@@ -273,7 +273,7 @@ TEST(Deepseek2Test, CudaBackendRefusesItByName) {
                          ") is not implemented here: no kernels for multi-head latent "
                          "attention, dense FFN blocks, sigmoid, group-limited or scaled "
                          "routing, the exp_probs_b selection bias, ungated shared experts; "
-                         "serve it with the CPU worker (--worker_kind=cpu)"));
+                         "serve it with the CPU worker (--backend=cpu)"));
 }
 
 // ---- The shared blocks deepseek2 added ------------------------------------

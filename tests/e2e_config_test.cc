@@ -35,11 +35,28 @@ TEST(E2eConfigTest, BadFlagsExitTwoNamingTheFlag) {
   r = Sluiced({"--worker_kind=tpu"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--worker_kind='tpu'"), std::string::npos) << r.err;
+  r = Sluiced({"--backend=tpu"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--backend='tpu': expected cpu or cuda"), std::string::npos) << r.err;
   r = Sluiced({"--worker_binary=/nonexistent/sluice-worker"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("no executable sluice-worker at /nonexistent/sluice-worker"),
             std::string::npos)
       << r.err;
+}
+
+// --worker_kind was renamed --backend; configs that say worker_kind keep
+// working, and sluiced says once in its log what to write instead.
+TEST(E2eConfigTest, TheOldWorkerKindKeyStillWorksWithADeprecationLine) {
+  const std::string dir = MakeTempDir("e2e-config-alias");
+  const std::string conf = dir + "/sluiced.conf";
+  std::ofstream(conf) << "worker_kind = cuda\nthreads = 0\n";
+  CommandResult r = Sluiced({"--config=" + conf});
+  EXPECT_EQ(r.exit_code, 2);  // threads = 0 stops it before any worker starts
+  EXPECT_NE(r.err.find("sluiced: --worker_kind is deprecated; use --backend (same meaning)\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("--threads=0: must be in 1..1024"), std::string::npos) << r.err;
 }
 
 TEST(E2eConfigTest, BadConfigFileNamesFileAndLine) {

@@ -43,7 +43,7 @@ TEST(E2eCudaWorkerTest, StartWithoutAGpuFailsNamingTheCauseAndTheDaemonStaysUp) 
   ASSERT_TRUE(model.ok()) << model.status();
   DaemonOptions options;
   options.model_path = *model;
-  options.flags = {"--worker_kind=cuda", "--device", "0"};
+  options.flags = {"--backend=cuda", "--device", "0"};
   const absl::Time start = absl::Now();
   auto d = Daemon::Start(options);
   ASSERT_TRUE(d.ok()) << d.status();

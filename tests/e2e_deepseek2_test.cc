@@ -158,7 +158,7 @@ TEST(E2eDeepseek2CudaTest, CudaWorkerRefusesTheArchitectureByName) {
   ASSERT_TRUE(path.ok()) << path.status();
   DaemonOptions options;
   options.model_path = *path;
-  options.flags = {"--worker_kind=cuda"};
+  options.flags = {"--backend=cuda"};
   options.worker_test_flags = {absl::StrCat("--test_device_memory=", 8ull << 30)};
   auto d = Daemon::Start(options);
   ASSERT_TRUE(d.ok()) << d.status();

@@ -120,7 +120,7 @@ TEST(E2eExpertsTest, UnsafeArenaIsRefusedWithThePlannersMessage) {
   options.model_path = *model;
   // One sequence's KV: the device size is chosen so that 32 slots do not fit
   // beside it but some do.
-  options.flags = {"--worker_kind=cuda", "--expert_slots=32", "--expert_policy=lfu",
+  options.flags = {"--backend=cuda", "--expert_slots=32", "--expert_policy=lfu",
                    "--max_sequences=1"};
   options.worker_test_flags = {absl::StrCat("--test_device_memory=", 524ull << 20)};
   auto d = Daemon::Start(options);
@@ -185,7 +185,7 @@ TEST(E2eExpertsTest, MissPolicyFlagsReachTheWorker) {
   ASSERT_TRUE(model.ok()) << model.status();
   DaemonOptions options;
   options.model_path = *model;
-  options.flags = {"--worker_kind=cuda", "--expert_slots=4", "--expert_miss_policy=cost",
+  options.flags = {"--backend=cuda", "--expert_slots=4", "--expert_miss_policy=cost",
                    "--expert_host_threads=3"};
   options.worker_test_flags = {absl::StrCat("--test_device_memory=", 8ull << 30)};
   auto d = Daemon::Start(options);
@@ -194,7 +194,7 @@ TEST(E2eExpertsTest, MissPolicyFlagsReachTheWorker) {
       << (*d)->Log();
   EXPECT_EQ((*d)->Stop(), 0) << (*d)->Log();
 
-  options.flags = {"--worker_kind=cuda", "--expert_miss_policy=host"};
+  options.flags = {"--backend=cuda", "--expert_miss_policy=host"};
   d = Daemon::Start(options);
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_TRUE(Contains((*d)->Log(), "sluice-worker: expert miss policy: copy (every expert "

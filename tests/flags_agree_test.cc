@@ -1,9 +1,10 @@
 // sluiced and the tools parse the settings they share with one set of flag
-// definitions (config/expert_flags.h, config/device_flag.h); this feeds both
-// parsers the same values, as command-line text, and checks that they agree
-// on every field, and on the error when a value is refused. Linking both
-// parsers into one binary is itself the check that no shared flag is
-// defined twice (Abseil refuses a second definition at start-up).
+// definitions (config/expert_flags.h; config/device_flag.h: --backend and
+// --device); this feeds both parsers the same values, as command-line text,
+// and checks that they agree on every field, and on the error when a value
+// is refused. Linking both parsers into one binary is itself the check that
+// no shared flag is defined twice (Abseil refuses a second definition at
+// start-up).
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,7 +36,7 @@ struct Parsed {
 
 Parsed ParseBoth(const Flags& flags) {
   Set(flags);
-  return {daemon::ConfigFromFlags(), tools::EngineFlagsFromFlags(nullptr)};
+  return {daemon::ConfigFromFlags(nullptr), tools::EngineFlagsFromFlags(nullptr)};
 }
 
 TEST(FlagsAgreeTest, EveryExpertFieldMeansTheSameToSluicedAndTheTools) {
@@ -50,6 +51,7 @@ TEST(FlagsAgreeTest, EveryExpertFieldMeansTheSameToSluicedAndTheTools) {
        {"expert_host_threads", "12"}},
       {{"expert_slots", "7"}, {"expert_miss_policy", "host"}, {"host_tier_bytes", "8GiB"},
        {"device", "3"}},
+      {{"backend", "cuda"}, {"device", "1"}},
   };
   for (const Flags& flags : cases) {
     absl::FlagSaver saver;
@@ -60,6 +62,8 @@ TEST(FlagsAgreeTest, EveryExpertFieldMeansTheSameToSluicedAndTheTools) {
         << "sluiced: " << config::ExpertConfigString(p.sluiced->experts)
         << "\ntools:   " << config::ExpertConfigString(p.tools->experts);
     EXPECT_EQ(p.sluiced->device, p.tools->device);
+    EXPECT_EQ(p.sluiced->worker_kind == daemon::WorkerKindConfig::kCuda,
+              p.tools->backend == Backend::kCuda);
   }
 }
 
@@ -85,6 +89,7 @@ TEST(FlagsAgreeTest, BothRefuseABadValueWithTheSameMessage) {
       {{"expert_host_threads", "-1"}},
       {{"host_tier_bytes", "lots"}},
       {{"device", "256"}},
+      {{"backend", "tpu"}},
   };
   for (const Flags& flags : cases) {
     absl::FlagSaver saver;

@@ -10,7 +10,6 @@
 #include "config/expert_flags.h"
 #include "config/flag_alias.h"
 
-ABSL_FLAG(std::string, backend, "cpu", "backend: cpu or cuda");
 ABSL_FLAG(int, gpu, 0, "deprecated: --device");
 
 namespace sluice::tools {
@@ -48,8 +47,7 @@ absl::StatusOr<EngineFlags> EngineFlagsFromFlags(const LogLine& log) {
   }
   const std::optional<Backend> parsed = ParseBackend(backend);
   if (!parsed.has_value()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--backend='", backend.substr(0, 64), "': expected cpu or cuda"));
+    return config::UnknownBackendError("backend", backend);
   }
   f.backend = *parsed;
   ASSIGN_OR_RETURN(f.experts, config::ExpertConfigFromFlags());

@@ -1,7 +1,7 @@
 // The flags of the tools that build an engine (tools/generate, tools/parity)
-// with the names sluiced uses for the same things: --backend cpu|cuda,
-// --device N (the CUDA device ordinal, as sluiced's --device), and the
-// expert flags of config/expert_flags.h. The old spellings still work, each
+// with the names sluiced uses for the same things: --backend cpu|cuda and
+// --device N (config/device_flag.h), and the expert flags of
+// config/expert_flags.h. The old spellings still work, each
 // with a deprecation line on stderr: --device cpu|cuda (now --backend) and
 // --gpu N (now --device N).
 #ifndef SLUICE_TOOLS_ENGINE_FLAGS_H_
