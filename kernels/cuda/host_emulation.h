@@ -34,6 +34,7 @@
 #define __forceinline__ inline
 #define __launch_bounds__(n)
 #define __shared__ static
+#define __align__(n) alignas(n)
 
 struct uint2 { uint32_t x, y; };
 struct uint4 { uint32_t x, y, z, w; };
@@ -297,6 +298,13 @@ inline void __syncthreads() {
 }
 
 namespace sluice::cuda::emulation {
+
+// The launch's dynamic shared memory (`extern __shared__` on a GPU): one
+// buffer serves every block, since blocks run one after another.
+inline uint8_t* DynamicShared() {
+  alignas(16) static uint8_t bytes[64 << 10];
+  return bytes;
+}
 
 // Runs `kernel` for every thread of a grid of `threads`-wide blocks (a
 // multiple of 32), one block at a time.

@@ -68,17 +68,26 @@ absl::Status CheckGeometry(const internal::RawGroupedMatMul& raw, const char* wh
 std::atomic<int> tensor_cores{-1};
 
 // Launches `raw` on the tensor-core kernel when the caller and UsesTensorCores allow it for
-// its largest group, else on the FP32 kernel. CheckGeometry has bounded the
-// FP32 kernel's grid, which is never smaller than the tensor-core kernel's
-// (128 rows and 32 entries per block against at most 64 and 8).
-absl::Status LaunchEither(const internal::RawGroupedMatMul& raw, bool tensor_cores,
+// its largest group, else on the FP32 kernel, with 8-bit activations when
+// the caller asks and the kernel takes the shape. CheckGeometry has bounded
+// the FP32 kernel's grid (the 8-bit variant's is the same), which is never
+// smaller than the tensor-core kernel's (128 rows and 32 entries per block
+// against at most 64 and 8).
+absl::Status LaunchEither(const internal::RawGroupedMatMul& raw, bool tensor_cores, bool q8,
                           CUstream_st* stream, const char* what) {
   if (tensor_cores &&
       UsesTensorCores(static_cast<GgmlType>(raw.type), raw.cols, raw.max_entries_per_group)) {
     return LaunchError(internal::LaunchGroupedMma(raw, stream), what);
   }
+  if (q8 && Q8ActivationsEnabled() &&
+      internal::Q8KernelSupports(raw.type, raw.cols, raw.max_entries_per_group)) {
+    return LaunchError(internal::LaunchGroupedQ8(raw, stream), what);
+  }
   return LaunchError(internal::LaunchGrouped(raw, stream), what);
 }
+
+// -1: not decided yet (read SLUICE_CUDA_Q8 on first use); 0 or 1.
+std::atomic<int> q8_activations{-1};
 
 }  // namespace
 
@@ -95,6 +104,16 @@ bool TensorCoresEnabled() {
 }
 
 void SetTensorCoresEnabled(bool enabled) { tensor_cores.store(enabled ? 1 : 0); }
+
+bool Q8ActivationsEnabled() {
+  int v = q8_activations.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* env = std::getenv("SLUICE_CUDA_Q8");
+    v = env != nullptr && std::strcmp(env, "0") == 0 ? 0 : 1;
+    q8_activations.store(v, std::memory_order_relaxed);
+  }
+  return v == 1;
+}
 
 bool UsesTensorCores(GgmlType type, int64_t cols, int64_t max_entries) {
   return max_entries >= kTensorCoreMinEntries &&
@@ -145,11 +164,12 @@ absl::Status LaunchGroupedMatMul(const GroupedMatMul& args, CUstream_st* stream)
   raw.y = args.d_y;
   raw.y_stride = args.y_stride;
   RETURN_IF_ERROR(CheckGeometry(raw, kWhat));
-  return LaunchEither(raw, args.tensor_cores, stream, kWhat);
+  return LaunchEither(raw, args.tensor_cores, args.q8_activations, stream, kWhat);
 }
 
 absl::Status MatMul(GgmlType type, const void* d_w, int64_t rows, int64_t cols, const float* d_x,
-                    int64_t n_tok, float* d_y, CUstream_st* stream, bool tensor_cores) {
+                    int64_t n_tok, float* d_y, CUstream_st* stream, bool tensor_cores,
+                    bool q8_activations) {
   constexpr const char* kWhat = "MatMul";
   RETURN_IF_ERROR(CheckTypeAndCols(type, cols, kWhat));
   RETURN_IF_ERROR(CheckPositive(kWhat, "rows", rows));
@@ -174,7 +194,7 @@ absl::Status MatMul(GgmlType type, const void* d_w, int64_t rows, int64_t cols, 
   raw.y = d_y;
   raw.y_stride = rows;
   RETURN_IF_ERROR(CheckGeometry(raw, kWhat));
-  return LaunchEither(raw, tensor_cores, stream, kWhat);
+  return LaunchEither(raw, tensor_cores, q8_activations, stream, kWhat);
 }
 
 absl::Status DequantRows(GgmlType type, const void* d_w, int64_t cols, const int32_t* d_ids,

@@ -1,5 +1,5 @@
-// Launches of the grouped mat-mul kernels (FP32 CUDA cores and tensor cores)
-// and the row dequantizer (the kernels themselves are in
+// Launches of the grouped mat-mul kernels (FP32 CUDA cores, with F32 or 8-bit
+// activations, and tensor cores) and the row dequantizer (the kernels themselves are in
 // quant_matmul_kernel.h and quant_matmul_mma_kernel.h); the host wrapper,
 // which picks between the two products, is quant_matmul.cc.
 #include <cuda_runtime.h>
@@ -22,6 +22,20 @@ int Launch(const RawGroupedMatMul& a, const GroupedGeometry& geo, cudaStream_t s
     GroupedKernel<T, 1><<<grid, kThreads, 0, stream>>>(a, geo.lanes_per_row);
   } else {
     GroupedKernel<T, kEntryTile><<<grid, kThreads, 0, stream>>>(a, geo.lanes_per_row);
+  }
+  return static_cast<int>(cudaGetLastError());
+}
+
+template <class T>
+int LaunchQ8(const RawGroupedMatMul& a, const GroupedGeometry& geo, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(geo.entry_tiles), static_cast<unsigned>(geo.row_blocks),
+                  static_cast<unsigned>(a.n_groups));
+  const size_t row_bytes = static_cast<size_t>(Q8RowBytes<T>(a.cols));
+  if (a.max_entries_per_group == 1) {
+    GroupedKernel<T, 1, true><<<grid, kThreads, row_bytes, stream>>>(a, geo.lanes_per_row);
+  } else {
+    GroupedKernel<T, kEntryTile, true>
+        <<<grid, kThreads, kEntryTile * row_bytes, stream>>>(a, geo.lanes_per_row);
   }
   return static_cast<int>(cudaGetLastError());
 }
@@ -54,6 +68,31 @@ int LaunchGrouped(const RawGroupedMatMul& a, CUstream_st* stream) {
   const GroupedGeometry geo = GeometryFor(a);
   return VisitWeights(a.type, static_cast<int>(cudaErrorInvalidValue), [&](auto t) {
     return Launch<typename decltype(t)::type>(a, geo, stream);
+  });
+}
+
+bool Q8KernelSupports(int type, int64_t cols, int64_t max_entries) {
+  return VisitWeights(type, false, [&](auto t) {
+    using W = typename decltype(t)::type;
+    if constexpr (kHasQ8Dot<W>) {
+      const int64_t group = kReadsQ8K<W> ? 256 : 32;
+      const int64_t tile = max_entries == 1 ? 1 : kEntryTile;
+      return cols % group == 0 && tile * Q8RowBytes<W>(cols) <= kQ8SharedBytes;
+    } else {
+      return false;
+    }
+  });
+}
+
+int LaunchGroupedQ8(const RawGroupedMatMul& a, CUstream_st* stream) {
+  const GroupedGeometry geo = GeometryFor(a);
+  return VisitWeights(a.type, static_cast<int>(cudaErrorInvalidValue), [&](auto t) {
+    using W = typename decltype(t)::type;
+    if constexpr (kHasQ8Dot<W>) {
+      return LaunchQ8<W>(a, geo, stream);
+    } else {
+      return static_cast<int>(cudaErrorInvalidValue);  // Q8KernelSupports said no
+    }
   });
 }
 

@@ -8,9 +8,9 @@
 //
 // Weight layout: a matrix of `rows` rows of `cols` elements of `type`; row r
 // starts at w + r * RowBytes(type, cols), blocks in ggml order (the layouts
-// are docs/QUANT_FORMATS.md and kernels/cpu/blocks.h). Activations are F32
-// and are not rounded to Q8 as ggml's CPU backend does: products accumulate
-// in F32. Batches of non-F32 weights (UsesTensorCores) round the decoded
+// are docs/QUANT_FORMATS.md and kernels/cpu/blocks.h). Activations are F32;
+// products accumulate in F32, and round the activations to 8 bits as ggml's
+// CPU backend does only when asked (q8_activations below). Batches of non-F32 weights (UsesTensorCores) round the decoded
 // weights and the activations to BF16 (each product off by < 2^-7 of itself);
 // F32 weights are always multiplied in F32 (no TF32 or BF16 shortcut).
 //
@@ -82,7 +82,20 @@ struct GroupedMatMul {
   // Whether this product may take the tensor-core kernel (UsesTensorCores);
   // false keeps it on the FP32 kernel whatever its size.
   bool tensor_cores = true;
+  // Whether the FP32 kernel (when this product takes it) rounds each
+  // activation row to 8 bits first, as llama.cpp's CPU backend and the decode
+  // program do (Q8_K for Q4_K/Q5_K/Q6_K, Q8_0 for Q8_0/Q1_0; decode_q8.h),
+  // and multiplies in integer dot products. Ignored for the other types and
+  // for rows whose rounded tile would not fit the kernel's shared memory
+  // (over ~2,300 columns for Q8_K at 8 entries a tile; see
+  // internal::Q8KernelSupports); those keep F32 activations.
+  bool q8_activations = false;
 };
+
+// Whether products asked for 8-bit activations get them: true unless the
+// environment variable SLUICE_CUDA_Q8 is "0" when first asked (the switch
+// the decode program's products read too).
+bool Q8ActivationsEnabled();
 
 // Batches whose largest group has at least this many entries take the
 // tensor-core kernel; smaller ones (decode: one entry per group) the FP32
@@ -117,10 +130,11 @@ absl::Status LaunchGroupedMatMul(const GroupedMatMul& args,
 // y[t][r] = sum_c W[r][c] x[t][c] for t < n_tok (a dense projection; row
 // strides cols and rows): one group of n_tok entries, on the tensor-core
 // kernel when tensor_cores and UsesTensorCores(type, cols, n_tok), else the
-// FP32 kernel.
+// FP32 kernel (with 8-bit activations as GroupedMatMul::q8_activations says).
 absl::Status MatMul(GgmlType type, const void* d_w, int64_t rows,
                     int64_t cols, const float* d_x, int64_t n_tok, float* d_y,
-                    CUstream_st* stream, bool tensor_cores = true);
+                    CUstream_st* stream, bool tensor_cores = true,
+                    bool q8_activations = false);
 
 // dst[i][c] = W[d_ids[i]][c] for i < n (embedding lookup, dequantized).
 absl::Status DequantRows(GgmlType type, const void* d_w, int64_t cols,

@@ -35,25 +35,100 @@ bool IsPlain(GgmlType t) {
 using grouped_testing::GroupedProblem;
 using Case = grouped_testing::GroupedCase;
 
-template <class T>
+template <class T, bool kQ8>
 void Emulate(const RawGroupedMatMul& a) {
   const GroupedGeometry geo = ComputeGeometry(a);
   const dim3 grid{static_cast<unsigned>(geo.entry_tiles), static_cast<unsigned>(geo.row_blocks),
                   static_cast<unsigned>(a.n_groups)};
   if (a.max_entries_per_group == 1) {
-    emulation::Launch(grid, kThreads, [&] { GroupedKernel<T, 1>(a, geo.lanes_per_row); });
+    emulation::Launch(grid, kThreads, [&] { GroupedKernel<T, 1, kQ8>(a, geo.lanes_per_row); });
   } else {
-    emulation::Launch(grid, kThreads, [&] { GroupedKernel<T, kEntryTile>(a, geo.lanes_per_row); });
+    emulation::Launch(grid, kThreads,
+                      [&] { GroupedKernel<T, kEntryTile, kQ8>(a, geo.lanes_per_row); });
   }
 }
 
-void EmulateType(const RawGroupedMatMul& a) {
+// q8: the kernel's 8-bit-activation variant (types with a Q8Dot only).
+void EmulateType(const RawGroupedMatMul& a, bool q8) {
   const bool known = VisitWeights(a.type, false, [&](auto t) {
     using W = typename decltype(t)::type;
-    Emulate<W>(a);
+    if constexpr (kHasQ8Dot<W>) {
+      if (q8) {
+        Emulate<W, true>(a);
+        return true;
+      }
+    } else if (q8) {
+      return false;
+    }
+    Emulate<W, false>(a);
     return true;
   });
-  if (!known) FAIL() << "no kernel for type " << a.type;
+  if (!known) FAIL() << "no kernel for type " << a.type << (q8 ? " with 8-bit activations" : "");
+}
+
+// x as the 8-bit variant multiplies it: each element q * d of the format the
+// CPU backend pairs with weights of type t, rounded group by group by
+// decode_q8.h's reference quantizers (which the block quantizer the kernel
+// runs matches bit for bit, decode_q8_emulation_test).
+std::vector<double> RoundedActivations(GgmlType t, const float* x, int64_t cols) {
+  const bool q8k = t != GgmlType::kQ8_0 && t != GgmlType::kQ1_0;
+  const int shift = q8k ? kQ8KShift : kQ8ZShift;
+  std::vector<int8_t> q(cols);
+  std::vector<float> d(cols >> shift), s(cols / 16);
+  auto at = [&](int64_t e) { return x[e]; };
+  for (int g = 0; g < (cols >> shift); ++g) {
+    if (q8k) {
+      QuantizeGroupQ8K(at, g, q.data(), d.data(), s.data());
+    } else {
+      QuantizeGroupQ8Z(at, g, q.data(), d.data(), s.data());
+    }
+  }
+  std::vector<double> out(cols);
+  for (int64_t i = 0; i < cols; ++i) out[i] = static_cast<double>(q[i]) * d[i >> shift];
+  return out;
+}
+
+// The cases both kernel variants run, for rows of `cols` elements.
+Case ExpertsThroughTable(int64_t cols) {
+  Case c;
+  c.rows = 20;
+  c.cols = cols;  // short rows: 8 or 16 lanes per row
+  c.n_weights = 4;
+  c.n_groups = 6;
+  c.group_weight = {2, 0, 3, 3, 1, 0};
+  c.group_begin = {0, 3, 3, 4, 9, 9, 11};  // sizes 3, 0, 1, 5, 0, 2
+  c.max_entries = 5;
+  c.x_rows = 7;
+  c.x_row = {6, 0, 3, 3, 5, 1, 2, 6, 4, 0, 1};
+  c.x_pad = 4;
+  c.y_pad = 3;
+  return c;
+}
+
+Case GroupOf19Misaligned(int64_t cols) {
+  Case c;
+  c.rows = 9;
+  c.cols = cols;
+  c.group_begin = {0, 19};  // entry tiles of 8, 8 and 3
+  c.max_entries = 19;
+  c.x_rows = 19;
+  c.x_pad = 1;
+  c.y_pad = 2;
+  c.weight_offset = 2;  // the 2-byte alignment every layout guarantees
+  c.x_offset = 1;
+  return c;
+}
+
+Case DecodeOneEntryPerGroup(int64_t cols) {
+  Case c;
+  c.rows = 37;    // 3 row blocks of 16, the last partial
+  c.cols = cols;  // 32 lanes per row, several chunks each (both unroll halves)
+  c.n_weights = 2;
+  c.n_groups = 3;
+  c.group_weight = {1, 1, 0};
+  c.x_rows = 4;
+  c.x_row = {3, 0, 2};
+  return c;
 }
 
 class QuantMatMulEmulationTest : public ::testing::TestWithParam<GgmlType> {
@@ -62,19 +137,23 @@ class QuantMatMulEmulationTest : public ::testing::TestWithParam<GgmlType> {
     return IsPlain(GetParam()) ? quant_cols - 20 : quant_cols;  // plain: a tail
   }
 
-  // Runs `c` and returns the largest error relative to sum |w x|; counts
-  // writes into the y_stride gaps in *gap_writes.
-  double Run(const Case& c, int64_t* gap_writes) {
+  // Runs `c` (the 8-bit variant when q8) and returns the largest error
+  // relative to sum |w x| against the exact product with x, or with x as the
+  // 8-bit variant rounds it; counts writes into the y_stride gaps in
+  // *gap_writes.
+  double Run(const Case& c, bool q8, int64_t* gap_writes) {
     const GgmlType t = GetParam();
     GroupedProblem p(t, c, 77 + static_cast<int>(t));
-    EmulateType(p.args());
+    EmulateType(p.args(), q8);
     double max_rel = 0;
     p.ForEachEntry([&](int w, const float* xr, const float* y) {
+      std::vector<double> x(xr, xr + c.cols);
+      if (q8) x = RoundedActivations(t, xr, c.cols);
       for (int64_t r = 0; r < c.rows; ++r) {
         const float* wr = p.Reference(w, r);
         double sum = 0, mag = 0;
         for (int64_t k = 0; k < c.cols; ++k) {
-          const double prod = static_cast<double>(wr[k]) * xr[k];
+          const double prod = static_cast<double>(wr[k]) * x[k];
           sum += prod;
           mag += std::fabs(prod);
         }
@@ -86,55 +165,25 @@ class QuantMatMulEmulationTest : public ::testing::TestWithParam<GgmlType> {
     return max_rel;
   }
 
-  void Check(const Case& c, const char* name) {
+  void Check(const Case& c, const char* name, bool q8 = false) {
     int64_t gap_writes = 0;
-    const double max_rel = Run(c, &gap_writes);
-    std::printf("%-5s %-40s max_rel=%.3g\n", kernels::TypeName(GetParam()).c_str(), name, max_rel);
+    const double max_rel = Run(c, q8, &gap_writes);
+    std::printf("%-5s %-44s max_rel=%.3g\n", kernels::TypeName(GetParam()).c_str(), name, max_rel);
     EXPECT_LT(max_rel, kMaxRelErr) << name;
     EXPECT_EQ(gap_writes, 0) << name << ": outputs written into the y_stride gap";
   }
 };
 
 TEST_P(QuantMatMulEmulationTest, ExpertsThroughTableWithEmptyGroupsAndGather) {
-  Case c;
-  c.rows = 20;
-  c.cols = Cols(256);  // short rows: 8 or 16 lanes per row
-  c.n_weights = 4;
-  c.n_groups = 6;
-  c.group_weight = {2, 0, 3, 3, 1, 0};
-  c.group_begin = {0, 3, 3, 4, 9, 9, 11};  // sizes 3, 0, 1, 5, 0, 2
-  c.max_entries = 5;
-  c.x_rows = 7;
-  c.x_row = {6, 0, 3, 3, 5, 1, 2, 6, 4, 0, 1};
-  c.x_pad = 4;
-  c.y_pad = 3;
-  Check(c, "6 groups, table, empty groups, gather");
+  Check(ExpertsThroughTable(Cols(256)), "6 groups, table, empty groups, gather");
 }
 
 TEST_P(QuantMatMulEmulationTest, GroupOf19EntriesMisaligned) {
-  Case c;
-  c.rows = 9;
-  c.cols = Cols(512);
-  c.group_begin = {0, 19};  // entry tiles of 8, 8 and 3
-  c.max_entries = 19;
-  c.x_rows = 19;
-  c.x_pad = 1;
-  c.y_pad = 2;
-  c.weight_offset = 2;  // the 2-byte alignment every layout guarantees
-  c.x_offset = 1;
-  Check(c, "19 entries, weights +2 bytes, x +1 float");
+  Check(GroupOf19Misaligned(Cols(512)), "19 entries, weights +2 bytes, x +1 float");
 }
 
 TEST_P(QuantMatMulEmulationTest, DecodeOneEntryPerGroupFullWarpRows) {
-  Case c;
-  c.rows = 37;          // 3 row blocks of 16, the last partial
-  c.cols = Cols(2304);  // 32 lanes per row, several chunks each (both unroll halves)
-  c.n_weights = 2;
-  c.n_groups = 3;
-  c.group_weight = {1, 1, 0};
-  c.x_rows = 4;
-  c.x_row = {3, 0, 2};
-  Check(c, "decode, 3 groups of one entry, 37 rows");
+  Check(DecodeOneEntryPerGroup(Cols(2304)), "decode, 3 groups of one entry, 37 rows");
 }
 
 TEST_P(QuantMatMulEmulationTest, DequantElementIsBitExact) {
@@ -155,10 +204,34 @@ TEST_P(QuantMatMulEmulationTest, DequantElementIsBitExact) {
   EXPECT_EQ(mismatches, 0) << "of " << rows * cols;
 }
 
+std::string TypeParamName(const ::testing::TestParamInfo<GgmlType>& info) {
+  return kernels::TypeName(info.param);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, QuantMatMulEmulationTest, ::testing::ValuesIn(kTypes),
-                         [](const ::testing::TestParamInfo<GgmlType>& info) {
-                           return kernels::TypeName(info.param);
-                         });
+                         TypeParamName);
+
+// The 8-bit-activation variant on the same cases: exact (to float rounding)
+// against x rounded as the CPU backend rounds it, which F32 activations
+// miss by the rounding itself (~1e-3 of sum |w x|, 50 times the gate).
+class QuantMatMulQ8EmulationTest : public QuantMatMulEmulationTest {};
+
+TEST_P(QuantMatMulQ8EmulationTest, ExpertsThroughTableWithEmptyGroupsAndGather) {
+  Check(ExpertsThroughTable(256), "q8: 6 groups, table, empty groups, gather", true);
+}
+
+TEST_P(QuantMatMulQ8EmulationTest, GroupOf19EntriesMisaligned) {
+  Check(GroupOf19Misaligned(512), "q8: 19 entries, weights +2 bytes, x +1 float", true);
+}
+
+TEST_P(QuantMatMulQ8EmulationTest, DecodeOneEntryPerGroupFullWarpRows) {
+  Check(DecodeOneEntryPerGroup(2304), "q8: decode, 3 groups of one entry, 37 rows", true);
+}
+
+constexpr GgmlType kQ8Types[] = {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K,
+                                 GgmlType::kQ6_K, GgmlType::kQ1_0};
+INSTANTIATE_TEST_SUITE_P(QuantizedTypes, QuantMatMulQ8EmulationTest,
+                         ::testing::ValuesIn(kQ8Types), TypeParamName);
 
 // The 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block, one
 // at a time from the 12 scale bytes held as the words s0, s1, s2 (the

@@ -58,6 +58,15 @@ int LaunchGrouped(const RawGroupedMatMul& a, CUstream_st* stream);
 bool MmaKernelSupports(int type, int64_t cols);
 int LaunchGroupedMma(const RawGroupedMatMul& a, CUstream_st* stream);
 
+// The FP32 kernel with 8-bit activations (quant_matmul_kernel.h, kQ8):
+// whether it handles type id `type` with rows of `cols` elements and groups
+// of up to max_entries (a quantized type with a Q8Dot, cols a multiple of
+// its format's group, the tile's rounded rows within kQ8SharedBytes), and
+// its launch, on GroupedGeometry's grid.
+constexpr int64_t kQ8SharedBytes = 48 << 10;  // no opt-in above the default
+bool Q8KernelSupports(int type, int64_t cols, int64_t max_entries);
+int LaunchGroupedQ8(const RawGroupedMatMul& a, CUstream_st* stream);
+
 // Enqueues dst[i][c] = W[ids[i]][c] (bit-exact with kernels/cpu/dequant.cc).
 int LaunchDequantRows(int type, const void* w, uint64_t row_bytes,
                       int64_t cols, const int32_t* ids, int64_t n, float* dst,

@@ -16,11 +16,22 @@
 // varies fastest so the tiles that re-read one block of weights run close
 // together and find it in L2. Blocks whose tile lies past their group's end
 // (empty or short groups) exit at once.
+//
+// 8-bit activations (kQ8, the quantized weight types with a Q8Dot): each
+// block first rounds its tile's activation rows into shared memory as
+// llama.cpp's CPU backend rounds them (decode_q8.h: Q8_K for the K-quants,
+// Q8_0 for Q8_0 and Q1_0), then a chunk meets them in dp4a products instead
+// of 32 decodes and FMAs. The decode program's products read the same
+// format, so a sequence decoded in a batch sees the arithmetic it sees
+// alone (up to summation order). Every row block of a tile rounds the same
+// rows again: the rows are read from L2 once per block, where the float path
+// reads them once per lane group.
 #ifndef SLUICE_KERNELS_CUDA_QUANT_MATMUL_KERNEL_H_
 #define SLUICE_KERNELS_CUDA_QUANT_MATMUL_KERNEL_H_
 
 #include <cstdint>
 
+#include "kernels/cuda/decode_q8.h"
 #include "kernels/cuda/quant_blocks_device.h"
 #include "kernels/cuda/quant_matmul_impl.h"
 
@@ -64,15 +75,48 @@ __device__ __forceinline__ void GroupEntries(const RawGroupedMatMul& a, int g,
   }
 }
 
-template <class T, int NE>
+// Bytes of one activation row rounded to the 8-bit format T's products read.
+template <class T>
+__host__ __device__ inline int64_t Q8RowBytes(int64_t cols) {
+  return kReadsQ8K<T> ? Q8KBytes(cols) : Q8ZBytes(cols);
+}
+
+// The launch's dynamic shared memory (16-byte aligned).
+__device__ __forceinline__ uint8_t* DynamicShared() {
+#if defined(__CUDACC__)
+  extern __shared__ __align__(16) uint8_t dynamic_shared[];
+  return dynamic_shared;
+#else
+  return emulation::DynamicShared();
+#endif
+}
+
+// The ne activation rows of the tile at e0, rounded into q8 (row e at
+// e * Q8RowBytes<T>(cols)) by every thread of the block, then a barrier.
+template <class T>
+__device__ __forceinline__ void RoundTileQ8(const RawGroupedMatMul& a, int64_t e0, int ne,
+                                            uint8_t* q8) {
+  auto at = [&](int r, int64_t c) {
+    const int64_t entry = e0 + r;
+    const int64_t xr = a.x_row != nullptr ? __ldg(a.x_row + entry) : entry;
+    return __ldg(a.x + xr * a.x_stride + c);
+  };
+  QuantizeBlockQ8(at, ne, a.cols, kReadsQ8K<T> ? q8 : nullptr, kReadsQ8K<T> ? nullptr : q8);
+  __syncthreads();
+}
+
+template <class T, int NE, bool kQ8 = false>
 __global__ void __launch_bounds__(kThreads)
     GroupedKernel(const RawGroupedMatMul a, int lanes_per_row) {
+  static_assert(!kQ8 || kHasQ8Dot<T>, "8-bit activations need a Q8Dot for the weights");
   const int g = blockIdx.z;
   int64_t begin, end;
   GroupEntries(a, g, begin, end);
   const int64_t e0 = begin + static_cast<int64_t>(blockIdx.x) * NE;
   if (e0 >= end) return;
   const int ne = static_cast<int>(end - e0 < NE ? end - e0 : NE);
+  uint8_t* const q8 = kQ8 ? DynamicShared() : nullptr;
+  if constexpr (kQ8) RoundTileQ8<T>(a, e0, ne, q8);  // before any warp leaves
 
   const int L = lanes_per_row;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -125,6 +169,19 @@ __global__ void __launch_bounds__(kThreads)
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t c = c0 + u * L;
       if (c >= n_chunks) break;
+      if constexpr (kQ8) {
+#pragma unroll
+        for (int e = 0; e < NE; ++e) {
+          if (e < ne) {
+            const uint8_t* row = q8 + e * Q8RowBytes<T>(a.cols);
+            typename Q8Dot<T>::X xv;
+            Q8Dot<T>::Load(kReadsQ8K<T> ? Q8KAt(row, a.cols) : Q8ZAt(row, a.cols), c, xv);
+#pragma unroll
+            for (int r = 0; r < kRows; ++r) acc[r][e] += Q8Dot<T>::Dot(raw[u][r], xv);
+          }
+        }
+        continue;
+      }
 #pragma unroll
       for (int gi = 0; gi < T::kChunk / 4; ++gi) {
         const int64_t col = T::Col(c, gi);
@@ -142,7 +199,7 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
-  if constexpr (T::kPlain) {
+  if constexpr (T::kPlain && !kQ8) {
     // Plain rows need not be whole chunks: the last cols % kChunk columns.
     for (int64_t c = n_chunks * T::kChunk + sub; c < a.cols; c += L) {
 #pragma unroll

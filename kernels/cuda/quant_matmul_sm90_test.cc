@@ -8,7 +8,10 @@
 // Error measure: |gpu - ref| / sum_c |w_c x_c| (relative to the magnitude of
 // the terms, so a sum that cancels to near zero is not a false alarm). F32
 // accumulation over a lane's share of a row bounds it by about (cols/lanes +
-// log2 lanes) * 2^-24; a wrong index or bit gives O(1).
+// log2 lanes) * 2^-24; a wrong index or bit gives O(1). The 8-bit-activation
+// cases compare with the CPU product (kernels/cpu/matvec.h), which rounds x
+// as llama.cpp's CPU backend does and as the kernel must: the same gate then
+// holds, while F32 activations would miss it by the rounding (~1e-3).
 #include "kernels/cuda/quant_matmul.h"
 #include "kernels/cuda/sm90_test_upload.h"
 
@@ -25,6 +28,7 @@
 #include "base/testing/skip.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/dequant.h"
+#include "kernels/cpu/matvec.h"
 #include "kernels/cpu/test_util.h"
 #include "kernels/cuda/device.h"
 #include "loader/ggml_type.h"
@@ -69,9 +73,10 @@ class QuantMatMulSm90Test : public ::testing::TestWithParam<GgmlType> {
   }
   void TearDown() override { SetTensorCoresEnabled(true); }
 
-  // Runs `c` on the device and compares every output with the reference;
-  // checks that the stride gaps of y were not written.
-  void RunCase(const Case& c) {
+  // Runs `c` on the device (with 8-bit activations when q8) and compares
+  // every output with the reference; checks that the stride gaps of y were
+  // not written.
+  void RunCase(const Case& c, bool q8 = false) {
     const GgmlType t = GetParam();
     std::mt19937 rng(1234 + static_cast<int>(t));
     const uint64_t row_bytes = RowBytes(t, c.cols);
@@ -79,8 +84,10 @@ class QuantMatMulSm90Test : public ::testing::TestWithParam<GgmlType> {
     const uint64_t slot = (mat_bytes + c.weight_offset + 255) / 256 * 256;
     std::vector<uint8_t> all(slot * c.n_weights);
     std::vector<std::vector<float>> deq(c.n_weights, std::vector<float>(c.rows * c.cols));
+    std::vector<std::vector<uint8_t>> mats(c.n_weights);
     for (int w = 0; w < c.n_weights; ++w) {
-      std::vector<uint8_t> m = kernels::testing_util::RandomWeights(t, c.rows, c.cols, rng);
+      std::vector<uint8_t>& m = mats[w];
+      m = kernels::testing_util::RandomWeights(t, c.rows, c.cols, rng);
       std::memcpy(&all[w * slot + c.weight_offset], m.data(), mat_bytes);
       for (int64_t r = 0; r < c.rows; ++r) {
         ASSERT_TRUE(kernels::DequantizeRow(t, m.data() + r * row_bytes, c.cols,
@@ -116,6 +123,7 @@ class QuantMatMulSm90Test : public ::testing::TestWithParam<GgmlType> {
     a.x_stride = x_stride;
     a.d_y = y_.as<float>();
     a.y_stride = y_stride;
+    a.q8_activations = q8;
     ASSERT_TRUE(LaunchGroupedMatMul(a, nullptr).ok());
     std::vector<float> y(n_entries * y_stride);
     ASSERT_TRUE(Synchronize(nullptr).ok());
@@ -129,12 +137,17 @@ class QuantMatMulSm90Test : public ::testing::TestWithParam<GgmlType> {
       const int64_t e_end = c.group_begin.empty() ? g + 1 : c.group_begin[g + 1];
       for (int64_t e = b; e < e_end; ++e) {
         const float* xr = &x[c.x_offset + (c.x_row.empty() ? e : c.x_row[e]) * x_stride];
-        Compare(&deq[w][0], c.rows, c.cols, xr, &y[e * y_stride], &max_abs, &max_rel);
+        if (q8) {
+          CompareWithCpu(t, mats[w].data(), &deq[w][0], c.rows, c.cols, xr, &y[e * y_stride],
+                         &max_abs, &max_rel);
+        } else {
+          Compare(&deq[w][0], c.rows, c.cols, xr, &y[e * y_stride], &max_abs, &max_rel);
+        }
         for (int64_t r = c.rows; r < y_stride; ++r) gap_writes += !std::isnan(y[e * y_stride + r]);
       }
     }
-    std::printf("%-5s %-34s max_abs=%.3g max_rel=%.3g\n", kernels::TypeName(t).c_str(),
-                c.name.c_str(), max_abs, max_rel);
+    std::printf("%-5s %-38s max_abs=%.3g max_rel=%.3g\n", kernels::TypeName(t).c_str(),
+                (q8 ? "q8: " + c.name : c.name).c_str(), max_abs, max_rel);
     EXPECT_LT(max_rel, kMaxRelErr) << c.name;
     EXPECT_EQ(gap_writes, 0) << "outputs were written into the y_stride gap";
   }
@@ -165,6 +178,22 @@ class QuantMatMulSm90Test : public ::testing::TestWithParam<GgmlType> {
     }
   }
 
+  // As Compare, against the CPU's product of the raw matrix w_raw (type t)
+  // with x rounded to 8 bits; deq (w_raw dequantized) gives the magnitude.
+  static void CompareWithCpu(GgmlType t, const uint8_t* w_raw, const float* deq, int64_t rows,
+                             int64_t cols, const float* x, const float* y, double* max_abs,
+                             double* max_rel) {
+    std::vector<float> want(rows);
+    ASSERT_TRUE(kernels::MatMul(t, w_raw, rows, cols, x, 1, want.data(), nullptr).ok());
+    for (int64_t r = 0; r < rows; ++r) {
+      double mag = 0;
+      for (int64_t k = 0; k < cols; ++k) mag += std::fabs(static_cast<double>(deq[r * cols + k]) * x[k]);
+      const double err = std::isnan(y[r]) ? INFINITY : std::fabs(static_cast<double>(y[r]) - want[r]);
+      *max_abs = std::max(*max_abs, err);
+      *max_rel = std::max(*max_rel, err / std::max(mag, 1e-30));
+    }
+  }
+
  protected:
   // Row lengths: quantized rows are whole blocks; plain rows get a length
   // that is not a whole chunk, so the scalar tail runs.
@@ -175,15 +204,15 @@ class QuantMatMulSm90Test : public ::testing::TestWithParam<GgmlType> {
   DeviceBuffer y_;
 };
 
-TEST_P(QuantMatMulSm90Test, OneGroupOneEntryDecode) {
+Case OneEntryDecode(int64_t cols) {
   Case c;
   c.name = "one group, one entry, 37 rows";
-  c.rows = 37;  // not a whole row block: the last block is partial
-  c.cols = Cols(2304);  // 32 lanes per row, several chunks each (both unroll halves)
-  RunCase(c);
+  c.rows = 37;     // not a whole row block: the last block is partial
+  c.cols = cols;   // 32 lanes per row, several chunks each (both unroll halves)
+  return c;
 }
 
-TEST_P(QuantMatMulSm90Test, ExpertsThroughWeightTableWithEmptyGroups) {
+Case ExpertsThroughTable() {
   Case c;
   c.name = "6 experts, table, empty groups";
   c.rows = 48;
@@ -197,7 +226,28 @@ TEST_P(QuantMatMulSm90Test, ExpertsThroughWeightTableWithEmptyGroups) {
   c.x_row = {6, 0, 3, 3, 5, 1, 2, 6, 4, 0, 1};  // gathered, with repeats
   c.x_pad = 4;
   c.y_pad = 3;
-  RunCase(c);
+  return c;
+}
+
+Case MisalignedWeightsAndActivations(int64_t cols) {
+  Case c;
+  c.name = "weights +2 bytes, x +1 float, odd stride";
+  c.rows = 20;
+  c.cols = cols;
+  c.n_groups = 1;
+  c.group_begin = {0, 3};
+  c.max_entries = 3;
+  c.x_rows = 3;
+  c.x_pad = 1;
+  c.weight_offset = 2;  // only the 2-byte alignment every layout needs
+  c.x_offset = 1;
+  return c;
+}
+
+TEST_P(QuantMatMulSm90Test, OneGroupOneEntryDecode) { RunCase(OneEntryDecode(Cols(2304))); }
+
+TEST_P(QuantMatMulSm90Test, ExpertsThroughWeightTableWithEmptyGroups) {
+  RunCase(ExpertsThroughTable());
 }
 
 TEST_P(QuantMatMulSm90Test, OneEntryPerGroupWithoutBeginArray) {
@@ -228,18 +278,7 @@ TEST_P(QuantMatMulSm90Test, GroupOf512EntriesAndAnUnevenOne) {
 }
 
 TEST_P(QuantMatMulSm90Test, MisalignedWeightsAndActivations) {
-  Case c;
-  c.name = "weights +2 bytes, x +1 float, odd stride";
-  c.rows = 20;
-  c.cols = Cols(512);
-  c.n_groups = 1;
-  c.group_begin = {0, 3};
-  c.max_entries = 3;
-  c.x_rows = 3;
-  c.x_pad = 1;
-  c.weight_offset = 2;  // only the 2-byte alignment every layout needs
-  c.x_offset = 1;
-  RunCase(c);
+  RunCase(MisalignedWeightsAndActivations(Cols(512)));
 }
 
 TEST_P(QuantMatMulSm90Test, DenseMatMulOfElevenTokens) {
@@ -300,10 +339,32 @@ TEST_P(QuantMatMulSm90Test, DequantRowsIsBitExactWithTheCpu) {
   EXPECT_EQ(mismatches, 0);
 }
 
+std::string TypeParamName(const ::testing::TestParamInfo<GgmlType>& info) {
+  return kernels::TypeName(info.param);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, QuantMatMulSm90Test, ::testing::ValuesIn(kTypes),
-                         [](const ::testing::TestParamInfo<GgmlType>& info) {
-                           return kernels::TypeName(info.param);
-                         });
+                         TypeParamName);
+
+// 8-bit activations (GroupedMatMul::q8_activations) for the types that have
+// them: decode's one entry, the routed experts' table with empty groups and
+// gathered rows, and misaligned inputs.
+class QuantMatMulQ8Sm90Test : public QuantMatMulSm90Test {};
+
+TEST_P(QuantMatMulQ8Sm90Test, OneGroupOneEntryDecode) { RunCase(OneEntryDecode(2304), true); }
+
+TEST_P(QuantMatMulQ8Sm90Test, ExpertsThroughWeightTableWithEmptyGroups) {
+  RunCase(ExpertsThroughTable(), true);
+}
+
+TEST_P(QuantMatMulQ8Sm90Test, MisalignedWeightsAndActivations) {
+  RunCase(MisalignedWeightsAndActivations(512), true);
+}
+
+constexpr GgmlType kQ8Types[] = {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K,
+                                 GgmlType::kQ6_K, GgmlType::kQ1_0};
+INSTANTIATE_TEST_SUITE_P(QuantizedTypes, QuantMatMulQ8Sm90Test, ::testing::ValuesIn(kQ8Types),
+                         TypeParamName);
 
 // Decode is replayed from a CUDA graph; the expert slot cache changes the
 // pointer table between replays. A captured launch must read the table (and

@@ -94,10 +94,13 @@ class Pass {
       : c_(c), w_(*c.ws), n_(n_tok), seqs_(seqs), experts_per_layer_(experts_per_layer) {
     // The tensor cores round activations and weights to BF16: worth it for
     // a prompt's chunk, not for a pass whose sequences each bring a few
-    // rows (decode steps), which stay exact in F32 as each would be alone.
+    // rows (decode steps). Those round the activations to 8 bits as the
+    // decode program does for one sequence alone (and llama.cpp's CPU
+    // backend, the goldens' reference), and multiply in integer products.
     int64_t longest = 0;
     for (const PassSequence& s : seqs) longest = std::max(longest, s.n);
     tensor_cores_ = longest >= cuda::kTensorCoreMinEntries;
+    q8_ = !tensor_cores_;
   }
   absl::Status Run(absl::Span<const RowRun> logit_rows);
 
@@ -106,7 +109,7 @@ class Pass {
     if (c_.profiler != nullptr) c_.profiler->Mark(s, c_.stream);
   }
   absl::Status Project(const DeviceMatrix& w, const float* x, float* y) const {
-    return cuda::MatMul(w.type, w.data, w.rows, w.cols, x, n_, y, c_.stream, tensor_cores_);
+    return cuda::MatMul(w.type, w.data, w.rows, w.cols, x, n_, y, c_.stream, tensor_cores_, q8_);
   }
   absl::Status ProjectPair(const DeviceMatrix& a, const DeviceMatrix& b,
                            const cuda::DeviceBuffer& table, const float* x, float* ya,
@@ -128,6 +131,7 @@ class Pass {
   std::vector<int32_t>* const experts_per_layer_;
   int max_capacity_ = 0;  // the largest KV cache of the pass's sequences
   bool tensor_cores_ = true;  // whether its products may take them
+  bool q8_ = false;           // whether the others round activations to 8 bits
 };
 
 absl::Status Pass::ProjectPair(const DeviceMatrix& a, const DeviceMatrix& b,
@@ -150,6 +154,7 @@ absl::Status Pass::ProjectPair(const DeviceMatrix& a, const DeviceMatrix& b,
   g.x_stride = a.cols;
   g.d_y = ya;
   g.y_stride = yb - ya;
+  g.q8_activations = q8_;
   return cuda::LaunchGroupedMatMul(g, c_.stream);
 }
 
@@ -311,6 +316,7 @@ absl::Status Pass::Experts(const DeviceMoe& m, int max_entries) const {
   const bool fuse_gate_up = one && m.gate_type == m.up_type;
   cuda::GroupedMatMul g;
   g.tensor_cores = tensor_cores_;
+  g.q8_activations = q8_;
   g.rows = mc.expert_ff;
   g.cols = mc.n_embd;
   g.n_groups = one ? k : static_cast<int>(mc.n_expert);
@@ -388,7 +394,7 @@ absl::Status Pass::Run(absl::Span<const RowRun> logit_rows) {
     packed += r.n;
   }
   RETURN_IF_ERROR(cuda::MatMul(c_.output.type, c_.output.data, c_.output.rows, c_.output.cols,
-                               w_.xn, packed, w_.logits, c_.stream, tensor_cores_));
+                               w_.xn, packed, w_.logits, c_.stream, tensor_cores_, q8_));
   Mark("head");
   return cuda::LastLaunchError("cuda forward");
 }
