@@ -1,7 +1,7 @@
 // batch_decode: aggregate decode throughput of B sequences stepped together
 // (issue 19), the engine's batched forward pass without the daemon.
 //
-//   batch_decode --model M.gguf --backend cuda --sequences 1,8,32 \
+//   batch_decode --model M.gguf --backend cuda --sequences 1,8,32
 //       --prompt_tokens 128 --decode_tokens 64 [expert flags] [--json]
 //
 // For each B of --sequences: B sequences each prefill their own prompt of

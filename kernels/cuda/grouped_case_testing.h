@@ -29,6 +29,22 @@ struct GroupedCase {
   int weight_offset = 0, x_offset = 0;
 };
 
+// One group of 19 entries (tiles of 8, 8 and 3 for the FP32 kernel), weights
+// 2 bytes and activations 1 float off their alignment, padded strides.
+inline GroupedCase GroupOf19Misaligned(int64_t rows, int64_t cols) {
+  GroupedCase c;
+  c.rows = rows;
+  c.cols = cols;
+  c.group_begin = {0, 19};
+  c.max_entries = 19;
+  c.x_rows = 19;
+  c.x_pad = 1;
+  c.y_pad = 2;
+  c.weight_offset = 2;  // the 2-byte alignment every layout guarantees
+  c.x_offset = 1;
+  return c;
+}
+
 class GroupedProblem {
  public:
   // Weights of type `t` (each in a 256-byte slot at weight_offset), x and y

@@ -34,6 +34,7 @@ bool IsPlain(GgmlType t) {
 
 using grouped_testing::GroupedProblem;
 using Case = grouped_testing::GroupedCase;
+using grouped_testing::GroupOf19Misaligned;
 
 template <class T, bool kQ8>
 void Emulate(const RawGroupedMatMul& a) {
@@ -105,20 +106,6 @@ Case ExpertsThroughTable(int64_t cols) {
   return c;
 }
 
-Case GroupOf19Misaligned(int64_t cols) {
-  Case c;
-  c.rows = 9;
-  c.cols = cols;
-  c.group_begin = {0, 19};  // entry tiles of 8, 8 and 3
-  c.max_entries = 19;
-  c.x_rows = 19;
-  c.x_pad = 1;
-  c.y_pad = 2;
-  c.weight_offset = 2;  // the 2-byte alignment every layout guarantees
-  c.x_offset = 1;
-  return c;
-}
-
 Case DecodeOneEntryPerGroup(int64_t cols) {
   Case c;
   c.rows = 37;    // 3 row blocks of 16, the last partial
@@ -179,7 +166,7 @@ TEST_P(QuantMatMulEmulationTest, ExpertsThroughTableWithEmptyGroupsAndGather) {
 }
 
 TEST_P(QuantMatMulEmulationTest, GroupOf19EntriesMisaligned) {
-  Check(GroupOf19Misaligned(Cols(512)), "19 entries, weights +2 bytes, x +1 float");
+  Check(GroupOf19Misaligned(9, Cols(512)), "19 entries, weights +2 bytes, x +1 float");
 }
 
 TEST_P(QuantMatMulEmulationTest, DecodeOneEntryPerGroupFullWarpRows) {
@@ -221,7 +208,7 @@ TEST_P(QuantMatMulQ8EmulationTest, ExpertsThroughTableWithEmptyGroupsAndGather) 
 }
 
 TEST_P(QuantMatMulQ8EmulationTest, GroupOf19EntriesMisaligned) {
-  Check(GroupOf19Misaligned(512), "q8: 19 entries, weights +2 bytes, x +1 float", true);
+  Check(GroupOf19Misaligned(9, 512), "q8: 19 entries, weights +2 bytes, x +1 float", true);
 }
 
 TEST_P(QuantMatMulQ8EmulationTest, DecodeOneEntryPerGroupFullWarpRows) {

@@ -219,17 +219,8 @@ TEST_P(MmaEmulationTest, ExpertsThroughTableWithEmptyAndUnevenGroups) {
 // odd number of chunks where the type allows it (a half-empty last k step),
 // else rows of two or three blocks.
 TEST_P(MmaEmulationTest, TwoRowBlocksMisalignedOddChunks) {
-  Case c;
-  c.rows = 130;
-  c.cols = Cols(9);
-  c.group_begin = {0, 19};
-  c.max_entries = 19;
-  c.x_rows = 19;
-  c.x_pad = 1;
-  c.y_pad = 2;
-  c.weight_offset = 2;  // the 2-byte alignment every layout guarantees
-  c.x_offset = 1;
-  Check(c, "130 rows, 19 entries, +2 bytes / +1 float");
+  Check(grouped_testing::GroupOf19Misaligned(130, Cols(9)),
+        "130 rows, 19 entries, +2 bytes / +1 float");
 }
 
 INSTANTIATE_TEST_SUITE_P(TensorCoreTypes, MmaEmulationTest, ::testing::ValuesIn(kTypes),
