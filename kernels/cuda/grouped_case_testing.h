@@ -29,6 +29,24 @@ struct GroupedCase {
   int weight_offset = 0, x_offset = 0;
 };
 
+// The routed experts of a layer: 6 groups through a table of 4 matrices,
+// empty groups, gathered activation rows with repeats, padded strides.
+inline GroupedCase ExpertsThroughTable(int64_t rows, int64_t cols) {
+  GroupedCase c;
+  c.rows = rows;
+  c.cols = cols;
+  c.n_weights = 4;
+  c.n_groups = 6;
+  c.group_weight = {2, 0, 3, 3, 1, 0};
+  c.group_begin = {0, 3, 3, 4, 9, 9, 11};  // sizes 3, 0, 1, 5, 0, 2
+  c.max_entries = 5;
+  c.x_rows = 7;
+  c.x_row = {6, 0, 3, 3, 5, 1, 2, 6, 4, 0, 1};
+  c.x_pad = 4;
+  c.y_pad = 3;
+  return c;
+}
+
 // One group of 19 entries (tiles of 8, 8 and 3 for the FP32 kernel), weights
 // 2 bytes and activations 1 float off their alignment, padded strides.
 inline GroupedCase GroupOf19Misaligned(int64_t rows, int64_t cols) {

@@ -34,6 +34,7 @@ bool IsPlain(GgmlType t) {
 
 using grouped_testing::GroupedProblem;
 using Case = grouped_testing::GroupedCase;
+using grouped_testing::ExpertsThroughTable;
 using grouped_testing::GroupOf19Misaligned;
 
 template <class T, bool kQ8>
@@ -90,22 +91,6 @@ std::vector<double> RoundedActivations(GgmlType t, const float* x, int64_t cols)
 }
 
 // The cases both kernel variants run, for rows of `cols` elements.
-Case ExpertsThroughTable(int64_t cols) {
-  Case c;
-  c.rows = 20;
-  c.cols = cols;  // short rows: 8 or 16 lanes per row
-  c.n_weights = 4;
-  c.n_groups = 6;
-  c.group_weight = {2, 0, 3, 3, 1, 0};
-  c.group_begin = {0, 3, 3, 4, 9, 9, 11};  // sizes 3, 0, 1, 5, 0, 2
-  c.max_entries = 5;
-  c.x_rows = 7;
-  c.x_row = {6, 0, 3, 3, 5, 1, 2, 6, 4, 0, 1};
-  c.x_pad = 4;
-  c.y_pad = 3;
-  return c;
-}
-
 Case DecodeOneEntryPerGroup(int64_t cols) {
   Case c;
   c.rows = 37;    // 3 row blocks of 16, the last partial
@@ -162,7 +147,7 @@ class QuantMatMulEmulationTest : public ::testing::TestWithParam<GgmlType> {
 };
 
 TEST_P(QuantMatMulEmulationTest, ExpertsThroughTableWithEmptyGroupsAndGather) {
-  Check(ExpertsThroughTable(Cols(256)), "6 groups, table, empty groups, gather");
+  Check(ExpertsThroughTable(20, Cols(256)), "6 groups, table, empty groups, gather");
 }
 
 TEST_P(QuantMatMulEmulationTest, GroupOf19EntriesMisaligned) {
@@ -204,7 +189,7 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, QuantMatMulEmulationTest, ::testing::ValuesIn
 class QuantMatMulQ8EmulationTest : public QuantMatMulEmulationTest {};
 
 TEST_P(QuantMatMulQ8EmulationTest, ExpertsThroughTableWithEmptyGroupsAndGather) {
-  Check(ExpertsThroughTable(256), "q8: 6 groups, table, empty groups, gather", true);
+  Check(ExpertsThroughTable(20, 256), "q8: 6 groups, table, empty groups, gather", true);
 }
 
 TEST_P(QuantMatMulQ8EmulationTest, GroupOf19EntriesMisaligned) {

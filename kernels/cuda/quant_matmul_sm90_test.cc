@@ -31,6 +31,7 @@
 #include "kernels/cpu/matvec.h"
 #include "kernels/cpu/test_util.h"
 #include "kernels/cuda/device.h"
+#include "kernels/cuda/grouped_case_testing.h"
 #include "loader/ggml_type.h"
 
 namespace sluice::cuda {
@@ -46,21 +47,18 @@ bool IsPlain(GgmlType t) {
   return t == GgmlType::kF32 || t == GgmlType::kF16 || t == GgmlType::kBF16;
 }
 
-// One grouped product: shapes, routing and layout quirks.
-struct Case {
+// One grouped product: shapes, routing and layout quirks
+// (grouped_case_testing.h), and its name in the printed results.
+struct Case : internal::grouped_testing::GroupedCase {
   std::string name;
-  int64_t rows = 0, cols = 0;
-  int n_weights = 1;
-  int n_groups = 1;
-  std::vector<int32_t> group_weight;  // empty: group g uses weight g
-  std::vector<int32_t> group_begin;   // empty: one entry per group
-  std::vector<int32_t> x_row;         // empty: entry e reads row e
-  int max_entries = 1;
-  int64_t x_rows = 1;
-  int64_t x_pad = 0, y_pad = 0;       // stride - cols, stride - rows
-  int weight_offset = 0;              // bytes added to each matrix address
-  int x_offset = 0;                   // floats added to the activation base
 };
+
+Case Named(const internal::grouped_testing::GroupedCase& g, std::string name) {
+  Case c;
+  static_cast<internal::grouped_testing::GroupedCase&>(c) = g;
+  c.name = std::move(name);
+  return c;
+}
 
 class QuantMatMulSm90Test : public ::testing::TestWithParam<GgmlType> {
  protected:
@@ -213,20 +211,8 @@ Case OneEntryDecode(int64_t cols) {
 }
 
 Case ExpertsThroughTable() {
-  Case c;
-  c.name = "6 experts, table, empty groups";
-  c.rows = 48;
-  c.cols = 256;  // short rows: 8 or 16 lanes per row
-  c.n_weights = 4;
-  c.n_groups = 6;
-  c.group_weight = {2, 0, 3, 3, 1, 0};
-  c.group_begin = {0, 3, 3, 4, 9, 9, 11};  // sizes 3, 0, 1, 5, 0, 2
-  c.max_entries = 5;
-  c.x_rows = 7;
-  c.x_row = {6, 0, 3, 3, 5, 1, 2, 6, 4, 0, 1};  // gathered, with repeats
-  c.x_pad = 4;
-  c.y_pad = 3;
-  return c;
+  // Short rows: 8 or 16 lanes per row.
+  return Named(internal::grouped_testing::ExpertsThroughTable(48, 256), "6 experts, table, empty groups");
 }
 
 Case MisalignedWeightsAndActivations(int64_t cols) {
