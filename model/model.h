@@ -90,9 +90,8 @@ struct ExpertStreamStats {
   bool streaming = false;    // experts come through the slot cache
   std::string policy;        // eviction policy name ("lru", ...)
   // Device slots (all slot classes): SlotCacheStats.slots_capacity and
-  // sluice_expert_slots_capacity. Still `slots` here because the CUDA
-  // backend (model/cuda/expert_stream.cc) writes it.
-  int64_t slots = 0;
+  // sluice_expert_slots_capacity.
+  int64_t slots_capacity = 0;
   int64_t experts = 0;       // routed experts in the model (layers x experts)
   uint64_t slot_bytes = 0;   // bytes of one slot (largest slot class)
   uint64_t arena_bytes = 0;  // device bytes of all slots

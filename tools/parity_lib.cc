@@ -462,7 +462,7 @@ std::string FormatReport(const std::vector<ModelReport>& reports) {
         "arena_bytes=%d lookups=%d hits=%d hit_rate=%.4f misses=%d "
         "forced=%d host_computed=%d exhausted=%d evictions=%d bytes_host=%d "
         "bytes_disk=%d prefetches=%d useful=%d late=%d\n",
-        m.model, x.policy, x.miss_policy, x.slots, x.experts, x.arena_bytes,
+        m.model, x.policy, x.miss_policy, x.slots_capacity, x.experts, x.arena_bytes,
         c.lookups, c.hits, c.hit_rate(), c.misses, c.forced, c.host_computed,
         c.exhausted, c.evictions,
         c.bytes_by_tier[static_cast<int>(memory::Tier::kHost)],

@@ -6,7 +6,7 @@ void ToSlotCacheStats(const ExpertStreamStats& s, sluice::v1::SlotCacheStats* ou
   const memory::SlotCacheCounters& c = s.counters;
   out->set_streaming(s.streaming);
   out->set_policy(s.policy);
-  out->set_slots_capacity(static_cast<uint64_t>(s.slots));
+  out->set_slots_capacity(static_cast<uint64_t>(s.slots_capacity));
   out->set_experts(static_cast<uint64_t>(s.experts));
   out->set_slot_bytes(s.slot_bytes);
   out->set_arena_bytes(s.arena_bytes);

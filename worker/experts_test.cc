@@ -27,7 +27,7 @@ TEST(ExpertsTest, SlotCacheStatsCarryEveryFigure) {
   ExpertStreamStats s;
   s.streaming = true;
   s.policy = "lfu";
-  s.slots = 12;
+  s.slots_capacity = 12;
   s.experts = 64;
   s.slot_bytes = 1000;
   s.arena_bytes = 12000;

@@ -65,7 +65,7 @@ sluice::ExpertStreamStats FakeExpertStats(const sluice::Model&, uint64_t passes)
   sluice::ExpertStreamStats s;
   s.streaming = true;
   s.policy = "lru";
-  s.slots = 6;
+  s.slots_capacity = 6;
   s.experts = 16;
   s.slot_bytes = kSlice;
   s.arena_bytes = 6 * kSlice;

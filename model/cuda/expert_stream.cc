@@ -540,7 +540,7 @@ ExpertStreamStats ExpertStream::Stats() const {
   s.miss_policy = memory::MissPolicyName(splitter_.policy());
   s.copy_bytes_per_s = splitter_.device_bytes_per_s();
   s.host_bytes_per_s = splitter_.host_bytes_per_s();
-  s.slots = total_slots_;
+  s.slots_capacity = total_slots_;
   s.experts = static_cast<int64_t>(layers_.size()) * n_expert_;
   s.arena_bytes = arena_bytes();
   for (const Window& w : windows_) s.host_tier_bytes += w.end - w.begin;
