@@ -113,6 +113,12 @@ class GroupedProblem {
   GroupedProblem& operator=(const GroupedProblem&) = delete;
 
   const RawGroupedMatMul& args() const { return args_; }
+  // To change an argument between runs (x_q8).
+  RawGroupedMatMul& mutable_args() { return args_; }
+  int64_t x_rows() const { return c_.x_rows; }
+  // y as the runs left it (NaN where nothing was written), and NaN again.
+  const std::vector<float>& outputs() const { return y_; }
+  void ClearOutputs() { std::fill(y_.begin(), y_.end(), NAN); }
 
   // fn(w, x, y_row): for every entry, its weight index, activation row and
   // output row (rows() floats, then the y_stride gap).

@@ -3,6 +3,7 @@
 // InvalidArgument naming the field rather than a kernel fault.
 #include "kernels/cuda/quant_matmul.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -80,10 +81,13 @@ absl::Status LaunchEither(const internal::RawGroupedMatMul& raw, bool tensor_cor
     return LaunchError(internal::LaunchGroupedMma(raw, stream), what);
   }
   if (q8 && Q8ActivationsEnabled() &&
-      internal::Q8KernelSupports(raw.type, raw.cols, raw.max_entries_per_group)) {
+      internal::Q8KernelSupports(raw.type, raw.cols, raw.max_entries_per_group,
+                                 raw.x_q8 != nullptr)) {
     return LaunchError(internal::LaunchGroupedQ8(raw, stream), what);
   }
-  return LaunchError(internal::LaunchGrouped(raw, stream), what);
+  internal::RawGroupedMatMul f32 = raw;
+  f32.x_q8 = nullptr;
+  return LaunchError(internal::LaunchGrouped(f32, stream), what);
 }
 
 // -1: not decided yet (read SLUICE_CUDA_Q8 on first use); 0 or 1.
@@ -113,6 +117,14 @@ bool Q8ActivationsEnabled() {
     q8_activations.store(v, std::memory_order_relaxed);
   }
   return v == 1;
+}
+
+bool Q8RoundOnceEnabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("SLUICE_CUDA_Q8_ROUND_ONCE");
+    return env != nullptr && std::strcmp(env, "1") == 0;
+  }();
+  return on;
 }
 
 bool UsesTensorCores(GgmlType type, int64_t cols, int64_t max_entries) {
@@ -160,6 +172,7 @@ absl::Status LaunchGroupedMatMul(const GroupedMatMul& args, CUstream_st* stream)
   raw.group_begin = args.d_group_begin;
   raw.x_row = args.d_x_row;
   raw.x = args.d_x;
+  raw.x_q8 = args.d_x_q8;
   raw.x_stride = args.x_stride;
   raw.y = args.d_y;
   raw.y_stride = args.y_stride;
@@ -169,7 +182,7 @@ absl::Status LaunchGroupedMatMul(const GroupedMatMul& args, CUstream_st* stream)
 
 absl::Status MatMul(GgmlType type, const void* d_w, int64_t rows, int64_t cols, const float* d_x,
                     int64_t n_tok, float* d_y, CUstream_st* stream, bool tensor_cores,
-                    bool q8_activations) {
+                    bool q8_activations, const uint8_t* d_x_q8) {
   constexpr const char* kWhat = "MatMul";
   RETURN_IF_ERROR(CheckTypeAndCols(type, cols, kWhat));
   RETURN_IF_ERROR(CheckPositive(kWhat, "rows", rows));
@@ -190,11 +203,45 @@ absl::Status MatMul(GgmlType type, const void* d_w, int64_t rows, int64_t cols, 
   raw.single_weight = d_w;
   raw.single_group_entries = n_tok;
   raw.x = d_x;
+  raw.x_q8 = d_x_q8;
   raw.x_stride = cols;
   raw.y = d_y;
   raw.y_stride = rows;
   RETURN_IF_ERROR(CheckGeometry(raw, kWhat));
   return LaunchEither(raw, tensor_cores, q8_activations, stream, kWhat);
+}
+
+Q8Format Q8ActivationFormat(GgmlType type, int64_t cols) {
+  return static_cast<Q8Format>(internal::Q8FormatFor(static_cast<int>(type), cols));
+}
+
+int64_t Q8ActivationRowBytes(GgmlType type, int64_t cols) {
+  return internal::Q8RowBytesFor(static_cast<int>(type), cols);
+}
+
+int64_t Q8ActivationMaxRowBytes(int64_t cols) {
+  // Q8_K: cols bytes, a scale per 256 (padded to 4), a sum per 16; Q8_0: a
+  // scale and a sum per 32 (padded to 4 groups).
+  const int64_t q8k = cols + (cols / 256 + 3) / 4 * 4 * 4 + cols / 16 * 4;
+  const int64_t q8z = cols + (cols / 32 + 3) / 4 * 4 * 8;
+  return std::max(q8k, q8z);
+}
+
+absl::Status RoundActivationsQ8(GgmlType type, const float* d_x, int64_t n_rows, int64_t cols,
+                                int64_t x_stride, uint8_t* d_out, CUstream_st* stream) {
+  constexpr const char* kWhat = "RoundActivationsQ8";
+  if (Q8ActivationFormat(type, cols) == Q8Format::kNone) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kWhat, ": no 8-bit products for ", Name(type), " rows of ", cols, " columns"));
+  }
+  RETURN_IF_ERROR(CheckPositive(kWhat, "n_rows", n_rows));
+  if (x_stride < cols || d_x == nullptr || d_out == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kWhat, ": x_stride=", x_stride, " below cols=", cols, ", or a null pointer"));
+  }
+  return LaunchError(internal::LaunchRoundRowsQ8(static_cast<int>(type), d_x, n_rows, cols,
+                                                 x_stride, d_out, stream),
+                     kWhat);
 }
 
 absl::Status DequantRows(GgmlType type, const void* d_w, int64_t cols, const int32_t* d_ids,

@@ -30,7 +30,8 @@ template <class T>
 int LaunchQ8(const RawGroupedMatMul& a, const GroupedGeometry& geo, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(geo.entry_tiles), static_cast<unsigned>(geo.row_blocks),
                   static_cast<unsigned>(a.n_groups));
-  const size_t row_bytes = static_cast<size_t>(Q8RowBytes<T>(a.cols));
+  // Rows rounded by the caller are read in place: no shared tile.
+  const size_t row_bytes = a.x_q8 != nullptr ? 0 : static_cast<size_t>(Q8RowBytes<T>(a.cols));
   if (a.max_entries_per_group == 1) {
     GroupedKernel<T, 1, true><<<grid, kThreads, row_bytes, stream>>>(a, geo.lanes_per_row);
   } else {
@@ -71,15 +72,39 @@ int LaunchGrouped(const RawGroupedMatMul& a, CUstream_st* stream) {
   });
 }
 
-bool Q8KernelSupports(int type, int64_t cols, int64_t max_entries) {
-  return VisitWeights(type, false, [&](auto t) {
+bool Q8KernelSupports(int type, int64_t cols, int64_t max_entries, bool rounded) {
+  if (Q8FormatFor(type, cols) == 0) return false;
+  const int64_t tile = max_entries == 1 ? 1 : kEntryTile;
+  return rounded || tile * Q8RowBytesFor(type, cols) <= kQ8SharedBytes;
+}
+
+int Q8FormatFor(int type, int64_t cols) {
+  return VisitWeights(type, 0, [&](auto t) {
     using W = typename decltype(t)::type;
     if constexpr (kHasQ8Dot<W>) {
       const int64_t group = kReadsQ8K<W> ? 256 : 32;
-      const int64_t tile = max_entries == 1 ? 1 : kEntryTile;
-      return cols % group == 0 && tile * Q8RowBytes<W>(cols) <= kQ8SharedBytes;
+      return cols % group == 0 ? (kReadsQ8K<W> ? 1 : 2) : 0;
     } else {
-      return false;
+      return 0;
+    }
+  });
+}
+
+int64_t Q8RowBytesFor(int type, int64_t cols) {
+  const int format = Q8FormatFor(type, cols);
+  return format == 0 ? 0 : (format == 1 ? Q8KBytes(cols) : Q8ZBytes(cols));
+}
+
+int LaunchRoundRowsQ8(int type, const float* x, int64_t n_rows, int64_t cols, int64_t x_stride,
+                      uint8_t* out, CUstream_st* stream) {
+  return VisitWeights(type, static_cast<int>(cudaErrorInvalidValue), [&](auto t) {
+    using W = typename decltype(t)::type;
+    if constexpr (kHasQ8Dot<W>) {
+      const unsigned blocks = static_cast<unsigned>((n_rows + kRoundRows - 1) / kRoundRows);
+      RoundRowsQ8Kernel<W><<<blocks, kThreads, 0, stream>>>(x, n_rows, cols, x_stride, out);
+      return static_cast<int>(cudaGetLastError());
+    } else {
+      return static_cast<int>(cudaErrorInvalidValue);  // Q8FormatFor said no
     }
   });
 }

@@ -90,12 +90,42 @@ struct GroupedMatMul {
   // (over ~2,300 columns for Q8_K at 8 entries a tile; see
   // internal::Q8KernelSupports); those keep F32 activations.
   bool q8_activations = false;
+  // With q8_activations: the rows of d_x already rounded by RoundActivationsQ8
+  // for this product's type and cols (row xr at d_x_q8 + xr *
+  // Q8ActivationRowBytes(type, cols)), so that several products of one input
+  // round it once; the kernel reads them in place. Null: each block rounds
+  // its own tile. Ignored where the product keeps F32 activations.
+  const uint8_t* d_x_q8 = nullptr;
 };
+
+// Bytes of one row of `cols` activations rounded for 8-bit products with
+// weights of `type` (Q8_K for Q4_K/Q5_K/Q6_K, Q8_0 for Q8_0/Q1_0, cols a
+// multiple of the format's group), and which of the two formats that is
+// (products of the same format may share rounded rows); 0 / kNone where
+// products of `type` keep F32 activations. Q8ActivationMaxRowBytes bounds
+// the bytes of either format for a row of `cols`.
+enum class Q8Format { kNone = 0, kQ8K = 1, kQ8Z = 2 };
+Q8Format Q8ActivationFormat(GgmlType type, int64_t cols);
+int64_t Q8ActivationRowBytes(GgmlType type, int64_t cols);
+int64_t Q8ActivationMaxRowBytes(int64_t cols);
+
+// Rounds n_rows rows of d_x (x_stride floats apart) into d_out as the 8-bit
+// products with weights of `type` read them (bit for bit what a block rounds
+// itself). InvalidArgument where Q8ActivationFormat(type, cols) is kNone.
+absl::Status RoundActivationsQ8(GgmlType type, const float* d_x, int64_t n_rows, int64_t cols,
+                                int64_t x_stride, uint8_t* d_out, CUstream_st* stream);
 
 // Whether products asked for 8-bit activations get them: true unless the
 // environment variable SLUICE_CUDA_Q8 is "0" when first asked (the switch
 // the decode program's products read too).
 bool Q8ActivationsEnabled();
+
+// Whether the CUDA batch pass rounds each product input once
+// (RoundActivationsQ8, GroupedMatMul::d_x_q8) rather than in every block:
+// only where the environment variable SLUICE_CUDA_Q8_ROUND_ONCE is "1" when
+// first asked, until the H200 has run its tests and timed it (written on
+// 2026-12-04 with no machine lent; docs/STATUS.md).
+bool Q8RoundOnceEnabled();
 
 // Batches whose largest group has at least this many entries take the
 // tensor-core kernel; smaller ones (decode: one entry per group) the FP32
@@ -134,7 +164,7 @@ absl::Status LaunchGroupedMatMul(const GroupedMatMul& args,
 absl::Status MatMul(GgmlType type, const void* d_w, int64_t rows,
                     int64_t cols, const float* d_x, int64_t n_tok, float* d_y,
                     CUstream_st* stream, bool tensor_cores = true,
-                    bool q8_activations = false);
+                    bool q8_activations = false, const uint8_t* d_x_q8 = nullptr);
 
 // dst[i][c] = W[d_ids[i]][c] for i < n (embedding lookup, dequantized).
 absl::Status DequantRows(GgmlType type, const void* d_w, int64_t cols,

@@ -7,9 +7,12 @@
 #include "kernels/cuda/host_emulation.h"  // first: stands in for CUDA
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -198,6 +201,52 @@ TEST_P(QuantMatMulQ8EmulationTest, GroupOf19EntriesMisaligned) {
 
 TEST_P(QuantMatMulQ8EmulationTest, DecodeOneEntryPerGroupFullWarpRows) {
   Check(DecodeOneEntryPerGroup(2304), "q8: decode, 3 groups of one entry, 37 rows", true);
+}
+
+// x's n_rows rows rounded for weights of type t by RoundRowsQ8Kernel.
+std::vector<uint8_t> RoundRows(GgmlType t, const float* x, int64_t n_rows, int64_t cols,
+                               int64_t x_stride) {
+  std::vector<uint8_t> out;
+  VisitWeights(static_cast<int>(t), false, [&](auto w) {
+    using W = typename decltype(w)::type;
+    if constexpr (kHasQ8Dot<W>) {
+      out.assign(n_rows * Q8RowBytes<W>(cols), 0xEE);
+      const dim3 grid{static_cast<unsigned>((n_rows + kRoundRows - 1) / kRoundRows), 1, 1};
+      emulation::Launch(grid, kThreads,
+                        [&] { RoundRowsQ8Kernel<W>(x, n_rows, cols, x_stride, out.data()); });
+    }
+    return true;
+  });
+  return out;
+}
+
+// x's rows rounded once (RoundRowsQ8Kernel, as the batch pass does for all
+// the products of one input) and read in place give the bits each block
+// gets by rounding its own tile, through tables, gathers, an odd number of
+// rows (the last rounding block half full), misaligned x and decode tiles.
+TEST_P(QuantMatMulQ8EmulationTest, RowsRoundedOnceGiveTheBitsOfTileRounding) {
+  const GgmlType t = GetParam();
+  const std::pair<Case, const char*> cases[] = {
+      {ExpertsThroughTable(20, 256), "6 groups, table, gather"},
+      {GroupOf19Misaligned(9, 512), "19 entries, x +1 float"},
+      {DecodeOneEntryPerGroup(2304), "decode, 3 groups of one"}};
+  for (const auto& [c, name] : cases) {
+    GroupedProblem p(t, c, 5 + static_cast<int>(t));
+    EmulateType(p.args(), true);
+    const std::vector<float> own = p.outputs();
+    const std::vector<uint8_t> rows =
+        RoundRows(t, p.args().x, p.x_rows(), c.cols, p.args().x_stride);
+    ASSERT_FALSE(rows.empty()) << name;
+    p.ClearOutputs();
+    p.mutable_args().x_q8 = rows.data();
+    EmulateType(p.args(), true);
+    ASSERT_EQ(own.size(), p.outputs().size());
+    int64_t written = 0;
+    for (float v : own) written += !std::isnan(v);
+    EXPECT_GT(written, 0) << name;
+    EXPECT_EQ(std::memcmp(own.data(), p.outputs().data(), own.size() * sizeof(float)), 0)
+        << name << ": rows rounded once differ from each block's own rounding";
+  }
 }
 
 constexpr GgmlType kQ8Types[] = {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K,

@@ -30,6 +30,10 @@ struct RawGroupedMatMul {
   int64_t single_group_entries = 0;
   const int32_t* x_row = nullptr;
   const float* x = nullptr;
+  // The 8-bit kernel only: x's rows already rounded to its weights' format
+  // (row xr at x_q8 + xr * its bytes, LaunchRoundRowsQ8), or null (each
+  // block rounds its tile's rows into shared memory).
+  const uint8_t* x_q8 = nullptr;
   int64_t x_stride = 0;
   float* y = nullptr;
   int64_t y_stride = 0;
@@ -63,9 +67,20 @@ int LaunchGroupedMma(const RawGroupedMatMul& a, CUstream_st* stream);
 // of up to max_entries (a quantized type with a Q8Dot, cols a multiple of
 // its format's group, the tile's rounded rows within kQ8SharedBytes), and
 // its launch, on GroupedGeometry's grid.
+// With rows rounded by the caller (`rounded`) no shared memory bounds cols.
 constexpr int64_t kQ8SharedBytes = 48 << 10;  // no opt-in above the default
-bool Q8KernelSupports(int type, int64_t cols, int64_t max_entries);
+bool Q8KernelSupports(int type, int64_t cols, int64_t max_entries, bool rounded = false);
 int LaunchGroupedQ8(const RawGroupedMatMul& a, CUstream_st* stream);
+
+// Bytes of one row of `cols` elements rounded to the 8-bit format that the
+// 8-bit kernel pairs with weights of type id `type` (Q8_K or Q8_0), and that
+// format (1: Q8_K, 2: Q8_0); 0 for both where it has no 8-bit path for them.
+int64_t Q8RowBytesFor(int type, int64_t cols);
+int Q8FormatFor(int type, int64_t cols);
+// Enqueues the rounding of n_rows rows of x (x_stride floats apart) into out
+// for weights of type id `type` (Q8FormatFor(type, cols) != 0).
+int LaunchRoundRowsQ8(int type, const float* x, int64_t n_rows, int64_t cols, int64_t x_stride,
+                      uint8_t* out, CUstream_st* stream);
 
 // Enqueues dst[i][c] = W[ids[i]][c] (bit-exact with kernels/cpu/dequant.cc).
 int LaunchDequantRows(int type, const void* w, uint64_t row_bytes,

@@ -71,10 +71,11 @@ class QuantMatMulSm90Test : public ::testing::TestWithParam<GgmlType> {
   }
   void TearDown() override { SetTensorCoresEnabled(true); }
 
-  // Runs `c` on the device (with 8-bit activations when q8) and compares
+  // Runs `c` on the device (with 8-bit activations when q8, from rows
+  // rounded once by RoundActivationsQ8 when rounded_once) and compares
   // every output with the reference; checks that the stride gaps of y were
   // not written.
-  void RunCase(const Case& c, bool q8 = false) {
+  void RunCase(const Case& c, bool q8 = false, bool rounded_once = false) {
     const GgmlType t = GetParam();
     std::mt19937 rng(1234 + static_cast<int>(t));
     const uint64_t row_bytes = RowBytes(t, c.cols);
@@ -122,6 +123,16 @@ class QuantMatMulSm90Test : public ::testing::TestWithParam<GgmlType> {
     a.d_y = y_.as<float>();
     a.y_stride = y_stride;
     a.q8_activations = q8;
+    DeviceBuffer d_q8;
+    if (rounded_once) {
+      const int64_t row_bytes = Q8ActivationRowBytes(t, c.cols);
+      ASSERT_GT(row_bytes, 0);
+      d_q8 = Upload(std::vector<uint8_t>(c.x_rows * row_bytes, 0xEE));
+      ASSERT_TRUE(RoundActivationsQ8(t, a.d_x, c.x_rows, c.cols, x_stride, d_q8.as<uint8_t>(),
+                                     nullptr)
+                      .ok());
+      a.d_x_q8 = d_q8.as<const uint8_t>();
+    }
     ASSERT_TRUE(LaunchGroupedMatMul(a, nullptr).ok());
     std::vector<float> y(n_entries * y_stride);
     ASSERT_TRUE(Synchronize(nullptr).ok());
@@ -145,7 +156,8 @@ class QuantMatMulSm90Test : public ::testing::TestWithParam<GgmlType> {
       }
     }
     std::printf("%-5s %-38s max_abs=%.3g max_rel=%.3g\n", kernels::TypeName(t).c_str(),
-                (q8 ? "q8: " + c.name : c.name).c_str(), max_abs, max_rel);
+                ((rounded_once ? "q8 once: " : q8 ? "q8: " : "") + c.name).c_str(), max_abs,
+                max_rel);
     EXPECT_LT(max_rel, kMaxRelErr) << c.name;
     EXPECT_EQ(gap_writes, 0) << "outputs were written into the y_stride gap";
   }
@@ -347,6 +359,20 @@ TEST_P(QuantMatMulQ8Sm90Test, MisalignedWeightsAndActivations) {
   RunCase(MisalignedWeightsAndActivations(512), true);
 }
 
+// The same with the rows rounded once beforehand (GroupedMatMul::d_x_q8, as
+// the batch pass rounds an input once for all its products).
+TEST_P(QuantMatMulQ8Sm90Test, RowsRoundedOnceDecode) {
+  RunCase(OneEntryDecode(2304), true, true);
+}
+
+TEST_P(QuantMatMulQ8Sm90Test, RowsRoundedOnceExpertsThroughWeightTable) {
+  RunCase(ExpertsThroughTable(), true, true);
+}
+
+TEST_P(QuantMatMulQ8Sm90Test, RowsRoundedOnceMisalignedActivations) {
+  RunCase(MisalignedWeightsAndActivations(512), true, true);
+}
+
 constexpr GgmlType kQ8Types[] = {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K,
                                  GgmlType::kQ6_K, GgmlType::kQ1_0};
 INSTANTIATE_TEST_SUITE_P(QuantizedTypes, QuantMatMulQ8Sm90Test, ::testing::ValuesIn(kQ8Types),
@@ -497,6 +523,18 @@ TEST(QuantMatMulArgsTest, MatMulAndDequantRowsCheckTheirArguments) {
   EXPECT_NE(std::string(s.message()).find("cols=64"), std::string::npos) << s;
   s = DequantRows(GgmlType::kQ6_K, nullptr, 256, id, 1, f, nullptr);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  uint8_t q[1];
+  s = RoundActivationsQ8(GgmlType::kF16, f, 1, 256, 256, q, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(s.message()).find("f16"), std::string::npos) << s;
+  s = RoundActivationsQ8(GgmlType::kQ4_K, f, 1, 96, 96, q, nullptr);  // not whole groups
+  EXPECT_NE(std::string(s.message()).find("96 columns"), std::string::npos) << s;
+  EXPECT_EQ(Q8ActivationFormat(GgmlType::kQ6_K, 512), Q8Format::kQ8K);
+  EXPECT_EQ(Q8ActivationFormat(GgmlType::kQ1_0, 512), Q8Format::kQ8Z);
+  EXPECT_EQ(Q8ActivationRowBytes(GgmlType::kQ8_0, 64), 64 + 4 * 8);  // 2 groups, padded to 4
+  EXPECT_EQ(Q8ActivationRowBytes(GgmlType::kQ4_K, 256), 256 + 4 * 4 + 16 * 4);
+  EXPECT_LE(Q8ActivationRowBytes(GgmlType::kQ4_K, 2048), Q8ActivationMaxRowBytes(2048));
+  EXPECT_LE(Q8ActivationRowBytes(GgmlType::kQ8_0, 2048), Q8ActivationMaxRowBytes(2048));
 }
 
 }  // namespace

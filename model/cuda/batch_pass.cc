@@ -109,8 +109,18 @@ class Pass {
     if (c_.profiler != nullptr) c_.profiler->Mark(s, c_.stream);
   }
   absl::Status Project(const DeviceMatrix& w, const float* x, float* y) const {
-    return cuda::MatMul(w.type, w.data, w.rows, w.cols, x, n_, y, c_.stream, tensor_cores_, q8_);
+    ASSIGN_OR_RETURN(const uint8_t* xq, Rounded(w.type, x, n_, w.cols));
+    return cuda::MatMul(w.type, w.data, w.rows, w.cols, x, n_, y, c_.stream, tensor_cores_, q8_,
+                        xq);
   }
+  // x's n_rows rows of cols (contiguous) rounded to 8 bits for a product
+  // with weights of `type`, or null where that product keeps F32
+  // activations. xn is rounded once per format until it changes (XnChanged);
+  // any other input into act_q8 for each product, which the stream's order
+  // keeps from overwriting rows a product before it still reads.
+  absl::StatusOr<const uint8_t*> Rounded(GgmlType type, const float* x, int64_t n_rows,
+                                         int64_t cols) const;
+  void XnChanged() const { xn_rounded_rows_[0] = xn_rounded_rows_[1] = 0; }
   absl::Status ProjectPair(const DeviceMatrix& a, const DeviceMatrix& b,
                            const cuda::DeviceBuffer& table, const float* x, float* ya,
                            float* yb) const;
@@ -132,7 +142,25 @@ class Pass {
   int max_capacity_ = 0;  // the largest KV cache of the pass's sequences
   bool tensor_cores_ = true;  // whether its products may take them
   bool q8_ = false;           // whether the others round activations to 8 bits
+  mutable int64_t xn_rounded_rows_[2] = {0, 0};  // rows of xn in xn_q8[format]
 };
+
+absl::StatusOr<const uint8_t*> Pass::Rounded(GgmlType type, const float* x, int64_t n_rows,
+                                             int64_t cols) const {
+  if (!q8_ || !cuda::Q8ActivationsEnabled() || !cuda::Q8RoundOnceEnabled()) return nullptr;
+  const cuda::Q8Format format = cuda::Q8ActivationFormat(type, cols);
+  if (format == cuda::Q8Format::kNone) return nullptr;
+  if (x != w_.xn) {
+    RETURN_IF_ERROR(cuda::RoundActivationsQ8(type, x, n_rows, cols, cols, w_.act_q8, c_.stream));
+    return w_.act_q8;
+  }
+  const int f = format == cuda::Q8Format::kQ8K ? 0 : 1;
+  if (xn_rounded_rows_[f] < n_rows) {
+    RETURN_IF_ERROR(cuda::RoundActivationsQ8(type, x, n_rows, cols, cols, w_.xn_q8[f], c_.stream));
+    xn_rounded_rows_[f] = n_rows;
+  }
+  return w_.xn_q8[f];
+}
 
 absl::Status Pass::ProjectPair(const DeviceMatrix& a, const DeviceMatrix& b,
                                const cuda::DeviceBuffer& table, const float* x, float* ya,
@@ -155,6 +183,7 @@ absl::Status Pass::ProjectPair(const DeviceMatrix& a, const DeviceMatrix& b,
   g.d_y = ya;
   g.y_stride = yb - ya;
   g.q8_activations = q8_;
+  ASSIGN_OR_RETURN(g.d_x_q8, Rounded(a.type, x, 1, a.cols));
   return cuda::LaunchGroupedMatMul(g, c_.stream);
 }
 
@@ -330,6 +359,7 @@ absl::Status Pass::Experts(const DeviceMoe& m, int max_entries) const {
   g.type = m.gate_type;
   g.d_weights = m.gate_table();
   g.d_y = w_.expert_g;
+  ASSIGN_OR_RETURN(g.d_x_q8, Rounded(g.type, w_.xn, n_, mc.n_embd));
   float* up_out = w_.expert_u;
   if (fuse_gate_up) {
     // Rows 0..k-1 of expert_g get the gate products, k..2k-1 the up ones.
@@ -344,6 +374,7 @@ absl::Status Pass::Experts(const DeviceMoe& m, int max_entries) const {
     g.type = m.up_type;
     g.d_weights = m.up_table();
     g.d_y = w_.expert_u;
+    ASSIGN_OR_RETURN(g.d_x_q8, Rounded(g.type, w_.xn, n_, mc.n_embd));
     RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(g, c_.stream));
   }
   cuda::SwiGlu(w_.expert_g, up_out, n_ * k * mc.expert_ff, c_.stream);
@@ -357,6 +388,7 @@ absl::Status Pass::Experts(const DeviceMoe& m, int max_entries) const {
   down.x_stride = mc.expert_ff;
   down.d_y = w_.expert_y;
   down.y_stride = mc.n_embd;
+  ASSIGN_OR_RETURN(down.d_x_q8, Rounded(down.type, w_.expert_g, n_ * k, mc.expert_ff));
   RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(down, c_.stream));
   cuda::CombineExperts(w_.expert_y, one ? w_.iota : w_.slot_entry, w_.weights, n_, k,
                        mc.n_embd, w_.y, c_.stream);
@@ -375,6 +407,7 @@ absl::Status Pass::Run(absl::Span<const RowRun> logit_rows) {
     const DeviceLayer& l = (*c_.layers)[il];
     // The previous block's MoE output joins the residual stream here.
     cuda::AddRmsNorm(w_.x, il == 0 ? nullptr : w_.y, n_, e, l.mixer_norm, eps, w_.xn, c_.stream);
+    XnChanged();
     Mark("norms");
     if (l.mixer == MixerKind::kAttention) {
       RETURN_IF_ERROR(Attention(l.attn, il));
@@ -382,6 +415,7 @@ absl::Status Pass::Run(absl::Span<const RowRun> logit_rows) {
       RETURN_IF_ERROR(DeltaNet(l.delta, il));
     }
     cuda::AddRmsNorm(w_.x, w_.y, n_, e, l.ffn_norm, eps, w_.xn, c_.stream);
+    XnChanged();
     Mark("norms");
     RETURN_IF_ERROR(Moe(il, l.moe));
   }
@@ -393,8 +427,10 @@ absl::Status Pass::Run(absl::Span<const RowRun> logit_rows) {
                      w_.xn + packed * e, c_.stream);
     packed += r.n;
   }
+  XnChanged();
+  ASSIGN_OR_RETURN(const uint8_t* xq, Rounded(c_.output.type, w_.xn, packed, c_.output.cols));
   RETURN_IF_ERROR(cuda::MatMul(c_.output.type, c_.output.data, c_.output.rows, c_.output.cols,
-                               w_.xn, packed, w_.logits, c_.stream, tensor_cores_, q8_));
+                               w_.xn, packed, w_.logits, c_.stream, tensor_cores_, q8_, xq));
   Mark("head");
   return cuda::LastLaunchError("cuda forward");
 }

@@ -6,6 +6,7 @@
 
 #include "base/status_macros.h"
 #include "kernels/cuda/decode_ops.h"
+#include "kernels/cuda/quant_matmul.h"
 #include "memory/dense_residency.h"
 
 namespace sluice {
@@ -78,6 +79,14 @@ void Carve(const ArchDesc& d, int64_t n, int64_t logits_rows, Carver& c,
                                    static_cast<int64_t>(d.attn.n_head) * d.attn.head_dim});
   c.Take(&w.decode_q8, cuda::DecodeQ8MaxBytes(widest));
   c.Take(&w.decode_q8_h, cuda::DecodeQ8MaxBytes(d.moe.expert_ff, static_cast<int>(k) + 1));
+  const auto q8 = [](int64_t rows, int64_t cols) {
+    return rows * cuda::Q8ActivationMaxRowBytes(cols);
+  };
+  c.Take(&w.xn_q8[0], q8(n, e));
+  c.Take(&w.xn_q8[1], q8(n, e));
+  c.Take(&w.act_q8, std::max({q8(n * k, d.moe.expert_ff), q8(n, d.moe.shared_ff),
+                              q8(n, d.ssm.value_dim()),
+                              q8(n, static_cast<int64_t>(d.attn.n_head) * d.attn.head_dim)}));
 }
 
 }  // namespace

@@ -60,6 +60,11 @@ struct Workspace {
   // vector, and the routed and shared experts' hidden rows.
   uint8_t* decode_q8 = nullptr;
   uint8_t* decode_q8_h = nullptr;
+  // A batch pass's 8-bit activation rows (cuda::RoundActivationsQ8): xn in
+  // each format (Q8_K, Q8_0), rounded once for all the products that read
+  // it, and the rows of any other product input.
+  uint8_t* xn_q8[2] = {nullptr, nullptr};  // [tokens][<= Q8 bytes of n_embd]
+  uint8_t* act_q8 = nullptr;               // [the widest other input]
   static int64_t DecodeCounters(const ArchDesc& d);
   static int64_t AttendScratchFloats(const ArchDesc& d);
 };
