@@ -3,7 +3,6 @@
 // InvalidArgument naming the field rather than a kernel fault.
 #include "kernels/cuda/quant_matmul.h"
 
-#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -85,9 +84,7 @@ absl::Status LaunchEither(const internal::RawGroupedMatMul& raw, bool tensor_cor
                                  raw.x_q8 != nullptr)) {
     return LaunchError(internal::LaunchGroupedQ8(raw, stream), what);
   }
-  internal::RawGroupedMatMul f32 = raw;
-  f32.x_q8 = nullptr;
-  return LaunchError(internal::LaunchGrouped(f32, stream), what);
+  return LaunchError(internal::LaunchGrouped(raw, stream), what);  // F32 reads no x_q8
 }
 
 // -1: not decided yet (read SLUICE_CUDA_Q8 on first use); 0 or 1.
@@ -217,14 +214,6 @@ Q8Format Q8ActivationFormat(GgmlType type, int64_t cols) {
 
 int64_t Q8ActivationRowBytes(GgmlType type, int64_t cols) {
   return internal::Q8RowBytesFor(static_cast<int>(type), cols);
-}
-
-int64_t Q8ActivationMaxRowBytes(int64_t cols) {
-  // Q8_K: cols bytes, a scale per 256 (padded to 4), a sum per 16; Q8_0: a
-  // scale and a sum per 32 (padded to 4 groups).
-  const int64_t q8k = cols + (cols / 256 + 3) / 4 * 4 * 4 + cols / 16 * 4;
-  const int64_t q8z = cols + (cols / 32 + 3) / 4 * 4 * 8;
-  return std::max(q8k, q8z);
 }
 
 absl::Status RoundActivationsQ8(GgmlType type, const float* d_x, int64_t n_rows, int64_t cols,

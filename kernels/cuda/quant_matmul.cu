@@ -73,9 +73,10 @@ int LaunchGrouped(const RawGroupedMatMul& a, CUstream_st* stream) {
 }
 
 bool Q8KernelSupports(int type, int64_t cols, int64_t max_entries, bool rounded) {
-  if (Q8FormatFor(type, cols) == 0) return false;
+  const int64_t row_bytes = Q8RowBytesFor(type, cols);
+  if (row_bytes == 0) return false;
   const int64_t tile = max_entries == 1 ? 1 : kEntryTile;
-  return rounded || tile * Q8RowBytesFor(type, cols) <= kQ8SharedBytes;
+  return rounded || tile * row_bytes <= kQ8SharedBytes;
 }
 
 int Q8FormatFor(int type, int64_t cols) {

@@ -102,12 +102,11 @@ struct GroupedMatMul {
 // weights of `type` (Q8_K for Q4_K/Q5_K/Q6_K, Q8_0 for Q8_0/Q1_0, cols a
 // multiple of the format's group), and which of the two formats that is
 // (products of the same format may share rounded rows); 0 / kNone where
-// products of `type` keep F32 activations. Q8ActivationMaxRowBytes bounds
-// the bytes of either format for a row of `cols`.
+// products of `type` keep F32 activations (decode_ops.h's DecodeQ8MaxBytes
+// bounds either format's rows).
 enum class Q8Format { kNone = 0, kQ8K = 1, kQ8Z = 2 };
 Q8Format Q8ActivationFormat(GgmlType type, int64_t cols);
 int64_t Q8ActivationRowBytes(GgmlType type, int64_t cols);
-int64_t Q8ActivationMaxRowBytes(int64_t cols);
 
 // Rounds n_rows rows of d_x (x_stride floats apart) into d_out as the 8-bit
 // products with weights of `type` read them (bit for bit what a block rounds

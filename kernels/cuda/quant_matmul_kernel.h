@@ -162,12 +162,13 @@ __global__ void __launch_bounds__(kThreads)
   const uint8_t* qp[NE];  // kQ8: each entry's rounded row
 #pragma unroll
   for (int e = 0; e < NE; ++e) {
-    const int64_t entry = e0 + (e < ne ? e : ne - 1);
+    const int in_tile = e < ne ? e : ne - 1;
+    const int64_t entry = e0 + in_tile;
     const int64_t xr = a.x_row != nullptr ? a.x_row[entry] : entry;
     xp[e] = a.x + xr * a.x_stride;
     if constexpr (kQ8) {
       const int64_t q8_bytes = Q8RowBytes<T>(a.cols);
-      qp[e] = rounded ? a.x_q8 + xr * q8_bytes : q8 + (e < ne ? e : ne - 1) * q8_bytes;
+      qp[e] = rounded ? a.x_q8 + xr * q8_bytes : q8 + in_tile * q8_bytes;
     }
   }
 

@@ -6,7 +6,6 @@
 
 #include "base/status_macros.h"
 #include "kernels/cuda/decode_ops.h"
-#include "kernels/cuda/quant_matmul.h"
 #include "memory/dense_residency.h"
 
 namespace sluice {
@@ -80,7 +79,7 @@ void Carve(const ArchDesc& d, int64_t n, int64_t logits_rows, Carver& c,
   c.Take(&w.decode_q8, cuda::DecodeQ8MaxBytes(widest));
   c.Take(&w.decode_q8_h, cuda::DecodeQ8MaxBytes(d.moe.expert_ff, static_cast<int>(k) + 1));
   const auto q8 = [](int64_t rows, int64_t cols) {
-    return rows * cuda::Q8ActivationMaxRowBytes(cols);
+    return cuda::DecodeQ8MaxBytes(cols, static_cast<int>(rows));  // bounds either format
   };
   c.Take(&w.xn_q8[0], q8(n, e));
   c.Take(&w.xn_q8[1], q8(n, e));
