@@ -37,6 +37,16 @@ std::vector<BlockStateShape> ArchDesc::StateShapes() const {
   return shapes;
 }
 
+absl::Status BindRoutingSource(RoutingSource* source, const ArchDesc& d) {
+  if (source == nullptr) return absl::OkStatus();
+  std::vector<int64_t> moe_layers;
+  for (size_t il = 0; il < d.layers.size(); ++il) {
+    if (d.layers[il].ffn == FfnKind::kMoe) moe_layers.push_back(static_cast<int64_t>(il));
+  }
+  return source->Bind(static_cast<int64_t>(d.layers.size()), d.moe.n_expert,
+                      d.moe.n_expert_used, moe_layers);
+}
+
 absl::Status CheckQwenPiecesOnly(const ArchDesc& d, std::string_view backend) {
   bool latent = false, dense = false, bias = false, ungated = false;
   for (const LayerDesc& l : d.layers) {

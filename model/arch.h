@@ -71,6 +71,9 @@ struct ArchDesc {
   std::vector<BlockStateShape> StateShapes() const;
 };
 
+// source->Bind with d's shape (RoutingSource, model/moe.h); OK for null.
+absl::Status BindRoutingSource(RoutingSource* source, const ArchDesc& d);
+
 // For a backend that computes only the qwen architectures' pieces
 // (attention and DeltaNet mixers; MoE FFNs with softmax top-k routing and a
 // gated or no shared expert): UNIMPLEMENTED when d needs more, naming

@@ -20,7 +20,9 @@ namespace {
 class CpuModel final : public Model {
  public:
   CpuModel(ArchDesc desc, const CpuModelOptions& options)
-      : desc_(std::move(desc)), observer_(options.routing_observer) {
+      : desc_(std::move(desc)),
+        observer_(options.routing_observer),
+        source_(options.routing_source) {
     if (options.threads > 1) {
       pool_ = std::make_unique<ThreadPool>(options.threads);
     }
@@ -63,7 +65,8 @@ class CpuModel final : public Model {
                         State& state, float* y) const;
   // The block's FFN over all n_tok rows; returns the routed experts it
   // acquired (0 for a dense FFN).
-  absl::StatusOr<int32_t> RunBlockFfn(int64_t il, const float* xn,
+  absl::StatusOr<int32_t> RunBlockFfn(int64_t il, absl::Span<const StreamRows> streams,
+                                      const float* xn,
                                       int64_t n_tok, float* y) const;
   // The LM head over the rows the pieces ask for (row_begin[i]: piece i's
   // first row of x), in piece order.
@@ -73,6 +76,7 @@ class CpuModel final : public Model {
 
   ArchDesc desc_;
   RoutingObserver* observer_;
+  RoutingSource* source_;
   std::unique_ptr<ThreadPool> pool_;
   // Per layer, every routed expert in place: what the acquire step of a
   // pass copies its experts' entries from.
@@ -109,7 +113,8 @@ absl::Status CpuModel::RunMixer(int64_t il, const float* xn, int64_t n_tok,
                       state.block(il), y, pool_.get());
 }
 
-absl::StatusOr<int32_t> CpuModel::RunBlockFfn(int64_t il, const float* xn,
+absl::StatusOr<int32_t> CpuModel::RunBlockFfn(int64_t il, absl::Span<const StreamRows> streams,
+                                              const float* xn,
                                               int64_t n_tok, float* y) const {
   const LayerDesc& l = desc_.layers[il];
   if (l.ffn == FfnKind::kDense) {
@@ -118,6 +123,9 @@ absl::StatusOr<int32_t> CpuModel::RunBlockFfn(int64_t il, const float* xn,
   }
   std::vector<Routing> routes;
   RETURN_IF_ERROR(RouteMoe(desc_.moe, l.moe, xn, n_tok, &routes, pool_.get()));
+  if (source_ != nullptr) {
+    ForceRouting(*source_, il, desc_.moe.n_expert_used, streams, absl::MakeSpan(routes));
+  }
   if (observer_ != nullptr) {
     observer_->OnRouting(il, desc_.moe.n_expert_used, routes);
   }
@@ -163,9 +171,11 @@ absl::Status CpuModel::ForwardBatchImpl(absl::Span<const BatchChunk> pieces,
   ASSIGN_OR_RETURN(const std::vector<State*> states, StatesOf(pieces));
   std::vector<int64_t> row_begin = {0};
   std::vector<int32_t> tokens;
+  std::vector<StreamRows> streams;
   for (const BatchChunk& p : pieces) {
     tokens.insert(tokens.end(), p.tokens.begin(), p.tokens.end());
     row_begin.push_back(static_cast<int64_t>(tokens.size()));
+    streams.push_back({p.state, static_cast<int64_t>(p.tokens.size())});
   }
   const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t e = desc_.info.n_embd;
@@ -184,7 +194,7 @@ absl::Status CpuModel::ForwardBatchImpl(absl::Span<const BatchChunk> pieces,
     AddResidual(x.data(), y.data(), n * e);
     RmsNormRows(x.data(), n, e, b.ffn_norm, desc_.eps, xn.data());
     ASSIGN_OR_RETURN(const int32_t acquired,
-                     RunBlockFfn(il, xn.data(), n, y.data()));
+                     RunBlockFfn(il, streams, xn.data(), n, y.data()));
     if (stats != nullptr) stats->experts_per_layer[il] = acquired;
     AddResidual(x.data(), y.data(), n * e);
   }
@@ -199,6 +209,7 @@ absl::StatusOr<std::unique_ptr<Model>> MakeCpuModel(
     return absl::InvalidArgumentError(absl::StrCat(
         "cpu model: threads = ", options.threads, " must be >= 1"));
   }
+  RETURN_IF_ERROR(BindRoutingSource(options.routing_source, desc));
   return std::unique_ptr<Model>(
       std::make_unique<CpuModel>(std::move(desc), options));
 }

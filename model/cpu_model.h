@@ -20,6 +20,9 @@ struct CpuModelOptions {
   // Receives every MoE block's routing; not owned, may be null, must
   // outlive the model.
   RoutingObserver* routing_observer = nullptr;
+  // Chooses every MoE block's experts in place of its router (bound at
+  // build: the model's errors are the source's); not owned, may be null.
+  RoutingSource* routing_source = nullptr;
 };
 
 // Describes the model in `files` (DescribeModel) and builds it on the CPU.

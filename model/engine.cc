@@ -24,7 +24,8 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const ModelFiles& files,
   switch (o.backend) {
     case Backend::kCpu:
       return LoadCpuModel(files, {.threads = o.threads,
-                                   .routing_observer = o.routing_observer});
+                                   .routing_observer = o.routing_observer,
+                                   .routing_source = o.routing_source});
     case Backend::kCuda: {
       // Refused by architecture first, so that the answer is the same with
       // or without the backend in this binary.

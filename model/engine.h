@@ -48,6 +48,7 @@ namespace sluice {
 
 class ModelFiles;
 class RoutingObserver;  // model/moe.h
+class RoutingSource;    // model/moe.h
 
 // Where the forward pass runs.
 enum class Backend { kCpu, kCuda };
@@ -73,6 +74,11 @@ struct EngineOptions {
   // owned, may be null, must outlive the engine. Called on the forward
   // pass's thread, concurrently when sessions run on several threads.
   RoutingObserver* routing_observer = nullptr;
+  // Chooses every MoE block's experts in place of its router (a benchmark
+  // replaying a routing trace, model/trace_routing.h; the router's weights
+  // are kept). Not owned, may be null, must outlive the engine. Checked
+  // against the model when the engine is built.
+  RoutingSource* routing_source = nullptr;
   // Told how far the load has come (sluice.v1.LoadProgress lists the
   // phases): the CUDA backend reports "dense" and "experts" bytes copied to
   // the device. Called on the loading thread; may be empty.

@@ -324,6 +324,19 @@ absl::Status RouteMoe(const MoeConfig& c, const MoeWeights& w, const float* x,
   return absl::OkStatus();
 }
 
+void ForceRouting(RoutingSource& source, int64_t layer, int64_t k,
+                  absl::Span<const StreamRows> runs, absl::Span<Routing> routes) {
+  std::vector<int32_t> ids(routes.size() * k);
+  int64_t row = 0;
+  for (const StreamRows& r : runs) {
+    source.Next(layer, r.stream, r.rows, ids.data() + row * k);
+    row += r.rows;
+  }
+  for (size_t t = 0; t < routes.size(); ++t) {
+    std::copy_n(ids.data() + t * k, k, routes[t].expert);
+  }
+}
+
 std::vector<int32_t> RoutedExperts(const MoeConfig& c,
                                    absl::Span<const Routing> routes) {
   std::vector<bool> seen(c.n_expert, false);

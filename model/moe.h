@@ -166,6 +166,40 @@ class RoutingObserver {
                          absl::Span<const Routing> routes) = 0;
 };
 
+// Chooses the experts of each token in place of the router: a benchmark
+// replays a routing trace (model/trace_routing.h) through the real data
+// path, so the experts moved, cached and computed are the trace's. The
+// router still runs and its k weights are kept, in its order; only the
+// experts they weight change. Called on the forward pass's thread, one
+// call at a time per engine.
+class RoutingSource {
+ public:
+  virtual ~RoutingSource() = default;
+  // Told the model's shape once, when the backend is built: the blocks
+  // (layer ids [0, n_layer)), the experts per block, k, and the blocks
+  // that route (moe_layers, increasing). InvalidArgument, naming the
+  // source and what differs, when the source cannot route this model.
+  virtual absl::Status Bind(int64_t n_layer, int64_t n_expert, int64_t k,
+                            absl::Span<const int64_t> moe_layers) = 0;
+  // The next n_tok tokens' experts of `layer` (one of moe_layers) for the
+  // sequence `stream` (its state's address: a batch's sequences each go
+  // on with their own tokens): k distinct ids in [0, n_expert) a token,
+  // out[n_tok][k].
+  virtual void Next(int64_t layer, const void* stream, int64_t n_tok, int32_t* out) = 0;
+};
+
+// A sequence's consecutive rows of a pass.
+struct StreamRows {
+  const void* stream;
+  int64_t rows;
+};
+
+// Replaces the first k experts of each of routes with source's next ones
+// for `layer`: routes are the rows of `runs`, one run after another (the
+// weights stay).
+void ForceRouting(RoutingSource& source, int64_t layer, int64_t k,
+                  absl::Span<const StreamRows> runs, absl::Span<Routing> routes);
+
 // Route, resident experts, compute.
 // x: normed input [n_tok][n_embd]; out: [n_tok][n_embd] (no alias).
 absl::Status RunMoe(const MoeConfig& config, const MoeWeights& w,

@@ -6,6 +6,7 @@
 set -uo pipefail
 mkmodel="$1"
 batch_decode="$2"
+slotsim="$3"
 dir="${TEST_TMPDIR:-/tmp}"
 model="$dir/batch_decode.gguf"
 fail() { echo "FAIL: $*"; exit 1; }
@@ -38,4 +39,19 @@ if "$batch_decode" --model "$model" --sequences 1,0 >/dev/null 2>"$dir/err2"; th
   fail "--sequences 0 accepted"
 fi
 grep -q '"0" is not a batch size' "$dir/err2" || fail "bad size message: $(cat "$dir/err2")"
+
+# --routing: a trace of one token a layer routes every row of every
+# sequence to the same k experts, so a batch of 4 acquires exactly k.
+"$slotsim" --synthetic uniform --layers 4 --experts 8 --k 2 --tokens 1 \
+  --write_trace "$dir/one.trace" >/dev/null 2>&1 || fail "slotsim --write_trace"
+"$batch_decode" --model "$model" --sequences 4 --prompt_tokens 6 --decode_tokens 3 \
+  --warmup_steps 0 --routing "trace:$dir/one.trace" --json >"$dir/out3" 2>"$dir/err3" \
+  || fail "batch_decode --routing exited $?: $(cat "$dir/err3")"
+python3 - "$dir/out3" "$dir/one.trace" <<'PY' || exit 1
+import json, sys
+r = json.loads(open(sys.argv[1]).read())
+if r["experts_per_layer_step"] != 2.0 or r["routing"] != "trace:" + sys.argv[2]:
+    print("FAIL: forced routing", r)
+    sys.exit(1)
+PY
 echo PASS

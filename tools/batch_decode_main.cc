@@ -29,8 +29,10 @@
 #include "loader/model_files.h"
 #include "model/engine.h"
 #include "model/model.h"
+#include "nlohmann/json.hpp"
 #include "tools/engine_flags.h"
 #include "tools/plan_experts.h"
+#include "tools/routing_flag.h"
 
 ABSL_FLAG(std::string, model, "", "GGUF model (or any shard of a split set)");
 ABSL_FLAG(std::string, sequences, "1,8", "batch sizes to measure, comma-separated");
@@ -173,8 +175,14 @@ int main(int argc, char** argv) {
   if (absl::Status s = sluice::tools::PlanExperts(**files, &options, Log); !s.ok()) {
     return Fail(s);
   }
+  int largest = 0;
+  for (int b : sizes) largest = std::max(largest, b);
+  auto routing = sluice::tools::RoutingFromFlags(**files, static_cast<int64_t>(largest) * context);
+  if (!routing.ok()) return Fail(routing.status());
+  options.routing_source = routing->get();
   auto engine = sluice::Engine::Create(**files, options);
   if (!engine.ok()) return Fail(engine.status());
+  const std::string routing_name = sluice::tools::RoutingFlag();
   for (int b : sizes) {
     auto r = Measure(**engine, b, context);
     if (!r.ok()) return Fail(r.status());
@@ -182,19 +190,20 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "sequences=%d steps=%d decode_tok_s=%.1f per_stream_tok_s=%.1f "
                  "step_ms_median=%.3f step_ms_p99=%.3f experts_per_layer_step=%.1f "
-                 "misses=%llu hits=%llu prefill_s=%.2f\n",
+                 "misses=%llu hits=%llu prefill_s=%.2f routing=%s\n",
                  r->sequences, r->steps, tok_s, tok_s / r->sequences, r->step_ms_median,
                  r->step_ms_p99, r->experts_per_layer_step,
                  static_cast<unsigned long long>(r->misses),
-                 static_cast<unsigned long long>(r->hits), r->prefill_s);
+                 static_cast<unsigned long long>(r->hits), r->prefill_s, routing_name.c_str());
     if (absl::GetFlag(FLAGS_json)) {
       std::printf(
           "{\"sequences\": %d, \"steps\": %d, \"decode_tok_s\": %.2f, \"step_ms_median\": %.4f, "
           "\"step_ms_p99\": %.4f, \"experts_per_layer_step\": %.2f, \"misses\": %llu, "
-          "\"hits\": %llu, \"prefill_s\": %.3f}\n",
+          "\"hits\": %llu, \"prefill_s\": %.3f, \"routing\": %s}\n",
           r->sequences, r->steps, tok_s, r->step_ms_median, r->step_ms_p99,
           r->experts_per_layer_step, static_cast<unsigned long long>(r->misses),
-          static_cast<unsigned long long>(r->hits), r->prefill_s);
+          static_cast<unsigned long long>(r->hits), r->prefill_s,
+          nlohmann::json(routing_name).dump().c_str());
       std::fflush(stdout);
     }
   }

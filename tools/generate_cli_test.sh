@@ -86,4 +86,27 @@ for bad in "--expert-policy fifo" "--expert-arena-fraction 1.5" "--expert-slots 
   flag="--$(echo "${flag#--}" | tr - _)"  # messages spell flags with '_'
   grep -qF -e "$flag" "$dir/err7" || fail "$bad message: $(cat "$dir/err7")"
 done
+
+# --routing (issue 22): replaying the run's own recorded routing gives the
+# same text; a realistic synthetic routing changes it and is named in the
+# JSON; a trace of another shape and an unknown kind are refused by name.
+run --record_trace "$dir/own.trace" >"$dir/out8" 2>"$dir/err8" || fail "record: $(cat "$dir/err8")"
+cmp -s "$dir/out1" "$dir/out8" || fail "recording changed the text"
+run --routing "trace:$dir/own.trace" >"$dir/out9" 2>"$dir/err9" || fail "replay: $(cat "$dir/err9")"
+cmp -s "$dir/out1" "$dir/out9" || fail "replaying the run's own routing changed the text"
+run --routing realistic --json >"$dir/out10" 2>"$dir/err10" || fail "realistic: $(cat "$dir/err10")"
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert r["routing"]=="realistic", r["routing"]' \
+  "$dir/out10" || fail "routing key"
+run --json >"$dir/out11" 2>/dev/null || fail "json run"
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert r["routing"]=="router", r["routing"]' \
+  "$dir/out11" || fail "default routing key"
+"$mkmodel" --arch qwen3moe --shape tiny --out "$dir/other.gguf" >/dev/null || fail "mkmodel other"
+"$generate" --model "$dir/other.gguf" --prompt "x" --max-tokens 2 --record_trace "$dir/other.trace" \
+  >/dev/null 2>&1 || fail "record other"
+if run --routing "trace:$dir/other.trace" >/dev/null 2>"$dir/err12"; then
+  fail "a trace of another model's shape accepted"
+fi
+grep -qF "routing trace $dir/other.trace: " "$dir/err12" || fail "shape message: $(cat "$dir/err12")"
+if run --routing "zipf:x" >/dev/null 2>"$dir/err13"; then fail "--routing zipf:x accepted"; fi
+grep -qF -e "--routing=zipf:x: " "$dir/err13" || fail "kind message: $(cat "$dir/err13")"
 echo PASS

@@ -4,7 +4,7 @@
 //   bazel run //tools:generate -- --model M.gguf --prompt "Hello"
 //       [--chat] [--temperature 0.7 --top-k 40 --top-p 0.9 --min-p 0.05
 //        --repeat-penalty 1.1 --seed 1] [--max-tokens 64] [--threads 2]
-//       [--record_trace FILE] [--backend cuda [--device N]]
+//       [--record_trace FILE] [--routing KIND] [--backend cuda [--device N]]
 //
 // Flags may be spelled with '-' or '_' (--top-k or --top_k). At the end it
 // prints to stderr: prompt/generated tokens, the finish reason, time to
@@ -20,7 +20,8 @@
 // --warmup_tokens N runs one generation of N tokens first (not measured; the
 // session is then reset, the expert cache keeps what it loaded); --json
 // prints one JSON object on stdout instead of the text (tools/generate_report.h,
-// fields in docs/BENCHMARKS.md).
+// fields in docs/BENCHMARKS.md); --routing trace:FILE | realistic | uniform | ...
+// forces which experts each token uses (tools/routing_flag.h).
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -34,6 +35,7 @@
 #include "model/chat_template.h"
 #include "model/engine.h"
 #include "tools/generate_report.h"
+#include "tools/routing_flag.h"
 #include "model/routing_trace_recorder.h"
 #include "config/flag_alias.h"
 #include "tools/engine_flags.h"
@@ -192,6 +194,11 @@ int main(int argc, char** argv) {
     recorder = sluice::RoutingTraceRecorder::Create(absl::GetFlag(FLAGS_record_trace));
     options.routing_observer = recorder.get();
   }
+  // A session holds at most context_length tokens; the warm-up's come on top.
+  auto routing = sluice::tools::RoutingFromFlags(
+      **files, options.context_length + absl::GetFlag(FLAGS_warmup_tokens));
+  if (!routing.ok()) return Fail(routing.status());
+  options.routing_source = routing->get();
   auto engine = sluice::Engine::Create(**files, options);
   if (!engine.ok()) return Fail(engine.status());
   if (recorder != nullptr) {
@@ -293,6 +300,7 @@ int main(int argc, char** argv) {
     report.model_path = absl::GetFlag(FLAGS_model);
     report.device = std::string(sluice::BackendName(options.backend));
     report.threads = options.threads;
+    report.routing = sluice::tools::RoutingFlag();
     // As asked (the flags), not as planned: the plan is on stderr.
     report.expert_options = flags->experts;
     report.result = *result;

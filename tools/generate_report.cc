@@ -179,6 +179,7 @@ std::string GenerateReportJson(const GenerateReport& r) {
       .Str("device", r.device)
       .Int("threads", r.threads)
       .Int("warmup_tokens", r.warmup_tokens)
+      .Str("routing", r.routing)
       .Raw("expert_options", Object()
                                  .Int("slots", x.slots)
                                  .Num("arena_fraction", x.arena_fraction)

@@ -23,6 +23,7 @@ struct GenerateReport {
   std::string device;  // "cpu" or "cuda"
   int threads = 1;
   int warmup_tokens = 0;
+  std::string routing = "router";  // --routing (tools/routing_flag.h)
   config::ExpertConfig expert_options;
   GenerateResult result;
   // From /proc/self/status after decoding (kB; -1 when unreadable).
