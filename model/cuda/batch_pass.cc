@@ -132,6 +132,7 @@ class Pass {
   absl::Status DeltaNet(const DeviceDeltaNet& d, int il) const;
   absl::Status SharedExpert(const DeviceMoe& m) const;
   absl::Status Moe(int il, const DeviceMoe& m) const;
+  absl::Status ForceIds(int il) const;
   absl::Status Experts(const DeviceMoe& m, int max_entries) const;
 
   const BatchContext& c_;
@@ -276,6 +277,17 @@ absl::Status Pass::SharedExpert(const DeviceMoe& m) const {
   return Project(m.shared_down, w_.shared_g, w_.shared_y);
 }
 
+// The source's ids over TopK's, each sequence's rows from its own stream.
+// From pageable memory: the copy has read the ids when it returns.
+absl::Status Pass::ForceIds(int il) const {
+  const int64_t k = c_.desc->moe.n_expert_used;
+  std::vector<int32_t> ids(n_ * k);
+  for (const PassSequence& s : seqs_) {
+    c_.source->Next(il, s.state, s.n, ids.data() + s.row * k);
+  }
+  return cuda::CopyToDevice(w_.ids, ids.data(), ids.size() * sizeof(int32_t), c_.stream);
+}
+
 absl::Status Pass::Moe(int il, const DeviceMoe& m) const {
   const MoeConfig& mc = c_.desc->moe;
   const int k = static_cast<int>(mc.n_expert_used);
@@ -283,10 +295,13 @@ absl::Status Pass::Moe(int il, const DeviceMoe& m) const {
   RETURN_IF_ERROR(Project(m.router, w_.xn, w_.router_logits));
   Mark("moe.router_proj");
   const bool one = n_ == 1;
-  const bool fuse_gate_up = one && m.gate_type == m.up_type;
+  // Forced routing replaces the ids after TopK, so nothing may be derived
+  // from them there (the paired gate/up rows).
+  const bool fuse_gate_up = one && m.gate_type == m.up_type && c_.source == nullptr;
   cuda::TopK(w_.router_logits, n_, n_expert, k, w_.ids, w_.weights, c_.stream,
              fuse_gate_up ? w_.paired_ids : nullptr);
   Mark("moe.topk");
+  if (c_.source != nullptr) RETURN_IF_ERROR(ForceIds(il));
   if (!one) {
     cuda::GroupByExpert(w_.ids, n_, k, n_expert, w_.counts, w_.group_begin, w_.entry_token,
                         w_.slot_entry, c_.stream);

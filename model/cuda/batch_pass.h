@@ -48,6 +48,7 @@ struct BatchContext : ModelView {
   cuda::Stream stream = nullptr;
   ExpertStream* experts = nullptr;             // streaming, or null
   RoutingObserver* observer = nullptr;         // or null
+  RoutingSource* source = nullptr;             // forced routing, or null
   int32_t* host_begin = nullptr;               // pinned [n_expert + 1]
   int32_t* host_routing = nullptr;             // pinned ids, then weights
   cuda::Event routed = nullptr;

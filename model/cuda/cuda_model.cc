@@ -115,6 +115,7 @@ class CudaModel final : public Model, private DecodeProgram::Host {
   // Pinned host copies of a batch's group bounds and of the routing (ids,
   // then weights, then a decode prefetch's predicted ids).
   cuda::PinnedBuffer host_begin_, host_routing_;
+  cuda::PinnedBuffer host_forced_;  // forced routing: [n_layer][k] of a decode step
   cuda::Event routed_ = nullptr;
   mutable int64_t launches_per_decode_ = 0;
   uint64_t free_at_start_ = 0;
@@ -228,6 +229,10 @@ absl::Status CudaModel::AllocateBuffers() {
   ASSIGN_OR_RETURN(host_routing_,
                    cuda::PinnedBuffer::Create(Model::kMaxMicroBatch * d.moe.n_expert_used * 8));
   ASSIGN_OR_RETURN(routed_, cuda::CreateEvent());
+  if (options_.routing_source != nullptr) {
+    ASSIGN_OR_RETURN(host_forced_, cuda::PinnedBuffer::Create(
+                                       d.layers.size() * d.moe.n_expert_used * sizeof(int32_t)));
+  }
   return absl::OkStatus();
 }
 
@@ -250,6 +255,7 @@ BatchContext CudaModel::Batch() const {
   c.stream = stream_;
   c.experts = experts_.get();
   c.observer = options_.routing_observer;
+  c.source = options_.routing_source;
   c.host_begin = host_begin_.as<int32_t>();
   c.host_routing = host_routing_.as<int32_t>();
   c.routed = routed_;
@@ -265,6 +271,7 @@ DecodeContext CudaModel::Decode() const {
   c.prefetch = experts_ != nullptr && options_.experts.prefetch;
   c.host_routing = host_routing_.as<int32_t>();
   c.routed = routed_;
+  if (options_.routing_source != nullptr) c.forced = host_forced_.as<int32_t>();
   return c;
 }
 
@@ -317,6 +324,13 @@ absl::StatusOr<DecodeProgram*> CudaModel::Program(DeviceState& st) const {
 
 absl::Status CudaModel::DecodeStep(DeviceState& st) const {
   ASSIGN_OR_RETURN(DecodeProgram * p, Program(st));
+  if (RoutingSource* source = options_.routing_source; source != nullptr) {
+    const int64_t k = desc_.moe.n_expert_used;
+    int32_t* forced = host_forced_.as<int32_t>();
+    for (size_t il = 0; il < layers_.size(); ++il) {
+      source->Next(static_cast<int64_t>(il), &st, 1, forced + il * k);
+    }
+  }
   // Run is const towards callers (Forward is); the host actions change
   // only the expert stream and the host share's buffers.
   auto* self = const_cast<CudaModel*>(this);
@@ -462,6 +476,7 @@ absl::StatusOr<std::unique_ptr<Model>> FromEngine(const ModelFiles& files,
                                .profile = o.profile,
                                .experts = o.experts,
                                .routing_observer = o.routing_observer,
+                               .routing_source = o.routing_source,
                                .load_progress = o.load_progress});
 }
 
@@ -473,6 +488,7 @@ absl::StatusOr<std::unique_ptr<Model>> LoadCudaModel(const ModelFiles& files,
                                                      const CudaModelOptions& options) {
   ASSIGN_OR_RETURN(ArchDesc desc, DescribeModel(files));
   RETURN_IF_ERROR(CheckQwenPiecesOnly(desc, "cuda backend"));
+  RETURN_IF_ERROR(BindRoutingSource(options.routing_source, desc));
   ASSIGN_OR_RETURN(std::unique_ptr<CudaModel> m,
                    CudaModel::Create(files, std::move(desc), options));
   return std::unique_ptr<Model>(std::move(m));

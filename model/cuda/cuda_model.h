@@ -52,6 +52,9 @@ struct CudaModelOptions {
   // Sees each layer's routing (read back from the device; costs a
   // synchronisation per layer, so decode then runs without its graph).
   RoutingObserver* routing_observer = nullptr;
+  // Chooses the experts in place of the router (EngineOptions::
+  // routing_source): bound at load, asked before each pass.
+  RoutingSource* routing_source = nullptr;
   // EngineOptions::load_progress.
   std::function<void(std::string_view phase, uint64_t done, uint64_t total)> load_progress;
 };

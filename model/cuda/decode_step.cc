@@ -267,6 +267,15 @@ void Builder::Moe(int il) {
   const int gate_up_types[2] = {TypeId(m.gate_type), TypeId(m.up_type)};
   cuda::DecodeQ8 xn_q8;
   Project(L(il, "moe.route"), r, kPrepareRoute, cuda::DecodeQ8Formats(gate_up_types, 2, e_), &xn_q8);
+  if (c_.forced != nullptr) {
+    // A copy node from pinned memory: the step reads the ids the host
+    // wrote before launching it.
+    const int32_t* src = c_.forced + static_cast<size_t>(il) * k;
+    int32_t* ids = w.ids;
+    Op(L(il, "moe.force"), 0, [src, ids, k](cuda::Stream s) {
+      return cuda::CopyToDevice(ids, src, k * sizeof(int32_t), s);
+    });
+  }
   if (sff > 0 && !pair) {
     float *g = w.shared_g, *u = w.shared_u;
     Kernels(L(il, "moe.shared_swiglu"), 0,

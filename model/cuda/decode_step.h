@@ -44,6 +44,10 @@ struct DecodeContext : ModelView {
   bool prefetch = false;
   int32_t* host_routing = nullptr;
   cuda::Event routed = nullptr;
+  // Forced routing (RoutingSource): pinned [n_layer][k] ids the host
+  // writes before each step; the step copies layer il's over the router's
+  // choice (its weights stay). Null: the router's.
+  const int32_t* forced = nullptr;
 };
 
 // Whether the fused kernels handle the model (else decode runs the batch

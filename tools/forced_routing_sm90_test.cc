@@ -1,0 +1,174 @@
+// Forced routing (model/moe.h RoutingSource) on the CUDA backend (needs a
+// CUDA device; skips elsewhere): the decode program's copy node and the
+// batch pass's copy put the source's experts where the router's were.
+//  - Replaying the model's own routing changes no logit (the ids copied
+//    over TopK's are the same numbers).
+//  - A synthetic trace routes CUDA as it routes the CPU backend: the same
+//    experts in the same order, and logits within F32 tolerance.
+//  - Streaming at a quarter of the experts with the copy policy is
+//    bit-identical to all resident under the same forced routing.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/testing/skip.h"
+#include "gtest/gtest.h"
+#include "kernels/cuda/device.h"
+#include "loader/model_files.h"
+#include "memory/routing_trace.h"
+#include "model/engine.h"
+#include "model/testing/mkmodel.h"
+#include "model/trace_routing.h"
+#include "tools/slotsim_lib.h"
+
+namespace sluice {
+namespace {
+
+std::string TempPath(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return absl::StrCat(dir != nullptr ? dir : "/tmp", "/", name);
+}
+
+class Collect : public RoutingObserver {
+ public:
+  void OnRouting(int64_t layer, int64_t k, absl::Span<const Routing> routes) override {
+    for (const Routing& r : routes) {
+      trace.Add(next[layer]++, static_cast<uint32_t>(layer),
+                absl::MakeConstSpan(r.expert, static_cast<size_t>(k)));
+    }
+  }
+  memory::RoutingTrace trace;
+  uint32_t next[64] = {};
+};
+
+struct Outcome {
+  std::vector<float> logits;  // every step's last row, one after another
+  memory::RoutingTrace routed;
+  uint64_t misses = 0;
+};
+
+memory::RoutingTraceHeader Header(const ModelInfo& info) {
+  return {static_cast<uint32_t>(info.n_layer), static_cast<uint32_t>(info.n_expert),
+          static_cast<uint32_t>(info.n_expert_used)};
+}
+
+class ForcedRoutingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (absl::Status s = cuda::SetDevice(0); !s.ok()) {
+      SLUICE_SKIP("no CUDA device here: " + s.ToString());
+    }
+    mkmodel::Options o;
+    o.arch = mkmodel::Arch::kQwen35Moe;
+    o.shape = *mkmodel::NamedShape(o.arch, "tiny");
+    o.seed = 7;
+    path_ = TempPath("forced_routing_sm90.gguf");
+    ASSERT_TRUE(mkmodel::WriteModel(o, path_).ok());
+    auto files = ModelFiles::Open(path_);
+    ASSERT_TRUE(files.ok()) << files.status();
+    files_ = *std::move(files);
+  }
+
+  // A 9-token prompt, then 12 decode steps; observed when `observe`.
+  Outcome Generate(Backend backend, RoutingSource* source, bool observe,
+                   const config::ExpertConfig& experts = {}) {
+    Collect seen;
+    Outcome out;
+    EngineOptions o;
+    o.backend = backend;
+    o.context_length = 64;
+    o.routing_observer = observe ? &seen : nullptr;
+    o.routing_source = source;
+    o.experts = experts;
+    auto engine = Engine::Create(*files_, o);
+    EXPECT_TRUE(engine.ok()) << engine.status();
+    if (!engine.ok()) return out;
+    seen.trace.header = Header((*engine)->info());
+    auto session = (*engine)->NewSession();
+    EXPECT_TRUE(session.ok()) << session.status();
+    std::vector<float> logits;
+    EXPECT_TRUE((*session)->Prefill({3, 9, 14, 2, 7, 30, 41, 5, 6}, &logits).ok());
+    out.logits = logits;
+    for (int32_t t = 0; t < 12; ++t) {
+      EXPECT_TRUE((*session)->Decode(10 + 3 * t, &logits).ok());
+      out.logits.insert(out.logits.end(), logits.begin(), logits.end());
+    }
+    out.routed = seen.trace;
+    out.misses = (*engine)->model().ExpertStats().counters.misses;
+    return out;
+  }
+
+  memory::RoutingTrace Realistic(uint64_t seed) {
+    auto info = Engine::Create(*files_, {});
+    EXPECT_TRUE(info.ok());
+    auto t = slotsim::MakeSyntheticTrace("realistic", Header((*info)->info()), 64, seed);
+    EXPECT_TRUE(t.ok()) << t.status();
+    return *t;
+  }
+
+  std::string path_;
+  std::unique_ptr<ModelFiles> files_;
+};
+
+TEST_F(ForcedRoutingTest, ReplayingOwnRoutingChangesNoLogit) {
+  const Outcome own = Generate(Backend::kCuda, nullptr, /*observe=*/true);
+  ASSERT_EQ(own.routed.size(), 21u * own.routed.header.n_layer);
+  const Outcome plain = Generate(Backend::kCuda, nullptr, /*observe=*/false);
+  TraceRouting source(own.routed, "own");
+  const Outcome replayed = Generate(Backend::kCuda, &source, /*observe=*/false);
+  EXPECT_EQ(replayed.logits, plain.logits);
+  EXPECT_EQ(source.tokens_routed(), own.routed.size());
+}
+
+TEST_F(ForcedRoutingTest, ASyntheticTraceRoutesCudaAsItRoutesTheCpu) {
+  const memory::RoutingTrace trace = Realistic(3);
+  TraceRouting on_cpu(trace, "realistic"), on_cuda(trace, "realistic");
+  const Outcome cpu = Generate(Backend::kCpu, &on_cpu, /*observe=*/true);
+  const Outcome gpu = Generate(Backend::kCuda, &on_cuda, /*observe=*/true);
+  EXPECT_EQ(gpu.routed.experts, cpu.routed.experts);
+  EXPECT_EQ(gpu.routed.layer, cpu.routed.layer);
+  ASSERT_EQ(gpu.logits.size(), cpu.logits.size());
+  const size_t vocab = cpu.logits.size() / 13;
+  double d2 = 0, r2 = 0;
+  int agree = 0;
+  for (size_t row = 0; row < 13; ++row) {
+    size_t best_c = 0, best_g = 0;
+    for (size_t v = 0; v < vocab; ++v) {
+      const float c = cpu.logits[row * vocab + v], g = gpu.logits[row * vocab + v];
+      d2 += (c - g) * (c - g);
+      r2 += c * c;
+      if (c > cpu.logits[row * vocab + best_c]) best_c = v;
+      if (g > gpu.logits[row * vocab + best_g]) best_g = v;
+    }
+    agree += best_c == best_g ? 1 : 0;
+  }
+  std::printf("forced realistic cuda vs cpu: rel_rms=%g top1=%d/13\n", std::sqrt(d2 / r2), agree);
+  EXPECT_LT(std::sqrt(d2 / r2), 1e-3);
+  EXPECT_GE(agree, 12);
+}
+
+TEST_F(ForcedRoutingTest, CopyPolicyAtAQuarterIsBitIdenticalUnderForcedRouting) {
+  const memory::RoutingTrace trace = Realistic(5);
+  TraceRouting resident_source(trace, "realistic"), streaming_source(trace, "realistic");
+  const Outcome resident = Generate(Backend::kCuda, &resident_source, /*observe=*/false);
+  config::ExpertConfig quarter;
+  quarter.arena_fraction = 0.25;
+  const Outcome streaming = Generate(Backend::kCuda, &streaming_source, /*observe=*/true, quarter);
+  EXPECT_EQ(streaming.logits, resident.logits);
+  EXPECT_GT(streaming.misses, 0u);
+  // The streamed run acquired the trace's experts: layer 0's first prompt
+  // token is the trace's first record of layer 0.
+  ASSERT_GT(streaming.routed.size(), 0u);
+  EXPECT_EQ(streaming.routed.layer[0], 0u);
+  const auto got = streaming.routed.Experts(0);
+  const auto want = trace.Experts(0);
+  EXPECT_EQ(std::vector<int32_t>(got.begin(), got.end()),
+            std::vector<int32_t>(want.begin(), want.end()));
+}
+
+}  // namespace
+}  // namespace sluice
