@@ -127,14 +127,17 @@ def sluice_runs(args, spec):
     """generate --json at every fraction (the issue's prompt), then at each
     depth > 0 (a prompt of that many tokens before the timed decode) for the
     fractions in --depth-fractions."""
-    rows = [sluice_run(args, spec, frac, policy, 0) for frac, policy in runs_for(args)]
-    for depth in (d for d in args.depths if d > 0):
-        rows += [sluice_run(args, spec, frac, policy, depth) for frac, policy in runs_for(args)
-                 if frac in args.depth_fractions]
+    rows = []
+    for routing in args.routings:
+        rows += [sluice_run(args, spec, frac, policy, 0, routing)
+                 for frac, policy in runs_for(args)]
+        for depth in (d for d in args.depths if d > 0):
+            rows += [sluice_run(args, spec, frac, policy, depth, routing)
+                     for frac, policy in runs_for(args) if frac in args.depth_fractions]
     return rows
 
 
-def sluice_run(args, spec, frac, policy, depth):
+def sluice_run(args, spec, frac, policy, depth, routing="router"):
     prompt = depth or args.prompt
     cmd = [os.path.join(args.bundle, "bin", "generate"), "--model", spec["path"],
            "--device", args.device, "--json", "--ignore_eos",
@@ -159,6 +162,11 @@ def sluice_run(args, spec, frac, policy, depth):
         cmd.append("--expert_prefetch")
     if args.host_tier_bytes:
         cmd += ["--host_tier_bytes", str(args.host_tier_bytes)]
+    if routing != "router":
+        # Experts chosen by a trace, not the router (tools/routing_flag.h):
+        # the row says which.
+        cmd += ["--routing", routing, "--routing_seed", "1"]
+        mode += f", {routing} routing"
     trace = ""
     if args.record_trace and mode == "resident" and spec["locality"] > 0 and depth == 0:
         # The routing trace of the projection (docs/BENCHMARKS.md): small
@@ -170,6 +178,7 @@ def sluice_run(args, spec, frac, policy, depth):
     row = {"model": spec["name"], "shape": spec["shape"], "mix": spec["mix"],
            "locality": spec["locality"], "fraction": frac, "mode": mode,
            "miss_policy": policy if mode != "resident" else "copy", "depth": depth,
+           "routing": routing,
            "cmd": cmd[1:], "seconds": round(secs, 1), "ok": False}
     if trace:
         row["trace"] = trace
@@ -306,6 +315,9 @@ def main():
                     + ", ".join(f"{k} {v}" for k, v in DEFAULT_MIX.items()) + ")")
     ap.add_argument("--locality", type=lambda s: csv(s, float), default=[0.0, 0.2])
     ap.add_argument("--fractions", type=lambda s: csv(s, float), default=[1.0, 0.5, 0.25, 0.1])
+    ap.add_argument("--routings", type=csv, default=["router"],
+                    help="Sluice's routing per run: router (the model's own), realistic[:...], "
+                    "uniform, zipf:S, trace:FILE (generate --routing); each is a row")
     ap.add_argument("--n-layer", type=int, default=0, help="blocks (default 8)")
     ap.add_argument("--depths", type=lambda s: csv(s, int), default=[0],
                     help="context depths of the decode runs, e.g. 0,4096,16384: Sluice "

@@ -138,4 +138,20 @@ assert cells[15:18] == ["all on GPU", "1,200.0 (fa 1)", "11,000.0 (fa 0)"], cell
 assert "all resident vs llama.cpp all on GPU fa 1, decode: " in md
 print("report with depths ok")
 PY
+
+# --routings: a realistic row beside the router's, each saying which.
+bench/run.sh --out "$dir/out4" --only sluice --bundle "$dir/bundle" --models "$dir/models" \
+  --shapes micro --locality 0 --fractions 0.25 --routings router,realistic \
+  --device cpu --prompt 12 --gen 5 --warmup 2 --threads 1 --commit test \
+  2>"$dir/log4" || fail "run.sh --routings: $(tail -5 "$dir/log4")"
+python3 - "$dir/out4/results.json" <<'PY' || fail "routing rows"
+import json, sys
+s = json.load(open(sys.argv[1]))["sluice"]
+assert [(x["routing"], x["mode"]) for x in s] == [
+    ("router", "cache"), ("realistic", "cache, realistic routing")], s
+assert all(x["ok"] for x in s), s
+assert [x["result"]["routing"] for x in s] == ["router", "realistic"], s
+assert s[1]["cmd"][-4:] == ["--routing", "realistic", "--routing_seed", "1"], s[1]["cmd"]
+print("routing rows ok")
+PY
 echo PASS
