@@ -63,7 +63,8 @@ std::string ExpertConfigString(const ExpertConfig& e) {
                       " host_tier_bytes=", e.host_tier_bytes,
                       " prefetch=", e.prefetch ? "true" : "false",
                       " miss_policy=", MissPolicyName(e.miss_policy),
-                      " host_threads=", e.host_threads);
+                      " host_threads=", e.host_threads,
+                      e.profile.empty() ? "" : " profile=", e.profile);
 }
 
 }  // namespace sluice::config

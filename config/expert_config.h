@@ -63,6 +63,10 @@ struct ExpertConfig {
   // --expert_host_threads: threads computing host misses, 0..1024; 0: one
   // per hardware thread.
   int host_threads = 0;
+  // --expert_profile: a usage profile file (memory/expert_profile.h) the
+  // worker warms its expert arena from at load and saves its counts to
+  // while serving; "" : none.
+  std::string profile;
 
   bool operator==(const ExpertConfig&) const = default;
 };

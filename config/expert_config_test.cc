@@ -65,9 +65,11 @@ TEST(ExpertConfigProtoTest, RoundTripsEveryField) {
   c.prefetch = true;
   c.miss_policy = MissPolicy::kCost;
   c.host_threads = 7;
+  c.profile = "/var/lib/sluice/experts.profile";
   worker::v1::WorkerConfig wire;
   ToWorkerConfig(c, &wire);
   EXPECT_TRUE(wire.has_expert_slots());
+  EXPECT_EQ(wire.expert_profile(), "/var/lib/sluice/experts.profile");
   EXPECT_EQ(wire.expert_miss_policy(), "cost");
   auto back = FromWorkerConfig(wire);
   ASSERT_TRUE(back.ok()) << back.status();

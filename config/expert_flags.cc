@@ -33,6 +33,9 @@ ABSL_FLAG(std::string, expert_miss_policy,
           "host (on the host CPU) or cost (split by measured copy and host rates).");
 ABSL_FLAG(int, expert_host_threads, kDefaults.host_threads,
           "CUDA: threads computing misses on the host (0: one per hardware thread).");
+ABSL_FLAG(std::string, expert_profile, kDefaults.profile,
+          "A usage profile file: the worker warms its expert arena from it at load (CUDA) and "
+          "saves its counts to it while serving (every minute and at shutdown); \"\": none.");
 
 namespace sluice::config {
 
@@ -52,6 +55,7 @@ absl::StatusOr<ExpertConfig> ExpertConfigFromFlags() {
   }
   e.miss_policy = *miss_policy;
   e.host_threads = absl::GetFlag(FLAGS_expert_host_threads);
+  e.profile = absl::GetFlag(FLAGS_expert_profile);
   RETURN_IF_ERROR(ValidateExpertConfig(e));
   return e;
 }
