@@ -1,5 +1,7 @@
 #include "daemon/config.h"
 
+#include <sys/stat.h>
+
 #include <fstream>
 
 #include "absl/strings/ascii.h"
@@ -105,6 +107,17 @@ absl::Status ValidateConfig(const Config& c) {
     return s;
   }
   if (absl::Status s = config::ValidateExpertConfig(c.experts); !s.ok()) return s;
+  if (const std::string& p = c.experts.profile; !p.empty()) {
+    // Checked here, not at the first save a minute into serving.
+    const size_t slash = p.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : p.substr(0, slash);
+    struct stat st;
+    if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return absl::InvalidArgumentError(absl::StrCat("--expert_profile=", p.substr(0, 256),
+                                                     ": no directory ", dir.substr(0, 256),
+                                                     " to keep it in"));
+    }
+  }
   if (c.worker_memory_limit != 0 && c.worker_memory_limit < (16ull << 20)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--worker_memory_limit=", c.worker_memory_limit,

@@ -139,6 +139,15 @@ TEST(ValidateConfigTest, ExpertSettingsNameTheFlag) {
   EXPECT_EQ(ValidateConfig(c).message(), "--expert_host_threads=-1: must be in 0..1024");
   c.experts.host_threads = 16;
   EXPECT_TRUE(ValidateConfig(c).ok());
+  // A usage profile's directory must exist; the file need not yet.
+  c.experts.profile = "/no-such-dir-sluice/experts.profile";
+  EXPECT_EQ(ValidateConfig(c).message(),
+            "--expert_profile=/no-such-dir-sluice/experts.profile: no directory "
+            "/no-such-dir-sluice to keep it in");
+  c.experts.profile = "/tmp/not-written-yet.profile";
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  c.experts.profile = "relative.profile";
+  EXPECT_TRUE(ValidateConfig(c).ok());
 }
 
 TEST(ParseWorkerKindTest, CpuOrCudaElseNamesTheFlag) {

@@ -95,6 +95,8 @@ absl::StatusOr<ModelDesc> PrepareLoad(const v1::LoadModelRequest& request,
   if (kind == v1::WORKER_KIND_CUDA) {
     config::ToWorkerConfig(defaults.experts, config);
   }
+  // Any backend counts a profile (a CPU worker's warms a later CUDA one).
+  config->set_expert_profile(defaults.experts.profile);
   for (int i = 0; i < (*files)->shard_count(); ++i) {
     worker::v1::ShardDesc* s = d.hello.add_shards();
     s->set_name((*files)->shard(i).path);

@@ -49,6 +49,9 @@ namespace sluice {
 class ModelFiles;
 class RoutingObserver;  // model/moe.h
 class RoutingSource;    // model/moe.h
+namespace memory {
+class ExpertProfile;  // memory/expert_profile.h
+}  // namespace memory
 
 // Where the forward pass runs.
 enum class Backend { kCpu, kCuda };
@@ -79,6 +82,10 @@ struct EngineOptions {
   // are kept). Not owned, may be null, must outlive the engine. Checked
   // against the model when the engine is built.
   RoutingSource* routing_source = nullptr;
+  // A usage profile (memory/expert_profile.h) whose most used experts fill
+  // the expert arena at load (CUDA, streaming experts; ignored otherwise).
+  // Not owned, may be null; read during Create only.
+  const memory::ExpertProfile* expert_warm = nullptr;
   // Told how far the load has come (sluice.v1.LoadProgress lists the
   // phases): the CUDA backend reports "dense" and "experts" bytes copied to
   // the device. Called on the loading thread; may be empty.

@@ -122,6 +122,10 @@ struct BackendStats {
   // the number of calls of each phase ("<phase>.calls").
   std::vector<std::pair<std::string, double>> profile;
   ExpertStreamStats experts;
+  // Experts placed in the arena at load from a usage profile
+  // (EngineOptions::expert_warm), and how many the profile's plan named.
+  int64_t experts_warmed = 0;
+  int64_t experts_warm_planned = 0;
 };
 
 // One launch group of a decode step timed alone (Model::TimeDecodeKernels).

@@ -51,6 +51,11 @@ absl::StatusOr<EngineFlags> EngineFlagsFromFlags(const LogLine& log) {
   }
   f.backend = *parsed;
   ASSIGN_OR_RETURN(f.experts, config::ExpertConfigFromFlags());
+  if (!f.experts.profile.empty()) {
+    return absl::InvalidArgumentError(
+        "--expert_profile is sluiced's (its worker counts, saves and warms from the profile); "
+        "the tools do not use it");
+  }
   return f;
 }
 

@@ -1,6 +1,37 @@
 #include "worker/experts.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace sluice::worker {
+
+absl::StatusOr<memory::ExpertProfile> OpenExpertProfile(const std::string& path, int32_t n_layer,
+                                                        int32_t n_expert, std::string* note) {
+  absl::StatusOr<memory::ExpertProfile> empty = memory::ExpertProfile::Create(n_layer, n_expert);
+  if (!empty.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--expert_profile=", path, ": the model has no routed experts to profile (",
+        empty.status().message(), ")"));
+  }
+  absl::StatusOr<memory::ExpertProfile> loaded = memory::ExpertProfile::Load(path);
+  if (!loaded.ok()) {
+    *note = absl::IsNotFound(loaded.status())
+                ? absl::StrCat("expert profile ", path, ": none yet; starting cold")
+                : absl::StrCat("expert profile ignored, starting cold: ",
+                               loaded.status().message());
+    return empty;
+  }
+  if (loaded->n_layer() != n_layer || loaded->n_expert() != n_expert) {
+    *note = absl::StrCat("expert profile ", path, " ignored, starting cold: it counts ",
+                         loaded->n_layer(), " layers x ", loaded->n_expert(),
+                         " experts, the model has ", n_layer, " x ", n_expert);
+    return empty;
+  }
+  uint64_t uses = 0;
+  for (const memory::ExpertKey& k : loaded->Ranked()) uses += loaded->count(k);
+  *note = absl::StrCat("expert profile ", path, ": ", loaded->Ranked().size(),
+                       " experts used, ", uses, " uses");
+  return loaded;
+}
 
 void ToSlotCacheStats(const ExpertStreamStats& s, sluice::v1::SlotCacheStats* out) {
   const memory::SlotCacheCounters& c = s.counters;

@@ -1,5 +1,10 @@
 #include "worker/experts.h"
 
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace sluice::worker {
@@ -93,6 +98,46 @@ TEST(ExpertsTest, TrackerGivesTheRequestAndEachToken) {
   RequestExpertTracker quiet(Counters(1), /*per_token=*/false);
   quiet.Token(Counters(2));
   EXPECT_EQ(quiet.Finish(Counters(2)).tokens_size(), 0);
+}
+
+std::string Temp(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return absl::StrCat(dir != nullptr ? dir : "/tmp", "/", name);
+}
+
+TEST(OpenExpertProfileTest, AFileOfThisShapeIsReadAnythingElseStartsColdWithANote) {
+  std::string note;
+  const std::string missing = Temp("missing.profile");
+  auto cold = OpenExpertProfile(missing, 2, 4, &note);
+  ASSERT_TRUE(cold.ok()) << cold.status();
+  EXPECT_TRUE(cold->Ranked().empty());
+  EXPECT_EQ(note, absl::StrCat("expert profile ", missing, ": none yet; starting cold"));
+
+  const std::string bad = Temp("bad.profile");
+  std::ofstream(bad) << "not a profile";
+  auto ignored = OpenExpertProfile(bad, 2, 4, &note);
+  ASSERT_TRUE(ignored.ok());
+  EXPECT_TRUE(ignored->Ranked().empty());
+  EXPECT_EQ(note.rfind("expert profile ignored, starting cold: " + bad, 0), 0u) << note;
+
+  const std::string good = Temp("good.profile");
+  auto p = memory::ExpertProfile::Create(2, 4);
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(p->Record(1, {0, 3}).ok());
+  ASSERT_TRUE(p->Record(1, {3}).ok());
+  ASSERT_TRUE(p->Save(good).ok());
+  auto read = OpenExpertProfile(good, 2, 4, &note);
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(read->count({1, 3}), 2u);
+  EXPECT_EQ(note, absl::StrCat("expert profile ", good, ": 2 experts used, 3 uses"));
+  auto other = OpenExpertProfile(good, 3, 4, &note);
+  ASSERT_TRUE(other.ok());
+  EXPECT_TRUE(other->Ranked().empty());
+  EXPECT_EQ(note, absl::StrCat("expert profile ", good, " ignored, starting cold: it counts 2 "
+                               "layers x 4 experts, the model has 3 x 4"));
+
+  EXPECT_EQ(OpenExpertProfile(good, 2, 0, &note).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -17,11 +17,15 @@
 #include "absl/synchronization/mutex.h"
 #include "loader/model_files.h"
 #include "model/engine.h"
+#include "model/expert_profile_recorder.h"
 #include "model/utf8.h"
 #include "proto/sluice/worker/v1/worker.pb.h"
+#include "base/status_macros.h"
 #include "config/expert_config.h"
+#include "model/arch.h"
 #include "config/expert_config_proto.h"
 #include "memory/expert_plan.h"
+#include "memory/expert_profile.h"
 #include "memory/host_probe.h"
 #include "wire/channel.h"
 #include "wire/frame_writer.h"
@@ -85,6 +89,10 @@ absl::StatusOr<EngineOptions> OptionsFromConfig(const v1::WorkerConfig& config) 
   return options;
 }
 
+// How often the generation thread saves the usage profile.
+constexpr absl::Duration kProfileIdleSave = absl::Seconds(5);
+constexpr absl::Duration kProfileBusySave = absl::Seconds(60);
+
 class Worker {
  public:
   Worker(int fd, Collaborators collaborators)
@@ -95,6 +103,14 @@ class Worker {
   absl::Status Load(const SupervisorMessage& hello, std::vector<int> fds);
   // Runs the fit planner for a CUDA engine (options->experts in and out).
   absl::Status PlanCuda(EngineOptions* options);
+  // --expert_profile: opens the profile, counts into it from now on (not on
+  // a CUDA worker with every expert resident: nothing to warm, and watching
+  // the routing would cost a host round trip per layer) and hands it to
+  // the engine to warm the arena.
+  absl::Status SetUpProfile(EngineOptions* options);
+  // Saves the counted profile when there is something new and `interval`
+  // has passed since the last save; failures are logged.
+  void SaveProfile(absl::Duration interval);
   // The expert cache figures (Collaborators::expert_stats).
   ExpertStreamStats Experts() const;
   void Send(const WorkerMessage& msg);
@@ -115,6 +131,12 @@ class Worker {
   std::unique_ptr<Engine> engine_;
   v1::WorkerConfig config_;
   const Collaborators collaborators_;
+  // --expert_profile: the file, its counts at load (warming the arena) and
+  // the counter of this run's uses (the generation thread saves it).
+  std::string profile_path_;
+  std::optional<memory::ExpertProfile> warm_profile_;
+  std::unique_ptr<ExpertProfileRecorder> profile_;
+  absl::Time profile_saved_ = absl::InfinitePast();
   // Batched forward passes run so far (one per step).
   std::atomic<uint64_t> forward_passes_{0};
 
@@ -207,6 +229,7 @@ absl::Status Worker::Load(const SupervisorMessage& msg, std::vector<int> fds) {
                                                  ": ", s.message()));
     }
   }
+  if (!config_.expert_profile().empty()) RETURN_IF_ERROR(SetUpProfile(&*options));
   SendLoadProgress("building", 0, 0);
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(*files_, *options);
   if (!engine.ok() && options->backend == Backend::kCuda) {
@@ -218,6 +241,10 @@ absl::Status Worker::Load(const SupervisorMessage& msg, std::vector<int> fds) {
   }
   if (!engine.ok()) return engine.status();
   engine_ = *std::move(engine);
+  if (const BackendStats stats = engine_->model().Stats(); stats.experts_warm_planned > 0) {
+    Log(absl::StrCat("expert profile: ", stats.experts_warmed, " of the ",
+                     stats.experts_warm_planned, " most used experts placed in the arena"));
+  }
   GenerateBatch::Hooks hooks;
   hooks.send = [this](const WorkerMessage& m) { Send(m); };
   hooks.send_error = [this](uint64_t id, const absl::Status& s) { SendError(id, s); };
@@ -255,6 +282,36 @@ absl::Status Worker::PlanCuda(EngineOptions* options) {
                                         : std::string("one per hardware thread")));
   }
   return absl::OkStatus();
+}
+
+absl::Status Worker::SetUpProfile(EngineOptions* options) {
+  profile_path_ = config_.expert_profile();
+  ASSIGN_OR_RETURN(const ArchDesc desc, DescribeModel(*files_));
+  std::string note;
+  ASSIGN_OR_RETURN(memory::ExpertProfile start,
+                   OpenExpertProfile(profile_path_, static_cast<int32_t>(desc.layers.size()),
+                                     static_cast<int32_t>(desc.moe.n_expert), &note));
+  Log(note);
+  const config::ExpertConfig& e = options->experts;
+  const bool resident = options->backend == Backend::kCuda && e.slots < 0 && e.arena_fraction <= 0;
+  if (resident) {
+    Log(absl::StrCat("expert profile ", profile_path_,
+                     ": not counted: every expert is resident on the device"));
+    return absl::OkStatus();
+  }
+  warm_profile_ = start;
+  options->expert_warm = &*warm_profile_;
+  profile_ = std::make_unique<ExpertProfileRecorder>(std::move(start));
+  options->routing_observer = profile_.get();
+  return absl::OkStatus();
+}
+
+void Worker::SaveProfile(absl::Duration interval) {
+  if (profile_ == nullptr || profile_->unsaved() == 0) return;
+  const absl::Time now = absl::Now();
+  if (now - profile_saved_ < interval) return;
+  profile_saved_ = now;
+  if (absl::Status s = profile_->Save(profile_path_); !s.ok()) Log(std::string(s.message()));
 }
 
 ExpertStreamStats Worker::Experts() const {
@@ -295,9 +352,12 @@ void Worker::GenerationLoop() {
       writer_->Flush(absl::Seconds(2));
       _exit(2);
     }
+    // Between requests soon, under steady load once a minute.
+    SaveProfile(batch_->idle() ? kProfileIdleSave : kProfileBusySave);
   }
   // Shutdown: what is still in the batch ends as a cancel would end it.
   batch_->CancelAll();
+  SaveProfile(absl::ZeroDuration());
 }
 
 void Worker::AnswerTokenize(uint64_t id, const sluice::v1::TokenizeRequest& request) {

@@ -23,6 +23,7 @@
 #include "model/cuda/expert_stream.h"
 #include "model/cuda/host_misses.h"
 #include "model/cuda/workspace.h"
+#include "memory/expert_profile.h"
 #include "model/engine.h"
 
 namespace sluice {
@@ -71,6 +72,9 @@ class CudaModel final : public Model, private DecodeProgram::Host {
       : desc_(std::move(desc)), options_(options), device_(options.device) {}
 
   absl::Status CreateExperts(const ModelFiles& files, int64_t slots);
+  // The profile's most used experts into the arena (memory::PlanWarmStart);
+  // a profile of another shape warms nothing.
+  absl::Status WarmExperts(const memory::ExpertProfile& profile);
   void DescribeShapes();
   absl::Status AllocateBuffers();
   ModelView View() const;
@@ -118,6 +122,7 @@ class CudaModel final : public Model, private DecodeProgram::Host {
   cuda::PinnedBuffer host_forced_;  // forced routing: [n_layer][k] of a decode step
   cuda::Event routed_ = nullptr;
   mutable int64_t launches_per_decode_ = 0;
+  int64_t experts_warmed_ = 0, experts_warm_planned_ = 0;
   uint64_t free_at_start_ = 0;
   mutable std::unique_ptr<PassProfiler> profiler_;
 };
@@ -154,6 +159,7 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(
   }
   if (stream_experts) {
     RETURN_IF_ERROR(m->CreateExperts(files, slots));
+    if (options.expert_warm != nullptr) RETURN_IF_ERROR(m->WarmExperts(*options.expert_warm));
   } else if (options.experts.miss_policy != config::MissPolicy::kCopy) {
     return absl::InvalidArgumentError(absl::StrCat(
         "cuda backend: expert miss policy \"", config::MissPolicyName(options.experts.miss_policy),
@@ -172,6 +178,18 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(
   RETURN_IF_ERROR(m->AllocateBuffers());
   m->decode_supported_ = DecodeStepSupported(m->Decode());
   return m;
+}
+
+absl::Status CudaModel::WarmExperts(const memory::ExpertProfile& profile) {
+  if (profile.n_layer() != static_cast<int32_t>(desc_.layers.size()) ||
+      profile.n_expert() != desc_.moe.n_expert) {
+    return absl::OkStatus();
+  }
+  const memory::WarmPlan plan =
+      memory::PlanWarmStart(profile, experts_->slots(), /*host_slots=*/0, /*exclusive=*/false);
+  experts_warm_planned_ = static_cast<int64_t>(plan.device.size());
+  ASSIGN_OR_RETURN(experts_warmed_, experts_->Warm(plan.device, stream_));
+  return absl::OkStatus();
 }
 
 absl::Status CudaModel::CreateExperts(const ModelFiles& files, int64_t slots) {
@@ -301,6 +319,8 @@ BackendStats CudaModel::Stats() const {
   s.decode_graph = options_.decode_graph && decode_supported_.ok();
   s.profile = profiler_->ms();
   if (experts_ != nullptr) s.experts = experts_->Stats();
+  s.experts_warmed = experts_warmed_;
+  s.experts_warm_planned = experts_warm_planned_;
   return s;
 }
 
@@ -477,6 +497,7 @@ absl::StatusOr<std::unique_ptr<Model>> FromEngine(const ModelFiles& files,
                                .experts = o.experts,
                                .routing_observer = o.routing_observer,
                                .routing_source = o.routing_source,
+                               .expert_warm = o.expert_warm,
                                .load_progress = o.load_progress});
 }
 

@@ -25,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "config/expert_config.h"
+#include "memory/expert_profile.h"
 #include "model/arch.h"
 #include "model/model.h"
 #include "model/moe.h"
@@ -55,6 +56,8 @@ struct CudaModelOptions {
   // Chooses the experts in place of the router (EngineOptions::
   // routing_source): bound at load, asked before each pass.
   RoutingSource* routing_source = nullptr;
+  // EngineOptions::expert_warm: warms the arena at load when streaming.
+  const memory::ExpertProfile* expert_warm = nullptr;
   // EngineOptions::load_progress.
   std::function<void(std::string_view phase, uint64_t done, uint64_t total)> load_progress;
 };

@@ -486,6 +486,47 @@ absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> all,
   return Upload(dirty, layer, compute);
 }
 
+absl::StatusOr<int64_t> ExpertStream::Warm(absl::Span<const memory::ExpertKey> keys,
+                                           cuda::Stream compute) {
+  std::vector<int64_t> room(classes_.size());
+  for (size_t i = 0; i < classes_.size(); ++i) room[i] = classes_[i].cache->options().n_slots;
+  std::vector<int> dirty;
+  int64_t placed = 0;
+  for (const memory::ExpertKey& k : keys) {
+    if (k.layer < 0 || k.layer >= static_cast<int32_t>(layers_.size())) continue;
+    const int ci = class_of_[k.layer];
+    SlotClass& c = classes_[ci];
+    if (room[ci] == 0 || c.cache->Peek(k).has_value()) continue;
+    HostTier::Slices src = InMapping(k.layer, k.expert);
+    if (host_ != nullptr) {
+      // One at a time: the next Load may reuse the host slot this copy reads.
+      std::vector<HostTier::Slices> loaded;
+      std::vector<bool> disk;
+      RETURN_IF_ERROR(host_->Load(k.layer, absl::MakeConstSpan(&k.expert, 1), loaded, disk));
+      src = loaded[0];
+    }
+    ASSIGN_OR_RETURN(const memory::SlotAssignment a, c.cache->Offer(k));
+    if (a.kind != memory::SlotAssignment::kMiss) continue;
+    if (a.evicted) {  // not expected while there is room; kept consistent
+      PointAtHost(a.evicted_key.layer, a.evicted_key.expert);
+      Mark(dirty, a.evicted_key.layer);
+    }
+    Fill(k.layer, k.expert, c, a.slot, src);
+    Mark(dirty, k.layer);
+    --room[ci];
+    ++placed;
+    if (host_ != nullptr) {
+      RETURN_IF_ERROR(Flush(copy_));
+      RETURN_IF_ERROR(cuda::Synchronize(copy_));
+    }
+  }
+  RETURN_IF_ERROR(Flush(copy_));
+  RETURN_IF_ERROR(cuda::Synchronize(copy_));
+  // Every touched table is rewritten by its layer's next Acquire.
+  RETURN_IF_ERROR(Upload(dirty, /*now=*/-1, compute));
+  return placed;
+}
+
 absl::Status ExpertStream::Prefetch(int layer, absl::Span<const int32_t> experts,
                                     cuda::Stream compute) {
   if (!in_flight_.empty()) return absl::OkStatus();  // one batch at a time

@@ -129,6 +129,14 @@ class ExpertStream {
   absl::Status Prefetch(int layer, absl::Span<const int32_t> experts,
                         cuda::Stream compute);
 
+  // Fills free slots with `keys` (most used first: a usage profile's
+  // memory::PlanWarmStart) before the first request, without counting
+  // lookups (the cache's Offer): each class until its slots are full, the
+  // rest skipped. Bytes come from the mapping, or through the host tier
+  // (read from disk where it lacks them). Returns the experts placed;
+  // returns once their copies are done.
+  absl::StatusOr<int64_t> Warm(absl::Span<const memory::ExpertKey> keys, cuda::Stream compute);
+
   int64_t slots() const { return total_slots_; }
   uint64_t arena_bytes() const;
   ExpertStreamStats Stats() const;
