@@ -7,6 +7,8 @@
 //    experts in the same order, and logits within F32 tolerance.
 //  - Streaming at a quarter of the experts with the copy policy is
 //    bit-identical to all resident under the same forced routing.
+//  - A usage profile of one run warms the arena of the next (more hits,
+//    the same logits).
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cuda/device.h"
 #include "loader/model_files.h"
+#include "memory/expert_profile.h"
 #include "memory/routing_trace.h"
 #include "model/engine.h"
 #include "model/testing/mkmodel.h"
@@ -49,6 +52,8 @@ struct Outcome {
   std::vector<float> logits;  // every step's last row, one after another
   memory::RoutingTrace routed;
   uint64_t misses = 0;
+  uint64_t hits = 0;
+  int64_t warmed = 0, warm_planned = 0;
 };
 
 memory::RoutingTraceHeader Header(const ModelInfo& info) {
@@ -75,7 +80,8 @@ class ForcedRoutingTest : public ::testing::Test {
 
   // A 9-token prompt, then 12 decode steps; observed when `observe`.
   Outcome Generate(Backend backend, RoutingSource* source, bool observe,
-                   const config::ExpertConfig& experts = {}) {
+                   const config::ExpertConfig& experts = {},
+                   const memory::ExpertProfile* warm = nullptr) {
     Collect seen;
     Outcome out;
     EngineOptions o;
@@ -84,6 +90,7 @@ class ForcedRoutingTest : public ::testing::Test {
     o.routing_observer = observe ? &seen : nullptr;
     o.routing_source = source;
     o.experts = experts;
+    o.expert_warm = warm;
     auto engine = Engine::Create(*files_, o);
     EXPECT_TRUE(engine.ok()) << engine.status();
     if (!engine.ok()) return out;
@@ -98,7 +105,11 @@ class ForcedRoutingTest : public ::testing::Test {
       out.logits.insert(out.logits.end(), logits.begin(), logits.end());
     }
     out.routed = seen.trace;
-    out.misses = (*engine)->model().ExpertStats().counters.misses;
+    const BackendStats stats = (*engine)->model().Stats();
+    out.misses = stats.experts.counters.misses;
+    out.hits = stats.experts.counters.hits;
+    out.warmed = stats.experts_warmed;
+    out.warm_planned = stats.experts_warm_planned;
     return out;
   }
 
@@ -168,6 +179,40 @@ TEST_F(ForcedRoutingTest, CopyPolicyAtAQuarterIsBitIdenticalUnderForcedRouting) 
   const auto want = trace.Experts(0);
   EXPECT_EQ(std::vector<int32_t>(got.begin(), got.end()),
             std::vector<int32_t>(want.begin(), want.end()));
+}
+
+// A usage profile of a run warms the arena of the next (memory::
+// PlanWarmStart, ExpertStream::Warm): the same forced routing then hits
+// more from its first token on, and the logits stay those of resident.
+TEST_F(ForcedRoutingTest, AProfileWarmsTheArenaAndChangesNoLogit) {
+  const memory::RoutingTrace trace = Realistic(9);
+  TraceRouting first(trace, "realistic"), cold_source(trace, "realistic"),
+      warm_source(trace, "realistic");
+  const Outcome resident = Generate(Backend::kCuda, &first, /*observe=*/true);
+  const memory::RoutingTraceHeader h = resident.routed.header;
+  auto profile = memory::ExpertProfile::Create(static_cast<int32_t>(h.n_layer),
+                                               static_cast<int32_t>(h.n_expert));
+  ASSERT_TRUE(profile.ok());
+  for (size_t i = 0; i < resident.routed.size(); ++i) {
+    ASSERT_TRUE(profile->Record(static_cast<int32_t>(resident.routed.layer[i]),
+                                resident.routed.Experts(i)).ok());
+  }
+  config::ExpertConfig quarter;
+  quarter.arena_fraction = 0.25;
+  const Outcome cold = Generate(Backend::kCuda, &cold_source, /*observe=*/false, quarter);
+  const Outcome warm = Generate(Backend::kCuda, &warm_source, /*observe=*/false, quarter, &*profile);
+  std::printf("warm start: placed %lld of %lld; hits %llu cold, %llu warm; misses %llu / %llu\n",
+              static_cast<long long>(warm.warmed), static_cast<long long>(warm.warm_planned),
+              static_cast<unsigned long long>(cold.hits),
+              static_cast<unsigned long long>(warm.hits),
+              static_cast<unsigned long long>(cold.misses),
+              static_cast<unsigned long long>(warm.misses));
+  EXPECT_EQ(cold.warmed, 0);
+  EXPECT_GT(warm.warmed, 0);
+  EXPECT_LE(warm.warmed, warm.warm_planned);
+  EXPECT_GT(warm.hits, cold.hits);
+  EXPECT_LT(warm.misses, cold.misses);
+  EXPECT_EQ(warm.logits, cold.logits);
 }
 
 }  // namespace
