@@ -12,6 +12,7 @@
 #include "model/cpu_model.h"
 #include "model/engine.h"
 #include "model/testing/mkmodel.h"
+#include "model/testing/routing_collector.h"
 
 namespace sluice {
 namespace {
@@ -21,20 +22,7 @@ std::string TempPath(const std::string& name) {
   return absl::StrCat(dir != nullptr ? dir : "/tmp", "/", name);
 }
 
-// What the model routed, as a trace (the header from the engine's info).
-class Collect : public RoutingObserver {
- public:
-  void OnRouting(int64_t layer, int64_t k, absl::Span<const Routing> routes) override {
-    for (const Routing& r : routes) {
-      trace.Add(next[layer]++, static_cast<uint32_t>(layer),
-                absl::MakeConstSpan(r.expert, static_cast<size_t>(k)));
-      weights.insert(weights.end(), r.weight, r.weight + k);
-    }
-  }
-  memory::RoutingTrace trace;
-  std::vector<float> weights;
-  uint32_t next[64] = {};
-};
+using Collect = testing::RoutingCollector;
 
 struct Outcome {
   std::vector<float> logits;  // every step's, one after another

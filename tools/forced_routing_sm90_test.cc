@@ -25,6 +25,7 @@
 #include "memory/routing_trace.h"
 #include "model/engine.h"
 #include "model/testing/mkmodel.h"
+#include "model/testing/routing_collector.h"
 #include "model/trace_routing.h"
 #include "tools/slotsim_lib.h"
 
@@ -36,17 +37,7 @@ std::string TempPath(const std::string& name) {
   return absl::StrCat(dir != nullptr ? dir : "/tmp", "/", name);
 }
 
-class Collect : public RoutingObserver {
- public:
-  void OnRouting(int64_t layer, int64_t k, absl::Span<const Routing> routes) override {
-    for (const Routing& r : routes) {
-      trace.Add(next[layer]++, static_cast<uint32_t>(layer),
-                absl::MakeConstSpan(r.expert, static_cast<size_t>(k)));
-    }
-  }
-  memory::RoutingTrace trace;
-  uint32_t next[64] = {};
-};
+using Collect = testing::RoutingCollector;
 
 struct Outcome {
   std::vector<float> logits;  // every step's last row, one after another
