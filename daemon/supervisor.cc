@@ -10,7 +10,7 @@
 #include "base/status_macros.h"
 #include "daemon/model_desc.h"
 #include "daemon/request_limits.h"
-#include "daemon/supervisor_model.h"
+#include "daemon/worker_process.h"
 #include "loader/model_files.h"
 
 namespace sluice::daemon {
@@ -61,10 +61,16 @@ Supervisor::Supervisor(SupervisorOptions options, const OomContainment* oom,
       oom_(oom),
       metrics_(metrics),
       on_serving_(std::move(on_serving)),
-      hung_(options_.hung_timeout),
+      clock_(options_.clock != nullptr ? options_.clock : RealClock()),
+      own_launcher_(options_.launcher != nullptr
+                        ? nullptr
+                        : std::make_unique<ProcessLauncher>(options_.worker_binary,
+                                                            options_.worker_args, oom_)),
+      launcher_(options_.launcher != nullptr ? options_.launcher : own_launcher_.get()),
       restart_({options_.restart_backoff_initial, options_.restart_backoff_max,
                 options_.max_consecutive_failures}),
-      requests_(options_.queue_limit) {
+      requests_(options_.queue_limit),
+      hung_(options_.hung_timeout) {
   control_ = std::thread([this] { ControlLoop(); });
 }
 
@@ -77,20 +83,20 @@ int Supervisor::Drain(absl::Duration timeout) {
   auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return requests_.empty();
   };
-  mu_.AwaitWithTimeout(absl::Condition(&idle), timeout);
+  clock_->AwaitWithDeadline(&mu_, absl::Condition(&idle), clock_->Now() + timeout);
   return static_cast<int>(requests_.in_flight() + requests_.waiting());
 }
 
 void Supervisor::Shutdown() {
-  std::unique_ptr<WorkerProcess> worker;
-  std::unique_ptr<WorkerProcess> candidate;
+  std::unique_ptr<WorkerConnection> worker;
+  std::unique_ptr<WorkerConnection> candidate;
   {
     absl::MutexLock lock(&mu_);
     if (shutdown_) return;
     shutdown_ = true;
     worker = DetachLocked(absl::UnavailableError("sluiced is shutting down"));
     // A replacement still starting: LoadAlongside sees shutdown_ and gives up.
-    candidate = std::move(candidate_worker_);
+    candidate = std::move(candidate_.worker);
   }
   if (worker) worker->Stop(kWorkerStopGrace);
   if (candidate) candidate->Stop(kWorkerStopGrace);
@@ -108,25 +114,25 @@ bool Supervisor::Responsive(absl::Duration timeout) {
 }
 
 absl::Status Supervisor::CheckModelId(const std::string& model_id) {
-  if (model_ == nullptr) {
+  if (serving_.model == nullptr) {
     return absl::FailedPreconditionError("no model is loaded; call LoadModel first");
   }
-  if (!model_id.empty() && model_id != model_->info.model_id()) {
+  if (!model_id.empty() && model_id != serving_.model->info.model_id()) {
     return absl::NotFoundError(absl::StrCat("model_id '", QuoteForMessage(model_id, 32),
                                             "' is not loaded (loaded: '",
-                                            model_->info.model_id(), "')"));
+                                            serving_.model->info.model_id(), "')"));
   }
-  if (model_->info.state() == v1::MODEL_STATE_FAILED) {
+  if (serving_.model->info.state() == v1::MODEL_STATE_FAILED) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "model '", model_->info.model_id(), "' failed: ", model_->info.last_error()));
+        "model '", serving_.model->info.model_id(), "' failed: ", serving_.model->info.last_error()));
   }
   return absl::OkStatus();
 }
 
 absl::Status Supervisor::CheckTokenIdsLocked(const v1::GenerateRequest& request) {
   if (request.input_case() != v1::GenerateRequest::kTokenIds) return absl::OkStatus();
-  const int64_t vocab = model_->info.vocab_size();
-  const int64_t context = model_->info.context_length();
+  const int64_t vocab = serving_.model->info.vocab_size();
+  const int64_t context = serving_.model->info.context_length();
   const auto& ids = request.token_ids().ids();
   for (int i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || (vocab > 0 && ids[i] >= vocab)) {
@@ -145,44 +151,49 @@ absl::Status Supervisor::CheckTokenIdsLocked(const v1::GenerateRequest& request)
 
 std::vector<v1::ModelInfo> Supervisor::ListModels() {
   absl::MutexLock lock(&mu_);
-  if (model_ == nullptr) return {};
-  return {model_->info};
+  if (serving_.model == nullptr) return {};
+  return {serving_.model->info};
+}
+
+absl::Status Supervisor::LaunchLocked(WorkerSlot& slot) {
+  const uint64_t serial = ++next_serial_;
+  slot.Launching(serial);
+  slot.model->hello.mutable_config()->set_heartbeat_interval_ms(
+      static_cast<uint32_t>(absl::ToInt64Milliseconds(HeartbeatInterval(options_.hung_timeout))));
+  // Stamped before the launch: from then on the worker may be seen, and its
+  // start timeout runs.
+  const absl::Time now = clock_->Now();
+  auto worker = launcher_->Launch(
+      serial, slot.model->hello, slot.model->fds,
+      [this, serial](WorkerMessage msg) { OnMessage(serial, std::move(msg)); },
+      [this, serial](const WorkerExit& exit) { OnExit(serial, exit); });
+  if (!worker.ok()) return worker.status();
+  slot.Launched(std::move(*worker), now);
+  return absl::OkStatus();
 }
 
 absl::Status Supervisor::SpawnLocked() {
-  const uint64_t serial = serial_ = ++next_serial_;
-  WorkerSpawnOptions spawn{options_.worker_binary, options_.worker_args, oom_, serial};
-  model_->hello.mutable_config()->set_heartbeat_interval_ms(
-      static_cast<uint32_t>(absl::ToInt64Milliseconds(HeartbeatInterval(options_.hung_timeout))));
-  fatal_message_.clear();
-  auto worker = WorkerProcess::Spawn(
-      spawn, model_->hello, model_->fds,
-      [this, serial](WorkerMessage msg) { OnMessage(serial, std::move(msg)); },
-      [this, serial](const WorkerExit& exit) { OnExit(serial, exit); });
-  if (!worker.ok()) {
-    phase_ = WorkerPhase::kDead;
-    model_->info.set_last_error(std::string(worker.status().message()));
-    return worker.status();
+  if (absl::Status launched = LaunchLocked(serving_); !launched.ok()) {
+    serving_.phase = Phase::kDead;
+    serving_.model->info.set_last_error(std::string(launched.message()));
+    return launched;
   }
-  worker_ = std::move(*worker);
-  phase_ = WorkerPhase::kStarting;
   // A restart after a crash is a load too (inside LoadModel, the same one).
-  load_.Begin(model_->info.model_id(), model_->info.path(), absl::Now());
-  worker_started_ = absl::Now();
-  hung_.Start(worker_started_);
-  model_->info.set_state(v1::MODEL_STATE_LOADING);
-  worker_stats_.set_pid(worker_->pid());
+  load_.Begin(serving_.model->info.model_id(), serving_.model->info.path(), serving_.started);
+  hung_.Start(serving_.started);
+  serving_.model->info.set_state(v1::MODEL_STATE_LOADING);
+  worker_stats_.set_pid(serving_.worker->pid());
   return absl::OkStatus();
 }
 
 void Supervisor::OnMessage(uint64_t serial, WorkerMessage msg) {
   absl::MutexLock lock(&mu_);
-  if (candidate_ != nullptr && serial == candidate_serial_) {
+  if (candidate_.Holds(serial)) {
     OnCandidateMessageLocked(msg);
     return;
   }
-  if (serial != serial_ || model_ == nullptr) return;
-  hung_.Heard(absl::Now());
+  if (!serving_.Holds(serial)) return;
+  hung_.Heard(clock_->Now());
   switch (msg.body_case()) {
     case WorkerMessage::kHeartbeat:
       return;
@@ -191,20 +202,15 @@ void Supervisor::OnMessage(uint64_t serial, WorkerMessage msg) {
       return;
     case WorkerMessage::kReady: {
       EndLoadLocked();
-      phase_ = WorkerPhase::kReady;
-      const v1::ModelInfo& w = msg.ready().model();
-      if (w.vocab_size() != 0) model_->info.set_vocab_size(w.vocab_size());
-      if (w.context_length() != 0) model_->info.set_context_length(w.context_length());
-      model_->info.set_state(v1::MODEL_STATE_READY);
-      device_memory_ = msg.ready().device_memory();
+      serving_.OnReady(msg.ready());
+      serving_.model->info.set_state(v1::MODEL_STATE_READY);
       worker_stats_.set_up(true);
       SetServingLocked(true);
       DispatchLocked();
       return;
     }
     case WorkerMessage::kFatal:
-      fatal_message_ = msg.fatal().message();
-      fatal_code_ = static_cast<absl::StatusCode>(msg.fatal().code());
+      serving_.OnFatal(msg.fatal());
       return;
     case WorkerMessage::kStats: {
       const worker::v1::Stats& s = msg.stats();
@@ -214,7 +220,7 @@ void Supervisor::OnMessage(uint64_t serial, WorkerMessage msg) {
       worker_stats_.set_major_faults(s.major_faults());
       slot_stats_ = s.slot_cache();
       batch_stats_ = s.batch();
-      device_memory_ = s.device_memory();
+      serving_.device_memory = s.device_memory();
       ++stats_seq_;
       return;
     }
@@ -227,7 +233,7 @@ void Supervisor::OnRequestMessage(WorkerMessage& msg) {
   const uint64_t id = msg.request_id();
   if (const std::shared_ptr<RequestHandle> in_flight = requests_.InFlight(id)) {
     RequestHandle& h = *in_flight;
-    const absl::Time now = absl::Now();
+    const absl::Time now = clock_->Now();
     hung_.Progress(now);
     if (msg.has_chunk()) {
       if (!h.first_token_seen_) {
@@ -280,70 +286,70 @@ void Supervisor::FinishInFlightLocked(uint64_t id, RequestHandle::Event event) {
 }
 
 int Supervisor::InFlightLimitLocked() const {
-  const uint32_t n = model_ != nullptr ? model_->hello.config().max_sequences() : 0;
+  const uint32_t n = serving_.model != nullptr ? serving_.model->hello.config().max_sequences() : 0;
   return std::max<int>(1, static_cast<int>(n));
 }
 
 bool Supervisor::WorkerTakesRequestsLocked() const {
-  return phase_ == WorkerPhase::kReady && worker_ != nullptr && !hung_.hung();
+  return serving_.ready() && !hung_.hung();
 }
 
 void Supervisor::DispatchLocked() {
   if (!WorkerTakesRequestsLocked()) return;
   for (const std::shared_ptr<RequestHandle>& h : requests_.TakeSendable(InFlightLimitLocked())) {
-    h->started_ = absl::Now();
+    h->started_ = clock_->Now();
     hung_.Progress(h->started_);
     // A failed send means the worker is dying: its exit fails the request.
-    (void)worker_->Send(h->message_);
+    (void)serving_.worker->Send(h->message_);
   }
 }
 
 void Supervisor::OnExit(uint64_t serial, const WorkerExit& exit) {
   absl::MutexLock lock(&mu_);
-  if (candidate_ != nullptr && serial == candidate_serial_) {
-    // LoadAlongside reports it; the serving worker is not affected.
-    candidate_phase_ = WorkerPhase::kDead;
-    candidate_exit_ = exit.description;
-    if (candidate_worker_ != nullptr) dead_.push_back(std::move(candidate_worker_));
-    return;
+  WorkerSlot* slot = candidate_.Holds(serial) ? &candidate_
+                     : serving_.Holds(serial) ? &serving_
+                                              : nullptr;
+  if (slot == nullptr) return;
+  const bool was_ready = slot->phase == Phase::kReady;
+  // Its device memory died with it.
+  if (std::unique_ptr<WorkerConnection> w = slot->Exited(exit.description)) {
+    dead_.push_back(std::move(w));
   }
-  if (serial != serial_ || model_ == nullptr) return;
-  const bool was_ready = phase_ == WorkerPhase::kReady;
+  // A candidate's exit is LoadAlongside's to report; the serving worker is
+  // not affected.
+  if (slot == &candidate_) return;
   if (!was_ready) EndLoadLocked();
-  const absl::Duration uptime = absl::Now() - worker_started_;
-  phase_ = WorkerPhase::kDead;
-  if (worker_ != nullptr) dead_.push_back(std::move(worker_));
+  const absl::Duration uptime = clock_->Now() - serving_.started;
   SetServingLocked(false);
-  device_memory_.Clear();  // the device memory died with the process
   // A worker that reported why it cannot go on is described by that
   // message; the exit code alone ("exited with code 2") says nothing.
   // The worker's own message may quote the model file (an architecture
   // name, a key's value): the log gets it whole, clients (last_error, the
   // failed requests) the field and the rule.
   const auto describe = [&](absl::string_view fatal) {
-    return fatal_message_.empty()
+    return serving_.fatal_message.empty()
                ? absl::StrCat("worker (pid ", worker_stats_.pid(), ") ", exit.description)
                : absl::StrCat("worker (pid ", worker_stats_.pid(), ") failed",
                               (was_ready ? "" : " to start"), ": ", fatal, " (",
                               exit.description, ")");
   };
-  const std::string fatal = fatal_message_.substr(0, 512);
+  const std::string fatal = serving_.fatal_message.substr(0, 512);
   const std::string cause = describe(WithoutFileContent(fatal, /*numbers=*/false));
   // Once per death: the monitor calls the exit handler exactly once.
   std::cerr << "sluiced: " << describe(fatal) << (was_ready ? "" : " while starting")
             << std::endl;
-  model_->info.set_last_error(cause);
+  serving_.model->info.set_last_error(cause);
   worker_stats_.set_up(false);
   worker_stats_.set_last_exit(exit.description);
   FailAllLocked(absl::UnavailableError(
       absl::StrCat(cause, (was_ready ? "" : " while starting"),
                    "; the request did not complete")));
   if (loading_) return;  // LoadModel reports the failure instead
-  if (!was_ready && !fatal_message_.empty()) {
+  if (!was_ready && !serving_.fatal_message.empty()) {
     // A start error the worker reported (no GPU, a model it cannot build) is
     // deterministic: restarting would repeat it in a loop. Stop here.
-    model_->info.set_state(v1::MODEL_STATE_FAILED);
-    model_->info.set_last_error(absl::StrCat(
+    serving_.model->info.set_state(v1::MODEL_STATE_FAILED);
+    serving_.model->info.set_last_error(absl::StrCat(
         cause, "; not restarted: the worker reported a start error; LoadModel again once "
                "it is fixed"));
     restart_.Cancel();
@@ -359,26 +365,26 @@ absl::Duration HeartbeatInterval(absl::Duration hung_timeout) {
 }
 
 void Supervisor::CheckHungLocked(absl::Time now) {
-  if (phase_ != WorkerPhase::kReady || worker_ == nullptr) return;
+  if (!serving_.ready()) return;
   const std::string why = hung_.Why(now, requests_.InFlightIds());
   if (why.empty()) return;
-  std::cerr << "sluiced: worker (pid " << worker_->pid() << ") is hung: " << why
+  std::cerr << "sluiced: worker (pid " << serving_.worker->pid() << ") is hung: " << why
             << "; killing it" << std::endl;
   // Health turns NOT_SERVING now; the exit fails the requests and restarts.
   hung_.MarkHung();
   SetServingLocked(false);
-  worker_->KillHung(why);
+  serving_.worker->KillHung(why);
 }
 
 void Supervisor::ScheduleRestartLocked(absl::Duration uptime) {
-  if (!restart_.Failed(absl::Now(), uptime)) {
-    model_->info.set_state(v1::MODEL_STATE_FAILED);
-    model_->info.set_last_error(absl::StrCat(model_->info.last_error(), "; gave up after ",
+  if (!restart_.Failed(clock_->Now(), uptime)) {
+    serving_.model->info.set_state(v1::MODEL_STATE_FAILED);
+    serving_.model->info.set_last_error(absl::StrCat(serving_.model->info.last_error(), "; gave up after ",
                                              restart_.consecutive_failures(),
                                              " consecutive failures"));
     return;
   }
-  model_->info.set_state(v1::MODEL_STATE_RESTARTING);
+  serving_.model->info.set_state(v1::MODEL_STATE_RESTARTING);
 }
 
 void Supervisor::FailAllLocked(const absl::Status& status) {
@@ -389,28 +395,28 @@ void Supervisor::FailAllLocked(const absl::Status& status) {
 
 void Supervisor::SetServingLocked(bool serving) {
   serving = serving && !draining_;
-  if (serving == serving_) return;
-  serving_ = serving;
+  if (serving == health_serving_) return;
+  health_serving_ = serving;
   if (on_serving_) on_serving_(serving);
 }
 
-std::unique_ptr<WorkerProcess> Supervisor::DetachLocked(const absl::Status& why) {
-  serial_ = ++next_serial_;  // handlers of the detached worker are ignored from now on
+std::unique_ptr<WorkerConnection> Supervisor::DetachLocked(const absl::Status& why) {
+  serving_.serial = ++next_serial_;  // handlers of the detached worker are ignored from now on
   FailAllLocked(why);
   SetServingLocked(false);
-  phase_ = WorkerPhase::kNone;
+  serving_.phase = Phase::kNone;
   restart_.Cancel();
   worker_stats_.set_up(false);
-  device_memory_.Clear();
-  return std::move(worker_);
+  serving_.device_memory.Clear();
+  return std::move(serving_.worker);
 }
 
 absl::Time Supervisor::NextDeadlineLocked() {
   absl::Time deadline = restart_.restart_at();
-  if (phase_ == WorkerPhase::kStarting && !loading_) {
-    deadline = std::min(deadline, worker_started_ + options_.worker_start_timeout);
+  if (serving_.phase == Phase::kStarting && !loading_) {
+    deadline = std::min(deadline, serving_.started + options_.worker_start_timeout);
   }
-  if (phase_ == WorkerPhase::kReady) {
+  if (serving_.phase == Phase::kReady) {
     deadline = std::min(deadline, hung_.NextCheck(requests_.in_flight() > 0));
   }
   return deadline;
@@ -426,9 +432,9 @@ void Supervisor::ControlLoop() {
     auto wake = [this, deadline]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return shutdown_ || !dead_.empty() || NextDeadlineLocked() < deadline;
     };
-    mu_.AwaitWithDeadline(absl::Condition(&wake), deadline);
+    clock_->AwaitWithDeadline(&mu_, absl::Condition(&wake), deadline);
     if (!dead_.empty()) {
-      std::vector<std::unique_ptr<WorkerProcess>> dead = std::move(dead_);
+      std::vector<std::unique_ptr<WorkerConnection>> dead = std::move(dead_);
       dead_.clear();
       mu_.Unlock();
       dead.clear();  // joins the monitor threads
@@ -436,13 +442,13 @@ void Supervisor::ControlLoop() {
       continue;
     }
     if (shutdown_) return;
-    const absl::Time now = absl::Now();
-    if (phase_ == WorkerPhase::kStarting && !loading_ && worker_ != nullptr &&
-        now >= worker_started_ + options_.worker_start_timeout) {
-      worker_->Kill();  // its exit schedules the next attempt
+    const absl::Time now = clock_->Now();
+    if (serving_.phase == Phase::kStarting && !loading_ && serving_.worker != nullptr &&
+        now >= serving_.started + options_.worker_start_timeout) {
+      serving_.worker->Kill();  // its exit schedules the next attempt
     }
     CheckHungLocked(now);
-    if (restart_.Due(now) && model_ != nullptr && phase_ == WorkerPhase::kDead &&
+    if (restart_.Due(now) && serving_.model != nullptr && serving_.phase == Phase::kDead &&
         !SpawnLocked().ok()) {
       ScheduleRestartLocked(absl::ZeroDuration());
     }
@@ -472,7 +478,7 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Supervisor::SubmitGenerate(
   if (request.request_id().empty()) {
     h->message_.mutable_generate()->set_request_id(absl::StrCat("sluiced-", h->id()));
   }
-  h->accepted_ = absl::Now();
+  h->accepted_ = clock_->Now();
   requests_.Push(h);
   DispatchLocked();
   return h;
@@ -484,10 +490,10 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Supervisor::SubmitTokenize(
   absl::MutexLock lock(&mu_);
   if (draining_) return absl::UnavailableError("sluiced is shutting down");
   RETURN_IF_ERROR(CheckModelId(request.model_id()));
-  if (phase_ != WorkerPhase::kReady || worker_ == nullptr || hung_.hung()) {
+  if (!WorkerTakesRequestsLocked()) {
     return absl::UnavailableError(absl::StrCat(
-        "the worker of model '", model_->info.model_id(), "' is not ready (",
-        v1::ModelState_Name(model_->info.state()), ")"));
+        "the worker of model '", serving_.model->info.model_id(), "' is not ready (",
+        v1::ModelState_Name(serving_.model->info.state()), ")"));
   }
   // Tokenize takes its turn in the queue like a generation (nothing
   // overtakes), and the same bound on what may wait.
@@ -496,7 +502,7 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Supervisor::SubmitTokenize(
   std::shared_ptr<RequestHandle> h(new RequestHandle(next_request_id_++, false));
   h->message_.set_request_id(h->id());
   *h->message_.mutable_tokenize() = request;
-  h->accepted_ = absl::Now();
+  h->accepted_ = clock_->Now();
   requests_.Push(h);
   DispatchLocked();
   return h;
@@ -508,53 +514,55 @@ void Supervisor::Cancel(const std::shared_ptr<RequestHandle>& handle) {
     handle->Push(ErrorEvent(absl::CancelledError("cancelled while waiting in the queue")));
     return;
   }
-  if (requests_.InFlight(handle->id()) == handle && !handle->cancel_sent_ && worker_ != nullptr) {
+  if (requests_.InFlight(handle->id()) == handle && !handle->cancel_sent_ &&
+      serving_.worker != nullptr) {
     handle->cancel_sent_ = true;
     SupervisorMessage msg;
     msg.set_request_id(handle->id());
     msg.mutable_cancel();
-    (void)worker_->Send(msg);
+    (void)serving_.worker->Send(msg);
   }
 }
 
 std::optional<v1::LoadProgress> Supervisor::Loading() {
   absl::MutexLock lock(&mu_);
-  return load_.Snapshot(absl::Now());
+  return load_.Snapshot(clock_->Now());
 }
 
 void Supervisor::OnLoadProgressLocked(const worker::v1::LoadProgress& p) {
-  const std::string line = load_.Update(p.phase(), p.done_bytes(), p.total_bytes(), absl::Now());
+  const std::string line =
+      load_.Update(p.phase(), p.done_bytes(), p.total_bytes(), clock_->Now());
   if (!line.empty()) std::cerr << "sluiced: " << line << std::endl;
 }
 
 void Supervisor::EndLoadLocked() {
-  const std::string line = load_.End(absl::Now());
+  const std::string line = load_.End(clock_->Now());
   if (!line.empty()) std::cerr << "sluiced: " << line << std::endl;
 }
 
 MetricsSnapshot Supervisor::Snapshot(absl::Duration stats_timeout) {
   absl::MutexLock lock(&mu_);
-  if (phase_ == WorkerPhase::kReady && worker_ != nullptr && !hung_.hung()) {
+  if (WorkerTakesRequestsLocked()) {
     const uint64_t seq = stats_seq_;
     SupervisorMessage msg;
     msg.mutable_stats_query();
-    if (worker_->Send(msg).ok()) {
+    if (serving_.worker->Send(msg).ok()) {
       auto fresh = [this, seq]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stats_seq_ != seq || phase_ != WorkerPhase::kReady;
+        return stats_seq_ != seq || serving_.phase != Phase::kReady;
       };
-      mu_.AwaitWithTimeout(absl::Condition(&fresh), stats_timeout);
+      clock_->AwaitWithDeadline(&mu_, absl::Condition(&fresh), clock_->Now() + stats_timeout);
     }
   }
   MetricsSnapshot s;
   s.requests_running = requests_.in_flight();
   s.requests_waiting = requests_.waiting();
   s.worker = worker_stats_;
-  s.worker.set_up(phase_ == WorkerPhase::kReady && !hung_.hung());
+  s.worker.set_up(serving_.phase == Phase::kReady && !hung_.hung());
   s.slot_cache = slot_stats_;
   if (s.worker.up()) s.batch = batch_stats_;
-  s.device_memory = device_memory_;
+  s.device_memory = serving_.device_memory;
   s.oom_mode = std::string(OomModeName(oom_->mode()));
-  s.loading = load_.Snapshot(absl::Now());
+  s.loading = load_.Snapshot(clock_->Now());
   return s;
 }
 

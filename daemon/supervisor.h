@@ -24,7 +24,7 @@
 // between steps). Each request in flight has its own id, stream, cancel
 // and deadline; the worker's messages name the request they answer.
 // Nothing here blocks on the worker's socket while holding the lock:
-// WorkerProcess::Send only queues.
+// WorkerConnection::Send only queues.
 //
 // Hung workers: a ready worker silent for hung_timeout (it heartbeats when
 // idle), or without progress on its running request for that long, is killed
@@ -48,6 +48,14 @@
 // fails to start for any reason: the model stays listed as FAILED instead of
 // disappearing.
 //
+// Shape: the serving worker and a replacement starting beside it are two
+// WorkerSlots (daemon/worker_slot.h; switching over moves the candidate into
+// the serving slot); the queue, the restart policy and the hung watch are
+// plain classes (request_queue.h, restart_policy.h, hung_watch.h); workers
+// are reached through a WorkerConnection (worker_connection.h) that
+// SupervisorOptions::launcher starts, and time is SupervisorOptions::clock,
+// so tests run all of it in-process on fakes.
+//
 // Thread-safety: all public methods may be called concurrently. The serving
 // callback is called with no supervisor lock held being required by callers,
 // but it runs under the supervisor's lock: it must not call back into it.
@@ -68,6 +76,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/cgroup.h"
+#include "daemon/clock.h"
 #include "daemon/config.h"
 #include "daemon/defaults.h"
 #include "daemon/hung_watch.h"
@@ -75,7 +84,8 @@
 #include "daemon/metrics.h"
 #include "daemon/request_queue.h"
 #include "daemon/restart_policy.h"
-#include "daemon/worker_process.h"
+#include "daemon/worker_connection.h"
+#include "daemon/worker_slot.h"
 #include "loader/model_files.h"
 #include "proto/sluice/v1/sluice.pb.h"
 #include "proto/sluice/worker/v1/worker.pb.h"
@@ -121,6 +131,11 @@ struct SupervisorOptions {
   // Memory a CPU worker of a replacement may use beside the serving one;
   // null: HostMemAvailable (tests substitute a figure).
   std::function<absl::StatusOr<uint64_t>()> host_memory_available;
+  // Starts workers; null: worker processes of worker_binary with
+  // worker_args (ProcessLauncher). Not owned; outlives the supervisor.
+  WorkerLauncher* launcher = nullptr;
+  // Null: RealClock(). Not owned; outlives the supervisor.
+  Clock* clock = nullptr;
 };
 
 // What LoadModel did.
@@ -225,20 +240,30 @@ class Supervisor {
   bool Responsive(absl::Duration timeout);
 
  private:
-  struct Model;
-  enum class WorkerPhase { kNone, kStarting, kReady, kDead };
+  using Phase = WorkerSlot::Phase;
 
   void ControlLoop();
   // The two ways of replacing (or first loading) a model; `stop_first_why`
   // says why the serving one had to stop first.
-  absl::StatusOr<LoadOutcome> LoadStopFirst(std::unique_ptr<Model> next, const std::string& path,
+  absl::StatusOr<LoadOutcome> LoadStopFirst(std::unique_ptr<LoadedModel> next,
+                                            const std::string& path,
                                             const std::string& stop_first_why);
-  absl::StatusOr<LoadOutcome> LoadAlongside(std::unique_ptr<Model> next, const std::string& path);
+  absl::StatusOr<LoadOutcome> LoadAlongside(std::unique_ptr<LoadedModel> next,
+                                            const std::string& path);
+  // LoadAlongside's wait for the candidate to settle (ready, dead, or killed
+  // for not starting in time); an error when it is not ready.
+  absl::Status AwaitCandidateLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves the ready candidate into the serving slot; returns the worker
+  // that served until now, for the caller to stop unlocked.
+  std::unique_ptr<WorkerConnection> SwitchToCandidateLocked(const std::string& previous_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Why a replacement by `next` cannot start beside the serving model; empty
   // when it can.
   std::string StopFirstReasonLocked(const v1::ModelInfo& next) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnCandidateMessageLocked(worker::v1::WorkerMessage& msg)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Launches a worker for `slot`'s model under a new serial.
+  absl::Status LaunchLocked(WorkerSlot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SpawnLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnMessage(uint64_t serial, worker::v1::WorkerMessage msg);
   void OnExit(uint64_t serial, const WorkerExit& exit);
@@ -253,8 +278,8 @@ class Supervisor {
   int InFlightLimitLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether the worker takes requests (ready, not hung).
   bool WorkerTakesRequestsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Detaches the current worker and model for the caller to stop unlocked.
-  std::unique_ptr<WorkerProcess> DetachLocked(const absl::Status& why)
+  // Detaches the serving worker for the caller to stop unlocked.
+  std::unique_ptr<WorkerConnection> DetachLocked(const absl::Status& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckModelId(const std::string& model_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Token ids against the loaded model's vocabulary and context.
@@ -269,43 +294,34 @@ class Supervisor {
   // When the control loop must next look: a restart, a start timeout, a
   // hung check.
   absl::Time NextDeadlineLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Worker LoadProgress frames (serving or candidate worker) into load_.
+  void OnLoadProgressLocked(const worker::v1::LoadProgress& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EndLoadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const SupervisorOptions options_;
   const OomContainment* const oom_;
   Metrics* const metrics_;
   const std::function<void(bool)> on_serving_;
+  Clock* const clock_;
+  std::unique_ptr<WorkerLauncher> own_launcher_;  // when options_.launcher is null
+  WorkerLauncher* const launcher_;
 
   absl::Mutex load_mu_;  // one LoadModel/UnloadModel at a time
   absl::Mutex mu_;
-  std::unique_ptr<Model> model_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<WorkerProcess> worker_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::unique_ptr<WorkerProcess>> dead_ ABSL_GUARDED_BY(mu_);
-  WorkerPhase phase_ ABSL_GUARDED_BY(mu_) = WorkerPhase::kNone;
-  uint64_t serial_ ABSL_GUARDED_BY(mu_) = 0;       // the current worker's
-  uint64_t next_serial_ ABSL_GUARDED_BY(mu_) = 0;  // every spawn and detach takes one
-  absl::Time worker_started_ ABSL_GUARDED_BY(mu_);
+  // The model loaded and its worker (the model stays while the worker is
+  // restarted), and a replacement starting beside it (LoadAlongside; empty
+  // otherwise). Messages and exits are told apart by the slots' serials.
+  WorkerSlot serving_ ABSL_GUARDED_BY(mu_);
+  WorkerSlot candidate_ ABSL_GUARDED_BY(mu_);
+  // Exited workers, destroyed by the control loop with the lock released.
+  std::vector<std::unique_ptr<WorkerConnection>> dead_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_serial_ ABSL_GUARDED_BY(mu_) = 0;  // every launch and detach takes one
   RestartPolicy restart_ ABSL_GUARDED_BY(mu_);
-  std::string fatal_message_ ABSL_GUARDED_BY(mu_);
-  absl::StatusCode fatal_code_ ABSL_GUARDED_BY(mu_) = absl::StatusCode::kInternal;
   bool loading_ ABSL_GUARDED_BY(mu_) = false;  // LoadModel waits for the worker
-  // A replacement starting beside the serving worker (LoadAlongside); its
-  // messages and exit are told apart by candidate_serial_.
-  std::unique_ptr<Model> candidate_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<WorkerProcess> candidate_worker_ ABSL_GUARDED_BY(mu_);
-  uint64_t candidate_serial_ ABSL_GUARDED_BY(mu_) = 0;
-  WorkerPhase candidate_phase_ ABSL_GUARDED_BY(mu_) = WorkerPhase::kNone;
-  std::string candidate_fatal_ ABSL_GUARDED_BY(mu_);
-  absl::StatusCode candidate_fatal_code_ ABSL_GUARDED_BY(mu_) = absl::StatusCode::kInternal;
-  std::string candidate_exit_ ABSL_GUARDED_BY(mu_);
-  worker::v1::DeviceMemory candidate_device_memory_ ABSL_GUARDED_BY(mu_);
-  absl::Time candidate_started_ ABSL_GUARDED_BY(mu_);
-  bool serving_ ABSL_GUARDED_BY(mu_) = false;
+  bool health_serving_ ABSL_GUARDED_BY(mu_) = false;  // what on_serving_ was last told
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   LoadTracker load_ ABSL_GUARDED_BY(mu_);
-  // Worker LoadProgress frames (serving or candidate worker) into load_.
-  void OnLoadProgressLocked(const worker::v1::LoadProgress& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void EndLoadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   uint64_t next_request_id_ ABSL_GUARDED_BY(mu_) = 1;
   // Waiting, and sent to the worker and not yet answered (by request id,
@@ -319,7 +335,6 @@ class Supervisor {
   v1::WorkerStats worker_stats_ ABSL_GUARDED_BY(mu_);
   v1::SlotCacheStats slot_stats_ ABSL_GUARDED_BY(mu_);
   worker::v1::BatchStats batch_stats_ ABSL_GUARDED_BY(mu_);
-  worker::v1::DeviceMemory device_memory_ ABSL_GUARDED_BY(mu_);
   uint64_t stats_seq_ ABSL_GUARDED_BY(mu_) = 0;
 
   std::thread control_;

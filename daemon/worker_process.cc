@@ -87,17 +87,6 @@ std::vector<std::string> WorkerEnvironment() {
   return env;
 }
 
-absl::string_view ExitReasonLabel(WorkerExit::Reason reason) {
-  switch (reason) {
-    case WorkerExit::Reason::kExit: return "exit";
-    case WorkerExit::Reason::kSignal: return "signal";
-    case WorkerExit::Reason::kOomKill: return "oom_kill";
-    case WorkerExit::Reason::kProtocolError: return "protocol_error";
-    case WorkerExit::Reason::kHung: return "hung";
-  }
-  return "exit";
-}
-
 absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(
     const WorkerSpawnOptions& options, const worker::v1::Hello& hello,
     const std::vector<int>& shard_fds, MessageHandler on_message,
@@ -281,5 +270,15 @@ void WorkerProcess::Stop(absl::Duration grace) {
 }
 
 WorkerProcess::~WorkerProcess() { Stop(absl::ZeroDuration()); }
+
+absl::StatusOr<std::unique_ptr<WorkerConnection>> ProcessLauncher::Launch(
+    uint64_t serial, const worker::v1::Hello& hello, const std::vector<int>& shard_fds,
+    WorkerConnection::MessageHandler on_message, WorkerConnection::ExitHandler on_exit) {
+  WorkerSpawnOptions spawn{binary_, args_, oom_, serial};
+  auto worker =
+      WorkerProcess::Spawn(spawn, hello, shard_fds, std::move(on_message), std::move(on_exit));
+  if (!worker.ok()) return worker.status();
+  return std::unique_ptr<WorkerConnection>(std::move(*worker));
+}
 
 }  // namespace sluice::daemon

@@ -1,6 +1,7 @@
 // One worker process as seen from the supervisor: spawn (fork + exec with a
 // Unix socketpair), the Hello hand-off (shard fds as SCM_RIGHTS), message
-// traffic, and death detection.
+// traffic, and death detection. The real WorkerConnection
+// (daemon/worker_connection.h); ProcessLauncher starts them.
 //
 // Death is noticed at once: a monitor thread polls the socket and a pidfd
 // (pidfd_open) of the child; when the child exits it drains what the worker
@@ -29,31 +30,19 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/cgroup.h"
+#include "daemon/worker_connection.h"
 #include "proto/sluice/worker/v1/worker.pb.h"
 #include "wire/frame_writer.h"
 
 namespace sluice::daemon {
-
-struct WorkerExit {
-  enum class Reason { kExit, kSignal, kOomKill, kProtocolError, kHung };
-  Reason reason = Reason::kExit;
-  int code = 0;  // exit status, or the signal number
-  // "exited with code 3", "killed by signal 9 (SIGKILL)",
-  // "killed by the kernel OOM killer (cgroup_v1 memory limit)".
-  std::string description;
-};
-
-// "exit", "signal", "oom_kill", "protocol_error", "hung": the label of
-// sluice_worker_restarts_total.
-absl::string_view ExitReasonLabel(WorkerExit::Reason reason);
 
 // The worker's whole environment: a fixed PATH and a few pass-through
 // variables (CUDA device selection, time zone, locale) when set.
@@ -66,10 +55,8 @@ struct WorkerSpawnOptions {
   uint64_t serial = 0;                    // names the worker's cgroup
 };
 
-class WorkerProcess {
+class WorkerProcess : public WorkerConnection {
  public:
-  using MessageHandler = std::function<void(worker::v1::WorkerMessage)>;
-  using ExitHandler = std::function<void(const WorkerExit&)>;
 
   // Forks and execs the worker, sends `hello` with `shard_fds` (which stay
   // owned by the caller) and starts the monitor thread. Errors: Internal for
@@ -80,23 +67,23 @@ class WorkerProcess {
       const std::vector<int>& shard_fds, MessageHandler on_message,
       ExitHandler on_exit);
 
-  ~WorkerProcess();  // Stop(absl::ZeroDuration())
+  ~WorkerProcess() override;  // Stop(absl::ZeroDuration())
   WorkerProcess(const WorkerProcess&) = delete;
   WorkerProcess& operator=(const WorkerProcess&) = delete;
 
-  pid_t pid() const { return pid_; }
+  pid_t pid() const override { return pid_; }
   // Queues `msg`; never blocks on the socket. Unavailable once the worker is
   // gone.
-  absl::Status Send(const worker::v1::SupervisorMessage& msg);
+  absl::Status Send(const worker::v1::SupervisorMessage& msg) override;
   // Bytes queued for the worker and not yet written.
   size_t PendingBytes();
-  void Kill();
+  void Kill() override;
   // SIGKILLs a worker judged hung; its exit is reported with Reason::kHung
   // and `why` in the description.
-  void KillHung(const std::string& why);
+  void KillHung(const std::string& why) override;
   // Sends Shutdown, waits up to `grace` for the exit, then SIGKILLs, and
   // joins the monitor thread (the exit handler has run when this returns).
-  void Stop(absl::Duration grace);
+  void Stop(absl::Duration grace) override;
 
  private:
   WorkerProcess() = default;
@@ -117,6 +104,24 @@ class WorkerProcess {
   std::string hung_ ABSL_GUARDED_BY(exit_mu_);
   std::string protocol_error_;  // monitor thread only
   std::thread monitor_;
+};
+
+// Starts WorkerProcesses of one binary with the same arguments.
+class ProcessLauncher : public WorkerLauncher {
+ public:
+  // `oom` is required and outlives the launcher.
+  ProcessLauncher(std::string binary, std::vector<std::string> args, const OomContainment* oom)
+      : binary_(std::move(binary)), args_(std::move(args)), oom_(oom) {}
+
+  absl::StatusOr<std::unique_ptr<WorkerConnection>> Launch(
+      uint64_t serial, const worker::v1::Hello& hello, const std::vector<int>& shard_fds,
+      WorkerConnection::MessageHandler on_message,
+      WorkerConnection::ExitHandler on_exit) override;
+
+ private:
+  const std::string binary_;
+  const std::vector<std::string> args_;
+  const OomContainment* const oom_;
 };
 
 }  // namespace sluice::daemon
