@@ -10,8 +10,8 @@
 #include "daemon/supervisor.h"
 #include "daemon/testing/fake_clock.h"
 #include "daemon/testing/fake_worker_connection.h"
+#include "daemon/testing/tiny_model.h"
 #include "gtest/gtest.h"
-#include "loader/testing/gguf_bytes.h"
 
 namespace sluice::daemon {
 namespace {
@@ -19,24 +19,10 @@ namespace {
 using testing::FakeClock;
 using testing::FakeWorker;
 using testing::FakeWorkerLauncher;
+using testing::WriteTinyModel;
 using worker::v1::SupervisorMessage;
 using worker::v1::WorkerMessage;
 using Event = RequestHandle::Event;
-
-// A valid one-tensor GGUF: the supervisor validates the file before any
-// worker sees it.
-std::string WriteTinyModel() {
-  const std::string path = sluice::testing::MakeTempDir() + "/tiny.gguf";
-  sluice::testing::WriteFileOrDie(
-      path, sluice::testing::GgufBytes()
-                .Header(3, /*n_tensors=*/1, /*n_kv=*/1)
-                .Kv("general.architecture", GgufValue::String("qwen35moe"))
-                .TensorInfo("output_norm.weight", {32}, /*F32*/ 0, 0)
-                .PadTo(32)
-                .Zeros(128)
-                .bytes());
-  return path;
-}
 
 class SupervisorOnFakesTest : public ::testing::Test {
  protected:

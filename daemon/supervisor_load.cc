@@ -1,5 +1,6 @@
-// Supervisor: loading, replacing and unloading models (the rest of the class
-// is in supervisor.cc).
+// Supervisor: loading, replacing (beside the serving worker, or after
+// stopping it) and unloading models (the rest of the class is in
+// supervisor.cc and supervisor_requests.cc).
 #include <fstream>
 #include <iostream>
 #include <string>

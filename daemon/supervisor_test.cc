@@ -3,10 +3,12 @@
 #include <algorithm>
 
 #include "gtest/gtest.h"
-#include "loader/testing/gguf_bytes.h"
+#include "daemon/testing/tiny_model.h"
 
 namespace sluice::daemon {
 namespace {
+
+using testing::WriteTinyModel;
 
 TEST(RestartBackoffTest, DoublesFromInitialUpToTheCap) {
   const absl::Duration initial = absl::Milliseconds(100);
@@ -67,21 +69,6 @@ TEST(SupervisorTest, RequestsWithoutAModelFailClearly) {
   EXPECT_EQ(s.oom_mode, "none");
   EXPECT_TRUE(supervisor.Responsive(absl::Seconds(1)));
   supervisor.Shutdown();
-}
-
-// A valid one-tensor GGUF (the supervisor validates files; the fake worker
-// builds nothing).
-std::string WriteTinyModel() {
-  const std::string path = sluice::testing::MakeTempDir() + "/tiny.gguf";
-  std::string bytes = sluice::testing::GgufBytes()
-                          .Header(3, /*n_tensors=*/1, /*n_kv=*/1)
-                          .Kv("general.architecture", GgufValue::String("qwen35moe"))
-                          .TensorInfo("output_norm.weight", {32}, /*F32*/ 0, 0)
-                          .PadTo(32)
-                          .Zeros(128)
-                          .bytes();
-  sluice::testing::WriteFileOrDie(path, bytes);
-  return path;
 }
 
 SupervisorOptions FakeWorkerOptions(const std::string& mode,
