@@ -106,8 +106,9 @@ struct ExpertStreamStats {
 
 // What a backend reports about itself (tools/generate, worker metrics).
 struct BackendStats {
-  // Device bytes by kind ("dense", "experts", "kv_state", "workspace");
-  // empty for the CPU.
+  // Device bytes by kind ("dense", "expert_arena", "workspace": the names of
+  // sluice_device_memory_bytes's kinds); empty for the CPU. The session's
+  // "kv_state" is the engine's (Engine::SessionStateBytes).
   std::vector<std::pair<std::string, uint64_t>> device_memory;
   // Kernel launches one decode step enqueues (0 where not counted).
   int64_t launches_per_decode = 0;

@@ -57,7 +57,7 @@ void FillDeviceMemory(const Engine& engine, v1::DeviceMemory* out) {
   for (const auto& [kind, bytes] : stats.device_memory) {
     if (kind == "dense") out->set_dense_bytes(bytes);
     if (kind == "workspace") out->set_workspace_bytes(bytes);
-    if (kind == "experts") out->set_expert_arena_bytes(bytes);
+    if (kind == "expert_arena") out->set_expert_arena_bytes(bytes);
   }
   out->set_kv_state_bytes(engine.SessionStateBytes());
 }

@@ -309,8 +309,8 @@ BackendStats CudaModel::Stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   BackendStats s;
   s.device_memory = {{"dense", weights_->dense_bytes()},
-                     {"experts", experts_ != nullptr ? experts_->arena_bytes()
-                                                     : weights_->expert_bytes()},
+                     {"expert_arena", experts_ != nullptr ? experts_->arena_bytes()
+                                                          : weights_->expert_bytes()},
                      {"workspace", ws_.bytes()}};
   s.launches_per_decode = launches_per_decode_;
   if (auto mem = cuda::MemoryInfo(); mem.ok() && mem->first < free_at_start_) {

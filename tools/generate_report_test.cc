@@ -1,0 +1,43 @@
+// The keys of `generate --json` that bench/ and earlier results.json files
+// read (docs/BENCHMARKS.md, "generate --json").
+#include "tools/generate_report.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace sluice::tools {
+namespace {
+
+GenerateReport CudaReport() {
+  GenerateReport r;
+  r.device = "cuda";
+  r.stats.device_memory = {{"dense", 1000}, {"expert_arena", 200}, {"workspace", 30}};
+  r.kv_state_bytes = 4;
+  r.stats.device_in_use_measured = 1500;
+  return r;
+}
+
+// The backend names the arena "expert_arena", as the metric does; by_kind
+// keeps the key it was published with, and its kinds sum to accounted_bytes.
+TEST(GenerateReportTest, DeviceMemoryKeepsPublishedKindKeys) {
+  const std::string json = GenerateReportJson(CudaReport());
+  EXPECT_NE(json.find("\"device_memory\":{\"by_kind\":{\"dense\":1000,\"experts\":200,"
+                      "\"workspace\":30,\"kv_state\":4},\"accounted_bytes\":1234,"
+                      "\"in_use_measured_bytes\":1500,\"peak_bytes\":1500,"),
+            std::string::npos)
+      << json;
+  EXPECT_EQ(json.find("expert_arena"), std::string::npos) << json;
+}
+
+TEST(GenerateReportTest, CpuRunHasNoDeviceKinds) {
+  GenerateReport r;
+  r.kv_state_bytes = 4;
+  const std::string json = GenerateReportJson(r);
+  EXPECT_NE(json.find("\"device_memory\":{\"by_kind\":{},\"accounted_bytes\":0,"),
+            std::string::npos)
+      << json;
+}
+
+}  // namespace
+}  // namespace sluice::tools
