@@ -1,10 +1,12 @@
 #include "clients/plan.h"
 
 #include <cstdio>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "config/byte_size.h"
+#include "config/flag_alias.h"
 #include "loader/model_files.h"
 #include "memory/fit_planner.h"
 #include "memory/host_probe.h"
@@ -14,6 +16,27 @@ namespace sluice::ctl {
 namespace {
 
 constexpr int64_t kDefaultContext = 4096;  // sluiced's --context_length default
+
+// plan's first names for two settings sluiced calls otherwise: {old, now}.
+constexpr std::pair<const char*, const char*> kRenamedFlags[] = {
+    {"context", "context_length"}, {"arena_fraction", "expert_arena_fraction"}};
+
+// Moves an old name's value to its current name, with a deprecation line on
+// `err`; an empty string, or the message when both names disagree.
+std::string ResolveRenamedFlags(std::map<std::string, std::string>& flags, std::ostream& err) {
+  for (const auto& [old_name, new_name] : kRenamedFlags) {
+    auto old = flags.find(old_name);
+    if (old == flags.end()) continue;
+    auto now = flags.find(new_name);
+    if (now != flags.end() && now->second != old->second) {
+      return config::RenamedFlagConflict(new_name, now->second, old_name, old->second);
+    }
+    err << "sluicectl: " << config::DeprecationLine(old_name, new_name) << "\n";
+    flags[new_name] = old->second;
+    flags.erase(old);
+  }
+  return "";
+}
 
 std::string Get(const std::map<std::string, std::string>& flags, const std::string& name,
                 const std::string& fallback) {
@@ -48,33 +71,37 @@ absl::StatusOr<uint64_t> ParseBytes(const std::string& flag, const std::string& 
   return config::ParseByteSize("--" + flag, value);
 }
 
-int RunPlan(const std::map<std::string, std::string>& flags,
-            const std::vector<std::string>& positional, std::ostream& out, std::ostream& err) {
+int RunPlan(std::map<std::string, std::string> flags, const std::vector<std::string>& positional,
+            std::ostream& out, std::ostream& err) {
   auto usage = [&err](const std::string& why) {
     err << "sluicectl: plan: " << why << "\n";
     return 2;
   };
   if (positional.size() != 1) return usage("takes one MODEL path");
+  if (std::string conflict = ResolveRenamedFlags(flags, err); !conflict.empty()) {
+    return usage(conflict);
+  }
   memory::FitInputs in;
   int64_t context = kDefaultContext, sessions = 1;
-  if (!absl::SimpleAtoi(Get(flags, "context", "4096"), &context) || context < 1) {
-    return usage(absl::StrCat("--context='", Get(flags, "context", ""), "': must be >= 1"));
+  if (!absl::SimpleAtoi(Get(flags, "context_length", "4096"), &context) || context < 1) {
+    return usage(
+        absl::StrCat("--context_length='", Get(flags, "context_length", ""), "': must be >= 1"));
   }
   if (!absl::SimpleAtoi(Get(flags, "sessions", "1"), &sessions) || sessions < 1) {
     return usage(absl::StrCat("--sessions='", Get(flags, "sessions", ""), "': must be >= 1"));
   }
-  if (flags.count("arena_fraction") && flags.count("expert_slots")) {
-    return usage("--arena_fraction and --expert_slots are exclusive");
+  if (flags.count("expert_arena_fraction") && flags.count("expert_slots")) {
+    return usage("--expert_arena_fraction and --expert_slots are exclusive");
   }
   if (flags.count("expert_slots") &&
       (!absl::SimpleAtoi(flags.at("expert_slots"), &in.request.slots) || in.request.slots < 0)) {
     return usage(absl::StrCat("--expert_slots='", flags.at("expert_slots"), "': must be >= 0"));
   }
-  if (flags.count("arena_fraction") &&
-      (!absl::SimpleAtod(flags.at("arena_fraction"), &in.request.arena_fraction) ||
+  if (flags.count("expert_arena_fraction") &&
+      (!absl::SimpleAtod(flags.at("expert_arena_fraction"), &in.request.arena_fraction) ||
        !(in.request.arena_fraction > 0 && in.request.arena_fraction <= 1))) {
-    return usage(
-        absl::StrCat("--arena_fraction='", flags.at("arena_fraction"), "': must be in (0, 1]"));
+    return usage(absl::StrCat("--expert_arena_fraction='", flags.at("expert_arena_fraction"),
+                              "': must be in (0, 1]"));
   }
   for (const auto& [name, target] :
        {std::pair<const char*, uint64_t*>{"host_tier_bytes", &in.request.host_tier_bytes},

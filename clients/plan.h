@@ -20,11 +20,13 @@ namespace sluice::ctl {
 absl::StatusOr<uint64_t> ParseBytes(const std::string& flag, const std::string& value);
 
 // Prints the plan of positional[0] to `out`; refusals and bad flags to `err`.
-// Flags: device_memory, host_memory (BYTES or "auto"), context, sessions,
-// arena_fraction | expert_slots, host_tier_bytes, disk_bandwidth (bytes/s).
+// Flags: device_memory, host_memory (BYTES or "auto"), context_length,
+// sessions, expert_arena_fraction | expert_slots, host_tier_bytes,
+// disk_bandwidth (bytes/s); sluiced's names. The old names --context and
+// --arena_fraction still work, with a deprecation line on `err`.
 // Returns 0 with a plan, 1 when the planner refuses, 2 for bad usage.
-int RunPlan(const std::map<std::string, std::string>& flags,
-            const std::vector<std::string>& positional, std::ostream& out, std::ostream& err);
+int RunPlan(std::map<std::string, std::string> flags, const std::vector<std::string>& positional,
+            std::ostream& out, std::ostream& err);
 
 }  // namespace sluice::ctl
 

@@ -55,7 +55,7 @@ commands:
                                frames; --plain: frames one after another, no
                                screen clearing (the default when not a terminal)
   plan MODEL [--device_memory=BYTES|auto] [--host_memory=BYTES|auto]
-       [--context=N] [--sessions=N] [--arena_fraction=F | --expert_slots=N]
+       [--context_length=N] [--sessions=N] [--expert_arena_fraction=F | --expert_slots=N]
        [--host_tier_bytes=BYTES] [--disk_bandwidth=BYTES_PER_S]
                                where the model's bytes would go (device,
                                expert arena, host tier), without a daemon and
@@ -71,6 +71,7 @@ const std::vector<std::string> kFlags = {
     "repetition_window", "seed", "stop", "ignore_eos", "parse_special", "help",
     "tls_ca_file", "tls_cert_file", "tls_key_file", "api_key_file", "stats",
     "device_memory", "host_memory", "context", "sessions", "arena_fraction", "expert_slots",
+    "expert_arena_fraction",
     "host_tier_bytes", "disk_bandwidth", "interval", "iterations", "plain"};
 const std::vector<std::string> kBoolFlags = {"chat", "json", "ignore_eos", "parse_special",
                                              "help", "stats", "plain"};

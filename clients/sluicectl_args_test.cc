@@ -61,14 +61,34 @@ TEST(PlanTest, ParseBytes) {
 // file is opened.
 TEST(PlanTest, BadFlagsAreUsageErrors) {
   std::ostringstream out, err;
-  EXPECT_EQ(ctl::Run({"plan", "m.gguf", "--arena_fraction=0.5", "--expert_slots=3"}, out, err), 2);
-  EXPECT_EQ(err.str(), "sluicectl: plan: --arena_fraction and --expert_slots are exclusive\n");
+  EXPECT_EQ(
+      ctl::Run({"plan", "m.gguf", "--expert_arena_fraction=0.5", "--expert_slots=3"}, out, err),
+      2);
+  EXPECT_EQ(err.str(),
+            "sluicectl: plan: --expert_arena_fraction and --expert_slots are exclusive\n");
   std::ostringstream out2, err2;
-  EXPECT_EQ(ctl::Run({"plan", "m.gguf", "--arena_fraction=1.5"}, out2, err2), 2);
-  EXPECT_EQ(err2.str(), "sluicectl: plan: --arena_fraction='1.5': must be in (0, 1]\n");
+  EXPECT_EQ(ctl::Run({"plan", "m.gguf", "--expert_arena_fraction=1.5"}, out2, err2), 2);
+  EXPECT_EQ(err2.str(), "sluicectl: plan: --expert_arena_fraction='1.5': must be in (0, 1]\n");
   std::ostringstream out3, err3;
   EXPECT_EQ(ctl::Run({"plan", "/nonexistent/m.gguf", "--host_memory=8G"}, out3, err3), 1);
   EXPECT_NE(err3.str().find("/nonexistent/m.gguf"), std::string::npos) << err3.str();
+}
+
+// plan's flags carry sluiced's names; the old ones still work, with a
+// deprecation line, and disagreeing with the new name is a usage error.
+TEST(PlanTest, OldFlagNamesAreAliases) {
+  std::ostringstream out, err;
+  EXPECT_EQ(ctl::Run({"plan", "m.gguf", "--arena_fraction=1.5", "--context=64"}, out, err), 2);
+  EXPECT_EQ(err.str(),
+            "sluicectl: --context is deprecated; use --context_length (same meaning)\n"
+            "sluicectl: --arena_fraction is deprecated; use --expert_arena_fraction (same "
+            "meaning)\n"
+            "sluicectl: plan: --expert_arena_fraction='1.5': must be in (0, 1]\n");
+  std::ostringstream out2, err2;
+  EXPECT_EQ(ctl::Run({"plan", "m.gguf", "--context_length=64", "--context=128"}, out2, err2), 2);
+  EXPECT_EQ(err2.str(),
+            "sluicectl: plan: --context_length=64 and --context=128: --context is the old name "
+            "of --context_length; give one of them\n");
 }
 
 }  // namespace

@@ -27,6 +27,11 @@ bool FlagGiven(const absl::CommandLineFlag& flag);
 // "--OLD is deprecated; use --NEW (same meaning)".
 std::string DeprecationLine(absl::string_view old_name, absl::string_view new_name);
 
+// "--NEW=A and --OLD=B: --OLD is the old name of --NEW; give one of them":
+// both spellings given, with different values.
+std::string RenamedFlagConflict(absl::string_view new_name, absl::string_view new_value,
+                                absl::string_view old_name, absl::string_view old_value);
+
 // The value of `current`, or of `deprecated` (its old name) when only that
 // was given; then `log` gets DeprecationLine. Both given with different
 // values: InvalidArgument "--NEW=A and --OLD=B: --OLD is the old name of
@@ -38,10 +43,8 @@ absl::StatusOr<T> ResolveRenamedFlag(const absl::Flag<T>& current, const absl::F
   const absl::CommandLineFlag& old = absl::GetFlagReflectionHandle(deprecated);
   if (!FlagGiven(old)) return absl::GetFlag(current);
   if (FlagGiven(now) && now.CurrentValue() != old.CurrentValue()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--", now.Name(), "=", now.CurrentValue(), " and --", old.Name(), "=",
-        old.CurrentValue(), ": --", old.Name(), " is the old name of --", now.Name(),
-        "; give one of them"));
+    return absl::InvalidArgumentError(
+        RenamedFlagConflict(now.Name(), now.CurrentValue(), old.Name(), old.CurrentValue()));
   }
   if (log) log(DeprecationLine(old.Name(), now.Name()));
   return absl::GetFlag(deprecated);

@@ -138,7 +138,7 @@ TEST_F(E2eDeepseek2Test, GeneratesOverTheOpenAiHttpApi) {
 TEST_F(E2eDeepseek2Test, PlanReportsLatentKvBytesPerToken) {
   std::ostringstream out, err;
   ASSERT_EQ(ctl::Run({"plan", *model_path_, "--device_memory=8G", "--host_memory=16G",
-                      "--context=512"},
+                      "--context_length=512"},
                      out, err),
             0)
       << err.str();

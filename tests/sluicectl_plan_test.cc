@@ -25,7 +25,7 @@ class PlanCliTest : public ::testing::Test {
 TEST_F(PlanCliTest, DefaultPlanIsAllResident) {
   std::ostringstream out, err;
   ASSERT_EQ(ctl::Run({"plan", model_, "--device_memory=600M", "--host_memory=16G",
-                      "--context=512"},
+                      "--context_length=512"},
                      out, err),
             0)
       << err.str();
@@ -41,7 +41,7 @@ TEST_F(PlanCliTest, DefaultPlanIsAllResident) {
 TEST_F(PlanCliTest, ArenaFractionStreamsFromTheRegisteredMapping) {
   std::ostringstream out, err;
   ASSERT_EQ(ctl::Run({"plan", model_, "--device_memory=600M", "--host_memory=16G",
-                      "--arena_fraction=0.25"},
+                      "--expert_arena_fraction=0.25"},
                      out, err),
             0)
       << err.str();
@@ -58,7 +58,7 @@ TEST_F(PlanCliTest, ArenaFractionStreamsFromTheRegisteredMapping) {
 TEST_F(PlanCliTest, OversubscribedDeviceIsRefused) {
   std::ostringstream out, err;
   EXPECT_EQ(ctl::Run({"plan", model_, "--device_memory=524M", "--host_memory=16G",
-                      "--context=64", "--expert_slots=32"},
+                      "--context_length=64", "--expert_slots=32"},
                      out, err),
             1);
   EXPECT_NE(err.str().find("sluicectl: plan refused: device memory oversubscribed"),
