@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "config/byte_size.h"
+#include "config/expert_config.h"
 #include "config/flag_alias.h"
 #include "loader/model_files.h"
 #include "memory/fit_planner.h"
@@ -90,18 +91,14 @@ int RunPlan(std::map<std::string, std::string> flags, const std::vector<std::str
   if (!absl::SimpleAtoi(Get(flags, "sessions", "1"), &sessions) || sessions < 1) {
     return usage(absl::StrCat("--sessions='", Get(flags, "sessions", ""), "': must be >= 1"));
   }
-  if (flags.count("expert_arena_fraction") && flags.count("expert_slots")) {
-    return usage("--expert_arena_fraction and --expert_slots are exclusive");
-  }
   if (flags.count("expert_slots") &&
-      (!absl::SimpleAtoi(flags.at("expert_slots"), &in.request.slots) || in.request.slots < 0)) {
-    return usage(absl::StrCat("--expert_slots='", flags.at("expert_slots"), "': must be >= 0"));
+      !absl::SimpleAtoi(flags.at("expert_slots"), &in.request.slots)) {
+    return usage(absl::StrCat("--expert_slots='", flags.at("expert_slots"), "' is not a number"));
   }
   if (flags.count("expert_arena_fraction") &&
-      (!absl::SimpleAtod(flags.at("expert_arena_fraction"), &in.request.arena_fraction) ||
-       !(in.request.arena_fraction > 0 && in.request.arena_fraction <= 1))) {
+      !absl::SimpleAtod(flags.at("expert_arena_fraction"), &in.request.arena_fraction)) {
     return usage(absl::StrCat("--expert_arena_fraction='", flags.at("expert_arena_fraction"),
-                              "': must be in (0, 1]"));
+                              "' is not a number"));
   }
   for (const auto& [name, target] :
        {std::pair<const char*, uint64_t*>{"host_tier_bytes", &in.request.host_tier_bytes},
@@ -111,6 +108,11 @@ int RunPlan(std::map<std::string, std::string> flags, const std::vector<std::str
     if (!b.ok()) return usage(std::string(b.status().message()));
     if (target != nullptr) *target = *b;
     else in.disk_bytes_per_s = static_cast<double>(*b);
+  }
+  // sluiced's ranges and messages: -1 slots and fraction 0 mean "the
+  // planner chooses" here too.
+  if (absl::Status valid = config::ValidateExpertConfig(in.request); !valid.ok()) {
+    return usage(std::string(valid.message()));
   }
   const std::string device = Get(flags, "device_memory", "auto");
   if (device == "auto") {

@@ -58,17 +58,20 @@ TEST(PlanTest, ParseBytes) {
 }
 
 // Bad plan flags are usage errors (exit 2) that name the flag, before any
-// file is opened.
+// file is opened; the ranges and messages are sluiced's (config/expert_config).
 TEST(PlanTest, BadFlagsAreUsageErrors) {
   std::ostringstream out, err;
   EXPECT_EQ(
       ctl::Run({"plan", "m.gguf", "--expert_arena_fraction=0.5", "--expert_slots=3"}, out, err),
       2);
   EXPECT_EQ(err.str(),
-            "sluicectl: plan: --expert_arena_fraction and --expert_slots are exclusive\n");
+            "sluicectl: plan: --expert_slots=3 and --expert_arena_fraction=0.5: give one of "
+            "them\n");
   std::ostringstream out2, err2;
   EXPECT_EQ(ctl::Run({"plan", "m.gguf", "--expert_arena_fraction=1.5"}, out2, err2), 2);
-  EXPECT_EQ(err2.str(), "sluicectl: plan: --expert_arena_fraction='1.5': must be in (0, 1]\n");
+  EXPECT_EQ(err2.str(),
+            "sluicectl: plan: --expert_arena_fraction=1.5: must be in (0, 1] (0: the fit planner "
+            "chooses)\n");
   std::ostringstream out3, err3;
   EXPECT_EQ(ctl::Run({"plan", "/nonexistent/m.gguf", "--host_memory=8G"}, out3, err3), 1);
   EXPECT_NE(err3.str().find("/nonexistent/m.gguf"), std::string::npos) << err3.str();
@@ -83,7 +86,8 @@ TEST(PlanTest, OldFlagNamesAreAliases) {
             "sluicectl: --context is deprecated; use --context_length (same meaning)\n"
             "sluicectl: --arena_fraction is deprecated; use --expert_arena_fraction (same "
             "meaning)\n"
-            "sluicectl: plan: --expert_arena_fraction='1.5': must be in (0, 1]\n");
+            "sluicectl: plan: --expert_arena_fraction=1.5: must be in (0, 1] (0: the fit "
+            "planner chooses)\n");
   std::ostringstream out2, err2;
   EXPECT_EQ(ctl::Run({"plan", "m.gguf", "--context_length=64", "--context=128"}, out2, err2), 2);
   EXPECT_EQ(err2.str(),

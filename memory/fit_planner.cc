@@ -16,14 +16,7 @@ uint64_t SubOrZero(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
 // Slots the request names (capped at every expert), or -1 for "choose".
 absl::StatusOr<int64_t> RequestedSlots(const FitRequest& r, int64_t experts) {
-  if (r.slots < -1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("expert slots = ", r.slots, ": must be >= 0 (or -1: the planner chooses)"));
-  }
-  if (r.arena_fraction < 0 || r.arena_fraction > 1 || std::isnan(r.arena_fraction)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "expert arena fraction = ", r.arena_fraction, ": must be in (0, 1] (0: the planner chooses)"));
-  }
+  if (absl::Status valid = config::ValidateExpertConfig(r); !valid.ok()) return valid;
   const bool asked = r.slots >= 0 || r.arena_fraction > 0;
   if (asked && experts == 0) {
     return absl::InvalidArgumentError(

@@ -155,7 +155,7 @@ TEST(FitPlannerTest, BadRequestsAreInvalidArgument) {
   in.request.slots = -1;
   in.request.arena_fraction = 1.5;
   EXPECT_EQ(PlanFit(in).status().message(),
-            "expert arena fraction = 1.5: must be in (0, 1] (0: the planner chooses)");
+            "--expert_arena_fraction=1.5: must be in (0, 1] (0: the fit planner chooses)");
   in.request.arena_fraction = 0.5;
   in.model.experts = 0;
   EXPECT_EQ(PlanFit(in).status().message(),
