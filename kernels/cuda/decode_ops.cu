@@ -13,6 +13,7 @@
 #include <string>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "kernels/cuda/decode_ops.h"
 
@@ -32,6 +33,9 @@ __constant__ int c_stream_weights;
 // Same bits; on the H200 the Q6_K down product took 26.0 us against 30.0 and
 // bench35 decoded 1,224-1,286 tok/s against 1,161-1,258 (2026-12-03).
 __constant__ int c_funnel_loads;
+// Whether the decode kernels run as programmatic dependent launches (g_pdl
+// below): their weight rows are then asked of L2 before the wait.
+__constant__ int c_pdl;
 }  // namespace sluice::cuda
 #define SLUICE_WEIGHT_LOAD(p) (::sluice::cuda::c_stream_weights ? __ldcs(p) : __ldg(p))
 #define SLUICE_FUNNEL_LOADS (::sluice::cuda::c_funnel_loads != 0)
@@ -52,6 +56,41 @@ constexpr int kProjThreads = 128;  // 4 warps
 constexpr int kR = 2;              // rows per lane group (projections)
 constexpr int kDownR = 8;          // rows per lane group (down products)
 constexpr int kMaxDownItems = 12;  // warps of a down block: routed + shared experts
+
+// Programmatic dependent launch (sm_90). The decode kernels are launched so
+// that the next kernel of the stream may start before this one ends
+// (Launch below): each kernel first does what depends on no earlier kernel
+// (asking for weight bytes that never change), then waits at AwaitPrevious
+// until the kernel before it has finished and its writes are visible, and
+// then lets the kernel after it start (ReleaseNext). Every read of an
+// activation, a routing result, a counter or a cache and every write comes
+// after the wait, so at most two kernels overlap and the second only reads
+// weights meanwhile. Launched without the attribute, both are no-ops.
+__device__ __forceinline__ void AwaitPrevious() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void ReleaseNext() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void AwaitPreviousReleaseNext() {
+  AwaitPrevious();
+  ReleaseNext();
+}
+
+// Asks L2 for the lines of bytes [p, p + n), the whole block sharing the
+// work (a kernel's weight rows, before it waits for its predecessor).
+__device__ __forceinline__ void PrefetchL2(const void* p, int64_t n) {
+  if (c_pdl == 0) return;  // nothing to overlap: the rows are read at once
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{127};
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + n;
+  for (uintptr_t a = begin + 128 * threadIdx.x; a < end; a += 128 * blockDim.x) {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
+  }
+}
 
 // GGUF type ids the readers handle.
 enum : int { kF32 = 0, kF16 = 1, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kBF16 = 30, kQ1_0 = 41 };
@@ -480,6 +519,15 @@ __global__ void __launch_bounds__(kProjThreads, 4) DecodeProjectKernel(const Pro
   int mi = 0;
   while (mi + 1 < p.n_matrices && b >= a.block_start[mi + 1]) ++mi;
   const DecodeMatrix& m = p.m[mi];
+  {  // the block's rows, which no earlier kernel writes
+    const int64_t per_block = (kProjThreads / 32) * (32 / a.lanes) * kR;
+    const int64_t r0 = (b - a.block_start[mi]) * per_block;
+    const int64_t nr = m.rows - r0 < per_block ? m.rows - r0 : per_block;
+    const int64_t rb = RowBytesOf(m.type, p.in.n);
+    PrefetchL2(static_cast<const uint8_t*>(m.w) + r0 * rb, nr * rb);
+    if (m.up != nullptr) PrefetchL2(static_cast<const uint8_t*>(m.up) + r0 * rb, nr * rb);
+  }
+  AwaitPreviousReleaseNext();
   const bool floats = (a.float_mask >> mi) & 1u;  // this block's product reads xs
   Q8Input xv;
   if (a.prepared) {
@@ -683,7 +731,7 @@ __device__ __forceinline__ void CopyTile(uint8_t* dst, const uint8_t* src, int64
 // kStages - 1 are asked for before prologue() (which fills and quantizes
 // the input vector, returning where it is), then each round asks for one
 // more, waits for the oldest, sums its rows and calls after(t).
-template <int kStages, class TileFn, class Prologue, class After>
+template <int kStages, bool kStaticTiles, class TileFn, class Prologue, class After>
 __device__ __forceinline__ void StreamTiles(int count, const StreamStages& st, int64_t cols,
                                             int L, uint8_t* stages, TileFn&& tile,
                                             Prologue&& prologue, After&& after) {
@@ -701,8 +749,13 @@ __device__ __forceinline__ void StreamTiles(int count, const StreamStages& st, i
     }
     CommitAsync();
   };
+  // Tiles whose addresses depend on nothing computed (a projection's rows)
+  // are asked for before the previous kernel has finished; an expert's
+  // rows only once the routing that names it is known.
+  if constexpr (!kStaticTiles) AwaitPreviousReleaseNext();
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i) issue(i);
+  if constexpr (kStaticTiles) AwaitPreviousReleaseNext();
   const Q8Input xv = prologue();
 #pragma unroll 1
   for (int i = 0; blockIdx.x + i * gridDim.x < count; ++i) {
@@ -746,7 +799,7 @@ __global__ void __launch_bounds__(kProjThreads, kStreamBlocksPerSm)
     if (p.topk.k == 0 || t >= a.block_start[1]) return;
     RouteIfLast(p, a.block_start[1], xs + PaddedFloats(p.in.n), &last);
   };
-  StreamTiles<kStages>(
+  StreamTiles<kStages, true>(
       a.block_start[p.n_matrices], s.st, p.in.n, a.lanes,
       reinterpret_cast<uint8_t*>(xs) + s.st.vec_bytes, [&](int t) { return ProjectTile(s, t); },
       prologue, after);
@@ -766,7 +819,7 @@ __global__ void __launch_bounds__(kProjThreads, kStreamBlocksPerSm)
     __syncthreads();
     return Q8InputAt(q8, 1, 0, e.n_embd, s.q8);
   };
-  StreamTiles<kStages>(
+  StreamTiles<kStages, false>(
       s.row_blocks * e.k, s.st, e.n_embd, s.lanes,
       reinterpret_cast<uint8_t*>(xs) + s.st.vec_bytes, [&](int t) { return ExpertTile(s, t); },
       prologue, [](int) {});
@@ -829,6 +882,7 @@ __device__ __forceinline__ void GateUpLoop(const DecodeExperts& e, int L, int ro
 __global__ void __launch_bounds__(kProjThreads, 3)
     GateUpKernel(const DecodeExperts e, int L, int row_blocks, int q8_formats, int prepared) {
   extern __shared__ float xs[];
+  AwaitPreviousReleaseNext();
   Q8Input xv;
   if (prepared) {
     xv = PreparedInput(e.xn_q8, 1, 0, e.n_embd);
@@ -871,6 +925,21 @@ __global__ void __launch_bounds__(32 * kMaxDownItems)
   const int64_t stride = PaddedFloats(e.ff);
   const int groups = 32 / L;
   const int rows_per_block = groups * R;
+  // The block's rows of every item's down matrix. The routing that names
+  // the experts is two launches back: this launch starts only once the
+  // gate/up launch before it has passed its own wait, so the ids and the
+  // slot table are final here, while the gate/up products still run.
+  {
+    const int64_t r0 = static_cast<int64_t>(blockIdx.x) * rows_per_block;
+    const int64_t nr = e.n_embd - r0 < rows_per_block ? e.n_embd - r0 : rows_per_block;
+    for (int x = 0; x < items; ++x) {
+      const bool routed_x = x < e.k;
+      const int64_t rb = RowBytesOf(routed_x ? e.down_type : e.shared_down_type, e.ff);
+      const void* w = routed_x ? e.down[e.ids[x]] : e.shared_down;
+      PrefetchL2(static_cast<const uint8_t*>(w) + r0 * rb, nr * rb);
+    }
+  }
+  AwaitPreviousReleaseNext();
   float* hs = smem;                        // [items][stride]
   float* partial = smem + items * stride;  // [items][rows_per_block]
   const int lane = threadIdx.x & 31, s = threadIdx.x >> 5;
@@ -923,6 +992,7 @@ __global__ void __launch_bounds__(kProjThreads) PrepareKernel(const DecodeInput 
                                                               int formats) {
   __shared__ double scratch[32];
   extern __shared__ __align__(16) float xs[];
+  AwaitPreviousReleaseNext();
   LoadInput(in, xs, scratch);
   QuantizeRows(xs, 1, in.n, 0, q8, formats);
 }
@@ -931,6 +1001,7 @@ __global__ void __launch_bounds__(kProjThreads) PrepareKernel(const DecodeInput 
 // place (the quantizer's bits do not depend on where its floats come from).
 __global__ void __launch_bounds__(512) PrepareDownKernel(const DecodeExperts e,
                                                                   uint8_t* q8, int formats) {
+  AwaitPreviousReleaseNext();
   const int items = e.k + (e.shared_ff > 0 ? 1 : 0);
   const int64_t ff = e.ff;
   QuantizeBlockQ8(
@@ -948,6 +1019,7 @@ __global__ void DeltaPrepKernel(DeltaNetShape s, float* beta, float* alpha_g, co
                                 const float* a, const float* kernel, float* qkv, float* state,
                                 float q_scale) {
   __shared__ double scratch[32];
+  AwaitPreviousReleaseNext();
   const int S = s.state_size, G = s.n_k_heads, R = s.n_v_heads;
   const int b = blockIdx.x;
   if (b == 2 * G + R) {
@@ -1008,6 +1080,7 @@ __global__ void __launch_bounds__(512 / P)
   __shared__ double scratch[32];
   __shared__ double warp_sums[warps];
   __shared__ float qs[n], ks[n], vs[rows];
+  AwaitPreviousReleaseNext();
   const int G = s.n_k_heads, taps = s.conv_kernel, hist = taps - 1;
   const int ch = 2 * n * G + n * s.n_v_heads;
   const int rank = static_cast<int>(cluster.block_rank());
@@ -1124,6 +1197,7 @@ __global__ void __launch_bounds__(kAttnThreads)
   __shared__ int last;
   __shared__ float fw[kAttnWarps * kHB];  // each warp's weight exp(m_w - M) per head
   __shared__ float mh[kHB];               // M: the heads' maxima over the warps
+  AwaitPreviousReleaseNext();
   const int d = s.head_dim, g = blockIdx.x, split = blockIdx.y, splits = gridDim.y;
   const int per_group = s.n_head / s.n_head_kv;
   const int h0 = g * per_group + blockIdx.z * hb;
@@ -1351,10 +1425,62 @@ int DecodeBlocks(int row_blocks) {
   return g_resident_blocks > 0 && row_blocks > g_resident_blocks ? g_resident_blocks : row_blocks;
 }
 
+// Whether the decode kernels are launched with programmatic stream
+// serialization (AwaitPrevious above), on devices of compute capability 9
+// or more: SLUICE_CUDA_PDL=1 or 0, else kPdlByDefault; set at
+// PrepareDecodeKernels.
+constexpr bool kPdlByDefault = false;
+bool g_pdl = false;
+
+// Sets config's attributes: programmatic stream serialization when g_pdl,
+// and a cluster of `cluster` blocks when > 0.
+void SetLaunchAttributes(cudaLaunchConfig_t* config, cudaLaunchAttribute (&attr)[2],
+                         int cluster) {
+  config->numAttrs = 0;
+  config->attrs = attr;
+  if (g_pdl) {
+    attr[config->numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[config->numAttrs].val.programmaticStreamSerializationAllowed = 1;
+    ++config->numAttrs;
+  }
+  if (cluster > 0) {
+    attr[config->numAttrs].id = cudaLaunchAttributeClusterDimension;
+    attr[config->numAttrs].val.clusterDim.x = static_cast<unsigned>(cluster);
+    attr[config->numAttrs].val.clusterDim.y = 1;
+    attr[config->numAttrs].val.clusterDim.z = 1;
+    ++config->numAttrs;
+  }
+}
+
+// kernel<<<grid, threads, smem, stream>>>(args...), as a programmatic
+// dependent launch where g_pdl.
+template <class... Params, class... Args>
+void Launch(void (*kernel)(Params...), dim3 grid, int threads, size_t smem, Stream stream,
+            Args&&... args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = dim3(static_cast<unsigned>(threads));
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attr[2];
+  SetLaunchAttributes(&config, attr, 0);
+  cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
+// The shared-memory carveout every decode kernel asks for (percent of the
+// unified L1; -1: the driver's choice). An SM runs blocks of two kernels at
+// once only under one carveout, so with programmatic launches all ask for
+// the most shared memory (the streamed products need it): a kernel asking
+// for less would wait for the SM to drain before its blocks could start.
+// SLUICE_CUDA_CARVEOUT (0..100, or -1) overrides it for measurements.
+int g_carveout = -1;
+
 template <class K>
 void AllowSmem(K kernel) {
   cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
                        cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxDynamicSmem);
+  cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                       cudaFuncAttributePreferredSharedMemoryCarveout, g_carveout);
 }
 
 }  // namespace
@@ -1369,6 +1495,16 @@ void PrepareDecodeKernels() {
   int device = 0, sms = 0;
   cudaGetDevice(&device);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  int major = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  const char* pdl = std::getenv("SLUICE_CUDA_PDL");
+  g_pdl = major >= 9 && (pdl != nullptr ? std::string(pdl) != "0" : kPdlByDefault);
+  const int pdl_on = g_pdl ? 1 : 0;
+  cudaMemcpyToSymbol(c_pdl, &pdl_on, sizeof(pdl_on));
+  const char* carveout = std::getenv("SLUICE_CUDA_CARVEOUT");
+  g_carveout = carveout != nullptr ? std::atoi(carveout)
+                                   : (g_pdl ? cudaSharedmemCarveoutMaxShared
+                                            : cudaSharedmemCarveoutDefault);
   const char* per_sm = std::getenv("SLUICE_CUDA_DECODE_BLOCKS_PER_SM");
   g_resident_blocks = sms * (per_sm != nullptr ? std::atoi(per_sm) : 2);
   AllowSmem(DecodeProjectKernel);
@@ -1391,6 +1527,11 @@ void PrepareDecodeKernels() {
   AllowSmem(AttendSplitKernel<2, 32>);
   AllowSmem(AttendSplitKernel<4, 16>);
   AllowSmem(AttendSplitKernel<8, 8>);
+  AllowSmem(PrepareDownKernel);
+  AllowSmem(DeltaPrepKernel);
+  AllowSmem(DeltaFusedKernel<1>);
+  AllowSmem(DeltaFusedKernel<2>);
+  AllowSmem(DeltaFusedKernel<4>);
 }
 
 int DecodeMaxCols() { return 16384; }
@@ -1457,7 +1598,7 @@ void LaunchStreamed(void (*k4)(Args), void (*k3)(Args), int stages, int tiles,
                     const StreamStages& st, const Args& args, Stream stream) {
   const int grid = tiles < g_stream_grid ? tiles : g_stream_grid;
   const size_t smem = st.vec_bytes + stages * st.stage_bytes;
-  (stages == 4 ? k4 : k3)<<<grid, kProjThreads, smem, stream>>>(args);
+  Launch(stages == 4 ? k4 : k3, grid, kProjThreads, smem, stream, args);
 }
 
 // The streamed launch of a's products (StreamProjectKernel), in *s with its
@@ -1491,7 +1632,7 @@ void DecodeProject(const DecodeProjection& p, Stream stream) {
   StreamLaunch s;
   const int stages = PlanStream(a, rows_per_block, static_cast<int64_t>(smem), &s);
   if (stages == 0) {
-    DecodeProjectKernel<<<blocks, kProjThreads, smem, stream>>>(a);
+    Launch(DecodeProjectKernel, blocks, kProjThreads, smem, stream, a);
     return;
   }
   LaunchStreamed(StreamProjectKernel<4>, StreamProjectKernel<3>, stages, blocks, s.st, s, stream);
@@ -1557,8 +1698,8 @@ void DecodeExpertsGateUp(const DecodeExperts& e, Stream stream) {
   const int stages = PlanGateUp(e, &s, &smem);
   const int tiles = s.row_blocks * e.k;
   if (stages == 0) {
-    GateUpKernel<<<DecodeBlocks(tiles), kProjThreads, smem, stream>>>(e, s.lanes, s.row_blocks,
-                                                                      s.q8, s.prepared);
+    Launch(GateUpKernel, DecodeBlocks(tiles), kProjThreads, smem, stream, e, s.lanes,
+           s.row_blocks, s.q8, s.prepared);
     return;
   }
   LaunchStreamed(StreamGateUpKernel<4>, StreamGateUpKernel<3>, stages, tiles, s.st, s, stream);
@@ -1580,7 +1721,7 @@ void DecodeExpertsDown(const DecodeExperts& e, Stream stream) {
   const int prepared = e.h_q8.q8 != nullptr && Q8FormatOf(e.down_type, e.ff) != 0 &&
                        (!shared || Q8FormatOf(e.shared_down_type, e.ff) != 0) && formats != 0 &&
                        (formats & ~e.h_q8.formats) == 0;
-  DownKernel<<<blocks, 32 * items, smem, stream>>>(e, L, q8, prepared);
+  Launch(DownKernel, blocks, 32 * items, smem, stream, e, L, q8, prepared);
 }
 
 int DecodeQ8Formats(const int* types, int n_types, int64_t n) { return Q8Formats(types, n_types, n); }
@@ -1592,14 +1733,15 @@ int64_t DecodeQ8MaxBytes(int64_t n, int rows) {
 }
 
 void DecodePrepare(const DecodeInput& in, uint8_t* q8, int formats, Stream stream) {
-  PrepareKernel<<<1, kProjThreads, PaddedFloats(in.n) * sizeof(float), stream>>>(in, q8, formats);
+  Launch(PrepareKernel, 1, kProjThreads, PaddedFloats(in.n) * sizeof(float), stream, in, q8,
+         formats);
 }
 
 void DecodeExpertsPrepareDown(const DecodeExperts& e, uint8_t* q8, int formats, Stream stream) {
   // A thread a chunk of 16 (one round), at most 512.
   const int64_t chunks = (e.k + (e.shared_ff > 0 ? 1 : 0)) * e.ff / 16;
   const int threads = static_cast<int>(std::min<int64_t>(512, (chunks + 31) / 32 * 32));
-  PrepareDownKernel<<<1, threads, 0, stream>>>(e, q8, formats);
+  Launch(PrepareDownKernel, 1, threads, 0, stream, e, q8, formats);
 }
 
 void DeltaNetDecodePrep(const DeltaNetShape& s, float* beta, float* alpha_g, const float* dt_bias,
@@ -1608,8 +1750,8 @@ void DeltaNetDecodePrep(const DeltaNetShape& s, float* beta, float* alpha_g, con
   const int blocks = 2 * s.n_k_heads + s.n_v_heads + 1;
   const int threads = ((s.state_size + 31) / 32) * 32;
   const float q_scale = 1.0f / std::sqrt(static_cast<float>(s.state_size));
-  DeltaPrepKernel<<<blocks, threads < 32 ? 32 : threads, 0, stream>>>(
-      s, beta, alpha_g, dt_bias, a, conv_kernel, qkv, conv_state, q_scale);
+  Launch(DeltaPrepKernel, blocks, threads < 32 ? 32 : threads, 0, stream, s, beta, alpha_g,
+         dt_bias, a, conv_kernel, qkv, conv_state, q_scale);
 }
 
 namespace {
@@ -1658,13 +1800,8 @@ void DeltaNetDecodeFused(const DeltaNetShape& s, const float* qkv, const float* 
   config.gridDim = dim3(static_cast<unsigned>(s.n_k_heads * cluster));
   config.blockDim = dim3(static_cast<unsigned>(512 / P));
   config.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = static_cast<unsigned>(cluster);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  config.attrs = attr;
-  config.numAttrs = 1;
+  cudaLaunchAttribute attr[2];
+  SetLaunchAttributes(&config, attr, cluster);
   auto launch = [&](auto kernel) {
     cudaLaunchKernelEx(&config, kernel, s, qkv, beta, alpha, dt_bias, a, conv_kernel, z, norm,
                        conv_state, ssm, o, q_scale);
@@ -1708,8 +1845,8 @@ void AttendDecode(const AttentionShape& s, const float* q, const float* k_cache,
   const size_t smem = AttendSmem(s);
   const bool few = AttendRegHeads(s) == kAttnFewHeads;
   auto launch = [&](auto kernel) {
-    kernel<<<grid, kAttnThreads, smem, stream>>>(s, q, k_cache, v_cache, d_pos0, scratch, counters,
-                                                 o, hb);
+    Launch(kernel, grid, kAttnThreads, smem, stream, s, q, k_cache, v_cache, d_pos0, scratch,
+           counters, o, hb);
   };
   switch (s.head_dim / 32) {
     case 2:

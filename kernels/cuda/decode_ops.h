@@ -23,6 +23,13 @@
 // cache's copy policy stays bit-identical to an all-resident run). Sums differ in order from the
 // batch kernels, so decode and prefill agree to rounding, not bit for bit.
 //
+// With SLUICE_CUDA_PDL=1 (read at PrepareDecodeKernels), on compute
+// capability 9 and above every launch is a programmatic dependent launch: a
+// kernel starts while the one before it in the stream finishes, asks for
+// the weight rows that depend on nothing computed, and waits for its
+// predecessor before it reads or writes anything else. A kernel enqueued
+// after one of these, of any kind, still sees all of its writes.
+//
 // Every pointer is device memory. Functions only enqueue work; launch
 // errors surface through LastLaunchError (device.h). Call
 // PrepareDecodeKernels once per device (outside any capture).

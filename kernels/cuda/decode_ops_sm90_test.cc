@@ -586,5 +586,140 @@ TEST_F(DecodeProjectSm90Test, RowsOfF32AreNotStreamed) {
   EXPECT_FALSE(DecodeProjectStreamed(p));
 }
 
+
+// Programmatic dependent launches (the default on sm_90) give the bits of
+// plain ones, replay after replay: six MoE layers of bench35's shapes (the
+// F32 router with its top-k beside the shared pair and the shared gate,
+// the routed gate/up, the down products, each layer's input the last one's
+// output plus the residual) captured as one graph and replayed 20 times,
+// with SLUICE_CUDA_PDL=0 and with the default. A kernel that read its
+// predecessor's output before waiting for it would give other bits.
+TEST_F(DecodeProjectSm90Test, ProgrammaticLaunchesGiveThePlainBits) {
+  std::mt19937 rng(31);
+  const int64_t n = 2048, ff = 512;
+  const int n_expert = 16, k = 8, layers = 6;
+  using kernels::testing_util::RandomWeights;
+  std::uniform_real_distribution<float> val(-1.f, 1.f);
+  auto random_floats = [&](size_t count, float scale) {
+    std::vector<float> v(count);
+    for (float& f : v) f = scale * val(rng);
+    return v;
+  };
+  DeviceBuffer router = Upload(random_floats(n_expert * n, 0.05f));
+  DeviceBuffer shared_gate_w = Upload(random_floats(n, 0.05f));
+  DeviceBuffer sh_gate = Upload(RandomWeights(GgmlType::kQ4_K, ff, n, rng));
+  DeviceBuffer sh_up = Upload(RandomWeights(GgmlType::kQ4_K, ff, n, rng));
+  DeviceBuffer sh_down = Upload(RandomWeights(GgmlType::kQ4_K, n, ff, rng));
+  std::vector<DeviceBuffer> experts;
+  std::vector<const void*> gate_t, up_t, down_t;
+  for (int x = 0; x < n_expert; ++x) {
+    experts.push_back(Upload(RandomWeights(GgmlType::kQ4_K, ff, n, rng)));
+    gate_t.push_back(experts.back().data());
+    experts.push_back(Upload(RandomWeights(GgmlType::kQ4_K, ff, n, rng)));
+    up_t.push_back(experts.back().data());
+    experts.push_back(Upload(RandomWeights(GgmlType::kQ6_K, n, ff, rng)));
+    down_t.push_back(experts.back().data());
+  }
+  DeviceBuffer d_gt = Upload(gate_t), d_ut = Upload(up_t), d_dt = Upload(down_t);
+  const std::vector<float> x0 = random_floats(n, 1.0f);
+  DeviceBuffer d_x[2] = {Upload(x0), Upload(std::vector<float>(n, 0.0f))};
+  DeviceBuffer d_norm = Upload(random_floats(n, 0.25f));
+  DeviceBuffer d_out = Upload(std::vector<float>(n, 0.0f));
+  DeviceBuffer d_xn = Upload(std::vector<float>(n, 0.0f));
+  DeviceBuffer d_logits = Upload(std::vector<float>(n_expert, 0.0f));
+  DeviceBuffer d_sh = Upload(std::vector<float>(ff, 0.0f));
+  DeviceBuffer d_sh_logit = Upload(std::vector<float>(1, 0.0f));
+  DeviceBuffer d_h = Upload(std::vector<float>(k * ff, 0.0f));
+  DeviceBuffer d_ids = Upload(std::vector<int32_t>(k, 0));
+  DeviceBuffer d_paired = Upload(std::vector<int32_t>(2 * k, 0));
+  DeviceBuffer d_w = Upload(std::vector<float>(k, 0.0f));
+  DeviceBuffer d_counter = Upload(std::vector<int32_t>(1, 0));
+  // out = the last layer's MoE output; x alternates between the two buffers.
+  auto enqueue = [&](Stream stream) {
+    for (int l = 0; l < layers; ++l) {
+      DecodeProjection p;
+      p.in.x = d_x[l % 2].as<const float>();
+      p.in.add = d_out.as<const float>();
+      p.in.x_out = d_x[(l + 1) % 2].as<float>();
+      p.in.norm_w = d_norm.as<const float>();
+      p.in.eps = 1e-6f;
+      p.in.xn_out = d_xn.as<float>();
+      p.in.n = n;
+      p.n_matrices = 3;
+      p.m[0] = {static_cast<int>(GgmlType::kF32), router.data(), nullptr, n_expert,
+                d_logits.as<float>()};
+      p.m[1] = {static_cast<int>(GgmlType::kQ4_K), sh_gate.data(), sh_up.data(), ff,
+                d_sh.as<float>()};
+      p.m[2] = {static_cast<int>(GgmlType::kF32), shared_gate_w.data(), nullptr, 1,
+                d_sh_logit.as<float>()};
+      p.topk = {k, d_ids.as<int32_t>(), d_w.as<float>(), d_paired.as<int32_t>(),
+                d_counter.as<int32_t>()};
+      DecodeProject(p, stream);
+      DecodeExperts e;
+      e.k = k;
+      e.ids = d_ids.as<const int32_t>();
+      e.weights = d_w.as<const float>();
+      e.gate = d_gt.as<const void* const>();
+      e.up = d_ut.as<const void* const>();
+      e.down = d_dt.as<const void* const>();
+      e.gate_type = e.up_type = static_cast<int>(GgmlType::kQ4_K);
+      e.down_type = static_cast<int>(GgmlType::kQ6_K);
+      e.n_embd = n;
+      e.ff = ff;
+      e.xn = d_xn.as<const float>();
+      e.h = d_h.as<float>();
+      e.shared_ff = ff;
+      e.shared_h = d_sh.as<const float>();
+      e.shared_down = sh_down.data();
+      e.shared_down_type = static_cast<int>(GgmlType::kQ4_K);
+      e.shared_logit = d_sh_logit.as<const float>();
+      e.out = d_out.as<float>();
+      DecodeExpertsGateUp(e, stream);
+      DecodeExpertsDown(e, stream);
+    }
+  };
+  absl::StatusOr<Stream> stream = CreateStream();
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  // The final residual stream and MoE output of each replay.
+  auto replays = [&](const char* pdl) {
+    setenv("SLUICE_CUDA_PDL", pdl, 1);
+    PrepareDecodeKernels();
+    EXPECT_TRUE(Graph::BeginCapture(*stream).ok());
+    enqueue(*stream);
+    absl::StatusOr<Graph> graph = Graph::EndCapture(*stream);
+    EXPECT_TRUE(graph.ok()) << graph.status();
+    EXPECT_EQ(graph->kernels(), 3 * layers);
+    std::vector<std::vector<float>> outs;
+    for (int r = 0; r < 20 && graph.ok(); ++r) {
+      EXPECT_TRUE(CopyToDevice(d_x[0].data(), x0.data(), n * 4, *stream).ok());
+      EXPECT_TRUE(Memset(d_out.data(), 0, n * 4, *stream).ok());
+      EXPECT_TRUE(graph->Launch(*stream).ok());
+      EXPECT_TRUE(Synchronize(*stream).ok());
+      std::vector<float> o = Read(d_out, n), x = Read(d_x[layers % 2], n);
+      o.insert(o.end(), x.begin(), x.end());
+      outs.push_back(std::move(o));
+    }
+    unsetenv("SLUICE_CUDA_PDL");
+    PrepareDecodeKernels();
+    return outs;
+  };
+  const std::vector<std::vector<float>> plain = replays("0"), pdl = replays("1");
+  ASSERT_EQ(plain.size(), 20u);
+  ASSERT_EQ(pdl.size(), 20u);
+  double sum = 0;
+  int nans = 0;
+  for (float v : plain[0]) {
+    sum += static_cast<double>(v) * v;
+    nans += std::isnan(v);
+  }
+  EXPECT_GT(sum, 0.0);
+  EXPECT_EQ(nans, 0);
+  for (int r = 0; r < 20; ++r) {
+    ASSERT_EQ(std::memcmp(plain[0].data(), plain[r].data(), 2 * n * 4), 0) << "plain replay " << r;
+    ASSERT_EQ(std::memcmp(plain[0].data(), pdl[r].data(), 2 * n * 4), 0) << "PDL replay " << r;
+  }
+  DestroyStream(*stream);
+}
+
 }  // namespace
 }  // namespace sluice::cuda
