@@ -54,6 +54,11 @@ absl::Status ValidateExpertConfig(const ExpertConfig& e) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--expert_host_threads=", e.host_threads, ": must be in 0..", kMaxHostThreads));
   }
+  // A negated test so that NaN is refused too.
+  if (!(e.skip_threshold >= 0 && e.skip_threshold < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--expert_skip=", e.skip_threshold, ": must be in [0, 1) (0: off)"));
+  }
   return absl::OkStatus();
 }
 
@@ -64,7 +69,8 @@ std::string ExpertConfigString(const ExpertConfig& e) {
                       " prefetch=", e.prefetch ? "true" : "false",
                       " miss_policy=", MissPolicyName(e.miss_policy),
                       " host_threads=", e.host_threads,
-                      e.profile.empty() ? "" : " profile=", e.profile);
+                      e.profile.empty() ? "" : " profile=", e.profile,
+                      e.skip_threshold == 0 ? "" : absl::StrCat(" skip=", e.skip_threshold));
 }
 
 }  // namespace sluice::config

@@ -67,6 +67,14 @@ struct ExpertConfig {
   // worker warms its expert arena from at load and saves its counts to
   // while serving; "" : none.
   std::string profile;
+  // --expert_skip: the opt-in lossy mode (issue 22; docs/SLOT_CACHE.md,
+  // "Skipping cold experts"). A routed expert whose share of its token's
+  // routing weights is below this and whose bytes are not in RAM is not
+  // computed; the token's other weights are scaled up to the same sum. The
+  // token's largest weight is never skipped. In [0, 1); 0: off (logits bit
+  // for bit as without it). CPU only: the CUDA backend refuses any other
+  // value (its data path has no disk tier to skip yet).
+  double skip_threshold = 0;
 
   bool operator==(const ExpertConfig&) const = default;
 };
@@ -88,7 +96,8 @@ absl::StatusOr<MissPolicy> ParseMissPolicy(absl::string_view name);
 absl::Status ValidateExpertConfig(const ExpertConfig& config);
 
 // "slots=-1 arena_fraction=0 policy=lru host_tier_bytes=0 prefetch=false
-// miss_policy=copy host_threads=0", for logs and test failures.
+// miss_policy=copy host_threads=0" (then " profile=FILE" and
+// " skip=0.05" when set), for logs and test failures.
 std::string ExpertConfigString(const ExpertConfig& config);
 
 }  // namespace sluice::config

@@ -26,6 +26,7 @@ void ToWorkerConfig(const ExpertConfig& e, sluice::worker::v1::WorkerConfig* out
   out->set_expert_miss_policy(std::string(MissPolicyName(e.miss_policy)));
   out->set_expert_host_threads(static_cast<uint32_t>(e.host_threads));
   out->set_expert_profile(e.profile);
+  out->set_expert_skip(e.skip_threshold);
 }
 
 absl::StatusOr<ExpertConfig> FromWorkerConfig(const sluice::worker::v1::WorkerConfig& in) {
@@ -47,6 +48,7 @@ absl::StatusOr<ExpertConfig> FromWorkerConfig(const sluice::worker::v1::WorkerCo
   // A uint32 above the int range reads as negative and is refused below.
   e.host_threads = static_cast<int>(in.expert_host_threads());
   e.profile = in.expert_profile();
+  e.skip_threshold = in.expert_skip();
   if (absl::Status s = ValidateExpertConfig(e); !s.ok()) return InField("expert_*", s);
   return e;
 }

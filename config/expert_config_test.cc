@@ -38,6 +38,15 @@ TEST(ExpertConfigTest, ValidationNamesTheFlag) {
   EXPECT_EQ(ValidateExpertConfig(c).message(), "--expert_host_threads=-1: must be in 0..1024");
   c.host_threads = 16;
   EXPECT_TRUE(ValidateExpertConfig(c).ok());
+  c.skip_threshold = 1;
+  EXPECT_EQ(ValidateExpertConfig(c).message(), "--expert_skip=1: must be in [0, 1) (0: off)");
+  c.skip_threshold = -0.1;
+  EXPECT_EQ(ValidateExpertConfig(c).message(), "--expert_skip=-0.1: must be in [0, 1) (0: off)");
+  c.skip_threshold = 0.05;
+  EXPECT_TRUE(ValidateExpertConfig(c).ok());
+  EXPECT_EQ(ExpertConfigString(c),
+            "slots=-1 arena_fraction=0.25 policy=lru host_tier_bytes=0 prefetch=false "
+            "miss_policy=copy host_threads=16 skip=0.05");
 }
 
 TEST(ExpertConfigTest, PolicyNamesRoundTrip) {
@@ -66,8 +75,10 @@ TEST(ExpertConfigProtoTest, RoundTripsEveryField) {
   c.miss_policy = MissPolicy::kCost;
   c.host_threads = 7;
   c.profile = "/var/lib/sluice/experts.profile";
+  c.skip_threshold = 0.125;
   worker::v1::WorkerConfig wire;
   ToWorkerConfig(c, &wire);
+  EXPECT_EQ(wire.expert_skip(), 0.125);
   EXPECT_TRUE(wire.has_expert_slots());
   EXPECT_EQ(wire.expert_profile(), "/var/lib/sluice/experts.profile");
   EXPECT_EQ(wire.expert_miss_policy(), "cost");
@@ -97,6 +108,10 @@ TEST(ExpertConfigProtoTest, AnEmptyConfigIsTheDefaultsAndBadNamesNameTheField) {
   wire.set_expert_miss_policy("");
   wire.set_expert_slots(-3);
   EXPECT_EQ(FromWorkerConfig(wire).status().code(), absl::StatusCode::kInvalidArgument);
+  wire.clear_expert_slots();
+  wire.set_expert_skip(2);
+  EXPECT_EQ(FromWorkerConfig(wire).status().message(),
+            "Hello.config.expert_*: --expert_skip=2: must be in [0, 1) (0: off)");
 }
 
 // Sets flag `name` from text as the command line would.
@@ -120,6 +135,11 @@ TEST(ExpertFlagsTest, DefaultsAreExpertConfigsAndSizesTakeSuffixes) {
   EXPECT_EQ(c->slots, 100);
   EXPECT_EQ(c->policy, EvictionPolicy::kLfu);
   EXPECT_EQ(c->miss_policy, MissPolicy::kHost);
+  EXPECT_EQ(c->skip_threshold, 0);
+  Set("expert_skip", "0.1");
+  c = ExpertConfigFromFlags();
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->skip_threshold, 0.1);
 }
 
 TEST(ExpertFlagsTest, BadValuesNameTheFlag) {
@@ -139,6 +159,10 @@ TEST(ExpertFlagsTest, BadValuesNameTheFlag) {
   Set("expert_slots", "-2");
   EXPECT_EQ(ExpertConfigFromFlags().status().message(),
             "--expert_slots=-2: must be >= 0 (or -1: the fit planner chooses)");
+  Set("expert_slots", "-1");
+  Set("expert_skip", "1.5");
+  EXPECT_EQ(ExpertConfigFromFlags().status().message(),
+            "--expert_skip=1.5: must be in [0, 1) (0: off)");
 }
 
 }  // namespace

@@ -37,6 +37,11 @@ ABSL_FLAG(std::string, expert_profile, kDefaults.profile,
           "A usage profile file: the worker warms its expert arena from it at load (CUDA) and "
           "saves its counts to it while serving (every minute and at shutdown); \"\": none.");
 
+ABSL_FLAG(double, expert_skip, kDefaults.skip_threshold,
+          "CPU, lossy, off by default: skip a routed expert whose share of its token's routing "
+          "weights is below this and whose bytes are not in RAM, renormalising the others; "
+          "never a token's top expert. In [0, 1); 0: off.");
+
 namespace sluice::config {
 
 absl::StatusOr<ExpertConfig> ExpertConfigFromFlags() {
@@ -56,6 +61,7 @@ absl::StatusOr<ExpertConfig> ExpertConfigFromFlags() {
   e.miss_policy = *miss_policy;
   e.host_threads = absl::GetFlag(FLAGS_expert_host_threads);
   e.profile = absl::GetFlag(FLAGS_expert_profile);
+  e.skip_threshold = absl::GetFlag(FLAGS_expert_skip);
   RETURN_IF_ERROR(ValidateExpertConfig(e));
   return e;
 }

@@ -43,6 +43,10 @@ struct SlotCacheCounters {
   uint64_t bytes_forced = 0;
   // slice_bytes x host_computed: bytes the host CPU read instead.
   uint64_t bytes_host_computed = 0;
+  // Routed experts the lossy mode skipped (--expert_skip; model/
+  // expert_skip.h): (token, expert) pairs not computed, counted by the CPU
+  // backend, which has no slot cache (all the other fields stay 0 there).
+  uint64_t skipped = 0;
   // Bytes by source tier, as the caller reports them.
   std::array<uint64_t, kTierCount> bytes_by_tier{};
   // Per layer (index = layer id); sized n_layer by the cache.
@@ -107,6 +111,7 @@ struct SlotCacheCounters {
     op(bytes_streamed, o.bytes_streamed);
     op(bytes_forced, o.bytes_forced);
     op(bytes_host_computed, o.bytes_host_computed);
+    op(skipped, o.skipped);
     for (int t = 0; t < kTierCount; ++t) op(bytes_by_tier[t], o.bytes_by_tier[t]);
     for (size_t i = 0; i < layer_lookups.size() && i < o.layer_lookups.size(); ++i) {
       op(layer_lookups[i], o.layer_lookups[i]);

@@ -1,5 +1,6 @@
 #include "model/cpu_model.h"
 
+#include <atomic>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "model/arch_util.h"
 #include "model/attention.h"
 #include "model/delta_net.h"
+#include "model/expert_skip.h"
 #include "model/mla.h"
 #include "model/moe.h"
 #include "model/state.h"
@@ -22,13 +24,19 @@ class CpuModel final : public Model {
   CpuModel(ArchDesc desc, const CpuModelOptions& options)
       : desc_(std::move(desc)),
         observer_(options.routing_observer),
-        source_(options.routing_source) {
+        source_(options.routing_source),
+        skip_(options.expert_skip),
+        residency_(options.expert_residency) {
     if (options.threads > 1) {
       pool_ = std::make_unique<ThreadPool>(options.threads);
     }
     experts_.reserve(desc_.layers.size());
     for (const LayerDesc& l : desc_.layers) {
       experts_.push_back(ResidentExperts(l.moe));
+    }
+    if (residency_ == nullptr) {
+      page_cache_ = std::make_unique<PageCacheResidency>(&experts_);
+      residency_ = page_cache_.get();
     }
   }
 
@@ -42,6 +50,14 @@ class CpuModel final : public Model {
 
   uint64_t StateBytes(int capacity) const override {
     return State::BytesFor(capacity, desc_.StateShapes());
+  }
+
+  BackendStats Stats() const override { return {.experts = ExpertStats()}; }
+  ExpertStreamStats ExpertStats() const override {
+    ExpertStreamStats s;
+    s.skipping = skip_ > 0;
+    s.counters.skipped = skipped_.load(std::memory_order_relaxed);
+    return s;
   }
 
  protected:
@@ -77,6 +93,12 @@ class CpuModel final : public Model {
   ArchDesc desc_;
   RoutingObserver* observer_;
   RoutingSource* source_;
+  const double skip_;
+  const ExpertResidency* residency_;
+  std::unique_ptr<PageCacheResidency> page_cache_;  // residency_ when none given
+  // Experts skipped since the model was built (ExpertStats); passes of
+  // several sessions may add at once.
+  mutable std::atomic<uint64_t> skipped_{0};
   std::unique_ptr<ThreadPool> pool_;
   // Per layer, every routed expert in place: what the acquire step of a
   // pass copies its experts' entries from.
@@ -129,6 +151,11 @@ absl::StatusOr<int32_t> CpuModel::RunBlockFfn(int64_t il, absl::Span<const Strea
   if (observer_ != nullptr) {
     observer_->OnRouting(il, desc_.moe.n_expert_used, routes);
   }
+  // After the observer: traces and usage profiles record what the router
+  // chose, not what the lossy mode left of it.
+  skipped_.fetch_add(SkipColdExperts(il, desc_.moe.n_expert, desc_.moe.n_expert_used, skip_,
+                                     *residency_, absl::MakeSpan(routes)),
+                     std::memory_order_relaxed);
   // Acquire: the union of every row's experts, each entry once. The table
   // holds nothing else, so the compute can read no expert not counted.
   const std::vector<int32_t> used = RoutedExperts(desc_.moe, routes);

@@ -11,6 +11,7 @@
 
 namespace sluice {
 
+class ExpertResidency;  // model/expert_skip.h
 class ModelFiles;
 
 struct CpuModelOptions {
@@ -23,6 +24,13 @@ struct CpuModelOptions {
   // Chooses every MoE block's experts in place of its router (bound at
   // build: the model's errors are the source's); not owned, may be null.
   RoutingSource* routing_source = nullptr;
+  // The lossy mode (model/expert_skip.h; config::ExpertConfig::
+  // skip_threshold): 0 is off.
+  double expert_skip = 0;
+  // Whether an expert's bytes are in RAM, for expert_skip; null: the page
+  // cache, asked with mincore (PageCacheResidency). Not owned, must outlive
+  // the model.
+  const ExpertResidency* expert_residency = nullptr;
 };
 
 // Describes the model in `files` (DescribeModel) and builds it on the CPU.

@@ -25,8 +25,18 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const ModelFiles& files,
     case Backend::kCpu:
       return LoadCpuModel(files, {.threads = o.threads,
                                    .routing_observer = o.routing_observer,
-                                   .routing_source = o.routing_source});
+                                   .routing_source = o.routing_source,
+                                   .expert_skip = o.experts.skip_threshold,
+                                   .expert_residency = o.expert_residency});
     case Backend::kCuda: {
+      // Here, where the backend is chosen, so that sluiced's CUDA worker
+      // and the tools' --backend=cuda refuse it alike.
+      if (o.experts.skip_threshold != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--expert_skip=", o.experts.skip_threshold,
+            ": the cuda backend cannot skip experts (its data path has no disk tier yet); "
+            "use 0 (off) or the cpu backend"));
+      }
       // Refused by architecture first, so that the answer is the same with
       // or without the backend in this binary.
       ASSIGN_OR_RETURN(const ArchDesc desc, DescribeModel(files));

@@ -46,6 +46,7 @@
 
 namespace sluice {
 
+class ExpertResidency;  // model/expert_skip.h
 class ModelFiles;
 class RoutingObserver;  // model/moe.h
 class RoutingSource;    // model/moe.h
@@ -91,7 +92,13 @@ struct EngineOptions {
   // the device. Called on the loading thread; may be empty.
   std::function<void(std::string_view phase, uint64_t done, uint64_t total)> load_progress;
 
-  // Where routed experts live (CUDA only; the CPU reads them in place).
+  // Whether a routed expert's bytes are in RAM, for experts.skip_threshold
+  // (the CPU backend); null: the page cache (mincore). A test or a quality
+  // measurement gives its own. Not owned, must outlive the engine.
+  const ExpertResidency* expert_residency = nullptr;
+
+  // Where routed experts live (CUDA only; the CPU reads them in place),
+  // and the lossy mode's skip_threshold (the CPU only; CUDA refuses it).
   // Built as given: slots -1 with no fraction keeps every expert resident.
   // The CUDA worker and the tools run the fit planner on it first
   // (memory/expert_plan.h), which turns what is left to it into numbers.

@@ -85,9 +85,12 @@ class SequenceState {
 
 // Routed experts streamed through a device slot cache (CUDA with fewer
 // slots than experts, or with the cache forced on). All zero / false when
-// every expert is resident or read in place (the CPU).
+// every expert is resident or read in place (the CPU), but for the lossy
+// mode's fields.
 struct ExpertStreamStats {
   bool streaming = false;    // experts come through the slot cache
+  // --expert_skip is on (the CPU backend): counters.skipped counts.
+  bool skipping = false;
   std::string policy;        // eviction policy name ("lru", ...)
   // Device slots (all slot classes): SlotCacheStats.slots_capacity and
   // sluice_expert_slots_capacity.

@@ -94,6 +94,8 @@ void GroupByExpert(const MoeConfig& c, absl::Span<const Routing> routes,
   slots.assign(c.n_expert, {});
   for (int64_t t = 0; t < static_cast<int64_t>(routes.size()); ++t) {
     for (int64_t s = 0; s < c.n_expert_used; ++s) {
+      // A skipped slot's row of slot_out stays zero.
+      if (routes[t].expert[s] == kSkippedExpert) continue;
       slots[routes[t].expert[s]].push_back({t, s});
     }
   }
@@ -132,19 +134,35 @@ absl::Status MoeOneToken(const MoeConfig& c, const MoeWeights& w,
   const int64_t k = c.n_expert_used, e_dim = c.n_embd;
   const bool shared = c.shared_ff > 0;
   std::vector<ExpertWeights> chosen;
-  for (int64_t s = 0; s < k; ++s) chosen.push_back(experts[r.expert[s]]);
+  // row[s]: slot s's row of y; -1 for a skipped slot (nothing computed).
+  int64_t row[kMaxExpertsUsed];
+  for (int64_t s = 0; s < k; ++s) {
+    row[s] = r.expert[s] == kSkippedExpert ? -1 : static_cast<int64_t>(chosen.size());
+    if (row[s] >= 0) chosen.push_back(experts[r.expert[s]]);
+  }
+  const int64_t shared_row = static_cast<int64_t>(chosen.size());
   if (shared) chosen.push_back({w.shared_gate, w.shared_up, w.shared_down});
   std::vector<float> y(chosen.size() * e_dim);
   RETURN_IF_ERROR(ExpertsOneToken(chosen, x, y.data(), pool));
-  for (int64_t j = 0; j < e_dim; ++j) out[j] = y[j] * r.weight[0];
-  for (int64_t s = 1; s < k; ++s) {
-    for (int64_t j = 0; j < e_dim; ++j) out[j] += y[s * e_dim + j] * r.weight[s];
+  // Slot order and the first slot's assignment as without skipping, so
+  // that a token with nothing skipped sums bit for bit as before.
+  std::fill(out, out + e_dim, 0.0f);
+  bool first = true;
+  for (int64_t s = 0; s < k; ++s) {
+    if (row[s] < 0) continue;
+    const float* ys = y.data() + row[s] * e_dim;
+    if (first) {
+      for (int64_t j = 0; j < e_dim; ++j) out[j] = ys[j] * r.weight[s];
+    } else {
+      for (int64_t j = 0; j < e_dim; ++j) out[j] += ys[j] * r.weight[s];
+    }
+    first = false;
   }
   if (shared) {
     const float gate = w.shared_gate_inp == nullptr
                            ? 1.0f
                            : Sigmoid(Dot(w.shared_gate_inp, x, e_dim));
-    for (int64_t j = 0; j < e_dim; ++j) out[j] += y[k * e_dim + j] * gate;
+    for (int64_t j = 0; j < e_dim; ++j) out[j] += y[shared_row * e_dim + j] * gate;
   }
   return absl::OkStatus();
 }
@@ -341,7 +359,9 @@ std::vector<int32_t> RoutedExperts(const MoeConfig& c,
                                    absl::Span<const Routing> routes) {
   std::vector<bool> seen(c.n_expert, false);
   for (const Routing& r : routes) {
-    for (int64_t s = 0; s < c.n_expert_used; ++s) seen[r.expert[s]] = true;
+    for (int64_t s = 0; s < c.n_expert_used; ++s) {
+      if (r.expert[s] != kSkippedExpert) seen[r.expert[s]] = true;
+    }
   }
   std::vector<int32_t> used;
   for (int64_t e = 0; e < c.n_expert; ++e) {

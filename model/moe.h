@@ -74,6 +74,10 @@ struct MoeWeights {
 // Upper bound on experts used per token (checked when a model loads).
 inline constexpr int64_t kMaxExpertsUsed = 64;
 
+// An entry of Routing::expert that the lossy mode (model/expert_skip.h)
+// took out: its weight is 0, and ComputeMoe and RoutedExperts pass over it.
+inline constexpr int32_t kSkippedExpert = -1;
+
 // Routing of one token: the chosen experts (decreasing probability) and
 // their renormalised weights; entries [0, k) are set.
 struct Routing {
@@ -133,8 +137,8 @@ absl::Status RouteMoe(const MoeConfig& config, const MoeWeights& w,
                       std::vector<Routing>* routes,
                       ThreadPool* pool);
 
-// The distinct experts of routes (the first n_expert_used slots of each),
-// in increasing id order: the entries the acquire step must set, once
+// The distinct experts of routes (the first n_expert_used slots of each,
+// kSkippedExpert left out), in increasing id order: the entries the acquire step must set, once
 // each, for ComputeMoe over these routes. A batched pass routes every row
 // of the step first, so this is the union of the step's experts.
 std::vector<int32_t> RoutedExperts(const MoeConfig& config,
