@@ -154,6 +154,10 @@ void RenderExpertCache(std::string* out, const v1::SlotCacheStats& c) {
          "Expert bytes the host CPU read to compute misses (in no tier of "
          "sluice_expert_bytes_total).",
          c.bytes_host_computed());
+  Metric(out, "sluice_expert_skipped_total", "counter",
+         "Routed experts the lossy mode (--expert_skip) did not compute: a small weight and "
+         "bytes not in RAM.",
+         c.skipped());
   // One series per policy (1 for the one in use; all 0 while nothing
   // streams), so that a dashboard sees a policy change as a step.
   Family(out, "sluice_expert_miss_policy", "gauge",

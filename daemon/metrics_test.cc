@@ -136,6 +136,7 @@ TEST(MetricsTest, ExpertSlotCache) {
                            "sluice_expert_bytes_total{tier=\"disk\"} 0\n",
                            "sluice_expert_slot_host_computed_total 0\n",
                            "sluice_expert_bytes_host_computed_total 0\n",
+                           "sluice_expert_skipped_total 0\n",
                            "sluice_expert_miss_policy{policy=\"copy\"} 0\n"
                            "sluice_expert_miss_policy{policy=\"host\"} 0\n"
                            "sluice_expert_miss_policy{policy=\"cost\"} 0\n",
@@ -157,6 +158,7 @@ TEST(MetricsTest, ExpertSlotCache) {
   c.set_forced(10);
   c.set_host_computed(7);
   c.set_bytes_host_computed(7000);
+  c.set_skipped(11);
   c.set_miss_policy("cost");
   c.set_copy_bytes_per_second(4.5e10);
   c.set_host_bytes_per_second(2.75e10);
@@ -179,6 +181,8 @@ TEST(MetricsTest, ExpertSlotCache) {
         "sluice_expert_slot_host_computed_total 7\n",
         "# TYPE sluice_expert_bytes_host_computed_total counter\n"
         "sluice_expert_bytes_host_computed_total 7000\n",
+        "# TYPE sluice_expert_skipped_total counter\n"
+        "sluice_expert_skipped_total 11\n",
         "# TYPE sluice_expert_miss_policy gauge\n"
         "sluice_expert_miss_policy{policy=\"copy\"} 0\n"
         "sluice_expert_miss_policy{policy=\"host\"} 0\n"

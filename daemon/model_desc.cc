@@ -97,6 +97,9 @@ absl::StatusOr<ModelDesc> PrepareLoad(const v1::LoadModelRequest& request,
   }
   // Any backend counts a profile (a CPU worker's warms a later CUDA one).
   config->set_expert_profile(defaults.experts.profile);
+  // Every kind gets it: a CPU worker skips, a CUDA worker refuses a nonzero
+  // one by name.
+  config->set_expert_skip(defaults.experts.skip_threshold);
   for (int i = 0; i < (*files)->shard_count(); ++i) {
     worker::v1::ShardDesc* s = d.hello.add_shards();
     s->set_name((*files)->shard(i).path);

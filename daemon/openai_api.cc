@@ -436,6 +436,7 @@ SluiceExtension ExtensionOf(const v1::GenerateDone& done) {
     s.set_evictions(x.evictions());
     s.set_forced(x.forced());
     s.set_host_computed(x.host_computed());
+    s.set_skipped(x.skipped());
     s.set_bytes_host(x.bytes_host());
     s.set_bytes_disk(x.bytes_disk());
     s.set_bytes_streamed(x.bytes_host() + x.bytes_disk());
@@ -486,6 +487,7 @@ Json ExtensionJson(const SluiceExtension& e) {
                          {"evictions", s.evictions()},
                          {"forced", s.forced()},
                          {"host_computed", s.host_computed()},
+                         {"skipped", s.skipped()},
                          {"bytes_streamed", s.bytes_streamed()},
                          {"bytes_host", s.bytes_host()},
                          {"bytes_disk", s.bytes_disk()},

@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "loader/model_files.h"
 #include "model/engine.h"
+#include "model/expert_skip.h"
 
 namespace sluice {
 namespace {
@@ -168,22 +169,25 @@ TEST_F(DemoModelTest, GreedyTextIsMadeOfCorpusWords) {
   EXPECT_GE(share, 0.85);
 }
 
-TEST_F(DemoModelTest, HeldOutLossIsLow) {
-  const Tokenizer& tok = engine_->tokenizer();
+// Mean next-token NLL (nats) of `engine` on the first 100 held-out
+// entries, each with the eos the training stream puts after it, from
+// position 0; *tokens: the predicted tokens.
+double HeldOutNll(Engine& engine, const std::vector<std::string>& entries, int* used,
+                  int64_t* tokens) {
+  const Tokenizer& tok = engine.tokenizer();
   double nll = 0;
   int64_t n = 0;
-  int used = 0;
-  auto session = engine_->NewSession();
-  ASSERT_TRUE(session.ok()) << session.status();
-  // The first 100 held-out entries, each with the eos the training stream
-  // puts after it, from position 0.
-  for (size_t i = 0; i < entries_.size() && used < 100; i += kHeldOutEvery, ++used) {
-    std::vector<int32_t> ids = tok.Encode(entries_[i], false);
+  *used = 0;
+  auto session = engine.NewSession();
+  EXPECT_TRUE(session.ok()) << session.status();
+  if (!session.ok()) return 0;
+  for (size_t i = 0; i < entries.size() && *used < 100; i += kHeldOutEvery, ++*used) {
+    std::vector<int32_t> ids = tok.Encode(entries[i], false);
     ids.push_back(tok.eos());
     if (ids.size() > 256) ids.resize(256);
     (*session)->Reset();
     std::vector<float> logits;
-    ASSERT_TRUE((*session)->PrefillAll(ids, &logits).ok());
+    EXPECT_TRUE((*session)->PrefillAll(ids, &logits).ok());
     const int64_t v = tok.n_vocab();
     for (size_t t = 0; t + 1 < ids.size(); ++t) {
       const float* row = logits.data() + t * v;
@@ -194,11 +198,62 @@ TEST_F(DemoModelTest, HeldOutLossIsLow) {
       ++n;
     }
   }
-  const double mean = nll / n;
+  *tokens = n;
+  return nll / n;
+}
+
+TEST_F(DemoModelTest, HeldOutLossIsLow) {
+  int used = 0;
+  int64_t n = 0;
+  const double mean = HeldOutNll(*engine_, entries_, &used, &n);
   std::printf("held-out: %d entries, %lld predicted tokens, mean NLL %.4f nats "
               "(uniform: %.4f)\n",
-              used, static_cast<long long>(n), mean, std::log(tok.n_vocab()));
+              used, static_cast<long long>(n), mean, std::log(engine_->tokenizer().n_vocab()));
   EXPECT_LT(mean, kMaxHeldOutNll);
+}
+
+// Every expert "only on disk": the worst case of the page cache, which this
+// test cannot arrange for real (the file's pages stay cached).
+class NothingResident final : public ExpertResidency {
+ public:
+  bool Resident(int64_t, int32_t) const override { return false; }
+};
+
+// The quality cost of --expert_skip (issue 22; the figures of
+// docs/SLOT_CACHE.md, "Skipping cold experts"): held-out NLL with every
+// expert cold at a few thresholds, beside the NLL without the mode.
+TEST_F(DemoModelTest, ExpertSkipQualityCost) {
+  int used = 0;
+  int64_t n = 0;
+  const double base = HeldOutNll(*engine_, entries_, &used, &n);
+  const ModelInfo& info = engine_->info();
+  EXPECT_EQ(engine_->model().ExpertStats().counters.skipped, 0u);  // the mode is off
+  std::printf("expert_skip: %d entries, %lld predicted tokens; without: NLL %.4f\n", used,
+              static_cast<long long>(n), base);
+  const NothingResident cold;
+  double last = base;
+  for (double threshold : {0.0, 0.05, 0.1, 0.2}) {
+    auto engine = Engine::Create(*files_, {.threads = 2,
+                                           .context_length = 512,
+                                           .expert_residency = &cold,
+                                           .experts = {.skip_threshold = threshold}});
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    const double nll = HeldOutNll(**engine, entries_, &used, &n);
+    const uint64_t skipped = (*engine)->model().ExpertStats().counters.skipped;
+    // Rows evaluated: the predicted tokens plus each entry's last token.
+    const double routed = static_cast<double>(n + used) * info.n_layer * info.n_expert_used;
+    std::printf("  threshold %.2f: NLL %.4f (%+.4f), skipped %llu of %.0f routed = %.4f\n",
+                threshold, nll, nll - base, static_cast<unsigned long long>(skipped), routed,
+                skipped / routed);
+    if (threshold == 0) {
+      EXPECT_EQ(nll, base);
+      EXPECT_EQ(skipped, 0u);
+    } else {
+      EXPECT_GT(skipped, 0u);
+      EXPECT_GE(nll, last - 0.01) << "skipping more made the model better?";
+    }
+    last = nll;
+  }
 }
 
 }  // namespace

@@ -60,7 +60,7 @@ check(r["kv_state_bytes"] > 0 and r["model_file_bytes"] > 0, "sizes")
 o = r["expert_options"]
 check(o == {"slots": -1, "arena_fraction": 0.25, "policy": "lfu",
             "host_tier_bytes": 4096, "prefetch": True, "miss_policy": "cost",
-            "host_threads": 3}, "expert_options %r" % o)
+            "host_threads": 3, "skip": 0}, "expert_options %r" % o)
 d = r["device_memory"]
 check(d["by_kind"] == {} and d["peak_bytes"] == 0, "cpu device memory %r" % d)
 e = r["experts"]
@@ -68,6 +68,7 @@ check(e["streaming"] is False and e["slots_capacity"] == e["slots"] == 0, "exper
 dec = e["decode"]
 check(dec["tokens"] == 5, "decode steps %r" % dec.get("tokens"))
 check(dec["lookups"] == 0 and dec["hit_rate"] == 0, "decode counters")
+check(e["skipping"] is False and dec["skipped"] == 0, "nothing skipped without --expert_skip")
 check(dec["bytes_per_token"] == {"host": 0, "disk": 0, "moved": 0}, "bytes_per_token")
 check(set(dec["bytes_by_tier"]) == {"host", "disk"}, "tiers")
 # bytes_streamed is the metric's name; bytes_filled, its old key, stays beside it.
@@ -76,8 +77,29 @@ check(e["prefill"]["tokens"] == r["prompt_tokens"], "prefill tokens")
 print("json ok:", r["prefill_tok_s"], r["decode_tok_s"])
 PY
 
+# --expert_skip (issue 22): the JSON counts the skipped experts. Whether
+# any are skipped depends on the page cache, so the file's pages are
+# dropped first where the kernel allows it (not on tmpfs); the count must
+# be a number either way and is printed.
+python3 -c 'import os,sys; fd=os.open(sys.argv[1], os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' \
+  "$model" || true
+"$generate" --model "$model" --prompt "The license" --max-tokens 6 --ignore-eos \
+  --expert_skip 0.9 --json >"$dir/json_skip" 2>"$dir/err_skip" \
+  || fail "--expert_skip exited: $(cat "$dir/err_skip")"
+python3 - "$dir/json_skip" <<'PY' || fail "--expert_skip fields: $(cat "$dir/json_skip")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+e = r["experts"]
+assert r["expert_options"]["skip"] == 0.9, r["expert_options"]
+assert e["skipping"] is True, e
+n = [e[p]["skipped"] for p in ("prefill", "decode", "since_load")]
+assert all(isinstance(x, int) and x >= 0 for x in n), n
+assert n[0] + n[1] == n[2], n
+print("skipped (prefill, decode, since load):", n)
+PY
+
 for bad in "--expert-policy fifo" "--expert-arena-fraction 1.5" "--expert-slots -2" \
-    "--expert-miss-policy cpu" "--expert-host-threads -1"; do
+    "--expert-miss-policy cpu" "--expert-host-threads -1" "--expert-skip 1"; do
   # shellcheck disable=SC2086
   if "$generate" --model "$model" --prompt "x" $bad >/dev/null 2>"$dir/err7"; then
     fail "$bad accepted"

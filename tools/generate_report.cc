@@ -78,6 +78,8 @@ std::string CountersJson(const memory::SlotCacheCounters& c, double tokens,
       .UInt("exhausted", c.exhausted)
       .UInt("forced", c.forced)
       .UInt("host_computed", c.host_computed)
+      // --expert_skip: (token, expert) pairs not computed.
+      .UInt("skipped", c.skipped)
       .UInt("prefetches_issued", c.prefetches_issued)
       .UInt("prefetches_useful", c.prefetches_useful)
       .UInt("prefetches_late", c.prefetches_late)
@@ -120,6 +122,7 @@ std::string ExpertsJson(const GenerateReport& r) {
       g.prefill_tok_per_s > 0 ? g.prompt_tokens / g.prefill_tok_per_s : 0;
   return Object()
       .Bool("streaming", e.streaming)
+      .Bool("skipping", e.skipping)
       .Str("policy", e.policy)
       .Str("miss_policy", e.miss_policy)
       .Num("copy_bytes_per_s_estimate", e.copy_bytes_per_s)
@@ -191,6 +194,7 @@ std::string GenerateReportJson(const GenerateReport& r) {
                                  .Str("miss_policy",
                                       std::string(config::MissPolicyName(x.miss_policy)))
                                  .Int("host_threads", x.host_threads)
+                                 .Num("skip", x.skip_threshold)
                                  .Json())
       .Int("prompt_tokens", g.prompt_tokens)
       .Int("generated_tokens", g.generated_tokens)

@@ -47,6 +47,7 @@ void ToSlotCacheStats(const ExpertStreamStats& s, sluice::v1::SlotCacheStats* ou
   out->set_host_bytes_per_second(s.host_bytes_per_s);
   out->set_host_computed(c.host_computed);
   out->set_bytes_host_computed(c.bytes_host_computed);
+  out->set_skipped(c.skipped);
   out->set_lookups(c.lookups);
   out->set_hits(c.hits);
   out->set_misses(c.misses);
@@ -72,6 +73,7 @@ sluice::v1::ExpertRequestStats ToRequestStats(const memory::SlotCacheCounters& d
   r.set_forced(d.forced);
   r.set_host_computed(d.host_computed);
   r.set_bytes_host_computed(d.bytes_host_computed);
+  r.set_skipped(d.skipped);
   r.set_evictions(d.evictions);
   r.set_exhausted(d.exhausted);
   r.set_hit_rate(d.hit_rate());

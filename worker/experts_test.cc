@@ -18,6 +18,7 @@ memory::SlotCacheCounters Counters(uint64_t scale) {
   c.forced = 1 * scale;
   c.host_computed = 1 * scale;
   c.bytes_host_computed = 1000 * scale;
+  c.skipped = 5 * scale;
   c.evictions = 2 * scale;
   c.prefetches_issued = 4 * scale;
   c.prefetches_useful = 1 * scale;
@@ -50,6 +51,7 @@ TEST(ExpertsTest, SlotCacheStatsCarryEveryFigure) {
   EXPECT_DOUBLE_EQ(p.host_bytes_per_second(), 2.75e10);
   EXPECT_EQ(p.host_computed(), 1u);
   EXPECT_EQ(p.bytes_host_computed(), 1000u);
+  EXPECT_EQ(p.skipped(), 5u);
   EXPECT_EQ(p.slots_capacity(), 12u);
   EXPECT_EQ(p.arena_bytes(), 12000u);
   EXPECT_EQ(p.lookups(), 8u);
@@ -89,6 +91,7 @@ TEST(ExpertsTest, TrackerGivesTheRequestAndEachToken) {
   EXPECT_EQ(r.forced(), 2u);
   EXPECT_EQ(r.host_computed(), 2u);
   EXPECT_EQ(r.bytes_host_computed(), 2000u);
+  EXPECT_EQ(r.skipped(), 10u);
   EXPECT_EQ(r.bytes_host(), 600u);
   EXPECT_EQ(r.bytes_disk(), 200u);
   EXPECT_DOUBLE_EQ(r.prefetch_accuracy(), 0.25);

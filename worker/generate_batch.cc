@@ -91,7 +91,8 @@ void GenerateBatch::Admit(const SupervisorMessage& job) {
   live.prompt_tokens = static_cast<int>(params->prompt.size());
   live.max_tokens = params->max_tokens;
   live.added = absl::Now();
-  if (const ExpertStreamStats start = hooks_.experts(); start.streaming) {
+  // The lossy mode counts skipped experts even where nothing streams.
+  if (const ExpertStreamStats start = hooks_.experts(); start.streaming || start.skipping) {
     live.experts.emplace(start.counters, request.expert_token_stats());
   }
   live_.emplace(id, std::move(live));

@@ -69,8 +69,14 @@ absl::StatusOr<EngineOptions> OptionsFromConfig(const v1::WorkerConfig& config) 
   options.context_length = static_cast<int>(config.context_length());
   switch (config.kind()) {
     case sluice::v1::WORKER_KIND_UNSPECIFIED:
-    case sluice::v1::WORKER_KIND_CPU:
+    case sluice::v1::WORKER_KIND_CPU: {
+      // The CPU reads experts in place: of the expert settings only the
+      // lossy mode applies (checked by the same code as the supervisor's).
+      absl::StatusOr<config::ExpertConfig> experts = config::FromWorkerConfig(config);
+      if (!experts.ok()) return experts.status();
+      options.experts.skip_threshold = experts->skip_threshold;
       break;
+    }
     case sluice::v1::WORKER_KIND_CUDA:
       options.backend = Backend::kCuda;
       options.device = static_cast<int>(config.device());
