@@ -34,7 +34,9 @@ __constant__ int c_stream_weights;
 // bench35 decoded 1,224-1,286 tok/s against 1,161-1,258 (2026-12-03).
 __constant__ int c_funnel_loads;
 // Whether the decode kernels run as programmatic dependent launches (g_pdl
-// below): their weight rows are then asked of L2 before the wait.
+// below): only then do they ask L2 for weight rows before the wait (without
+// them there is nothing to overlap, and the down products' table reads
+// would only delay the launch).
 __constant__ int c_pdl;
 }  // namespace sluice::cuda
 #define SLUICE_WEIGHT_LOAD(p) (::sluice::cuda::c_stream_weights ? __ldcs(p) : __ldg(p))
@@ -84,7 +86,6 @@ __device__ __forceinline__ void AwaitPreviousReleaseNext() {
 // Asks L2 for the lines of bytes [p, p + n), the whole block sharing the
 // work (a kernel's weight rows, before it waits for its predecessor).
 __device__ __forceinline__ void PrefetchL2(const void* p, int64_t n) {
-  if (c_pdl == 0) return;  // nothing to overlap: the rows are read at once
   const uintptr_t begin = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{127};
   const uintptr_t end = reinterpret_cast<uintptr_t>(p) + n;
   for (uintptr_t a = begin + 128 * threadIdx.x; a < end; a += 128 * blockDim.x) {
@@ -519,7 +520,7 @@ __global__ void __launch_bounds__(kProjThreads, 4) DecodeProjectKernel(const Pro
   int mi = 0;
   while (mi + 1 < p.n_matrices && b >= a.block_start[mi + 1]) ++mi;
   const DecodeMatrix& m = p.m[mi];
-  {  // the block's rows, which no earlier kernel writes
+  if (c_pdl != 0) {  // the block's rows, which no earlier kernel writes
     const int64_t per_block = (kProjThreads / 32) * (32 / a.lanes) * kR;
     const int64_t r0 = (b - a.block_start[mi]) * per_block;
     const int64_t nr = m.rows - r0 < per_block ? m.rows - r0 : per_block;
@@ -929,7 +930,8 @@ __global__ void __launch_bounds__(32 * kMaxDownItems)
   // the experts is two launches back: this launch starts only once the
   // gate/up launch before it has passed its own wait, so the ids and the
   // slot table are final here, while the gate/up products still run.
-  {
+  // (Without programmatic launches there is nothing to overlap.)
+  if (c_pdl != 0) {
     const int64_t r0 = static_cast<int64_t>(blockIdx.x) * rows_per_block;
     const int64_t nr = e.n_embd - r0 < rows_per_block ? e.n_embd - r0 : rows_per_block;
     for (int x = 0; x < items; ++x) {
@@ -1527,11 +1529,13 @@ void PrepareDecodeKernels() {
   AllowSmem(AttendSplitKernel<2, 32>);
   AllowSmem(AttendSplitKernel<4, 16>);
   AllowSmem(AttendSplitKernel<8, 8>);
-  AllowSmem(PrepareDownKernel);
-  AllowSmem(DeltaPrepKernel);
-  AllowSmem(DeltaFusedKernel<1>);
-  AllowSmem(DeltaFusedKernel<2>);
-  AllowSmem(DeltaFusedKernel<4>);
+  if (g_pdl) {  // no large shared memory, but the same carveout as the rest
+    AllowSmem(PrepareDownKernel);
+    AllowSmem(DeltaPrepKernel);
+    AllowSmem(DeltaFusedKernel<1>);
+    AllowSmem(DeltaFusedKernel<2>);
+    AllowSmem(DeltaFusedKernel<4>);
+  }
 }
 
 int DecodeMaxCols() { return 16384; }
