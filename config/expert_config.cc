@@ -35,6 +35,14 @@ absl::StatusOr<MissPolicy> ParseMissPolicy(absl::string_view name) {
                                                  name.substr(0, 64), "\" (copy, host or cost)"));
 }
 
+absl::Status CheckExpertSkipOnCuda(const ExpertConfig& e) {
+  if (e.skip_threshold == 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("--expert_skip=", e.skip_threshold,
+                   ": the cuda backend cannot skip experts (its data path has no disk tier "
+                   "yet); use 0 (off) or the cpu backend"));
+}
+
 absl::Status ValidateExpertConfig(const ExpertConfig& e) {
   if (e.slots < kPlannerChoosesSlots) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -95,6 +95,12 @@ absl::StatusOr<MissPolicy> ParseMissPolicy(absl::string_view name);
 // naming the flag and the value.
 absl::Status ValidateExpertConfig(const ExpertConfig& config);
 
+// OK unless the CUDA backend is asked to skip experts (skip_threshold != 0),
+// which its data path cannot do yet: InvalidArgument naming --expert_skip.
+// Checked where a backend is chosen: sluiced's start-up for its default
+// backend, and every model load.
+absl::Status CheckExpertSkipOnCuda(const ExpertConfig& config);
+
 // "slots=-1 arena_fraction=0 policy=lru host_tier_bytes=0 prefetch=false
 // miss_policy=copy host_threads=0" (then " profile=FILE" and
 // " skip=0.05" when set), for logs and test failures.

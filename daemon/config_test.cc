@@ -114,6 +114,20 @@ TEST(ValidateConfigTest, AcceptsTheCudaWorkerOnAnyDevice) {
   EXPECT_TRUE(ValidateConfig(c).ok());
 }
 
+TEST(ValidateConfigTest, CudaBackendRefusesExpertSkipAtStart) {
+  Config c;
+  c.experts.skip_threshold = 0.05;
+  EXPECT_TRUE(ValidateConfig(c).ok());  // the cpu backend skips
+  c.worker_kind = WorkerKindConfig::kCuda;
+  const absl::Status s = ValidateConfig(c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "--expert_skip=0.05: the cuda backend cannot skip experts (its data path has no "
+            "disk tier yet); use 0 (off) or the cpu backend");
+  c.experts.skip_threshold = 0;
+  EXPECT_TRUE(ValidateConfig(c).ok());
+}
+
 TEST(ValidateConfigTest, ExpertSettingsNameTheFlag) {
   Config c;
   c.experts.slots = -2;

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "config/expert_config.h"
 #include "model/cpu_model.h"
 #include "loader/model_files.h"
 #include "model/tokenizer_gguf.h"
@@ -31,12 +32,7 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const ModelFiles& files,
     case Backend::kCuda: {
       // Here, where the backend is chosen, so that sluiced's CUDA worker
       // and the tools' --backend=cuda refuse it alike.
-      if (o.experts.skip_threshold != 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--expert_skip=", o.experts.skip_threshold,
-            ": the cuda backend cannot skip experts (its data path has no disk tier yet); "
-            "use 0 (off) or the cpu backend"));
-      }
+      RETURN_IF_ERROR(config::CheckExpertSkipOnCuda(o.experts));
       // Refused by architecture first, so that the answer is the same with
       // or without the backend in this binary.
       ASSIGN_OR_RETURN(const ArchDesc desc, DescribeModel(files));
