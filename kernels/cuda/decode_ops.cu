@@ -149,6 +149,12 @@ __host__ __device__ inline int LanesFor(int64_t cols, int type) {
   return chunks >= 32 ? 32 : (chunks >= 16 ? 16 : 8);
 }
 
+// Rows of one DecodeProjectKernel block (or streamed tile): kProjThreads /
+// 32 warps, each 32 / lanes lane groups of kR rows.
+__host__ __device__ inline int64_t ProjectRowsPerBlock(int lanes) {
+  return (kProjThreads / 32) * (32 / lanes) * kR;
+}
+
 // Shared-memory index of element i: 4 floats of padding per 64 elements
 // (a float4 group never straddles a 64-element boundary).
 __device__ __forceinline__ int Pad(int64_t i) { return static_cast<int>(i + ((i >> 6) << 2)); }
@@ -521,7 +527,7 @@ __global__ void __launch_bounds__(kProjThreads, 4) DecodeProjectKernel(const Pro
   while (mi + 1 < p.n_matrices && b >= a.block_start[mi + 1]) ++mi;
   const DecodeMatrix& m = p.m[mi];
   if (c_pdl != 0) {  // the block's rows, which no earlier kernel writes
-    const int64_t per_block = (kProjThreads / 32) * (32 / a.lanes) * kR;
+    const int64_t per_block = ProjectRowsPerBlock(a.lanes);
     const int64_t r0 = (b - a.block_start[mi]) * per_block;
     const int64_t nr = m.rows - r0 < per_block ? m.rows - r0 : per_block;
     const int64_t rb = RowBytesOf(m.type, p.in.n);
@@ -926,19 +932,20 @@ __global__ void __launch_bounds__(32 * kMaxDownItems)
   const int64_t stride = PaddedFloats(e.ff);
   const int groups = 32 / L;
   const int rows_per_block = groups * R;
+  const int64_t block_row0 = static_cast<int64_t>(blockIdx.x) * rows_per_block;
   // The block's rows of every item's down matrix. The routing that names
   // the experts is two launches back: this launch starts only once the
   // gate/up launch before it has passed its own wait, so the ids and the
   // slot table are final here, while the gate/up products still run.
   // (Without programmatic launches there is nothing to overlap.)
   if (c_pdl != 0) {
-    const int64_t r0 = static_cast<int64_t>(blockIdx.x) * rows_per_block;
-    const int64_t nr = e.n_embd - r0 < rows_per_block ? e.n_embd - r0 : rows_per_block;
+    const int64_t nr =
+        e.n_embd - block_row0 < rows_per_block ? e.n_embd - block_row0 : rows_per_block;
     for (int x = 0; x < items; ++x) {
       const bool routed_x = x < e.k;
       const int64_t rb = RowBytesOf(routed_x ? e.down_type : e.shared_down_type, e.ff);
       const void* w = routed_x ? e.down[e.ids[x]] : e.shared_down;
-      PrefetchL2(static_cast<const uint8_t*>(w) + r0 * rb, nr * rb);
+      PrefetchL2(static_cast<const uint8_t*>(w) + block_row0 * rb, nr * rb);
     }
   }
   AwaitPreviousReleaseNext();
@@ -961,7 +968,6 @@ __global__ void __launch_bounds__(32 * kMaxDownItems)
     xvs = Q8InputAt(q8, items, s, e.ff, q8_formats);
   }
   const int sub = lane & (L - 1);
-  const int64_t block_row0 = static_cast<int64_t>(blockIdx.x) * rows_per_block;
   const int64_t row0 = block_row0 + (lane / L) * R;
   const bool routed = s < e.k;
   const int type = routed ? e.down_type : e.shared_down_type;
@@ -1554,7 +1560,7 @@ bool PlanProject(const DecodeProjection& p, ProjectLaunch* out, int64_t* rows_pe
     const int L = LanesFor(p.in.n, p.m[i].type);
     a.lanes = i == 0 ? L : (L < a.lanes ? L : a.lanes);
   }
-  *rows_per_block = (kProjThreads / 32) * (32 / a.lanes) * kR;
+  *rows_per_block = ProjectRowsPerBlock(a.lanes);
   for (int i = 0; i < p.n_matrices; ++i) {
     a.block_start[i] = blocks;
     blocks += static_cast<int>((p.m[i].rows + *rows_per_block - 1) / *rows_per_block);
@@ -1670,7 +1676,7 @@ int PlanGateUp(const DecodeExperts& e, StreamExperts* s, size_t* smem) {
   const int L = LanesFor(e.n_embd, e.gate_type) < LanesFor(e.n_embd, e.up_type)
                     ? LanesFor(e.n_embd, e.gate_type)
                     : LanesFor(e.n_embd, e.up_type);
-  const int64_t rows_per_block = (kProjThreads / 32) * (32 / L) * kR;
+  const int64_t rows_per_block = ProjectRowsPerBlock(L);
   s->e = e;
   s->lanes = L;
   s->row_blocks = static_cast<int>((e.ff + rows_per_block - 1) / rows_per_block);
