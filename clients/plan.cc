@@ -1,6 +1,8 @@
 #include "clients/plan.h"
 
+#include <cmath>
 #include <cstdio>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -18,9 +20,12 @@ namespace {
 
 constexpr int64_t kDefaultContext = 4096;  // sluiced's --context_length default
 
-// plan's first names for two settings sluiced calls otherwise: {old, now}.
+// plan's first names for settings now named as sluiced names them (or, for
+// the disk rate, as the other rates): {old, now}.
 constexpr std::pair<const char*, const char*> kRenamedFlags[] = {
-    {"context", "context_length"}, {"arena_fraction", "expert_arena_fraction"}};
+    {"context", "context_length"},
+    {"arena_fraction", "expert_arena_fraction"},
+    {"disk_bandwidth", "disk_bytes_per_s"}};
 
 // Moves an old name's value to its current name, with a deprecation line on
 // `err`; an empty string, or the message when both names disagree.
@@ -66,6 +71,96 @@ memory::DeviceMemory ProbeDevice() {
   return d;
 }
 
+// What plan's flags ask for.
+struct Settings {
+  memory::FitInputs in;  // all but the model
+  int64_t context = kDefaultContext;
+  int64_t sessions = 1;
+  memory::Rates rates;
+};
+
+// --context_length, --sessions, --expert_slots, --expert_arena_fraction and
+// --host_tier_bytes into `s`; InvalidArgument naming the flag.
+absl::Status ParseRequest(const std::map<std::string, std::string>& flags, Settings& s) {
+  if (!absl::SimpleAtoi(Get(flags, "context_length", "4096"), &s.context) || s.context < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--context_length='", Get(flags, "context_length", ""), "': must be >= 1"));
+  }
+  if (!absl::SimpleAtoi(Get(flags, "sessions", "1"), &s.sessions) || s.sessions < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--sessions='", Get(flags, "sessions", ""), "': must be >= 1"));
+  }
+  config::ExpertConfig& r = s.in.request;
+  if (flags.count("expert_slots") && !absl::SimpleAtoi(flags.at("expert_slots"), &r.slots)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--expert_slots='", flags.at("expert_slots"), "' is not a number"));
+  }
+  if (flags.count("expert_arena_fraction") &&
+      !absl::SimpleAtod(flags.at("expert_arena_fraction"), &r.arena_fraction)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--expert_arena_fraction='", flags.at("expert_arena_fraction"), "' is not a number"));
+  }
+  if (flags.count("host_tier_bytes")) {
+    absl::StatusOr<uint64_t> b = ParseBytes("host_tier_bytes", flags.at("host_tier_bytes"));
+    if (!b.ok()) return b.status();
+    r.host_tier_bytes = *b;
+  }
+  // sluiced's ranges and messages: -1 slots and fraction 0 mean "the
+  // planner chooses" here too.
+  return config::ValidateExpertConfig(r);
+}
+
+// --disk_bytes_per_s, --pcie_bytes_per_s, --hbm_bytes_per_s: bytes per
+// second (1.5e9), memory::Rates' defaults where not given.
+absl::Status ParseRates(const std::map<std::string, std::string>& flags, memory::Rates& rates) {
+  const std::pair<const char*, double*> named[] = {
+      {"disk_bytes_per_s", &rates.disk_bytes_per_s},
+      {"pcie_bytes_per_s", &rates.pcie_bytes_per_s},
+      {"hbm_bytes_per_s", &rates.hbm_bytes_per_s}};
+  for (const auto& [name, rate] : named) {
+    if (!flags.count(name)) continue;
+    double v = 0;
+    if (!absl::SimpleAtod(flags.at(name), &v) || !(v > 0) || !std::isfinite(v)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", name, "='", flags.at(name), "': expected bytes per second > 0, such as 1.5e9"));
+    }
+    *rate = v;
+  }
+  return absl::OkStatus();
+}
+
+// The device's and the host's memory: BYTES, or "auto" (nvidia-smi,
+// /proc/meminfo).
+absl::Status ParseMemory(const std::map<std::string, std::string>& flags, memory::FitInputs& in) {
+  const std::string device = Get(flags, "device_memory", "auto");
+  if (device == "auto") {
+    in.device = ProbeDevice();
+  } else {
+    absl::StatusOr<uint64_t> b = ParseBytes("device_memory", device);
+    if (!b.ok()) return b.status();
+    in.device = {true, *b, *b};
+  }
+  const std::string host = Get(flags, "host_memory", "auto");
+  if (host == "auto") {
+    absl::StatusOr<memory::HostMemory> h = memory::ProcHostProbe().Memory();
+    if (!h.ok()) return h.status();
+    in.host = *h;
+  } else {
+    absl::StatusOr<uint64_t> b = ParseBytes("host_memory", host);
+    if (!b.ok()) return b.status();
+    in.host = {*b, *b};
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Settings> ParseSettings(const std::map<std::string, std::string>& flags) {
+  Settings s;
+  if (absl::Status st = ParseRequest(flags, s); !st.ok()) return st;
+  if (absl::Status st = ParseRates(flags, s.rates); !st.ok()) return st;
+  if (absl::Status st = ParseMemory(flags, s.in); !st.ok()) return st;
+  return s;
+}
+
 }  // namespace
 
 absl::StatusOr<uint64_t> ParseBytes(const std::string& flag, const std::string& value) {
@@ -82,77 +177,36 @@ int RunPlan(std::map<std::string, std::string> flags, const std::vector<std::str
   if (std::string conflict = ResolveRenamedFlags(flags, err); !conflict.empty()) {
     return usage(conflict);
   }
-  memory::FitInputs in;
-  int64_t context = kDefaultContext, sessions = 1;
-  if (!absl::SimpleAtoi(Get(flags, "context_length", "4096"), &context) || context < 1) {
-    return usage(
-        absl::StrCat("--context_length='", Get(flags, "context_length", ""), "': must be >= 1"));
-  }
-  if (!absl::SimpleAtoi(Get(flags, "sessions", "1"), &sessions) || sessions < 1) {
-    return usage(absl::StrCat("--sessions='", Get(flags, "sessions", ""), "': must be >= 1"));
-  }
-  if (flags.count("expert_slots") &&
-      !absl::SimpleAtoi(flags.at("expert_slots"), &in.request.slots)) {
-    return usage(absl::StrCat("--expert_slots='", flags.at("expert_slots"), "' is not a number"));
-  }
-  if (flags.count("expert_arena_fraction") &&
-      !absl::SimpleAtod(flags.at("expert_arena_fraction"), &in.request.arena_fraction)) {
-    return usage(absl::StrCat("--expert_arena_fraction='", flags.at("expert_arena_fraction"),
-                              "' is not a number"));
-  }
-  for (const auto& [name, target] :
-       {std::pair<const char*, uint64_t*>{"host_tier_bytes", &in.request.host_tier_bytes},
-        {"disk_bandwidth", nullptr}}) {
-    if (!flags.count(name)) continue;
-    absl::StatusOr<uint64_t> b = ParseBytes(name, flags.at(name));
-    if (!b.ok()) return usage(std::string(b.status().message()));
-    if (target != nullptr) *target = *b;
-    else in.disk_bytes_per_s = static_cast<double>(*b);
-  }
-  // sluiced's ranges and messages: -1 slots and fraction 0 mean "the
-  // planner chooses" here too.
-  if (absl::Status valid = config::ValidateExpertConfig(in.request); !valid.ok()) {
-    return usage(std::string(valid.message()));
-  }
-  const std::string device = Get(flags, "device_memory", "auto");
-  if (device == "auto") {
-    in.device = ProbeDevice();
-  } else {
-    absl::StatusOr<uint64_t> b = ParseBytes("device_memory", device);
-    if (!b.ok()) return usage(std::string(b.status().message()));
-    in.device = {true, *b, *b};
-  }
-  const std::string host = Get(flags, "host_memory", "auto");
-  if (host == "auto") {
-    absl::StatusOr<memory::HostMemory> h = memory::ProcHostProbe().Memory();
-    if (!h.ok()) return usage(std::string(h.status().message()));
-    in.host = *h;
-  } else {
-    absl::StatusOr<uint64_t> b = ParseBytes("host_memory", host);
-    if (!b.ok()) return usage(std::string(b.status().message()));
-    in.host = {*b, *b};
-  }
+  absl::StatusOr<Settings> settings = ParseSettings(flags);
+  if (!settings.ok()) return usage(std::string(settings.status().message()));
   absl::StatusOr<std::unique_ptr<ModelFiles>> files = ModelFiles::Open(positional[0]);
   if (!files.ok()) {
     err << "sluicectl: plan: " << files.status().message() << "\n";
     return 1;
   }
   absl::StatusOr<memory::ModelFootprint> footprint =
-      memory::FootprintOf((*files)->tensors(), context, sessions);
+      memory::FootprintOf(**files, settings->context, settings->sessions);
   if (!footprint.ok()) {
     err << "sluicectl: plan: " << footprint.status().message() << "\n";
     return 1;
   }
-  in.model = *footprint;
-  absl::StatusOr<memory::Plan> plan = memory::PlanFit(in);
+  settings->in.model = *footprint;
+  absl::StatusOr<memory::Plan> plan = memory::PlanFit(settings->in);
   if (!plan.ok()) {
     err << "sluicectl: plan refused: " << plan.status().message() << "\n";
     return 1;
   }
+  absl::StatusOr<memory::TierShares> shares = memory::UniformShares(*plan);
+  if (flags.count("expert_profile")) {
+    shares = memory::ProfileSharesOfFile(*plan, flags.at("expert_profile"));
+    if (!shares.ok()) return usage(absl::StrCat("--expert_profile: ", shares.status().message()));
+  }
   out << "model                  " << positional[0] << " (" << (*files)->shard_count()
       << " shard(s), " << (*files)->tensors().size() << " tensors)\n"
-      << "context                " << context << " tokens x " << sessions << " session(s)\n"
-      << plan->Table();
+      << "context                " << settings->context << " tokens x " << settings->sessions
+      << " session(s)\n"
+      << plan->Table() << memory::ColdStartOf(*plan, settings->rates).Table()
+      << memory::DecodeEstimateOf(*plan, *shares, settings->rates).Table();
   return 0;
 }
 

@@ -56,10 +56,15 @@ commands:
                                screen clearing (the default when not a terminal)
   plan MODEL [--device_memory=BYTES|auto] [--host_memory=BYTES|auto]
        [--context_length=N] [--sessions=N] [--expert_arena_fraction=F | --expert_slots=N]
-       [--host_tier_bytes=BYTES] [--disk_bandwidth=BYTES_PER_S]
+       [--host_tier_bytes=BYTES] [--expert_profile=FILE]
+       [--disk_bytes_per_s=R] [--pcie_bytes_per_s=R] [--hbm_bytes_per_s=R]
                                where the model's bytes would go (device,
                                expert arena, host tier), without a daemon and
-                               without loading it; exit 1 when refused
+                               without loading it; exit 1 when refused. Then
+                               the cold-start time and a decode tok/s upper
+                               bound, uniform routing or FILE's counts; rates
+                               in bytes/s, defaults the H200's: disk 1.5e9,
+                               PCIe 55.2e9 (pinned), HBM 4.0e12
 TLS: --tls_ca_file=CA.pem [--tls_cert_file=C.pem --tls_key_file=K.pem]
 API key: --api_key_file=FILE (the key itself; sent as 'authorization: Bearer KEY')
 defaults: --addr=127.0.0.1:50051, --timeout=0 (no deadline), plaintext
@@ -72,7 +77,8 @@ const std::vector<std::string> kFlags = {
     "tls_ca_file", "tls_cert_file", "tls_key_file", "api_key_file", "stats",
     "device_memory", "host_memory", "context", "sessions", "arena_fraction", "expert_slots",
     "expert_arena_fraction",
-    "host_tier_bytes", "disk_bandwidth", "interval", "iterations", "plain"};
+    "host_tier_bytes", "disk_bandwidth", "disk_bytes_per_s", "pcie_bytes_per_s",
+    "hbm_bytes_per_s", "expert_profile", "interval", "iterations", "plain"};
 const std::vector<std::string> kBoolFlags = {"chat", "json", "ignore_eos", "parse_special",
                                              "help", "stats", "plain"};
 

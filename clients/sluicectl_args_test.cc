@@ -1,4 +1,7 @@
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "clients/plan.h"
 #include "clients/sluicectl.h"
@@ -93,6 +96,31 @@ TEST(PlanTest, OldFlagNamesAreAliases) {
   EXPECT_EQ(err2.str(),
             "sluicectl: plan: --context_length=64 and --context=128: --context is the old name "
             "of --context_length; give one of them\n");
+}
+
+// The rates of the cold-start and decode estimates are bytes per second
+// > 0; anything else is a usage error naming the flag. --disk_bandwidth is
+// the old name of --disk_bytes_per_s.
+TEST(PlanTest, BadRatesAreUsageErrors) {
+  for (const auto& [flag, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--disk_bytes_per_s=fast",
+            "--disk_bytes_per_s='fast': expected bytes per second > 0, such as 1.5e9"},
+           {"--pcie_bytes_per_s=0",
+            "--pcie_bytes_per_s='0': expected bytes per second > 0, such as 1.5e9"},
+           {"--hbm_bytes_per_s=-4e12",
+            "--hbm_bytes_per_s='-4e12': expected bytes per second > 0, such as 1.5e9"},
+           {"--hbm_bytes_per_s=inf",
+            "--hbm_bytes_per_s='inf': expected bytes per second > 0, such as 1.5e9"}}) {
+    std::ostringstream out, err;
+    EXPECT_EQ(ctl::Run({"plan", "m.gguf", flag}, out, err), 2) << flag;
+    EXPECT_EQ(err.str(), "sluicectl: plan: " + message + "\n");
+  }
+  std::ostringstream out, err;
+  EXPECT_EQ(ctl::Run({"plan", "m.gguf", "--disk_bandwidth=1.5G"}, out, err), 2);
+  EXPECT_EQ(err.str(),
+            "sluicectl: --disk_bandwidth is deprecated; use --disk_bytes_per_s (same meaning)\n"
+            "sluicectl: plan: --disk_bytes_per_s='1.5G': expected bytes per second > 0, such as "
+            "1.5e9\n");
 }
 
 }  // namespace

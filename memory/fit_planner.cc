@@ -2,9 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <numeric>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "memory/expert_profile.h"
 
 namespace sluice::memory {
 namespace {
@@ -13,6 +17,11 @@ constexpr uint64_t kMiB = 1ull << 20;
 constexpr uint64_t kGiB = 1ull << 30;
 
 uint64_t SubOrZero(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
+
+// One row of the plan's tables: the name in 22 columns, then the value.
+void AppendRow(std::string& t, absl::string_view name, const std::string& value) {
+  absl::StrAppend(&t, absl::StrFormat("%-22s %s\n", name, value));
+}
 
 // Slots the request names (capped at every expert), or -1 for "choose".
 absl::StatusOr<int64_t> RequestedSlots(const FitRequest& r, int64_t experts) {
@@ -157,6 +166,10 @@ absl::StatusOr<Plan> PlanFit(const FitInputs& in) {
   Plan p;
   p.experts = m.experts;
   p.slot_bytes = m.slot_bytes;
+  p.expert_bytes = m.expert_bytes;
+  p.layers = m.layers;
+  p.expert_layers = m.expert_layers;
+  p.experts_used = m.experts_used;
   p.dense_bytes = m.dense_bytes;
   p.state_bytes = m.state_bytes();
   p.sequences = m.sessions;
@@ -171,7 +184,6 @@ absl::StatusOr<Plan> PlanFit(const FitInputs& in) {
   p.workspace_bytes = m.workspace_bytes;
   p.device = in.device;
   p.host = in.host;
-  p.disk_bytes_per_s = in.disk_bytes_per_s;
   p.device_margin_bytes = in.device.known ? DeviceMarginBytes(in.device.total_bytes) : 0;
   const uint64_t fixed = p.dense_bytes + p.state_bytes + p.workspace_bytes + p.device_margin_bytes;
 
@@ -208,7 +220,7 @@ absl::StatusOr<Plan> PlanFit(const FitInputs& in) {
 std::string Plan::Table() const {
   std::string t;
   auto row = [&t](absl::string_view name, const std::string& value) {
-    absl::StrAppend(&t, absl::StrFormat("%-22s %s\n", name, value));
+    AppendRow(t, name, value);
   };
   row("mode", std::string(FitModeName(mode)));
   row("routed experts", absl::StrCat(experts, " (one slot ", FormatBytes(slot_bytes), ")"));
@@ -244,8 +256,179 @@ std::string Plan::Table() const {
   row("  page cache kept", FormatBytes(page_cache_bytes));
   row("  margin", FormatBytes(host_margin_bytes));
   row("  total", FormatBytes(host_need_bytes));
-  row("disk", disk_bytes_per_s > 0 ? absl::StrFormat("%.2f GB/s", disk_bytes_per_s / 1e9)
-                                   : std::string("unknown"));
+  return t;
+}
+
+namespace {
+
+// "1.23 s", "4.56 ms", "78.9 us", "0 s".
+std::string FormatSeconds(double s) {
+  if (s >= 1) return absl::StrFormat("%.2f s", s);
+  if (s >= 1e-3) return absl::StrFormat("%.2f ms", s * 1e3);
+  if (s > 0) return absl::StrFormat("%.1f us", s * 1e6);
+  return "0 s";
+}
+
+// "500.0 MB/s", "1.50 GB/s", "4.00 TB/s".
+std::string FormatRate(double bytes_per_s) {
+  if (bytes_per_s >= 1e12) return absl::StrFormat("%.2f TB/s", bytes_per_s / 1e12);
+  if (bytes_per_s >= 1e9) return absl::StrFormat("%.2f GB/s", bytes_per_s / 1e9);
+  return absl::StrFormat("%.1f MB/s", bytes_per_s / 1e6);
+}
+
+// FormatBytes of a fractional figure (a share of a token's bytes).
+std::string RoundBytes(double bytes) {
+  return FormatBytes(static_cast<uint64_t>(std::llround(bytes)));
+}
+
+// One step of the arithmetic: "1.00 GiB / 1.50 GB/s = 715.83 ms".
+std::string Step(double bytes, double rate) {
+  return absl::StrCat(RoundBytes(bytes), " / ", FormatRate(rate), " = ",
+                      FormatSeconds(bytes / rate));
+}
+
+// "25.0% = 29.0 MiB": a tier's share of a token's routed bytes.
+std::string Share(double share, double bytes) {
+  return absl::StrFormat("%.1f%% = %s", 100 * share, RoundBytes(share * bytes));
+}
+
+}  // namespace
+
+int64_t Plan::host_slots() const {
+  const int64_t rest = std::max<int64_t>(0, experts - slots);
+  switch (mode) {
+    case FitMode::kAllResident:
+      return 0;
+    case FitMode::kArenaRegistered:
+      return rest;
+    case FitMode::kArenaHostTier:
+      return slot_bytes == 0 ? rest
+                             : std::min(rest, static_cast<int64_t>(host_tier_bytes / slot_bytes));
+  }
+  return 0;
+}
+
+ColdStart ColdStartOf(const Plan& p, const Rates& r) {
+  ColdStart c;
+  c.rates = r;
+  c.dense_bytes = p.dense_bytes;
+  c.arena_bytes = p.arena_bytes;
+  c.every_expert = p.mode != FitMode::kArenaHostTier;
+  c.expert_disk_bytes =
+      c.every_expert ? p.expert_bytes : std::min(p.expert_bytes, p.arena_bytes + p.host_tier_bytes);
+  return c;
+}
+
+std::string ColdStart::Table() const {
+  std::string t;
+  AppendRow(t, "cold start",
+            absl::StrCat(FormatSeconds(seconds()), " until the tiers are warm = disk ",
+                         FormatSeconds(disk_seconds()), " + host->device ",
+                         FormatSeconds(copy_seconds()), " (nothing in the page cache at start)"));
+  AppendRow(t, "  read from disk",
+            absl::StrCat(Step(disk_bytes(), rates.disk_bytes_per_s), " (dense ",
+                         FormatBytes(dense_bytes),
+                         every_expert ? " + every expert " : " + arena and host tier ",
+                         FormatBytes(expert_disk_bytes), ")"));
+  AppendRow(t, "  copy to device",
+            absl::StrCat(Step(device_bytes(), rates.pcie_bytes_per_s), " (dense ",
+                         FormatBytes(dense_bytes), " + arena ", FormatBytes(arena_bytes), ")"));
+  return t;
+}
+
+TierShares UniformShares(const Plan& p) {
+  TierShares s;
+  s.routing = absl::StrCat("uniform routing: a tier's share = its slots / ", p.experts, " experts");
+  if (p.experts <= 0) {
+    s.device = 1;
+    return s;
+  }
+  const auto n = static_cast<double>(p.experts);
+  const int64_t device = std::min(p.slots, p.experts);
+  const int64_t host = std::min(p.host_slots(), p.experts - device);
+  s.device = device / n;
+  s.host = host / n;
+  s.disk = (p.experts - device - host) / n;
+  return s;
+}
+
+TierShares ProfileShares(const Plan& p, std::vector<uint64_t> counts) {
+  std::sort(counts.begin(), counts.end(), std::greater<>());
+  const size_t n = counts.size();
+  const size_t device = std::min<size_t>(n, static_cast<size_t>(std::max<int64_t>(0, p.slots)));
+  const size_t host = std::min<size_t>(n - device, static_cast<size_t>(p.host_slots()));
+  auto sum = [&counts](size_t from, size_t to) {
+    return static_cast<double>(
+        std::accumulate(counts.begin() + from, counts.begin() + to, uint64_t{0}));
+  };
+  const double total = sum(0, n);
+  TierShares s;
+  s.device = sum(0, device) / total;
+  s.host = sum(device, device + host) / total;
+  s.disk = sum(device + host, n) / total;
+  s.routing = absl::StrCat(static_cast<uint64_t>(total), " lookups; the hottest ", device,
+                           " experts on the device, the next ", host, " on the host");
+  return s;
+}
+
+absl::StatusOr<TierShares> ProfileSharesOfFile(const Plan& p, const std::string& path) {
+  absl::StatusOr<ExpertProfile> profile = ExpertProfile::Load(path);
+  if (!profile.ok()) return profile.status();
+  const int64_t per_layer = p.expert_layers > 0 ? p.experts / p.expert_layers : 0;
+  if (profile->n_layer() != p.layers || profile->n_expert() != per_layer) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": a profile of ", profile->n_layer(), " layers x ", profile->n_expert(),
+        " experts; the model has ", p.layers, " layers x ", per_layer, " experts"));
+  }
+  std::vector<uint64_t> counts;
+  counts.reserve(static_cast<size_t>(profile->n_layer()) * profile->n_expert());
+  for (int32_t layer = 0; layer < profile->n_layer(); ++layer) {
+    for (int32_t e = 0; e < profile->n_expert(); ++e) counts.push_back(profile->count({layer, e}));
+  }
+  if (std::all_of(counts.begin(), counts.end(), [](uint64_t c) { return c == 0; })) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": the profile counts no lookups"));
+  }
+  TierShares s = ProfileShares(p, std::move(counts));
+  s.routing = absl::StrCat("routing of profile ", path, ": ", s.routing);
+  return s;
+}
+
+DecodeEstimate DecodeEstimateOf(const Plan& p, const TierShares& shares, const Rates& r) {
+  DecodeEstimate d;
+  d.rates = r;
+  d.shares = shares;
+  d.mode = p.mode;
+  d.expert_layers = p.expert_layers;
+  d.experts_used = p.experts_used;
+  d.expert_bytes = p.experts > 0 ? static_cast<double>(p.expert_bytes) / p.experts : 0;
+  d.dense_bytes = p.dense_bytes;
+  return d;
+}
+
+std::string DecodeEstimate::Table() const {
+  std::string t;
+  const double routed = routed_bytes();
+  AppendRow(t, "decode (upper bound)",
+            absl::StrFormat("%.1f tok/s = 1 / %s; %s", tokens_per_s(), FormatSeconds(seconds()),
+                            shares.routing));
+  AppendRow(t, "  routed per token",
+            absl::StrCat(expert_layers, " layers x ", experts_used, " experts x ",
+                         RoundBytes(expert_bytes), " = ", RoundBytes(routed)));
+  AppendRow(t, "  device hits", Share(shares.device, routed));
+  AppendRow(t,
+            mode == FitMode::kArenaRegistered ? "  host (page cache)"
+            : mode == FitMode::kArenaHostTier ? "  host (pinned tier)"
+                                              : "  host",
+            Share(shares.host, routed));
+  AppendRow(t, "  disk", Share(shares.disk, routed));
+  AppendRow(t, "  time per token",
+            absl::StrCat("disk ", FormatSeconds(disk_seconds()), " + PCIe ",
+                         FormatSeconds(pcie_seconds()), " + HBM ", FormatSeconds(hbm_seconds()),
+                         " = ", FormatSeconds(seconds())));
+  AppendRow(t, "  disk reads", Step(routed * shares.disk, rates.disk_bytes_per_s));
+  AppendRow(t, "  PCIe (host + disk)",
+            Step(routed * (shares.host + shares.disk), rates.pcie_bytes_per_s));
+  AppendRow(t, "  HBM (dense + routed)", Step(dense_bytes + routed, rates.hbm_bytes_per_s));
   return t;
 }
 

@@ -34,6 +34,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -51,6 +52,11 @@ struct ModelFootprint {
   // shape.
   uint64_t slot_bytes = 0;
   int64_t experts = 0;  // routed experts in the model (layers x experts)
+  int64_t layers = 0;         // blocks (blk.N), with or without routed experts
+  int64_t expert_layers = 0;  // blocks with routed experts
+  // Routed experts a token uses in each expert layer (the GGUF key
+  // <arch>.expert_used_count); 0 where not read (a tensor table alone).
+  int64_t experts_used = 0;
   // KV and recurrent state of one session (a sequence of the continuous
   // batch, issue 19): fixed (the DeltaNet conv and recurrent state, one
   // slot per sequence) + per_token x context (the attention layers' KV).
@@ -98,7 +104,6 @@ struct FitInputs {
   ModelFootprint model;
   DeviceMemory device;
   HostMemory host;
-  double disk_bytes_per_s = 0;  // 0: unknown
   FitRequest request;
 };
 
@@ -124,6 +129,10 @@ struct Plan {
   int64_t slots = 0;
   int64_t experts = 0;
   uint64_t slot_bytes = 0;
+  uint64_t expert_bytes = 0;  // every routed expert
+  int64_t layers = 0;         // the footprint's figures
+  int64_t expert_layers = 0;
+  int64_t experts_used = 0;
   uint64_t arena_bytes = 0;  // expert bytes on the device
   uint64_t host_tier_bytes = 0;   // pinned expert cache (kArenaHostTier)
   uint64_t staging_bytes = 0;     // pinned disk-read buffers (kArenaHostTier)
@@ -154,7 +163,11 @@ struct Plan {
   uint64_t host_margin_bytes = 0;
   uint64_t host_need_bytes = 0;  // tier + staging + page cache + margin
   HostMemory host;
-  double disk_bytes_per_s = 0;
+
+  // Host tier slots (kArenaHostTier: its bytes / slot_bytes), or every
+  // expert outside the arena where the mapping is registered; exclusive
+  // tiers, so at most experts - slots.
+  int64_t host_slots() const;
 
   // A human-readable table: one line per figure, bytes in GiB/MiB.
   std::string Table() const;
@@ -165,6 +178,97 @@ struct Plan {
 // INVALID_ARGUMENT (a request out of range: negative slots, a fraction
 // outside (0, 1], a model without routed experts asked to stream).
 absl::StatusOr<Plan> PlanFit(const FitInputs& in);
+
+// What a plan costs in time (issue 22, "The target's regime"): the
+// cold-start time and an upper bound on the decode rate, from a plan and
+// the machine's transfer rates. Pure arithmetic; the transfers are taken as
+// serial (a layer's misses arrive before its products run) and nothing else
+// (latency, launches, attention over the context) is counted, hence "upper
+// bound" for the decode rate.
+
+// Bytes per second (1e9 = 1 GB/s). The defaults are the lent H200 machine's
+// (/work/shared/DESIGN.md, "Facts measured", 2026-11-30): cold O_DIRECT
+// disk reads 1.4-1.5 GB/s; pinned host->device copies 55.2 GB/s; HBM
+// 4.0 TB/s taken as the effective rate of the H200's 4.8 TB/s (not
+// measured in this tree).
+struct Rates {
+  double disk_bytes_per_s = 1.5e9;
+  double pcie_bytes_per_s = 55.2e9;
+  double hbm_bytes_per_s = 4.0e12;
+};
+
+// Until the configured tiers are warm, from a cold page cache: the dense
+// weights and the experts the tiers hold are read from disk once
+// (all-resident and registered plans: every expert, since the page cache
+// keeps the whole mapping; a host-tier plan: the arena's and the host
+// tier's experts, exclusive tiers), and the dense weights and the arena are
+// copied host->device (a discrete GPU: dense weights staged, not aliased).
+struct ColdStart {
+  Rates rates;
+  uint64_t dense_bytes = 0;
+  uint64_t expert_disk_bytes = 0;  // experts read from disk
+  uint64_t arena_bytes = 0;        // experts copied to the device
+  bool every_expert = false;       // expert_disk_bytes is the whole mapping
+
+  uint64_t disk_bytes() const { return dense_bytes + expert_disk_bytes; }
+  uint64_t device_bytes() const { return dense_bytes + arena_bytes; }
+  double disk_seconds() const { return disk_bytes() / rates.disk_bytes_per_s; }
+  double copy_seconds() const { return device_bytes() / rates.pcie_bytes_per_s; }
+  double seconds() const { return disk_seconds() + copy_seconds(); }
+  // Rows in Plan::Table()'s format, each step's bytes, rate and seconds.
+  std::string Table() const;
+};
+// Precondition: every rate > 0.
+ColdStart ColdStartOf(const Plan& p, const Rates& r);
+
+// Shares of a token's routed-expert lookups each tier serves (they sum to
+// 1), and the routing assumption they come from, in words.
+struct TierShares {
+  double device = 0;
+  double host = 0;  // the pinned host tier, or the registered page cache
+  double disk = 0;
+  std::string routing;
+};
+// Uniform routing: device slots / experts, host_slots() / experts, the
+// rest from disk.
+TierShares UniformShares(const Plan& p);
+// The share of lookups the hottest p.slots experts take (device), the next
+// p.host_slots() (host), the rest (disk). `counts`: uses of each (layer,
+// expert), any order. Precondition: a count > 0.
+TierShares ProfileShares(const Plan& p, std::vector<uint64_t> counts);
+// ProfileShares of a saved usage profile (memory/expert_profile.h). Errors
+// start with `path`: NOT_FOUND where it cannot be opened; INVALID_ARGUMENT
+// where it is malformed, of another shape than the plan's model (layers x
+// experts a layer), or counts no lookups.
+absl::StatusOr<TierShares> ProfileSharesOfFile(const Plan& p, const std::string& path);
+
+// Per decoded token: expert_layers x experts_used experts of the mean
+// expert's bytes (expert_bytes / experts; a slot is sized for the largest),
+// split by `shares`;
+//   seconds = disk bytes / disk + (host + disk bytes) / PCIe
+//             + (dense + routed bytes) / HBM
+// and tokens/s = 1 / seconds, an upper bound.
+struct DecodeEstimate {
+  Rates rates;
+  TierShares shares;
+  FitMode mode = FitMode::kAllResident;  // names the host share's source
+  int64_t expert_layers = 0;
+  int64_t experts_used = 0;
+  double expert_bytes = 0;  // the mean expert
+  uint64_t dense_bytes = 0;
+
+  double routed_bytes() const { return expert_layers * experts_used * expert_bytes; }
+  double disk_seconds() const { return routed_bytes() * shares.disk / rates.disk_bytes_per_s; }
+  double pcie_seconds() const {
+    return routed_bytes() * (shares.host + shares.disk) / rates.pcie_bytes_per_s;
+  }
+  double hbm_seconds() const { return (dense_bytes + routed_bytes()) / rates.hbm_bytes_per_s; }
+  double seconds() const { return disk_seconds() + pcie_seconds() + hbm_seconds(); }
+  double tokens_per_s() const { return 1 / seconds(); }
+  std::string Table() const;
+};
+// Precondition: every rate > 0, p.experts_used set where p.experts > 0.
+DecodeEstimate DecodeEstimateOf(const Plan& p, const TierShares& shares, const Rates& r);
 
 // "1.50 GiB", "512.0 MiB", "96.0 KiB", "1000 B".
 std::string FormatBytes(uint64_t bytes);

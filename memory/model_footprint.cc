@@ -4,9 +4,11 @@
 #include <map>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/match.h"
+#include "base/status_macros.h"
+#include "loader/gguf_file.h"
 
 namespace sluice::memory {
 namespace {
@@ -90,9 +92,11 @@ absl::StatusOr<ModelFootprint> FootprintOf(const TensorTable& table, int64_t con
   f.context = context;
   f.sessions = sessions;
   uint64_t expert_ff = 0, expert_used_guess = 0;
+  f.layers = static_cast<int64_t>(layers.size());
   for (const auto& [block, l] : layers) {
     f.slot_bytes = std::max(f.slot_bytes, l.slot_bytes);
     f.experts += static_cast<int64_t>(l.n_experts);
+    f.expert_layers += l.n_experts > 0 ? 1 : 0;
     f.state_bytes_per_token += (2 * l.kv_dim + l.latent_kv_dim) * kFloat;
     f.state_fixed_bytes += (l.conv_floats + l.v_heads * l.state_size * l.state_size) * kFloat;
     expert_ff = std::max(expert_ff, l.expert_ff);
@@ -105,6 +109,24 @@ absl::StatusOr<ModelFootprint> FootprintOf(const TensorTable& table, int64_t con
       (16 * n_embd + expert_used_guess * (2 * expert_ff + n_embd)) * kFloat;
   f.workspace_bytes =
       kMicroBatch * per_token + std::min(kLogitsCap, kMicroBatch * n_vocab * kFloat);
+  return f;
+}
+
+absl::StatusOr<ModelFootprint> FootprintOf(const ModelFiles& files, int64_t context,
+                                           int64_t sessions) {
+  ASSIGN_OR_RETURN(ModelFootprint f, FootprintOf(files.tensors(), context, sessions));
+  if (f.experts == 0) return f;
+  const GgufFile& meta = files.metadata();
+  ASSIGN_OR_RETURN(const std::string arch, meta.GetString("general.architecture"));
+  const std::string key = absl::StrCat(arch, ".expert_used_count");
+  ASSIGN_OR_RETURN(const uint64_t used, meta.GetU64(key));
+  const int64_t per_layer = f.experts / f.expert_layers;
+  if (used < 1 || used > static_cast<uint64_t>(per_layer)) {
+    return absl::InvalidArgumentError(absl::StrCat(meta.file_name(), ": ", key, " = ", used,
+                                                   ": must be in [1, ", per_layer,
+                                                   "] (the routed experts of a layer)"));
+  }
+  f.experts_used = static_cast<int64_t>(used);
   return f;
 }
 

@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "loader/model_files.h"
 #include "loader/tensor_table.h"
 #include "memory/fit_planner.h"
 
@@ -28,6 +29,13 @@ namespace sluice::memory {
 // 3-D or the three tensors of a layer disagree on the number of experts;
 // context >= 1 and sessions >= 1 are preconditions checked the same way.
 absl::StatusOr<ModelFootprint> FootprintOf(const TensorTable& table, int64_t context,
+                                           int64_t sessions);
+
+// The same, with experts_used from the metadata's
+// <general.architecture>.expert_used_count, which a model with routed
+// experts must have (the error names the file and key), in [1, the experts
+// of a layer] (INVALID_ARGUMENT otherwise).
+absl::StatusOr<ModelFootprint> FootprintOf(const ModelFiles& files, int64_t context,
                                            int64_t sessions);
 
 }  // namespace sluice::memory

@@ -1,9 +1,11 @@
 #include "memory/model_footprint.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "loader/gguf_file.h"
 #include "loader/model_files.h"
 #include "loader/testing/gguf_bytes.h"
 
@@ -16,10 +18,12 @@ struct T {
 };
 
 // A mapped F32 GGUF of `tensors` (zero data), each at a 32-byte aligned
-// offset.
-std::unique_ptr<ModelFiles> Write(const std::vector<T>& tensors) {
+// offset, with the metadata `kvs`.
+std::unique_ptr<ModelFiles> Write(const std::vector<T>& tensors,
+                                  const std::vector<std::pair<std::string, GgufValue>>& kvs = {}) {
   sluice::testing::GgufBytes b;
-  b.Header(3, tensors.size(), 0);
+  b.Header(3, tensors.size(), kvs.size());
+  for (const auto& [key, value] : kvs) b.Kv(key, value);
   uint64_t offset = 0;
   for (const T& t : tensors) {
     b.TensorInfo(t.name, t.ne, /*F32*/ 0, offset);
@@ -53,6 +57,9 @@ TEST(ModelFootprintTest, FiguresFromTheTensorTable) {
   auto f = FootprintOf(files->tensors(), /*context=*/100, /*sessions=*/2);
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ(f->experts, 8);
+  EXPECT_EQ(f->layers, 2);
+  EXPECT_EQ(f->expert_layers, 2);
+  EXPECT_EQ(f->experts_used, 0);  // not in a tensor table
   EXPECT_EQ(f->slot_bytes, 3u * 64);  // 16 floats per slice, 3 slices
   EXPECT_EQ(f->expert_bytes, 6u * 256);
   EXPECT_EQ(f->dense_bytes, 320u + 128 + 96 + 8 + 12);
@@ -80,6 +87,8 @@ TEST(ModelFootprintTest, LatentAttentionAndDenseBlocks) {
   auto f = FootprintOf(files->tensors(), /*context=*/100, /*sessions=*/1);
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ(f->experts, 4);
+  EXPECT_EQ(f->layers, 2);
+  EXPECT_EQ(f->expert_layers, 1);
   EXPECT_EQ(f->slot_bytes, 3u * 64);
   EXPECT_EQ(f->state_bytes_per_token, 2u * 8 * 4);  // 2 blocks x 8 floats
   EXPECT_EQ(f->state_fixed_bytes, 0u);
@@ -97,6 +106,46 @@ TEST(ModelFootprintTest, ExpertTensorsMustAgree) {
       << f.status().message();
   EXPECT_EQ(FootprintOf(files->tensors(), 0, 1).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Experts used a token come from <arch>.expert_used_count, in [1, the
+// experts of a layer]; a model with routed experts must have the key, one
+// without needs none.
+TEST(ModelFootprintTest, ExpertsUsedFromTheHeader) {
+  const std::vector<T> experts = {{"blk.0.ffn_gate_exps.weight", {8, 2, 4}},
+                                  {"blk.0.ffn_up_exps.weight", {8, 2, 4}},
+                                  {"blk.0.ffn_down_exps.weight", {2, 8, 4}}};
+  auto used = [](uint32_t n) {
+    return std::vector<std::pair<std::string, GgufValue>>{
+        {"general.architecture", GgufValue::String("qwen35moe")},
+        {"qwen35moe.expert_used_count", GgufValue::Scalar<uint32_t>(n)}};
+  };
+  auto files = Write(experts, used(2));
+  ASSERT_NE(files, nullptr);
+  auto f = FootprintOf(*files, 16, 1);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->experts_used, 2);
+  EXPECT_EQ(f->experts, 4);
+
+  files = Write(experts, used(5));
+  ASSERT_NE(files, nullptr);
+  EXPECT_EQ(FootprintOf(*files, 16, 1).status().message(),
+            files->metadata().file_name() +
+                ": qwen35moe.expert_used_count = 5: must be in [1, 4] (the routed experts of a "
+                "layer)");
+
+  files = Write(experts, {{"general.architecture", GgufValue::String("qwen35moe")}});
+  ASSERT_NE(files, nullptr);
+  f = FootprintOf(*files, 16, 1);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("qwen35moe.expert_used_count"), std::string::npos)
+      << f.status().message();
+
+  files = Write({{"token_embd.weight", {8, 10}}});
+  ASSERT_NE(files, nullptr);
+  f = FootprintOf(*files, 16, 1);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->experts_used, 0);
 }
 
 }  // namespace
