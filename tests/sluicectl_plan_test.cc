@@ -1,10 +1,13 @@
 // `sluicectl plan` on the micro model written by mkmodel: the figures the
-// planner prints, a refusal with the slots that fit, all without a daemon.
+// planner prints, a refusal with the slots that fit, the cold-start time
+// and the decode-rate bound, all without a daemon.
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "clients/sluicectl.h"
 #include "gtest/gtest.h"
+#include "memory/expert_profile.h"
 #include "tests/e2e_harness.h"
 
 namespace sluice::testing {
@@ -73,6 +76,105 @@ TEST_F(PlanCliTest, OversubscribedDeviceIsRefused) {
             std::string::npos)
       << err.str();
   EXPECT_EQ(out.str(), "");
+}
+
+// micro: 4 layers x 8 experts of 96 KiB (98,304 B), 2 used a token; dense
+// 1,820,896 B. An 8-slot arena (25%) and a 1 MiB host tier (10 slots).
+std::vector<std::string> TieredPlan(const std::string& model) {
+  return {"plan",
+          model,
+          "--device_memory=600M",
+          "--host_memory=16G",
+          "--context_length=512",
+          "--expert_arena_fraction=0.25",
+          "--host_tier_bytes=1M",
+          "--disk_bytes_per_s=1e9",
+          "--pcie_bytes_per_s=50e9",
+          "--hbm_bytes_per_s=2e12"};
+}
+
+// Cold start: disk 1,820,896 + 8 x 98,304 + 1 MiB = 3,655,904 B at 1 GB/s
+// = 3.656 ms; to the device 1,820,896 + 786,432 B at 50 GB/s = 52.1 us.
+// Decode, uniform: 4 x 2 x 96 KiB = 768 KiB a token, 8/32 on the device,
+// 10/32 host, 14/32 disk: disk 344,064 B / 1 GB/s = 344.1 us, PCIe
+// 589,824 B / 50 GB/s = 11.8 us, HBM 2,607,328 B / 2 TB/s = 1.3 us;
+// 1 / 357.16 us = 2799.8 tok/s.
+TEST_F(PlanCliTest, ColdStartAndUniformDecodeRate) {
+  std::ostringstream out, err;
+  ASSERT_EQ(ctl::Run(TieredPlan(model_), out, err), 0) << err.str();
+  const std::string t = out.str();
+  for (const char* line : {
+           "cold start             3.71 ms until the tiers are warm = disk 3.66 ms + "
+           "host->device 52.1 us (nothing in the page cache at start)\n",
+           "  read from disk       3.5 MiB / 1.00 GB/s = 3.66 ms (dense 1.7 MiB + arena and "
+           "host tier 1.8 MiB)\n",
+           "  copy to device       2.5 MiB / 50.00 GB/s = 52.1 us (dense 1.7 MiB + arena 768.0 "
+           "KiB)\n",
+           "decode (upper bound)   2799.8 tok/s = 1 / 357.2 us; uniform routing: a tier's share "
+           "= its slots / 32 experts\n",
+           "  routed per token     4 layers x 2 experts x 96.0 KiB = 768.0 KiB\n",
+           "  device hits          25.0% = 192.0 KiB\n",
+           "  host (pinned tier)   31.2% = 240.0 KiB\n",
+           "  disk                 43.8% = 336.0 KiB\n",
+           "  time per token       disk 344.1 us + PCIe 11.8 us + HBM 1.3 us = 357.2 us\n",
+           "  disk reads           336.0 KiB / 1.00 GB/s = 344.1 us\n",
+           "  PCIe (host + disk)   576.0 KiB / 50.00 GB/s = 11.8 us\n",
+           "  HBM (dense + routed) 2.5 MiB / 2.00 TB/s = 1.3 us\n"}) {
+    EXPECT_NE(t.find(line), std::string::npos) << line << "\nnot in:\n" << t;
+  }
+}
+
+// A profile of 100 lookups: 8 experts used 10 times (80), 20 once. The 8
+// hottest (the arena) take 80%, the next 10 (the host tier) 10%, the disk
+// 10%: disk 78,643 B / 1 GB/s = 78.6 us, PCIe 157,286 B / 50 GB/s =
+// 3.1 us, HBM 1.3 us; 1 / 83.09 us = 12034.8 tok/s.
+TEST_F(PlanCliTest, DecodeRateFromAProfile) {
+  auto profile = memory::ExpertProfile::Create(4, 8);
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(profile->Record(0, {0, 1, 2, 3, 4, 5, 6, 7}).ok());
+  ASSERT_TRUE(profile->Record(1, {0, 1, 2, 3, 4, 5, 6, 7}).ok());
+  ASSERT_TRUE(profile->Record(2, {0, 1, 2, 3, 4, 5, 6, 7}).ok());
+  ASSERT_TRUE(profile->Record(3, {0, 1, 2, 3}).ok());
+  const std::string path = MakeTempDir("plan_profile") + "/experts.slep";
+  ASSERT_TRUE(profile->Save(path).ok());
+  std::vector<std::string> args = TieredPlan(model_);
+  args.push_back("--expert_profile=" + path);
+  std::ostringstream out, err;
+  ASSERT_EQ(ctl::Run(args, out, err), 0) << err.str();
+  const std::string t = out.str();
+  for (const std::string& line : {
+           "decode (upper bound)   12034.8 tok/s = 1 / 83.1 us; routing of profile " + path +
+               ": 100 lookups; the hottest 8 experts on the device, the next 10 on the host\n",
+           std::string("  device hits          80.0% = 614.4 KiB\n"),
+           std::string("  host (pinned tier)   10.0% = 76.8 KiB\n"),
+           std::string("  disk                 10.0% = 76.8 KiB\n"),
+           std::string("  time per token       disk 78.6 us + PCIe 3.1 us + HBM 1.3 us = 83.1 "
+                       "us\n")}) {
+    EXPECT_NE(t.find(line), std::string::npos) << line << "\nnot in:\n" << t;
+  }
+}
+
+// A profile that cannot be used is a usage error naming the flag and the
+// file; nothing is printed on `out`.
+TEST_F(PlanCliTest, BadProfileIsAUsageError) {
+  const std::string dir = MakeTempDir("plan_bad_profile");
+  std::vector<std::string> args = TieredPlan(model_);
+  args.push_back("--expert_profile=" + dir + "/none.slep");
+  std::ostringstream out, err;
+  EXPECT_EQ(ctl::Run(args, out, err), 2);
+  EXPECT_EQ(err.str().find("sluicectl: plan: --expert_profile: " + dir +
+                           "/none.slep: cannot open expert profile"),
+            0u)
+      << err.str();
+  EXPECT_EQ(out.str(), "");
+  auto other = memory::ExpertProfile::Create(4, 16);
+  ASSERT_TRUE(other.ok() && other->Save(dir + "/other.slep").ok());
+  args.back() = "--expert_profile=" + dir + "/other.slep";
+  std::ostringstream out2, err2;
+  EXPECT_EQ(ctl::Run(args, out2, err2), 2);
+  EXPECT_EQ(err2.str(), "sluicectl: plan: --expert_profile: " + dir +
+                            "/other.slep: a profile of 4 layers x 16 experts; the model has 4 "
+                            "layers x 8 experts\n");
 }
 
 }  // namespace
