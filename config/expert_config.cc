@@ -27,6 +27,17 @@ std::string MissPolicyName(MissPolicy policy) {
   return "copy";
 }
 
+std::string TierModeName(TierMode mode) {
+  return mode == TierMode::kExclusive ? "exclusive" : "inclusive";
+}
+
+absl::StatusOr<TierMode> ParseTierMode(absl::string_view name) {
+  if (name == "inclusive") return TierMode::kInclusive;
+  if (name == "exclusive") return TierMode::kExclusive;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--expert_tiers='", name.substr(0, 64), "': expected inclusive or exclusive"));
+}
+
 absl::StatusOr<MissPolicy> ParseMissPolicy(absl::string_view name) {
   if (name == "copy") return MissPolicy::kCopy;
   if (name == "host") return MissPolicy::kHost;
@@ -62,6 +73,11 @@ absl::Status ValidateExpertConfig(const ExpertConfig& e) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--expert_host_threads=", e.host_threads, ": must be in 0..", kMaxHostThreads));
   }
+  const std::string& p = e.host_tier_policy;
+  if (!(p.empty() || p == "lru" || p == "lfu" || p == "tinylfu")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--host_tier_policy='", p.substr(0, 64), "': expected lru, lfu or tinylfu"));
+  }
   // A negated test so that NaN is refused too.
   if (!(e.skip_threshold >= 0 && e.skip_threshold < 1)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -78,6 +94,9 @@ std::string ExpertConfigString(const ExpertConfig& e) {
                       " miss_policy=", MissPolicyName(e.miss_policy),
                       " host_threads=", e.host_threads,
                       e.profile.empty() ? "" : " profile=", e.profile,
+                      e.host_tier_policy.empty() ? "" : " host_tier_policy=",
+                      e.host_tier_policy,
+                      e.tiers == TierMode::kInclusive ? "" : " tiers=exclusive",
                       e.skip_threshold == 0 ? "" : absl::StrCat(" skip=", e.skip_threshold));
 }
 

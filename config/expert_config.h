@@ -33,6 +33,12 @@ enum class MissPolicy {
   kCost,  // per layer, the split the cost model predicts finishes first
 };
 
+// How the device arena and the host tier share experts (model/cuda/host_tier.h).
+enum class TierMode {
+  kInclusive,  // the host tier keeps a copy of what it passes up
+  kExclusive,  // an expert is in one tier: D + H distinct experts off disk
+};
+
 // --expert_slots -1: the fit planner chooses.
 inline constexpr int64_t kPlannerChoosesSlots = -1;
 // The largest --expert_host_threads.
@@ -54,6 +60,11 @@ struct ExpertConfig {
   // O_DIRECT disk reads. 0: the planner chooses (the mapping registered in
   // place when the experts fit in RAM, else a host tier).
   uint64_t host_tier_bytes = 0;
+  // --host_tier_policy: the host tier's eviction policy, lru, lfu or
+  // tinylfu; "": memory::kDefaultHostTierPolicy (tinylfu).
+  std::string host_tier_policy;
+  // --expert_tiers: inclusive or exclusive (with a host tier).
+  TierMode tiers = TierMode::kInclusive;
   // --expert_prefetch: fetch the next layer's predicted experts ahead of
   // demand (streaming decode).
   bool prefetch = false;
@@ -84,6 +95,12 @@ std::string EvictionPolicyName(EvictionPolicy policy);
 // InvalidArgument "--expert_policy='NAME': expected lru or lfu" otherwise.
 absl::StatusOr<EvictionPolicy> ParseEvictionPolicy(absl::string_view name);
 
+// "inclusive", "exclusive".
+std::string TierModeName(TierMode mode);
+// InvalidArgument "--expert_tiers='NAME': expected inclusive or exclusive"
+// otherwise.
+absl::StatusOr<TierMode> ParseTierMode(absl::string_view name);
+
 // "copy", "host", "cost".
 std::string MissPolicyName(MissPolicy policy);
 // InvalidArgument `unknown expert miss policy "NAME" (copy, host or cost)`
@@ -91,7 +108,8 @@ std::string MissPolicyName(MissPolicy policy);
 absl::StatusOr<MissPolicy> ParseMissPolicy(absl::string_view name);
 
 // Checks ranges: slots >= -1, a fraction in [0, 1], not both a slot count
-// and a fraction, host threads in 0..kMaxHostThreads. InvalidArgument
+// and a fraction, host threads in 0..kMaxHostThreads, a host-tier policy
+// name ("", lru, lfu or tinylfu). InvalidArgument
 // naming the flag and the value.
 absl::Status ValidateExpertConfig(const ExpertConfig& config);
 

@@ -27,6 +27,8 @@ void ToWorkerConfig(const ExpertConfig& e, sluice::worker::v1::WorkerConfig* out
   out->set_expert_host_threads(static_cast<uint32_t>(e.host_threads));
   out->set_expert_profile(e.profile);
   out->set_expert_skip(e.skip_threshold);
+  out->set_host_tier_policy(e.host_tier_policy);
+  out->set_expert_tiers(TierModeName(e.tiers));
 }
 
 absl::StatusOr<ExpertConfig> FromWorkerConfig(const sluice::worker::v1::WorkerConfig& in) {
@@ -49,6 +51,12 @@ absl::StatusOr<ExpertConfig> FromWorkerConfig(const sluice::worker::v1::WorkerCo
   e.host_threads = static_cast<int>(in.expert_host_threads());
   e.profile = in.expert_profile();
   e.skip_threshold = in.expert_skip();
+  e.host_tier_policy = in.host_tier_policy();
+  if (!in.expert_tiers().empty()) {
+    absl::StatusOr<TierMode> tiers = ParseTierMode(in.expert_tiers());
+    if (!tiers.ok()) return InField("expert_tiers", tiers.status());
+    e.tiers = *tiers;
+  }
   if (absl::Status s = ValidateExpertConfig(e); !s.ok()) return InField("expert_*", s);
   return e;
 }

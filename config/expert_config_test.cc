@@ -47,6 +47,15 @@ TEST(ExpertConfigTest, ValidationNamesTheFlag) {
   EXPECT_EQ(ExpertConfigString(c),
             "slots=-1 arena_fraction=0.25 policy=lru host_tier_bytes=0 prefetch=false "
             "miss_policy=copy host_threads=16 skip=0.05");
+  c.host_tier_policy = "fifo";
+  EXPECT_EQ(ValidateExpertConfig(c).message(),
+            "--host_tier_policy='fifo': expected lru, lfu or tinylfu");
+  c.host_tier_policy = "lru";
+  c.tiers = TierMode::kExclusive;
+  EXPECT_TRUE(ValidateExpertConfig(c).ok());
+  EXPECT_EQ(ExpertConfigString(c),
+            "slots=-1 arena_fraction=0.25 policy=lru host_tier_bytes=0 prefetch=false "
+            "miss_policy=copy host_threads=16 host_tier_policy=lru tiers=exclusive skip=0.05");
 }
 
 TEST(ExpertConfigTest, PolicyNamesRoundTrip) {
@@ -64,6 +73,13 @@ TEST(ExpertConfigTest, PolicyNamesRoundTrip) {
   }
   EXPECT_EQ(ParseMissPolicy("Host").status().message(),
             "unknown expert miss policy \"Host\" (copy, host or cost)");
+  for (const char* name : {"inclusive", "exclusive"}) {
+    auto t = ParseTierMode(name);
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_EQ(TierModeName(*t), name);
+  }
+  EXPECT_EQ(ParseTierMode("both").status().message(),
+            "--expert_tiers='both': expected inclusive or exclusive");
 }
 
 TEST(ExpertConfigProtoTest, RoundTripsEveryField) {
@@ -76,8 +92,12 @@ TEST(ExpertConfigProtoTest, RoundTripsEveryField) {
   c.host_threads = 7;
   c.profile = "/var/lib/sluice/experts.profile";
   c.skip_threshold = 0.125;
+  c.host_tier_policy = "lfu";
+  c.tiers = TierMode::kExclusive;
   worker::v1::WorkerConfig wire;
   ToWorkerConfig(c, &wire);
+  EXPECT_EQ(wire.expert_tiers(), "exclusive");
+  EXPECT_EQ(wire.host_tier_policy(), "lfu");
   EXPECT_EQ(wire.expert_skip(), 0.125);
   EXPECT_TRUE(wire.has_expert_slots());
   EXPECT_EQ(wire.expert_profile(), "/var/lib/sluice/experts.profile");
@@ -112,6 +132,14 @@ TEST(ExpertConfigProtoTest, AnEmptyConfigIsTheDefaultsAndBadNamesNameTheField) {
   wire.set_expert_skip(2);
   EXPECT_EQ(FromWorkerConfig(wire).status().message(),
             "Hello.config.expert_*: --expert_skip=2: must be in [0, 1) (0: off)");
+  wire.set_expert_skip(0);
+  wire.set_expert_tiers("both");
+  EXPECT_EQ(FromWorkerConfig(wire).status().message(),
+            "Hello.config.expert_tiers: --expert_tiers='both': expected inclusive or exclusive");
+  wire.set_expert_tiers("");
+  wire.set_host_tier_policy("fifo");
+  EXPECT_EQ(FromWorkerConfig(wire).status().message(),
+            "Hello.config.expert_*: --host_tier_policy='fifo': expected lru, lfu or tinylfu");
 }
 
 // Sets flag `name` from text as the command line would.
@@ -137,9 +165,13 @@ TEST(ExpertFlagsTest, DefaultsAreExpertConfigsAndSizesTakeSuffixes) {
   EXPECT_EQ(c->miss_policy, MissPolicy::kHost);
   EXPECT_EQ(c->skip_threshold, 0);
   Set("expert_skip", "0.1");
+  Set("expert_tiers", "exclusive");
+  Set("host_tier_policy", "lru");
   c = ExpertConfigFromFlags();
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->skip_threshold, 0.1);
+  EXPECT_EQ(c->tiers, TierMode::kExclusive);
+  EXPECT_EQ(c->host_tier_policy, "lru");
 }
 
 TEST(ExpertFlagsTest, BadValuesNameTheFlag) {
@@ -163,6 +195,10 @@ TEST(ExpertFlagsTest, BadValuesNameTheFlag) {
   Set("expert_skip", "1.5");
   EXPECT_EQ(ExpertConfigFromFlags().status().message(),
             "--expert_skip=1.5: must be in [0, 1) (0: off)");
+  Set("expert_skip", "0");
+  Set("expert_tiers", "Exclusive");
+  EXPECT_EQ(ExpertConfigFromFlags().status().message(),
+            "--expert_tiers='Exclusive': expected inclusive or exclusive");
 }
 
 }  // namespace

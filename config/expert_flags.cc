@@ -36,6 +36,12 @@ ABSL_FLAG(int, expert_host_threads, kDefaults.host_threads,
 ABSL_FLAG(std::string, expert_profile, kDefaults.profile,
           "A usage profile file: the worker warms its expert arena from it at load (CUDA) and "
           "saves its counts to it while serving (every minute and at shutdown); \"\": none.");
+ABSL_FLAG(std::string, host_tier_policy, kDefaults.host_tier_policy,
+          "CUDA: the host tier's eviction policy: lru, lfu or tinylfu (\"\": tinylfu).");
+ABSL_FLAG(std::string, expert_tiers, sluice::config::TierModeName(kDefaults.tiers),
+          "CUDA with a host tier: inclusive (the host tier keeps a copy of what it passes to the "
+          "device) or exclusive (an expert lives in the device arena or the host tier, so both "
+          "together keep more experts off disk).");
 
 ABSL_FLAG(double, expert_skip, kDefaults.skip_threshold,
           "CPU, lossy, off by default: skip a routed expert whose share of its token's routing "
@@ -62,6 +68,8 @@ absl::StatusOr<ExpertConfig> ExpertConfigFromFlags() {
   e.host_threads = absl::GetFlag(FLAGS_expert_host_threads);
   e.profile = absl::GetFlag(FLAGS_expert_profile);
   e.skip_threshold = absl::GetFlag(FLAGS_expert_skip);
+  e.host_tier_policy = absl::GetFlag(FLAGS_host_tier_policy);
+  ASSIGN_OR_RETURN(e.tiers, ParseTierMode(absl::GetFlag(FLAGS_expert_tiers)));
   RETURN_IF_ERROR(ValidateExpertConfig(e));
   return e;
 }

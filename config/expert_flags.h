@@ -3,7 +3,7 @@
 // same names; tools/generate; tools/parity): --expert_slots,
 // --expert_arena_fraction, --expert_policy, --host_tier_bytes (a byte size:
 // 64G), --expert_prefetch, --expert_miss_policy, --expert_host_threads,
-// --expert_profile, --expert_skip.
+// --expert_profile, --expert_skip, --host_tier_policy, --expert_tiers.
 // Linking this library defines them; their defaults are ExpertConfig{}'s.
 #ifndef SLUICE_CONFIG_EXPERT_FLAGS_H_
 #define SLUICE_CONFIG_EXPERT_FLAGS_H_

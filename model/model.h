@@ -100,6 +100,13 @@ struct ExpertStreamStats {
   uint64_t arena_bytes = 0;  // device bytes of all slots
   uint64_t host_tier_bytes = 0;  // host RAM holding experts for the slots
   memory::SlotCacheCounters counters;  // since the model was built
+  // The pinned host tier's own cache (model/cuda/host_tier.h), when there
+  // is one: its lookups (inclusive: every device miss; exclusive: the
+  // misses it held), offers_admitted = device victims copied down and
+  // removed = experts moved up (exclusive).
+  bool host_tier = false;
+  bool exclusive_tiers = false;
+  memory::SlotCacheCounters host_tier_counters;
   // Where decode misses are computed ("copy", "host", "cost") and the miss
   // policy's current estimates of the two paths (bytes/s).
   std::string miss_policy = "copy";
@@ -126,7 +133,7 @@ struct BackendStats {
   // the number of calls of each phase ("<phase>.calls").
   std::vector<std::pair<std::string, double>> profile;
   ExpertStreamStats experts;
-  // Experts placed in the arena at load from a usage profile
+  // Experts placed in the arena and the host tier at load from a usage profile
   // (EngineOptions::expert_warm), and how many the profile's plan named.
   int64_t experts_warmed = 0;
   int64_t experts_warm_planned = 0;

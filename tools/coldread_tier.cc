@@ -21,7 +21,10 @@ absl::StatusOr<TierRun> MeasureTier(const ModelFiles& files, const LayerExperts&
     tier_bytes = static_cast<uint64_t>(layers[0][0].n_expert) * HostTier::SlotBytes(layers);
   }
   ASSIGN_OR_RETURN(std::unique_ptr<HostTier> tier,
-                   HostTier::Create(files, layers, tier_bytes, threads, piece_bytes));
+                   HostTier::Create(files, layers,
+                                    {.bytes = tier_bytes,
+                                     .threads = threads,
+                                     .read_piece_bytes = piece_bytes}));
   TierRun run;
   run.threads = threads;
   run.piece_bytes = piece_bytes;

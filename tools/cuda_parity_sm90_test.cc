@@ -82,6 +82,71 @@ TEST_P(CudaParityTest, CopyPolicyAtOneSlotIsBitIdentical) {
   ExpectIdentical(dir, GetParam(), experts);
 }
 
+// A quarter of the experts on the device and a pinned host tier of three
+// layers' worth in front of the disk (O_DIRECT; the page cache where the
+// filesystem refuses it), inclusive or exclusive: still the resident bits,
+// with experts served from the tier and from the disk.
+void ExpectIdenticalThroughTheHostTier(const std::string& dir, const std::string& name,
+                                       config::TierMode tiers) {
+  Options probe;
+  probe.backend = Backend::kCuda;
+  probe.experts.arena_fraction = 0.25;
+  auto first = RunParity(dir + "/" + name + ".gguf", dir, probe);
+  ASSERT_TRUE(first.ok()) << first.status();
+  // A host slot is a device slot's slices each read as the 4096-aligned
+  // span around it: at most 3 x 8192 bytes more.
+  const uint64_t host_slot = first->experts.slot_bytes + 3 * 8192;
+  config::ExpertConfig experts;
+  experts.arena_fraction = 0.25;
+  experts.host_tier_bytes = 3 * static_cast<uint64_t>(first->info.n_expert) * host_slot;
+  experts.tiers = tiers;
+  Options options;
+  options.backend = Backend::kCuda;
+  options.compare = Backend::kCuda;
+  options.experts = experts;
+  auto report = RunParity(dir + "/" + name + ".gguf", dir, options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->comparisons.size(), 3u);
+  for (const PromptReport& c : report->comparisons) {
+    std::printf("%s %s tiers vs resident: rows=%d max=%g\n", c.name.c_str(),
+                config::TierModeName(tiers).c_str(), c.rows, c.max);
+    EXPECT_EQ(c.max, 0.0) << c.name;
+  }
+  const ExpertStreamStats& s = report->experts;
+  ASSERT_TRUE(s.host_tier);
+  EXPECT_EQ(s.exclusive_tiers, tiers == config::TierMode::kExclusive);
+  const auto& by = s.counters.bytes_by_tier;
+  std::printf("host tier: %llu bytes, lookups=%llu hits=%llu demoted=%llu promoted=%llu "
+              "bytes host=%llu disk=%llu\n",
+              static_cast<unsigned long long>(s.host_tier_bytes),
+              static_cast<unsigned long long>(s.host_tier_counters.lookups),
+              static_cast<unsigned long long>(s.host_tier_counters.hits),
+              static_cast<unsigned long long>(s.host_tier_counters.offers_admitted),
+              static_cast<unsigned long long>(s.host_tier_counters.removed),
+              static_cast<unsigned long long>(by[static_cast<int>(memory::Tier::kHost)]),
+              static_cast<unsigned long long>(by[static_cast<int>(memory::Tier::kDisk)]));
+  EXPECT_GT(by[static_cast<int>(memory::Tier::kDisk)], 0u);
+  EXPECT_GT(by[static_cast<int>(memory::Tier::kHost)], 0u);
+  if (tiers == config::TierMode::kExclusive) {
+    EXPECT_GT(s.host_tier_counters.offers_admitted, 0u);  // victims copied down
+    EXPECT_GT(s.host_tier_counters.removed, 0u);          // and moved up again
+  } else {
+    EXPECT_EQ(s.host_tier_counters.offered, 0u);
+  }
+}
+
+TEST_P(CudaParityTest, CopyPolicyThroughAnInclusiveHostTierIsBitIdentical) {
+  SLUICE_REQUIRE_GOLDENS(dir);
+  SLUICE_REQUIRE_DEVICE();
+  ExpectIdenticalThroughTheHostTier(dir, GetParam(), config::TierMode::kInclusive);
+}
+
+TEST_P(CudaParityTest, CopyPolicyThroughExclusiveTiersIsBitIdentical) {
+  SLUICE_REQUIRE_GOLDENS(dir);
+  SLUICE_REQUIRE_DEVICE();
+  ExpectIdenticalThroughTheHostTier(dir, GetParam(), config::TierMode::kExclusive);
+}
+
 // Each golden prompt inside batches of 5 other sequences (prefill chunks,
 // decodes and whole-row logits beside its prefill and each decode token):
 // its rows pass the gates against the goldens and against the prompt alone

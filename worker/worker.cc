@@ -249,7 +249,8 @@ absl::Status Worker::Load(const SupervisorMessage& msg, std::vector<int> fds) {
   engine_ = *std::move(engine);
   if (const BackendStats stats = engine_->model().Stats(); stats.experts_warm_planned > 0) {
     Log(absl::StrCat("expert profile: ", stats.experts_warmed, " of the ",
-                     stats.experts_warm_planned, " most used experts placed in the arena"));
+                     stats.experts_warm_planned,
+                     " most used experts placed in the arena and the host tier"));
   }
   GenerateBatch::Hooks hooks;
   hooks.send = [this](const WorkerMessage& m) { Send(m); };

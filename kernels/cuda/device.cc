@@ -92,9 +92,8 @@ absl::Status CopyToDevice(void* d_dst, const void* h_src, uint64_t bytes,
                "cudaMemcpyAsync(host to device)");
 }
 
-absl::Status CopyBatchToDevice(absl::Span<void* const> dsts,
-                               absl::Span<const void* const> srcs,
-                               absl::Span<const size_t> sizes, Stream stream) {
+absl::Status CopyBatch(absl::Span<void* const> dsts, absl::Span<const void* const> srcs,
+                       absl::Span<const size_t> sizes, Stream stream) {
   if (dsts.empty()) return absl::OkStatus();
   cudaMemcpyAttributes attr = {};
   attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;

@@ -49,13 +49,13 @@ absl::Status CopyToDevice(void* d_dst, const void* h_src, uint64_t bytes,
                           Stream stream);
 absl::Status CopyToHost(void* h_dst, const void* d_src, uint64_t bytes,
                         Stream stream);
-// Host-to-device copies dsts[i] <- srcs[i] (sizes[i] bytes), in stream
-// order as a whole, in any order among themselves (they must not overlap):
-// one cudaMemcpyBatchAsync, so the driver can spread them over its copy
-// engines. Precondition: the three spans have the same length.
-absl::Status CopyBatchToDevice(absl::Span<void* const> dsts,
-                               absl::Span<const void* const> srcs,
-                               absl::Span<const size_t> sizes, Stream stream);
+// Copies dsts[i] <- srcs[i] (sizes[i] bytes; host to device, device to host
+// or both, by where the pointers live), in stream order as a whole, in any
+// order among themselves (they must not overlap): one cudaMemcpyBatchAsync,
+// so the driver can spread them over its copy engines. Precondition: the
+// three spans have the same length.
+absl::Status CopyBatch(absl::Span<void* const> dsts, absl::Span<const void* const> srcs,
+                       absl::Span<const size_t> sizes, Stream stream);
 absl::Status CopyOnDevice(void* d_dst, const void* d_src, uint64_t bytes,
                           Stream stream);
 absl::Status Memset(void* d_dst, int value, uint64_t bytes, Stream stream);

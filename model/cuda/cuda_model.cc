@@ -185,10 +185,13 @@ absl::Status CudaModel::WarmExperts(const memory::ExpertProfile& profile) {
       profile.n_expert() != desc_.moe.n_expert) {
     return absl::OkStatus();
   }
-  const memory::WarmPlan plan =
-      memory::PlanWarmStart(profile, experts_->slots(), /*host_slots=*/0, /*exclusive=*/false);
-  experts_warm_planned_ = static_cast<int64_t>(plan.device.size());
+  const memory::WarmPlan plan = memory::PlanWarmStart(
+      profile, experts_->slots(), experts_->host_slots(),
+      options_.experts.tiers == config::TierMode::kExclusive);
+  experts_warm_planned_ = static_cast<int64_t>(plan.device.size() + plan.host.size());
   ASSIGN_OR_RETURN(experts_warmed_, experts_->Warm(plan.device, stream_));
+  ASSIGN_OR_RETURN(const int64_t host, experts_->WarmHost(plan.host));
+  experts_warmed_ += host;
   return absl::OkStatus();
 }
 
@@ -211,6 +214,9 @@ absl::Status CudaModel::CreateExperts(const ModelFiles& files, int64_t slots) {
                                              options_.experts.policy)),
                                          .host_tier_bytes = options_.experts.host_tier_bytes,
                                          .files = &files,
+                                         .host_tier_policy = options_.experts.host_tier_policy,
+                                         .exclusive_tiers = options_.experts.tiers ==
+                                                            config::TierMode::kExclusive,
                                          .miss = miss},
                                         stream_));
   if (miss.policy == memory::MissPolicy::kCopy) return absl::OkStatus();

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "memory/dense_residency.h"
@@ -111,10 +112,11 @@ absl::StatusOr<std::unique_ptr<ExpertStream>> ExpertStream::Create(
     std::vector<std::array<ExpertMatrix, 3>> views;
     for (const LayerExpertViews& v : s->layers_) views.push_back({v.gate, v.up, v.down});
     ASSIGN_OR_RETURN(s->host_, HostTier::Create(*options.files, std::move(views),
-                                                options.host_tier_bytes,
-                                                /*threads=*/8,
-                                                HostTier::kDefaultReadPieceBytes,
-                                                options.host_tier_policy));
+                                                {.bytes = options.host_tier_bytes,
+                                                 .threads = 8,
+                                                 .policy = options.host_tier_policy,
+                                                 .exclusive = options.exclusive_tiers}));
+    s->exclusive_ = options.exclusive_tiers;
   }
   if (s->host_ == nullptr) RETURN_IF_ERROR(s->RegisterWindows());
 
@@ -331,8 +333,23 @@ void ExpertStream::Fill(int layer, int32_t expert, const SlotClass& c,
   PointAtSlot(layer, expert, c, slot);
 }
 
+absl::Status ExpertStream::Demote(const SlotClass& c, int32_t slot,
+                                  memory::ExpertKey victim) {
+  ASSIGN_OR_RETURN(const std::optional<HostTier::Destinations> to,
+                   host_->Demote(victim.layer, victim.expert));
+  if (!to.has_value()) return absl::OkStatus();  // held already, or refused
+  const auto* d = static_cast<const uint8_t*>(SlotAddress(c, slot));
+  demote_.Add((*to)[0], d, c.gate_bytes);
+  demote_.Add((*to)[1], d + c.up_offset, c.up_bytes);
+  demote_.Add((*to)[2], d + c.down_offset, c.down_bytes);
+  return absl::OkStatus();
+}
+
 absl::Status ExpertStream::Flush(cuda::Stream stream) {
-  absl::Status s = cuda::CopyBatchToDevice(batch_.dst, batch_.src, batch_.size, stream);
+  // Stream order puts every copy out of a slot before the copy into it.
+  absl::Status s = cuda::CopyBatch(demote_.dst, demote_.src, demote_.size, stream);
+  if (s.ok()) s = cuda::CopyBatch(batch_.dst, batch_.src, batch_.size, stream);
+  demote_.Clear();
   batch_.Clear();  // keeps the capacity: a batch is built every step
   return s;
 }
@@ -413,15 +430,19 @@ absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> all,
   if (host_ != nullptr) {
     std::vector<int32_t> need;
     std::vector<size_t> where;
+    // Exclusive: a device miss the tier lacks is staged, not kept there.
+    absl::InlinedVector<bool, 64> pass;
     for (size_t i = 0; i < got.size(); ++i) {
       if (got[i].kind == memory::SlotAssignment::kHit) continue;
       need.push_back(experts[i]);
       where.push_back(i);
+      pass.push_back(exclusive_ && got[i].kind == memory::SlotAssignment::kMiss);
     }
     need.insert(need.end(), host_ids.begin(), host_ids.end());
+    pass.resize(need.size(), false);
     std::vector<HostTier::Slices> loaded;
     std::vector<bool> disk;
-    if (!need.empty()) RETURN_IF_ERROR(host_->Load(layer, need, loaded, disk));
+    if (!need.empty()) RETURN_IF_ERROR(host_->Load(layer, need, loaded, disk, pass));
     for (size_t j = 0; j < where.size(); ++j) {
       from[where[j]] = loaded[j];
       from_disk[where[j]] = disk[j];
@@ -444,6 +465,7 @@ absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> all,
   }
   const uint64_t expert_bytes = c.expert_bytes();
   uint64_t copied = 0;
+  std::vector<int32_t> moved_up;  // exclusive: device misses the host tier held
   for (size_t i = 0; i < got.size(); ++i) {
     const memory::SlotAssignment& a = got[i];
     const int32_t e = experts[i];
@@ -454,7 +476,9 @@ absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> all,
       if (a.evicted) {
         PointAtHost(a.evicted_key.layer, a.evicted_key.expert);
         Mark(dirty, a.evicted_key.layer);
+        if (exclusive_) RETURN_IF_ERROR(Demote(c, a.slot, a.evicted_key));
       }
+      if (exclusive_ && !from_disk[i]) moved_up.push_back(e);
       if (copied == 0) RETURN_IF_ERROR(cuda::RecordEvent(copy_started_, copy_));
       Fill(layer, e, c, a.slot, from[i]);
       Mark(dirty, layer);
@@ -470,6 +494,9 @@ absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> all,
     // (Forced without a host tier: the table already points at the mapped
     // window; the bytes still cross the bus once.)
   }
+  // After every demotion of the step: a slot freed here is not offered
+  // again before the copies out of it are done (the next step).
+  for (const int32_t e : moved_up) host_->Promote(layer, e);
   if (copied > 0) {
     RETURN_IF_ERROR(Flush(copy_));
     RETURN_IF_ERROR(cuda::RecordEvent(copied_, copy_));
@@ -502,7 +529,9 @@ absl::StatusOr<int64_t> ExpertStream::Warm(absl::Span<const memory::ExpertKey> k
       // One at a time: the next Load may reuse the host slot this copy reads.
       std::vector<HostTier::Slices> loaded;
       std::vector<bool> disk;
-      RETURN_IF_ERROR(host_->Load(k.layer, absl::MakeConstSpan(&k.expert, 1), loaded, disk));
+      const bool pass = exclusive_;  // exclusive: the device's, not the tier's
+      RETURN_IF_ERROR(host_->Load(k.layer, absl::MakeConstSpan(&k.expert, 1), loaded, disk,
+                                  absl::MakeConstSpan(&pass, 1)));
       src = loaded[0];
     }
     ASSIGN_OR_RETURN(const memory::SlotAssignment a, c.cache->Offer(k));
@@ -510,6 +539,7 @@ absl::StatusOr<int64_t> ExpertStream::Warm(absl::Span<const memory::ExpertKey> k
     if (a.evicted) {  // not expected while there is room; kept consistent
       PointAtHost(a.evicted_key.layer, a.evicted_key.expert);
       Mark(dirty, a.evicted_key.layer);
+      if (exclusive_) RETURN_IF_ERROR(Demote(c, a.slot, a.evicted_key));
     }
     Fill(k.layer, k.expert, c, a.slot, src);
     Mark(dirty, k.layer);
@@ -547,6 +577,8 @@ absl::Status ExpertStream::Prefetch(int layer, absl::Span<const int32_t> experts
     if (a.evicted) {
       PointAtHost(a.evicted_key.layer, a.evicted_key.expert);
       Mark(dirty, a.evicted_key.layer);
+      // Its copy down waits, with the fills, for this step's demand copies.
+      if (exclusive_) RETURN_IF_ERROR(Demote(c, a.slot, a.evicted_key));
     }
     Fill(layer, e, c, a.slot, src);
     Mark(dirty, layer);
@@ -585,7 +617,12 @@ ExpertStreamStats ExpertStream::Stats() const {
   s.experts = static_cast<int64_t>(layers_.size()) * n_expert_;
   s.arena_bytes = arena_bytes();
   for (const Window& w : windows_) s.host_tier_bytes += w.end - w.begin;
-  if (host_ != nullptr) s.host_tier_bytes = host_->bytes();
+  if (host_ != nullptr) {
+    s.host_tier = true;
+    s.exclusive_tiers = exclusive_;
+    s.host_tier_bytes = host_->bytes();
+    s.host_tier_counters = host_->Snapshot();
+  }
   for (const SlotClass& c : classes_) {
     s.slot_bytes = std::max(s.slot_bytes, c.slot_bytes);
     s.counters.Add(c.cache->Snapshot());

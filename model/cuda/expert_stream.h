@@ -57,8 +57,14 @@ struct ExpertStreamOptions {
   // then be set.
   uint64_t host_tier_bytes = 0;
   const ModelFiles* files = nullptr;
-  // The host tier's eviction policy (memory::MakePolicy's names).
+  // The host tier's eviction policy (memory::MakePolicy's names; "": the
+  // default).
   std::string host_tier_policy = memory::kDefaultHostTierPolicy;
+  // With a host tier: an expert lives in the device arena or the host tier,
+  // not both (host_tier.h): a device victim is copied down into the tier
+  // (its policy willing) before its slot is refilled, and an expert moved
+  // up leaves the tier.
+  bool exclusive_tiers = false;
   // Where decode misses are computed (memory/miss_split.h); kCopy keeps
   // the logits bit-identical.
   memory::MissSplitOptions miss;
@@ -137,7 +143,16 @@ class ExpertStream {
   // returns once their copies are done.
   absl::StatusOr<int64_t> Warm(absl::Span<const memory::ExpertKey> keys, cuda::Stream compute);
 
+  // Places `keys` (PlanWarmStart's host list) in the host tier, read from
+  // disk, until it is full: the number placed (0 without a host tier).
+  absl::StatusOr<int64_t> WarmHost(absl::Span<const memory::ExpertKey> keys) {
+    if (host_ == nullptr) return 0;
+    return host_->Warm(keys);
+  }
+
   int64_t slots() const { return total_slots_; }
+  // The host tier's slots (staging apart); 0 without one.
+  int64_t host_slots() const { return host_ == nullptr ? 0 : host_->slots(); }
   uint64_t arena_bytes() const;
   ExpertStreamStats Stats() const;
 
@@ -193,6 +208,11 @@ class ExpertStream {
   // layer, hundreds per prefill layer, otherwise adds up).
   void Fill(int layer, int32_t expert, const SlotClass& c, int32_t slot,
             const HostTier::Slices& from);
+  // Exclusive tiers: `victim`, evicted from `slot` of `c`, is offered to
+  // the host tier; taken, its slices are copied down from the slot by the
+  // next Flush, ahead of the fills that overwrite it.
+  absl::Status Demote(const SlotClass& c, int32_t slot, memory::ExpertKey victim);
+  // Issues the demotions, then the fills, on `stream`.
   absl::Status Flush(cuda::Stream stream);
   struct CopyBatch {
     std::vector<void*> dst;
@@ -209,7 +229,9 @@ class ExpertStream {
       size.clear();
     }
   };
-  CopyBatch batch_;
+  CopyBatch batch_;     // host to device
+  CopyBatch demote_;    // device to host, flushed first
+  bool exclusive_ = false;
   // The slices of `expert` in the mapping.
   HostTier::Slices InMapping(int layer, int32_t expert) const;
   // Rewrites the device table of layer `now` from its mirror on `compute`

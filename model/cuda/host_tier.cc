@@ -28,14 +28,14 @@ uint64_t HostTier::SlotBytes(const std::vector<std::array<ExpertMatrix, 3>>& lay
 
 absl::StatusOr<std::unique_ptr<HostTier>> HostTier::Create(
     const ModelFiles& files, std::vector<std::array<ExpertMatrix, 3>> layers,
-    uint64_t bytes, int threads, uint64_t read_piece_bytes, std::string_view policy) {
-  if (read_piece_bytes % memory::kDirectAlign != 0) {
+    const Options& options) {
+  if (options.read_piece_bytes % memory::kDirectAlign != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "host tier: read pieces of ", read_piece_bytes,
+        "host tier: read pieces of ", options.read_piece_bytes,
         " bytes are not a multiple of ", memory::kDirectAlign));
   }
   auto t = std::unique_ptr<HostTier>(new HostTier());
-  t->read_piece_bytes_ = read_piece_bytes;
+  t->read_piece_bytes_ = options.read_piece_bytes;
   const std::vector<ShardFd> shard_fds = files.fds();
   for (const ShardFd& s : shard_fds) {
     absl::StatusOr<memory::DirectFd> fd = memory::ReopenDirect(s.fd, s.name);
@@ -77,35 +77,56 @@ absl::StatusOr<std::unique_ptr<HostTier>> HostTier::Create(
     t->layers_.push_back(parts);
   }
   t->slot_bytes_ = t->part_bytes_[0] + t->part_bytes_[1] + t->part_bytes_[2];
-  t->n_slots_ = static_cast<int64_t>(bytes / t->slot_bytes_);
-  if (t->n_slots_ < n_expert) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "host tier: ", bytes, " bytes hold ", t->n_slots_, " expert slices of ",
-        t->slot_bytes_, " bytes; one layer's ", n_expert, " experts need at least ",
-        n_expert * t->slot_bytes_, " bytes"));
-  }
-  ASSIGN_OR_RETURN(t->pinned_,
-                   cuda::PinnedBuffer::Create(t->n_slots_ * t->slot_bytes_));
+  RETURN_IF_ERROR(t->Allocate(options, n_expert));
   memory::SlotCacheOptions o;
   o.n_layer = static_cast<int32_t>(layers.size());
   o.n_expert = n_expert;
   o.n_slots = static_cast<int32_t>(t->n_slots_);
   o.slice_bytes = t->slot_bytes_;
   ASSIGN_OR_RETURN(std::unique_ptr<memory::EvictionPolicy> chosen,
-                   memory::MakePolicy(policy));
+                   memory::MakePolicy(options.policy.empty()
+                                          ? memory::kDefaultHostTierPolicy
+                                          : options.policy));
   ASSIGN_OR_RETURN(t->cache_, memory::SlotCache::Create(o, std::move(chosen)));
-  t->pool_ = std::make_unique<ThreadPool>(std::max(1, threads));
+  t->pool_ = std::make_unique<ThreadPool>(std::max(1, options.threads));
   return t;
+}
+
+absl::Status HostTier::Allocate(const Options& options, int32_t n_expert) {
+  const int64_t all = static_cast<int64_t>(options.bytes / slot_bytes_);
+  staging_slots_ = options.exclusive ? n_expert : 0;
+  n_slots_ = all - staging_slots_;
+  if (n_slots_ < n_expert) {
+    const int64_t need = n_expert + staging_slots_;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "host tier: ", options.bytes, " bytes hold ", all, " expert slices of ",
+        slot_bytes_, " bytes; one layer's ", n_expert, " experts need at least ",
+        need * slot_bytes_, " bytes",
+        options.exclusive ? " (room for them twice: exclusive tiers stage disk reads apart)"
+                          : ""));
+  }
+  bytes_ = static_cast<uint64_t>(all) * slot_bytes_;
+  if (options.pinned) {
+    ASSIGN_OR_RETURN(pinned_, cuda::PinnedBuffer::Create(bytes_));
+    memory_ = pinned_.as<uint8_t>();
+  } else {
+    plain_.reset(static_cast<uint8_t*>(std::aligned_alloc(memory::kDirectAlign, bytes_)));
+    if (plain_ == nullptr) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("host tier: cannot allocate ", bytes_, " bytes"));
+    }
+    memory_ = plain_.get();
+  }
+  return absl::OkStatus();
 }
 
 HostTier::~HostTier() {
   for (int fd : fds_) close(fd);
 }
 
-HostTier::Slices HostTier::SlicesIn(int32_t slot, int layer,
+HostTier::Slices HostTier::SlicesAt(const uint8_t* base, int layer,
                                     int32_t expert) const {
   Slices s;
-  const uint8_t* base = SlotBase(slot);
   for (int p = 0; p < 3; ++p) {
     const uint64_t off = FileOffset(layer, p, expert);
     s[p] = base + (off - AlignDownDirect(off));
@@ -117,35 +138,21 @@ HostTier::Slices HostTier::SlicesIn(int32_t slot, int layer,
 std::optional<HostTier::Slices> HostTier::Peek(int layer, int32_t expert) const {
   std::optional<int32_t> slot = cache_->Peek({layer, expert});
   if (!slot.has_value()) return std::nullopt;
-  return SlicesIn(*slot, layer, expert);
+  return SlicesAt(SlotBase(*slot), layer, expert);
 }
 
-absl::Status HostTier::Load(int layer, absl::Span<const int32_t> experts,
-                            std::vector<Slices>& out,
-                            std::vector<bool>& from_disk) {
-  cache_->BeginStep();
-  ASSIGN_OR_RETURN(std::vector<memory::SlotAssignment> got,
-                   cache_->Acquire(layer, experts));
-  out.assign(experts.size(), Slices{});
-  from_disk.assign(experts.size(), false);
-  // (slot, part) reads of the misses, done by the pool in pieces.
-  std::vector<DirectRead> reads;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (got[i].kind == memory::SlotAssignment::kForced) {
-      // Create guarantees a layer's experts fit.
-      return absl::InternalError("host tier: no slot for an expert of one step");
-    }
-    out[i] = SlicesIn(got[i].slot, layer, experts[i]);
-    if (got[i].kind != memory::SlotAssignment::kMiss) continue;
-    from_disk[i] = true;
-    uint8_t* base = SlotBase(got[i].slot);
-    for (int p = 0; p < 3; ++p) {
-      const Part& part = layers_[layer][p];
-      reads.push_back(memory::AlignedSpan(fds_[part.file], FileOffset(layer, p, experts[i]),
-                                          part.stride, base));
-      base += part_bytes_[p];
-    }
+void HostTier::AddReads(int layer, int32_t expert, uint8_t* base,
+                        std::vector<DirectRead>& reads) const {
+  for (int p = 0; p < 3; ++p) {
+    const Part& part = layers_[layer][p];
+    reads.push_back(memory::AlignedSpan(fds_[part.file], FileOffset(layer, p, expert),
+                                        part.stride, base));
+    base += part_bytes_[p];
   }
+}
+
+absl::Status HostTier::ReadAll(const std::vector<DirectRead>& reads,
+                               absl::string_view what) {
   // Pieces are taken by whichever reader is free. Whole slices (3 per
   // expert) handed out in equal-count ranges, as before, left readers idle
   // when a call had few misses or a slice count that does not divide among
@@ -154,10 +161,80 @@ absl::Status HostTier::Load(int layer, absl::Span<const int32_t> experts,
   const absl::Status read = memory::ReadAll(
       *pool_, read_piece_bytes_ == 0 ? reads : memory::SplitReads(reads, read_piece_bytes_));
   if (!read.ok()) {
-    return absl::DataLossError(absl::StrCat("host tier: reading layer ", layer,
-                                            "'s experts from disk: ", read.message()));
+    return absl::DataLossError(
+        absl::StrCat("host tier: reading ", what, " from disk: ", read.message()));
   }
   return absl::OkStatus();
+}
+
+absl::Status HostTier::Load(int layer, absl::Span<const int32_t> experts,
+                            std::vector<Slices>& out, std::vector<bool>& from_disk,
+                            absl::Span<const bool> pass_through) {
+  cache_->BeginStep();
+  out.assign(experts.size(), Slices{});
+  from_disk.assign(experts.size(), false);
+  // Exclusive device misses the tier lacks go to staging; the rest are
+  // looked up (and kept).
+  std::vector<int32_t> kept;
+  std::vector<size_t> kept_at, staged_at;
+  for (size_t i = 0; i < experts.size(); ++i) {
+    const bool pass = exclusive() && i < pass_through.size() && pass_through[i];
+    if (pass && !cache_->Peek({layer, experts[i]}).has_value()) {
+      staged_at.push_back(i);
+    } else {
+      kept.push_back(experts[i]);
+      kept_at.push_back(i);
+    }
+  }
+  ASSIGN_OR_RETURN(std::vector<memory::SlotAssignment> got,
+                   cache_->Acquire(layer, kept));
+  std::vector<DirectRead> reads;
+  for (size_t j = 0; j < got.size(); ++j) {
+    if (got[j].kind == memory::SlotAssignment::kForced) {
+      // Create guarantees a layer's experts fit.
+      return absl::InternalError("host tier: no slot for an expert of one step");
+    }
+    const size_t i = kept_at[j];
+    out[i] = SlicesAt(SlotBase(got[j].slot), layer, experts[i]);
+    if (got[j].kind != memory::SlotAssignment::kMiss) continue;
+    from_disk[i] = true;
+    AddReads(layer, experts[i], SlotBase(got[j].slot), reads);
+  }
+  for (size_t j = 0; j < staged_at.size(); ++j) {
+    const size_t i = staged_at[j];
+    out[i] = SlicesAt(StagingBase(static_cast<int64_t>(j)), layer, experts[i]);
+    from_disk[i] = true;
+    AddReads(layer, experts[i], StagingBase(static_cast<int64_t>(j)), reads);
+  }
+  return ReadAll(reads, absl::StrCat("layer ", layer, "'s experts"));
+}
+
+void HostTier::Promote(int layer, int32_t expert) { cache_->Remove({layer, expert}); }
+
+absl::StatusOr<std::optional<HostTier::Destinations>> HostTier::Demote(int layer,
+                                                                       int32_t expert) {
+  ASSIGN_OR_RETURN(const memory::SlotAssignment a, cache_->Offer({layer, expert}));
+  if (a.kind != memory::SlotAssignment::kMiss) return std::nullopt;
+  const Slices s = SlicesAt(SlotBase(a.slot), layer, expert);
+  return Destinations{const_cast<uint8_t*>(s[0]), const_cast<uint8_t*>(s[1]),
+                      const_cast<uint8_t*>(s[2])};
+}
+
+absl::StatusOr<int64_t> HostTier::Warm(absl::Span<const memory::ExpertKey> keys) {
+  cache_->BeginStep();
+  std::vector<DirectRead> reads;
+  int64_t placed = 0;
+  for (const memory::ExpertKey& k : keys) {
+    if (k.layer < 0 || k.layer >= static_cast<int32_t>(layers_.size())) continue;
+    ASSIGN_OR_RETURN(const memory::SlotAssignment a, cache_->Offer(k));
+    if (a.kind != memory::SlotAssignment::kMiss) continue;
+    // Offers protect what they placed through the step: a full cache
+    // refuses the rest instead of evicting this call's own keys.
+    AddReads(k.layer, k.expert, SlotBase(a.slot), reads);
+    ++placed;
+  }
+  RETURN_IF_ERROR(ReadAll(reads, "a usage profile's experts"));
+  return placed;
 }
 
 }  // namespace sluice
