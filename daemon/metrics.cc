@@ -154,6 +154,20 @@ void RenderExpertCache(std::string* out, const v1::SlotCacheStats& c) {
          "Expert bytes the host CPU read to compute misses (in no tier of "
          "sluice_expert_bytes_total).",
          c.bytes_host_computed());
+  const std::pair<const char*, uint64_t> tier[] = {{"lookups", c.host_tier_lookups()},
+                                                    {"hits", c.host_tier_hits()},
+                                                    {"demoted", c.host_tier_demoted()},
+                                                    {"promoted", c.host_tier_promoted()}};
+  const char* const tier_help[] = {
+      "Lookups of the pinned host tier (inclusive: every device miss; exclusive: the misses "
+      "it held).",
+      "Host tier lookups it served without a disk read.",
+      "Device victims copied down into the host tier (exclusive tiers).",
+      "Experts moved up from the host tier into a device slot, leaving it (exclusive tiers)."};
+  for (size_t i = 0; i < std::size(tier); ++i) {
+    Metric(out, absl::StrCat("sluice_expert_host_tier_", tier[i].first, "_total"), "counter",
+           tier_help[i], tier[i].second);
+  }
   Metric(out, "sluice_expert_skipped_total", "counter",
          "Routed experts the lossy mode (--expert_skip) did not compute: a small weight and "
          "bytes not in RAM.",

@@ -159,6 +159,11 @@ TEST(MetricsTest, ExpertSlotCache) {
   c.set_host_computed(7);
   c.set_bytes_host_computed(7000);
   c.set_skipped(11);
+  c.set_tiers("exclusive");
+  c.set_host_tier_lookups(9);
+  c.set_host_tier_hits(6);
+  c.set_host_tier_demoted(5);
+  c.set_host_tier_promoted(4);
   c.set_miss_policy("cost");
   c.set_copy_bytes_per_second(4.5e10);
   c.set_host_bytes_per_second(2.75e10);
@@ -183,6 +188,12 @@ TEST(MetricsTest, ExpertSlotCache) {
         "sluice_expert_bytes_host_computed_total 7000\n",
         "# TYPE sluice_expert_skipped_total counter\n"
         "sluice_expert_skipped_total 11\n",
+        "# TYPE sluice_expert_host_tier_lookups_total counter\n"
+        "sluice_expert_host_tier_lookups_total 9\n",
+        "sluice_expert_host_tier_hits_total 6\n",
+        "# TYPE sluice_expert_host_tier_demoted_total counter\n"
+        "sluice_expert_host_tier_demoted_total 5\n",
+        "sluice_expert_host_tier_promoted_total 4\n",
         "# TYPE sluice_expert_miss_policy gauge\n"
         "sluice_expert_miss_policy{policy=\"copy\"} 0\n"
         "sluice_expert_miss_policy{policy=\"host\"} 0\n"

@@ -135,6 +135,13 @@ std::string ExpertsJson(const GenerateReport& r) {
       .UInt("slot_bytes", e.slot_bytes)
       .UInt("arena_bytes", e.arena_bytes)
       .UInt("host_tier_bytes", e.host_tier_bytes)
+      .Str("tiers", !e.host_tier ? "" : e.exclusive_tiers ? "exclusive" : "inclusive")
+      .Raw("host_tier", Object()
+                            .UInt("lookups", e.host_tier_counters.lookups)
+                            .UInt("hits", e.host_tier_counters.hits)
+                            .UInt("demoted", e.host_tier_counters.offers_admitted)
+                            .UInt("promoted", e.host_tier_counters.removed)
+                            .Json())
       .Raw("prefill", CountersJson(r.after_prefill.Minus(r.before_prefill),
                                    g.prompt_tokens, prefill_s))
       .Raw("decode", CountersJson(e.counters.Minus(r.after_prefill), decode_steps,

@@ -60,6 +60,14 @@ void ToSlotCacheStats(const ExpertStreamStats& s, sluice::v1::SlotCacheStats* ou
   out->set_prefetches_late(c.prefetches_late);
   out->set_bytes_host(c.bytes_by_tier[static_cast<int>(memory::Tier::kHost)]);
   out->set_bytes_disk(c.bytes_by_tier[static_cast<int>(memory::Tier::kDisk)]);
+  if (s.host_tier) {
+    const memory::SlotCacheCounters& h = s.host_tier_counters;
+    out->set_tiers(s.exclusive_tiers ? "exclusive" : "inclusive");
+    out->set_host_tier_lookups(h.lookups);
+    out->set_host_tier_hits(h.hits);
+    out->set_host_tier_demoted(h.offers_admitted);
+    out->set_host_tier_promoted(h.removed);
+  }
   for (size_t l = 0; l < c.layer_lookups.size(); ++l) {
     out->add_layer_hit_ratio(c.layer_hit_rate(static_cast<int>(l)));
   }

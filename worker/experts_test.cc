@@ -61,6 +61,19 @@ TEST(ExpertsTest, SlotCacheStatsCarryEveryFigure) {
   ASSERT_EQ(p.layer_hit_ratio_size(), 2);
   EXPECT_DOUBLE_EQ(p.layer_hit_ratio(0), 1.0);
   EXPECT_DOUBLE_EQ(p.layer_hit_ratio(1), 0.25);
+  EXPECT_EQ(p.tiers(), "");  // no host tier
+  s.host_tier = true;
+  s.exclusive_tiers = true;
+  s.host_tier_counters.lookups = 9;
+  s.host_tier_counters.hits = 6;
+  s.host_tier_counters.offers_admitted = 5;
+  s.host_tier_counters.removed = 4;
+  ToSlotCacheStats(s, &p);
+  EXPECT_EQ(p.tiers(), "exclusive");
+  EXPECT_EQ(p.host_tier_lookups(), 9u);
+  EXPECT_EQ(p.host_tier_hits(), 6u);
+  EXPECT_EQ(p.host_tier_demoted(), 5u);
+  EXPECT_EQ(p.host_tier_promoted(), 4u);
   // Nothing streams (a CPU backend): no miss policy is reported.
   sluice::v1::SlotCacheStats idle;
   ToSlotCacheStats(ExpertStreamStats{}, &idle);
