@@ -79,8 +79,9 @@ struct Settings {
   memory::Rates rates;
 };
 
-// --context_length, --sessions, --expert_slots, --expert_arena_fraction and
-// --host_tier_bytes into `s`; InvalidArgument naming the flag.
+// --context_length, --sessions, --expert_slots, --expert_arena_fraction,
+// --host_tier_bytes and --expert_tiers into `s`; InvalidArgument naming the
+// flag.
 absl::Status ParseRequest(const std::map<std::string, std::string>& flags, Settings& s) {
   if (!absl::SimpleAtoi(Get(flags, "context_length", "4096"), &s.context) || s.context < 1) {
     return absl::InvalidArgumentError(
@@ -104,6 +105,11 @@ absl::Status ParseRequest(const std::map<std::string, std::string>& flags, Setti
     absl::StatusOr<uint64_t> b = ParseBytes("host_tier_bytes", flags.at("host_tier_bytes"));
     if (!b.ok()) return b.status();
     r.host_tier_bytes = *b;
+  }
+  if (flags.count("expert_tiers")) {
+    absl::StatusOr<config::TierMode> tiers = config::ParseTierMode(flags.at("expert_tiers"));
+    if (!tiers.ok()) return tiers.status();
+    r.tiers = *tiers;
   }
   // sluiced's ranges and messages: -1 slots and fraction 0 mean "the
   // planner chooses" here too.

@@ -23,7 +23,8 @@ absl::StatusOr<uint64_t> ParseBytes(const std::string& flag, const std::string& 
 // decode-rate bound (memory::ColdStartOf, memory::DecodeEstimateOf);
 // refusals and bad flags to `err`. Flags: device_memory, host_memory (BYTES
 // or "auto"), context_length, sessions, expert_arena_fraction |
-// expert_slots, host_tier_bytes (sluiced's names); disk_bytes_per_s,
+// expert_slots, host_tier_bytes, expert_tiers (sluiced's names);
+// disk_bytes_per_s,
 // pcie_bytes_per_s, hbm_bytes_per_s (bytes/s, memory::Rates' defaults);
 // expert_profile (a saved usage profile: the decode estimate's tier shares
 // come from its counts instead of uniform routing). The old names

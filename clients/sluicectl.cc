@@ -56,7 +56,8 @@ commands:
                                screen clearing (the default when not a terminal)
   plan MODEL [--device_memory=BYTES|auto] [--host_memory=BYTES|auto]
        [--context_length=N] [--sessions=N] [--expert_arena_fraction=F | --expert_slots=N]
-       [--host_tier_bytes=BYTES] [--expert_profile=FILE]
+       [--host_tier_bytes=BYTES] [--expert_tiers=inclusive|exclusive]
+       [--expert_profile=FILE]
        [--disk_bytes_per_s=R] [--pcie_bytes_per_s=R] [--hbm_bytes_per_s=R]
                                where the model's bytes would go (device,
                                expert arena, host tier), without a daemon and
@@ -78,7 +79,7 @@ const std::vector<std::string> kFlags = {
     "device_memory", "host_memory", "context", "sessions", "arena_fraction", "expert_slots",
     "expert_arena_fraction",
     "host_tier_bytes", "disk_bandwidth", "disk_bytes_per_s", "pcie_bytes_per_s",
-    "hbm_bytes_per_s", "expert_profile", "interval", "iterations", "plain"};
+    "hbm_bytes_per_s", "expert_profile", "expert_tiers", "interval", "iterations", "plain"};
 const std::vector<std::string> kBoolFlags = {"chat", "json", "ignore_eos", "parse_special",
                                              "help", "stats", "plain"};
 

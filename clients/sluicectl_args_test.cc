@@ -99,8 +99,9 @@ TEST(PlanTest, OldFlagNamesAreAliases) {
 }
 
 // The rates of the cold-start and decode estimates are bytes per second
-// > 0; anything else is a usage error naming the flag. --disk_bandwidth is
-// the old name of --disk_bytes_per_s.
+// > 0; anything else is a usage error naming the flag, as is a tier mode
+// other than sluiced's. --disk_bandwidth is the old name of
+// --disk_bytes_per_s.
 TEST(PlanTest, BadRatesAreUsageErrors) {
   for (const auto& [flag, message] : std::vector<std::pair<std::string, std::string>>{
            {"--disk_bytes_per_s=fast",
@@ -115,6 +116,10 @@ TEST(PlanTest, BadRatesAreUsageErrors) {
     EXPECT_EQ(ctl::Run({"plan", "m.gguf", flag}, out, err), 2) << flag;
     EXPECT_EQ(err.str(), "sluicectl: plan: " + message + "\n");
   }
+  std::ostringstream tiers_out, tiers_err;
+  EXPECT_EQ(ctl::Run({"plan", "m.gguf", "--expert_tiers=both"}, tiers_out, tiers_err), 2);
+  EXPECT_EQ(tiers_err.str(),
+            "sluicectl: plan: --expert_tiers='both': expected inclusive or exclusive\n");
   std::ostringstream out, err;
   EXPECT_EQ(ctl::Run({"plan", "m.gguf", "--disk_bandwidth=1.5G"}, out, err), 2);
   EXPECT_EQ(err.str(),

@@ -167,6 +167,7 @@ absl::StatusOr<Plan> PlanFit(const FitInputs& in) {
   p.experts = m.experts;
   p.slot_bytes = m.slot_bytes;
   p.expert_bytes = m.expert_bytes;
+  p.tiers = in.request.tiers;
   p.layers = m.layers;
   p.expert_layers = m.expert_layers;
   p.experts_used = m.experts_used;
@@ -301,9 +302,13 @@ int64_t Plan::host_slots() const {
       return 0;
     case FitMode::kArenaRegistered:
       return rest;
-    case FitMode::kArenaHostTier:
-      return slot_bytes == 0 ? rest
-                             : std::min(rest, static_cast<int64_t>(host_tier_bytes / slot_bytes));
+    case FitMode::kArenaHostTier: {
+      if (slot_bytes == 0) return rest;
+      const auto tier = static_cast<int64_t>(host_tier_bytes / slot_bytes);
+      return std::min(rest, tiers == config::TierMode::kExclusive
+                                ? tier
+                                : std::max<int64_t>(0, tier - slots));
+    }
   }
   return 0;
 }
@@ -314,8 +319,10 @@ ColdStart ColdStartOf(const Plan& p, const Rates& r) {
   c.dense_bytes = p.dense_bytes;
   c.arena_bytes = p.arena_bytes;
   c.every_expert = p.mode != FitMode::kArenaHostTier;
-  c.expert_disk_bytes =
-      c.every_expert ? p.expert_bytes : std::min(p.expert_bytes, p.arena_bytes + p.host_tier_bytes);
+  const uint64_t tiers = p.tiers == config::TierMode::kExclusive
+                            ? p.arena_bytes + p.host_tier_bytes
+                            : std::max(p.arena_bytes, p.host_tier_bytes);
+  c.expert_disk_bytes = c.every_expert ? p.expert_bytes : std::min(p.expert_bytes, tiers);
   return c;
 }
 

@@ -135,6 +135,9 @@ struct Plan {
   int64_t experts_used = 0;
   uint64_t arena_bytes = 0;  // expert bytes on the device
   uint64_t host_tier_bytes = 0;   // pinned expert cache (kArenaHostTier)
+  // How the arena and the host tier share experts (the request's
+  // --expert_tiers): inclusive, the host tier also holds the arena's.
+  config::TierMode tiers = config::TierMode::kInclusive;
   uint64_t staging_bytes = 0;     // pinned disk-read buffers (kArenaHostTier)
   uint64_t page_cache_bytes = 0;  // mapping pages that must stay cached
   // Device side.
@@ -164,9 +167,10 @@ struct Plan {
   uint64_t host_need_bytes = 0;  // tier + staging + page cache + margin
   HostMemory host;
 
-  // Host tier slots (kArenaHostTier: its bytes / slot_bytes), or every
-  // expert outside the arena where the mapping is registered; exclusive
-  // tiers, so at most experts - slots.
+  // Experts the host holds beyond the arena's: every other expert where the
+  // mapping is registered; with a host tier of T = host_tier_bytes /
+  // slot_bytes slots, T (exclusive tiers) or T - slots (inclusive, at
+  // least 0); at most experts - slots.
   int64_t host_slots() const;
 
   // A human-readable table: one line per figure, bytes in GiB/MiB.
@@ -200,9 +204,10 @@ struct Rates {
 // Until the configured tiers are warm, from a cold page cache: the dense
 // weights and the experts the tiers hold are read from disk once
 // (all-resident and registered plans: every expert, since the page cache
-// keeps the whole mapping; a host-tier plan: the arena's and the host
-// tier's experts, exclusive tiers), and the dense weights and the arena are
-// copied host->device (a discrete GPU: dense weights staged, not aliased).
+// keeps the whole mapping; a host-tier plan: arena + host tier bytes with
+// exclusive tiers, the larger of the two with inclusive ones), and the
+// dense weights and the arena are copied host->device (a discrete GPU:
+// dense weights staged, not aliased).
 struct ColdStart {
   Rates rates;
   uint64_t dense_bytes = 0;

@@ -279,12 +279,13 @@ Rates GiBRates() {
   return r;
 }
 
-// A 25-slot arena and a 40 GiB pinned host tier (exclusive tiers): 40 host
-// slots of 1 GiB; 35 experts only on disk.
-absl::StatusOr<Plan> HostTierPlan() {
+// A 25-slot arena and a 40 GiB pinned host tier (exclusive tiers unless
+// asked otherwise): 40 host slots of 1 GiB; 35 experts only on disk.
+absl::StatusOr<Plan> HostTierPlan(config::TierMode tiers = config::TierMode::kExclusive) {
   FitInputs in = Inputs(130 * kGiB, 60 * kGiB);
   in.request.slots = 25;
   in.request.host_tier_bytes = 40 * kGiB;
+  in.request.tiers = tiers;
   return PlanFit(in);
 }
 
@@ -315,6 +316,22 @@ TEST(FitPlannerTest, ColdStartFillsTheArenaAndTheHostTier) {
             "and host tier 65.00 GiB)\n"
             "  copy to device       35.00 GiB / 17.18 GB/s = 2.19 s (dense 10.00 GiB + arena "
             "25.00 GiB)\n");
+}
+
+// Inclusive tiers: the 40 GiB tier also holds the arena's 25 experts, so
+// it adds 15; 40 GiB of experts come off the disk, not 65. Uniform shares
+// 0.25 / 0.15 / 0.60.
+TEST(FitPlannerTest, InclusiveTiersShareTheArenasExperts) {
+  auto p = HostTierPlan(config::TierMode::kInclusive);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->host_slots(), 15);
+  const ColdStart c = ColdStartOf(*p, GiBRates());
+  EXPECT_EQ(c.expert_disk_bytes, 40 * kGiB);
+  EXPECT_DOUBLE_EQ(c.seconds(), 50 + 35.0 / 16);
+  const TierShares s = UniformShares(*p);
+  EXPECT_DOUBLE_EQ(s.device, 0.25);
+  EXPECT_DOUBLE_EQ(s.host, 0.15);
+  EXPECT_DOUBLE_EQ(s.disk, 0.60);
 }
 
 // Registered (97 slots) and all-resident plans keep every expert in the

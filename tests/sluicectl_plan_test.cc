@@ -1,6 +1,7 @@
 // `sluicectl plan` on the micro model written by mkmodel: the figures the
 // planner prints, a refusal with the slots that fit, the cold-start time
 // and the decode-rate bound, all without a daemon.
+#include <algorithm>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -79,7 +80,8 @@ TEST_F(PlanCliTest, OversubscribedDeviceIsRefused) {
 }
 
 // micro: 4 layers x 8 experts of 96 KiB (98,304 B), 2 used a token; dense
-// 1,820,896 B. An 8-slot arena (25%) and a 1 MiB host tier (10 slots).
+// 1,820,896 B. An 8-slot arena (25%) and a 1 MiB host tier (10 slots),
+// exclusive tiers.
 std::vector<std::string> TieredPlan(const std::string& model) {
   return {"plan",
           model,
@@ -88,6 +90,7 @@ std::vector<std::string> TieredPlan(const std::string& model) {
           "--context_length=512",
           "--expert_arena_fraction=0.25",
           "--host_tier_bytes=1M",
+          "--expert_tiers=exclusive",
           "--disk_bytes_per_s=1e9",
           "--pcie_bytes_per_s=50e9",
           "--hbm_bytes_per_s=2e12"};
@@ -175,6 +178,22 @@ TEST_F(PlanCliTest, BadProfileIsAUsageError) {
   EXPECT_EQ(err2.str(), "sluicectl: plan: --expert_profile: " + dir +
                             "/other.slep: a profile of 4 layers x 16 experts; the model has 4 "
                             "layers x 8 experts\n");
+}
+
+// Inclusive tiers (sluiced's default): the 10-slot tier also holds the
+// arena's 8 experts and adds 2: 2/32 of the lookups from the host, 22/32
+// from disk; the disk reads the larger tier, 1 MiB, not arena + tier.
+TEST_F(PlanCliTest, InclusiveTiersAddOnlyTheExpertsBeyondTheArena) {
+  std::vector<std::string> args = TieredPlan(model_);
+  args.erase(std::find(args.begin(), args.end(), "--expert_tiers=exclusive"));
+  std::ostringstream out, err;
+  ASSERT_EQ(ctl::Run(args, out, err), 0) << err.str();
+  const std::string t = out.str();
+  for (const char* line : {"  host (pinned tier)   6.2% = 48.0 KiB\n",
+                           "  disk                 68.8% = 528.0 KiB\n",
+                           "(dense 1.7 MiB + arena and host tier 1.0 MiB)\n"}) {
+    EXPECT_NE(t.find(line), std::string::npos) << line << "\nnot in:\n" << t;
+  }
 }
 
 }  // namespace
