@@ -145,9 +145,9 @@ class HostTier {
   // Adds the reads of `expert`'s three slices into the slot at `base`.
   void AddReads(int layer, int32_t expert, uint8_t* base,
                 std::vector<memory::DirectRead>& reads) const;
-  // Reads `reads` with the pool (in pieces); DataLoss naming `what`.
-  absl::Status ReadAll(const std::vector<memory::DirectRead>& reads,
-                       absl::string_view what);
+  // Reads `reads` with the pool, in file order, in pieces; DataLoss
+  // naming `what`.
+  absl::Status ReadAll(std::vector<memory::DirectRead> reads, absl::string_view what);
 
   std::vector<std::array<Part, 3>> layers_;
   std::array<uint64_t, 3> part_bytes_{};  // span reserved per part in a slot
