@@ -36,6 +36,58 @@ void Mark(std::vector<int>& dirty, int layer) {
 
 }  // namespace
 
+absl::Status ExpertStream::AllocateArena(const ExpertStreamOptions& options,
+                                         cuda::Stream compute) {
+  const int n_layer = static_cast<int>(layers_.size());
+  // Slots per class in proportion to its layers; at most one per expert.
+  const int64_t all = static_cast<int64_t>(n_layer) * n_expert_;
+  const int64_t want = std::clamp<int64_t>(options.slots, 0, all);
+  int64_t given = 0;
+  std::vector<int64_t> per_class(classes_.size());
+  for (size_t c = 0; c < classes_.size(); ++c) {
+    per_class[c] = want * static_cast<int64_t>(classes_[c].layers.size()) / n_layer;
+    given += per_class[c];
+  }
+  for (size_t c = 0; given < want; c = (c + 1) % per_class.size()) {
+    const int64_t cap = static_cast<int64_t>(classes_[c].layers.size()) * n_expert_;
+    if (per_class[c] < cap) {
+      ++per_class[c];
+      ++given;
+    }
+  }
+  total_slots_ = want;
+  uint64_t arena_bytes = 0;
+  for (size_t c = 0; c < classes_.size(); ++c) {
+    arena_bytes += per_class[c] * classes_[c].slot_bytes;
+  }
+  ASSIGN_OR_RETURN(const auto mem, cuda::MemoryInfo());
+  if (arena_bytes > mem.first) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "expert stream: an arena of ", want, " slots needs ", arena_bytes,
+        " bytes of device memory; ", mem.first, " are free"));
+  }
+  for (size_t c = 0; c < classes_.size(); ++c) {
+    SlotClass& k = classes_[c];
+    ASSIGN_OR_RETURN(std::unique_ptr<memory::EvictionPolicy> policy,
+                     memory::MakePolicy(options.policy));
+    memory::SlotCacheOptions o;
+    o.n_layer = n_layer;
+    o.n_expert = n_expert_;
+    o.n_slots = static_cast<int32_t>(per_class[c]);
+    o.slice_bytes = k.expert_bytes();
+    ASSIGN_OR_RETURN(k.cache, memory::SlotCache::Create(o, std::move(policy)));
+    if (per_class[c] > 0) {
+      ASSIGN_OR_RETURN(k.arena,
+                       cuda::DeviceBuffer::Create(per_class[c] * k.slot_bytes));
+    }
+    if (options.miss.policy != memory::MissPolicy::kCopy) {
+      ASSIGN_OR_RETURN(k.zero, cuda::DeviceBuffer::Create(k.slot_bytes));
+      RETURN_IF_ERROR(cuda::Memset(k.zero.data(), 0, k.slot_bytes, compute));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<ExpertStream>> ExpertStream::Create(
     std::vector<LayerExpertViews> layers, std::vector<void*> gate_up_tables,
     std::vector<void*> down_tables, const ExpertStreamOptions& options,
@@ -54,53 +106,7 @@ absl::StatusOr<std::unique_ptr<ExpertStream>> ExpertStream::Create(
   const int n_layer = static_cast<int>(s->layers_.size());
 
   RETURN_IF_ERROR(s->BuildClasses());
-
-  // Slots per class in proportion to its layers; at most one per expert.
-  const int64_t all = static_cast<int64_t>(n_layer) * s->n_expert_;
-  const int64_t want = std::clamp<int64_t>(options.slots, 0, all);
-  int64_t given = 0;
-  std::vector<int64_t> per_class(s->classes_.size());
-  for (size_t c = 0; c < s->classes_.size(); ++c) {
-    per_class[c] = want * static_cast<int64_t>(s->classes_[c].layers.size()) / n_layer;
-    given += per_class[c];
-  }
-  for (size_t c = 0; given < want; c = (c + 1) % per_class.size()) {
-    const int64_t cap = static_cast<int64_t>(s->classes_[c].layers.size()) * s->n_expert_;
-    if (per_class[c] < cap) {
-      ++per_class[c];
-      ++given;
-    }
-  }
-  s->total_slots_ = want;
-  uint64_t arena_bytes = 0;
-  for (size_t c = 0; c < s->classes_.size(); ++c) {
-    arena_bytes += per_class[c] * s->classes_[c].slot_bytes;
-  }
-  ASSIGN_OR_RETURN(const auto mem, cuda::MemoryInfo());
-  if (arena_bytes > mem.first) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "expert stream: an arena of ", want, " slots needs ", arena_bytes,
-        " bytes of device memory; ", mem.first, " are free"));
-  }
-  for (size_t c = 0; c < s->classes_.size(); ++c) {
-    SlotClass& k = s->classes_[c];
-    ASSIGN_OR_RETURN(std::unique_ptr<memory::EvictionPolicy> policy,
-                     memory::MakePolicy(options.policy));
-    memory::SlotCacheOptions o;
-    o.n_layer = n_layer;
-    o.n_expert = s->n_expert_;
-    o.n_slots = static_cast<int32_t>(per_class[c]);
-    o.slice_bytes = k.expert_bytes();
-    ASSIGN_OR_RETURN(k.cache, memory::SlotCache::Create(o, std::move(policy)));
-    if (per_class[c] > 0) {
-      ASSIGN_OR_RETURN(k.arena,
-                       cuda::DeviceBuffer::Create(per_class[c] * k.slot_bytes));
-    }
-    if (options.miss.policy != memory::MissPolicy::kCopy) {
-      ASSIGN_OR_RETURN(k.zero, cuda::DeviceBuffer::Create(k.slot_bytes));
-      RETURN_IF_ERROR(cuda::Memset(k.zero.data(), 0, k.slot_bytes, compute));
-    }
-  }
+  RETURN_IF_ERROR(s->AllocateArena(options, compute));
   s->splitter_ = memory::MissSplitter(options.miss);
   s->zeroed_.resize(n_layer);
   s->stale_.assign(n_layer, false);
@@ -370,99 +376,89 @@ absl::Status ExpertStream::Upload(const std::vector<int>& layers, int now,
   return absl::OkStatus();
 }
 
-absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> all,
-                                   cuda::Stream compute,
-                                   std::vector<HostExpert>* on_host) {
-  if (on_host != nullptr) on_host->clear();
-  RETURN_IF_ERROR(ObserveCopies());
-  // Prefetches whose copies already landed are plain residents now; those
-  // still running stay protected through this step and count as late if
-  // demanded.
-  bool wait_prefetch = false;
+absl::StatusOr<bool> ExpertStream::SettlePrefetches() {
   if (host_ != nullptr) {
     // Host slots are reused below: copies out of them must be done.
     RETURN_IF_ERROR(cuda::Synchronize(copy_));
     RETURN_IF_ERROR(cuda::Synchronize(prefetch_));
   }
-  if (!in_flight_.empty()) {
-    ASSIGN_OR_RETURN(const bool done, cuda::EventDone(prefetched_));
-    if (done) {
-      for (const memory::ExpertKey& k : in_flight_) {
-        classes_[class_of_[k.layer]].cache->CompletePrefetch(k);
-      }
-      in_flight_.clear();
-    } else {
-      wait_prefetch = true;
-    }
+  if (in_flight_.empty()) return false;
+  ASSIGN_OR_RETURN(const bool done, cuda::EventDone(prefetched_));
+  if (!done) return true;
+  CompletePrefetches();
+  return false;
+}
+
+void ExpertStream::CompletePrefetches() {
+  for (const memory::ExpertKey& k : in_flight_) {
+    classes_[class_of_[k.layer]].cache->CompletePrefetch(k);
   }
-  SlotClass& c = classes_[class_of_[layer]];
-  c.cache->BeginStep();
-  // Layers whose mirror changed (an eviction may touch another layer).
-  std::vector<int> dirty;
-  if (stale_[layer]) Mark(dirty, layer);
-  RestoreZeroed(layer, dirty);
-  // The miss policy's share goes to the host; the rest as before.
-  std::vector<int32_t> experts(all.begin(), all.end()), host_ids;
-  if (on_host != nullptr && splitter_.policy() != memory::MissPolicy::kCopy) {
-    const std::vector<size_t> picked = SplitMisses(layer, all, c);
-    std::vector<bool> is_host(all.size(), false);
-    for (const size_t i : picked) is_host[i] = true;
-    experts.clear();
-    for (size_t i = 0; i < all.size(); ++i) {
-      (is_host[i] ? host_ids : experts).push_back(all[i]);
-    }
-    for (const size_t i : picked) {
-      on_host->push_back({static_cast<int>(i), all[i], {}});
-    }
+  in_flight_.clear();
+}
+
+void ExpertStream::SplitHostShare(int layer, absl::Span<const int32_t> all,
+                                  const SlotClass& c, std::vector<HostExpert>* on_host,
+                                  std::vector<int32_t>& experts,
+                                  std::vector<int32_t>& host_ids) {
+  experts.assign(all.begin(), all.end());
+  host_ids.clear();
+  if (on_host == nullptr || splitter_.policy() == memory::MissPolicy::kCopy) return;
+  const std::vector<size_t> picked = SplitMisses(layer, all, c);
+  std::vector<bool> is_host(all.size(), false);
+  for (const size_t i : picked) is_host[i] = true;
+  experts.clear();
+  for (size_t i = 0; i < all.size(); ++i) {
+    (is_host[i] ? host_ids : experts).push_back(all[i]);
   }
-  ASSIGN_OR_RETURN(std::vector<memory::SlotAssignment> got,
-                   c.cache->Acquire(layer, experts));
-  if (!host_ids.empty()) {
-    RETURN_IF_ERROR(c.cache->ComputedOnHost(layer, host_ids));
+  for (const size_t i : picked) {
+    on_host->push_back({static_cast<int>(i), all[i], {}});
   }
-  // With a host tier, the experts that are not in a device slot are made
-  // present there first (read from disk when the tier lacks them); the
-  // host's experts are in the tier already and are held through this step
-  // by the same Load.
-  std::vector<HostTier::Slices> from(got.size());
-  std::vector<bool> from_disk(got.size(), false);
-  std::vector<HostTier::Slices> host_from(host_ids.size());
-  if (host_ != nullptr) {
-    std::vector<int32_t> need;
-    std::vector<size_t> where;
-    // Exclusive: a device miss the tier lacks is staged, not kept there.
-    absl::InlinedVector<bool, 64> pass;
+}
+
+absl::Status ExpertStream::FindSources(int layer, absl::Span<const int32_t> experts,
+                                       absl::Span<const memory::SlotAssignment> got,
+                                       absl::Span<const int32_t> host_ids, Sources& s) {
+  s.from.assign(got.size(), {});
+  s.from_disk.assign(got.size(), false);
+  s.host_from.assign(host_ids.size(), {});
+  if (host_ == nullptr) {
     for (size_t i = 0; i < got.size(); ++i) {
-      if (got[i].kind == memory::SlotAssignment::kHit) continue;
-      need.push_back(experts[i]);
-      where.push_back(i);
-      pass.push_back(exclusive_ && got[i].kind == memory::SlotAssignment::kMiss);
+      if (got[i].kind != memory::SlotAssignment::kHit) s.from[i] = InMapping(layer, experts[i]);
     }
-    need.insert(need.end(), host_ids.begin(), host_ids.end());
-    pass.resize(need.size(), false);
-    std::vector<HostTier::Slices> loaded;
-    std::vector<bool> disk;
-    if (!need.empty()) RETURN_IF_ERROR(host_->Load(layer, need, loaded, disk, pass));
-    for (size_t j = 0; j < where.size(); ++j) {
-      from[where[j]] = loaded[j];
-      from_disk[where[j]] = disk[j];
-    }
-    for (size_t j = 0; j < host_ids.size(); ++j) {
-      host_from[j] = loaded[where.size() + j];
-    }
-  } else {
-    for (size_t i = 0; i < got.size(); ++i) {
-      if (got[i].kind != memory::SlotAssignment::kHit) from[i] = InMapping(layer, experts[i]);
-    }
-    for (size_t j = 0; j < host_ids.size(); ++j) {
-      host_from[j] = InMapping(layer, host_ids[j]);
-    }
+    for (size_t j = 0; j < host_ids.size(); ++j) s.host_from[j] = InMapping(layer, host_ids[j]);
+    return absl::OkStatus();
   }
-  for (size_t j = 0; j < host_ids.size(); ++j) {
-    (*on_host)[j].weights = WeightsAt(layer, host_ids[j], host_from[j]);
-    PointAtZero(layer, host_ids[j]);
-    Mark(dirty, layer);
+  // The experts not in a device slot are made present in the host tier
+  // first (read from disk when it lacks them); the host's experts are there
+  // already and are held through this step by the same Load. Exclusive: a
+  // device miss the tier lacks is staged, not kept there.
+  std::vector<int32_t> need;
+  std::vector<size_t> where;
+  absl::InlinedVector<bool, 64> pass;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i].kind == memory::SlotAssignment::kHit) continue;
+    need.push_back(experts[i]);
+    where.push_back(i);
+    pass.push_back(exclusive_ && got[i].kind == memory::SlotAssignment::kMiss);
   }
+  need.insert(need.end(), host_ids.begin(), host_ids.end());
+  pass.resize(need.size(), false);
+  if (need.empty()) return absl::OkStatus();
+  std::vector<HostTier::Slices> loaded;
+  std::vector<bool> disk;
+  RETURN_IF_ERROR(host_->Load(layer, need, loaded, disk, pass));
+  for (size_t j = 0; j < where.size(); ++j) {
+    s.from[where[j]] = loaded[j];
+    s.from_disk[where[j]] = disk[j];
+  }
+  for (size_t j = 0; j < host_ids.size(); ++j) s.host_from[j] = loaded[where.size() + j];
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> ExpertStream::PlaceMisses(int layer, SlotClass& c,
+                                                   absl::Span<const int32_t> experts,
+                                                   absl::Span<const memory::SlotAssignment> got,
+                                                   const Sources& s, std::vector<int>& dirty) {
   const uint64_t expert_bytes = c.expert_bytes();
   uint64_t copied = 0;
   std::vector<int32_t> moved_up;  // exclusive: device misses the host tier held
@@ -470,7 +466,7 @@ absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> all,
     const memory::SlotAssignment& a = got[i];
     const int32_t e = experts[i];
     if (a.kind == memory::SlotAssignment::kHit) continue;
-    c.cache->RecordBytes(from_disk[i] ? memory::Tier::kDisk : memory::Tier::kHost,
+    c.cache->RecordBytes(s.from_disk[i] ? memory::Tier::kDisk : memory::Tier::kHost,
                          expert_bytes);
     if (a.kind == memory::SlotAssignment::kMiss) {
       if (a.evicted) {
@@ -478,17 +474,17 @@ absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> all,
         Mark(dirty, a.evicted_key.layer);
         if (exclusive_) RETURN_IF_ERROR(Demote(c, a.slot, a.evicted_key));
       }
-      if (exclusive_ && !from_disk[i]) moved_up.push_back(e);
+      if (exclusive_ && !s.from_disk[i]) moved_up.push_back(e);
       if (copied == 0) RETURN_IF_ERROR(cuda::RecordEvent(copy_started_, copy_));
-      Fill(layer, e, c, a.slot, from[i]);
+      Fill(layer, e, c, a.slot, s.from[i]);
       Mark(dirty, layer);
       copied += expert_bytes;
     } else if (host_ != nullptr) {
       // Forced: the kernels read the pinned host slot in place.
       const void** t = mirror(layer);
-      t[e] = from[i][0];
-      t[n_expert_ + e] = from[i][1];
-      t[2 * n_expert_ + e] = from[i][2];
+      t[e] = s.from[i][0];
+      t[n_expert_ + e] = s.from[i][1];
+      t[2 * n_expert_ + e] = s.from[i][2];
       Mark(dirty, layer);
     }
     // (Forced without a host tier: the table already points at the mapped
@@ -497,6 +493,38 @@ absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> all,
   // After every demotion of the step: a slot freed here is not offered
   // again before the copies out of it are done (the next step).
   for (const int32_t e : moved_up) host_->Promote(layer, e);
+  return copied;
+}
+
+absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> all,
+                                   cuda::Stream compute,
+                                   std::vector<HostExpert>* on_host) {
+  if (on_host != nullptr) on_host->clear();
+  RETURN_IF_ERROR(ObserveCopies());
+  // Prefetches whose copies already landed are plain residents now; those
+  // still running stay protected through this step and count as late if
+  // demanded.
+  ASSIGN_OR_RETURN(const bool wait_prefetch, SettlePrefetches());
+  SlotClass& c = classes_[class_of_[layer]];
+  c.cache->BeginStep();
+  // Layers whose mirror changed (an eviction may touch another layer).
+  std::vector<int> dirty;
+  if (stale_[layer]) Mark(dirty, layer);
+  RestoreZeroed(layer, dirty);
+  // The miss policy's share goes to the host; the rest as before.
+  std::vector<int32_t> experts, host_ids;
+  SplitHostShare(layer, all, c, on_host, experts, host_ids);
+  ASSIGN_OR_RETURN(const std::vector<memory::SlotAssignment> got,
+                   c.cache->Acquire(layer, experts));
+  if (!host_ids.empty()) RETURN_IF_ERROR(c.cache->ComputedOnHost(layer, host_ids));
+  Sources src;
+  RETURN_IF_ERROR(FindSources(layer, experts, got, host_ids, src));
+  for (size_t j = 0; j < host_ids.size(); ++j) {
+    (*on_host)[j].weights = WeightsAt(layer, host_ids[j], src.host_from[j]);
+    PointAtZero(layer, host_ids[j]);
+    Mark(dirty, layer);
+  }
+  ASSIGN_OR_RETURN(const uint64_t copied, PlaceMisses(layer, c, experts, got, src, dirty));
   if (copied > 0) {
     RETURN_IF_ERROR(Flush(copy_));
     RETURN_IF_ERROR(cuda::RecordEvent(copied_, copy_));
@@ -505,10 +533,7 @@ absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> all,
   }
   if (wait_prefetch) {
     RETURN_IF_ERROR(cuda::StreamWaitEvent(compute, prefetched_));
-    for (const memory::ExpertKey& k : in_flight_) {
-      classes_[class_of_[k.layer]].cache->CompletePrefetch(k);
-    }
-    in_flight_.clear();
+    CompletePrefetches();
   }
   return Upload(dirty, layer, compute);
 }

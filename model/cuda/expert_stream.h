@@ -174,6 +174,9 @@ class ExpertStream {
   ExpertStream() = default;
   // Groups layers_ into classes_ by slice sizes (class_of_ per layer).
   absl::Status BuildClasses();
+  // Splits options.slots among the classes in proportion to their layers
+  // and allocates each class's cache, arena (and zeroed slot).
+  absl::Status AllocateArena(const ExpertStreamOptions& options, cuda::Stream compute);
   // Registers the mapping's expert pages with the driver (no host tier).
   absl::Status RegisterWindows();
   // The device address of host bytes inside a registered window.
@@ -200,6 +203,32 @@ class ExpertStream {
   // Weights of `expert` of `layer` at `from` (its slices).
   ExpertWeights WeightsAt(int layer, int32_t expert,
                           const HostTier::Slices& from) const;
+  // Waits for copies out of host slots (with a host tier) and completes the
+  // prefetches whose copies landed: true when some are still in flight
+  // (the compute stream must wait for them).
+  absl::StatusOr<bool> SettlePrefetches();
+  void CompletePrefetches();
+  // `all` split into the device's `experts` and the miss policy's
+  // `host_ids` (listed in on_host), none for copy or without on_host.
+  void SplitHostShare(int layer, absl::Span<const int32_t> all, const SlotClass& c,
+                      std::vector<HostExpert>* on_host, std::vector<int32_t>& experts,
+                      std::vector<int32_t>& host_ids);
+  // Where the bytes of a step's non-resident experts are: per device
+  // expert (from, from_disk; unset for hits) and per host expert.
+  struct Sources {
+    std::vector<HostTier::Slices> from;
+    std::vector<bool> from_disk;
+    std::vector<HostTier::Slices> host_from;
+  };
+  absl::Status FindSources(int layer, absl::Span<const int32_t> experts,
+                           absl::Span<const memory::SlotAssignment> got,
+                           absl::Span<const int32_t> host_ids, Sources& s);
+  // Queues the fills (and exclusive demotions) of the step's misses and
+  // points the tables; forced experts are read in place. The bytes queued.
+  absl::StatusOr<uint64_t> PlaceMisses(int layer, SlotClass& c,
+                                       absl::Span<const int32_t> experts,
+                                       absl::Span<const memory::SlotAssignment> got,
+                                       const Sources& s, std::vector<int>& dirty);
   // Feeds the cost model the last demand copies once they completed.
   absl::Status ObserveCopies();
   // Adds the copies of the slices of `expert` of `layer` into `slot` to
