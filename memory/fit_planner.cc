@@ -305,8 +305,11 @@ int64_t Plan::host_slots() const {
     case FitMode::kArenaHostTier: {
       if (slot_bytes == 0) return rest;
       const auto tier = static_cast<int64_t>(host_tier_bytes / slot_bytes);
+      // Exclusive: one layer's experts of the tier stage disk reads
+      // (model/cuda/host_tier.h) and hold none.
+      const int64_t staging = expert_layers > 0 ? experts / expert_layers : 0;
       return std::min(rest, tiers == config::TierMode::kExclusive
-                                ? tier
+                                ? std::max<int64_t>(0, tier - staging)
                                 : std::max<int64_t>(0, tier - slots));
     }
   }
@@ -319,9 +322,12 @@ ColdStart ColdStartOf(const Plan& p, const Rates& r) {
   c.dense_bytes = p.dense_bytes;
   c.arena_bytes = p.arena_bytes;
   c.every_expert = p.mode != FitMode::kArenaHostTier;
-  const uint64_t tiers = p.tiers == config::TierMode::kExclusive
-                            ? p.arena_bytes + p.host_tier_bytes
-                            : std::max(p.arena_bytes, p.host_tier_bytes);
+  // Exclusive: the arena's experts and the host tier's (its staging slots
+  // hold none); inclusive: the tier holds the arena's too.
+  const uint64_t tiers =
+      p.tiers == config::TierMode::kExclusive
+          ? p.arena_bytes + static_cast<uint64_t>(p.host_slots()) * p.slot_bytes
+          : std::max(p.arena_bytes, p.host_tier_bytes);
   c.expert_disk_bytes = c.every_expert ? p.expert_bytes : std::min(p.expert_bytes, tiers);
   return c;
 }

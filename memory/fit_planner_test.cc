@@ -279,12 +279,14 @@ Rates GiBRates() {
   return r;
 }
 
-// A 25-slot arena and a 40 GiB pinned host tier (exclusive tiers unless
-// asked otherwise): 40 host slots of 1 GiB; 35 experts only on disk.
+// A 25-slot arena and a pinned host tier of 1 GiB slots: exclusive tiers
+// (unless asked otherwise), 50 GiB, of which 10 slots (one layer's
+// experts) stage disk reads: 40 host slots; 35 experts only on disk.
+// Inclusive: 40 GiB, 40 slots, 15 beyond the arena's.
 absl::StatusOr<Plan> HostTierPlan(config::TierMode tiers = config::TierMode::kExclusive) {
-  FitInputs in = Inputs(130 * kGiB, 60 * kGiB);
+  FitInputs in = Inputs(130 * kGiB, 70 * kGiB);
   in.request.slots = 25;
-  in.request.host_tier_bytes = 40 * kGiB;
+  in.request.host_tier_bytes = (tiers == config::TierMode::kExclusive ? 50 : 40) * kGiB;
   in.request.tiers = tiers;
   return PlanFit(in);
 }

@@ -80,8 +80,9 @@ TEST_F(PlanCliTest, OversubscribedDeviceIsRefused) {
 }
 
 // micro: 4 layers x 8 experts of 96 KiB (98,304 B), 2 used a token; dense
-// 1,820,896 B. An 8-slot arena (25%) and a 1 MiB host tier (10 slots),
-// exclusive tiers.
+// 1,820,896 B. An 8-slot arena (25%) and an 18-slot host tier
+// (1,769,472 B), exclusive tiers: 8 slots stage disk reads, 10 hold
+// experts.
 std::vector<std::string> TieredPlan(const std::string& model) {
   return {"plan",
           model,
@@ -89,15 +90,16 @@ std::vector<std::string> TieredPlan(const std::string& model) {
           "--host_memory=16G",
           "--context_length=512",
           "--expert_arena_fraction=0.25",
-          "--host_tier_bytes=1M",
+          "--host_tier_bytes=1769472",
           "--expert_tiers=exclusive",
           "--disk_bytes_per_s=1e9",
           "--pcie_bytes_per_s=50e9",
           "--hbm_bytes_per_s=2e12"};
 }
 
-// Cold start: disk 1,820,896 + 8 x 98,304 + 1 MiB = 3,655,904 B at 1 GB/s
-// = 3.656 ms; to the device 1,820,896 + 786,432 B at 50 GB/s = 52.1 us.
+// Cold start: disk 1,820,896 + 8 x 98,304 + 10 x 98,304 = 3,590,368 B at
+// 1 GB/s = 3.590 ms; to the device 1,820,896 + 786,432 B at 50 GB/s =
+// 52.1 us.
 // Decode, uniform: 4 x 2 x 96 KiB = 768 KiB a token, 8/32 on the device,
 // 10/32 host, 14/32 disk: disk 344,064 B / 1 GB/s = 344.1 us, PCIe
 // 589,824 B / 50 GB/s = 11.8 us, HBM 2,607,328 B / 2 TB/s = 1.3 us;
@@ -107,10 +109,10 @@ TEST_F(PlanCliTest, ColdStartAndUniformDecodeRate) {
   ASSERT_EQ(ctl::Run(TieredPlan(model_), out, err), 0) << err.str();
   const std::string t = out.str();
   for (const char* line : {
-           "cold start             3.71 ms until the tiers are warm = disk 3.66 ms + "
+           "cold start             3.64 ms until the tiers are warm = disk 3.59 ms + "
            "host->device 52.1 us (nothing in the page cache at start)\n",
-           "  read from disk       3.5 MiB / 1.00 GB/s = 3.66 ms (dense 1.7 MiB + arena and "
-           "host tier 1.8 MiB)\n",
+           "  read from disk       3.4 MiB / 1.00 GB/s = 3.59 ms (dense 1.7 MiB + arena and "
+           "host tier 1.7 MiB)\n",
            "  copy to device       2.5 MiB / 50.00 GB/s = 52.1 us (dense 1.7 MiB + arena 768.0 "
            "KiB)\n",
            "decode (upper bound)   2799.8 tok/s = 1 / 357.2 us; uniform routing: a tier's share "
@@ -180,12 +182,14 @@ TEST_F(PlanCliTest, BadProfileIsAUsageError) {
                             "layers x 8 experts\n");
 }
 
-// Inclusive tiers (sluiced's default): the 10-slot tier also holds the
-// arena's 8 experts and adds 2: 2/32 of the lookups from the host, 22/32
-// from disk; the disk reads the larger tier, 1 MiB, not arena + tier.
+// Inclusive tiers (sluiced's default), a 1 MiB host tier: its 10 slots
+// also hold the arena's 8 experts and add 2: 2/32 of the lookups from the
+// host, 22/32 from disk; the disk reads the larger tier, 1 MiB, not arena
+// + tier.
 TEST_F(PlanCliTest, InclusiveTiersAddOnlyTheExpertsBeyondTheArena) {
   std::vector<std::string> args = TieredPlan(model_);
   args.erase(std::find(args.begin(), args.end(), "--expert_tiers=exclusive"));
+  *std::find(args.begin(), args.end(), "--host_tier_bytes=1769472") = "--host_tier_bytes=1M";
   std::ostringstream out, err;
   ASSERT_EQ(ctl::Run(args, out, err), 0) << err.str();
   const std::string t = out.str();
