@@ -38,8 +38,21 @@ CONFIG_PROTO_USERS = [
     "//worker:__subpackages__",
 ] + _TEST_SIDE
 
-# The GGUF parser, mapping and tensor table (not loader:ggml_type, which
-# kernels/ may also see).
+# The ggml type table (format/): format data both the reader and the
+# decoders use, below loader/ and kernels/. Visible to them and to every layer
+# that sees either (a tensor's type is part of loader/'s and kernels/' API).
+FORMAT_USERS = [
+    "//daemon:__subpackages__",
+    "//format:__subpackages__",
+    "//fuzz:__subpackages__",
+    "//kernels:__subpackages__",
+    "//loader:__subpackages__",
+    "//memory:__subpackages__",
+    "//model:__subpackages__",
+    "//worker:__subpackages__",
+] + _TEST_SIDE
+
+# The GGUF parser, mapping and tensor table.
 LOADER_USERS = [
     "//daemon:__subpackages__",
     "//fuzz:__subpackages__",
@@ -50,14 +63,11 @@ LOADER_USERS = [
 ] + _TEST_SIDE
 
 # The parts of loader/ that read a model's header and tensor table
-# (gguf_file, tensor_table, model_files, ggml_type): clients/ sees them too,
+# (gguf_file, tensor_table, model_files): clients/ sees them too,
 # because `sluicectl plan` plans a model from its GGUF header without a
 # daemon (see FIT_PLANNER_USERS). They map files read-only and depend on
 # Abseil only: no kernels, no model, no CUDA.
 LOADER_READER_USERS = LOADER_USERS + ["//clients:__subpackages__"]
-
-# The ggml type table: the one part of loader/ kernels/ may know.
-GGML_TYPE_USERS = LOADER_READER_USERS + ["//kernels:__subpackages__"]
 
 # CPU and CUDA kernels (kernels/ and kernels/cuda/) and the CUDA runtime.
 KERNELS_USERS = [

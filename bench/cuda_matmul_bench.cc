@@ -18,11 +18,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "format/ggml_type.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/test_util.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/quant_matmul.h"
-#include "loader/ggml_type.h"
 
 namespace sluice::cuda {
 namespace {

@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
+#include "format/ggml_type.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/matvec.h"
 #include "kernels/cpu/test_util.h"
-#include "loader/ggml_type.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

@@ -4,8 +4,8 @@
 // to name the blocks it decodes; loader/ uses it to size tensors.
 //
 // Thread-safety: everything here is immutable and safe to call concurrently.
-#ifndef SLUICE_LOADER_GGML_TYPE_H_
-#define SLUICE_LOADER_GGML_TYPE_H_
+#ifndef SLUICE_FORMAT_GGML_TYPE_H_
+#define SLUICE_FORMAT_GGML_TYPE_H_
 
 #include <cstdint>
 #include <optional>
@@ -75,4 +75,4 @@ const GgmlTypeTraits* AllGgmlTypes(int* count);
 
 }  // namespace sluice
 
-#endif  // SLUICE_LOADER_GGML_TYPE_H_
+#endif  // SLUICE_FORMAT_GGML_TYPE_H_

@@ -1,4 +1,4 @@
-#include "loader/ggml_type.h"
+#include "format/ggml_type.h"
 
 #include "gtest/gtest.h"
 

@@ -27,7 +27,7 @@ absl_libs=(-labsl_statusor -labsl_status -labsl_cord -labsl_cordz_info
 case "$target" in
   gguf)
     inputs=(fuzz/gguf_fuzzer.cc loader/gguf_file.cc loader/gguf_value.cc
-      loader/tensor_table.cc loader/ggml_type.cc)
+      loader/tensor_table.cc format/ggml_type.cc)
     ;;
   frame)
     mkdir -p "$out/gen"

@@ -37,7 +37,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "loader/ggml_type.h"
+#include "format/ggml_type.h"
 
 namespace sluice {
 

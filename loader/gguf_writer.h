@@ -34,7 +34,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "loader/ggml_type.h"
+#include "format/ggml_type.h"
 #include "loader/gguf_file.h"
 
 namespace sluice {

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "loader/ggml_type.h"
+#include "format/ggml_type.h"
 #include "loader/gguf_file.h"
 
 namespace sluice {

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "loader/ggml_type.h"
+#include "format/ggml_type.h"
 
 namespace sluice {
 

@@ -21,26 +21,28 @@ all() {
 
 # FROM folder, then the expression of what it must not see.
 rows=(
-  "base|$(all config loader kernels memory model sched wire worker daemon clients tools bench tests fuzz)"
-  "proto|$(all config loader kernels memory model sched wire worker daemon clients tools bench tests fuzz)"
+  "base|$(all format config loader kernels memory model sched wire worker daemon clients tools bench tests fuzz)"
+  "proto|$(all format config loader kernels memory model sched wire worker daemon clients tools bench tests fuzz)"
+  # The ggml type table: plain data, the standard library only.
+  "format|$(all config loader kernels memory model sched wire worker daemon clients tools bench tests fuzz) + //third_party/cuda:runtime"
   "loader|$(all config kernels memory model sched wire worker daemon clients tools bench tests)"
-  "kernels|($(all loader) - //loader:ggml_type) + $(all config memory model sched wire worker daemon clients tools bench tests)"
+  "kernels|$(all loader config memory model sched wire worker daemon clients tools bench tests)"
   # Shared settings: Abseil, base and (for the Hello's fields only) proto;
   # nothing of the layers that take the settings.
-  "config|$(all loader kernels memory model sched wire worker daemon clients tools bench tests fuzz) + //third_party/cuda:runtime"
+  "config|$(all format loader kernels memory model sched wire worker daemon clients tools bench tests fuzz) + //third_party/cuda:runtime"
   "memory|$(all model sched wire worker daemon clients tools bench tests)"
   "model|$(all sched wire worker daemon clients tools bench tests)"
   # The scheduler is plain bookkeeping: Abseil only, nothing of the model,
   # memory/ or kernels (the worker maps its plans onto them).
-  "sched|$(all config loader kernels memory model wire worker daemon clients tools bench tests fuzz) + //third_party/cuda:runtime"
+  "sched|$(all format config loader kernels memory model wire worker daemon clients tools bench tests fuzz) + //third_party/cuda:runtime"
   # The supervisor<->worker protocol: Abseil and protobuf only; daemon/ and
   # worker/ both depend on it, it on neither.
-  "wire|$(all config loader kernels memory model sched worker daemon clients tools bench tests fuzz) + //third_party/cuda:runtime"
+  "wire|$(all format config loader kernels memory model sched worker daemon clients tools bench tests fuzz) + //third_party/cuda:runtime"
   "worker|$(all daemon clients tools bench tests)"
   "daemon|$(all worker kernels memory model sched clients tools bench tests fuzz) + //third_party/cuda:runtime"
   # clients/ may see the fit planner and the GGUF header reader (sluicectl
   # plan; layers.bzl FIT_PLANNER_USERS), nothing else below it.
-  "clients|($(all loader) - //loader:gguf_file - //loader:tensor_table - //loader:model_files - //loader:ggml_type) + ($(all memory) - //memory:fit_planner - //memory:host_probe) + $(all kernels model sched wire worker daemon tools bench tests fuzz) + //third_party/cuda:runtime"
+  "clients|($(all loader) - //loader:gguf_file - //loader:tensor_table - //loader:model_files) + ($(all memory) - //memory:fit_planner - //memory:host_probe) + $(all format kernels model sched wire worker daemon tools bench tests fuzz) + //third_party/cuda:runtime"
   "fuzz|($(all model) - //model:tokenizer - //model:utf8) + $(all config kernels memory sched worker daemon clients tools bench tests)"
 )
 

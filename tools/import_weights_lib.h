@@ -22,7 +22,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "loader/ggml_type.h"
+#include "format/ggml_type.h"
 
 namespace sluice::tools {
 

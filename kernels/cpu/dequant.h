@@ -16,7 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "loader/ggml_type.h"
+#include "format/ggml_type.h"
 
 namespace sluice::kernels {
 
@@ -46,7 +46,7 @@ bool IsDequantizable(GgmlType type);
 
 // Bytes occupied by `n` consecutive elements of `type`.
 // InvalidArgument (naming type and n) if n < 0 or n is not a multiple of
-// the type's block size (from loader/ggml_type.h).
+// the type's block size (from format/ggml_type.h).
 absl::StatusOr<int64_t> RowBytes(GgmlType type, int64_t n);
 
 // Decodes `n` consecutive elements of `type` starting at `src` into

@@ -11,7 +11,7 @@
 
 #include "absl/status/status.h"
 #include "base/thread_pool.h"
-#include "loader/ggml_type.h"
+#include "format/ggml_type.h"
 
 namespace sluice::kernels::internal {
 

@@ -20,7 +20,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "loader/ggml_type.h"
+#include "format/ggml_type.h"
 
 namespace sluice::kernels {
 

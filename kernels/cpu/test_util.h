@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "loader/ggml_type.h"
+#include "format/ggml_type.h"
 
 namespace sluice::kernels::testing_util {
 

@@ -18,13 +18,13 @@
 #include <vector>
 
 #include "base/testing/skip.h"
+#include "format/ggml_type.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/test_util.h"
 #include "kernels/cuda/decode_ops.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/sm90_test_upload.h"
-#include "loader/ggml_type.h"
 
 namespace sluice::cuda {
 namespace {

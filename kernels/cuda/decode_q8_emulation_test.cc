@@ -14,11 +14,11 @@
 #include <tuple>
 #include <vector>
 
+#include "format/ggml_type.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/test_util.h"
 #include "kernels/cuda/decode_q8.h"
-#include "loader/ggml_type.h"
 
 namespace sluice::cuda::internal {
 namespace {

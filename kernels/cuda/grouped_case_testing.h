@@ -12,11 +12,11 @@
 #include <random>
 #include <vector>
 
+#include "format/ggml_type.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/test_util.h"
 #include "kernels/cuda/quant_matmul_impl.h"
-#include "loader/ggml_type.h"
 
 namespace sluice::cuda::internal::grouped_testing {
 

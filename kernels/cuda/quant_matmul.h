@@ -35,7 +35,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "loader/ggml_type.h"
+#include "format/ggml_type.h"
 
 struct CUstream_st;
 

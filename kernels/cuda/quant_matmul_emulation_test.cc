@@ -15,12 +15,12 @@
 #include <utility>
 #include <vector>
 
+#include "format/ggml_type.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/test_util.h"
 #include "kernels/cuda/grouped_case_testing.h"
 #include "kernels/cuda/quant_matmul_kernel.h"
-#include "loader/ggml_type.h"
 
 namespace sluice::cuda::internal {
 namespace {

@@ -1,6 +1,6 @@
 // The nvcc-compiled half of quant_matmul: plain structs and int (cudaError_t)
-// results, no Abseil and no loader headers, so that nvcc parses neither.
-// Types are GGUF type ids (loader/ggml_type.h); quant_matmul.cc validates the
+// results, no Abseil and no type table (format/), so that nvcc parses neither.
+// Types are GGUF type ids (format/ggml_type.h); quant_matmul.cc validates the
 // arguments before anything here runs.
 #ifndef SLUICE_KERNELS_CUDA_QUANT_MATMUL_IMPL_H_
 #define SLUICE_KERNELS_CUDA_QUANT_MATMUL_IMPL_H_

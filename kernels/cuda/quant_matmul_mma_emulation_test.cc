@@ -18,12 +18,12 @@
 #include <type_traits>
 #include <vector>
 
+#include "format/ggml_type.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/test_util.h"
 #include "kernels/cuda/grouped_case_testing.h"
 #include "kernels/cuda/quant_matmul_mma_kernel.h"
-#include "loader/ggml_type.h"
 
 namespace sluice::cuda::internal {
 namespace {

@@ -26,13 +26,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/testing/skip.h"
+#include "format/ggml_type.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/matvec.h"
 #include "kernels/cpu/test_util.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/grouped_case_testing.h"
-#include "loader/ggml_type.h"
 
 namespace sluice::cuda {
 namespace {

@@ -27,13 +27,13 @@
 #include <vector>
 
 #include "base/testing/skip.h"
+#include "format/ggml_type.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/test_util.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/quant_matmul.h"
 #include "kernels/cuda/sm90_test_upload.h"
-#include "loader/ggml_type.h"
 
 namespace sluice::cuda {
 namespace {

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "format/ggml_type.h"
 #include "kernels/cuda/device.h"
-#include "loader/ggml_type.h"
 #include "memory/cuda_platform.h"
 #include "memory/dense_residency.h"
 #include "model/weights.h"
