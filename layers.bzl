@@ -3,16 +3,20 @@ Bazel visibility lists. Every package sets its default visibility from here;
 tests/layering_check.sh proves the forbidden edges stay closed.
 
 A layer is visible to itself, to the layers above it that the table lets
-depend on it, and to the test-side folders (tools/, bench/, tests/). daemon/
-and clients/ appear in none of the lists below kernels/: the supervisor never
-sees kernels, memory, the model or CUDA; it talks to the worker through
-wire/ (WIRE_USERS), a layer both depend on. One narrow exception: clients/ sees
+depend on it, and to the test-side folders (tools/, bench/, tests/, fuzz/).
+daemon/ and clients/ appear in none of the lists below kernels/: the
+supervisor never sees kernels, memory, the model or CUDA; it talks to the
+worker through wire/ (WIRE_USERS), a layer both depend on. One narrow exception: clients/ sees
 the fit planner and the header-reading part of loader/ (FIT_PLANNER_USERS,
 LOADER_READER_USERS) for `sluicectl plan`.
 """
 
+# Test-side folders: code that no shipped binary links. fuzz/ is one: its
+# fuzz targets are tests that feed hostile input to whichever layer parses it
+# (the GGUF parser, the frame decoder, the tokenizer), wherever it lives.
 _TEST_SIDE = [
     "//bench:__subpackages__",
+    "//fuzz:__subpackages__",
     "//tests:__subpackages__",
     "//tools:__subpackages__",
 ]
@@ -44,7 +48,6 @@ CONFIG_PROTO_USERS = [
 FORMAT_USERS = [
     "//daemon:__subpackages__",
     "//format:__subpackages__",
-    "//fuzz:__subpackages__",
     "//kernels:__subpackages__",
     "//loader:__subpackages__",
     "//memory:__subpackages__",
@@ -55,7 +58,6 @@ FORMAT_USERS = [
 # The GGUF parser, mapping and tensor table.
 LOADER_USERS = [
     "//daemon:__subpackages__",
-    "//fuzz:__subpackages__",
     "//loader:__subpackages__",
     "//memory:__subpackages__",
     "//model:__subpackages__",
@@ -108,11 +110,10 @@ SCHED_USERS = [
 ] + _TEST_SIDE
 
 # The supervisor<->worker protocol on the socket (wire/: framing, the writer
-# thread). daemon/ and worker/ are peers over it and both depend on it; the
-# frame fuzzer decodes it. It depends on Abseil and protobuf only.
+# thread). daemon/ and worker/ are peers over it and both depend on it. It
+# depends on Abseil and protobuf only.
 WIRE_USERS = [
     "//daemon:__subpackages__",
-    "//fuzz:__subpackages__",
     "//wire:__subpackages__",
     "//worker:__subpackages__",
 ] + _TEST_SIDE

@@ -25,25 +25,28 @@ rows=(
   "proto|$(all format config loader kernels memory model sched wire worker daemon clients tools bench tests fuzz)"
   # The ggml type table: plain data, the standard library only.
   "format|$(all config loader kernels memory model sched wire worker daemon clients tools bench tests fuzz) + //third_party/cuda:runtime"
-  "loader|$(all config kernels memory model sched wire worker daemon clients tools bench tests)"
-  "kernels|$(all loader config memory model sched wire worker daemon clients tools bench tests)"
+  "loader|$(all config kernels memory model sched wire worker daemon clients tools bench tests fuzz)"
+  "kernels|$(all loader config memory model sched wire worker daemon clients tools bench tests fuzz)"
   # Shared settings: Abseil, base and (for the Hello's fields only) proto;
   # nothing of the layers that take the settings.
   "config|$(all format loader kernels memory model sched wire worker daemon clients tools bench tests fuzz) + //third_party/cuda:runtime"
-  "memory|$(all model sched wire worker daemon clients tools bench tests)"
-  "model|$(all sched wire worker daemon clients tools bench tests)"
+  "memory|$(all model sched wire worker daemon clients tools bench tests fuzz)"
+  "model|$(all sched wire worker daemon clients tools bench tests fuzz)"
   # The scheduler is plain bookkeeping: Abseil only, nothing of the model,
   # memory/ or kernels (the worker maps its plans onto them).
   "sched|$(all format config loader kernels memory model wire worker daemon clients tools bench tests fuzz) + //third_party/cuda:runtime"
   # The supervisor<->worker protocol: Abseil and protobuf only; daemon/ and
   # worker/ both depend on it, it on neither.
   "wire|$(all format config loader kernels memory model sched worker daemon clients tools bench tests fuzz) + //third_party/cuda:runtime"
-  "worker|$(all daemon clients tools bench tests)"
+  "worker|$(all daemon clients tools bench tests fuzz)"
   "daemon|$(all worker kernels memory model sched clients tools bench tests fuzz) + //third_party/cuda:runtime"
   # clients/ may see the fit planner and the GGUF header reader (sluicectl
   # plan; layers.bzl FIT_PLANNER_USERS), nothing else below it.
   "clients|($(all loader) - //loader:gguf_file - //loader:tensor_table - //loader:model_files) + ($(all memory) - //memory:fit_planner - //memory:host_probe) + $(all format kernels model sched wire worker daemon tools bench tests fuzz) + //third_party/cuda:runtime"
-  "fuzz|($(all model) - //model:tokenizer - //model:utf8) + $(all config kernels memory sched worker daemon clients tools bench tests)"
+  # fuzz/ is test side (layers.bzl _TEST_SIDE), like tools/ and bench/: it
+  # may see every layer below the processes, never the processes themselves
+  # or the other test-side folders.
+  "fuzz|$(all worker daemon clients tools bench tests)"
 )
 
 bad=0
