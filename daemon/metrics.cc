@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/types/span.h"
 
 namespace sluice::daemon {
 namespace {
@@ -109,6 +110,20 @@ void RenderBatch(std::string* out, const worker::v1::BatchStats& b) {
          b.experts_acquired_total());
 }
 
+// One counter of a family of counters named PREFIX + name + "_total".
+struct NamedCounter {
+  const char* name;
+  uint64_t value;
+  const char* help;
+};
+
+void Counters(std::string* out, absl::string_view prefix,
+              absl::Span<const NamedCounter> counters) {
+  for (const NamedCounter& k : counters) {
+    Metric(out, absl::StrCat(prefix, k.name, "_total"), "counter", k.help, k.value);
+  }
+}
+
 void RenderExpertCache(std::string* out, const v1::SlotCacheStats& c) {
   Metric(out, "sluice_expert_streaming", "gauge",
          "1 while routed experts stream through the device slot cache.", c.streaming() ? 1 : 0);
@@ -118,32 +133,20 @@ void RenderExpertCache(std::string* out, const v1::SlotCacheStats& c) {
          c.arena_bytes());
   Metric(out, "sluice_expert_host_tier_bytes", "gauge",
          "Host RAM pinned for expert bytes (the host tier).", c.host_tier_bytes());
-  const std::pair<const char*, uint64_t> counters[] = {
-      {"lookups", c.lookups()},
-      {"hits", c.hits()},
-      {"misses", c.misses()},
-      {"evictions", c.evictions()},
-      {"exhausted", c.exhausted()},
-      {"forced", c.forced()},
-      {"host_computed", c.host_computed()},
-      {"prefetches_issued", c.prefetches_issued()},
-      {"prefetches_useful", c.prefetches_useful()},
-      {"prefetches_late", c.prefetches_late()}};
-  const char* const help[] = {
-      "Expert lookups (one per routed expert of a token and layer).",
-      "Expert lookups served from a slot.",
-      "Expert lookups that missed (moved into a slot or computed without one).",
-      "Experts evicted from a slot.",
-      "Lookups of a layer in which some miss found no evictable slot.",
-      "Misses computed without taking a slot.",
-      "Misses computed by the host CPU (the miss policy): no slot, no copy.",
-      "Experts fetched ahead of demand.",
-      "Prefetched experts demanded before eviction.",
-      "Useful prefetches demanded while still in flight."};
-  for (size_t i = 0; i < std::size(counters); ++i) {
-    Metric(out, absl::StrCat("sluice_expert_slot_", counters[i].first, "_total"), "counter",
-           help[i], counters[i].second);
-  }
+  const NamedCounter slot[] = {
+      {"lookups", c.lookups(), "Expert lookups (one per routed expert of a token and layer)."},
+      {"hits", c.hits(), "Expert lookups served from a slot."},
+      {"misses", c.misses(),
+       "Expert lookups that missed (moved into a slot or computed without one)."},
+      {"evictions", c.evictions(), "Experts evicted from a slot."},
+      {"exhausted", c.exhausted(), "Lookups of a layer in which some miss found no evictable slot."},
+      {"forced", c.forced(), "Misses computed without taking a slot."},
+      {"host_computed", c.host_computed(),
+       "Misses computed by the host CPU (the miss policy): no slot, no copy."},
+      {"prefetches_issued", c.prefetches_issued(), "Experts fetched ahead of demand."},
+      {"prefetches_useful", c.prefetches_useful(), "Prefetched experts demanded before eviction."},
+      {"prefetches_late", c.prefetches_late(), "Useful prefetches demanded while still in flight."}};
+  Counters(out, "sluice_expert_slot_", slot);
   Metric(out, "sluice_expert_bytes_streamed_total", "counter",
          "Expert bytes copied into slots.", c.bytes_streamed());
   Family(out, "sluice_expert_bytes_total", "counter",
@@ -154,20 +157,16 @@ void RenderExpertCache(std::string* out, const v1::SlotCacheStats& c) {
          "Expert bytes the host CPU read to compute misses (in no tier of "
          "sluice_expert_bytes_total).",
          c.bytes_host_computed());
-  const std::pair<const char*, uint64_t> tier[] = {{"lookups", c.host_tier_lookups()},
-                                                    {"hits", c.host_tier_hits()},
-                                                    {"demoted", c.host_tier_demoted()},
-                                                    {"promoted", c.host_tier_promoted()}};
-  const char* const tier_help[] = {
-      "Lookups of the pinned host tier (inclusive: every device miss; exclusive: the misses "
-      "it held).",
-      "Host tier lookups it served without a disk read.",
-      "Device victims copied down into the host tier (exclusive tiers).",
-      "Experts moved up from the host tier into a device slot, leaving it (exclusive tiers)."};
-  for (size_t i = 0; i < std::size(tier); ++i) {
-    Metric(out, absl::StrCat("sluice_expert_host_tier_", tier[i].first, "_total"), "counter",
-           tier_help[i], tier[i].second);
-  }
+  const NamedCounter tier[] = {
+      {"lookups", c.host_tier_lookups(),
+       "Lookups of the pinned host tier (inclusive: every device miss; exclusive: the misses "
+       "it held)."},
+      {"hits", c.host_tier_hits(), "Host tier lookups it served without a disk read."},
+      {"demoted", c.host_tier_demoted(),
+       "Device victims copied down into the host tier (exclusive tiers)."},
+      {"promoted", c.host_tier_promoted(),
+       "Experts moved up from the host tier into a device slot, leaving it (exclusive tiers)."}};
+  Counters(out, "sluice_expert_host_tier_", tier);
   Metric(out, "sluice_expert_skipped_total", "counter",
          "Routed experts the lossy mode (--expert_skip) did not compute: a small weight and "
          "bytes not in RAM.",
