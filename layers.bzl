@@ -4,11 +4,12 @@ tests/layering_check.sh proves the forbidden edges stay closed.
 
 A layer is visible to itself, to the layers above it that the table lets
 depend on it, and to the test-side folders (tools/, bench/, tests/, fuzz/).
-daemon/ and clients/ appear in none of the lists below kernels/: the
-supervisor never sees kernels, memory, the model or CUDA; it talks to the
-worker through wire/ (WIRE_USERS), a layer both depend on. One narrow exception: clients/ sees
-the fit planner and the header-reading part of loader/ (FIT_PLANNER_USERS,
-LOADER_READER_USERS) for `sluicectl plan`.
+daemon/ and clients/ appear in none of the lists of kernels/, memory/ or
+model/: the supervisor never sees kernels, memory, the model or CUDA; it
+talks to the worker through wire/ (WIRE_USERS), a layer both depend on.
+clients/ sees no part of loader/ either: `sluicectl plan` goes through
+planning/ (PLANNING_USERS), a room above memory/ and loader/ whose interface
+names none of their types.
 """
 
 # Test-side folders: code that no shipped binary links. fuzz/ is one: its
@@ -24,14 +25,15 @@ _TEST_SIDE = [
 # Shared settings (config/): the expert configuration, byte sizes, renamed
 # flags. Abseil only; every layer that takes settings may use it: memory/
 # (the planner's request, the miss policy's enum), the model (EngineOptions),
-# the worker, the daemon, clients/ and the test side. Not loader/, kernels/,
-# sched/ or wire/, which take no settings.
+# the worker, the daemon, planning/, clients/ and the test side. Not loader/,
+# kernels/, sched/ or wire/, which take no settings.
 CONFIG_USERS = [
     "//clients:__subpackages__",
     "//config:__subpackages__",
     "//daemon:__subpackages__",
     "//memory:__subpackages__",
     "//model:__subpackages__",
+    "//planning:__subpackages__",
     "//worker:__subpackages__",
 ] + _TEST_SIDE
 
@@ -61,15 +63,9 @@ LOADER_USERS = [
     "//loader:__subpackages__",
     "//memory:__subpackages__",
     "//model:__subpackages__",
+    "//planning:__subpackages__",
     "//worker:__subpackages__",
 ] + _TEST_SIDE
-
-# The parts of loader/ that read a model's header and tensor table
-# (gguf_file, tensor_table, model_files): clients/ sees them too,
-# because `sluicectl plan` plans a model from its GGUF header without a
-# daemon (see FIT_PLANNER_USERS). They map files read-only and depend on
-# Abseil only: no kernels, no model, no CUDA.
-LOADER_READER_USERS = LOADER_USERS + ["//clients:__subpackages__"]
 
 # CPU and CUDA kernels (kernels/ and kernels/cuda/) and the CUDA runtime.
 KERNELS_USERS = [
@@ -83,15 +79,19 @@ KERNELS_USERS = [
 MEMORY_USERS = [
     "//memory:__subpackages__",
     "//model:__subpackages__",
+    "//planning:__subpackages__",
     "//worker:__subpackages__",
 ] + _TEST_SIDE
 
-# The fit planner and host probe (memory:fit_planner, memory:host_probe):
-# plain C++ over byte figures, with no device code. clients/ may use them so
-# that `sluicectl plan MODEL` prints the plan the worker would make, without
-# loading the model. Everything else in memory/ (placement, the CUDA
-# platform, the slot cache) stays invisible to clients/.
-FIT_PLANNER_USERS = MEMORY_USERS + ["//clients:__subpackages__"]
+# The offline plan of a model file (planning/): the worker's fit planner run
+# on a GGUF header, for `sluicectl plan`. The one room below wire/ that
+# clients/ sees besides proto/ and config/; its interface names no type of
+# loader/ or memory/, and tests/layering_check.sh proves clients/ links nothing
+# of kernels/, model/ or the CUDA runtime through it.
+PLANNING_USERS = [
+    "//clients:__subpackages__",
+    "//planning:__subpackages__",
+] + _TEST_SIDE
 
 # Architectures, tokenizer, sampler, engine.
 MODEL_USERS = [

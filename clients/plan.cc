@@ -1,8 +1,7 @@
 #include "clients/plan.h"
 
 #include <cmath>
-#include <cstdio>
-#include <memory>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -10,10 +9,7 @@
 #include "config/byte_size.h"
 #include "config/expert_config.h"
 #include "config/flag_alias.h"
-#include "loader/model_files.h"
-#include "memory/fit_planner.h"
-#include "memory/host_probe.h"
-#include "memory/model_footprint.h"
+#include "planning/model_plan.h"
 
 namespace sluice::ctl {
 namespace {
@@ -50,40 +46,14 @@ std::string Get(const std::map<std::string, std::string>& flags, const std::stri
   return it == flags.end() ? fallback : it->second;
 }
 
-// The first GPU's memory from nvidia-smi (a process, not a link: clients/
-// never links CUDA). Unknown where there is no nvidia-smi or no GPU.
-memory::DeviceMemory ProbeDevice() {
-  memory::DeviceMemory d;
-  FILE* p = popen(
-      "nvidia-smi --query-gpu=memory.total,memory.free --format=csv,noheader,nounits -i 0 "
-      "2>/dev/null",
-      "r");
-  if (p == nullptr) return d;
-  char line[256] = {0};
-  const bool got = fgets(line, sizeof line, p) != nullptr;
-  const int rc = pclose(p);
-  unsigned long long total_mib = 0, free_mib = 0;
-  if (got && rc == 0 && sscanf(line, "%llu, %llu", &total_mib, &free_mib) == 2) {
-    d.known = true;
-    d.total_bytes = total_mib << 20;
-    d.free_bytes = free_mib << 20;
-  }
-  return d;
-}
-
-// What plan's flags ask for.
-struct Settings {
-  memory::FitInputs in;  // all but the model
-  int64_t context = kDefaultContext;
-  int64_t sessions = 1;
-  memory::Rates rates;
-};
-
 // --context_length, --sessions, --expert_slots, --expert_arena_fraction,
 // --host_tier_bytes and --expert_tiers into `s`; InvalidArgument naming the
 // flag.
-absl::Status ParseRequest(const std::map<std::string, std::string>& flags, Settings& s) {
-  if (!absl::SimpleAtoi(Get(flags, "context_length", "4096"), &s.context) || s.context < 1) {
+absl::Status ParseRequest(const std::map<std::string, std::string>& flags,
+                          planning::PlanRequest& s) {
+  if (!absl::SimpleAtoi(Get(flags, "context_length", absl::StrCat(kDefaultContext)),
+                        &s.context_length) ||
+      s.context_length < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("--context_length='", Get(flags, "context_length", ""), "': must be >= 1"));
   }
@@ -91,7 +61,7 @@ absl::Status ParseRequest(const std::map<std::string, std::string>& flags, Setti
     return absl::InvalidArgumentError(
         absl::StrCat("--sessions='", Get(flags, "sessions", ""), "': must be >= 1"));
   }
-  config::ExpertConfig& r = s.in.request;
+  config::ExpertConfig& r = s.experts;
   if (flags.count("expert_slots") && !absl::SimpleAtoi(flags.at("expert_slots"), &r.slots)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--expert_slots='", flags.at("expert_slots"), "' is not a number"));
@@ -117,12 +87,13 @@ absl::Status ParseRequest(const std::map<std::string, std::string>& flags, Setti
 }
 
 // --disk_bytes_per_s, --pcie_bytes_per_s, --hbm_bytes_per_s: bytes per
-// second (1.5e9), memory::Rates' defaults where not given.
-absl::Status ParseRates(const std::map<std::string, std::string>& flags, memory::Rates& rates) {
-  const std::pair<const char*, double*> named[] = {
-      {"disk_bytes_per_s", &rates.disk_bytes_per_s},
-      {"pcie_bytes_per_s", &rates.pcie_bytes_per_s},
-      {"hbm_bytes_per_s", &rates.hbm_bytes_per_s}};
+// second (1.5e9); the planner's defaults where not given.
+absl::Status ParseRates(const std::map<std::string, std::string>& flags,
+                        planning::PlanRequest& s) {
+  const std::pair<const char*, std::optional<double>*> named[] = {
+      {"disk_bytes_per_s", &s.disk_bytes_per_s},
+      {"pcie_bytes_per_s", &s.pcie_bytes_per_s},
+      {"hbm_bytes_per_s", &s.hbm_bytes_per_s}};
   for (const auto& [name, rate] : named) {
     if (!flags.count(name)) continue;
     double v = 0;
@@ -135,35 +106,29 @@ absl::Status ParseRates(const std::map<std::string, std::string>& flags, memory:
   return absl::OkStatus();
 }
 
-// The device's and the host's memory: BYTES, or "auto" (nvidia-smi,
-// /proc/meminfo).
-absl::Status ParseMemory(const std::map<std::string, std::string>& flags, memory::FitInputs& in) {
-  const std::string device = Get(flags, "device_memory", "auto");
-  if (device == "auto") {
-    in.device = ProbeDevice();
-  } else {
-    absl::StatusOr<uint64_t> b = ParseBytes("device_memory", device);
+// The device's and the host's memory: BYTES, or "auto" (left unset: the
+// planner asks nvidia-smi and /proc/meminfo).
+absl::Status ParseMemory(const std::map<std::string, std::string>& flags,
+                         planning::PlanRequest& s) {
+  const std::pair<const char*, std::optional<uint64_t>*> named[] = {
+      {"device_memory", &s.device_bytes}, {"host_memory", &s.host_bytes}};
+  for (const auto& [name, bytes] : named) {
+    const std::string value = Get(flags, name, "auto");
+    if (value == "auto") continue;
+    absl::StatusOr<uint64_t> b = ParseBytes(name, value);
     if (!b.ok()) return b.status();
-    in.device = {true, *b, *b};
-  }
-  const std::string host = Get(flags, "host_memory", "auto");
-  if (host == "auto") {
-    absl::StatusOr<memory::HostMemory> h = memory::ProcHostProbe().Memory();
-    if (!h.ok()) return h.status();
-    in.host = *h;
-  } else {
-    absl::StatusOr<uint64_t> b = ParseBytes("host_memory", host);
-    if (!b.ok()) return b.status();
-    in.host = {*b, *b};
+    *bytes = *b;
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<Settings> ParseSettings(const std::map<std::string, std::string>& flags) {
-  Settings s;
+absl::StatusOr<planning::PlanRequest> ParseSettings(
+    const std::map<std::string, std::string>& flags) {
+  planning::PlanRequest s;
   if (absl::Status st = ParseRequest(flags, s); !st.ok()) return st;
-  if (absl::Status st = ParseRates(flags, s.rates); !st.ok()) return st;
-  if (absl::Status st = ParseMemory(flags, s.in); !st.ok()) return st;
+  if (absl::Status st = ParseRates(flags, s); !st.ok()) return st;
+  if (absl::Status st = ParseMemory(flags, s); !st.ok()) return st;
+  if (flags.count("expert_profile")) s.expert_profile = flags.at("expert_profile");
   return s;
 }
 
@@ -183,37 +148,26 @@ int RunPlan(std::map<std::string, std::string> flags, const std::vector<std::str
   if (std::string conflict = ResolveRenamedFlags(flags, err); !conflict.empty()) {
     return usage(conflict);
   }
-  absl::StatusOr<Settings> settings = ParseSettings(flags);
-  if (!settings.ok()) return usage(std::string(settings.status().message()));
-  absl::StatusOr<std::unique_ptr<ModelFiles>> files = ModelFiles::Open(positional[0]);
-  if (!files.ok()) {
-    err << "sluicectl: plan: " << files.status().message() << "\n";
-    return 1;
+  absl::StatusOr<planning::PlanRequest> request = ParseSettings(flags);
+  if (!request.ok()) return usage(std::string(request.status().message()));
+  request->model_path = positional[0];
+  const planning::PlanReport report = planning::PlanModelFile(*request);
+  switch (report.failure) {
+    case planning::PlanFailure::kNone:
+      out << report.text;
+      return 0;
+    case planning::PlanFailure::kHostProbe:
+      return usage(report.message);
+    case planning::PlanFailure::kModel:
+      err << "sluicectl: plan: " << report.message << "\n";
+      return 1;
+    case planning::PlanFailure::kRefused:
+      err << "sluicectl: plan refused: " << report.message << "\n";
+      return 1;
+    case planning::PlanFailure::kProfile:
+      return usage(absl::StrCat("--expert_profile: ", report.message));
   }
-  absl::StatusOr<memory::ModelFootprint> footprint =
-      memory::FootprintOf(**files, settings->context, settings->sessions);
-  if (!footprint.ok()) {
-    err << "sluicectl: plan: " << footprint.status().message() << "\n";
-    return 1;
-  }
-  settings->in.model = *footprint;
-  absl::StatusOr<memory::Plan> plan = memory::PlanFit(settings->in);
-  if (!plan.ok()) {
-    err << "sluicectl: plan refused: " << plan.status().message() << "\n";
-    return 1;
-  }
-  absl::StatusOr<memory::TierShares> shares = memory::UniformShares(*plan);
-  if (flags.count("expert_profile")) {
-    shares = memory::ProfileSharesOfFile(*plan, flags.at("expert_profile"));
-    if (!shares.ok()) return usage(absl::StrCat("--expert_profile: ", shares.status().message()));
-  }
-  out << "model                  " << positional[0] << " (" << (*files)->shard_count()
-      << " shard(s), " << (*files)->tensors().size() << " tensors)\n"
-      << "context                " << settings->context << " tokens x " << settings->sessions
-      << " session(s)\n"
-      << plan->Table() << memory::ColdStartOf(*plan, settings->rates).Table()
-      << memory::DecodeEstimateOf(*plan, *shares, settings->rates).Table();
-  return 0;
+  return 1;
 }
 
 }  // namespace sluice::ctl

@@ -1,7 +1,8 @@
 // `sluicectl plan MODEL`: the fit planner's plan for a model, from its GGUF
 // header and tensor table only (the weights are mapped, never read), on this
-// host or on figures given by flags. No daemon is involved; the worker runs
-// the same planner (memory/fit_planner.h) before building a CUDA engine.
+// host or on figures given by flags. No daemon is involved: the flags become
+// a planning::PlanRequest (planning/model_plan.h), which runs the planner the
+// worker runs (memory/fit_planner.h) before building a CUDA engine.
 #ifndef SLUICE_CLIENTS_PLAN_H_
 #define SLUICE_CLIENTS_PLAN_H_
 
