@@ -1,0 +1,335 @@
+// Device code of mla_ops.h. Products and roundings that decide a half value
+// are written with __fmul_rn / __fadd_rn so that nvcc does not fuse them
+// into FMAs the CPU does not use.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+#include "kernels/cuda/mla_ops.h"
+#include "kernels/cuda/warp_reduce.h"
+
+namespace sluice::cuda {
+namespace {
+
+using internal::BlockSum;
+using internal::WarpSum;
+
+constexpr int kThreads = 256;
+// MlaAttend: heads a block handles (they share each cache row it loads),
+// keys scored per chunk, latent values per thread.
+constexpr int kHeadsPerBlock = 8;
+constexpr int kChunk = 32;
+constexpr int kElemsPerThread = 4;
+// The queries of a block's heads in dynamic shared memory stay under the
+// 48 KiB a launch gets without opting in (with the static arrays).
+constexpr int kMaxWidth = 1280;
+
+// MlaShape's width() and nope() for device code (the header is plain C++).
+__device__ __forceinline__ int Width(const MlaShape& s) { return s.kv_lora_rank + s.rope.n_rot; }
+__device__ __forceinline__ int Nope(const MlaShape& s) { return s.head_k - s.rope.n_rot; }
+
+// The nearest half value, ties to even, as a float; inf past the range (as
+// kernels::RoundToHalf).
+__device__ __forceinline__ float Half(float x) { return __half2float(__float2half_rn(x)); }
+
+// One accumulator update of kernels/cpu/half_acc.h: the f32 result rounded
+// to half, or kept unrounded (and the element left in f32 from then on)
+// where it would not fit.
+__device__ __forceinline__ float HalfOrF32(float v, bool& f32) {
+  if (f32) return v;
+  if (fabsf(v) >= 65520.0f) {
+    f32 = true;
+    return v;
+  }
+  return Half(v);
+}
+
+// Where a row's sequence is: its first row in the batch, its first
+// position, its cache.
+struct SeqAt {
+  int row;
+  int pos0;
+  float* cache;
+};
+
+struct OneSeq {
+  const int32_t* d_pos0;
+  float* cache;
+  __device__ SeqAt Of(int) const { return {0, *d_pos0, cache}; }
+};
+
+struct ManySeqs {
+  SeqBatch b;
+  __device__ SeqAt Of(int row) const {
+    const int i = b.row_seq[row];
+    return {b.rows[i].row, b.rows[i].pos0, b.states[i].a};
+  }
+};
+
+// cos / sin of pair i at position pos (model/rope_yarn.cc ScaledRopeAngles).
+__device__ void RopeAngle(const MlaRope& r, int pos, int i, float* c, float* s) {
+  float theta = static_cast<float>(pos);
+  for (int j = 0; j < i; ++j) theta = __fmul_rn(theta, r.theta_scale);
+  float t = __fmul_rn(r.freq_scale, theta);
+  if (r.ext_factor != 0.0f) {
+    const float y = (static_cast<float>(i) - r.corr_lo) / fmaxf(0.001f, r.corr_hi - r.corr_lo);
+    const float ramp_mix = (1.0f - fminf(1.0f, fmaxf(0.0f, y))) * r.ext_factor;
+    t = __fadd_rn(__fmul_rn(t, 1.0f - ramp_mix), __fmul_rn(theta, ramp_mix));
+  }
+  *c = __fmul_rn(cosf(t), r.mscale);
+  *s = __fmul_rn(sinf(t), r.mscale);
+}
+
+// Rotates x[0, n_rot) (the pairs of r) into y with the angles cs / sn;
+// threads i < n_rot / 2 each take one pair.
+__device__ void RotatePairs(const MlaRope& r, const float* x, const float* cs,
+                            const float* sn, float* y, bool round) {
+  const int half = r.n_rot / 2;
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {
+    const int a = r.neox ? i : 2 * i, b = r.neox ? i + half : 2 * i + 1;
+    const float x0 = x[a], x1 = x[b];
+    const float y0 = __fsub_rn(__fmul_rn(x0, cs[i]), __fmul_rn(x1, sn[i]));
+    const float y1 = __fadd_rn(__fmul_rn(x0, sn[i]), __fmul_rn(x1, cs[i]));
+    y[a] = round ? Half(y0) : y0;
+    y[b] = round ? Half(y1) : y1;
+  }
+}
+
+// One block per token: the cache row, then every head's q_pe.
+template <typename Loc>
+__global__ void MlaPrepareKernel(MlaShape s, const float* ckv, const float* q,
+                                 const float* norm, Loc loc, int n_tok, float* q_abs) {
+  __shared__ double scratch[32];
+  extern __shared__ float angles[];  // cos [n_rot / 2], then sin
+  const int t = blockIdx.x;
+  const SeqAt seq = loc.Of(t);
+  const int pos = seq.pos0 + t - seq.row;
+  const int lat = s.kv_lora_rank, width = Width(s), half = s.rope.n_rot / 2;
+  float* cs = angles;
+  float* sn = angles + half;
+  for (int i = threadIdx.x; i < half; i += blockDim.x) RopeAngle(s.rope, pos, i, &cs[i], &sn[i]);
+  const float* src = ckv + static_cast<int64_t>(t) * width;
+  double sum = 0.0;
+  for (int i = threadIdx.x; i < lat; i += blockDim.x) sum += static_cast<double>(src[i]) * src[i];
+  sum = BlockSum(sum, scratch);  // its barriers also publish the angles
+  const float mean = static_cast<float>(sum / static_cast<double>(lat));
+  const float scale = 1.0f / sqrtf(mean + s.eps);
+  float* row = seq.cache + static_cast<int64_t>(pos) * width;
+  for (int i = threadIdx.x; i < lat; i += blockDim.x) {
+    row[i] = Half(__fmul_rn(__fmul_rn(src[i], scale), norm[i]));
+  }
+  RotatePairs(s.rope, src + lat, cs, sn, row + lat, /*round=*/true);
+  for (int h = 0; h < s.n_head; ++h) {
+    const float* qh = q + (static_cast<int64_t>(t) * s.n_head + h) * s.head_k + Nope(s);
+    float* dst = q_abs + (static_cast<int64_t>(h) * n_tok + t) * width + lat;
+    RotatePairs(s.rope, qh, cs, sn, dst, /*round=*/false);
+  }
+}
+
+__global__ void HeadEntriesKernel(int n_head, int n_tok, int32_t* begin, int32_t* x_row) {
+  const int e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e <= n_head) begin[e] = e * n_tok;
+  if (e < n_head * n_tok) x_row[e] = (e % n_tok) * n_head + e / n_tok;
+}
+
+// The scores of the chunk's keys [j0, j0 + n) for the block's heads: one
+// warp per (head, key) pair at a time, lanes over the row.
+__device__ void ScoreChunk(const MlaShape& s, const float* qs, int heads, const float* cache,
+                           int j0, int n, float* sc) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+  const int width = Width(s);
+  for (int p = warp; p < heads * kChunk; p += n_warps) {
+    const int h = p / kChunk, jj = p % kChunk;
+    if (jj >= n) continue;
+    const float* row = cache + static_cast<int64_t>(j0 + jj) * width;
+    const float* qh = qs + h * width;
+    float acc = 0.0f;
+    for (int i = lane; i < width; i += 32) acc += qh[i] * row[i];
+    acc = WarpSum(acc);
+    if (lane == 0) sc[h * kChunk + jj] = acc * s.kq_scale;
+  }
+}
+
+// One thread per head walks the chunk's scores in order (the CPU's
+// sequence of running maxima): the factor the accumulator is scaled by
+// and the weight of each key's row.
+__device__ void SoftmaxSteps(int heads, int n, const float* sc, float* ms, float* vs,
+                             float* max_s, float* sum) {
+  const int h = threadIdx.x;
+  if (h >= heads) return;
+  float m = max_s[h], total = sum[h];
+  for (int jj = 0; jj < n; ++jj) {
+    const float x = sc[h * kChunk + jj];
+    float a = 1.0f, v = 1.0f;
+    if (x > m) {
+      a = expf(m - x);
+      m = x;
+    } else {
+      v = expf(x - m);
+    }
+    ms[h * kChunk + jj] = a;
+    vs[h * kChunk + jj] = v;
+    total = __fadd_rn(__fmul_rn(total, a), v);
+  }
+  max_s[h] = m;
+  sum[h] = total;
+}
+
+// Block (token t, heads [h0, h0 + kHeadsPerBlock)): the chunks of keys in
+// order; each thread owns latent values i = threadIdx.x + k * blockDim.x of
+// every head and applies the updates of each key in turn.
+template <typename Loc>
+__global__ void MlaAttendKernel(MlaShape s, const float* q_abs, Loc loc, int n_tok,
+                                float* o_lat) {
+  __shared__ float sc[kHeadsPerBlock * kChunk], ms[kHeadsPerBlock * kChunk],
+      vs[kHeadsPerBlock * kChunk];
+  __shared__ float max_s[kHeadsPerBlock], sum[kHeadsPerBlock];
+  extern __shared__ float qs[];  // [kHeadsPerBlock][width]
+  const int t = blockIdx.x, h0 = blockIdx.y * kHeadsPerBlock;
+  const int heads = min(kHeadsPerBlock, s.n_head - h0);
+  const int width = Width(s), lat = s.kv_lora_rank;
+  const SeqAt seq = loc.Of(t);
+  const int n_ctx = seq.pos0 + t - seq.row + 1;
+  for (int x = threadIdx.x; x < heads * width; x += blockDim.x) {
+    const int h = x / width, i = x % width;
+    qs[x] = Half(q_abs[(static_cast<int64_t>(h0 + h) * n_tok + t) * width + i]);
+  }
+  if (threadIdx.x < kHeadsPerBlock) {
+    max_s[threadIdx.x] = -INFINITY;
+    sum[threadIdx.x] = 0.0f;
+  }
+  float acc[kElemsPerThread][kHeadsPerBlock];
+  bool f32[kElemsPerThread][kHeadsPerBlock];
+#pragma unroll
+  for (int k = 0; k < kElemsPerThread; ++k) {
+#pragma unroll
+    for (int h = 0; h < kHeadsPerBlock; ++h) {
+      acc[k][h] = 0.0f;
+      f32[k][h] = false;
+    }
+  }
+  __syncthreads();
+  for (int j0 = 0; j0 < n_ctx; j0 += kChunk) {
+    const int n = min(kChunk, n_ctx - j0);
+    ScoreChunk(s, qs, heads, seq.cache, j0, n, sc);
+    __syncthreads();
+    SoftmaxSteps(heads, n, sc, ms, vs, max_s, sum);
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < kElemsPerThread; ++k) {
+      const int i = threadIdx.x + k * blockDim.x;
+      if (i >= lat) break;
+      for (int jj = 0; jj < n; ++jj) {
+        const float v = seq.cache[static_cast<int64_t>(j0 + jj) * width + i];
+#pragma unroll
+        for (int h = 0; h < kHeadsPerBlock; ++h) {
+          if (h >= heads) break;
+          const float a = __fmul_rn(acc[k][h], ms[h * kChunk + jj]);
+          acc[k][h] = HalfOrF32(a, f32[k][h]);
+          const float b = __fadd_rn(acc[k][h], __fmul_rn(v, vs[h * kChunk + jj]));
+          acc[k][h] = HalfOrF32(b, f32[k][h]);
+        }
+      }
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int k = 0; k < kElemsPerThread; ++k) {
+    const int i = threadIdx.x + k * blockDim.x;
+    if (i >= lat) break;
+#pragma unroll
+    for (int h = 0; h < kHeadsPerBlock; ++h) {
+      if (h >= heads) break;
+      const float inv = sum[h] == 0.0f ? 0.0f : 1.0f / sum[h];
+      o_lat[(static_cast<int64_t>(h0 + h) * n_tok + t) * lat + i] = __fmul_rn(acc[k][h], inv);
+    }
+  }
+}
+
+__global__ void HeadsToTokensKernel(const float* in, int n_head, int n_tok, int64_t n,
+                                    float* out) {
+  const int t = blockIdx.x, h = blockIdx.y;
+  const float* src = in + (static_cast<int64_t>(h) * n_tok + t) * n;
+  float* dst = out + (static_cast<int64_t>(t) * n_head + h) * n;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
+}
+
+template <typename Loc>
+void LaunchPrepare(const MlaShape& s, const float* ckv, const float* q, const float* norm,
+                   Loc loc, int64_t n_tok, float* q_abs, Stream stream) {
+  if (n_tok <= 0) return;
+  const size_t smem = s.rope.n_rot * sizeof(float);
+  MlaPrepareKernel<<<static_cast<unsigned>(n_tok), kThreads, smem, stream>>>(
+      s, ckv, q, norm, loc, static_cast<int>(n_tok), q_abs);
+}
+
+template <typename Loc>
+void LaunchAttend(const MlaShape& s, const float* q_abs, Loc loc, int64_t n_tok, float* o_lat,
+                  Stream stream) {
+  if (n_tok <= 0) return;
+  const dim3 grid(static_cast<unsigned>(n_tok),
+                  (s.n_head + kHeadsPerBlock - 1) / kHeadsPerBlock);
+  const size_t smem = static_cast<size_t>(kHeadsPerBlock) * s.width() * sizeof(float);
+  MlaAttendKernel<<<grid, kThreads, smem, stream>>>(s, q_abs, loc, static_cast<int>(n_tok),
+                                                    o_lat);
+}
+
+}  // namespace
+
+MlaRope MlaRopeOf(int n_rot, bool neox, float freq_base, float freq_scale, float ext_factor,
+                  float attn_factor, float corr_lo, float corr_hi) {
+  MlaRope r;
+  r.n_rot = n_rot;
+  r.neox = neox;
+  r.theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(n_rot));
+  r.freq_scale = freq_scale;
+  r.ext_factor = ext_factor;
+  r.corr_lo = corr_lo;
+  r.corr_hi = corr_hi;
+  r.mscale = attn_factor;
+  if (ext_factor != 0.0f) r.mscale *= 1.0f + 0.1f * std::log(1.0f / freq_scale);
+  return r;
+}
+
+bool MlaSupported(const MlaShape& s) {
+  return s.n_head > 0 && s.kv_lora_rank > 0 && s.kv_lora_rank <= kThreads * kElemsPerThread &&
+         s.rope.n_rot % 2 == 0 && s.rope.n_rot > 0 && s.head_k > s.rope.n_rot &&
+         s.width() <= kMaxWidth;
+}
+
+void MlaPrepare(const MlaShape& s, const float* ckv, const float* q, const float* kv_a_norm,
+                const int32_t* d_pos0, int64_t n_tok, float* cache, float* q_abs, Stream stream) {
+  LaunchPrepare(s, ckv, q, kv_a_norm, OneSeq{d_pos0, cache}, n_tok, q_abs, stream);
+}
+
+void MlaPrepareSeqs(const MlaShape& s, const float* ckv, const float* q, const float* kv_a_norm,
+                    const SeqBatch& b, int64_t n_tok, float* q_abs, Stream stream) {
+  LaunchPrepare(s, ckv, q, kv_a_norm, ManySeqs{b}, n_tok, q_abs, stream);
+}
+
+void MlaHeadEntries(int n_head, int64_t n_tok, int32_t* begin, int32_t* x_row, Stream stream) {
+  const int64_t n = n_head * n_tok + 1;
+  if (n_tok <= 0) return;
+  HeadEntriesKernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0,
+                      stream>>>(n_head, static_cast<int>(n_tok), begin, x_row);
+}
+
+void MlaAttend(const MlaShape& s, const float* q_abs, const float* cache, const int32_t* d_pos0,
+               int64_t n_tok, float* o_lat, Stream stream) {
+  LaunchAttend(s, q_abs, OneSeq{d_pos0, const_cast<float*>(cache)}, n_tok, o_lat, stream);
+}
+
+void MlaAttendSeqs(const MlaShape& s, const float* q_abs, const SeqBatch& b, int64_t n_tok,
+                   float* o_lat, Stream stream) {
+  LaunchAttend(s, q_abs, ManySeqs{b}, n_tok, o_lat, stream);
+}
+
+void HeadsToTokens(const float* in, int n_head, int64_t n_tok, int64_t n, float* out,
+                   Stream stream) {
+  if (n_tok <= 0 || n_head <= 0) return;
+  const dim3 grid(static_cast<unsigned>(n_tok), n_head);
+  HeadsToTokensKernel<<<grid, 128, 0, stream>>>(in, n_head, static_cast<int>(n_tok), n, out);
+}
+
+}  // namespace sluice::cuda
