@@ -47,22 +47,18 @@ absl::Status BindRoutingSource(RoutingSource* source, const ArchDesc& d) {
                       d.moe.n_expert_used, moe_layers);
 }
 
-absl::Status CheckQwenPiecesOnly(const ArchDesc& d, std::string_view backend) {
-  bool latent = false, dense = false, bias = false, ungated = false;
+absl::Status CheckCudaPieces(const ArchDesc& d, std::string_view backend) {
+  bool fused_kv_b = false;
   for (const LayerDesc& l : d.layers) {
-    latent = latent || l.mixer == MixerKind::kLatentAttention;
-    dense = dense || l.ffn == FfnKind::kDense;
-    if (l.ffn == FfnKind::kMoe) {
-      bias = bias || l.moe.selection_bias != nullptr;
-      ungated = ungated || (d.moe.shared_ff > 0 && l.moe.shared_gate_inp == nullptr);
-    }
+    fused_kv_b = fused_kv_b ||
+                 (l.mixer == MixerKind::kLatentAttention && l.mla.k_b_transposed);
   }
   std::vector<std::string> missing;
-  if (latent) missing.push_back("multi-head latent attention");
-  if (dense) missing.push_back("dense FFN blocks");
-  if (!d.moe.plain_routing()) missing.push_back("sigmoid, group-limited or scaled routing");
-  if (bias) missing.push_back("the exp_probs_b selection bias");
-  if (ungated) missing.push_back("ungated shared experts");
+  if (fused_kv_b) {
+    missing.push_back(
+        "the fused attn_kv_b layout of multi-head latent attention (current converters "
+        "write attn_k_b / attn_v_b)");
+  }
   if (missing.empty()) return absl::OkStatus();
   return absl::UnimplementedError(absl::StrCat(
       // Unquoted: a registry name (DescribeModel accepted it), not the

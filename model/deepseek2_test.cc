@@ -256,24 +256,35 @@ TEST(Deepseek2Test, BadKeysAreRefusedNamingTheKey) {
       << DescribeError(e);
 }
 
-// The CUDA backend has no kernels for it: the engine refuses it by name
+// The CUDA backend computes the split layout; the older fused attn_kv_b
+// (whose K_b is applied transposed) it refuses by name, in the engine
 // before looking for the backend (so with or without CUDA in the binary,
 // and without a GPU).
-TEST(Deepseek2Test, CudaBackendRefusesItByName) {
-  const std::string path = TempPath("cuda.gguf");
-  ASSERT_TRUE(mkmodel::WriteModel(Micro(), path).ok());
-  auto files = ModelFiles::Open(path);
-  ASSERT_TRUE(files.ok()) << files.status();
+TEST(Deepseek2Test, CudaBackendRefusesOnlyTheFusedLayoutByName) {
   EngineOptions o;
   o.backend = Backend::kCuda;
-  const absl::Status s = LoadModel(**files, o).status();
+  const std::string split = TempPath("cuda_split.gguf");
+  ASSERT_TRUE(mkmodel::WriteModel(Micro(), split).ok());
+  auto files = ModelFiles::Open(split);
+  ASSERT_TRUE(files.ok()) << files.status();
+  ASSERT_TRUE(DescribeModel(**files).ok());
+  EXPECT_TRUE(CheckCudaPieces(*DescribeModel(**files), "cuda backend").ok());
+  // This binary has no CUDA backend: the split file gets as far as asking.
+  EXPECT_EQ(LoadModel(**files, o).status().code(), absl::StatusCode::kUnavailable);
+
+  mkmodel::Options fused = Micro();
+  fused.shape.mla_fused = 1;
+  const std::string path = TempPath("cuda_fused.gguf");
+  ASSERT_TRUE(mkmodel::WriteModel(fused, path).ok());
+  auto fused_files = ModelFiles::Open(path);
+  ASSERT_TRUE(fused_files.ok()) << fused_files.status();
+  const absl::Status s = LoadModel(**fused_files, o).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
   EXPECT_EQ(s.message(),
             absl::StrCat("cuda backend: architecture deepseek2 (", path,
-                         ") is not implemented here: no kernels for multi-head latent "
-                         "attention, dense FFN blocks, sigmoid, group-limited or scaled "
-                         "routing, the exp_probs_b selection bias, ungated shared experts; "
-                         "serve it with the CPU worker (--backend=cpu)"));
+                         ") is not implemented here: no kernels for the fused attn_kv_b "
+                         "layout of multi-head latent attention (current converters write "
+                         "attn_k_b / attn_v_b); serve it with the CPU worker (--backend=cpu)"));
 }
 
 // ---- The shared blocks deepseek2 added ------------------------------------

@@ -36,7 +36,7 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const ModelFiles& files,
       // Refused by architecture first, so that the answer is the same with
       // or without the backend in this binary.
       ASSIGN_OR_RETURN(const ArchDesc desc, DescribeModel(files));
-      RETURN_IF_ERROR(CheckQwenPiecesOnly(desc, "cuda backend"));
+      RETURN_IF_ERROR(CheckCudaPieces(desc, "cuda backend"));
       if (CudaFactory() == nullptr) {
         return absl::UnavailableError(
             "engine: no cuda backend in this binary (it was built without "

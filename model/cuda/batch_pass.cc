@@ -4,7 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "kernels/cuda/mla_ops.h"
 #include "kernels/cuda/quant_matmul.h"
+#include "kernels/cuda/route_ops.h"
 
 namespace sluice {
 
@@ -78,9 +80,13 @@ absl::Status AcquireRouted(const BatchContext& c, int il, int64_t n_tok,
       if (begin[x + 1] > begin[x]) used.push_back(x);
     }
   }
-  RETURN_IF_ERROR(c.experts->Acquire(il, used, c.stream, on_host));
-  if (prefetch && il + 1 < static_cast<int>(c.layers->size())) {
-    RETURN_IF_ERROR(c.experts->Prefetch(il + 1, absl::MakeConstSpan(ids + 2 * k, k), c.stream));
+  // The stream knows only the blocks with routed experts.
+  const std::vector<DeviceLayer>& layers = *c.layers;
+  RETURN_IF_ERROR(c.experts->Acquire(layers[il].moe.stream_layer, used, c.stream, on_host));
+  if (prefetch && il + 1 < static_cast<int>(layers.size()) &&
+      layers[il + 1].moe.stream_layer >= 0) {
+    RETURN_IF_ERROR(c.experts->Prefetch(layers[il + 1].moe.stream_layer,
+                                        absl::MakeConstSpan(ids + 2 * k, k), c.stream));
   }
   return absl::OkStatus();
 }
@@ -130,6 +136,17 @@ class Pass {
   cuda::SeqBatch Seqs(int il) const;
   absl::Status Attention(const DeviceAttention& a, int il) const;
   absl::Status DeltaNet(const DeviceDeltaNet& d, int il) const;
+  // Latent attention (mla_ops.h): the query and latent projections, the
+  // cache rows, the per-head products around the attention, the output.
+  absl::Status Mla(const DeviceMla& m, int il) const;
+  absl::Status MlaQuery(const DeviceMla& m) const;
+  // One per-head grouped product of the heads' table (rows x cols each):
+  // entry h * n + t reads x row x_row[...] (or its own index without
+  // x_row) of stride x_stride, and writes y row h * n + t.
+  absl::Status HeadProduct(GgmlType type, const cuda::DeviceBuffer& table, int64_t rows,
+                           int64_t cols, const float* x, const int32_t* x_row,
+                           int64_t x_stride, float* y, int64_t y_stride) const;
+  absl::Status DenseFfn(const DeviceDenseFfn& d) const;
   absl::Status SharedExpert(const DeviceMoe& m) const;
   absl::Status Moe(int il, const DeviceMoe& m) const;
   absl::Status ForceIds(int il) const;
@@ -239,6 +256,81 @@ absl::Status Pass::DeltaNet(const DeviceDeltaNet& d, int il) const {
   return absl::OkStatus();
 }
 
+absl::Status Pass::MlaQuery(const DeviceMla& m) const {
+  if (m.wq_a.data == nullptr) return Project(m.wq, w_.xn, w_.mla_q);
+  RETURN_IF_ERROR(Project(m.wq_a, w_.xn, w_.mla_qa));
+  // In place, as the CPU norms the LoRA rows.
+  cuda::AddRmsNorm(w_.mla_qa, nullptr, n_, m.wq_a.rows, m.q_a_norm, c_.mla.eps, w_.mla_qa,
+                   c_.stream);
+  return Project(m.wq_b, w_.mla_qa, w_.mla_q);
+}
+
+absl::Status Pass::HeadProduct(GgmlType type, const cuda::DeviceBuffer& table, int64_t rows,
+                               int64_t cols, const float* x, const int32_t* x_row,
+                               int64_t x_stride, float* y, int64_t y_stride) const {
+  cuda::GroupedMatMul g;
+  g.type = type;
+  g.rows = rows;
+  g.cols = cols;
+  g.n_groups = c_.mla.n_head;
+  g.max_entries_per_group = static_cast<int>(n_);
+  g.d_weights = table.as<const void*>();
+  g.d_group_begin = w_.mla_head_begin;
+  g.d_x_row = x_row;
+  g.d_x = x;
+  g.x_stride = x_stride;
+  g.d_y = y;
+  g.y_stride = y_stride;
+  g.tensor_cores = tensor_cores_;
+  // Each block rounds its own rows (the inputs are strided head slices).
+  g.q8_activations = q8_;
+  return cuda::LaunchGroupedMatMul(g, c_.stream);
+}
+
+// The projections over every row; the cache rows and the attention on each
+// row's own sequence; heads grouped through the products (model/mla.cc).
+absl::Status Pass::Mla(const DeviceMla& m, int il) const {
+  const cuda::MlaShape& s = c_.mla;
+  const int64_t width = s.width(), lat = s.kv_lora_rank;
+  RETURN_IF_ERROR(MlaQuery(m));
+  RETURN_IF_ERROR(Project(m.wkv_a, w_.xn, w_.mla_ckv));
+  Mark("mla.in_proj");
+  cuda::MlaHeadEntries(s.n_head, n_, w_.mla_head_begin, w_.mla_x_row, c_.stream);
+  if (seqs_.size() == 1) {
+    float* cache = seqs_[0].state->k(il);
+    cuda::MlaPrepare(s, w_.mla_ckv, w_.mla_q, m.kv_a_norm, w_.pos0, n_, cache, w_.mla_q_abs,
+                     c_.stream);
+  } else {
+    cuda::MlaPrepareSeqs(s, w_.mla_ckv, w_.mla_q, m.kv_a_norm, Seqs(il), n_, w_.mla_q_abs,
+                         c_.stream);
+  }
+  // Absorb K_b: head h of token t's nope query into its latent query.
+  RETURN_IF_ERROR(HeadProduct(m.k_b_type, m.k_b_table, lat, s.nope(), w_.mla_q, w_.mla_x_row,
+                              s.head_k, w_.mla_q_abs, width));
+  Mark("mla.prepare");
+  if (seqs_.size() == 1) {
+    cuda::MlaAttend(s, w_.mla_q_abs, seqs_[0].state->k(il), w_.pos0, n_, w_.mla_o_lat,
+                    c_.stream);
+  } else {
+    cuda::MlaAttendSeqs(s, w_.mla_q_abs, Seqs(il), n_, w_.mla_o_lat, c_.stream);
+  }
+  Mark("mla.core");
+  RETURN_IF_ERROR(HeadProduct(m.v_b_type, m.v_b_table, s.head_v, lat, w_.mla_o_lat, nullptr, lat,
+                              w_.mla_o_heads, s.head_v));
+  cuda::HeadsToTokens(w_.mla_o_heads, s.n_head, n_, s.head_v, w_.mla_o, c_.stream);
+  RETURN_IF_ERROR(Project(m.wo, w_.mla_o, w_.y));
+  Mark("mla.out_proj");
+  return absl::OkStatus();
+}
+
+absl::Status Pass::DenseFfn(const DeviceDenseFfn& d) const {
+  RETURN_IF_ERROR(ProjectPair(d.gate, d.up, d.gate_up_table, w_.xn, w_.dense_g, w_.dense_u));
+  cuda::SwiGlu(w_.dense_g, w_.dense_u, n_ * d.gate.rows, c_.stream);
+  RETURN_IF_ERROR(Project(d.down, w_.dense_g, w_.y));
+  Mark("dense_ffn");
+  return absl::OkStatus();
+}
+
 absl::Status Pass::UploadSeqs() {
   const int n_seqs = static_cast<int>(seqs_.size());
   const int n_layers = static_cast<int>(c_.layers->size());
@@ -251,10 +343,11 @@ absl::Status Pass::UploadSeqs() {
     std::fill(row_seq.begin() + s.row, row_seq.begin() + s.row + s.n, i);
     max_capacity_ = std::max(max_capacity_, s.state->capacity());
     for (int il = 0; il < n_layers; ++il) {
-      const bool attn = (*c_.layers)[il].mixer == MixerKind::kAttention;
+      // Attention and latent attention: the caches (v null for a latent).
+      const bool kv = (*c_.layers)[il].mixer != MixerKind::kDeltaNet;
       DeviceState& st = *s.state;
       states[static_cast<size_t>(il) * n_seqs + i] =
-          attn ? cuda::SeqState{st.k(il), st.v(il)} : cuda::SeqState{st.conv(il), st.ssm(il)};
+          kv ? cuda::SeqState{st.k(il), st.v(il)} : cuda::SeqState{st.conv(il), st.ssm(il)};
     }
   }
   RETURN_IF_ERROR(cuda::CopyToDevice(w_.seq_rows, rows.data(), rows.size() * sizeof(rows[0]),
@@ -298,8 +391,13 @@ absl::Status Pass::Moe(int il, const DeviceMoe& m) const {
   // Forced routing replaces the ids after TopK, so nothing may be derived
   // from them there (the paired gate/up rows).
   const bool fuse_gate_up = one && m.gate_type == m.up_type && c_.source == nullptr;
-  cuda::TopK(w_.router_logits, n_, n_expert, k, w_.ids, w_.weights, c_.stream,
-             fuse_gate_up ? w_.paired_ids : nullptr);
+  if (c_.plain_routing && m.selection_bias == nullptr) {
+    cuda::TopK(w_.router_logits, n_, n_expert, k, w_.ids, w_.weights, c_.stream,
+               fuse_gate_up ? w_.paired_ids : nullptr);
+  } else {
+    cuda::Route(c_.route, w_.router_logits, m.selection_bias, n_, w_.ids, w_.weights, c_.stream,
+                fuse_gate_up ? w_.paired_ids : nullptr);
+  }
   Mark("moe.topk");
   if (c_.source != nullptr) RETURN_IF_ERROR(ForceIds(il));
   if (!one) {
@@ -346,7 +444,11 @@ absl::Status Pass::Moe(int il, const DeviceMoe& m) const {
   RETURN_IF_ERROR(Experts(m, max_entries));
   Mark("moe.experts");
   if (mc.shared_ff == 0) return absl::OkStatus();
-  cuda::AddGatedShared(m.shared_gate_inp, w_.xn, w_.shared_y, n_, mc.n_embd, w_.y, c_.stream);
+  if (m.shared_gate_inp != nullptr) {
+    cuda::AddGatedShared(m.shared_gate_inp, w_.xn, w_.shared_y, n_, mc.n_embd, w_.y, c_.stream);
+  } else {
+    cuda::Add(w_.y, w_.shared_y, n_ * mc.n_embd, c_.stream);
+  }
   Mark("moe.shared_add");
   return absl::OkStatus();
 }
@@ -426,13 +528,19 @@ absl::Status Pass::Run(absl::Span<const RowRun> logit_rows) {
     Mark("norms");
     if (l.mixer == MixerKind::kAttention) {
       RETURN_IF_ERROR(Attention(l.attn, il));
-    } else {
+    } else if (l.mixer == MixerKind::kDeltaNet) {
       RETURN_IF_ERROR(DeltaNet(l.delta, il));
+    } else {
+      RETURN_IF_ERROR(Mla(l.mla, il));
     }
     cuda::AddRmsNorm(w_.x, w_.y, n_, e, l.ffn_norm, eps, w_.xn, c_.stream);
     XnChanged();
     Mark("norms");
-    RETURN_IF_ERROR(Moe(il, l.moe));
+    if (l.ffn == FfnKind::kDense) {
+      RETURN_IF_ERROR(DenseFfn(l.dense));
+    } else {
+      RETURN_IF_ERROR(Moe(il, l.moe));
+    }
   }
   if (logit_rows.empty()) return cuda::LastLaunchError("cuda forward");
   // The asked-for rows, packed into xn in order, then one head product.

@@ -3,7 +3,12 @@
 // kernels (ops.h, quant_matmul.h), the routed experts grouped by expert so
 // each expert's weights are read once per group. Where experts stream or a
 // routing observer listens, each layer's routing is read back and the
-// experts acquired before they are computed.
+// experts acquired before they are computed. Mixers: attention, Gated
+// DeltaNet, latent attention (deepseek2, mla_ops.h); FFNs: routed experts
+// (qwen's top-k, or route_ops.h's routing where ModelView::plain_routing is
+// false or a block has a selection bias; a gated or ungated shared expert)
+// or a dense SwiGLU. deepseek2 decodes here too, one token a pass (the
+// fused decode program does not handle it).
 //
 // Thread-safety: none; the model runs one pass at a time.
 #ifndef SLUICE_MODEL_CUDA_BATCH_PASS_H_

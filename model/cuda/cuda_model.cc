@@ -12,8 +12,10 @@
 #include "base/status_macros.h"
 #include "kernels/cuda/decode_ops.h"
 #include "kernels/cuda/device.h"
+#include "kernels/cuda/mla_ops.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/quant_matmul.h"
+#include "kernels/cuda/route_ops.h"
 #include "loader/model_files.h"
 #include "model/cuda/batch_pass.h"
 #include "model/cuda/decode_step.h"
@@ -53,7 +55,7 @@ class CudaModel final : public Model, private DecodeProgram::Host {
   }
   BackendStats Stats() const override;
   ExpertStreamStats ExpertStats() const override {
-    return experts_ != nullptr ? experts_->Stats() : ExpertStreamStats{};
+    return experts_ != nullptr ? ByModelLayer(experts_->Stats()) : ExpertStreamStats{};
   }
   absl::StatusOr<std::vector<KernelTiming>> TimeDecodeKernels(SequenceState& state,
                                                               int reps) const override;
@@ -72,10 +74,16 @@ class CudaModel final : public Model, private DecodeProgram::Host {
       : desc_(std::move(desc)), options_(options), device_(options.device) {}
 
   absl::Status CreateExperts(const ModelFiles& files, int64_t slots);
+  // The stream's per-layer counters (its layers are the blocks with routed
+  // experts) indexed by block, 0 for blocks without routed experts.
+  ExpertStreamStats ByModelLayer(ExpertStreamStats s) const;
+  // Device-kernel limits of the model's latent attention and routing.
+  absl::Status CheckShapes() const;
   // The profile's most used experts into the arena (memory::PlanWarmStart);
   // a profile of another shape warms nothing.
   absl::Status WarmExperts(const memory::ExpertProfile& profile);
   void DescribeShapes();
+  void DescribeDeepseekShapes();
   absl::Status AllocateBuffers();
   ModelView View() const;
   BatchContext Batch() const;
@@ -107,6 +115,9 @@ class CudaModel final : public Model, private DecodeProgram::Host {
   const float* output_norm_ = nullptr;
   cuda::AttentionShape attn_shape_;
   cuda::DeltaNetShape ssm_shape_;
+  cuda::MlaShape mla_shape_;
+  cuda::RouteShape route_shape_;
+  bool plain_routing_ = true;
   // Whether the fused decode program handles this model (else decode runs
   // the batch pass one token at a time).
   absl::Status decode_supported_;
@@ -138,14 +149,17 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(
   ASSIGN_OR_RETURN(const auto mem, cuda::MemoryInfo());
   m->free_at_start_ = mem.first;
   const ArchDesc& d = m->desc_;
-  const int64_t all_experts = static_cast<int64_t>(d.layers.size()) * d.moe.n_expert;
+  int64_t moe_layers = 0;
+  for (const LayerDesc& l : d.layers) moe_layers += l.ffn == FfnKind::kMoe ? 1 : 0;
+  const int64_t all_experts = moe_layers * d.moe.n_expert;
   int64_t slots = options.experts.slots;
   if (slots < 0 && options.experts.arena_fraction > 0) {
     slots = std::min<int64_t>(
         all_experts,
         static_cast<int64_t>(std::ceil(options.experts.arena_fraction * all_experts - 1e-9)));
   }
-  const bool stream_experts = slots >= 0;
+  // A model with no routed experts at all has nothing to stream.
+  const bool stream_experts = slots >= 0 && moe_layers > 0;
   ASSIGN_OR_RETURN(m->weights_,
                    DeviceWeights::Upload(files, options.device, m->stream_, !stream_experts,
                                          options.load_progress));
@@ -166,6 +180,7 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(
         "\" needs streaming experts (an arena or slot count)"));
   }
   m->DescribeShapes();
+  RETURN_IF_ERROR(m->CheckShapes());
   const cuda::DeltaNetShape& s = m->ssm_shape_;
   if (s.state_size > cuda::DeltaNetMaxStateSize()) {
     return absl::InvalidArgumentError(absl::StrCat("cuda backend: ssm.state_size ", s.state_size,
@@ -189,8 +204,17 @@ absl::Status CudaModel::WarmExperts(const memory::ExpertProfile& profile) {
       profile, experts_->slots(), experts_->host_slots(),
       options_.experts.tiers == config::TierMode::kExclusive);
   experts_warm_planned_ = static_cast<int64_t>(plan.device.size() + plan.host.size());
-  ASSIGN_OR_RETURN(experts_warmed_, experts_->Warm(plan.device, stream_));
-  ASSIGN_OR_RETURN(const int64_t host, experts_->WarmHost(plan.host));
+  // The profile counts by block; the stream by its own layers.
+  const auto to_stream = [this](const std::vector<memory::ExpertKey>& keys) {
+    std::vector<memory::ExpertKey> out;
+    for (memory::ExpertKey k : keys) {
+      const int sl = layers_[k.layer].moe.stream_layer;
+      if (sl >= 0) out.push_back({sl, k.expert});
+    }
+    return out;
+  };
+  ASSIGN_OR_RETURN(experts_warmed_, experts_->Warm(to_stream(plan.device), stream_));
+  ASSIGN_OR_RETURN(const int64_t host, experts_->WarmHost(to_stream(plan.host)));
   experts_warmed_ += host;
   return absl::OkStatus();
 }
@@ -199,8 +223,12 @@ absl::Status CudaModel::CreateExperts(const ModelFiles& files, int64_t slots) {
   const ArchDesc& d = desc_;
   std::vector<LayerExpertViews> views;
   std::vector<void*> gate_up, down;
+  // Only the blocks with routed experts stream (deepseek2's dense lead
+  // blocks have none): the stream's layer i is the i-th of them.
   for (size_t il = 0; il < d.layers.size(); ++il) {
+    if (d.layers[il].ffn != FfnKind::kMoe) continue;
     const MoeWeights& w = d.layers[il].moe;
+    layers_[il].moe.stream_layer = static_cast<int>(views.size());
     views.push_back({w.gate, w.up, w.down});
     gate_up.push_back(layers_[il].moe.gate_up_table.data());
     down.push_back(layers_[il].moe.down_table.data());
@@ -226,6 +254,40 @@ absl::Status CudaModel::CreateExperts(const ModelFiles& files, int64_t slots) {
   return absl::OkStatus();
 }
 
+ExpertStreamStats CudaModel::ByModelLayer(ExpertStreamStats s) const {
+  const auto spread = [this](std::vector<uint64_t>& by_stream) {
+    std::vector<uint64_t> by_block(layers_.size(), 0);
+    for (size_t il = 0; il < layers_.size(); ++il) {
+      const int sl = layers_[il].moe.stream_layer;
+      if (sl >= 0 && sl < static_cast<int>(by_stream.size())) by_block[il] = by_stream[sl];
+    }
+    by_stream = std::move(by_block);
+  };
+  spread(s.counters.layer_lookups);
+  spread(s.counters.layer_hits);
+  if (s.host_tier) {
+    spread(s.host_tier_counters.layer_lookups);
+    spread(s.host_tier_counters.layer_hits);
+  }
+  return s;
+}
+
+absl::Status CudaModel::CheckShapes() const {
+  for (const LayerDesc& l : desc_.layers) {
+    if (l.mixer == MixerKind::kLatentAttention && !cuda::MlaSupported(mla_shape_)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cuda backend: latent attention of kv_lora_rank ", mla_shape_.kv_lora_rank,
+          " and rope ", mla_shape_.rope.n_rot, " exceeds the device kernel's limits"));
+    }
+  }
+  if (!plain_routing_ && !cuda::RouteSupported(route_shape_)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda backend: routing of ", route_shape_.k, " of ", route_shape_.n_expert,
+        " experts in ", route_shape_.n_group, " groups is not supported by the device kernel"));
+  }
+  return absl::OkStatus();
+}
+
 void CudaModel::DescribeShapes() {
   const ArchDesc& d = desc_;
   cuda::AttentionShape& a = attn_shape_;
@@ -244,6 +306,37 @@ void CudaModel::DescribeShapes() {
   s.n_v_heads = static_cast<int>(d.ssm.n_v_heads);
   s.conv_kernel = static_cast<int>(d.ssm.conv_kernel);
   s.eps = d.ssm.eps;
+  DescribeDeepseekShapes();
+}
+
+void CudaModel::DescribeDeepseekShapes() {
+  const ArchDesc& d = desc_;
+  const MlaConfig& c = d.mla;
+  cuda::MlaShape& m = mla_shape_;
+  m.n_head = static_cast<int>(c.n_head);
+  m.kv_lora_rank = static_cast<int>(c.kv_lora_rank);
+  m.head_k = static_cast<int>(c.head_k);
+  m.head_v = static_cast<int>(c.head_v);
+  m.eps = c.eps;
+  m.kq_scale = c.kq_scale;
+  const ScaledRope& r = c.rope;
+  if (r.n_rot > 0) {
+    m.rope = cuda::MlaRopeOf(static_cast<int>(r.n_rot), r.neox, r.freq_base, r.freq_scale,
+                             r.ext_factor, r.attn_factor, r.corr_dims[0], r.corr_dims[1]);
+  }
+  // Any block with a selection bias takes route_ops.h's kernel too.
+  plain_routing_ = d.moe.plain_routing();
+  for (const LayerDesc& l : d.layers) {
+    if (l.ffn == FfnKind::kMoe && l.moe.selection_bias != nullptr) plain_routing_ = false;
+  }
+  cuda::RouteShape& rs = route_shape_;
+  rs.n_expert = static_cast<int>(d.moe.n_expert);
+  rs.k = static_cast<int>(d.moe.n_expert_used);
+  rs.sigmoid = d.moe.gating == ExpertGating::kSigmoid;
+  rs.n_group = static_cast<int>(d.moe.n_group);
+  rs.n_group_used = static_cast<int>(d.moe.n_group_used);
+  rs.norm_weights = d.moe.norm_weights;
+  rs.weights_scale = d.moe.weights_scale;
 }
 
 absl::Status CudaModel::AllocateBuffers() {
@@ -269,6 +362,9 @@ ModelView CudaModel::View() const {
   v.output_norm = output_norm_;
   v.attn = attn_shape_;
   v.ssm = ssm_shape_;
+  v.mla = mla_shape_;
+  v.route = route_shape_;
+  v.plain_routing = plain_routing_;
   v.ws = &ws_;
   return v;
 }
@@ -324,7 +420,7 @@ BackendStats CudaModel::Stats() const {
   }
   s.decode_graph = options_.decode_graph && decode_supported_.ok();
   s.profile = profiler_->ms();
-  if (experts_ != nullptr) s.experts = experts_->Stats();
+  if (experts_ != nullptr) s.experts = ByModelLayer(experts_->Stats());
   s.experts_warmed = experts_warmed_;
   s.experts_warm_planned = experts_warm_planned_;
   return s;
@@ -514,7 +610,7 @@ const bool kRegistered = RegisterBackend(Backend::kCuda, FromEngine);
 absl::StatusOr<std::unique_ptr<Model>> LoadCudaModel(const ModelFiles& files,
                                                      const CudaModelOptions& options) {
   ASSIGN_OR_RETURN(ArchDesc desc, DescribeModel(files));
-  RETURN_IF_ERROR(CheckQwenPiecesOnly(desc, "cuda backend"));
+  RETURN_IF_ERROR(CheckCudaPieces(desc, "cuda backend"));
   RETURN_IF_ERROR(BindRoutingSource(options.routing_source, desc));
   ASSIGN_OR_RETURN(std::unique_ptr<CudaModel> m,
                    CudaModel::Create(files, std::move(desc), options));

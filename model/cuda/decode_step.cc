@@ -370,6 +370,21 @@ void Builder::RoutingOut(int il) {
 
 absl::Status DecodeStepSupported(const DecodeContext& c) {
   const ArchDesc& d = *c.desc;
+  // deepseek2's pieces have batch kernels only: its decode steps run the
+  // batch pass one token at a time.
+  for (const LayerDesc& l : d.layers) {
+    if (l.mixer == MixerKind::kLatentAttention) {
+      return absl::UnimplementedError("multi-head latent attention");
+    }
+    if (l.ffn == FfnKind::kDense) return absl::UnimplementedError("dense FFN blocks");
+    if (l.moe.selection_bias != nullptr) return absl::UnimplementedError("a selection bias");
+    if (d.moe.shared_ff > 0 && l.moe.shared_gate_inp == nullptr) {
+      return absl::UnimplementedError("an ungated shared expert");
+    }
+  }
+  if (!d.moe.plain_routing()) {
+    return absl::UnimplementedError("sigmoid, group-limited or scaled routing");
+  }
   const int64_t max_cols = cuda::DecodeMaxCols();
   const int64_t widest = std::max({d.info.n_embd, d.ssm.value_dim(),
                                    d.attn.n_head * d.attn.head_dim});

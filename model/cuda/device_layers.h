@@ -10,7 +10,9 @@
 #include "absl/status/statusor.h"
 #include "kernels/cuda/device.h"
 #include "model/arch.h"
+#include "kernels/cuda/mla_ops.h"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/route_ops.h"
 #include "model/cuda/device_weights.h"
 #include "model/cuda/workspace.h"
 
@@ -29,8 +31,29 @@ struct DeviceDeltaNet {
   cuda::DeviceBuffer beta_alpha_table;  // {beta, alpha}
 };
 
+// Multi-head latent attention (model/mla.h). The per-head K_b and V_b
+// matrices are read through tables of per-head pointers (the grouped
+// products' groups are the heads).
+struct DeviceMla {
+  DeviceMatrix wq_a, wq_b, wq, wkv_a, wo;
+  const float* q_a_norm = nullptr;
+  const float* kv_a_norm = nullptr;
+  GgmlType k_b_type = GgmlType::kF32, v_b_type = GgmlType::kF32;
+  cuda::DeviceBuffer k_b_table, v_b_table;  // [n_head] each
+};
+
+// deepseek2's dense lead blocks: one SwiGLU.
+struct DeviceDenseFfn {
+  DeviceMatrix gate, up, down;
+  cuda::DeviceBuffer gate_up_table;  // {gate, up}: one launch of both
+};
+
 struct DeviceMoe {
+  // This layer's index among the expert stream's layers (the blocks with
+  // routed experts, in order); -1 without routed experts.
+  int stream_layer = -1;
   DeviceMatrix router;
+  const float* selection_bias = nullptr;  // exp_probs_b, or null
   GgmlType gate_type, up_type, down_type;
   // Per-expert pointer tables on the device: what the grouped products read,
   // so a cache can repoint them. gate_up holds [n_expert] gate pointers then
@@ -42,17 +65,20 @@ struct DeviceMoe {
   const void* const* up_table() const { return gate_table() + n_expert; }
   // The shared expert's gate and up pointers, for one launch of both.
   cuda::DeviceBuffer shared_gate_up_table;
-  const float* shared_gate_inp = nullptr;
+  const float* shared_gate_inp = nullptr;  // null: the shared expert is ungated
   DeviceMatrix shared_gate, shared_up, shared_down;
 };
 
 struct DeviceLayer {
   MixerKind mixer;
+  FfnKind ffn = FfnKind::kMoe;
   const float* mixer_norm = nullptr;
   const float* ffn_norm = nullptr;
   DeviceAttention attn;
   DeviceDeltaNet delta;
+  DeviceMla mla;
   DeviceMoe moe;
+  DeviceDenseFfn dense;
 };
 
 // What every pass over the model reads: the description, the bound layers,
@@ -65,6 +91,9 @@ struct ModelView {
   const float* output_norm = nullptr;
   cuda::AttentionShape attn;  // kv_capacity set per state
   cuda::DeltaNetShape ssm;
+  cuda::MlaShape mla;      // kv_capacity set per state
+  cuda::RouteShape route;  // used where routing is not plain (route_ops.h)
+  bool plain_routing = true;  // qwen's softmax top-k: ops.h TopK
   Workspace* ws = nullptr;
 };
 
@@ -75,7 +104,9 @@ absl::StatusOr<cuda::DeviceBuffer> PointerTable(
 
 // Binds layer `l` to its device copies. With `stream_experts` the routed
 // experts' tables are allocated but left for the ExpertStream to fill.
-// InvalidArgument for a routed-expert type the device kernels do not handle.
+// InvalidArgument for a routed-expert type the device kernels do not handle
+// and for the fused attn_kv_b layout of latent attention (its K_b is
+// applied transposed, which the grouped products do not do).
 absl::Status BindLayer(const DeviceWeights& w, const LayerDesc& l,
                        int64_t shared_ff, bool stream_experts,
                        cuda::Stream stream, DeviceLayer& d);

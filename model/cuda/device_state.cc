@@ -16,8 +16,11 @@ absl::StatusOr<std::unique_ptr<DeviceState>> DeviceState::Create(
     const int64_t kv = static_cast<int64_t>(capacity) * s.kv_dim;
     b.k = p;
     p += kv;
-    b.v = p;
-    p += kv;
+    // A latent-attention block keeps one row per position and no values.
+    if (!s.latent) {
+      b.v = p;
+      p += kv;
+    }
     b.conv = p;
     if (s.conv_channels > 0) p += (s.conv_kernel - 1) * s.conv_channels;
     b.ssm = p;

@@ -2,7 +2,9 @@
 // backend's SequenceState), plus its decode program.
 //
 // Layout per block as the CPU's State (model/state.h): k and v
-// [capacity][kv_dim]; conv [conv_kernel-1][channels]; ssm [v_heads][S][S].
+// [capacity][kv_dim] (a latent-attention block: k only, one row of
+// kv_lora_rank + n_rot per position; v is null); conv
+// [conv_kernel-1][channels]; ssm [v_heads][S][S].
 #ifndef SLUICE_MODEL_CUDA_DEVICE_STATE_H_
 #define SLUICE_MODEL_CUDA_DEVICE_STATE_H_
 

@@ -28,6 +28,52 @@ class Carver {
   uint64_t used_ = 0;
 };
 
+// The widest dense FFN of d's blocks (0 without dense blocks).
+int64_t DenseFf(const ArchDesc& d) {
+  int64_t ff = 0;
+  for (const LayerDesc& l : d.layers) {
+    if (l.ffn == FfnKind::kDense) ff = std::max(ff, l.dense.gate.rows);
+  }
+  return ff;
+}
+
+bool HasMla(const ArchDesc& d) {
+  for (const LayerDesc& l : d.layers) {
+    if (l.mixer == MixerKind::kLatentAttention) return true;
+  }
+  return false;
+}
+
+// The latent attention's and the dense FFN's buffers, for models with them
+// (a qwen model's workspace is unchanged); the widest of their product
+// inputs that act_q8 must hold.
+int64_t CarveDeepseek(const ArchDesc& d, int64_t n, Carver& c, Workspace& w) {
+  int64_t widest_q8 = 0;
+  const auto q8 = [](int64_t rows, int64_t cols) {
+    return cuda::DecodeQ8MaxBytes(cols, static_cast<int>(rows));
+  };
+  if (HasMla(d)) {
+    const MlaConfig& m = d.mla;
+    const int64_t heads = m.n_head, width = m.cache_width();
+    c.Take(&w.mla_qa, n * m.q_lora_rank);
+    c.Take(&w.mla_q, n * heads * m.head_k);
+    c.Take(&w.mla_ckv, n * width);
+    c.Take(&w.mla_q_abs, n * heads * width);
+    c.Take(&w.mla_o_lat, n * heads * m.kv_lora_rank);
+    c.Take(&w.mla_o_heads, n * heads * m.head_v);
+    c.Take(&w.mla_o, n * heads * m.head_v);
+    c.Take(&w.mla_head_begin, heads + 1);
+    c.Take(&w.mla_x_row, n * heads);
+    widest_q8 = std::max({widest_q8, q8(n, m.q_lora_rank), q8(n, heads * m.head_v)});
+  }
+  if (const int64_t ff = DenseFf(d); ff > 0) {
+    c.Take(&w.dense_g, n * ff);
+    c.Take(&w.dense_u, n * ff);
+    widest_q8 = std::max(widest_q8, q8(n, ff));
+  }
+  return widest_q8;
+}
+
 // Logits of a batch with every row asked for are capped at this many bytes.
 constexpr uint64_t kLogitsBytes = 256ull << 20;
 
@@ -70,6 +116,7 @@ void Carve(const ArchDesc& d, int64_t n, int64_t logits_rows, Carver& c,
   c.Take(&w.shared_g, n * d.moe.shared_ff);
   c.Take(&w.shared_u, n * d.moe.shared_ff);
   c.Take(&w.shared_y, n * e);
+  const int64_t deepseek_q8 = CarveDeepseek(d, n, c, w);
   c.Take(&w.logits, logits_rows * d.info.n_vocab);
   c.Take(&w.decode_counters, Workspace::DecodeCounters(d));
   c.Take(&w.attn_scratch, Workspace::AttendScratchFloats(d));
@@ -85,7 +132,8 @@ void Carve(const ArchDesc& d, int64_t n, int64_t logits_rows, Carver& c,
   c.Take(&w.xn_q8[1], q8(n, e));
   c.Take(&w.act_q8, std::max({q8(n * k, d.moe.expert_ff), q8(n, d.moe.shared_ff),
                               q8(n, d.ssm.value_dim()),
-                              q8(n, static_cast<int64_t>(d.attn.n_head) * d.attn.head_dim)}));
+                              q8(n, static_cast<int64_t>(d.attn.n_head) * d.attn.head_dim),
+                              deepseek_q8}));
 }
 
 }  // namespace

@@ -49,6 +49,21 @@ struct Workspace {
   float* expert_y = nullptr;                       // [tokens * k][n_embd]
   float *shared_g = nullptr, *shared_u = nullptr;  // [tokens][shared_ff]
   float* shared_y = nullptr;                       // [tokens][n_embd]
+  // Latent attention (carved only for a model with it; mla_ops.h): the q
+  // LoRA rows, the queries, the kv_a rows, the absorbed queries and the
+  // latent outputs head major ([heads][tokens][...]), the V_b outputs head
+  // major, then token major; the per-head products' group bounds and rows.
+  float* mla_qa = nullptr;     // [tokens][q_lora_rank]
+  float* mla_q = nullptr;      // [tokens][n_head * head_k]
+  float* mla_ckv = nullptr;    // [tokens][kv_lora_rank + n_rot]
+  float* mla_q_abs = nullptr;  // [n_head * tokens][kv_lora_rank + n_rot]
+  float* mla_o_lat = nullptr;  // [n_head * tokens][kv_lora_rank]
+  float* mla_o_heads = nullptr;  // [n_head * tokens][head_v]
+  float* mla_o = nullptr;      // [tokens][n_head * head_v]
+  int32_t* mla_head_begin = nullptr;  // [n_head + 1]
+  int32_t* mla_x_row = nullptr;       // [n_head * tokens]
+  // Dense FFN blocks (carved only for a model with them).
+  float *dense_g = nullptr, *dense_u = nullptr;  // [tokens][dense ff]
   float* logits = nullptr;                         // [logits_rows][n_vocab]
   // Decode (decode_ops.h): arrival counters (the route's top-k, then the
   // attention's per KV head; zero between launches), the attention's
