@@ -86,6 +86,10 @@ inline float __fsub_rn(float a, float b) {
   volatile float r = a - b;
   return r;
 }
+inline float __fadd_rn(float a, float b) {
+  volatile float r = a + b;
+  return r;
+}
 
 // Four signed byte products added to c (dp4a).
 inline int __dp4a(int a, int b, int c) {
