@@ -263,9 +263,10 @@ std::string FormatText(const Report& r) {
   if (!r.uring_skipped.empty()) out += absl::StrCat("uring skipped: ", r.uring_skipped, "\n");
   for (const TierRun& t : r.tier) {
     out += absl::StrFormat(
-        "tier batch=%d (%s) threads=%d piece=%d calls=%d experts_from_disk=%d/%d "
+        "tier batch=%d (%s) reader=%s threads=%d piece=%d calls=%d experts_from_disk=%d/%d "
         "bytes=%d seconds=%.3f GB/s=%.3f ratio=%.3f\n",
-        t.batch, t.batch >= r.n_expert ? "layer" : "routing", t.threads, t.piece_bytes,
+        t.batch, t.batch >= r.n_expert ? "layer" : "routing", t.reader, t.threads,
+        t.piece_bytes,
         t.calls,
         t.experts_from_disk, t.experts_loaded, t.rate.bytes, t.rate.seconds,
         t.rate.gbps(), Ratio(r, t));
@@ -304,11 +305,11 @@ std::string FormatJson(const Report& r) {
   for (size_t i = 0; i < r.tier.size(); ++i) {
     const TierRun& t = r.tier[i];
     absl::StrAppend(&out, i ? ", " : "",
-                    absl::StrFormat("{\"batch\": %d, \"threads\": %d, "
+                    absl::StrFormat("{\"batch\": %d, \"reader\": %s, \"threads\": %d, "
                                     "\"piece_bytes\": %d, \"calls\": %d, "
                                     "\"experts_from_disk\": %d, \"experts_loaded\": %d, "
                                     "%s, \"ratio\": %.4f}",
-                                    t.batch, t.threads, t.piece_bytes, t.calls,
+                                    t.batch, Quote(t.reader), t.threads, t.piece_bytes, t.calls,
                                     t.experts_from_disk,
                                     t.experts_loaded, RateJson(t.rate), Ratio(r, t)));
   }

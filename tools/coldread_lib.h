@@ -118,7 +118,8 @@ absl::StatusOr<UringRun> MeasureDiskUring(absl::Span<const memory::DirectRead> b
 
 struct TierRun {
   int batch = 0;    // experts per Load call
-  int threads = 0;  // the tier's readers
+  std::string reader = "threads";  // "uring" or "threads" (HostTier's)
+  int threads = 0;  // the pool's readers ("threads")
   uint64_t piece_bytes = 0;  // read pieces (0: whole slices)
   Rate rate;        // bytes of the experts read from disk
   int64_t calls = 0;

@@ -36,6 +36,9 @@ ABSL_FLAG(uint64_t, block_bytes, 4 << 20, "disk: bytes per read (multiple of 409
 ABSL_FLAG(uint64_t, disk_bytes, uint64_t{4} << 30,
           "disk: bytes read per run, from the start of the experts (0: all)");
 ABSL_FLAG(bool, disk_only, false, "skip the host tier (no GPU needed)");
+ABSL_FLAG(std::string, tier_readers, "uring,threads",
+          "host tier: how misses are read, one tier each: uring (io_uring, depth 64) and/or "
+          "threads (the pread pool of --tier_threads)");
 ABSL_FLAG(std::string, tier_threads, "8",
           "host tier: reader threads, one tier each (the model uses 8)");
 ABSL_FLAG(std::string, tier_piece_bytes, "1048576",
@@ -162,8 +165,21 @@ absl::Status MeasureAllDisk(const Setup& s, Report& report) {
   return absl::OkStatus();
 }
 
+// One tier run per (reader, piece, batch): io_uring once, the pool once per
+// --tier_threads.
 absl::Status MeasureAllTier(const Setup& s, Report& report) {
-  for (int threads : s.tier_threads) {
+  std::vector<int> pools;  // 0: io_uring
+  for (absl::string_view r : absl::StrSplit(absl::GetFlag(FLAGS_tier_readers), ',')) {
+    if (r == "uring") {
+      pools.push_back(0);
+    } else if (r == "threads") {
+      pools.insert(pools.end(), s.tier_threads.begin(), s.tier_threads.end());
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--tier_readers: \"", std::string(r), "\" is not uring or threads"));
+    }
+  }
+  for (int threads : pools) {
     for (uint64_t piece : s.pieces) {
       for (int batch : s.batches) {
         LayerBatches batches;
@@ -173,7 +189,8 @@ absl::Status MeasureAllTier(const Setup& s, Report& report) {
                                     absl::GetFlag(FLAGS_seed) + l));
         }
         ASSIGN_OR_RETURN(TierRun run,
-                         MeasureTier(*s.files, s.layers, batches, threads, piece,
+                         MeasureTier(*s.files, s.layers, batches, /*uring=*/threads == 0,
+                                     threads == 0 ? 8 : threads, piece,
                                      absl::GetFlag(FLAGS_tier_bytes)));
         report.tier.push_back(run);
       }

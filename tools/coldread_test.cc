@@ -134,7 +134,7 @@ Report Sample() {
   r.o_direct = true;
   r.block_bytes = 4096;
   r.disk = {{1, {1000000000, 1.0}}, {4, {2000000000, 1.0}}};
-  r.tier = {{8, 8, 1048576, {1500000000, 1.0}, 32, 256, 256}};
+  r.tier = {{8, "threads", 8, 1048576, {1500000000, 1.0}, 32, 256, 256}};
   r.uring = {{32, true, {3000000000, 1.0}}};
   return r;
 }
@@ -151,8 +151,8 @@ TEST(ColdreadTest, ReportGivesEachRunAndTheRatioToTheBestDisk) {
             "disk best threads=4 GB/s=2.000\n"
             "uring depth=32 registered=yes block=4096 bytes=3000000000 seconds=1.000 "
             "GB/s=3.000 vs_best_threads=1.500\n"
-            "tier batch=8 (routing) threads=8 piece=1048576 calls=32 experts_from_disk=256/256 "
-            "bytes=1500000000 seconds=1.000 GB/s=1.500 ratio=0.750\n");
+            "tier batch=8 (routing) reader=threads threads=8 piece=1048576 calls=32 "
+            "experts_from_disk=256/256 bytes=1500000000 seconds=1.000 GB/s=1.500 ratio=0.750\n");
   EXPECT_EQ(FormatJson(r),
             "{\"model\": \"/m/\\\"x\\\".gguf\", \"shards\": 2, \"layers\": 4, "
             "\"n_layer\": 8, \"n_expert\": 64, \"n_expert_used\": 8, \"expert_bytes\": "
@@ -163,7 +163,7 @@ TEST(ColdreadTest, ReportGivesEachRunAndTheRatioToTheBestDisk) {
             "\"seconds\": 1.000000, \"gbps\": 2.0000}, \"uring\": [{\"depth\": 32, "
             "\"registered\": true, \"bytes\": 3000000000, \"seconds\": 1.000000, "
             "\"gbps\": 3.0000}], \"uring_skipped\": null, \"tier\": [{\"batch\": 8, "
-            "\"threads\": 8, \"piece_bytes\": 1048576, \"calls\": 32, \"experts_from_disk\": 256, "
+            "\"reader\": \"threads\", \"threads\": 8, \"piece_bytes\": 1048576, \"calls\": 32, \"experts_from_disk\": 256, "
             "\"experts_loaded\": 256, \"bytes\": 1500000000, \"seconds\": 1.000000, "
             "\"gbps\": 1.5000, \"ratio\": 0.7500}], \"tier_skipped\": null}");
 }

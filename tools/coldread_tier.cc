@@ -11,7 +11,7 @@
 namespace sluice::coldread {
 
 absl::StatusOr<TierRun> MeasureTier(const ModelFiles& files, const LayerExperts& layers,
-                                    const LayerBatches& batches, int threads,
+                                    const LayerBatches& batches, bool uring, int threads,
                                     uint64_t piece_bytes, uint64_t tier_bytes) {
   if (layers.empty() || batches.size() != layers.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -24,8 +24,11 @@ absl::StatusOr<TierRun> MeasureTier(const ModelFiles& files, const LayerExperts&
                    HostTier::Create(files, layers,
                                     {.bytes = tier_bytes,
                                      .threads = threads,
-                                     .read_piece_bytes = piece_bytes}));
+                                     .read_piece_bytes = piece_bytes,
+                                     .reader = uring ? HostTier::Options::Reader::kUring
+                                                     : HostTier::Options::Reader::kThreads}));
   TierRun run;
+  run.reader = uring ? "uring" : "threads";
   run.threads = threads;
   run.piece_bytes = piece_bytes;
   std::vector<HostTier::Slices> out;

@@ -16,7 +16,9 @@ namespace sluice::coldread {
 // batches[l]: layer l's Load calls, every expert of the layer once.
 using LayerBatches = std::vector<std::vector<std::vector<int32_t>>>;
 
-// Creates a fresh (cold) HostTier over `layers` with `threads` readers,
+// Creates a fresh (cold) HostTier over `layers` reading through io_uring
+// (`uring`; Unavailable where the kernel refuses it) or with `threads`
+// pread readers,
 // reading in pieces of `piece_bytes` (0: whole slices), with `tier_bytes` of
 // pinned slots (0: exactly one layer's experts, the least it
 // accepts), then times Load over batches[0], then batches[1], ... The rate's
@@ -24,7 +26,7 @@ using LayerBatches = std::vector<std::vector<std::vector<int32_t>>>;
 // tier's (no device, pinning failed, a read failed); Unavailable without
 // CUDA.
 absl::StatusOr<TierRun> MeasureTier(const ModelFiles& files, const LayerExperts& layers,
-                                    const LayerBatches& batches, int threads,
+                                    const LayerBatches& batches, bool uring, int threads,
                                     uint64_t piece_bytes, uint64_t tier_bytes);
 
 }  // namespace sluice::coldread

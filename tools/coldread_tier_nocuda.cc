@@ -4,7 +4,7 @@
 namespace sluice::coldread {
 
 absl::StatusOr<TierRun> MeasureTier(const ModelFiles&, const LayerExperts&,
-                                    const LayerBatches&, int, uint64_t,
+                                    const LayerBatches&, bool, int, uint64_t,
                                     uint64_t) {
   return absl::UnavailableError(
       "built without CUDA (--config=nocuda): the host tier needs pinned memory "

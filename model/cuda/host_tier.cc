@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -89,7 +92,30 @@ absl::StatusOr<std::unique_ptr<HostTier>> HostTier::Create(
                                           : options.policy));
   ASSIGN_OR_RETURN(t->cache_, memory::SlotCache::Create(o, std::move(chosen)));
   t->pool_ = std::make_unique<ThreadPool>(std::max(1, options.threads));
+  RETURN_IF_ERROR(t->ChooseReader(options));
   return t;
+}
+
+absl::Status HostTier::ChooseReader(const Options& options) {
+  Options::Reader want = options.reader;
+  if (want == Options::Reader::kAuto) {
+    const char* env = std::getenv("SLUICE_HOST_TIER_READER");
+    if (env != nullptr && std::string_view(env) == "threads") want = Options::Reader::kThreads;
+  }
+  if (want == Options::Reader::kThreads) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<memory::UringReader>> r = memory::UringReader::Create(
+      {.queue_depth = kUringDepth, .buffers = {absl::MakeSpan(memory_, bytes_)}});
+  if (r.ok()) {
+    uring_ = *std::move(r);
+    return absl::OkStatus();
+  }
+  if (want == Options::Reader::kUring) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("host tier: io_uring: ", r.status().message()));
+  }
+  std::fprintf(stderr, "host tier: io_uring unavailable (%s); reading with %d threads\n",
+               std::string(r.status().message()).c_str(), std::max(1, options.threads));
+  return absl::OkStatus();
 }
 
 absl::Status HostTier::Allocate(const Options& options, int32_t n_expert) {
@@ -162,8 +188,14 @@ absl::Status HostTier::ReadAll(std::vector<DirectRead> reads, absl::string_view 
   // when a call had few misses or a slice count that does not divide among
   // them (k = 10: 30 slices over 8 readers take 4 rounds where 3.75 would
   // do); with pieces every reader stays busy until the call's last piece.
-  const absl::Status read = memory::ReadAll(
-      *pool_, read_piece_bytes_ == 0 ? reads : memory::SplitReads(reads, read_piece_bytes_));
+  if (read_piece_bytes_ != 0) reads = memory::SplitReads(reads, read_piece_bytes_);
+  absl::Status read;
+  if (uring_ != nullptr) {
+    uring_->Submit(reads);
+    read = uring_->WaitAll();
+  } else {
+    read = memory::ReadAll(*pool_, reads);
+  }
   if (!read.ok()) {
     return absl::DataLossError(
         absl::StrCat("host tier: reading ", what, " from disk: ", read.message()));

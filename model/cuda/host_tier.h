@@ -5,8 +5,13 @@
 // the page cache, which this tier would otherwise fight for the same RAM)
 // by a pool of persistent threads, straight into pinned slots, from which
 // the device copies them (or reads them in place). A call's missed slices
-// are read in 1 MiB pieces taken by whichever reader is free
-// (memory/direct_read.h), so a few large slices still keep every reader busy.
+// are read in 1 MiB pieces, in file order, through io_uring
+// (memory/uring_reader.h: a deep queue from one thread, the slots registered
+// with the ring), or, where the kernel refuses io_uring or
+// SLUICE_HOST_TIER_READER=threads says so, by a pool of pread threads taking
+// pieces as they come free (memory/direct_read.h). On this development
+// machine's disk io_uring read about twice what 8 threads did
+// (docs/SLOT_CACHE.md); the GPU machine's disk is measured by tools/coldread.
 //
 // A host slot holds one expert's gate, up and down slices, each read as the
 // 4096-byte-aligned span around it (O_DIRECT's rule), so a slice starts a
@@ -45,6 +50,7 @@
 #include "kernels/cuda/device.h"
 #include "memory/direct_read.h"
 #include "memory/slot_cache.h"
+#include "memory/uring_reader.h"
 #include "model/weights.h"
 
 namespace sluice {
@@ -58,6 +64,9 @@ class HostTier {
   using Slices = std::array<const uint8_t*, 3>;
 
   static constexpr uint64_t kDefaultReadPieceBytes = uint64_t{1} << 20;
+  // Reads in the kernel at once through io_uring (coldread measured 32 and
+  // 64 alike on this development machine).
+  static constexpr uint32_t kUringDepth = 64;
   struct Options {
     uint64_t bytes = 0;  // of slots (staging included when exclusive)
     int threads = 8;     // disk readers
@@ -70,6 +79,10 @@ class HostTier {
     // false: plain page-aligned memory instead of pinned (tests without a
     // GPU; the device cannot DMA from it at full speed).
     bool pinned = true;
+    // How misses are read: kAuto is io_uring unless the kernel refuses it
+    // or SLUICE_HOST_TIER_READER=threads; kThreads the pread pool.
+    enum class Reader { kAuto, kUring, kThreads };
+    Reader reader = Reader::kAuto;
   };
   // At least one layer's experts must fit in the cache (a step never needs
   // more), and exclusive needs as many staging slots again: InvalidArgument
@@ -115,6 +128,8 @@ class HostTier {
   absl::StatusOr<int64_t> Warm(absl::Span<const memory::ExpertKey> keys);
 
   int64_t slots() const { return n_slots_; }  // the cache's, staging apart
+  // Whether misses are read through io_uring (else the pread pool).
+  bool uring() const { return uring_ != nullptr; }
   bool exclusive() const { return staging_slots_ > 0; }
   uint64_t bytes() const { return bytes_; }
   memory::SlotCacheCounters Snapshot() const { return cache_->Snapshot(); }
@@ -128,6 +143,9 @@ class HostTier {
   HostTier() = default;
   // Splits options.bytes into staging and cache slots and allocates them.
   absl::Status Allocate(const Options& options, int32_t n_expert);
+  // The reader options.reader asks for: io_uring over the slots, or the
+  // pool (kUring fails where kAuto falls back).
+  absl::Status ChooseReader(const Options& options);
   // The slices of `expert` of `layer` in the slot at `base`.
   Slices SlicesAt(const uint8_t* base, int layer, int32_t expert) const;
   // Where part p (gate, up, down) of `expert` of `layer` starts in its file.
@@ -163,6 +181,7 @@ class HostTier {
   uint64_t bytes_ = 0;
   std::unique_ptr<memory::SlotCache> cache_;
   std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<memory::UringReader> uring_;  // or null: the pool reads
 };
 
 }  // namespace sluice

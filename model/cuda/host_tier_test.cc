@@ -21,7 +21,10 @@ constexpr uint64_t kSlice = 64 * 16 * 4;
 constexpr uint64_t kTensor = kSlice * kExperts;
 const char* const kParts[3] = {"gate", "up", "down"};
 
-class HostTierTest : public ::testing::Test {
+// Each case with both readers: io_uring and the pread pool.
+using Reader = HostTier::Options::Reader;
+
+class HostTierTest : public ::testing::TestWithParam<Reader> {
  protected:
   void SetUp() override {
     testing::GgufBytes g;
@@ -56,8 +59,10 @@ class HostTierTest : public ::testing::Test {
     o.policy = "lru";
     o.exclusive = exclusive;
     o.pinned = false;
+    o.reader = GetParam();
     auto t = HostTier::Create(*files_, layers_, o);
     EXPECT_TRUE(t.ok()) << t.status();
+    if (t.ok()) EXPECT_EQ((*t)->uring(), GetParam() == Reader::kUring);
     return t.ok() ? *std::move(t) : nullptr;
   }
 
@@ -75,7 +80,7 @@ class HostTierTest : public ::testing::Test {
   std::vector<std::array<ExpertMatrix, 3>> layers_;
 };
 
-TEST_F(HostTierTest, InclusiveLoadsReadOnceAndKeepWhatTheyRead) {
+TEST_P(HostTierTest, InclusiveLoadsReadOnceAndKeepWhatTheyRead) {
   std::unique_ptr<HostTier> t = Make(/*slots=*/6, /*exclusive=*/false);
   ASSERT_NE(t, nullptr);
   EXPECT_FALSE(t->exclusive());
@@ -96,7 +101,7 @@ TEST_F(HostTierTest, InclusiveLoadsReadOnceAndKeepWhatTheyRead) {
   EXPECT_EQ(t->Snapshot().misses, 2u);
 }
 
-TEST_F(HostTierTest, ExclusiveStagesWhatItLacksAndHandsUpWhatItHolds) {
+TEST_P(HostTierTest, ExclusiveStagesWhatItLacksAndHandsUpWhatItHolds) {
   std::unique_ptr<HostTier> t = Make(/*slots=*/8, /*exclusive=*/true);
   ASSERT_NE(t, nullptr);
   EXPECT_TRUE(t->exclusive());
@@ -125,7 +130,7 @@ TEST_F(HostTierTest, ExclusiveStagesWhatItLacksAndHandsUpWhatItHolds) {
   EXPECT_EQ(t->Snapshot().lookups, 2u);  // 2 and 3; the staged read is not one
 }
 
-TEST_F(HostTierTest, ExclusiveTakesDeviceVictimsAndRefusesWhatItHolds) {
+TEST_P(HostTierTest, ExclusiveTakesDeviceVictimsAndRefusesWhatItHolds) {
   std::unique_ptr<HostTier> t = Make(/*slots=*/8, /*exclusive=*/true);
   ASSERT_NE(t, nullptr);
   auto to = t->Demote(1, 2);
@@ -149,7 +154,7 @@ TEST_F(HostTierTest, ExclusiveTakesDeviceVictimsAndRefusesWhatItHolds) {
   EXPECT_TRUE(SameAsFile(out[0], 1, 2));
 }
 
-TEST_F(HostTierTest, WarmStopsWhenTheCacheIsFull) {
+TEST_P(HostTierTest, WarmStopsWhenTheCacheIsFull) {
   std::unique_ptr<HostTier> t = Make(/*slots=*/5, /*exclusive=*/false);
   ASSERT_NE(t, nullptr);
   const memory::ExpertKey keys[] = {{0, 0}, {0, 1}, {1, 0}, {1, 1}, {1, 2}, {1, 3}, {0, 3}, {7, 0}};
@@ -162,7 +167,7 @@ TEST_F(HostTierTest, WarmStopsWhenTheCacheIsFull) {
   EXPECT_EQ(t->Snapshot().lookups, 0u);
 }
 
-TEST_F(HostTierTest, ExclusiveNeedsTwoLayersOfSlots) {
+TEST_P(HostTierTest, ExclusiveNeedsTwoLayersOfSlots) {
   // Each 4096-byte slice read as the 4096-aligned span around it, which
   // may start up to 4095 bytes early: 12288 bytes a part.
   const uint64_t slot = HostTier::SlotBytes(layers_);
@@ -170,6 +175,7 @@ TEST_F(HostTierTest, ExclusiveNeedsTwoLayersOfSlots) {
   HostTier::Options o;
   o.bytes = 6 * slot;
   o.pinned = false;
+  o.reader = GetParam();
   o.exclusive = true;
   auto t = HostTier::Create(*files_, layers_, o);
   ASSERT_FALSE(t.ok());
@@ -181,6 +187,12 @@ TEST_F(HostTierTest, ExclusiveNeedsTwoLayersOfSlots) {
   o.exclusive = false;
   EXPECT_TRUE(HostTier::Create(*files_, layers_, o).ok());
 }
+
+INSTANTIATE_TEST_SUITE_P(Readers, HostTierTest,
+                         ::testing::Values(Reader::kUring, Reader::kThreads),
+                         [](const ::testing::TestParamInfo<Reader>& i) {
+                           return i.param == Reader::kUring ? "uring" : "threads";
+                         });
 
 }  // namespace
 }  // namespace sluice
