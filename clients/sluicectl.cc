@@ -6,17 +6,20 @@
 #include <fstream>
 #include <sstream>
 #include <iomanip>
+#include <iterator>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include <unistd.h>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "clients/plan.h"
+#include "clients/sluicectl_flags.h"
 #include "clients/top.h"
 #include "clients/proto/health.grpc.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -71,18 +74,6 @@ API key: --api_key_file=FILE (the key itself; sent as 'authorization: Bearer KEY
 defaults: --addr=127.0.0.1:50051, --timeout=0 (no deadline), plaintext
 )";
 
-const std::vector<std::string> kFlags = {
-    "addr", "timeout", "model_id", "threads", "context_length", "chat", "system", "json",
-    "max_tokens", "temperature", "top_k", "top_p", "min_p", "repetition_penalty",
-    "repetition_window", "seed", "stop", "ignore_eos", "parse_special", "help",
-    "tls_ca_file", "tls_cert_file", "tls_key_file", "api_key_file", "stats",
-    "device_memory", "host_memory", "context", "sessions", "arena_fraction", "expert_slots",
-    "expert_arena_fraction",
-    "host_tier_bytes", "disk_bandwidth", "disk_bytes_per_s", "pcie_bytes_per_s",
-    "hbm_bytes_per_s", "expert_profile", "expert_tiers", "interval", "iterations", "plain"};
-const std::vector<std::string> kBoolFlags = {"chat", "json", "ignore_eos", "parse_special",
-                                             "help", "stats", "plain"};
-
 const char* CodeName(grpc::StatusCode code) {
   static constexpr const char* kNames[] = {
       "OK",        "CANCELLED",          "UNKNOWN",           "INVALID_ARGUMENT",
@@ -110,23 +101,24 @@ std::string Json(const google::protobuf::Message& m) {
 class Command {
  public:
   Command(const Args& args, std::ostream& out, std::ostream& err)
-      : args_(args), out_(out), err_(err) {
-    const std::string addr = Flag("addr", "127.0.0.1:50051");
-    channel_ = grpc::CreateChannel(addr, Credentials());
-    stub_ = v1::Sluice::NewStub(channel_);
-  }
+      : args_(args), out_(out), err_(err) {}
 
+  // The command's name first, so that an unknown command is reported before
+  // any flag's value; then SetFlags, the channel and the call.
   int Dispatch();
 
  private:
   // TLS when --tls_ca_file is given (the CA that signed the daemon's
   // certificate), with a client certificate when --tls_cert_file/--tls_key_file.
   std::shared_ptr<grpc::ChannelCredentials> Credentials() {
-    if (!Has("tls_ca_file")) return grpc::InsecureChannelCredentials();
+    const std::string ca = absl::GetFlag(FLAGS_tls_ca_file);
+    if (ca.empty()) return grpc::InsecureChannelCredentials();
     grpc::SslCredentialsOptions options;
-    options.pem_root_certs = ReadFile(Flag("tls_ca_file"));
-    if (Has("tls_cert_file")) options.pem_cert_chain = ReadFile(Flag("tls_cert_file"));
-    if (Has("tls_key_file")) options.pem_private_key = ReadFile(Flag("tls_key_file"));
+    options.pem_root_certs = ReadFile(ca);
+    const std::string cert = absl::GetFlag(FLAGS_tls_cert_file);
+    const std::string key = absl::GetFlag(FLAGS_tls_key_file);
+    if (!cert.empty()) options.pem_cert_chain = ReadFile(cert);
+    if (!key.empty()) options.pem_private_key = ReadFile(key);
     return grpc::SslCredentials(options);
   }
   std::string ReadFile(const std::string& path) {
@@ -136,37 +128,15 @@ class Command {
     ss << in.rdbuf();
     return ss.str();
   }
-  std::string Flag(const std::string& name, const std::string& fallback = "") const {
-    auto it = args_.flags.find(name);
-    return it == args_.flags.end() ? fallback : it->second;
-  }
-  bool Has(const std::string& name) const { return args_.flags.count(name) > 0; }
-  template <typename T>
-  bool Number(const std::string& name, T* value) {
-    if (!Has(name)) return true;
-    if (!absl::SimpleAtoi(Flag(name), value)) {
-      err_ << "sluicectl: --" << name << "='" << Flag(name) << "' is not a number\n";
-      return false;
-    }
-    return true;
-  }
-  bool Real(const std::string& name, float* value) {
-    if (!Has(name)) return true;
-    if (!absl::SimpleAtof(Flag(name), value)) {
-      err_ << "sluicectl: --" << name << "='" << Flag(name) << "' is not a number\n";
-      return false;
-    }
-    return true;
-  }
   void Prepare(grpc::ClientContext* ctx) {
-    if (Has("api_key_file")) {
-      const std::string key(absl::StripAsciiWhitespace(ReadFile(Flag("api_key_file"))));
+    if (const std::string file = absl::GetFlag(FLAGS_api_key_file); !file.empty()) {
+      const std::string key(absl::StripAsciiWhitespace(ReadFile(file)));
       ctx->AddMetadata("authorization", "Bearer " + key);
     }
-    double seconds = 0;
-    if (absl::SimpleAtod(Flag("timeout", "0"), &seconds) && seconds > 0) {
+    if (const std::optional<double> seconds = absl::GetFlag(FLAGS_timeout);
+        seconds && *seconds > 0) {
       ctx->set_deadline(std::chrono::system_clock::now() +
-                        std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
+                        std::chrono::milliseconds(static_cast<int64_t>(*seconds * 1000)));
     }
   }
   int Health();
@@ -192,17 +162,24 @@ class Command {
 };
 
 int Command::Dispatch() {
-  const std::string& c = args_.command;
-  if (c == "health") return Health();
-  if (c == "load") return Load();
-  if (c == "unload") return Unload();
-  if (c == "models") return Models();
-  if (c == "generate") return Generate();
-  if (c == "tokenize") return Tokenize();
-  if (c == "metrics") return Metrics();
-  if (c == "top") return Top();
-  err_ << "sluicectl: unknown command '" << c << "'\n" << kUsage;
-  return 2;
+  static constexpr std::pair<const char*, int (Command::*)()> kCommands[] = {
+      {"health", &Command::Health},     {"load", &Command::Load},
+      {"unload", &Command::Unload},     {"models", &Command::Models},
+      {"generate", &Command::Generate}, {"tokenize", &Command::Tokenize},
+      {"metrics", &Command::Metrics},   {"top", &Command::Top}};
+  const auto* command = std::find_if(std::begin(kCommands), std::end(kCommands),
+                                     [&](const auto& c) { return args_.command == c.first; });
+  if (command == std::end(kCommands)) {
+    err_ << "sluicectl: unknown command '" << args_.command << "'\n" << kUsage;
+    return 2;
+  }
+  if (absl::Status s = SetFlags(args_.flags); !s.ok()) {
+    err_ << "sluicectl: " << s.message() << "\n";
+    return 2;
+  }
+  channel_ = grpc::CreateChannel(absl::GetFlag(FLAGS_addr), Credentials());
+  stub_ = v1::Sluice::NewStub(channel_);
+  return (this->*command->second)();
 }
 
 int Command::Health() {
@@ -218,7 +195,7 @@ int Command::Health() {
 }
 
 void Command::PrintModel(const v1::ModelInfo& m) {
-  if (Has("json")) {
+  if (absl::GetFlag(FLAGS_json)) {
     out_ << Json(m) << "\n";
     return;
   }
@@ -237,11 +214,9 @@ int Command::Load() {
   }
   v1::LoadModelRequest req;
   req.set_path(args_.positional[0]);
-  req.set_model_id(Flag("model_id"));
-  uint32_t threads = 0, context = 0;
-  if (!Number("threads", &threads) || !Number("context_length", &context)) return 2;
-  req.set_threads(threads);
-  req.set_context_length(context);
+  req.set_model_id(absl::GetFlag(FLAGS_model_id));
+  req.set_threads(absl::GetFlag(FLAGS_threads));
+  req.set_context_length(absl::GetFlag(FLAGS_context_length).value_or(0));
   grpc::ClientContext ctx;
   Prepare(&ctx);
   v1::LoadModelResponse resp;
@@ -305,19 +280,19 @@ int Command::Models() {
   v1::ListModelsResponse resp;
   grpc::Status s = stub_->ListModels(&ctx, v1::ListModelsRequest(), &resp);
   if (!s.ok()) return Fail(err_, s);
-  if (resp.models().empty() && !Has("json")) out_ << "no model loaded\n";
+  if (resp.models().empty() && !absl::GetFlag(FLAGS_json)) out_ << "no model loaded\n";
   for (const v1::ModelInfo& m : resp.models()) PrintModel(m);
   return 0;
 }
 
 bool Command::BuildGenerate(v1::GenerateRequest* req) {
   const std::string text = absl::StrJoin(args_.positional, " ");
-  req->set_model_id(Flag("model_id"));
-  if (Has("chat")) {
-    if (Has("system")) {
+  req->set_model_id(absl::GetFlag(FLAGS_model_id));
+  if (absl::GetFlag(FLAGS_chat)) {
+    if (const std::string system = absl::GetFlag(FLAGS_system); !system.empty()) {
       v1::ChatMessage* m = req->mutable_chat()->add_messages();
       m->set_role("system");
-      m->set_content(Flag("system"));
+      m->set_content(system);
     }
     v1::ChatMessage* m = req->mutable_chat()->add_messages();
     m->set_role("user");
@@ -325,32 +300,24 @@ bool Command::BuildGenerate(v1::GenerateRequest* req) {
   } else {
     req->set_prompt(text);
   }
-  req->set_parse_special(Has("parse_special"));
-  req->set_ignore_eos(Has("ignore_eos"));
-  if (Has("stop")) req->add_stop(Flag("stop"));
-  uint32_t max_tokens = 0, top_k = 0, window = 0;
-  uint64_t seed = 0;
-  float temperature = 0, top_p = 0, min_p = 0, penalty = 0;
-  if (!Number("max_tokens", &max_tokens) || !Number("top_k", &top_k) ||
-      !Number("repetition_window", &window) || !Number("seed", &seed) ||
-      !Real("temperature", &temperature) || !Real("top_p", &top_p) ||
-      !Real("min_p", &min_p) || !Real("repetition_penalty", &penalty)) {
-    return false;
-  }
-  req->set_max_tokens(max_tokens);
+  req->set_parse_special(absl::GetFlag(FLAGS_parse_special));
+  req->set_ignore_eos(absl::GetFlag(FLAGS_ignore_eos));
+  if (const std::string stop = absl::GetFlag(FLAGS_stop); !stop.empty()) req->add_stop(stop);
+  req->set_max_tokens(absl::GetFlag(FLAGS_max_tokens));
   v1::SamplingParams* sp = req->mutable_sampling();
-  if (Has("temperature")) sp->set_temperature(temperature);
-  if (Has("top_k")) sp->set_top_k(top_k);
-  if (Has("top_p")) sp->set_top_p(top_p);
-  if (Has("min_p")) sp->set_min_p(min_p);
-  if (Has("repetition_penalty")) sp->set_repetition_penalty(penalty);
-  if (Has("repetition_window")) sp->set_repetition_window(window);
-  if (Has("seed")) sp->set_seed(seed);
-  if (Has("stats") && Flag("stats") != "true" && Flag("stats") != "token") {
-    err_ << "sluicectl: --stats='" << Flag("stats") << "': use --stats or --stats=token\n";
+  if (auto v = absl::GetFlag(FLAGS_temperature)) sp->set_temperature(*v);
+  if (auto v = absl::GetFlag(FLAGS_top_k)) sp->set_top_k(*v);
+  if (auto v = absl::GetFlag(FLAGS_top_p)) sp->set_top_p(*v);
+  if (auto v = absl::GetFlag(FLAGS_min_p)) sp->set_min_p(*v);
+  if (auto v = absl::GetFlag(FLAGS_repetition_penalty)) sp->set_repetition_penalty(*v);
+  if (auto v = absl::GetFlag(FLAGS_repetition_window)) sp->set_repetition_window(*v);
+  if (auto v = absl::GetFlag(FLAGS_seed)) sp->set_seed(*v);
+  const std::string stats = absl::GetFlag(FLAGS_stats);
+  if (!stats.empty() && stats != "true" && stats != "token") {
+    err_ << "sluicectl: --stats='" << stats << "': use --stats or --stats=token\n";
     return false;
   }
-  req->set_expert_token_stats(Flag("stats") == "token");
+  req->set_expert_token_stats(stats == "token");
   return true;
 }
 
@@ -390,7 +357,7 @@ int Command::Generate() {
   Prepare(&ctx);
   auto reader = stub_->Generate(&ctx, req);
   v1::GenerateResponse resp;
-  const bool json = Has("json");
+  const bool json = absl::GetFlag(FLAGS_json);
   while (reader->Read(&resp)) {
     if (json) {
       out_ << Json(resp) << "\n" << std::flush;
@@ -404,7 +371,7 @@ int Command::Generate() {
            << " completion_tokens=" << d.usage().completion_tokens() << std::fixed
            << std::setprecision(1) << " ttft_ms=" << d.timings().time_to_first_token_ms()
            << " decode_tok/s=" << d.timings().decode_tokens_per_second() << "\n";
-      if (Has("stats")) PrintExpertStats(d);
+      if (!absl::GetFlag(FLAGS_stats).empty()) PrintExpertStats(d);
     }
   }
   grpc::Status s = reader->Finish();
@@ -418,14 +385,14 @@ int Command::Generate() {
 int Command::Tokenize() {
   v1::TokenizeRequest req;
   req.set_text(absl::StrJoin(args_.positional, " "));
-  req.set_parse_special(Has("parse_special"));
-  req.set_model_id(Flag("model_id"));
+  req.set_parse_special(absl::GetFlag(FLAGS_parse_special));
+  req.set_model_id(absl::GetFlag(FLAGS_model_id));
   grpc::ClientContext ctx;
   Prepare(&ctx);
   v1::TokenizeResponse resp;
   grpc::Status s = stub_->Tokenize(&ctx, req, &resp);
   if (!s.ok()) return Fail(err_, s);
-  if (Has("json")) {
+  if (absl::GetFlag(FLAGS_json)) {
     out_ << Json(resp) << "\n";
     return 0;
   }
@@ -446,22 +413,21 @@ int Command::Metrics() {
 }
 
 int Command::Top() {
-  double interval = 1;
-  int iterations = 0;
-  if ((Has("interval") && (!absl::SimpleAtod(Flag("interval"), &interval) || interval <= 0)) ||
-      !Number("iterations", &iterations) || iterations < 0) {
+  const double interval = absl::GetFlag(FLAGS_interval);
+  const int iterations = absl::GetFlag(FLAGS_iterations);
+  if (!(interval > 0) || iterations < 0) {
     err_ << "sluicectl: top needs --interval > 0 seconds and --iterations >= 0\n";
     return 2;
   }
-  const bool redraw = !Has("plain") && &out_ == &std::cout && isatty(STDOUT_FILENO);
-  const std::string addr = Flag("addr", "127.0.0.1:50051");
+  const bool redraw = !absl::GetFlag(FLAGS_plain) && &out_ == &std::cout && isatty(STDOUT_FILENO);
+  const std::string addr = absl::GetFlag(FLAGS_addr);
   std::unique_ptr<TopSample> prev;
   int status = 0;
   for (int i = 0; iterations == 0 || i < iterations; ++i) {
     if (i > 0) absl::SleepFor(absl::Seconds(interval));
     grpc::ClientContext ctx;
     Prepare(&ctx);
-    if (!Has("timeout")) {
+    if (!absl::GetFlag(FLAGS_timeout).has_value()) {
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     }
     v1::GetMetricsResponse resp;
@@ -524,7 +490,7 @@ absl::StatusOr<Args> ParseArgs(const std::vector<std::string>& argv,
 }
 
 int Run(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<Args> args = ParseArgs(argv, kFlags, kBoolFlags);
+  absl::StatusOr<Args> args = ParseArgs(argv, FlagNames(), BareFlagNames());
   if (!args.ok()) {
     err << "sluicectl: " << args.status().message() << "\n" << kUsage;
     return 2;

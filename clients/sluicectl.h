@@ -24,14 +24,18 @@ struct Args {
   std::vector<std::string> positional;
 };
 
-// Splits argv (without argv[0]); flags are accepted before and after the
-// command. InvalidArgument for a flag not in `known` (names without "--").
+// Splits argv (without argv[0]) by sluicectl's rules: flags before and after
+// the command, --k=v or --k v, a flag in `boolean_flags` bare (its text
+// "true"), "--" ends the flags, and "-5" is a positional. InvalidArgument for
+// a flag not in `known` (names without "--") or one that needs a value at
+// the end. The texts are parsed by SetFlags (sluicectl_flags.h).
 absl::StatusOr<Args> ParseArgs(const std::vector<std::string>& argv,
                                const std::vector<std::string>& known_flags,
                                const std::vector<std::string>& boolean_flags);
 
 // Runs one command, printing to `out` (results, streamed text) and `err`
-// (diagnostics). Returns the exit status.
+// (diagnostics). Returns the exit status. Every call starts from the flags'
+// defaults (SetFlags); the flags are the process's, so one call at a time.
 int Run(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err);
 
 }  // namespace sluice::ctl

@@ -1,10 +1,14 @@
+#include <optional>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
+#include "absl/flags/flag.h"
 #include "clients/plan.h"
 #include "clients/sluicectl.h"
+#include "clients/sluicectl_flags.h"
 #include "gtest/gtest.h"
 
 namespace sluice::ctl {
@@ -49,6 +53,78 @@ TEST(RunTest, UnreachableDaemonIsExitOne) {
   std::ostringstream out, err;
   EXPECT_EQ(ctl::Run({"--addr=127.0.0.1:1", "--timeout=2", "models"}, out, err), 1);
   EXPECT_NE(err.str().find("sluicectl: "), std::string::npos) << err.str();
+}
+
+// The values are Abseil's flags: SetFlags starts from every default, parses
+// with the flag's type and names the flag and the text when the type refuses.
+TEST(SetFlagsTest, ParsesIntoAbseilFlagsFromTheDefaults) {
+  ASSERT_TRUE(SetFlags({{"max_tokens", "5"}, {"temperature", "0.5"}, {"json", "true"},
+                        {"disk_bytes_per_s", "1e9"}, {"help", "true"}, {"context", "9"}})
+                  .ok());
+  EXPECT_EQ(absl::GetFlag(FLAGS_max_tokens), 5u);
+  EXPECT_EQ(absl::GetFlag(FLAGS_temperature), 0.5f);
+  EXPECT_TRUE(absl::GetFlag(FLAGS_json));
+  EXPECT_EQ(absl::GetFlag(FLAGS_disk_bytes_per_s)->value, 1e9);
+  ASSERT_TRUE(SetFlags({{"seed", "7"}}).ok());
+  EXPECT_EQ(absl::GetFlag(FLAGS_max_tokens), 0u);
+  EXPECT_EQ(absl::GetFlag(FLAGS_temperature), std::nullopt);
+  EXPECT_FALSE(absl::GetFlag(FLAGS_json));
+  EXPECT_EQ(absl::GetFlag(FLAGS_disk_bytes_per_s).has_value(), false);
+  EXPECT_EQ(absl::GetFlag(FLAGS_seed), 7u);
+  EXPECT_EQ(absl::GetFlag(FLAGS_addr), "127.0.0.1:50051");
+}
+
+TEST(SetFlagsTest, RefusedTextsNameTheFlag) {
+  for (const auto& [name, text, message] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"max_tokens", "x", "--max_tokens='x' is not a number"},
+           {"threads", "-1", "--threads='-1' is not a number"},
+           {"timeout", "soon", "--timeout='soon' is not a number"},
+           {"json", "maybe", "--json='maybe': expected true or false"},
+           {"hbm_bytes_per_s", "0",
+            "--hbm_bytes_per_s='0': expected bytes per second > 0, such as 1.5e9"}}) {
+    const absl::Status s = SetFlags({{name, text}});
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << name;
+    EXPECT_EQ(s.message(), message);
+  }
+}
+
+// Abseil's rules are not sluicectl's: a bare --stats before the prompt, -5 as
+// a positional, --help, and flags the process defines that sluicectl does not
+// take (sluiced's --expert_policy, Abseil's --helpfull) are unknown.
+TEST(RunTest, SluicectlsOwnArgvRules) {
+  auto a = ParseArgs({"generate", "--stats", "Hi", "-5"}, FlagNames(), BareFlagNames());
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->flags.at("stats"), "true");
+  EXPECT_EQ(a->positional, (std::vector<std::string>{"Hi", "-5"}));
+  for (const auto& [flag, name] : std::vector<std::pair<std::string, std::string>>{
+           {"--expert_policy=lfu", "--expert_policy"}, {"--helpfull", "--helpfull"}}) {
+    std::ostringstream out, err;
+    EXPECT_EQ(ctl::Run({"plan", "m.gguf", flag}, out, err), 2);
+    EXPECT_EQ(err.str().rfind("sluicectl: unknown flag " + name + "\nusage: sluicectl", 0), 0u)
+        << err.str();
+  }
+  std::ostringstream out, err;
+  EXPECT_EQ(ctl::Run({"generate", "--help"}, out, err), 0);
+  EXPECT_NE(out.str().find("usage: sluicectl"), std::string::npos);
+}
+
+// A bad value is a usage error (exit 2) naming the flag, after the command's
+// name is known; one call's flags never reach the next.
+TEST(RunTest, BadValuesExitTwoAndFlagsDoNotLeak) {
+  std::ostringstream out, err;
+  EXPECT_EQ(ctl::Run({"--addr=127.0.0.1:1", "--timeout=soon", "health"}, out, err), 2);
+  EXPECT_EQ(err.str(), "sluicectl: --timeout='soon' is not a number\n");
+  std::ostringstream out2, err2;
+  EXPECT_EQ(ctl::Run({"frobnicate", "--max_tokens=x"}, out2, err2), 2);
+  EXPECT_EQ(err2.str().rfind("sluicectl: unknown command 'frobnicate'\n", 0), 0u) << err2.str();
+  std::ostringstream out3, err3;
+  EXPECT_EQ(ctl::Run({"plan", "/nonexistent/m.gguf", "--expert_arena_fraction=0.5"}, out3, err3),
+            1);
+  std::ostringstream out4, err4;
+  EXPECT_EQ(ctl::Run({"plan", "/nonexistent/m.gguf", "--expert_slots=3"}, out4, err4), 1)
+      << err4.str();
+  EXPECT_NE(err4.str().find("/nonexistent/m.gguf"), std::string::npos) << err4.str();
 }
 
 TEST(PlanTest, ParseBytes) {
