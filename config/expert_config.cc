@@ -5,14 +5,23 @@
 namespace sluice::config {
 
 std::string EvictionPolicyName(EvictionPolicy policy) {
-  return policy == EvictionPolicy::kLfu ? "lfu" : "lru";
+  switch (policy) {
+    case EvictionPolicy::kLfu:
+      return "lfu";
+    case EvictionPolicy::kTinyLfu:
+      return "tinylfu";
+    case EvictionPolicy::kLru:
+      break;
+  }
+  return "lru";
 }
 
 absl::StatusOr<EvictionPolicy> ParseEvictionPolicy(absl::string_view name) {
   if (name == "lru") return EvictionPolicy::kLru;
   if (name == "lfu") return EvictionPolicy::kLfu;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--expert_policy='", name.substr(0, 64), "': expected lru or lfu"));
+  if (name == "tinylfu") return EvictionPolicy::kTinyLfu;
+  return absl::InvalidArgumentError(absl::StrCat("--expert_policy='", name.substr(0, 64),
+                                                 "': expected lru, lfu or tinylfu"));
 }
 
 std::string MissPolicyName(MissPolicy policy) {

@@ -24,6 +24,10 @@ namespace sluice::config {
 enum class EvictionPolicy {
   kLru,  // least recently used
   kLfu,  // frequency-weighted LRU (memory::kDefaultLfuHalfLife)
+  // Scan-resistant, frequency-aware (memory::MakeTinyLfuPolicy): the one
+  // that keeps hits when a batched step's experts over all layers exceed
+  // the arena, where LRU's fall to 0 (docs/SLOT_CACHE.md, "Many streams").
+  kTinyLfu,
 };
 
 // Where decode misses are computed (memory/miss_split.h).
@@ -54,7 +58,7 @@ struct ExpertConfig {
   // --expert_arena_fraction: slots = ceil(fraction x layers x experts), in
   // (0, 1]; 0: the planner chooses. Exclusive with slots >= 0.
   double arena_fraction = 0;
-  // --expert_policy: lru or lfu.
+  // --expert_policy: lru, lfu or tinylfu.
   EvictionPolicy policy = EvictionPolicy::kLru;
   // --host_tier_bytes: host RAM the expert cache may pin, in front of
   // O_DIRECT disk reads. 0: the planner chooses (the mapping registered in
@@ -90,9 +94,10 @@ struct ExpertConfig {
   bool operator==(const ExpertConfig&) const = default;
 };
 
-// "lru", "lfu".
+// "lru", "lfu", "tinylfu".
 std::string EvictionPolicyName(EvictionPolicy policy);
-// InvalidArgument "--expert_policy='NAME': expected lru or lfu" otherwise.
+// InvalidArgument "--expert_policy='NAME': expected lru, lfu or tinylfu"
+// otherwise.
 absl::StatusOr<EvictionPolicy> ParseEvictionPolicy(absl::string_view name);
 
 // "inclusive", "exclusive".

@@ -59,13 +59,13 @@ TEST(ExpertConfigTest, ValidationNamesTheFlag) {
 }
 
 TEST(ExpertConfigTest, PolicyNamesRoundTrip) {
-  for (const char* name : {"lru", "lfu"}) {
+  for (const char* name : {"lru", "lfu", "tinylfu"}) {
     auto p = ParseEvictionPolicy(name);
     ASSERT_TRUE(p.ok()) << p.status();
     EXPECT_EQ(EvictionPolicyName(*p), name);
   }
   EXPECT_EQ(ParseEvictionPolicy("fifo").status().message(),
-            "--expert_policy='fifo': expected lru or lfu");
+            "--expert_policy='fifo': expected lru, lfu or tinylfu");
   for (const char* name : {"copy", "host", "cost"}) {
     auto p = ParseMissPolicy(name);
     ASSERT_TRUE(p.ok()) << p.status();
@@ -178,7 +178,7 @@ TEST(ExpertFlagsTest, BadValuesNameTheFlag) {
   absl::FlagSaver saver;
   Set("expert_policy", "fifo");
   EXPECT_EQ(ExpertConfigFromFlags().status().message(),
-            "--expert_policy='fifo': expected lru or lfu");
+            "--expert_policy='fifo': expected lru, lfu or tinylfu");
   Set("expert_policy", "lru");
   Set("expert_miss_policy", "Host");
   EXPECT_EQ(ExpertConfigFromFlags().status().message(),

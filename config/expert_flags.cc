@@ -21,7 +21,8 @@ ABSL_FLAG(double, expert_arena_fraction, kDefaults.arena_fraction,
           "--expert_slots (0: the fit planner chooses).");
 ABSL_FLAG(std::string, expert_policy,
           std::string(sluice::config::EvictionPolicyName(kDefaults.policy)),
-          "Expert slot eviction policy: lru or lfu.");
+          "Expert slot eviction policy: lru, lfu or tinylfu (scan-resistant; keeps hits when "
+          "a batched step's experts exceed the arena).");
 ABSL_FLAG(std::string, host_tier_bytes, absl::StrCat(kDefaults.host_tier_bytes),
           "CUDA: host RAM the expert cache may pin in front of O_DIRECT disk reads (e.g. 64G; "
           "0: the fit planner chooses).");

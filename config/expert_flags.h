@@ -15,7 +15,7 @@ namespace sluice::config {
 
 // The flags' values, parsed and validated (ValidateExpertConfig).
 // InvalidArgument naming the flag and the value: "--expert_policy='fifo':
-// expected lru or lfu", "--expert_miss_policy='Host': expected copy, host
+// expected lru, lfu or tinylfu", "--expert_miss_policy='Host': expected copy, host
 // or cost", "--host_tier_bytes='lots': expected a byte count ...", and the
 // range errors of ValidateExpertConfig.
 absl::StatusOr<ExpertConfig> ExpertConfigFromFlags();

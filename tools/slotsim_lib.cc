@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <memory>
 #include <random>
 #include <string>
 #include <string_view>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -460,6 +462,84 @@ absl::StatusOr<RoutingTrace> MakeSyntheticTrace(
     }
   }
   return t;
+}
+
+namespace {
+
+// Per token (in order of first appearance): its record index per layer.
+absl::StatusOr<std::vector<std::vector<size_t>>> RecordsByToken(const RoutingTrace& t) {
+  std::vector<std::vector<size_t>> by_token;
+  absl::flat_hash_map<uint32_t, size_t> slot;
+  const size_t n_layer = t.header.n_layer;
+  for (size_t i = 0; i < t.size(); ++i) {
+    auto [it, fresh] = slot.try_emplace(t.token[i], by_token.size());
+    if (fresh) by_token.emplace_back(n_layer, SIZE_MAX);
+    size_t& at = by_token[it->second][t.layer[i]];
+    if (at != SIZE_MAX) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "streams: token ", t.token[i], " routes layer ", t.layer[i], " twice"));
+    }
+    at = i;
+  }
+  for (size_t k = 0; k < by_token.size(); ++k) {
+    for (size_t l = 0; l < n_layer; ++l) {
+      if (by_token[k][l] == SIZE_MAX) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "streams: a token has no record for layer ", l, " (not a decode trace)"));
+      }
+    }
+  }
+  return by_token;
+}
+
+bool SameShape(const memory::RoutingTraceHeader& a, const memory::RoutingTraceHeader& b) {
+  return a.n_layer == b.n_layer && a.n_expert == b.n_expert && a.k == b.k;
+}
+
+}  // namespace
+
+absl::StatusOr<RoutingTrace> InterleaveStreams(absl::Span<const RoutingTrace> streams) {
+  if (streams.empty()) return absl::InvalidArgumentError("streams: none given");
+  std::vector<std::vector<std::vector<size_t>>> tokens;
+  size_t steps = SIZE_MAX;
+  for (const RoutingTrace& s : streams) {
+    if (!SameShape(s.header, streams[0].header)) {
+      return absl::InvalidArgumentError("streams: traces of different shapes");
+    }
+    ASSIGN_OR_RETURN(std::vector<std::vector<size_t>> t, RecordsByToken(s));
+    steps = std::min(steps, t.size());
+    tokens.push_back(std::move(t));
+  }
+  RoutingTrace out;
+  out.header = streams[0].header;
+  const uint32_t n = static_cast<uint32_t>(streams.size());
+  for (size_t t = 0; t < steps; ++t) {
+    for (uint32_t l = 0; l < out.header.n_layer; ++l) {
+      for (uint32_t s = 0; s < n; ++s) {
+        out.Add(static_cast<uint32_t>(t) * n + s, l, streams[s].Experts(tokens[s][t][l]));
+      }
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<RoutingTrace>> SplitStreams(const RoutingTrace& trace, int n) {
+  ASSIGN_OR_RETURN(std::vector<std::vector<size_t>> tokens, RecordsByToken(trace));
+  if (n < 1 || tokens.size() < static_cast<size_t>(n)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "streams: ", n, " streams of a trace of ", tokens.size(), " tokens"));
+  }
+  const size_t per = tokens.size() / n;
+  std::vector<RoutingTrace> out(n);
+  for (int s = 0; s < n; ++s) {
+    out[s].header = trace.header;
+    for (size_t t = 0; t < per; ++t) {
+      for (uint32_t l = 0; l < trace.header.n_layer; ++l) {
+        out[s].Add(static_cast<uint32_t>(t), l, trace.Experts(tokens[s * per + t][l]));
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace sluice::slotsim

@@ -99,6 +99,23 @@ absl::StatusOr<memory::RoutingTrace> MakeSyntheticTrace(
     std::string_view kind, memory::RoutingTraceHeader shape, int64_t tokens,
     uint64_t seed);
 
+// Several requests decoding at once (issue 19's batch): `streams` as one
+// trace whose step t holds every stream's token t, each layer's records
+// together, so the replay acquires each layer's union of the streams'
+// experts once, as a batched decode step does. Token t of stream s becomes
+// token t x B + s; steps run to the shortest stream. Each stream must route
+// every token through every layer once (a decode trace).
+// InvalidArgument for no stream, headers that differ, or a token without
+// exactly one record per layer.
+absl::StatusOr<memory::RoutingTrace> InterleaveStreams(
+    absl::Span<const memory::RoutingTrace> streams);
+
+// `trace`'s tokens (in order of first appearance) cut into `n` consecutive
+// streams of T / n tokens each (the rest dropped): a recorded trace as `n`
+// requests. InvalidArgument for n < 1 or fewer than n tokens.
+absl::StatusOr<std::vector<memory::RoutingTrace>> SplitStreams(
+    const memory::RoutingTrace& trace, int n);
+
 }  // namespace sluice::slotsim
 
 #endif  // SLUICE_TOOLS_SLOTSIM_LIB_H_

@@ -32,6 +32,10 @@ ABSL_FLAG(int, experts, 128, "synthetic: experts per layer");
 ABSL_FLAG(int, k, 8, "synthetic: experts per token");
 ABSL_FLAG(int, tokens, 256, "synthetic: tokens");
 ABSL_FLAG(uint64_t, seed, 1, "synthetic: seed");
+ABSL_FLAG(int, streams, 1,
+          "requests decoding together: each step acquires, per layer, the union of the "
+          "streams' experts (the trace cut into N consecutive streams; --synthetic makes N x "
+          "--tokens); bytes per token are per generated token");
 ABSL_FLAG(std::string, write_trace, "", "also write the (synthetic) trace here");
 ABSL_FLAG(std::string, policy, "lru,lfu,belady", "policies, comma-separated");
 ABSL_FLAG(std::string, arena_fraction, "1,0.5,0.25,0.1",
@@ -76,7 +80,23 @@ absl::StatusOr<std::vector<double>> Numbers(const std::string& flag,
   return out;
 }
 
+// The trace of --trace or --synthetic (LoadStream), or, with --streams N >
+// 1, N streams decoding together: the trace cut into N consecutive requests
+// (a synthetic one N times --tokens long, so that the streams share one
+// model's expert popularity and each keeps its own token-to-token reuse).
+absl::StatusOr<RoutingTrace> LoadStream(int64_t tokens);
+
 absl::StatusOr<RoutingTrace> LoadTrace() {
+  const int n = absl::GetFlag(FLAGS_streams);
+  if (n < 1) return absl::InvalidArgumentError("--streams must be >= 1");
+  auto whole = LoadStream(absl::GetFlag(FLAGS_tokens) * n);
+  if (!whole.ok() || n == 1) return whole;
+  auto split = sluice::slotsim::SplitStreams(*whole, n);
+  if (!split.ok()) return split.status();
+  return sluice::slotsim::InterleaveStreams(*split);
+}
+
+absl::StatusOr<RoutingTrace> LoadStream(int64_t tokens) {
   if (!absl::GetFlag(FLAGS_trace).empty()) {
     return sluice::memory::ReadRoutingTrace(absl::GetFlag(FLAGS_trace));
   }
@@ -88,8 +108,7 @@ absl::StatusOr<RoutingTrace> LoadTrace() {
   shape.n_expert = static_cast<uint32_t>(std::max(0, absl::GetFlag(FLAGS_experts)));
   shape.k = static_cast<uint32_t>(std::max(0, absl::GetFlag(FLAGS_k)));
   auto t = sluice::slotsim::MakeSyntheticTrace(absl::GetFlag(FLAGS_synthetic), shape,
-                                               absl::GetFlag(FLAGS_tokens),
-                                               absl::GetFlag(FLAGS_seed));
+                                               tokens, absl::GetFlag(FLAGS_seed));
   if (t.ok() && !absl::GetFlag(FLAGS_write_trace).empty()) {
     absl::Status s = sluice::memory::WriteRoutingTrace(absl::GetFlag(FLAGS_write_trace), *t);
     if (!s.ok()) return s;

@@ -258,5 +258,54 @@ TEST(SlotsimTest, TinyLfuHostTierOutlastsPrefillWaves) {
   EXPECT_LT(tiny.disk_bytes_per_token(), lru.disk_bytes_per_token());
 }
 
+// Two streams of 2 layers x 8 experts, k = 2: step t of the interleaved
+// trace holds both streams' token t, layer by layer, so the replay looks
+// up each layer's union once (3 distinct where the streams share 1).
+TEST(SlotsimTest, InterleavedStreamsShareEachStepsExperts) {
+  RoutingTrace a, b;
+  a.header = b.header = {2, 8, 2};
+  for (uint32_t t = 0; t < 3; ++t) {
+    for (uint32_t l = 0; l < 2; ++l) {
+      const int32_t x[2] = {0, static_cast<int32_t>(1 + t)};
+      const int32_t y[2] = {0, static_cast<int32_t>(5 + l)};
+      a.Add(t, l, x);
+      b.Add(10 + t, l, y);  // token ids need not start at 0
+    }
+  }
+  b.Add(13, 0, std::vector<int32_t>{3, 4});  // one more token, half routed: an error
+  const RoutingTrace parts[] = {a, b};
+  EXPECT_EQ(InterleaveStreams(parts).status().message(),
+            "streams: a token has no record for layer 1 (not a decode trace)");
+  b.Add(13, 1, std::vector<int32_t>{3, 4});
+  const RoutingTrace both[] = {a, b};
+  auto t = InterleaveStreams(both);
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(t->size(), 12u);  // 3 steps (the shorter stream) x 2 layers x 2 streams
+  EXPECT_EQ(t->token[0], 0u);
+  EXPECT_EQ(t->token[1], 1u);  // stream 1's first token
+  EXPECT_EQ(t->layer[1], 0u);
+  EXPECT_EQ(t->layer[2], 1u);
+  EXPECT_EQ(t->token[4], 2u);  // step 1 of stream 0
+  EXPECT_EQ(t->Experts(3)[1], 6);  // stream 1, layer 1
+  // Each (step, layer) lookup is the union: 3 experts, 6 steps of layers.
+  const SimResult r = Replay(*t, "lru", 16);
+  EXPECT_EQ(r.counters.lookups, 18u);
+  EXPECT_DOUBLE_EQ(r.tokens, 6);  // generated tokens: both streams'
+  EXPECT_EQ(InterleaveStreams({}).status().message(), "streams: none given");
+}
+
+TEST(SlotsimTest, SplitStreamsCutsATraceIntoConsecutiveRequests) {
+  const RoutingTrace t = Synthetic("uniform", {3, 16, 2}, 10);
+  auto parts = SplitStreams(t, 3);
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  ASSERT_EQ(parts->size(), 3u);
+  for (const RoutingTrace& p : *parts) EXPECT_EQ(p.size(), 9u);  // 3 tokens x 3 layers
+  // Stream 2 starts at the trace's token 6.
+  EXPECT_EQ(std::vector<int32_t>((*parts)[2].Experts(0).begin(), (*parts)[2].Experts(0).end()),
+            std::vector<int32_t>(t.Experts(18).begin(), t.Experts(18).end()));
+  EXPECT_EQ(SplitStreams(t, 11).status().message(),
+            "streams: 11 streams of a trace of 10 tokens");
+}
+
 }  // namespace
 }  // namespace sluice::slotsim
