@@ -22,6 +22,7 @@
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/mla_ops.h"
 #include "kernels/cuda/quant_matmul.h"
+#include "model/cuda/testing/sm90.h"
 #include "model/mla.h"
 #include "model/rope_yarn.h"
 #include "model/state.h"
@@ -29,51 +30,10 @@
 namespace sluice {
 namespace {
 
-std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using sm90::Dev;
+using sm90::Random;
+using sm90::RelErr;
 
-double RelErr(const std::vector<float>& gpu, const std::vector<float>& cpu) {
-  double max_diff = 0, max_ref = 1e-30;
-  for (size_t i = 0; i < cpu.size(); ++i) {
-    max_diff = std::max(max_diff, std::fabs(static_cast<double>(gpu[i]) - cpu[i]));
-    max_ref = std::max(max_ref, std::fabs(static_cast<double>(cpu[i])));
-  }
-  return max_diff / max_ref;
-}
-
-class Dev {
- public:
-  template <typename T>
-  T* Put(const std::vector<T>& h) {
-    T* p = Zeros<T>(h.size());
-    EXPECT_TRUE(cuda::CopyToDevice(p, h.data(), h.size() * sizeof(T), nullptr).ok());
-    return p;
-  }
-  template <typename T>
-  T* Zeros(size_t n) {
-    auto b = cuda::DeviceBuffer::Create(std::max<size_t>(n, 1) * sizeof(T));
-    EXPECT_TRUE(b.ok()) << b.status();
-    EXPECT_TRUE(cuda::Memset(b->data(), 0, n * sizeof(T), nullptr).ok());
-    bufs_.push_back(*std::move(b));
-    return bufs_.back().as<T>();
-  }
-  template <typename T>
-  std::vector<T> Get(const T* d, size_t n) {
-    std::vector<T> h(n);
-    EXPECT_TRUE(cuda::Synchronize(nullptr).ok());
-    EXPECT_TRUE(cuda::CopyToHost(h.data(), d, n * sizeof(T), nullptr).ok());
-    EXPECT_TRUE(cuda::Synchronize(nullptr).ok());
-    return h;
-  }
-
- private:
-  std::vector<cuda::DeviceBuffer> bufs_;
-};
 
 Matrix HostMatrix(const std::vector<float>& w, int64_t rows, int64_t cols) {
   return Matrix{GgmlType::kF32, reinterpret_cast<const uint8_t*>(w.data()), rows, cols,

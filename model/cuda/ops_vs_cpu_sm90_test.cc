@@ -20,6 +20,7 @@
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/quant_matmul.h"
+#include "model/cuda/testing/sm90.h"
 #include "model/arch_util.h"
 #include "model/attention.h"
 #include "model/blocks.h"
@@ -30,55 +31,11 @@
 namespace sluice {
 namespace {
 
+using sm90::Dev;
+using sm90::Random;
+using sm90::RelErr;
+
 constexpr double kMaxRelErr = 2e-5;
-
-std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
-
-double RelErr(const std::vector<float>& gpu, const std::vector<float>& cpu) {
-  double max_diff = 0, max_ref = 1e-30;
-  for (size_t i = 0; i < cpu.size(); ++i) {
-    max_diff = std::max(max_diff, std::fabs(static_cast<double>(gpu[i]) - cpu[i]));
-    max_ref = std::max(max_ref, std::fabs(static_cast<double>(cpu[i])));
-  }
-  return max_diff / max_ref;
-}
-
-// Device copies that free themselves.
-class Dev {
- public:
-  float* Put(const std::vector<float>& h) {
-    auto b = cuda::DeviceBuffer::Create(h.size() * sizeof(float));
-    EXPECT_TRUE(b.ok()) << b.status();
-    EXPECT_TRUE(cuda::CopyToDevice(b->data(), h.data(), h.size() * 4, nullptr).ok());
-    bufs_.push_back(*std::move(b));
-    return bufs_.back().as<float>();
-  }
-  template <typename T>
-  T* Zeros(size_t n) {
-    auto b = cuda::DeviceBuffer::Create(n * sizeof(T));
-    EXPECT_TRUE(b.ok()) << b.status();
-    EXPECT_TRUE(cuda::Memset(b->data(), 0, n * sizeof(T), nullptr).ok());
-    bufs_.push_back(*std::move(b));
-    return bufs_.back().as<T>();
-  }
-  template <typename T>
-  std::vector<T> Get(const T* d, size_t n) {
-    std::vector<T> h(n);
-    EXPECT_TRUE(cuda::Synchronize(nullptr).ok());
-    EXPECT_TRUE(cuda::CopyToHost(h.data(), d, n * sizeof(T), nullptr).ok());
-    EXPECT_TRUE(cuda::Synchronize(nullptr).ok());
-    return h;
-  }
-
- private:
-  std::vector<cuda::DeviceBuffer> bufs_;
-};
 
 // An F32 matrix view of host floats (rows x cols).
 Matrix HostMatrix(const std::vector<float>& w, int64_t rows, int64_t cols) {

@@ -15,18 +15,13 @@
 #include "gtest/gtest.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/route_ops.h"
+#include "model/cuda/testing/sm90.h"
 #include "model/moe.h"
 
 namespace sluice {
 namespace {
 
-std::vector<float> Random(size_t n, uint32_t seed, float scale) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using sm90::Random;
 
 struct Case {
   const char* name;
@@ -59,24 +54,6 @@ cuda::RouteShape ShapeOf(const Case& c) {
   return {c.n_expert, c.k, c.sigmoid, c.n_group, c.n_group_used, c.norm, c.scale};
 }
 
-template <typename T>
-T* Put(std::vector<cuda::DeviceBuffer>& bufs, const std::vector<T>& h) {
-  auto b = cuda::DeviceBuffer::Create(std::max<size_t>(h.size(), 1) * sizeof(T));
-  EXPECT_TRUE(b.ok()) << b.status();
-  EXPECT_TRUE(cuda::CopyToDevice(b->data(), h.data(), h.size() * sizeof(T), nullptr).ok());
-  bufs.push_back(*std::move(b));
-  return bufs.back().as<T>();
-}
-
-template <typename T>
-std::vector<T> Get(const T* d, size_t n) {
-  std::vector<T> h(n);
-  EXPECT_TRUE(cuda::Synchronize(nullptr).ok());
-  EXPECT_TRUE(cuda::CopyToHost(h.data(), d, n * sizeof(T), nullptr).ok());
-  EXPECT_TRUE(cuda::Synchronize(nullptr).ok());
-  return h;
-}
-
 TEST(RouteOpsSm90Test, RouteChoosesTheCpuExpertsAndWeights) {
   if (absl::Status s = cuda::SetDevice(0); !s.ok()) {
     SLUICE_SKIP("no CUDA device here: " + s.ToString());
@@ -85,18 +62,18 @@ TEST(RouteOpsSm90Test, RouteChoosesTheCpuExpertsAndWeights) {
   for (const Case& c : kCases) {
     const auto logits = Random(n_tok * c.n_expert, 7 + c.n_expert, 1.5f);
     const auto bias = Random(c.n_expert, 9 + c.n_expert, 0.05f);
-    std::vector<cuda::DeviceBuffer> bufs;
+    sm90::Dev dev;
     const int k = c.k;
-    int32_t* ids = Put(bufs, std::vector<int32_t>(n_tok * k));
-    float* weights = Put(bufs, std::vector<float>(n_tok * k));
-    int32_t* paired = Put(bufs, std::vector<int32_t>(n_tok * 2 * k));
+    int32_t* ids = dev.Put(std::vector<int32_t>(n_tok * k));
+    float* weights = dev.Put(std::vector<float>(n_tok * k));
+    int32_t* paired = dev.Put(std::vector<int32_t>(n_tok * 2 * k));
     ASSERT_TRUE(cuda::RouteSupported(ShapeOf(c))) << c.name;
-    cuda::Route(ShapeOf(c), Put(bufs, logits), c.bias ? Put(bufs, bias) : nullptr, n_tok, ids,
+    cuda::Route(ShapeOf(c), dev.Put(logits), c.bias ? dev.Put(bias) : nullptr, n_tok, ids,
                 weights, nullptr, paired);
     ASSERT_TRUE(cuda::LastLaunchError("route").ok());
-    const auto gid = Get(ids, n_tok * k);
-    const auto gw = Get(weights, n_tok * k);
-    const auto gp = Get(paired, n_tok * 2 * k);
+    const auto gid = dev.Get(ids, n_tok * k);
+    const auto gw = dev.Get(weights, n_tok * k);
+    const auto gp = dev.Get(paired, n_tok * 2 * k);
     const MoeConfig m = ConfigOf(c);
     double max_w = 0;
     for (int t = 0; t < n_tok; ++t) {
