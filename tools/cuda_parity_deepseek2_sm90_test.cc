@@ -15,6 +15,7 @@
 #include "base/testing/skip.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/device.h"
+#include "tools/cuda_parity_testing.h"
 #include "tools/parity_lib.h"
 
 namespace sluice::parity {
@@ -23,13 +24,6 @@ namespace {
 constexpr char kModel[] = "deepseek2-micro-f32";
 // The golden's blocks with routed experts (block 0 is a dense FFN).
 constexpr int kMoeBlocks = 3;
-
-#define SLUICE_REQUIRE_DEVICE()                             \
-  do {                                                      \
-    if (absl::Status s_ = cuda::SetDevice(0); !s_.ok()) {   \
-      SLUICE_SKIP("no CUDA device here: " + s_.ToString()); \
-    }                                                       \
-  } while (false)
 
 TEST(CudaParityDeepseek2Test, PassesTheF32GateOnEveryPrompt) {
   SLUICE_REQUIRE_GOLDENS_DEEPSEEK2(dir);
@@ -51,25 +45,12 @@ TEST(CudaParityDeepseek2Test, PassesTheF32GateOnEveryPrompt) {
   }
 }
 
-// The streaming arm against the all-resident arm, row by row: max |delta|
-// exactly 0 on every prompt.
+// The streaming arm bit for bit against the resident one; the dense lead
+// block has no routed experts: none looked up there.
 void ExpectIdentical(const std::string& dir, const config::ExpertConfig& experts) {
-  Options options;
-  options.backend = Backend::kCuda;
-  options.compare = Backend::kCuda;
-  options.experts = experts;
-  auto report = RunParity(dir + "/" + kModel + ".gguf", dir, options);
-  ASSERT_TRUE(report.ok()) << report.status();
-  ASSERT_EQ(report->comparisons.size(), 3u);
-  for (const PromptReport& c : report->comparisons) {
-    std::printf("%s streaming vs resident: rows=%d max=%g\n", c.name.c_str(), c.rows, c.max);
-    EXPECT_EQ(c.max, 0.0) << c.name;
-    EXPECT_EQ(c.top1, c.rows) << c.name;
-  }
-  EXPECT_TRUE(report->experts.streaming);
-  EXPECT_GT(report->experts.counters.misses, 0u);
-  // The dense lead block has no routed experts: none looked up there.
-  const auto& lookups = report->experts.counters.layer_lookups;
+  ModelReport report;
+  parity::ExpectIdentical(dir, kModel, experts, &report);
+  const auto& lookups = report.experts.counters.layer_lookups;
   ASSERT_EQ(lookups.size(), 4u);
   EXPECT_EQ(lookups[0], 0u);
   for (int il = 1; il < 4; ++il) EXPECT_GT(lookups[il], 0u) << il;

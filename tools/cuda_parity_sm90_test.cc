@@ -13,6 +13,7 @@
 #include "base/testing/skip.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/device.h"
+#include "tools/cuda_parity_testing.h"
 #include "tools/parity_lib.h"
 
 namespace sluice::parity {
@@ -21,13 +22,6 @@ namespace {
 constexpr const char* kModels[] = {"qwen3moe-micro-f32",  "qwen3moe-tiny-q8_0",
                                    "qwen3moe-tiny-mixed", "qwen35moe-micro-f32",
                                    "qwen35moe-tiny-q8_0", "qwen35moe-tiny-mixed"};
-
-#define SLUICE_REQUIRE_DEVICE()                                                 \
-  do {                                                                          \
-    if (absl::Status s_ = cuda::SetDevice(0); !s_.ok()) {                       \
-      SLUICE_SKIP("no CUDA device here: " + s_.ToString());                     \
-    }                                                                           \
-  } while (false)
 
 class CudaParityTest : public ::testing::TestWithParam<const char*> {};
 
@@ -44,27 +38,6 @@ TEST_P(CudaParityTest, PassesTheGoldenGates) {
     EXPECT_TRUE(p.passed) << p.name << ": max=" << p.max << " rms=" << p.rms
                           << " median=" << p.median << " top1=" << p.top1 << "/" << p.rows;
   }
-}
-
-// The streaming arm against the all-resident arm, row by row: max |delta|
-// must be exactly 0 on every prompt. `out`, when set, receives the report.
-void ExpectIdentical(const std::string& dir, const std::string& name,
-                     const config::ExpertConfig& experts, ModelReport* out = nullptr) {
-  Options options;
-  options.backend = Backend::kCuda;
-  options.compare = Backend::kCuda;
-  options.experts = experts;
-  auto report = RunParity(dir + "/" + name + ".gguf", dir, options);
-  ASSERT_TRUE(report.ok()) << report.status();
-  ASSERT_EQ(report->comparisons.size(), 3u);
-  for (const PromptReport& c : report->comparisons) {
-    std::printf("%s streaming vs resident: rows=%d max=%g\n", c.name.c_str(), c.rows, c.max);
-    EXPECT_EQ(c.max, 0.0) << c.name;
-    EXPECT_EQ(c.top1, c.rows) << c.name;
-  }
-  EXPECT_TRUE(report->experts.streaming);
-  EXPECT_GT(report->experts.counters.misses, 0u);
-  if (out != nullptr) *out = *std::move(report);
 }
 
 TEST_P(CudaParityTest, CopyPolicyAtAQuarterIsBitIdentical) {
