@@ -13,6 +13,7 @@
 // disk figures are still printed); 2 for bad flags or an unreadable model.
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -168,30 +169,37 @@ absl::Status MeasureAllDisk(const Setup& s, Report& report) {
 // One tier run per (reader, piece, batch): io_uring once, the pool once per
 // --tier_threads.
 absl::Status MeasureAllTier(const Setup& s, Report& report) {
-  std::vector<int> pools;  // 0: io_uring
+  struct Reader {
+    bool uring;
+    int threads;  // the pool's (HostTier keeps 8 for its fallback with io_uring)
+  };
+  std::vector<Reader> readers;
   for (absl::string_view r : absl::StrSplit(absl::GetFlag(FLAGS_tier_readers), ',')) {
     if (r == "uring") {
-      pools.push_back(0);
+      readers.push_back({true, 8});
     } else if (r == "threads") {
-      pools.insert(pools.end(), s.tier_threads.begin(), s.tier_threads.end());
+      for (int t : s.tier_threads) readers.push_back({false, t});
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "--tier_readers: \"", std::string(r), "\" is not uring or threads"));
     }
   }
-  for (int threads : pools) {
+  // Each batch size's calls, the same for every reader and piece size.
+  std::vector<LayerBatches> by_batch;
+  for (int batch : s.batches) {
+    LayerBatches batches;
+    for (size_t l = 0; l < s.layers.size(); ++l) {
+      batches.push_back(Batches(static_cast<int32_t>(s.layers[l][0].n_expert), batch,
+                                absl::GetFlag(FLAGS_shuffle), absl::GetFlag(FLAGS_seed) + l));
+    }
+    by_batch.push_back(std::move(batches));
+  }
+  for (const Reader& reader : readers) {
     for (uint64_t piece : s.pieces) {
-      for (int batch : s.batches) {
-        LayerBatches batches;
-        for (size_t l = 0; l < s.layers.size(); ++l) {
-          batches.push_back(Batches(static_cast<int32_t>(s.layers[l][0].n_expert), batch,
-                                    absl::GetFlag(FLAGS_shuffle),
-                                    absl::GetFlag(FLAGS_seed) + l));
-        }
+      for (const LayerBatches& batches : by_batch) {
         ASSIGN_OR_RETURN(TierRun run,
-                         MeasureTier(*s.files, s.layers, batches, /*uring=*/threads == 0,
-                                     threads == 0 ? 8 : threads, piece,
-                                     absl::GetFlag(FLAGS_tier_bytes)));
+                         MeasureTier(*s.files, s.layers, batches, reader.uring, reader.threads,
+                                     piece, absl::GetFlag(FLAGS_tier_bytes)));
         report.tier.push_back(run);
       }
     }
