@@ -150,9 +150,8 @@ HostTier::~HostTier() {
   for (int fd : fds_) close(fd);
 }
 
-HostTier::Slices HostTier::SlicesAt(const uint8_t* base, int layer,
-                                    int32_t expert) const {
-  Slices s;
+HostTier::Destinations HostTier::SlicesAt(uint8_t* base, int layer, int32_t expert) const {
+  Destinations s;
   for (int p = 0; p < 3; ++p) {
     const uint64_t off = FileOffset(layer, p, expert);
     s[p] = base + (off - AlignDownDirect(off));
@@ -164,7 +163,7 @@ HostTier::Slices HostTier::SlicesAt(const uint8_t* base, int layer,
 std::optional<HostTier::Slices> HostTier::Peek(int layer, int32_t expert) const {
   std::optional<int32_t> slot = cache_->Peek({layer, expert});
   if (!slot.has_value()) return std::nullopt;
-  return SlicesAt(SlotBase(*slot), layer, expert);
+  return Read(SlicesAt(SlotBase(*slot), layer, expert));
 }
 
 void HostTier::AddReads(int layer, int32_t expert, uint8_t* base,
@@ -231,14 +230,14 @@ absl::Status HostTier::Load(int layer, absl::Span<const int32_t> experts,
       return absl::InternalError("host tier: no slot for an expert of one step");
     }
     const size_t i = kept_at[j];
-    out[i] = SlicesAt(SlotBase(got[j].slot), layer, experts[i]);
+    out[i] = Read(SlicesAt(SlotBase(got[j].slot), layer, experts[i]));
     if (got[j].kind != memory::SlotAssignment::kMiss) continue;
     from_disk[i] = true;
     AddReads(layer, experts[i], SlotBase(got[j].slot), reads);
   }
   for (size_t j = 0; j < staged_at.size(); ++j) {
     const size_t i = staged_at[j];
-    out[i] = SlicesAt(StagingBase(static_cast<int64_t>(j)), layer, experts[i]);
+    out[i] = Read(SlicesAt(StagingBase(static_cast<int64_t>(j)), layer, experts[i]));
     from_disk[i] = true;
     AddReads(layer, experts[i], StagingBase(static_cast<int64_t>(j)), reads);
   }
@@ -251,9 +250,7 @@ absl::StatusOr<std::optional<HostTier::Destinations>> HostTier::Demote(int layer
                                                                        int32_t expert) {
   ASSIGN_OR_RETURN(const memory::SlotAssignment a, cache_->Offer({layer, expert}));
   if (a.kind != memory::SlotAssignment::kMiss) return std::nullopt;
-  const Slices s = SlicesAt(SlotBase(a.slot), layer, expert);
-  return Destinations{const_cast<uint8_t*>(s[0]), const_cast<uint8_t*>(s[1]),
-                      const_cast<uint8_t*>(s[2])};
+  return SlicesAt(SlotBase(a.slot), layer, expert);
 }
 
 absl::StatusOr<int64_t> HostTier::Warm(absl::Span<const memory::ExpertKey> keys) {

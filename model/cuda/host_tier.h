@@ -147,7 +147,9 @@ class HostTier {
   // pool (kUring fails where kAuto falls back).
   absl::Status ChooseReader(const Options& options);
   // The slices of `expert` of `layer` in the slot at `base`.
-  Slices SlicesAt(const uint8_t* base, int layer, int32_t expert) const;
+  // (Writable: a demotion copies into them; Read gives the readers' view.)
+  Destinations SlicesAt(uint8_t* base, int layer, int32_t expert) const;
+  static Slices Read(const Destinations& d) { return {d[0], d[1], d[2]}; }
   // Where part p (gate, up, down) of `expert` of `layer` starts in its file.
   uint64_t FileOffset(int layer, int p, int32_t expert) const {
     const Part& part = layers_[layer][p];
