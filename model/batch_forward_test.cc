@@ -90,8 +90,12 @@ void ExpectSameState(const SequenceState& a, const SequenceState& b) {
   const auto& y = dynamic_cast<const State&>(b);
   ASSERT_EQ(x.position(), y.position());
   for (int i = 0; i < x.num_blocks(); ++i) {
-    EXPECT_EQ(x.block(i).k, y.block(i).k) << "block " << i;
-    EXPECT_EQ(x.block(i).v, y.block(i).v) << "block " << i;
+    EXPECT_TRUE(std::equal(x.block(i).k.begin(), x.block(i).k.end(), y.block(i).k.begin(),
+                           y.block(i).k.end()))
+        << "block " << i;
+    EXPECT_TRUE(std::equal(x.block(i).v.begin(), x.block(i).v.end(), y.block(i).v.begin(),
+                           y.block(i).v.end()))
+        << "block " << i;
     EXPECT_EQ(x.block(i).conv, y.block(i).conv) << "block " << i;
     EXPECT_EQ(x.block(i).ssm, y.block(i).ssm) << "block " << i;
   }

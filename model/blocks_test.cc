@@ -182,5 +182,30 @@ TEST(StateTest, SizesAndReset) {
   EXPECT_EQ(s.block(1).ssm[5], 0);
 }
 
+TEST(StateTest, KvIsResidentOnlyWhereWritten) {
+  BlockStateShape attn;
+  attn.kv_dim = 1024;  // one 4 KiB page of floats per position
+  BlockStateShape delta;
+  delta.conv_kernel = 4;
+  delta.conv_channels = 10;
+  delta.v_heads = 2;
+  delta.state_size = 3;
+  const uint64_t recurrent = (30 + 18) * sizeof(float);
+  const uint64_t page = 4096;
+  // A capacity of 65,536 positions is 512 MiB of KV: address space only.
+  State s(65536, {attn, delta});
+  EXPECT_EQ(s.bytes(), 2 * 65536 * page + recurrent);
+  EXPECT_EQ(s.resident_bytes(), recurrent);
+  for (int p = 0; p < 3; ++p) {
+    s.block(0).k[p * 1024 + 7] = 1;
+    s.block(0).v[p * 1024] = 2;
+  }
+  EXPECT_EQ(s.resident_bytes(), 6 * page + recurrent);
+  s.Reset();
+  EXPECT_EQ(s.resident_bytes(), recurrent);
+  EXPECT_EQ(s.block(0).k[7], 0);
+  EXPECT_EQ(s.block(0).v[2 * 1024], 0);
+}
+
 }  // namespace
 }  // namespace sluice

@@ -72,8 +72,13 @@ class SequenceState {
 
   // Position 0, every buffer zeroed; the allocation is kept.
   virtual void Reset() = 0;
-  // Bytes allocated for all buffers.
+  // Bytes allocated for all buffers (the KV cache's whole capacity).
   virtual uint64_t bytes() const = 0;
+  // Bytes of memory the state holds now: bytes() where the KV cache is
+  // allocated whole; on the CPU, whose KV cache is resident only where
+  // written (base/demand_pages.h), the written positions' pages and the
+  // recurrent state.
+  virtual uint64_t resident_bytes() const { return bytes(); }
 
  protected:
   void set_position(int p) { position_ = p; }

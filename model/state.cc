@@ -29,8 +29,8 @@ State::State(int capacity, std::vector<BlockStateShape> shapes)
   blocks_.resize(shapes_.size());
   for (size_t i = 0; i < shapes_.size(); ++i) {
     const Sizes z = SizesOf(capacity, shapes_[i]);
-    blocks_[i].k.assign(z.kv, 0.0f);
-    blocks_[i].v.assign(shapes_[i].latent ? 0 : z.kv, 0.0f);
+    blocks_[i].k = DemandPages<float>(z.kv);
+    blocks_[i].v = DemandPages<float>(shapes_[i].latent ? 0 : z.kv);
     blocks_[i].conv.assign(z.conv, 0.0f);
     blocks_[i].ssm.assign(z.ssm, 0.0f);
   }
@@ -39,14 +39,23 @@ State::State(int capacity, std::vector<BlockStateShape> shapes)
 void State::Reset() {
   set_position(0);
   for (BlockState& b : blocks_) {
-    std::fill(b.k.begin(), b.k.end(), 0.0f);
-    std::fill(b.v.begin(), b.v.end(), 0.0f);
+    b.k.Release();
+    b.v.Release();
     std::fill(b.conv.begin(), b.conv.end(), 0.0f);
     std::fill(b.ssm.begin(), b.ssm.end(), 0.0f);
   }
 }
 
 uint64_t State::bytes() const { return BytesFor(capacity(), shapes_); }
+
+uint64_t State::resident_bytes() const {
+  uint64_t n = 0;
+  for (const BlockState& b : blocks_) {
+    n += b.k.resident_bytes() + b.v.resident_bytes() +
+         (b.conv.size() + b.ssm.size()) * sizeof(float);
+  }
+  return n;
+}
 
 uint64_t State::BytesFor(int capacity,
                          const std::vector<BlockStateShape>& shapes) {

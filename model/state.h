@@ -1,7 +1,10 @@
 // Per-sequence state of a model: the KV cache of each attention block and
 // the conv / recurrent state of each Gated DeltaNet block.
 //
-// Layout (all f32, allocated once at creation, zeroed by Reset):
+// Layout (all f32, allocated once at creation, zeroed by Reset; the KV
+// rows are demand pages: resident once written, given back by Reset, so a
+// state costs the memory of the positions it has evaluated, not of its
+// capacity):
 //   attention block: k[capacity][kv_dim], v[capacity][kv_dim] with
 //     kv_dim = n_head_kv * head_dim; row p holds the (normed, rotated) key
 //     and the value of the token at position p.
@@ -23,6 +26,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/demand_pages.h"
 #include "model/model.h"
 
 namespace sluice {
@@ -39,8 +43,8 @@ struct BlockStateShape {
 };
 
 struct BlockState {
-  std::vector<float> k;
-  std::vector<float> v;
+  DemandPages<float> k;
+  DemandPages<float> v;
   std::vector<float> conv;
   std::vector<float> ssm;
 };
@@ -59,6 +63,7 @@ class State final : public SequenceState {
 
   void Reset() override;
   uint64_t bytes() const override;
+  uint64_t resident_bytes() const override;
 
   // What State(capacity, shapes).bytes() would be, without allocating.
   static uint64_t BytesFor(int capacity,
