@@ -86,6 +86,15 @@ absl::Status ValidateConfig(const Config& c) {
   if (absl::Status s = CheckRange("max_sequences", c.max_sequences, 1, kMaxSequences); !s.ok()) {
     return s;
   }
+  if (absl::Status s = CheckRange("kv_cache_tokens", c.kv_cache_tokens, 0, kMaxKvCacheTokens);
+      !s.ok()) {
+    return s;
+  }
+  if (c.kv_cache_tokens != 0 && c.kv_cache_tokens < c.context_length) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--kv_cache_tokens=", c.kv_cache_tokens, " must hold one sequence's --context_length=",
+        c.context_length, " (or be 0: every sequence its whole context)"));
+  }
   if (absl::Status s =
           CheckRange("worker_start_timeout_s", c.worker_start_timeout_s, 1, 86400);
       !s.ok()) {

@@ -26,6 +26,8 @@ enum class WorkerKindConfig { kCpu, kCuda };
 inline constexpr int kMaxQueueLimit = 10000;
 // Each sequence holds a KV cache of the whole context on the worker.
 inline constexpr int kMaxSequences = 256;
+// kMaxSequences of the longest context (2^20 positions).
+inline constexpr int64_t kMaxKvCacheTokens = int64_t{kMaxSequences} << 20;
 
 struct Config {
   std::string grpc_address = "127.0.0.1:50051";
@@ -41,6 +43,9 @@ struct Config {
   int context_length = kDefaultContextLength;
   int queue_limit = kDefaultQueueLimit;  // requests waiting, not counting those running
   int max_sequences = kDefaultMaxSequences;  // generations a worker runs at once
+  // The worker's KV pool in positions over all its sequences; 0: every
+  // sequence its whole context (WorkerConfig.kv_cache_tokens).
+  int64_t kv_cache_tokens = 0;
   uint64_t worker_memory_limit = 0; // bytes; 0: no limit
   std::string cgroup_mode = "auto"; // auto | v2 | v1 | none
   std::string cgroup_path;          // "" : discovered from /proc/self/cgroup

@@ -53,6 +53,21 @@ TEST(ValidateConfigTest, QueueLimitHasASaneMaximum) {
   EXPECT_EQ(ValidateConfig(c).message(), "--worker_hung_timeout_s=0: must be in 1..86400");
 }
 
+TEST(ValidateConfigTest, KvPoolHoldsOneContext) {
+  Config c;
+  c.context_length = 4096;
+  c.kv_cache_tokens = 4096;
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  c.kv_cache_tokens = 0;  // every sequence its whole context
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  c.kv_cache_tokens = 4095;
+  EXPECT_EQ(ValidateConfig(c).message(),
+            "--kv_cache_tokens=4095 must hold one sequence's --context_length=4096 (or be 0: "
+            "every sequence its whole context)");
+  c.kv_cache_tokens = -1;
+  EXPECT_EQ(ValidateConfig(c).message(), "--kv_cache_tokens=-1: must be in 0..268435456");
+}
+
 TEST(ValidateConfigTest, ErrorsNameTheFlagAndValue) {
   Config c;
   c.grpc_address = "localhost";

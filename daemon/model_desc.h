@@ -29,6 +29,9 @@ struct LoadSettings {
   ModelFiles::OpenedCheck check_opened;
   // Sequences the worker generates for at once (--max_sequences).
   int max_sequences = kDefaultMaxSequences;
+  // The worker's KV pool in positions (--kv_cache_tokens); 0: max_sequences
+  // x the context.
+  int64_t kv_cache_tokens = 0;
 };
 
 struct ModelDesc {

@@ -50,6 +50,11 @@ ABSL_FLAG(int, queue_limit, sluice::daemon::kDefaultQueueLimit,
 ABSL_FLAG(int, max_sequences, sluice::daemon::kDefaultMaxSequences,
           "Generations a worker runs at once (continuous batching; each holds a KV cache "
           "of --context_length tokens); more wait in the queue.");
+ABSL_FLAG(int64_t, kv_cache_tokens, 0,
+          "The worker's KV cache in positions over all its sequences (at least "
+          "--context_length); sequences are admitted and preempted to stay within it, and a "
+          "CPU worker's KV memory follows the positions held. 0: --max_sequences x "
+          "--context_length.");
 ABSL_FLAG(std::string, worker_memory_limit, "0",
           "Memory limit of each worker's cgroup (e.g. 8G); 0: none.");
 ABSL_FLAG(std::string, cgroup_mode, "auto", "OOM containment: auto, v2, v1 or none.");
@@ -152,6 +157,7 @@ absl::StatusOr<Config> ConfigFromFlags(const std::function<void(const std::strin
   c.context_length = absl::GetFlag(FLAGS_context_length);
   c.queue_limit = absl::GetFlag(FLAGS_queue_limit);
   c.max_sequences = absl::GetFlag(FLAGS_max_sequences);
+  c.kv_cache_tokens = absl::GetFlag(FLAGS_kv_cache_tokens);
   auto limit = config::ParseByteSize("--worker_memory_limit", absl::GetFlag(FLAGS_worker_memory_limit));
   if (!limit.ok()) return limit.status();
   c.worker_memory_limit = *limit;

@@ -3,16 +3,19 @@
 // worker's refusal of an inconsistent Hello, and exit classification.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "base/testing/goldens.h"
 #include "daemon/cgroup.h"
@@ -282,12 +285,15 @@ class E2eWorkerBatchTest : public E2eWorkerTest {
   // A worker of the opened golden that runs `max_sequences` at once; every
   // token costs it 2 ms more (sluice-worker-testing --test_step_delay_ms),
   // so requests sent together are still running when the next arrives.
+  // kv_cache_tokens: the worker's KV pool (0: every sequence its context).
   std::unique_ptr<daemon::WorkerProcess> SpawnBatch(int max_sequences,
-                                                    v1::WorkerKind kind = v1::WORKER_KIND_CPU) {
+                                                    v1::WorkerKind kind = v1::WORKER_KIND_CPU,
+                                                    int64_t kv_cache_tokens = 0) {
     v1::LoadModelRequest load;
     load.set_path(path_);
     daemon::LoadSettings settings{1, kContext, kind};
     settings.max_sequences = max_sequences;
+    settings.kv_cache_tokens = kv_cache_tokens;
     auto desc = daemon::PrepareLoad(load, settings);
     EXPECT_TRUE(desc.ok()) << desc.status();
     if (!desc.ok()) return nullptr;
@@ -564,6 +570,66 @@ TEST_F(E2eWorkerBatchTest, TogetherAsOneAfterAnotherOnTheSameWorker) {
     w->Stop(absl::Seconds(10));
     ASSERT_TRUE(inbox_.WaitExit().has_value());
   }
+}
+
+// A KV pool of one context (--kv_cache_tokens=64: 4 blocks) under four
+// requests that need 7 blocks together: the scheduler keeps them within
+// the pool (waiting or preempted and recomputed) and each still streams
+// what it streams alone.
+TEST_F(E2eWorkerBatchTest, ASmallKvPoolServesEveryRequestAsAlone) {
+  Open("qwen35moe-micro-f32");
+  if (engine_ == nullptr) return;
+  constexpr int kRequests = 4;
+  constexpr int kTokens = 12;
+  auto w = SpawnBatch(kRequests, v1::WORKER_KIND_CPU, /*kv_cache_tokens=*/kContext);
+  ASSERT_NE(w, nullptr);
+  std::map<uint64_t, Stream> streams;
+  std::vector<Alone> alone;
+  for (int r = 0; r < kRequests; ++r) {
+    const std::vector<int32_t> prompt = Prompt(3 + 4 * r, 30 + r);
+    alone.push_back(RunAlone(prompt, kTokens));
+    streams[r + 1];
+    ASSERT_TRUE(w->Send(GenerateMessage(r + 1, prompt, kTokens)).ok());
+  }
+  // The order in which requests streamed their first token and ended.
+  std::vector<std::string> events;
+  std::set<uint64_t> started;
+  std::vector<WorkerMessage> others;
+  Collect(
+      &streams,
+      [&](const WorkerMessage& m) {
+        if (m.has_chunk() && started.insert(m.request_id()).second) {
+          events.push_back(absl::StrCat("first ", m.request_id()));
+        } else if (m.has_done()) {
+          events.push_back(absl::StrCat("done ", m.request_id()));
+        }
+      },
+      &others);
+  for (int r = 0; r < kRequests; ++r) {
+    SCOPED_TRACE(absl::StrCat("request ", r + 1));
+    const Stream& s = streams[r + 1];
+    ASSERT_TRUE(s.end->has_done()) << s.end->DebugString();
+    EXPECT_EQ(s.ids, alone[r].ids);
+    EXPECT_EQ(s.text, alone[r].text);
+  }
+  // Admission takes a prompt's blocks plus 16 positions of headroom: 2
+  // blocks each for requests 1 and 2 fill the pool, so request 3 starts
+  // only once one of them has ended (with the default pool all four run
+  // together: ConcurrentRequestsStreamWhatTheyStreamAlone).
+  auto at = [&](const std::string& e) {
+    return std::find(events.begin(), events.end(), e) - events.begin();
+  };
+  ASSERT_EQ(events.size(), 2u * kRequests) << absl::StrJoin(events, ", ");
+  EXPECT_LT(std::min(at("done 1"), at("done 2")), at("first 3")) << absl::StrJoin(events, ", ");
+  SupervisorMessage stats;
+  stats.mutable_stats_query();
+  ASSERT_TRUE(w->Send(stats).ok());
+  std::optional<WorkerMessage> after;
+  while ((after = inbox_.Next()) && !after->has_stats()) {
+  }
+  ASSERT_TRUE(after.has_value());
+  EXPECT_EQ(after->stats().batch().kv_blocks_total(), static_cast<uint32_t>(kContext / 16));
+  EXPECT_EQ(after->stats().batch().kv_blocks_used(), 0u);
 }
 
 // A request whose deadline has passed ends at the worker's next step with

@@ -1,6 +1,7 @@
 #include "worker/generate_batch.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -18,19 +19,28 @@ int32_t MaxSequences(const v1::WorkerConfig& config) {
   return std::max<int32_t>(1, static_cast<int32_t>(config.max_sequences()));
 }
 
+BatchLimits BatchLimitsOf(const v1::WorkerConfig& config) {
+  return {MaxSequences(config), static_cast<int64_t>(config.kv_cache_tokens())};
+}
+
 namespace {
 
-// The batch of max_sequences sequences of the whole context each. Every
-// sequence's KV is a fixed slot of the context today (BatchRunner), so the
-// pool holds all of them and nothing is ever preempted; the blocks are the
-// admission accounting that paged KV will make real (docs/BATCHING.md).
-sched::SchedulerOptions SchedulerOptionsFor(int32_t max_sequences, int context) {
+// Each sequence has a session of the whole context (BatchRunner), but its
+// KV costs memory only for the positions it holds where the backend keeps
+// KV in demand pages (the CPU: base/demand_pages.h), so the pool of
+// kv_cache_tokens positions is what bounds that memory: the scheduler
+// admits and preempts to keep the sequences' blocks within it. Without a
+// pool size, every sequence its whole context and nothing is preempted.
+sched::SchedulerOptions SchedulerOptionsFor(const BatchLimits& limits, int context) {
   sched::SchedulerOptions o;
-  o.max_sequences = max_sequences;
+  o.max_sequences = limits.max_sequences;
   o.context_per_sequence = context;
   o.block_tokens = 16;
-  const int32_t blocks_per_sequence = (context + o.block_tokens - 1) / o.block_tokens;
-  o.kv_blocks = blocks_per_sequence * o.max_sequences;
+  const int64_t blocks_per_sequence = (context + o.block_tokens - 1) / o.block_tokens;
+  const int64_t blocks = limits.kv_cache_tokens > 0
+                             ? (limits.kv_cache_tokens + o.block_tokens - 1) / o.block_tokens
+                             : blocks_per_sequence * o.max_sequences;
+  o.kv_blocks = static_cast<int32_t>(std::min<int64_t>(blocks, std::numeric_limits<int32_t>::max()));
   // A long prompt is evaluated in chunks of about this many tokens between
   // the decode steps of the others.
   o.token_budget = std::max<int64_t>(512, o.max_sequences);
@@ -40,9 +50,9 @@ sched::SchedulerOptions SchedulerOptionsFor(int32_t max_sequences, int context) 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GenerateBatch>> GenerateBatch::Create(const Engine& engine,
-                                                                     int32_t max_sequences,
+                                                                     BatchLimits limits,
                                                                      Hooks hooks) {
-  std::unique_ptr<GenerateBatch> batch(new GenerateBatch(engine, max_sequences, std::move(hooks)));
+  std::unique_ptr<GenerateBatch> batch(new GenerateBatch(engine, limits, std::move(hooks)));
   RETURN_IF_ERROR(batch->StartRunner());
   batch->PublishStats();
   return batch;
@@ -51,13 +61,13 @@ absl::StatusOr<std::unique_ptr<GenerateBatch>> GenerateBatch::Create(const Engin
 absl::Status GenerateBatch::StartRunner() {
   runner_.reset();  // its sessions go before the new ones are allocated
   ASSIGN_OR_RETURN(runner_, BatchRunner::Create(engine_, SchedulerOptionsFor(
-                                                             max_sequences_,
+                                                             limits_,
                                                              engine_.options().context_length)));
   return absl::OkStatus();
 }
 
-GenerateBatch::GenerateBatch(const Engine& engine, int32_t max_sequences, Hooks hooks)
-    : engine_(engine), max_sequences_(max_sequences), hooks_(std::move(hooks)) {}
+GenerateBatch::GenerateBatch(const Engine& engine, BatchLimits limits, Hooks hooks)
+    : engine_(engine), limits_(limits), hooks_(std::move(hooks)) {}
 
 void GenerateBatch::CancelAll() {
   std::vector<uint64_t> ids;

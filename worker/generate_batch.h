@@ -43,6 +43,14 @@ namespace sluice::worker {
 // before there was a batch (sluiced always sets it, --max_sequences).
 int32_t MaxSequences(const v1::WorkerConfig& config);
 
+// How many sequences run at once and the KV pool they share, in positions
+// (the Hello's kv_cache_tokens; 0: every sequence its whole context).
+struct BatchLimits {
+  int32_t max_sequences = 1;
+  int64_t kv_cache_tokens = 0;
+};
+BatchLimits BatchLimitsOf(const v1::WorkerConfig& config);
+
 class GenerateBatch {
  public:
   // What the batch needs of the worker; all called on the calling thread.
@@ -58,11 +66,12 @@ class GenerateBatch {
     std::function<void(const std::string&)> log;
   };
 
-  // A batch of `max_sequences` sequences of engine's context each (every
-  // one a session, allocated now: the engine's error when one cannot be).
+  // A batch of up to `limits.max_sequences` sequences of engine's context
+  // each (every one a session, allocated now: the engine's error when one
+  // cannot be), sharing a KV pool of limits.kv_cache_tokens positions
+  // (InvalidArgument when it holds less than one context).
   static absl::StatusOr<std::unique_ptr<GenerateBatch>> Create(const Engine& engine,
-                                                               int32_t max_sequences,
-                                                               Hooks hooks);
+                                                               BatchLimits limits, Hooks hooks);
 
   // The Generate of `job` joins the batch behind those before it, or is
   // answered with its error (a bad request). job.deadline_unix_micros, when
@@ -100,7 +109,7 @@ class GenerateBatch {
     std::optional<RequestExpertTracker> experts;
   };
 
-  GenerateBatch(const Engine& engine, int32_t max_sequences, Hooks hooks);
+  GenerateBatch(const Engine& engine, BatchLimits limits, Hooks hooks);
   bool OnToken(uint64_t id, int32_t token);
   void Finish(const sched::Finished& finished);
   // A new runner (and its sessions) in place of the current one.
@@ -111,7 +120,7 @@ class GenerateBatch {
   void PublishStats();
 
   const Engine& engine_;
-  const int32_t max_sequences_;
+  const BatchLimits limits_;
   const Hooks hooks_;
   std::unique_ptr<BatchRunner> runner_;
   std::map<uint64_t, Live> live_;

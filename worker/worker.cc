@@ -260,7 +260,7 @@ absl::Status Worker::Load(const SupervisorMessage& msg, std::vector<int> fds) {
   hooks.after_token = collaborators_.after_token;
   hooks.log = Log;
   absl::StatusOr<std::unique_ptr<GenerateBatch>> batch =
-      GenerateBatch::Create(*engine_, MaxSequences(config_), std::move(hooks));
+      GenerateBatch::Create(*engine_, BatchLimitsOf(config_), std::move(hooks));
   if (!batch.ok()) return batch.status();
   batch_ = *std::move(batch);
   return absl::OkStatus();
