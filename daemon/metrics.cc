@@ -95,6 +95,10 @@ void RenderBatch(std::string* out, const worker::v1::BatchStats& b) {
   const uint32_t used = std::min(b.kv_blocks_used(), b.kv_blocks_total());
   Sample(out, "sluice_worker_kv_blocks", used, "state=\"used\"");
   Sample(out, "sluice_worker_kv_blocks", b.kv_blocks_total() - used, "state=\"free\"");
+  Metric(out, "sluice_worker_state_resident_bytes", "gauge",
+         "Memory the worker's sequence states hold now: the KV of the positions held and "
+         "the recurrent state on a CPU worker; the whole allocation on a CUDA worker.",
+         b.state_resident_bytes());
   Metric(out, "sluice_worker_preemptions_total", "counter",
          "Sequences the worker's scheduler preempted (recomputed later) for KV memory.",
          b.preemptions_total());

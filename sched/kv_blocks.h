@@ -105,6 +105,8 @@ class StateSlots {
   // Frees `seq`'s slot; false when it held none.
   bool Release(SeqId seq);
   std::optional<int32_t> SlotOf(SeqId seq) const;
+  // Whether a sequence holds slot `slot` (0 <= slot < num_slots()).
+  bool Held(int32_t slot) const { return owner_[slot].has_value(); }
 
   // OK when the slot -> sequence and sequence -> slot maps agree.
   absl::Status CheckInvariants() const;

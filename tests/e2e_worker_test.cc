@@ -630,6 +630,12 @@ TEST_F(E2eWorkerBatchTest, ASmallKvPoolServesEveryRequestAsAlone) {
   ASSERT_TRUE(after.has_value());
   EXPECT_EQ(after->stats().batch().kv_blocks_total(), static_cast<uint32_t>(kContext / 16));
   EXPECT_EQ(after->stats().batch().kv_blocks_used(), 0u);
+  // Only the four slots' recurrent states: every KV page was given back.
+  const Model& m = engine_->model();
+  const uint64_t kv_per_token = m.StateBytes(2) - m.StateBytes(1);
+  const uint64_t recurrent = m.StateBytes(1) - kv_per_token;
+  EXPECT_GT(recurrent, 0u);
+  EXPECT_EQ(after->stats().batch().state_resident_bytes(), 4 * recurrent);
 }
 
 // A request whose deadline has passed ends at the worker's next step with

@@ -51,7 +51,23 @@ absl::Status BatchRunner::Add(BatchRequest r) {
 absl::Status BatchRunner::Cancel(sched::SeqId id) {
   RETURN_IF_ERROR(scheduler_.Cancel(id));
   live_.erase(id);
+  ReleaseIdleSlots();
   return absl::OkStatus();
+}
+
+void BatchRunner::ReleaseIdleSlots() {
+  for (size_t slot = 0; slot < sessions_.size(); ++slot) {
+    Session& s = *sessions_[slot];
+    if (!scheduler_.state_slots().Held(static_cast<int32_t>(slot)) && s.state().position() > 0) {
+      s.Reset();
+    }
+  }
+}
+
+uint64_t BatchRunner::ResidentStateBytes() const {
+  uint64_t n = 0;
+  for (const std::unique_ptr<Session>& s : sessions_) n += s->state().resident_bytes();
+  return n;
 }
 
 bool BatchRunner::GrammarFinished(sched::SeqId id) const {
@@ -85,7 +101,10 @@ absl::StatusOr<BatchRunner::StepResult> BatchRunner::Step(absl::Time now,
     live_.erase(f.id);
     result.finished.push_back(f);
   }
-  if (result.plan.empty()) return result;
+  if (result.plan.empty()) {
+    ReleaseIdleSlots();
+    return result;
+  }
   std::vector<float> logits;
   ASSIGN_OR_RETURN(result.forward, RunPlan(result.plan, &logits));
   // The sampling chunks' rows, in the batch's order.
@@ -113,6 +132,7 @@ absl::StatusOr<BatchRunner::StepResult> BatchRunner::Step(absl::Time now,
     live_.erase(f.id);
     result.finished.push_back(f);
   }
+  ReleaseIdleSlots();
   return result;
 }
 

@@ -2,9 +2,11 @@
 // continuous batching, one batched forward pass per step.
 //
 // Every recurrent-state slot of the scheduler (sched/scheduler.h) is one
-// Session of options.context_per_sequence tokens, allocated up front (so the
-// KV is a fixed slot per sequence; the scheduler's KV blocks are its
-// admission accounting until the attention reads paged KV). A step runs all
+// Session of options.context_per_sequence tokens, allocated up front. Where
+// the backend keeps KV in demand pages (the CPU), a session's memory is
+// that of the positions it holds: a slot's session is reset (its pages
+// given back) as soon as no sequence holds the slot, so the scheduler's KV
+// pool bounds what is resident. A step runs all
 // chunks of the plan, decodes then prefills, as ONE Model::ForwardBatch on
 // their slots' states: a chunk that starts at position 0 resets its session
 // first (a new or resumed sequence), a sampling chunk asks for its last
@@ -81,6 +83,8 @@ class BatchRunner {
   bool GrammarFinished(sched::SeqId id) const;
 
   bool idle() const { return scheduler_.idle(); }
+  // The sessions' state memory resident now (SequenceState::resident_bytes).
+  uint64_t ResidentStateBytes() const;
   const sched::Scheduler& scheduler() const { return scheduler_; }
 
  private:
@@ -98,6 +102,10 @@ class BatchRunner {
 
   const Engine& engine_;
   sched::Scheduler scheduler_;
+  // Resets the sessions of slots no sequence holds (a finished, cancelled
+  // or preempted sequence's), giving their KV pages back.
+  void ReleaseIdleSlots();
+
   std::vector<std::unique_ptr<Session>> sessions_;  // by state slot
   std::unordered_map<sched::SeqId, Live> live_;
 };

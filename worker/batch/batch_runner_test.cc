@@ -1,5 +1,6 @@
 #include "worker/batch/batch_runner.h"
 
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -90,6 +91,9 @@ TEST_P(BatchRunnerTest, EveryRequestGetsTheTokensItGetsAlone) {
   const auto prompts = Prompts(lengths);
   auto runner = BatchRunner::Create(*engine_, Tight());
   ASSERT_TRUE(runner.ok()) << runner.status();
+  // The recurrent states only: no KV page is resident before a token.
+  const uint64_t idle_bytes = (*runner)->ResidentStateBytes();
+  uint64_t busiest = 0;
   std::map<sched::SeqId, std::vector<int32_t>> got;
   for (size_t i = 0; i < prompts.size(); ++i) {
     ASSERT_TRUE((*runner)->Add({i + 1, prompts[i], {}, max_tokens[i]}).ok());
@@ -104,6 +108,7 @@ TEST_P(BatchRunnerTest, EveryRequestGetsTheTokensItGetsAlone) {
     });
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_LE(r->plan.tokens(), 8);
+    busiest = std::max(busiest, (*runner)->ResidentStateBytes());
     for (const sched::Chunk& c : r->plan.prefills) chunked += !c.samples;
     for (const sched::Finished& f : r->finished) reasons[f.id] = f.reason;
   }
@@ -111,6 +116,9 @@ TEST_P(BatchRunnerTest, EveryRequestGetsTheTokensItGetsAlone) {
   EXPECT_GT(stats.preemptions, 0u);
   EXPECT_GT(chunked, 0);
   EXPECT_EQ(stats.kv_blocks_used, 0);
+  // Every ended or preempted sequence's KV pages were given back.
+  EXPECT_GT(busiest, idle_bytes);
+  EXPECT_EQ((*runner)->ResidentStateBytes(), idle_bytes);
   for (size_t i = 0; i < prompts.size(); ++i) {
     const std::vector<int32_t> alone = Alone(prompts[i], max_tokens[i]);
     EXPECT_EQ(got[i + 1], alone) << "request " << i + 1;
