@@ -7,8 +7,13 @@ namespace sluice::memory {
 
 absl::StatusOr<Plan> PlanExperts(const TensorTable& table, int64_t context_length,
                                  const DeviceMemory& device, const HostMemory& host,
-                                 config::ExpertConfig* experts, int64_t sessions) {
+                                 config::ExpertConfig* experts, int64_t sessions,
+                                 int64_t kv_pool_tokens) {
   ASSIGN_OR_RETURN(ModelFootprint footprint, FootprintOf(table, context_length, sessions));
+  if (kv_pool_tokens > 0) {
+    footprint.kv_pool_tokens = kv_pool_tokens;
+    footprint.kv_page_bytes = kDeviceKvPageBytes;
+  }
   FitInputs in;
   in.model = footprint;
   in.device = device;

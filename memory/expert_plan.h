@@ -21,10 +21,13 @@ namespace sluice::memory {
 // INVALID_ARGUMENT is returned unchanged: its message gives the numbers and
 // a configuration that fits. The sessions are the worker's --max_sequences
 // (each holds its KV and recurrent state beside the weights); the tools run
-// one.
+// one. A KV pool (kv_pool_tokens > 0, sluiced --kv_cache_tokens) bounds the
+// positions they hold together: the KV counted is the pool's, plus a device
+// page of rounding per KV buffer of each session (kDeviceKvPageBytes).
 absl::StatusOr<Plan> PlanExperts(const TensorTable& table, int64_t context_length,
                                  const DeviceMemory& device, const HostMemory& host,
-                                 config::ExpertConfig* experts, int64_t sessions = 1);
+                                 config::ExpertConfig* experts, int64_t sessions = 1,
+                                 int64_t kv_pool_tokens = 0);
 
 }  // namespace sluice::memory
 

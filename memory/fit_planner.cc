@@ -53,8 +53,12 @@ std::string DeviceNeedText(const Plan& p, const ModelFootprint& m) {
       FormatBytes(p.arena_bytes),
       p.streaming() ? absl::StrCat(" [", p.slots, " slots x ", FormatBytes(p.slot_bytes), "]")
                     : std::string(" [all resident]"),
-      " + KV/state ", FormatBytes(p.state_bytes), " [", m.sessions, " x ",
-      FormatBytes(m.state_bytes_per_session()), " for ", m.context, " tokens] + workspace ",
+      " + KV/state ", FormatBytes(p.state_bytes),
+      m.kv_pool_tokens > 0
+          ? absl::StrCat(" [a pool of ", m.kv_pool_tokens, " tokens, ", m.sessions, " sequences]")
+          : absl::StrCat(" [", m.sessions, " x ", FormatBytes(m.state_bytes_per_session()), " for ",
+                         m.context, " tokens]"),
+      " + workspace ",
       FormatBytes(p.workspace_bytes), " + margin ", FormatBytes(p.device_margin_bytes), ")");
 }
 
@@ -182,6 +186,11 @@ absl::StatusOr<Plan> PlanFit(const FitInputs& in) {
   p.kv_positions_per_sequence = m.kv_positions_per_session();
   p.kv_blocks =
       m.kv_block_tokens > 0 ? p.kv_positions_per_sequence / m.kv_block_tokens * m.sessions : 0;
+  if (m.kv_pool_tokens > 0) {
+    p.kv_pool_tokens = m.kv_pool_tokens;
+    p.kv_page_slack_bytes =
+        static_cast<uint64_t>(m.sessions) * static_cast<uint64_t>(m.kv_ranges) * m.kv_page_bytes;
+  }
   p.workspace_bytes = m.workspace_bytes;
   p.device = in.device;
   p.host = in.host;
@@ -245,8 +254,16 @@ std::string Plan::Table() const {
                              : std::string("unknown (not checked)"));
   row("  dense", FormatBytes(dense_bytes));
   row("  experts", FormatBytes(arena_bytes));
-  row("  KV/state", absl::StrCat(FormatBytes(state_bytes), " (", sequences, " x ",
-                                 FormatBytes(state_bytes_per_sequence), ")"));
+  if (kv_pool_tokens > 0) {
+    row("  KV pool", absl::StrCat(kv_pool_tokens, " tokens x ", FormatBytes(kv_bytes_per_token),
+                                  " + pages rounding ", FormatBytes(kv_page_slack_bytes)));
+    row("  KV/state", absl::StrCat(FormatBytes(state_bytes), " (pool + ", sequences,
+                                   " x recurrent ", FormatBytes(state_fixed_bytes_per_sequence),
+                                   ")"));
+  } else {
+    row("  KV/state", absl::StrCat(FormatBytes(state_bytes), " (", sequences, " x ",
+                                   FormatBytes(state_bytes_per_sequence), ")"));
+  }
   row("  workspace", FormatBytes(workspace_bytes));
   row("  margin", FormatBytes(device_margin_bytes));
   row("  total", FormatBytes(device_need_bytes));

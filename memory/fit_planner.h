@@ -45,6 +45,11 @@ namespace sluice::memory {
 
 // A model's byte figures (model_footprint.h computes them from a tensor
 // table).
+// The page a device KV range grows by under a KV pool: the allocation
+// granularity of CUDA's virtual memory management on the GPUs this runs on
+// (kernels/cuda/device_pages.h; device_pages_sm90_test prints it).
+inline constexpr uint64_t kDeviceKvPageBytes = uint64_t{2} << 20;
+
 struct ModelFootprint {
   uint64_t dense_bytes = 0;   // everything but routed experts
   uint64_t expert_bytes = 0;  // every routed expert tensor
@@ -71,6 +76,15 @@ struct ModelFootprint {
   // contiguous cache of `context` positions per sequence.
   int64_t kv_block_tokens = 0;
   uint64_t workspace_bytes = 0;  // activations and scratch (an estimate)
+  // A KV pool (sluiced --kv_cache_tokens): the sessions hold at most this
+  // many positions together, each session's KV backed by device pages of
+  // kv_page_bytes as it grows (model/cuda/device_state.h). 0: every
+  // session its whole context. kv_ranges: the KV buffers of one session (2
+  // per attention block, 1 per latent-attention block), each of which may
+  // end in a partly used page.
+  int64_t kv_pool_tokens = 0;
+  int64_t kv_ranges = 0;
+  uint64_t kv_page_bytes = 0;
 
   // Positions of KV one sequence holds: context, rounded up to blocks.
   int64_t kv_positions_per_session() const {
@@ -82,7 +96,12 @@ struct ModelFootprint {
            state_bytes_per_token * static_cast<uint64_t>(kv_positions_per_session());
   }
   uint64_t state_bytes() const {
-    return state_bytes_per_session() * static_cast<uint64_t>(sessions);
+    const uint64_t n = static_cast<uint64_t>(sessions);
+    if (kv_pool_tokens > 0) {
+      return n * (state_fixed_bytes + static_cast<uint64_t>(kv_ranges) * kv_page_bytes) +
+             state_bytes_per_token * static_cast<uint64_t>(kv_pool_tokens);
+    }
+    return state_bytes_per_session() * n;
   }
 };
 
@@ -154,6 +173,10 @@ struct Plan {
   uint64_t state_bytes_per_sequence = 0;
   int64_t kv_block_tokens = 0;
   int64_t kv_blocks = 0;
+  // The KV pool in positions (0: none, every sequence its context) and the
+  // page rounding it allows for (sequences x KV buffers x a page).
+  int64_t kv_pool_tokens = 0;
+  uint64_t kv_page_slack_bytes = 0;
   // Sequences of `context` tokens that would fit on the device beside
   // everything else this plan places (at least `sequences`); -1 where the
   // device is unknown or a sequence holds no state.

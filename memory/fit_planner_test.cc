@@ -209,6 +209,36 @@ TEST(FitPlannerTest, PerSequenceStateIsInThePlan) {
   EXPECT_EQ(t.find("KV blocks"), std::string::npos) << t;
 }
 
+// 32 sequences of 4,096 tokens need 32 GiB of KV each holding its whole
+// context, which pushes the 100 GiB of experts into an arena; a pool of
+// 16,384 positions needs 4 GiB plus a 2 MiB page of rounding for each of a
+// sequence's 4 KV buffers, and every expert stays resident.
+TEST(FitPlannerTest, AKvPoolCountsThePoolNotSequencesTimesContext) {
+  FitInputs in = Inputs(130 * kGiB, 100 * kGiB);
+  in.model.sessions = 32;
+  in.model.state_fixed_bytes = 2 * kMiB;
+  in.model.kv_ranges = 4;
+  auto whole = PlanFit(in);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->state_bytes, 32 * (kGiB + 2 * kMiB));
+  EXPECT_NE(whole->mode, FitMode::kAllResident);
+  in.model.kv_pool_tokens = 16384;
+  in.model.kv_page_bytes = kDeviceKvPageBytes;
+  auto pool = PlanFit(in);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  EXPECT_EQ(pool->state_bytes, 16384 * 256 * 1024ull + 32 * (2 * kMiB + 4 * 2 * kMiB));
+  EXPECT_EQ(pool->kv_pool_tokens, 16384);
+  EXPECT_EQ(pool->kv_page_slack_bytes, 32u * 4 * 2 * kMiB);
+  EXPECT_EQ(pool->mode, FitMode::kAllResident);
+  const std::string t = pool->Table();
+  EXPECT_NE(t.find("  KV pool              16384 tokens x 256.0 KiB + pages rounding 256.0 MiB\n"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("  KV/state             4.31 GiB (pool + 32 x recurrent 2.0 MiB)\n"),
+            std::string::npos)
+      << t;
+}
+
 // In blocks of 16 positions a context of 4,100 holds 4,112 (257 blocks a
 // sequence).
 TEST(FitPlannerTest, KvBlocksRoundTheContextUp) {

@@ -98,6 +98,7 @@ absl::StatusOr<ModelFootprint> FootprintOf(const TensorTable& table, int64_t con
     f.experts += static_cast<int64_t>(l.n_experts);
     f.expert_layers += l.n_experts > 0 ? 1 : 0;
     f.state_bytes_per_token += (2 * l.kv_dim + l.latent_kv_dim) * kFloat;
+    f.kv_ranges += (l.kv_dim > 0 ? 2 : 0) + (l.latent_kv_dim > 0 ? 1 : 0);
     f.state_fixed_bytes += (l.conv_floats + l.v_heads * l.state_size * l.state_size) * kFloat;
     expert_ff = std::max(expert_ff, l.expert_ff);
     expert_used_guess = std::max<uint64_t>(expert_used_guess, l.n_experts > 0 ? 8 : 0);

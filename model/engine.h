@@ -103,6 +103,13 @@ struct EngineOptions {
   // The CUDA worker and the tools run the fit planner on it first
   // (memory/expert_plan.h), which turns what is left to it into numbers.
   config::ExpertConfig experts;
+  // KV memory on demand: a sequence's KV cache is backed only for the
+  // positions it holds (CUDA: device pages mapped as it grows and given
+  // back when it ends, kernels/cuda/device_pages.h; the CPU always keeps
+  // KV in demand pages). Set where a KV pool bounds the positions held
+  // (sluiced --kv_cache_tokens) and the fit planner counts the pool, not
+  // sequences x context.
+  bool kv_on_demand = false;
 };
 
 class Session;

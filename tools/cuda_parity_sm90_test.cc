@@ -118,11 +118,12 @@ TEST_P(CudaParityTest, CopyPolicyThroughExclusiveTiersIsBitIdentical) {
 // (which decodes through the fused program, so not bit for bit), and each
 // MoE layer of each pass acquired the union of its rows' experts.
 void ExpectBatchedPasses(const std::string& dir, const std::string& name,
-                         const config::ExpertConfig& experts) {
+                         const config::ExpertConfig& experts, bool kv_on_demand = false) {
   Options options;
   options.backend = Backend::kCuda;
   options.batch_with = 5;
   options.experts = experts;
+  options.kv_on_demand = kv_on_demand;
   auto report = RunParity(dir + "/" + name + ".gguf", dir, options);
   ASSERT_TRUE(report.ok()) << report.status();
   std::fputs(FormatReport({*report}).c_str(), stdout);
@@ -169,6 +170,32 @@ TEST_P(CudaParityTest, PromptInsideABatchAtAQuarterPassesTheGates) {
   config::ExpertConfig experts;
   experts.arena_fraction = 0.25;
   ExpectBatchedPasses(dir, GetParam(), experts);
+}
+
+// KV in device pages mapped as each sequence grows (a worker with
+// --kv_cache_tokens): the same kernels on the same addresses, so the
+// logits are those of the whole allocation bit for bit, alone (through the
+// fused decode program) and inside a batch.
+TEST_P(CudaParityTest, KvOnDemandIsBitIdentical) {
+  SLUICE_REQUIRE_GOLDENS(dir);
+  SLUICE_REQUIRE_DEVICE();
+  Options options;
+  options.backend = Backend::kCuda;
+  options.compare = Backend::kCuda;
+  options.kv_on_demand = true;
+  auto report = RunParity(dir + "/" + GetParam() + ".gguf", dir, options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->comparisons.size(), 3u);
+  for (const PromptReport& c : report->comparisons) {
+    std::printf("%s kv on demand vs whole: rows=%d max=%g\n", c.name.c_str(), c.rows, c.max);
+    EXPECT_EQ(c.max, 0.0) << c.name;
+  }
+}
+
+TEST_P(CudaParityTest, PromptInsideABatchWithKvOnDemandPassesTheGates) {
+  SLUICE_REQUIRE_GOLDENS(dir);
+  SLUICE_REQUIRE_DEVICE();
+  ExpectBatchedPasses(dir, GetParam(), {}, /*kv_on_demand=*/true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Goldens, CudaParityTest, ::testing::ValuesIn(kModels),

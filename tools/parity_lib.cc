@@ -309,6 +309,7 @@ absl::StatusOr<ModelReport> RunParity(const std::string& model_path,
   engine_options.threads = options.threads;
   EngineOptions compare_options = engine_options;
   engine_options.experts = options.experts;
+  engine_options.kv_on_demand = options.kv_on_demand;
   if (options.plan_experts) {
     RETURN_IF_ERROR(tools::PlanExperts(*files, &engine_options, [](const std::string& line) {
       std::fprintf(stderr, "parity: %s\n", line.c_str());

@@ -123,6 +123,9 @@ struct Options {
   // that streaming experts through the slot cache leaves the logits
   // bit-identical.
   config::ExpertConfig experts;
+  // The --device arm's KV in memory backed on demand (EngineOptions::
+  // kv_on_demand; the compare arm allocates it whole).
+  bool kv_on_demand = false;
   // Runs the fit planner on `experts` first, as the CUDA worker does
   // (tools/plan_experts.h; the CUDA arm only), logging its table to stderr.
   bool plan_experts = false;

@@ -67,6 +67,9 @@ absl::StatusOr<EngineOptions> OptionsFromConfig(const v1::WorkerConfig& config) 
   EngineOptions options;
   options.threads = static_cast<int>(std::max<uint32_t>(1, config.threads()));
   options.context_length = static_cast<int>(config.context_length());
+  // With a KV pool the planner counts the pool, so the device must back
+  // only the positions held (the CPU always does).
+  options.kv_on_demand = config.kv_cache_tokens() > 0;
   switch (config.kind()) {
     case sluice::v1::WORKER_KIND_UNSPECIFIED:
     case sluice::v1::WORKER_KIND_CPU: {
@@ -274,7 +277,8 @@ absl::Status Worker::PlanCuda(EngineOptions* options) {
   const config::MissPolicy asked_miss_policy = options->experts.miss_policy;
   absl::StatusOr<memory::Plan> plan =
       memory::PlanExperts(files_->tensors(), options->context_length, *device, *host,
-                          &options->experts, MaxSequences(config_));
+                          &options->experts, MaxSequences(config_),
+                          BatchLimitsOf(config_).kv_cache_tokens);
   if (!plan.ok()) return plan.status();
   Log(absl::StrCat("fit plan:\n", plan->Table()));
   const config::ExpertConfig& e = options->experts;

@@ -136,6 +136,8 @@ class CudaModel final : public Model, private DecodeProgram::Host {
   int64_t experts_warmed_ = 0, experts_warm_planned_ = 0;
   uint64_t free_at_start_ = 0;
   mutable std::unique_ptr<PassProfiler> profiler_;
+  // options.kv_on_demand: the device pages every state's KV ranges share.
+  std::shared_ptr<cuda::DevicePagePool> kv_pages_;
 };
 
 absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(
@@ -192,6 +194,9 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(
   }
   RETURN_IF_ERROR(m->AllocateBuffers());
   m->decode_supported_ = DecodeStepSupported(m->Decode());
+  if (options.kv_on_demand) {
+    ASSIGN_OR_RETURN(m->kv_pages_, cuda::DevicePagePool::Create());
+  }
   return m;
 }
 
@@ -403,7 +408,7 @@ absl::StatusOr<std::unique_ptr<SequenceState>> CudaModel::CreateState(int capaci
   }
   RETURN_IF_ERROR(cuda::SetDevice(device_));
   ASSIGN_OR_RETURN(std::unique_ptr<DeviceState> st,
-                   DeviceState::Create(this, capacity, desc_.StateShapes(), stream_));
+                   DeviceState::Create(this, capacity, desc_.StateShapes(), stream_, kv_pages_));
   return std::unique_ptr<SequenceState>(std::move(st));
 }
 
@@ -414,6 +419,10 @@ BackendStats CudaModel::Stats() const {
                      {"expert_arena", experts_ != nullptr ? experts_->arena_bytes()
                                                           : weights_->expert_bytes()},
                      {"workspace", ws_.bytes()}};
+  if (kv_pages_ != nullptr) {
+    s.device_memory.push_back(
+        {"kv_pages", static_cast<uint64_t>(kv_pages_->pages()) * kv_pages_->page_bytes()});
+  }
   s.launches_per_decode = launches_per_decode_;
   if (auto mem = cuda::MemoryInfo(); mem.ok() && mem->first < free_at_start_) {
     s.device_in_use_measured = free_at_start_ - mem->first;
@@ -524,6 +533,7 @@ absl::Status CudaModel::ForwardOne(absl::Span<const int32_t> tokens, DeviceState
         "-token batch exceed the workspace (", w.logits_rows, " rows)"));
   }
   const int32_t pos0 = st.position();
+  RETURN_IF_ERROR(st.Commit(pos0 + static_cast<int>(n_tok)));
   RETURN_IF_ERROR(cuda::CopyToDevice(w.ids_in, tokens.data(), n_tok * sizeof(int32_t), stream_));
   RETURN_IF_ERROR(cuda::CopyToDevice(w.pos0, &pos0, sizeof(int32_t), stream_));
   const bool decode = n_tok == 1 && rows == LogitRows::kLast;
@@ -584,6 +594,9 @@ absl::Status CudaModel::ForwardBatchImpl(absl::Span<const BatchChunk> pieces,
         "cuda backend: logits of ", count, " rows of a batch exceed the workspace (",
         w.logits_rows, " rows)"));
   }
+  for (const PassSequence& s : seqs) {
+    RETURN_IF_ERROR(s.state->Commit(s.pos0 + static_cast<int>(s.n)));
+  }
   RETURN_IF_ERROR(cuda::CopyToDevice(w.ids_in, ids.data(), n_tok * sizeof(int32_t), stream_));
   profiler_->Start(stream_);
   RETURN_IF_ERROR(EnqueueBatch(Batch(), n_tok, seqs, runs, &stats->experts_per_layer));
@@ -600,6 +613,7 @@ absl::StatusOr<std::unique_ptr<Model>> FromEngine(const ModelFiles& files,
                                .routing_observer = o.routing_observer,
                                .routing_source = o.routing_source,
                                .expert_warm = o.expert_warm,
+                               .kv_on_demand = o.kv_on_demand,
                                .load_progress = o.load_progress});
 }
 

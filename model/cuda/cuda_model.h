@@ -58,6 +58,9 @@ struct CudaModelOptions {
   RoutingSource* routing_source = nullptr;
   // EngineOptions::expert_warm: warms the arena at load when streaming.
   const memory::ExpertProfile* expert_warm = nullptr;
+  // EngineOptions::kv_on_demand: states keep KV in device pages mapped as
+  // each sequence grows (model/cuda/device_state.h).
+  bool kv_on_demand = false;
   // EngineOptions::load_progress.
   std::function<void(std::string_view phase, uint64_t done, uint64_t total)> load_progress;
 };

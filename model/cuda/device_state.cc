@@ -1,25 +1,45 @@
 #include "model/cuda/device_state.h"
 
+#include <utility>
+
 #include "base/status_macros.h"
 
 namespace sluice {
 
 absl::StatusOr<std::unique_ptr<DeviceState>> DeviceState::Create(
     const void* owner, int capacity, std::vector<BlockStateShape> shapes,
-    cuda::Stream stream) {
+    cuda::Stream stream, std::shared_ptr<cuda::DevicePagePool> pages) {
   auto st = std::unique_ptr<DeviceState>(new DeviceState(owner, capacity, stream));
+  st->bytes_ = State::BytesFor(capacity, shapes);
+  uint64_t kv_floats = 0;
+  for (const BlockStateShape& s : shapes) {
+    kv_floats += (s.latent ? 1 : 2) * static_cast<uint64_t>(capacity) * s.kv_dim;
+  }
+  const bool paged = pages != nullptr;
   ASSIGN_OR_RETURN(st->buffer_, cuda::DeviceBuffer::Create(
-                                    State::BytesFor(capacity, shapes)));
+                                    paged ? st->bytes_ - kv_floats * sizeof(float) : st->bytes_));
   float* p = st->buffer_.as<float>();
+  // A KV buffer of `floats`: carved from the one allocation, or a range.
+  auto kv = [&](int64_t kv_dim) -> absl::StatusOr<float*> {
+    const uint64_t floats = static_cast<uint64_t>(capacity) * kv_dim;
+    if (!paged) {
+      float* at = p;
+      p += floats;
+      return at;
+    }
+    ASSIGN_OR_RETURN(cuda::DeviceRange r, cuda::DeviceRange::Reserve(pages, floats * sizeof(float)));
+    st->kv_.push_back(std::move(r));
+    st->kv_row_bytes_.push_back(static_cast<uint64_t>(kv_dim) * sizeof(float));
+    return static_cast<float*>(st->kv_.back().data());
+  };
   for (const BlockStateShape& s : shapes) {
     Block b;
-    const int64_t kv = static_cast<int64_t>(capacity) * s.kv_dim;
-    b.k = p;
-    p += kv;
-    // A latent-attention block keeps one row per position and no values.
-    if (!s.latent) {
-      b.v = p;
-      p += kv;
+    if (!paged || s.kv_dim > 0) {  // (no range for a block without KV)
+      ASSIGN_OR_RETURN(b.k, kv(s.kv_dim));
+      // A latent-attention block keeps one row per position and no values.
+      if (!s.latent) {
+        ASSIGN_OR_RETURN(b.v, kv(s.kv_dim));
+      }
     }
     b.conv = p;
     if (s.conv_channels > 0) p += (s.conv_kernel - 1) * s.conv_channels;
@@ -32,8 +52,27 @@ absl::StatusOr<std::unique_ptr<DeviceState>> DeviceState::Create(
   return st;
 }
 
+absl::Status DeviceState::Commit(int tokens) {
+  for (size_t i = 0; i < kv_.size(); ++i) {
+    RETURN_IF_ERROR(kv_[i].Commit(static_cast<uint64_t>(tokens) * kv_row_bytes_[i], stream_));
+  }
+  return absl::OkStatus();
+}
+
+uint64_t DeviceState::resident_bytes() const {
+  if (kv_.empty()) return bytes_;
+  uint64_t n = buffer_.bytes();
+  for (const cuda::DeviceRange& r : kv_) n += r.committed();
+  return n;
+}
+
 void DeviceState::Reset() {
   set_position(0);
+  if (!kv_.empty()) {
+    // No kernel may read a page while it is unmapped.
+    cuda::Synchronize(stream_).IgnoreError();
+    for (cuda::DeviceRange& r : kv_) r.Release();
+  }
   cuda::Memset(buffer_.data(), 0, buffer_.bytes(), stream_).IgnoreError();
 }
 

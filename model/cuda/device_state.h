@@ -5,6 +5,13 @@
 // [capacity][kv_dim] (a latent-attention block: k only, one row of
 // kv_lora_rank + n_rot per position; v is null); conv
 // [conv_kernel-1][channels]; ssm [v_heads][S][S].
+//
+// Without a page pool every buffer is one allocation of the whole capacity.
+// With one (a worker with a KV pool, sluiced --kv_cache_tokens), each k and
+// v is a reserved range (kernels/cuda/device_pages.h) that Commit backs with
+// pages up to the positions a pass writes, and Reset gives them back: the
+// device then holds KV for the positions the sequences hold, as the fit
+// planner counts it.
 #ifndef SLUICE_MODEL_CUDA_DEVICE_STATE_H_
 #define SLUICE_MODEL_CUDA_DEVICE_STATE_H_
 
@@ -14,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/cuda/device.h"
+#include "kernels/cuda/device_pages.h"
 #include "model/cuda/decode_program.h"
 #include "model/model.h"
 #include "model/state.h"
@@ -22,20 +30,26 @@ namespace sluice {
 
 class DeviceState final : public SequenceState {
  public:
-  // Zeroed buffers for `capacity` tokens. `owner` identifies the model the
-  // state belongs to (checked by its Forward).
+  // Zeroed buffers for `capacity` tokens; KV in ranges of `pages` where
+  // given. `owner` identifies the model the state belongs to (checked by
+  // its Forward).
   static absl::StatusOr<std::unique_ptr<DeviceState>> Create(
       const void* owner, int capacity, std::vector<BlockStateShape> shapes,
-      cuda::Stream stream);
+      cuda::Stream stream, std::shared_ptr<cuda::DevicePagePool> pages = nullptr);
 
   static uint64_t BytesFor(int capacity,
                            const std::vector<BlockStateShape>& shapes) {
     return State::BytesFor(capacity, shapes);
   }
 
+  // With a page pool: waits for the stream, then gives every KV page back.
   void Reset() override;
-  uint64_t bytes() const override { return buffer_.bytes(); }
+  uint64_t bytes() const override { return bytes_; }
+  uint64_t resident_bytes() const override;
 
+  // Backs positions [0, tokens) of every KV range (with a page pool; a
+  // no-op otherwise). RESOURCE_EXHAUSTED when the device has no page left.
+  absl::Status Commit(int tokens);
   const void* owner() const { return owner_; }
   float* k(int64_t il) const { return blocks_[il].k; }
   float* v(int64_t il) const { return blocks_[il].v; }
@@ -57,8 +71,13 @@ class DeviceState final : public SequenceState {
 
   const void* owner_;
   cuda::Stream stream_;
+  uint64_t bytes_ = 0;  // State::BytesFor(capacity, shapes)
+  // Everything without a page pool; the recurrent state only with one.
   cuda::DeviceBuffer buffer_;
   std::vector<Block> blocks_;
+  // With a page pool: the KV ranges and each one's bytes per position.
+  std::vector<cuda::DeviceRange> kv_;
+  std::vector<uint64_t> kv_row_bytes_;
   std::unique_ptr<DecodeProgram> programs_[2];
 };
 
