@@ -50,6 +50,12 @@ absl::Status ParseRequest(planning::PlanRequest& s) {
   if (s.sessions < 1) {
     return absl::InvalidArgumentError(absl::StrCat("--sessions='", s.sessions, "': must be >= 1"));
   }
+  s.kv_pool_tokens = absl::GetFlag(FLAGS_kv_cache_tokens);
+  if (s.kv_pool_tokens != 0 && s.kv_pool_tokens < s.context_length) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--kv_cache_tokens='", s.kv_pool_tokens, "': must hold one session's --context_length=",
+        s.context_length, " (or be 0)"));
+  }
   ASSIGN_OR_RETURN(s.experts, config::ExpertConfigFromFlags());
   if (!s.experts.profile.empty()) s.expert_profile = s.experts.profile;
   return absl::OkStatus();

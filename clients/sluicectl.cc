@@ -58,7 +58,7 @@ commands:
                                frames; --plain: frames one after another, no
                                screen clearing (the default when not a terminal)
   plan MODEL [--device_memory=BYTES|auto] [--host_memory=BYTES|auto]
-       [--context_length=N] [--sessions=N] [--expert_arena_fraction=F | --expert_slots=N]
+       [--context_length=N] [--sessions=N] [--kv_cache_tokens=N] [--expert_arena_fraction=F | --expert_slots=N]
        [--host_tier_bytes=BYTES] [--expert_tiers=inclusive|exclusive]
        [--expert_profile=FILE]
        [--disk_bytes_per_s=R] [--pcie_bytes_per_s=R] [--hbm_bytes_per_s=R]

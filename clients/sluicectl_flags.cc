@@ -53,6 +53,9 @@ ABSL_FLAG(std::string, device_memory, "auto",
 ABSL_FLAG(std::string, host_memory, "auto",
           "plan: the host's memory, BYTES or auto (/proc/meminfo).");
 ABSL_FLAG(int64_t, sessions, 1, "plan: sessions of --context_length tokens (>= 1).");
+ABSL_FLAG(int64_t, kv_cache_tokens, 0,
+          "plan: the worker's KV pool in positions over all sessions, as sluiced "
+          "--kv_cache_tokens (0: sessions x context).");
 ABSL_FLAG(std::optional<sluice::ctl::BytesPerSecond>, disk_bytes_per_s, std::nullopt,
           "plan: the disk's read rate (unset: the H200's, 1.5e9).");
 ABSL_FLAG(std::optional<sluice::ctl::BytesPerSecond>, pcie_bytes_per_s, std::nullopt,
@@ -71,7 +74,7 @@ constexpr const char* kTaken[] = {
     "model_id", "threads", "context_length", "json", "parse_special", "chat", "system",
     "max_tokens", "temperature", "top_k", "top_p", "min_p", "repetition_penalty",
     "repetition_window", "seed", "stop", "ignore_eos", "stats", "interval", "iterations",
-    "plain", "device_memory", "host_memory", "sessions", "disk_bytes_per_s",
+    "plain", "device_memory", "host_memory", "sessions", "kv_cache_tokens", "disk_bytes_per_s",
     "pcie_bytes_per_s", "hbm_bytes_per_s", "expert_slots", "expert_arena_fraction",
     "host_tier_bytes", "expert_tiers", "expert_profile"};
 

@@ -98,6 +98,7 @@ ABSL_DECLARE_FLAG(bool, plain);
 ABSL_DECLARE_FLAG(std::string, device_memory);
 ABSL_DECLARE_FLAG(std::string, host_memory);
 ABSL_DECLARE_FLAG(int64_t, sessions);
+ABSL_DECLARE_FLAG(int64_t, kv_cache_tokens);
 ABSL_DECLARE_FLAG(std::optional<sluice::ctl::BytesPerSecond>, disk_bytes_per_s);
 ABSL_DECLARE_FLAG(std::optional<sluice::ctl::BytesPerSecond>, pcie_bytes_per_s);
 ABSL_DECLARE_FLAG(std::optional<sluice::ctl::BytesPerSecond>, hbm_bytes_per_s);

@@ -68,6 +68,10 @@ PlanReport PlanModelFile(const PlanRequest& r) {
       memory::FootprintOf(**files, r.context_length, r.sessions);
   if (!footprint.ok()) return Failed(PlanFailure::kModel, footprint.status());
   in.model = *footprint;
+  if (r.kv_pool_tokens > 0) {
+    in.model.kv_pool_tokens = r.kv_pool_tokens;
+    in.model.kv_page_bytes = memory::kDeviceKvPageBytes;
+  }
   absl::StatusOr<memory::Plan> plan = memory::PlanFit(in);
   if (!plan.ok()) return Failed(PlanFailure::kRefused, plan.status());
   absl::StatusOr<memory::TierShares> shares = memory::UniformShares(*plan);

@@ -29,6 +29,9 @@ struct PlanRequest {
   std::string model_path;  // the first (or only) shard
   int64_t context_length = 0;  // tokens per session; >= 1
   int64_t sessions = 0;        // >= 1
+  // The worker's KV pool in positions (sluiced --kv_cache_tokens); 0:
+  // every session its whole context.
+  int64_t kv_pool_tokens = 0;
   // The expert settings as sluiced takes them, validated by the caller
   // (config::ValidateExpertConfig); slots -1 and arena_fraction 0: the
   // planner chooses.

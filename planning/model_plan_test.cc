@@ -56,6 +56,16 @@ TEST(ModelPlanTest, PrintsTheModelTheContextAndThePlan) {
   EXPECT_TRUE(Contains(t, "uniform routing")) << t;
 }
 
+TEST(ModelPlanTest, AKvPoolIsPlannedAsThePool) {
+  PlanRequest r = Request(WriteDenseModel());
+  r.kv_pool_tokens = 96;
+  const PlanReport report = PlanModelFile(r);
+  ASSERT_EQ(report.failure, PlanFailure::kNone) << report.message;
+  // No attention block: nothing per token and no KV buffer to round.
+  EXPECT_TRUE(Contains(report.text, "  KV pool              96 tokens x 0 B + pages rounding 0 B\n"))
+      << report.text;
+}
+
 TEST(ModelPlanTest, GivenRatesReplaceTheDefaults) {
   PlanRequest r = Request(WriteDenseModel());
   r.disk_bytes_per_s = 3e9;
