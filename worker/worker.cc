@@ -50,16 +50,19 @@ void Log(const std::string& line) {
 
 
 // The backend's device memory by kind (nothing for the CPU backend). While
-// every routed expert is resident, the expert copies are the arena.
+// every routed expert is resident, the expert copies are the arena. KV:
+// one session's whole state, or, with KV on demand, the device pages the
+// sessions' KV holds (their small recurrent buffers apart).
 void FillDeviceMemory(const Engine& engine, v1::DeviceMemory* out) {
   const BackendStats stats = engine.model().Stats();
   if (stats.device_memory.empty()) return;
+  out->set_kv_state_bytes(engine.SessionStateBytes());
   for (const auto& [kind, bytes] : stats.device_memory) {
     if (kind == "dense") out->set_dense_bytes(bytes);
     if (kind == "workspace") out->set_workspace_bytes(bytes);
     if (kind == "expert_arena") out->set_expert_arena_bytes(bytes);
+    if (kind == "kv_pages") out->set_kv_state_bytes(bytes);
   }
-  out->set_kv_state_bytes(engine.SessionStateBytes());
 }
 
 // The engine options the supervisor's Hello asks for.
