@@ -105,7 +105,7 @@ std::string ExpertConfigString(const ExpertConfig& e) {
                       e.profile.empty() ? "" : " profile=", e.profile,
                       e.host_tier_policy.empty() ? "" : " host_tier_policy=",
                       e.host_tier_policy,
-                      e.tiers == TierMode::kInclusive ? "" : " tiers=exclusive",
+                      e.tiers == TierMode::kExclusive ? "" : " tiers=inclusive",
                       e.skip_threshold == 0 ? "" : absl::StrCat(" skip=", e.skip_threshold));
 }
 

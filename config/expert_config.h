@@ -67,8 +67,12 @@ struct ExpertConfig {
   // --host_tier_policy: the host tier's eviction policy, lru, lfu or
   // tinylfu; "": memory::kDefaultHostTierPolicy (tinylfu).
   std::string host_tier_policy;
-  // --expert_tiers: inclusive or exclusive (with a host tier).
-  TierMode tiers = TierMode::kInclusive;
+  // --expert_tiers: inclusive or exclusive (with a host tier). Exclusive
+  // since it decoded 15-29% faster on realistic routing and 4-24% on
+  // uniform, and prefilled 10-24% faster, than inclusive, interleaved on
+  // the H100 (bench35 q4_k_m, arena 25%, host tier 1.5 GB; 2026-12-06,
+  // docs/BENCHMARKS.md).
+  TierMode tiers = TierMode::kExclusive;
   // --expert_prefetch: fetch the next layer's predicted experts ahead of
   // demand (streaming decode).
   bool prefetch = false;

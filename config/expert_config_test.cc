@@ -51,11 +51,11 @@ TEST(ExpertConfigTest, ValidationNamesTheFlag) {
   EXPECT_EQ(ValidateExpertConfig(c).message(),
             "--host_tier_policy='fifo': expected lru, lfu or tinylfu");
   c.host_tier_policy = "lru";
-  c.tiers = TierMode::kExclusive;
+  c.tiers = TierMode::kInclusive;  // not the default: named
   EXPECT_TRUE(ValidateExpertConfig(c).ok());
   EXPECT_EQ(ExpertConfigString(c),
             "slots=-1 arena_fraction=0.25 policy=lru host_tier_bytes=0 prefetch=false "
-            "miss_policy=copy host_threads=16 host_tier_policy=lru tiers=exclusive skip=0.05");
+            "miss_policy=copy host_threads=16 host_tier_policy=lru tiers=inclusive skip=0.05");
 }
 
 TEST(ExpertConfigTest, PolicyNamesRoundTrip) {

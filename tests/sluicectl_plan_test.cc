@@ -182,13 +182,13 @@ TEST_F(PlanCliTest, BadProfileIsAUsageError) {
                             "layers x 8 experts\n");
 }
 
-// Inclusive tiers (sluiced's default), a 1 MiB host tier: its 10 slots
-// also hold the arena's 8 experts and add 2: 2/32 of the lookups from the
-// host, 22/32 from disk; the disk reads the larger tier, 1 MiB, not arena
-// + tier.
+// Inclusive tiers (named: sluiced's default is exclusive), a 1 MiB host
+// tier: its 10 slots also hold the arena's 8 experts and add 2: 2/32 of the
+// lookups from the host, 22/32 from disk; the disk reads the larger tier,
+// 1 MiB, not arena + tier.
 TEST_F(PlanCliTest, InclusiveTiersAddOnlyTheExpertsBeyondTheArena) {
   std::vector<std::string> args = TieredPlan(model_);
-  args.erase(std::find(args.begin(), args.end(), "--expert_tiers=exclusive"));
+  *std::find(args.begin(), args.end(), "--expert_tiers=exclusive") = "--expert_tiers=inclusive";
   *std::find(args.begin(), args.end(), "--host_tier_bytes=1769472") = "--host_tier_bytes=1M";
   std::ostringstream out, err;
   ASSERT_EQ(ctl::Run(args, out, err), 0) << err.str();

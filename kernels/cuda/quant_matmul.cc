@@ -119,7 +119,7 @@ bool Q8ActivationsEnabled() {
 bool Q8RoundOnceEnabled() {
   static const bool on = [] {
     const char* env = std::getenv("SLUICE_CUDA_Q8_ROUND_ONCE");
-    return env != nullptr && std::strcmp(env, "1") == 0;
+    return env == nullptr || std::strcmp(env, "0") != 0;
   }();
   return on;
 }
