@@ -1,4 +1,4 @@
-// coldread_tier.h where the build has no CUDA (--config=nocuda).
+// coldread_tier.h where the build has no CUDA (--config=nocuda; the pair of coldread_tier_cuda.cc).
 #include "tools/coldread_tier.h"
 
 namespace sluice::coldread {
