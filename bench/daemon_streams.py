@@ -41,6 +41,35 @@ def wait_for(what, check, seconds):
     sys.exit(f"daemon_streams: {what} did not happen in {seconds} s")
 
 
+def start_daemon(bin_dir, model, flags, load_timeout_s):
+    """A sluiced serving `model`, ready: (process, ports {grpc, metrics, http},
+    the sluicectl command line that reaches it)."""
+    work = tempfile.mkdtemp()
+    ports = os.path.join(work, "ports")
+    log = open(os.path.join(work, "sluiced.log"), "w")
+    daemon = subprocess.Popen(
+        [os.path.join(bin_dir, "sluiced"), f"--model={model}", "--grpc_address=127.0.0.1:0",
+         "--metrics_address=127.0.0.1:0", "--http_address=127.0.0.1:0", f"--port_file={ports}",
+         f"--worker_binary={os.path.join(bin_dir, 'sluice-worker')}", "--cgroup_mode=none",
+         "--queue_limit=1000"] + flags, stdout=log, stderr=subprocess.STDOUT)
+
+    def read_ports():
+        if not os.path.exists(ports):
+            return None
+        kv = dict(l.strip().split("=", 1) for l in open(ports) if "=" in l)
+        return kv if all(k in kv for k in ("grpc", "metrics", "http")) else None
+    kv = wait_for("the port file", read_ports, 60)
+    ctl = [os.path.join(bin_dir, "sluicectl"), f"--addr=127.0.0.1:{kv['grpc']}"]
+
+    def ready():
+        if daemon.poll() is not None:
+            sys.exit("daemon_streams: sluiced exited:\n" + open(log.name).read()[-3000:])
+        r = subprocess.run(ctl + ["models"], capture_output=True, text=True)
+        return "READY" in r.stdout
+    wait_for("the model load", ready, load_timeout_s)
+    return daemon, kv, ctl
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--bin", required=True)
@@ -50,29 +79,8 @@ def main():
     p.add_argument("--load_timeout_s", type=int, default=600)
     p.add_argument("sluiced_flags", nargs="*")
     a = p.parse_args()
-    work = tempfile.mkdtemp()
-    ports = os.path.join(work, "ports")
-    log = open(os.path.join(work, "sluiced.log"), "w")
-    daemon = subprocess.Popen(
-        [os.path.join(a.bin, "sluiced"), f"--model={a.model}", "--grpc_address=127.0.0.1:0",
-         "--metrics_address=127.0.0.1:0", "--http_address=127.0.0.1:0", f"--port_file={ports}",
-         f"--worker_binary={os.path.join(a.bin, 'sluice-worker')}", "--cgroup_mode=none",
-         "--queue_limit=1000"] + a.sluiced_flags, stdout=log, stderr=subprocess.STDOUT)
+    daemon, kv, ctl = start_daemon(a.bin, a.model, a.sluiced_flags, a.load_timeout_s)
     try:
-        def read_ports():
-            if not os.path.exists(ports):
-                return None
-            kv = dict(l.strip().split("=", 1) for l in open(ports) if "=" in l)
-            return kv if all(k in kv for k in ("grpc", "metrics", "http")) else None
-        kv = wait_for("the port file", read_ports, 60)
-        ctl = [os.path.join(a.bin, "sluicectl"), f"--addr=127.0.0.1:{kv['grpc']}"]
-
-        def ready():
-            if daemon.poll() is not None:
-                sys.exit("daemon_streams: sluiced exited:\n" + open(log.name).read()[-3000:])
-            r = subprocess.run(ctl + ["models"], capture_output=True, text=True)
-            return "READY" in r.stdout
-        wait_for("the model load", ready, a.load_timeout_s)
         subprocess.run(ctl + ["generate", "warm up", "--max_tokens=8", "--ignore_eos"],
                        capture_output=True, check=True)
 
