@@ -15,6 +15,7 @@ restart's to the warm median. Python standard library only. Usage:
 """
 import argparse
 import os
+import random
 import re
 import signal
 import statistics
@@ -29,7 +30,12 @@ WORDS = ("river stone lantern quiet orbit harbor meadow copper signal winter "
 
 
 def prompt(seed, words):
-    return " ".join(WORDS[(seed * 7 + i * (seed + 3)) % len(WORDS)] for i in range(words))
+    """The same multiset of words in another order for each seed: prompts of
+    (nearly) one token count and one mix of tokens, so that their times
+    differ by what the caches hold rather than by what they ask."""
+    bag = [WORDS[i % len(WORDS)] for i in range(words)]
+    random.Random(seed).shuffle(bag)
+    return " ".join(bag)
 
 
 def ttft_ms(ctl, text, tokens):
