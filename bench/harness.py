@@ -10,15 +10,14 @@ programs), and writes OUT/results.json (format: docs/BENCHMARKS.md,
 "results.json"). Usage: see bench/run.sh.
 """
 import argparse
-import datetime
 import json
 import os
 import platform
 import re
-import shlex
-import subprocess
 import sys
-import time
+
+import harness_batched
+from harness_common import csv, log, ncmoe_for, now, run
 
 # Layer shape of each named mkmodel shape (mkmodel.cc BenchShape; --n-layer
 # overrides the block count). Only what the report needs: the PCIe ceiling
@@ -30,31 +29,6 @@ SHAPES = {
     "micro": {"n_expert": 8, "n_expert_used": 2, "n_layer": 4},
 }
 DEFAULT_MIX = {"bench35": "q4_k_m", "bench397": "ud_q1_0", "micro": "q4_k_m"}
-
-
-def now():
-    return datetime.datetime.now(datetime.timezone.utc)
-
-
-def log(msg):
-    print(f"[{now():%H:%M:%S}] {msg}", file=sys.stderr, flush=True)
-
-
-def csv(text, conv=str):
-    return [conv(x) for x in text.split(",") if x != ""]
-
-
-def run(cmd, timeout, env=None):
-    """(rc, stdout, stderr, seconds); rc 124 on timeout."""
-    log("$ " + " ".join(shlex.quote(c) for c in cmd))
-    start = time.monotonic()
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-        return p.returncode, p.stdout, p.stderr, time.monotonic() - start
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-        err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
-        return 124, out, err, time.monotonic() - start
 
 
 def machine_info(args):
@@ -205,11 +179,6 @@ def runs_for(args):
     return out
 
 
-def ncmoe_for(spec, frac):
-    """-ncmoe N keeping about `frac` of the expert bytes on the GPU."""
-    return max(0, min(spec["n_layer"], round(spec["n_layer"] * (1 - frac))))
-
-
 def llama_runs(args, spec):
     """llama-bench with flash attention off and on (-fa 0,1; the better of
     the two is kept per placement and test): all on the GPU and at each
@@ -352,6 +321,12 @@ def main():
                     help="localities llama.cpp runs on (default: the first; its speed "
                     "does not depend on routing)")
     ap.add_argument("--no-llama-cpu", action="store_true", help="skip llama.cpp -ngl 0")
+    ap.add_argument("--batched", type=lambda s: csv(s, int), default=[],
+                    help="sequences decoding at once, e.g. 1,4,8,16,32,64 (harness_batched.py; "
+                    "needs bin/batch_decode and llama-batched-bench); none by default")
+    ap.add_argument("--batched-fractions", type=lambda s: csv(s, float), default=[1.0, 0.25])
+    ap.add_argument("--batched-prompt", type=int, default=128, help="prompt of each sequence")
+    ap.add_argument("--batched-gen", type=int, default=32, help="decode steps timed")
     ap.add_argument("--only", choices=["all", "sluice", "llama", "models"], default="all")
     ap.add_argument("--timeout", type=int, default=300, help="seconds per command")
     ap.add_argument("--commit", default="", help="Sluice commit (default: git rev-parse)")
@@ -362,7 +337,7 @@ def main():
     llama_locs = args.llama_localities if args.llama_localities is not None else args.locality[:1]
     results = {"format": 1, "machine": machine_info(args),
                "settings": {k: v for k, v in vars(args).items()}, "models": [],
-               "sluice": [], "llama": []}
+               "sluice": [], "llama": [], "batched": {"sluice": [], "llama": []}}
     path = os.path.join(args.out, "results.json")
     for spec in model_specs(args):
         made = write_model(args, spec)
@@ -372,8 +347,12 @@ def main():
             continue
         if args.only in ("all", "sluice"):
             results["sluice"].extend(sluice_runs(args, spec))
+            if args.batched:
+                results["batched"]["sluice"].extend(harness_batched.sluice_batched(args, spec))
         if args.llama and args.only in ("all", "llama") and spec["locality"] in llama_locs:
             results["llama"].extend(llama_runs(args, spec))
+            if args.batched:
+                results["batched"]["llama"].extend(harness_batched.llama_batched(args, spec))
         # Written after every model, so a command cut short keeps what ran.
         with open(path, "w") as f:
             json.dump(results, f, indent=1)

@@ -7,10 +7,11 @@
 set -uo pipefail
 mkmodel="$1"
 generate="$2"
+batch_decode="$3"
 dir="${TEST_TMPDIR:-/tmp}/harness"
 fail() { echo "FAIL: $*"; exit 1; }
 mkdir -p "$dir/bundle/bin" "$dir/llama"
-cp "$mkmodel" "$generate" "$dir/bundle/bin/"
+cp "$mkmodel" "$generate" "$batch_decode" "$dir/bundle/bin/"
 cp bench/testdata/fake_llama_bench.py "$dir/llama/llama-bench"
 chmod +x "$dir/llama/llama-bench"
 
@@ -154,4 +155,34 @@ assert [x["result"]["routing"] for x in s] == ["router", "realistic"], s
 assert s[1]["cmd"][-4:] == ["--routing", "realistic", "--routing_seed", "1"], s[1]["cmd"]
 print("routing rows ok")
 PY
+
+# --batched (issue 19): batch_decode at 1 and 2 sequences, resident and at
+# 25%, beside a stand-in llama-batched-bench (its S_TG: 100 x B, halved
+# with -ncmoe, 10% more with -fa 1), and report.py's batched table.
+mkdir -p "$dir/llama3"
+cp bench/testdata/fake_llama_batched_bench.py "$dir/llama3/llama-batched-bench"
+cp bench/testdata/fake_llama_bench.py "$dir/llama3/llama-bench"
+chmod +x "$dir/llama3/llama-batched-bench" "$dir/llama3/llama-bench"
+bench/run.sh --out "$dir/out5" --bundle "$dir/bundle" --models "$dir/models" \
+  --llama "$dir/llama3" --no-llama-cpu --shapes micro --locality 0 --fractions 1 \
+  --batched 1,2 --batched-fractions 1,0.25 --batched-prompt 6 --batched-gen 3 \
+  --device cpu --prompt 12 --gen 5 --warmup 2 --threads 1 --commit test \
+  2>"$dir/log5" || fail "run.sh --batched: $(tail -5 "$dir/log5")"
+python3 - "$dir/out5/results.json" <<'PY' || fail "batched rows"
+import json, sys
+b = json.load(open(sys.argv[1]))["batched"]
+s, l = b["sluice"], b["llama"]
+assert [(x["fraction"], x["sequences"]) for x in s] == [(1.0, 1), (1.0, 2), (0.25, 1), (0.25, 2)], s
+assert all(x["ok"] and x["decode_tok_s"] > 0 and x["step_ms_median"] > 0 for x in s), s
+assert [(x["fraction"], x["n_cpu_moe"], x["sequences"], x["decode_tok_s"]) for x in l] == [
+    (1.0, 0, 1, 110.0), (1.0, 0, 2, 220.0), (0.25, 3, 1, 55.0), (0.25, 3, 2, 110.0)], l
+assert l[1]["decode_tok_s_fa0"] == 200.0 and l[1]["decode_tok_s_fa1"] == 220.0, l[1]
+print("batched rows ok")
+PY
+python3 bench/report.py "$dir/out5/results.json" --md "$dir/r5.md" --png "$dir/r5.png" \
+  || fail "report.py batched"
+grep -q "^## Many sequences at once (batched decode)" "$dir/r5.md" || fail "batched section"
+grep -q "^micro q4_k_m, routing locality 0, arena 25%:" "$dir/r5.md" || fail "batched placement"
+grep -Eq "^\| 2 \| [0-9,.]+ \| [0-9.]+ / [0-9.]+ \| 220.0 \(200.0 / 220.0\) \| [0-9.]+x \|" "$dir/r5.md" \
+  || fail "batched row: $(grep '^| 2 |' "$dir/r5.md")"
 echo PASS

@@ -23,6 +23,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pngplot  # noqa: E402
+import report_batched  # noqa: E402
 
 GIB = 1024.0 ** 3
 # Targets of issue 10 (ratios against llama.cpp in the same run).
@@ -42,7 +43,8 @@ ISSUE18_25_PROMPT = 5.0
 
 
 def load(paths):
-    merged = {"machine": [], "settings": [], "models": [], "sluice": [], "llama": []}
+    merged = {"machine": [], "settings": [], "models": [], "sluice": [], "llama": [],
+              "batched": {"sluice": [], "llama": []}}
     for p in paths:
         with open(p) as f:
             r = json.load(f)
@@ -52,6 +54,8 @@ def load(paths):
         merged["models"] += [m for m in r.get("models", []) if m.get("name") not in seen]
         merged["sluice"] += r.get("sluice", [])
         merged["llama"] += r.get("llama", [])
+        for side in ("sluice", "llama"):
+            merged["batched"][side] += r.get("batched", {}).get(side, [])
     return merged
 
 
@@ -390,6 +394,7 @@ def markdown(results, gbs):
             lines += depth_table(results, mkey, facts)
     for shape, mix in sorted({(r["shape"], r["mix"]) for r in results["llama"]}):
         lines += llama_table(results, shape, mix)
+    lines += report_batched.batched_markdown(results["batched"])
     lines += ["## Targets of issue 10", ""] + targets(results, facts, gbs) + [""]
     lines += ["## Targets of issue 18 (llama.cpp at its best of flash attention off / on)", ""]
     lines += issue18_targets(results, facts) + [""]

@@ -1,0 +1,37 @@
+"""What bench/harness.py and bench/harness_batched.py share: logging, the
+command runner, and llama.cpp's -ncmoe for a fraction of the experts."""
+import datetime
+import shlex
+import subprocess
+import sys
+import time
+
+
+def now():
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+def log(msg):
+    print(f"[{now():%H:%M:%S}] {msg}", file=sys.stderr, flush=True)
+
+
+def csv(text, conv=str):
+    return [conv(x) for x in text.split(",") if x != ""]
+
+
+def run(cmd, timeout, env=None):
+    """(rc, stdout, stderr, seconds); rc 124 on timeout."""
+    log("$ " + " ".join(shlex.quote(c) for c in cmd))
+    start = time.monotonic()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        return p.returncode, p.stdout, p.stderr, time.monotonic() - start
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
+        return 124, out, err, time.monotonic() - start
+
+
+def ncmoe_for(spec, frac):
+    """-ncmoe N keeping about `frac` of the expert bytes on the GPU."""
+    return max(0, min(spec["n_layer"], round(spec["n_layer"] * (1 - frac))))
