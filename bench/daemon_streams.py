@@ -6,7 +6,12 @@ One sluiced with one worker; for each N of --streams, N concurrent
 ignored), then as many OpenAI clients (`POST /v1/completions` with
 "stream": true, read to the end), then the worker's batch metrics. Prints per N: the wall time for
 all N streams, the aggregate tok/s (N x tokens / wall), the streams' own
-times (min / median / max) and how many failed. Python standard library only
+times (min / median / max) and how many failed. With --long_prompt_words W,
+one more round per N: N `sluicectl --json` streams timing every token as it
+arrives, and, once they all stream, one request with a prompt of W words
+(issue 19: a 4,096-token prompt admitted beside running streams); prints the
+streams' inter-token gaps, median and p99, over the whole round and while the
+long prompt was being evaluated (issue 19's target: p99 <= 3x the median). Python standard library only
 (the GPU machine has nothing else). Usage:
 
   bench/daemon_streams.py --bin BIN_DIR --model MODEL --streams 1,8,32 \\
@@ -18,10 +23,12 @@ bin/, or bazel-bin's three folders linked into one).
 import argparse
 import concurrent.futures
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import json
 import urllib.request
@@ -70,6 +77,60 @@ def start_daemon(bin_dir, model, flags, load_timeout_s):
     return daemon, kv, ctl
 
 
+STEADY = 20
+
+
+def gaps_round(ctl, n, tokens, long_words):
+    """N timed streams and one long prompt among them, sent once every
+    stream has run STEADY tokens (streams that are running, not starting):
+    (all gaps, gaps while the long prompt ran, its prompt tokens, its
+    seconds)."""
+    arrivals = [[] for _ in range(n)]
+    started = threading.Barrier(n + 1)
+
+    def stream(i):
+        proc = subprocess.Popen(ctl + ["generate", f"timed stream {i}", f"--max_tokens={tokens}",
+                                       "--ignore_eos", "--temperature=0.7", f"--seed={i + 1}",
+                                       "--json"], stdout=subprocess.PIPE, text=True)
+        waiting = True
+        for line in proc.stdout:
+            if '"chunk"' in line:
+                arrivals[i].append(time.time())
+                if waiting and len(arrivals[i]) >= STEADY:
+                    waiting = False
+                    started.wait()
+        proc.wait()
+        if waiting:
+            started.abort()
+
+    threads = [threading.Thread(target=stream, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    started.wait(timeout=600)
+    long_text = " ".join(f"word{i % 97}" for i in range(long_words))
+    t0 = time.time()
+    r = subprocess.run(ctl + ["generate", long_text, "--max_tokens=1", "--ignore_eos"],
+                       capture_output=True, text=True)
+    t1 = time.time()
+    for t in threads:
+        t.join()
+    m = re.search(r"prompt_tokens=(\d+)", r.stderr)
+    if m is None:
+        print(f"  the long prompt failed: {r.stderr.strip()[-300:]}", flush=True)
+    every, during = [], []
+    for times in arrivals:
+        for a, b in zip(times, times[1:]):
+            every.append(b - a)
+            if b > t0 and a < t1:
+                during.append(b - a)
+    return every, during, (int(m.group(1)) if m else -1), t1 - t0
+
+
+def pct(values, q):
+    v = sorted(values)
+    return v[min(len(v) - 1, int(q * len(v)))] if v else float("nan")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--bin", required=True)
@@ -77,6 +138,7 @@ def main():
     p.add_argument("--streams", default="1,8,32")
     p.add_argument("--tokens", type=int, default=128)
     p.add_argument("--load_timeout_s", type=int, default=600)
+    p.add_argument("--long_prompt_words", type=int, default=0)
     p.add_argument("sluiced_flags", nargs="*")
     a = p.parse_args()
     daemon, kv, ctl = start_daemon(a.bin, a.model, a.sluiced_flags, a.load_timeout_s)
@@ -120,6 +182,15 @@ def main():
                       f"aggregate_tok_s={n * a.tokens / wall:.1f} stream_s min/median/max="
                       f"{times[0]:.2f}/{statistics.median(times):.2f}/{times[-1]:.2f} "
                       f"failed={failed}", flush=True)
+            if a.long_prompt_words > 0:
+                every, during, long_tokens, long_s = gaps_round(ctl, n, a.tokens,
+                                                                a.long_prompt_words)
+                med = statistics.median(every) if every else float("nan")
+                print(f"gaps streams={n} long_prompt_tokens={long_tokens} long_prompt_s={long_s:.2f} "
+                      f"gap_ms median={1e3 * med:.2f} p99={1e3 * pct(every, 0.99):.2f} "
+                      f"during_long_prompt median={1e3 * pct(during, 0.5):.2f} "
+                      f"p99={1e3 * pct(during, 0.99):.2f} max={1e3 * max(during or [0]):.2f} "
+                      f"p99_over_median={pct(every, 0.99) / med:.2f}", flush=True)
             text = urllib.request.urlopen(
                 f"http://127.0.0.1:{kv['metrics']}/metrics", timeout=10).read().decode()
             for line in text.splitlines():

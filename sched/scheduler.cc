@@ -247,7 +247,7 @@ absl::Status Scheduler::SchedulePrefills(StepPlan& plan, int64_t& budget) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<StepPlan> Scheduler::Schedule(absl::Time now) {
+absl::StatusOr<StepPlan> Scheduler::Schedule(absl::Time now, int64_t prefill_cap) {
   if (in_flight_.has_value()) {
     return absl::FailedPreconditionError(
         absl::StrCat("scheduler: step ", steps_, " is still in flight (call Complete first)"));
@@ -256,6 +256,7 @@ absl::StatusOr<StepPlan> Scheduler::Schedule(absl::Time now) {
   ExpireDeadlines(now, plan);
   int64_t budget = options_.token_budget;
   if (absl::Status s = ScheduleDecodes(plan, budget); !s.ok()) return s;
+  if (prefill_cap > 0 && !plan.decodes.empty()) budget = std::min(budget, prefill_cap);
   if (absl::Status s = SchedulePrefills(plan, budget); !s.ok()) return s;
   if (!plan.empty()) {
     plan.step = ++steps_;

@@ -208,7 +208,12 @@ class Scheduler {
 
   // The next step. FAILED_PRECONDITION while the previous step has not been
   // completed. An empty plan (nothing to run) needs no Complete.
-  absl::StatusOr<StepPlan> Schedule(absl::Time now);
+  // prefill_cap > 0: in a step with decodes, the prefill chunks and
+  // admissions together take at most this many tokens (so that a long
+  // prompt does not stretch the running streams' time between tokens; the
+  // caller paces it, worker/batch/prefill_pacer.h); a step without decodes
+  // takes the whole budget.
+  absl::StatusOr<StepPlan> Schedule(absl::Time now, int64_t prefill_cap = 0);
 
   // Applies the step in flight: every chunk's positions become computed,
   // and `sampled` (one entry per sampling chunk of a sequence still live,

@@ -342,6 +342,28 @@ TEST(SchedulerTest, LongPromptIsChunkedBetweenDecodeSteps) {
   EXPECT_EQ(Text(next.plan), "D 1:[27,28)s 2:[27,28)s 3:[27,28)s 4:[27,28)s 9:[4096,4097)s");
 }
 
+// A prefill cap limits the prompt's chunks in steps with decodes only: the
+// 100-token prompt goes 5 tokens a step beside the running stream, and the
+// rest of it in one step once nothing decodes.
+TEST(SchedulerTest, PrefillCapAppliesOnlyBesideDecodes) {
+  SchedulerOptions o = Small();
+  o.token_budget = 128;
+  o.context_per_sequence = 128;
+  o.kv_blocks = 64;
+  Scheduler s = Make(o);
+  ASSERT_TRUE(s.Add(Req(1, 3, 2)).ok());
+  ASSERT_TRUE(s.Schedule(T(0), 5).ok());  // 1's prompt alone: no decode, no cap
+  ASSERT_TRUE(s.Complete({{1, false}}).ok());
+  ASSERT_TRUE(s.Add(Req(2, 100, 1)).ok());
+  absl::StatusOr<StepPlan> p = s.Schedule(T(0), 5);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(Text(*p), "D 1:[3,4)s | P 2:[0,5)");
+  ASSERT_TRUE(s.Complete({{1, false}}).ok());  // 1 ends: 2 tokens
+  p = s.Schedule(T(0), 5);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(Text(*p), "P 2:[5,100)s");
+}
+
 // Two prompts share what the decodes leave, oldest first.
 TEST(SchedulerTest, PrefillBudgetGoesToTheOldestFirst) {
   Scheduler s = Make(Small());

@@ -25,6 +25,14 @@ BatchLimits BatchLimitsOf(const v1::WorkerConfig& config) {
 
 namespace {
 
+constexpr int64_t kTokenBudget = 512;
+
+PrefillPacer::Options PacerOptions() {
+  PrefillPacer::Options o;
+  o.max_tokens = kTokenBudget;
+  return o;
+}
+
 // Each sequence has a session of the whole context (BatchRunner), but its
 // KV costs memory only for the positions it holds where the backend keeps
 // KV in demand pages (the CPU: base/demand_pages.h), so the pool of
@@ -41,9 +49,9 @@ sched::SchedulerOptions SchedulerOptionsFor(const BatchLimits& limits, int conte
                              ? (limits.kv_cache_tokens + o.block_tokens - 1) / o.block_tokens
                              : blocks_per_sequence * o.max_sequences;
   o.kv_blocks = static_cast<int32_t>(std::min<int64_t>(blocks, std::numeric_limits<int32_t>::max()));
-  // A long prompt is evaluated in chunks of about this many tokens between
-  // the decode steps of the others.
-  o.token_budget = std::max<int64_t>(512, o.max_sequences);
+  // A long prompt is evaluated in chunks of at most this many tokens between
+  // the decode steps of the others (fewer while streams run: the pacer).
+  o.token_budget = std::max<int64_t>(kTokenBudget, o.max_sequences);
   return o;
 }
 
@@ -67,7 +75,7 @@ absl::Status GenerateBatch::StartRunner() {
 }
 
 GenerateBatch::GenerateBatch(const Engine& engine, BatchLimits limits, Hooks hooks)
-    : engine_(engine), limits_(limits), hooks_(std::move(hooks)) {}
+    : engine_(engine), limits_(limits), hooks_(std::move(hooks)), pacer_(PacerOptions()) {}
 
 void GenerateBatch::CancelAll() {
   std::vector<uint64_t> ids;
@@ -201,14 +209,23 @@ absl::Status GenerateBatch::FailBatch(const absl::Status& status) {
 
 absl::Status GenerateBatch::Step() {
   step_counted_ = false;
+  // A long prompt beside running streams goes in chunks the pacer sizes
+  // from measured steps, so their time between tokens stays near a decode
+  // step's (worker/batch/prefill_pacer.h).
+  const absl::Time start = absl::Now();
   absl::StatusOr<BatchRunner::StepResult> step = runner_->Step(
-      absl::Now(), [this](sched::SeqId id, int32_t token) { return OnToken(id, token); });
+      start, [this](sched::SeqId id, int32_t token) { return OnToken(id, token); },
+      pacer_.Cap());
   if (!step.ok()) {
     RETURN_IF_ERROR(FailBatch(step.status()));
     PublishStats();
     return absl::OkStatus();
   }
   if (!step->plan.empty()) {
+    int64_t prompt_tokens = 0;
+    for (const sched::Chunk& c : step->plan.prefills) prompt_tokens += c.tokens();
+    pacer_.Observe(static_cast<int64_t>(step->plan.decodes.size()), prompt_tokens,
+                   absl::ToDoubleSeconds(absl::Now() - start));
     if (!step_counted_) hooks_.count_pass();
     ++steps_;
     experts_last_step_ = 0;

@@ -35,6 +35,7 @@
 #include "proto/sluice/worker/v1/worker.pb.h"
 #include "sched/scheduler.h"
 #include "worker/batch/batch_runner.h"
+#include "worker/batch/prefill_pacer.h"
 #include "worker/experts.h"
 
 namespace sluice::worker {
@@ -125,6 +126,7 @@ class GenerateBatch {
   std::unique_ptr<BatchRunner> runner_;
   std::map<uint64_t, Live> live_;
   bool step_counted_ = false;  // the step in flight counted its pass
+  PrefillPacer pacer_;
   uint64_t steps_ = 0;
   uint64_t experts_acquired_ = 0;
   uint64_t experts_last_step_ = 0;

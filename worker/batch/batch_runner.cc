@@ -94,9 +94,10 @@ absl::StatusOr<BatchForwardStats> BatchRunner::RunPlan(const sched::StepPlan& pl
 }
 
 absl::StatusOr<BatchRunner::StepResult> BatchRunner::Step(absl::Time now,
-                                                          const BatchTokenCallback& on_token) {
+                                                          const BatchTokenCallback& on_token,
+                                                          int64_t prefill_cap) {
   StepResult result;
-  ASSIGN_OR_RETURN(result.plan, scheduler_.Schedule(now));
+  ASSIGN_OR_RETURN(result.plan, scheduler_.Schedule(now, prefill_cap));
   for (const sched::Finished& f : result.plan.finished) {
     live_.erase(f.id);
     result.finished.push_back(f);

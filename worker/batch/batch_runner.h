@@ -75,7 +75,9 @@ class BatchRunner {
     // empty plan or a backend that does not count).
     BatchForwardStats forward;
   };
-  absl::StatusOr<StepResult> Step(absl::Time now, const BatchTokenCallback& on_token);
+  // prefill_cap: the scheduler's (Scheduler::Schedule; 0: none).
+  absl::StatusOr<StepResult> Step(absl::Time now, const BatchTokenCallback& on_token,
+                                  int64_t prefill_cap = 0);
 
   // Whether the grammar of live request `id` allows nothing more (false
   // without a grammar or for an id not live). For the token callback, which

@@ -1,0 +1,62 @@
+// How many prompt tokens a step may evaluate beside running streams (issue
+// 19: while a long prompt is admitted, the running streams' p99 time between
+// tokens stays within 3x their median). Plain bookkeeping over measured step
+// times, no clock of its own: the caller reports each step's decodes, prompt
+// tokens and seconds, and asks for the next step's cap
+// (sched::Scheduler::Schedule's prefill_cap).
+//
+// The model of a step: decode_s (a step of decodes alone: the fastest of
+// the last kRecent) plus token_s per prompt token beside them (a moving
+// average). The cap keeps
+// a step with a prompt chunk within `ratio` times a decodes-only step:
+// (ratio - 1) x decode_s / token_s tokens, at least min_tokens (a chunk
+// must make progress) and at most max_tokens (the scheduler's budget).
+// Until both are measured the cap is min_tokens: a long prompt arriving
+// beside streams starts with small chunks and grows them once timed. The
+// price: a prompt evaluated beside streams takes about ratio / (ratio - 1)
+// times as long as alone (1.67x at 2.5), plus the steps it shares.
+//
+// Thread-safety: none (the worker's batch thread).
+#ifndef SLUICE_WORKER_BATCH_PREFILL_PACER_H_
+#define SLUICE_WORKER_BATCH_PREFILL_PACER_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace sluice::worker {
+
+class PrefillPacer {
+ public:
+  struct Options {
+    double ratio = 2.5;       // a step with prompt tokens / one without
+    int64_t min_tokens = 1;   // the smallest chunk beside decodes
+    int64_t max_tokens = 512;
+    double weight = 0.25;     // of the newest measurement in the averages
+  };
+  explicit PrefillPacer(const Options& options) : o_(options) {}
+
+  // A step ran `decodes` one-token decodes and `prompt_tokens` prompt
+  // tokens in `seconds`.
+  void Observe(int64_t decodes, int64_t prompt_tokens, double seconds);
+  // The next step's prefill cap (Schedule's prefill_cap; it applies only
+  // where the step has decodes).
+  int64_t Cap() const;
+
+  // The averages so far (0: not measured yet).
+  double decode_seconds() const { return decode_s_; }
+  double token_seconds() const { return token_s_; }
+
+ private:
+  static double Blend(double avg, double x, double w) { return avg == 0 ? x : avg + w * (x - avg); }
+  static constexpr std::size_t kRecent = 32;
+  Options o_;
+  std::array<double, kRecent> recent_{};  // decodes-only steps; 0: none yet
+  std::size_t next_ = 0;
+  double decode_s_ = 0;
+  double token_s_ = 0;
+};
+
+}  // namespace sluice::worker
+
+#endif  // SLUICE_WORKER_BATCH_PREFILL_PACER_H_
