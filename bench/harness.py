@@ -17,7 +17,7 @@ import re
 import sys
 
 import harness_batched
-from harness_common import csv, log, ncmoe_for, now, run
+from harness_common import csv, llama_tool, log, ncmoe_for, now, run
 
 # Layer shape of each named mkmodel shape (mkmodel.cc BenchShape; --n-layer
 # overrides the block count). Only what the report needs: the PCIe ceiling
@@ -184,12 +184,7 @@ def llama_runs(args, spec):
     the two is kept per placement and test): all on the GPU and at each
     fraction's -ncmoe in one process, then -ngl 0; then decode only (-p 0)
     at each depth > 0 for the --depth-fractions placements."""
-    bench = os.path.join(args.llama, "llama-bench")
-    if not os.path.exists(bench):
-        bench = os.path.join(args.llama, "bin", "llama-bench")
-    env = dict(os.environ)
-    libdirs = [args.llama, os.path.join(args.llama, "lib"), os.path.join(args.llama, "bin")]
-    env["LD_LIBRARY_PATH"] = ":".join(libdirs + [env.get("LD_LIBRARY_PATH", "")])
+    bench, env = llama_tool(args, "llama-bench")
     ncmoe = sorted({ncmoe_for(spec, f) for f in args.fractions})
     common = ["-m", spec["path"], "-n", str(args.gen), "-r", str(args.llama_reps),
               "-t", str(args.threads), "-fa", "0,1", "-o", "json"]

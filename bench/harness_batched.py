@@ -12,7 +12,7 @@ Rows go to results.json "batched": {"sluice": [...], "llama": [...]}.
 import json
 import os
 
-from harness_common import log, ncmoe_for, run
+from harness_common import llama_tool, log, ncmoe_for, run
 
 
 def sluice_batched(args, spec):
@@ -59,12 +59,7 @@ def parse_batched_bench(out):
 
 
 def llama_batched(args, spec):
-    bench = os.path.join(args.llama, "llama-batched-bench")
-    if not os.path.exists(bench):
-        bench = os.path.join(args.llama, "bin", "llama-batched-bench")
-    env = dict(os.environ)
-    libdirs = [args.llama, os.path.join(args.llama, "lib"), os.path.join(args.llama, "bin")]
-    env["LD_LIBRARY_PATH"] = ":".join(libdirs + [env.get("LD_LIBRARY_PATH", "")])
+    bench, env = llama_tool(args, "llama-batched-bench")
     ctx = max(args.batched) * (args.batched_prompt + args.batched_gen) + 256
     rows = []
     for frac in args.batched_fractions:

@@ -1,6 +1,7 @@
 """What bench/harness.py and bench/harness_batched.py share: logging, the
 command runner, and llama.cpp's -ncmoe for a fraction of the experts."""
 import datetime
+import os
 import shlex
 import subprocess
 import sys
@@ -35,3 +36,15 @@ def run(cmd, timeout, env=None):
 def ncmoe_for(spec, frac):
     """-ncmoe N keeping about `frac` of the expert bytes on the GPU."""
     return max(0, min(spec["n_layer"], round(spec["n_layer"] * (1 - frac))))
+
+
+def llama_tool(args, name):
+    """(path of llama.cpp's `name` under --llama, its top or bin/; the
+    environment that finds its libraries)."""
+    path = os.path.join(args.llama, name)
+    if not os.path.exists(path):
+        path = os.path.join(args.llama, "bin", name)
+    env = dict(os.environ)
+    libdirs = [args.llama, os.path.join(args.llama, "lib"), os.path.join(args.llama, "bin")]
+    env["LD_LIBRARY_PATH"] = ":".join(libdirs + [env.get("LD_LIBRARY_PATH", "")])
+    return path, env
