@@ -25,10 +25,17 @@ from harness_common import csv, llama_tool, log, ncmoe_for, now, run
 SHAPES = {
     "bench35": {"n_expert": 256, "n_expert_used": 8, "n_layer": 8},
     "bench397": {"n_expert": 512, "n_expert_used": 10, "n_layer": 8},
-    # The CPU self-test of the harness (bench/harness_cli_test.sh).
+    # deepseek2 with Kimi-K2's layers (issue 23): one dense lead block, then
+    # MoE blocks of ~9.5 GB each at Q4_K (3 blocks: ~19 GB).
+    "kimi_k2": {"n_expert": 384, "n_expert_used": 8, "n_layer": 3, "arch": "deepseek2",
+                "n_dense_lead": 1},
+    # The CPU self-tests of the harness (bench/harness_cli_test.sh).
     "micro": {"n_expert": 8, "n_expert_used": 2, "n_layer": 4},
+    "ds2_micro": {"n_expert": 16, "n_expert_used": 4, "n_layer": 3, "arch": "deepseek2",
+                  "mkmodel_shape": "micro", "n_dense_lead": 1},
 }
-DEFAULT_MIX = {"bench35": "q4_k_m", "bench397": "ud_q1_0", "micro": "q4_k_m"}
+DEFAULT_MIX = {"bench35": "q4_k_m", "bench397": "ud_q1_0", "kimi_k2": "q4_k_m",
+               "micro": "q4_k_m", "ds2_micro": "q4_k_m"}
 
 
 def machine_info(args):
@@ -70,14 +77,19 @@ def model_specs(args):
             yield {"shape": shape, "mix": mix, "locality": loc, "n_layer": n_layer,
                    "n_expert": SHAPES[shape]["n_expert"],
                    "n_expert_used": SHAPES[shape]["n_expert_used"],
+                   "arch": SHAPES[shape].get("arch", "qwen35moe"),
+                   "mkmodel_shape": SHAPES[shape].get("mkmodel_shape", shape),
+                   "n_dense_lead": SHAPES[shape].get("n_dense_lead", 0),
                    "name": name, "path": os.path.join(args.models, name + ".gguf")}
 
 
 def write_model(args, spec):
     """Writes spec's GGUF unless a finished one with the same flags exists."""
-    cmd = [os.path.join(args.bundle, "bin", "mkmodel"), "--shape", spec["shape"],
+    cmd = [os.path.join(args.bundle, "bin", "mkmodel"), "--shape", spec["mkmodel_shape"],
            "--mix", spec["mix"], "--routing-locality", f"{spec['locality']:g}",
            "--n-layer", str(spec["n_layer"]), "--out", spec["path"]]
+    if spec["arch"] != "qwen35moe":
+        cmd[1:1] = ["--arch", spec["arch"]]
     stamp = spec["path"] + ".stamp.json"
     if os.path.exists(spec["path"]) and os.path.exists(stamp):
         with open(stamp) as f:

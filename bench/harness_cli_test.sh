@@ -156,6 +156,25 @@ assert s[1]["cmd"][-4:] == ["--routing", "realistic", "--routing_seed", "1"], s[
 print("routing rows ok")
 PY
 
+# A deepseek2 shape (issue 23's kimi_k2 runs the same way): mkmodel gets
+# --arch deepseek2, and -ncmoe counts the dense lead block first (3 blocks,
+# 1 dense: half the experts off the GPU is -ncmoe 2).
+bench/run.sh --out "$dir/out6" --bundle "$dir/bundle" --models "$dir/models" \
+  --llama "$dir/llama" --no-llama-cpu --shapes ds2_micro --locality 0 --fractions 1,0.5 \
+  --device cpu --prompt 12 --gen 5 --warmup 2 --threads 1 --commit test \
+  2>"$dir/log6" || fail "run.sh ds2_micro: $(tail -5 "$dir/log6")"
+python3 - "$dir/out6/results.json" <<'PY' || fail "deepseek2 rows"
+import json, sys
+r = json.load(open(sys.argv[1]))
+m = r["models"][0]
+assert m["ok"] and m["cmd"][:4] == ["--arch", "deepseek2", "--shape", "micro"], m
+s = r["sluice"]
+assert [(x["fraction"], x["ok"]) for x in s] == [(1.0, True), (0.5, True)], s
+assert s[0]["result"]["generated_tokens"] == 5, s[0]
+assert [x["n_cpu_moe"] for x in r["llama"]] == [0, 2], r["llama"]
+print("deepseek2 rows ok")
+PY
+
 # --batched (issue 19): batch_decode at 1 and 2 sequences, resident and at
 # 25%, beside a stand-in llama-batched-bench (its S_TG: 100 x B, halved
 # with -ncmoe, 10% more with -fa 1), and report.py's batched table.

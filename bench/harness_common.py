@@ -34,8 +34,13 @@ def run(cmd, timeout, env=None):
 
 
 def ncmoe_for(spec, frac):
-    """-ncmoe N keeping about `frac` of the expert bytes on the GPU."""
-    return max(0, min(spec["n_layer"], round(spec["n_layer"] * (1 - frac))))
+    """-ncmoe N keeping about `frac` of the expert bytes on the GPU. -ncmoe
+    counts blocks from the first, so dense lead blocks (deepseek2's; no
+    experts) come first in N."""
+    lead = spec.get("n_dense_lead", 0)
+    moe = spec["n_layer"] - lead
+    k = max(0, min(moe, round(moe * (1 - frac))))
+    return lead + k if k > 0 else 0
 
 
 def llama_tool(args, name):
