@@ -26,8 +26,9 @@ SHAPES = {
     "bench35": {"n_expert": 256, "n_expert_used": 8, "n_layer": 8},
     "bench397": {"n_expert": 512, "n_expert_used": 10, "n_layer": 8},
     # deepseek2 with Kimi-K2's layers (issue 23): one dense lead block, then
-    # MoE blocks of ~9.5 GB each at Q4_K (3 blocks: ~19 GB).
-    "kimi_k2": {"n_expert": 384, "n_expert_used": 8, "n_layer": 3, "arch": "deepseek2",
+    # MoE blocks of ~9.5 GB each at Q4_K. Five blocks (~38 GB): four MoE
+    # blocks let llama.cpp's -ncmoe place 25% of the experts on the GPU.
+    "kimi_k2": {"n_expert": 384, "n_expert_used": 8, "n_layer": 5, "arch": "deepseek2",
                 "n_dense_lead": 1},
     # The CPU self-tests of the harness (bench/harness_cli_test.sh).
     "micro": {"n_expert": 8, "n_expert_used": 2, "n_layer": 4},
