@@ -809,3 +809,37 @@ TEST(TinyLfuTest, ForcedLookupsCount) {
 
 }  // namespace
 }  // namespace sluice::memory
+
+namespace sluice::memory {
+namespace {
+
+// A step's counters cut among three sequences of 1, 1 and 7 rows: every
+// share is the floor arithmetic of its range, and the shares add up to the
+// whole in every field, the per-layer ones too.
+TEST(SlotCountersTest, PortionsAddUpToTheWhole) {
+  SlotCacheCounters c;
+  c.lookups = 100;
+  c.hits = 37;
+  c.bytes_by_tier[static_cast<int>(Tier::kDisk)] = 1'000'000'007;
+  c.layer_lookups = {50, 50};
+  c.layer_hits = {20, 17};
+  const SlotCacheCounters a = c.Portion(0, 1, 9), b = c.Portion(1, 2, 9), d = c.Portion(2, 9, 9);
+  EXPECT_EQ(a.lookups, 11u);  // floor(100 / 9)
+  EXPECT_EQ(b.lookups, 11u);  // floor(200 / 9) - 11
+  EXPECT_EQ(d.lookups, 78u);
+  SlotCacheCounters sum = a;
+  sum.Add(b);
+  sum.Add(d);
+  EXPECT_EQ(sum.lookups, c.lookups);
+  EXPECT_EQ(sum.hits, c.hits);
+  EXPECT_EQ(sum.bytes_by_tier, c.bytes_by_tier);
+  EXPECT_EQ(sum.layer_lookups, c.layer_lookups);
+  EXPECT_EQ(sum.layer_hits, c.layer_hits);
+  // Large counters do not overflow: 2^62 bytes cut in thirds.
+  SlotCacheCounters big;
+  big.bytes_streamed = uint64_t{1} << 62;
+  EXPECT_EQ(big.Portion(0, 2, 3).bytes_streamed, (uint64_t{1} << 63) / 3);
+}
+
+}  // namespace
+}  // namespace sluice::memory

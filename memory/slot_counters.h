@@ -90,6 +90,20 @@ struct SlotCacheCounters {
     Combine(other, [](uint64_t& x, uint64_t y) { x += y; });
   }
 
+  // The share of [from, to) out of `whole` of every counter: floor(x x to /
+  // whole) - floor(x x from / whole). Cutting [0, whole) into consecutive
+  // ranges gives shares that add up to the counters exactly (a step's
+  // figures apportioned to the sequences in it by their rows).
+  // Precondition: from <= to <= whole, whole > 0.
+  SlotCacheCounters Portion(uint64_t from, uint64_t to, uint64_t whole) const {
+    SlotCacheCounters d = *this;
+    d.Combine(*this, [&](uint64_t& x, uint64_t y) {
+      const unsigned __int128 v = y;
+      x = static_cast<uint64_t>(v * to / whole - v * from / whole);
+    });
+    return d;
+  }
+
  private:
   // op(field of this, field of other) for every counter; per-layer entries
   // beyond this object's vectors are left out.

@@ -97,20 +97,23 @@ sluice::v1::ExpertRequestStats ToRequestStats(const memory::SlotCacheCounters& d
   return r;
 }
 
-void RequestExpertTracker::Token(const memory::SlotCacheCounters& now) {
-  if (per_token_) {
-    const memory::SlotCacheCounters d = now.Minus(last_);
-    sluice::v1::ExpertTokenStats t;
-    t.set_hits(d.hits);
-    t.set_misses(d.misses);
-    tokens_.push_back(t);
-  }
-  last_ = now;
+void RequestExpertTracker::Add(const memory::SlotCacheCounters& share) {
+  total_.Add(share);
+  since_token_.Add(share);
 }
 
-sluice::v1::ExpertRequestStats RequestExpertTracker::Finish(
-    const memory::SlotCacheCounters& now) const {
-  sluice::v1::ExpertRequestStats r = ToRequestStats(now.Minus(start_));
+void RequestExpertTracker::Token() {
+  if (per_token_) {
+    sluice::v1::ExpertTokenStats t;
+    t.set_hits(since_token_.hits);
+    t.set_misses(since_token_.misses);
+    tokens_.push_back(t);
+  }
+  since_token_ = {};
+}
+
+sluice::v1::ExpertRequestStats RequestExpertTracker::Finish() const {
+  sluice::v1::ExpertRequestStats r = ToRequestStats(total_);
   for (const sluice::v1::ExpertTokenStats& t : tokens_) *r.add_tokens() = t;
   return r;
 }

@@ -33,19 +33,21 @@ absl::StatusOr<memory::ExpertProfile> OpenExpertProfile(const std::string& path,
 // One request's figures from the counters' difference around it.
 sluice::v1::ExpertRequestStats ToRequestStats(const memory::SlotCacheCounters& delta);
 
-// Follows one request: Start() before its first forward pass, Token() after
-// each pass that produced a token, Finish() at the end. The per-token list
-// is kept only when asked for.
+// Follows one request: Add() its share of each forward pass it took part
+// in (in a batch, the pass's counters apportioned among its sequences by
+// their rows: SlotCacheCounters::Portion), Token() after each pass that
+// produced one of its tokens, Finish() at the end. The per-token list is
+// kept only when asked for.
 class RequestExpertTracker {
  public:
-  RequestExpertTracker(const memory::SlotCacheCounters& start, bool per_token)
-      : start_(start), last_(start), per_token_(per_token) {}
-  void Token(const memory::SlotCacheCounters& now);
-  sluice::v1::ExpertRequestStats Finish(const memory::SlotCacheCounters& now) const;
+  explicit RequestExpertTracker(bool per_token) : per_token_(per_token) {}
+  void Add(const memory::SlotCacheCounters& share);
+  void Token();
+  sluice::v1::ExpertRequestStats Finish() const;
 
  private:
-  memory::SlotCacheCounters start_;
-  memory::SlotCacheCounters last_;
+  memory::SlotCacheCounters total_;
+  memory::SlotCacheCounters since_token_;
   const bool per_token_;
   std::vector<sluice::v1::ExpertTokenStats> tokens_;
 };

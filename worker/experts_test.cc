@@ -80,8 +80,6 @@ TEST(ExpertsTest, SlotCacheStatsCarryEveryFigure) {
   EXPECT_EQ(idle.miss_policy(), "");
 }
 
-// Start at 1x, two tokens at 2x and 3x: the request is the 2x difference,
-// each token a 1x one.
 // slots_capacity was slots_total: a renamed field keeps its number, or
 // supervisors and workers of the two versions would misread each other.
 TEST(ExpertsTest, SlotsCapacityKeepsTheOldFieldNumber) {
@@ -92,11 +90,15 @@ TEST(ExpertsTest, SlotsCapacityKeepsTheOldFieldNumber) {
   EXPECT_EQ(sluice::v1::SlotCacheStats::descriptor()->FindFieldByName("slots_total"), nullptr);
 }
 
+// Shares of two passes of 1x counters each, a token after each: the request
+// is their sum (2x), each token one share.
 TEST(ExpertsTest, TrackerGivesTheRequestAndEachToken) {
-  RequestExpertTracker t(Counters(1), /*per_token=*/true);
-  t.Token(Counters(2));
-  t.Token(Counters(3));
-  sluice::v1::ExpertRequestStats r = t.Finish(Counters(3));
+  RequestExpertTracker t(/*per_token=*/true);
+  t.Add(Counters(1));
+  t.Token();
+  t.Add(Counters(1));
+  t.Token();
+  sluice::v1::ExpertRequestStats r = t.Finish();
   EXPECT_EQ(r.lookups(), 16u);
   EXPECT_EQ(r.hits(), 10u);
   EXPECT_EQ(r.misses(), 6u);
@@ -111,9 +113,11 @@ TEST(ExpertsTest, TrackerGivesTheRequestAndEachToken) {
   ASSERT_EQ(r.tokens_size(), 2);
   EXPECT_EQ(r.tokens(1).hits(), 5u);
   EXPECT_EQ(r.tokens(1).misses(), 3u);
-  RequestExpertTracker quiet(Counters(1), /*per_token=*/false);
-  quiet.Token(Counters(2));
-  EXPECT_EQ(quiet.Finish(Counters(2)).tokens_size(), 0);
+  RequestExpertTracker quiet(/*per_token=*/false);
+  quiet.Add(Counters(1));
+  quiet.Token();
+  EXPECT_EQ(quiet.Finish().tokens_size(), 0);
+  EXPECT_EQ(quiet.Finish().lookups(), 8u);
 }
 
 std::string Temp(const std::string& name) {

@@ -111,7 +111,7 @@ void GenerateBatch::Admit(const SupervisorMessage& job) {
   live.added = absl::Now();
   // The lossy mode counts skipped experts even where nothing streams.
   if (const ExpertStreamStats start = hooks_.experts(); start.streaming || start.skipping) {
-    live.experts.emplace(start.counters, request.expert_token_stats());
+    live.experts.emplace(request.expert_token_stats());
   }
   live_.emplace(id, std::move(live));
 }
@@ -126,17 +126,37 @@ void GenerateBatch::Cancel(uint64_t id) {
   hooks_.send_error(id, absl::CancelledError("cancelled by the client"));
 }
 
-bool GenerateBatch::OnToken(uint64_t id, int32_t token) {
-  if (!step_counted_) {
-    // Each token's expert figures follow the pass that produced it, and
-    // Stats already describes the step whose tokens are going out.
-    step_counted_ = true;
-    hooks_.count_pass();
-    PublishStats();
+void GenerateBatch::OnPass(const sched::StepPlan& plan) {
+  hooks_.count_pass();
+  // The pass's expert figures go to its sequences by their rows, so that a
+  // request's figures are its share, not the whole batch's, and the shares
+  // add up to the worker's counters (SlotCacheCounters::Portion).
+  const memory::SlotCacheCounters now = hooks_.experts().counters;
+  const memory::SlotCacheCounters step = now.Minus(counters_before_);
+  counters_before_ = now;
+  uint64_t whole = 0;
+  for (const auto* chunks : {&plan.decodes, &plan.prefills}) {
+    for (const sched::Chunk& c : *chunks) whole += static_cast<uint64_t>(c.tokens());
   }
+  uint64_t at = 0;
+  for (const auto* chunks : {&plan.decodes, &plan.prefills}) {
+    for (const sched::Chunk& c : *chunks) {
+      const uint64_t next = at + static_cast<uint64_t>(c.tokens());
+      const auto it = live_.find(c.id);
+      if (it != live_.end() && it->second.experts.has_value()) {
+        it->second.experts->Add(step.Portion(at, next, whole));
+      }
+      at = next;
+    }
+  }
+  // Stats describes the step whose tokens are about to go out.
+  PublishStats();
+}
+
+bool GenerateBatch::OnToken(uint64_t id, int32_t token) {
   Live& live = live_.at(id);
   if (++live.generated == 1) live.first_token = absl::Now();
-  if (live.experts.has_value()) live.experts->Token(hooks_.experts().counters);
+  if (live.experts.has_value()) live.experts->Token();
   // As Generate: the scheduler ends the request after this token.
   const bool last = live.generated >= live.max_tokens ||
                     live.prompt_tokens + live.generated > engine_.options().context_length;
@@ -190,7 +210,7 @@ void GenerateBatch::Finish(const sched::Finished& f) {
   msg.set_request_id(f.id);
   *msg.mutable_done() = ToGenerateDone(result);
   if (live.experts.has_value()) {
-    *msg.mutable_done()->mutable_experts() = live.experts->Finish(hooks_.experts().counters);
+    *msg.mutable_done()->mutable_experts() = live.experts->Finish();
   }
   hooks_.send(msg);
   live_.erase(it);
@@ -208,14 +228,14 @@ absl::Status GenerateBatch::FailBatch(const absl::Status& status) {
 }
 
 absl::Status GenerateBatch::Step() {
-  step_counted_ = false;
   // A long prompt beside running streams goes in chunks the pacer sizes
   // from measured steps, so their time between tokens stays near a decode
   // step's (worker/batch/prefill_pacer.h).
   const absl::Time start = absl::Now();
+  counters_before_ = hooks_.experts().counters;
   absl::StatusOr<BatchRunner::StepResult> step = runner_->Step(
       start, [this](sched::SeqId id, int32_t token) { return OnToken(id, token); },
-      pacer_.Cap());
+      pacer_.Cap(), [this](const sched::StepPlan& plan) { OnPass(plan); });
   if (!step.ok()) {
     RETURN_IF_ERROR(FailBatch(step.status()));
     PublishStats();
@@ -226,7 +246,6 @@ absl::Status GenerateBatch::Step() {
     for (const sched::Chunk& c : step->plan.prefills) prompt_tokens += c.tokens();
     pacer_.Observe(static_cast<int64_t>(step->plan.decodes.size()), prompt_tokens,
                    absl::ToDoubleSeconds(absl::Now() - start));
-    if (!step_counted_) hooks_.count_pass();
     ++steps_;
     experts_last_step_ = 0;
     for (int64_t n : step->forward.experts_per_layer) experts_last_step_ += n;

@@ -111,6 +111,9 @@ class GenerateBatch {
   };
 
   GenerateBatch(const Engine& engine, BatchLimits limits, Hooks hooks);
+  // After a step's forward pass, before its tokens: counts the pass and
+  // gives each request its share of the pass's expert figures.
+  void OnPass(const sched::StepPlan& plan);
   bool OnToken(uint64_t id, int32_t token);
   void Finish(const sched::Finished& finished);
   // A new runner (and its sessions) in place of the current one.
@@ -125,7 +128,8 @@ class GenerateBatch {
   const Hooks hooks_;
   std::unique_ptr<BatchRunner> runner_;
   std::map<uint64_t, Live> live_;
-  bool step_counted_ = false;  // the step in flight counted its pass
+  // The expert counters before the step in flight's pass.
+  memory::SlotCacheCounters counters_before_;
   PrefillPacer pacer_;
   uint64_t steps_ = 0;
   uint64_t experts_acquired_ = 0;

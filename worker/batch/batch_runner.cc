@@ -95,7 +95,8 @@ absl::StatusOr<BatchForwardStats> BatchRunner::RunPlan(const sched::StepPlan& pl
 
 absl::StatusOr<BatchRunner::StepResult> BatchRunner::Step(absl::Time now,
                                                           const BatchTokenCallback& on_token,
-                                                          int64_t prefill_cap) {
+                                                          int64_t prefill_cap,
+                                                          const BatchPassCallback& on_pass) {
   StepResult result;
   ASSIGN_OR_RETURN(result.plan, scheduler_.Schedule(now, prefill_cap));
   for (const sched::Finished& f : result.plan.finished) {
@@ -108,6 +109,7 @@ absl::StatusOr<BatchRunner::StepResult> BatchRunner::Step(absl::Time now,
   }
   std::vector<float> logits;
   ASSIGN_OR_RETURN(result.forward, RunPlan(result.plan, &logits));
+  if (on_pass) on_pass(result.plan);
   // The sampling chunks' rows, in the batch's order.
   const int64_t n_vocab = engine_.info().n_vocab;
   std::vector<sched::Sampled> sampled;

@@ -49,6 +49,8 @@ struct BatchRequest {
 // Called once per sampled token; true ends the request there (an
 // end-of-generation token, a stop string).
 using BatchTokenCallback = std::function<bool(sched::SeqId id, int32_t token)>;
+// Called once per step, after its forward pass and before its tokens.
+using BatchPassCallback = std::function<void(const sched::StepPlan& plan)>;
 
 class BatchRunner {
  public:
@@ -75,9 +77,11 @@ class BatchRunner {
     // empty plan or a backend that does not count).
     BatchForwardStats forward;
   };
-  // prefill_cap: the scheduler's (Scheduler::Schedule; 0: none).
+  // prefill_cap: the scheduler's (Scheduler::Schedule; 0: none); on_pass,
+  // when set, sees the plan once its pass has run.
   absl::StatusOr<StepResult> Step(absl::Time now, const BatchTokenCallback& on_token,
-                                  int64_t prefill_cap = 0);
+                                  int64_t prefill_cap = 0,
+                                  const BatchPassCallback& on_pass = nullptr);
 
   // Whether the grammar of live request `id` allows nothing more (false
   // without a grammar or for an id not live). For the token callback, which

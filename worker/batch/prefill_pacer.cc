@@ -23,15 +23,15 @@ void PrefillPacer::Observe(int64_t decodes, int64_t prompt_tokens, double second
   // once per step either way); beside decodes, what the decodes alone take
   // is taken off first.
   const double prompt_s = decodes > 0 && decode_s_ > 0 ? std::max(0.0, seconds - decode_s_)
-                          : decodes == 0                ? seconds
-                                                        : -1;
+                          : decodes == 0 && prompt_tokens >= kTimedPromptOnly ? seconds
+                                                                             : -1;
   if (prompt_s >= 0) {
     token_s_ = Blend(token_s_, prompt_s / static_cast<double>(prompt_tokens), o_.weight);
   }
 }
 
 int64_t PrefillPacer::Cap() const {
-  if (decode_s_ <= 0 || token_s_ <= 0) return o_.min_tokens;
+  if (decode_s_ <= 0 || token_s_ <= 0) return o_.unmeasured_tokens;
   const double tokens = (o_.ratio - 1) * decode_s_ / token_s_;
   if (!std::isfinite(tokens)) return o_.max_tokens;
   return std::clamp<int64_t>(static_cast<int64_t>(tokens), o_.min_tokens, o_.max_tokens);

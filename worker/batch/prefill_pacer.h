@@ -11,10 +11,12 @@
 // a step with a prompt chunk within `ratio` times a decodes-only step:
 // (ratio - 1) x decode_s / token_s tokens, at least min_tokens (a chunk
 // must make progress) and at most max_tokens (the scheduler's budget).
-// Until both are measured the cap is min_tokens: a long prompt arriving
-// beside streams starts with small chunks and grows them once timed. The
-// price: a prompt evaluated beside streams takes about ratio / (ratio - 1)
-// times as long as alone (1.67x at 2.5), plus the steps it shares.
+// Until both are measured the cap is unmeasured_tokens. A prompt-only step
+// times prompt tokens only when it has at least kTimedPromptOnly of them
+// (a step's fixed cost would swamp a few). The price: a prompt evaluated
+// beside streams takes about ratio / (ratio - 1) times as long as alone
+// (1.67x at 2.5), plus the steps it shares; a prompt shorter than the cap
+// is not slowed.
 //
 // Thread-safety: none (the worker's batch thread).
 #ifndef SLUICE_WORKER_BATCH_PREFILL_PACER_H_
@@ -31,6 +33,7 @@ class PrefillPacer {
   struct Options {
     double ratio = 2.5;       // a step with prompt tokens / one without
     int64_t min_tokens = 1;   // the smallest chunk beside decodes
+    int64_t unmeasured_tokens = 64;  // the cap before the step is timed
     int64_t max_tokens = 512;
     double weight = 0.25;     // of the newest measurement in the averages
   };
@@ -50,6 +53,7 @@ class PrefillPacer {
  private:
   static double Blend(double avg, double x, double w) { return avg == 0 ? x : avg + w * (x - avg); }
   static constexpr std::size_t kRecent = 32;
+  static constexpr int64_t kTimedPromptOnly = 32;
   Options o_;
   std::array<double, kRecent> recent_{};  // decodes-only steps; 0: none yet
   std::size_t next_ = 0;

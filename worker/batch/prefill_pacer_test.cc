@@ -9,16 +9,20 @@ PrefillPacer::Options Opts() {
   PrefillPacer::Options o;
   o.ratio = 2.5;
   o.min_tokens = 16;  // (the worker's is 1)
+  o.unmeasured_tokens = 64;
   o.max_tokens = 512;
   o.weight = 0.5;
   return o;
 }
 
-TEST(PrefillPacerTest, StartsAtTheSmallestChunk) {
+TEST(PrefillPacerTest, StartsAtTheUnmeasuredCap) {
   PrefillPacer p(Opts());
-  EXPECT_EQ(p.Cap(), 16);
+  EXPECT_EQ(p.Cap(), 64);
   p.Observe(4, 0, 0.002);  // decodes alone: 2 ms
-  EXPECT_EQ(p.Cap(), 16);  // no prompt token timed yet
+  EXPECT_EQ(p.Cap(), 64);  // no prompt token timed yet
+  p.Observe(0, 8, 0.002);  // too few prompt tokens alone to time them
+  EXPECT_EQ(p.token_seconds(), 0);
+  EXPECT_EQ(p.Cap(), 64);
 }
 
 // Decodes alone take 2 ms; beside them a prompt token costs 0.05 ms: a step
@@ -67,7 +71,7 @@ TEST(PrefillPacerTest, IgnoresWhatCannotBeTimed) {
   p.Observe(2, 50, 0.01);  // beside decodes before any decodes-only step
   EXPECT_EQ(p.decode_seconds(), 0);
   EXPECT_EQ(p.token_seconds(), 0);
-  EXPECT_EQ(p.Cap(), 16);
+  EXPECT_EQ(p.Cap(), 64);
 }
 
 }  // namespace
