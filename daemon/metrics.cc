@@ -99,6 +99,10 @@ void RenderBatch(std::string* out, const worker::v1::BatchStats& b) {
          "Memory the worker's sequence states hold now: the KV of the positions held and "
          "the recurrent state on a CPU worker; the whole allocation on a CUDA worker.",
          b.state_resident_bytes());
+  Metric(out, "sluice_worker_prefill_cap_tokens", "gauge",
+         "Prompt tokens a step may evaluate beside running streams, sized from measured "
+         "steps so that such a step takes at most about 2.5x a step of decodes alone.",
+         b.prefill_cap_tokens());
   Metric(out, "sluice_worker_preemptions_total", "counter",
          "Sequences the worker's scheduler preempted (recomputed later) for KV memory.",
          b.preemptions_total());

@@ -87,6 +87,7 @@ TEST(MetricsTest, WorkerBatch) {
   s.batch.set_experts_acquired_last_step(57);
   s.batch.set_experts_acquired_total(4100);
   s.batch.set_state_resident_bytes(123456);
+  s.batch.set_prefill_cap_tokens(37);
   const std::string text = metrics.Render(s, HostMemory{});
   for (const char* line : {"sluice_worker_max_sequences 8\n",
                            "sluice_worker_sequences{state=\"running\"} 3\n",
@@ -95,6 +96,7 @@ TEST(MetricsTest, WorkerBatch) {
                            "sluice_worker_kv_blocks{state=\"used\"} 40\n",
                            "sluice_worker_kv_blocks{state=\"free\"} 2008\n",
                            "sluice_worker_state_resident_bytes 123456\n",
+                           "sluice_worker_prefill_cap_tokens 37\n",
                            "# TYPE sluice_worker_preemptions_total counter\n",
                            "sluice_worker_preemptions_total 1\n",
                            "sluice_worker_batch_steps_total 90\n",

@@ -456,6 +456,8 @@ TEST_F(E2eWorkerBatchTest, ConcurrentRequestsStreamWhatTheyStreamAlone) {
     EXPECT_EQ(during->kv_blocks_total(), 4u * kContext / 16);
     EXPECT_GT(during->kv_blocks_used(), 4u);
     EXPECT_EQ(during->preemptions_total(), 0u);
+    EXPECT_GE(during->prefill_cap_tokens(), 1u);
+    EXPECT_LE(during->prefill_cap_tokens(), 512u);
     // Afterwards: the steps were shared (fewer than the tokens streamed),
     // and each acquired the union of its sequences' experts.
     SupervisorMessage stats;

@@ -270,6 +270,7 @@ void GenerateBatch::PublishStats() {
   b.set_kv_blocks_total(s.kv_blocks_total);
   b.set_preemptions_total(s.preemptions);
   b.set_state_resident_bytes(runner_->ResidentStateBytes());
+  b.set_prefill_cap_tokens(static_cast<uint32_t>(pacer_.Cap()));
   b.set_steps_total(steps_);
   b.set_experts_acquired_last_step(experts_last_step_);
   b.set_experts_acquired_total(experts_acquired_);
