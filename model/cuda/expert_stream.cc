@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
@@ -117,12 +118,26 @@ absl::StatusOr<std::unique_ptr<ExpertStream>> ExpertStream::Create(
     }
     std::vector<std::array<ExpertMatrix, 3>> views;
     for (const LayerExpertViews& v : s->layers_) views.push_back({v.gate, v.up, v.down});
+    // Exclusive tiers (the default) stage disk reads in a layer's worth of
+    // slots of their own; a tier too small for that as well as one layer
+    // runs inclusive rather than refusing a load it used to accept.
+    bool exclusive = options.exclusive_tiers;
+    const uint64_t layer_bytes = HostTier::SlotBytes(views) * static_cast<uint64_t>(s->n_expert_);
+    if (exclusive && options.host_tier_bytes < 2 * layer_bytes &&
+        options.host_tier_bytes >= layer_bytes) {
+      std::fprintf(stderr,
+                   "expert stream: a host tier of %llu bytes cannot also stage a layer's %d "
+                   "experts (%llu bytes needed for exclusive tiers): running inclusive\n",
+                   static_cast<unsigned long long>(options.host_tier_bytes), s->n_expert_,
+                   static_cast<unsigned long long>(2 * layer_bytes));
+      exclusive = false;
+    }
     ASSIGN_OR_RETURN(s->host_, HostTier::Create(*options.files, std::move(views),
                                                 {.bytes = options.host_tier_bytes,
                                                  .threads = 8,
                                                  .policy = options.host_tier_policy,
-                                                 .exclusive = options.exclusive_tiers}));
-    s->exclusive_ = options.exclusive_tiers;
+                                                 .exclusive = exclusive}));
+    s->exclusive_ = exclusive;
   }
   if (s->host_ == nullptr) RETURN_IF_ERROR(s->RegisterWindows());
 
