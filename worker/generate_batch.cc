@@ -1,7 +1,9 @@
 #include "worker/generate_batch.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -26,6 +28,16 @@ BatchLimits BatchLimitsOf(const v1::WorkerConfig& config) {
 namespace {
 
 constexpr int64_t kTokenBudget = 512;
+
+// Paced prefill is on where it was measured, the CPU backend (2026-12-06);
+// on CUDA only with SLUICE_PREFILL_PACING=1 until a GPU run measures it
+// (docs/BATCHING.md). SLUICE_PREFILL_PACING=0 turns it off everywhere.
+bool PacingOn(Backend backend) {
+  const char* env = std::getenv("SLUICE_PREFILL_PACING");
+  if (env != nullptr && std::string_view(env) == "0") return false;
+  if (env != nullptr && std::string_view(env) == "1") return true;
+  return backend == Backend::kCpu;
+}
 
 PrefillPacer::Options PacerOptions() {
   PrefillPacer::Options o;
@@ -75,7 +87,11 @@ absl::Status GenerateBatch::StartRunner() {
 }
 
 GenerateBatch::GenerateBatch(const Engine& engine, BatchLimits limits, Hooks hooks)
-    : engine_(engine), limits_(limits), hooks_(std::move(hooks)), pacer_(PacerOptions()) {}
+    : engine_(engine),
+      limits_(limits),
+      hooks_(std::move(hooks)),
+      pacing_(PacingOn(engine.options().backend)),
+      pacer_(PacerOptions()) {}
 
 void GenerateBatch::CancelAll() {
   std::vector<uint64_t> ids;
@@ -235,7 +251,7 @@ absl::Status GenerateBatch::Step() {
   counters_before_ = hooks_.experts().counters;
   absl::StatusOr<BatchRunner::StepResult> step = runner_->Step(
       start, [this](sched::SeqId id, int32_t token) { return OnToken(id, token); },
-      pacer_.Cap(), [this](const sched::StepPlan& plan) { OnPass(plan); });
+      pacing_ ? pacer_.Cap() : 0, [this](const sched::StepPlan& plan) { OnPass(plan); });
   if (!step.ok()) {
     RETURN_IF_ERROR(FailBatch(step.status()));
     PublishStats();
@@ -270,7 +286,7 @@ void GenerateBatch::PublishStats() {
   b.set_kv_blocks_total(s.kv_blocks_total);
   b.set_preemptions_total(s.preemptions);
   b.set_state_resident_bytes(runner_->ResidentStateBytes());
-  b.set_prefill_cap_tokens(static_cast<uint32_t>(pacer_.Cap()));
+  b.set_prefill_cap_tokens(pacing_ ? static_cast<uint32_t>(pacer_.Cap()) : 0);
   b.set_steps_total(steps_);
   b.set_experts_acquired_last_step(experts_last_step_);
   b.set_experts_acquired_total(experts_acquired_);

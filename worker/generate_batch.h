@@ -130,6 +130,7 @@ class GenerateBatch {
   std::map<uint64_t, Live> live_;
   // The expert counters before the step in flight's pass.
   memory::SlotCacheCounters counters_before_;
+  const bool pacing_;  // paced prefill (PacingOn in the .cc)
   PrefillPacer pacer_;
   uint64_t steps_ = 0;
   uint64_t experts_acquired_ = 0;

@@ -5,13 +5,20 @@
 // tokens and seconds, and asks for the next step's cap
 // (sched::Scheduler::Schedule's prefill_cap).
 //
-// The model of a step: decode_s (a step of decodes alone: the fastest of
-// the last kRecent) plus token_s per prompt token beside them (a moving
-// average). The cap keeps
-// a step with a prompt chunk within `ratio` times a decodes-only step:
-// (ratio - 1) x decode_s / token_s tokens, at least min_tokens (a chunk
-// must make progress) and at most max_tokens (the scheduler's budget).
-// Until both are measured the cap is unmeasured_tokens. A prompt-only step
+// The model: decode_s, a step of decodes alone (the fastest of the last
+// kRecent), and the steps with decodes and a prompt chunk as a line in the
+// chunk's tokens, fixed + per_token x tokens (least squares, older steps
+// weighing less). The cap keeps such a step within ratio x decode_s:
+// (ratio x decode_s - fixed) / per_token tokens. When the fixed part alone
+// exceeds that (a chunk beside decodes runs a slower code path, as on the
+// GPU), every mixed step breaks the ratio; the cap is then fixed /
+// per_token, each such step within twice what it cannot avoid, rather than
+// ever smaller chunks that each still pay the fixed part. Until the line is
+// known (three mixed steps of more than one chunk size), the cap is (ratio
+// - 1) x decode_s / token_s, token_s a moving average of the time a prompt
+// token adds. The cap is at least
+// min_tokens (a chunk must make progress) and at most max_tokens (the
+// scheduler's budget). Until a decode step is timed it is unmeasured_tokens. A prompt-only step
 // times prompt tokens only when it has at least kTimedPromptOnly of them
 // (a step's fixed cost would swamp a few). The price: a prompt evaluated
 // beside streams takes about ratio / (ratio - 1) times as long as alone
@@ -36,6 +43,7 @@ class PrefillPacer {
     int64_t unmeasured_tokens = 64;  // the cap before the step is timed
     int64_t max_tokens = 512;
     double weight = 0.25;     // of the newest measurement in the averages
+    double line_weight = 0.1;  // of the newest mixed step in the line's sums
   };
   explicit PrefillPacer(const Options& options) : o_(options) {}
 
@@ -52,6 +60,8 @@ class PrefillPacer {
 
  private:
   static double Blend(double avg, double x, double w) { return avg == 0 ? x : avg + w * (x - avg); }
+  // The mixed steps' line (false while their chunks were of one size).
+  bool MixedLine(double* fixed_s, double* per_token_s) const;
   static constexpr std::size_t kRecent = 32;
   static constexpr int64_t kTimedPromptOnly = 32;
   Options o_;
@@ -59,6 +69,10 @@ class PrefillPacer {
   std::size_t next_ = 0;
   double decode_s_ = 0;
   double token_s_ = 0;
+  // Weighted sums over the mixed steps: weights, tokens, seconds, tokens^2,
+  // tokens x seconds.
+  double sw_ = 0, sp_ = 0, ss_ = 0, spp_ = 0, sps_ = 0;
+  int64_t mixed_steps_ = 0;
 };
 
 }  // namespace sluice::worker

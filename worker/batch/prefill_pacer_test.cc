@@ -10,6 +10,7 @@ PrefillPacer::Options Opts() {
   o.ratio = 2.5;
   o.min_tokens = 16;  // (the worker's is 1)
   o.unmeasured_tokens = 64;
+  o.line_weight = 0.5;
   o.max_tokens = 512;
   o.weight = 0.5;
   return o;
@@ -34,10 +35,14 @@ TEST(PrefillPacerTest, KeepsAStepWithinTheRatioOfADecodeStep) {
   EXPECT_DOUBLE_EQ(p.decode_seconds(), 0.002);
   EXPECT_NEAR(p.token_seconds(), 0.00005, 1e-12);
   EXPECT_EQ(p.Cap(), 60);
-  // Faster prompt tokens (a larger chunk is cheaper per token): the cap grows.
-  p.Observe(4, 60, 0.002 + 60 * 0.00001);
-  EXPECT_NEAR(p.token_seconds(), 0.00003, 1e-12);
-  EXPECT_EQ(p.Cap(), 100);
+  // More chunk sizes on the same line (no cost beyond the decodes'): the
+  // line through them gives the same 60.
+  p.Observe(4, 60, 0.002 + 60 * 0.00005);
+  p.Observe(4, 30, 0.002 + 30 * 0.00005);
+  EXPECT_NEAR(static_cast<double>(p.Cap()), 60, 1);
+  // Cheaper tokens in larger chunks: the line's slope falls, the cap grows.
+  p.Observe(4, 200, 0.002 + 200 * 0.00002);
+  EXPECT_GT(p.Cap(), 60);
 }
 
 // Slow decode steps (the first ones, a stall) do not count while a faster
@@ -72,6 +77,36 @@ TEST(PrefillPacerTest, IgnoresWhatCannotBeTimed) {
   EXPECT_EQ(p.decode_seconds(), 0);
   EXPECT_EQ(p.token_seconds(), 0);
   EXPECT_EQ(p.Cap(), 64);
+}
+
+// On the GPU a lone decode runs the fused program (1 ms) and a chunk beside
+// it the batch pass, 4 ms however small, plus 0.01 ms a token: no chunk
+// keeps a mixed step within 2.5 ms, so chunks cost as much as the fixed
+// part, 5 ms / 0.01 ms = 500 tokens, instead of shrinking to 1-token
+// chunks that each still cost 5 ms.
+TEST(PrefillPacerTest, AFixedCostBeyondTheBudgetSetsChunksAsCostlyAsIt) {
+  PrefillPacer p(Opts());
+  p.Observe(1, 0, 0.001);
+  p.Observe(1, 64, 0.001 + 0.004 + 64 * 0.00001);
+  p.Observe(1, 20, 0.001 + 0.004 + 20 * 0.00001);
+  p.Observe(1, 100, 0.001 + 0.004 + 100 * 0.00001);
+  EXPECT_NEAR(static_cast<double>(p.Cap()), 500, 1);
+}
+
+// A fixed cost within the budget: the line through the mixed steps gives
+// (2.5 ms - (1 + 0.5) ms) / 0.01 ms = 100 tokens.
+TEST(PrefillPacerTest, TheLineThroughMixedStepsSizesTheChunk) {
+  PrefillPacer p(Opts());
+  p.Observe(1, 0, 0.001);
+  p.Observe(1, 64, 0.0015 + 64 * 0.00001);
+  // One chunk size: the per-token model, 1.5 ms / (1.14 ms / 64) = 84.
+  EXPECT_EQ(p.Cap(), 84);
+  p.Observe(1, 20, 0.0015 + 20 * 0.00001);
+  // Two mixed steps: still the per-token model, its average 0.0264 ms a
+  // token: 1.5 / 0.0264 = 56.
+  EXPECT_EQ(p.Cap(), 56);
+  p.Observe(1, 40, 0.0015 + 40 * 0.00001);
+  EXPECT_NEAR(static_cast<double>(p.Cap()), 100, 1);
 }
 
 }  // namespace
