@@ -53,10 +53,6 @@ uint64_t DeviceWeights::dense_bytes() const {
   return dense_->counters().device_bytes_owned;
 }
 
-const memory::ResidencyCounters& DeviceWeights::dense_counters() const {
-  return dense_->counters();
-}
-
 absl::StatusOr<const void*> DeviceWeights::Translate(const void* host) const {
   const auto* p = static_cast<const uint8_t*>(host);
   auto it = std::upper_bound(

@@ -56,7 +56,6 @@ class DeviceWeights {
   // routed experts.
   uint64_t dense_bytes() const;
   uint64_t expert_bytes() const { return experts_.bytes(); }
-  const memory::ResidencyCounters& dense_counters() const;
 
  private:
   struct Range {
