@@ -5,13 +5,16 @@
 #   tools/gpu_bundle.sh OUT_DIR bazel-bin/tools/cuda_probe [more binaries]
 #   tools/gpu_bundle.sh OUT_DIR    (the tools below, built with CUDA:
 #     bazel build //tools:cuda_probe //tools:generate //tools:mkmodel
-#       //tools:parity //tools:coldread)
+#       //tools:parity //tools:coldread //tools:batch_decode //daemon:sluiced
+#       //worker:sluice-worker //clients:sluicectl; what bench/run.sh,
+#       bench/daemon_streams.py and bench/warm_restart.py run)
 # On the GPU machine: LD_LIBRARY_PATH=OUT_DIR/lib OUT_DIR/bin/cuda_probe
 set -euo pipefail
 out="$1"; shift
 if [ "$#" -eq 0 ]; then
   set -- bazel-bin/tools/cuda_probe bazel-bin/tools/generate bazel-bin/tools/mkmodel \
-    bazel-bin/tools/parity bazel-bin/tools/coldread
+    bazel-bin/tools/parity bazel-bin/tools/coldread bazel-bin/tools/batch_decode \
+    bazel-bin/daemon/sluiced bazel-bin/worker/sluice-worker bazel-bin/clients/sluicectl
 fi
 mkdir -p "$out/bin" "$out/lib"
 for bin in "$@"; do
@@ -27,4 +30,9 @@ for bin in "$@"; do
     esac
   done
 done
+# Symbols are half the bytes and the carry to the GPU machine is 64 MiB.
+if command -v strip >/dev/null; then
+  chmod -R u+w "$out"
+  strip --strip-unneeded "$out"/bin/* "$out"/lib/* 2>/dev/null || true
+fi
 du -sh "$out"
