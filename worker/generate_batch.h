@@ -7,7 +7,10 @@
 // Each request's text goes through its own OutputText (the detokenizer and
 // stop strings Generate uses), so it streams in a batch what Generate
 // streams for it alone; usage, TTFT, decode rate and (where experts stream)
-// the expert figures stay per request. A forward pass that fails ends every
+// the expert figures stay per request (a pass's expert figures apportioned
+// to its sequences by their rows: OnPass). A prompt that arrives while
+// others decode goes in chunks the PrefillPacer sizes (CPU workers, or
+// SLUICE_PREFILL_PACING=1). A forward pass that fails ends every
 // request of the batch with its error and the batch starts again empty (the
 // sessions' contents are undefined then); Step returns an error only when
 // it cannot start again, and then the worker cannot serve.
