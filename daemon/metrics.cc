@@ -97,7 +97,8 @@ void RenderBatch(std::string* out, const worker::v1::BatchStats& b) {
   Sample(out, "sluice_worker_kv_blocks", b.kv_blocks_total() - used, "state=\"free\"");
   Metric(out, "sluice_worker_state_resident_bytes", "gauge",
          "Memory the worker's sequence states hold now: the KV of the positions held and "
-         "the recurrent state on a CPU worker; the whole allocation on a CUDA worker.",
+         "the recurrent state (a CUDA worker without --kv_cache_tokens: the whole "
+         "allocation).",
          b.state_resident_bytes());
   Metric(out, "sluice_worker_prefill_cap_tokens", "gauge",
          "Prompt tokens a step may evaluate beside running streams, sized from measured "

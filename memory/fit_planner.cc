@@ -188,8 +188,7 @@ absl::StatusOr<Plan> PlanFit(const FitInputs& in) {
       m.kv_block_tokens > 0 ? p.kv_positions_per_sequence / m.kv_block_tokens * m.sessions : 0;
   if (m.kv_pool_tokens > 0) {
     p.kv_pool_tokens = m.kv_pool_tokens;
-    p.kv_page_slack_bytes =
-        static_cast<uint64_t>(m.sessions) * static_cast<uint64_t>(m.kv_ranges) * m.kv_page_bytes;
+    p.kv_page_slack_bytes = m.kv_page_slack_bytes();
   }
   p.workspace_bytes = m.workspace_bytes;
   p.device = in.device;

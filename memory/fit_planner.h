@@ -95,10 +95,14 @@ struct ModelFootprint {
     return state_fixed_bytes +
            state_bytes_per_token * static_cast<uint64_t>(kv_positions_per_session());
   }
+  // With a pool: at most a partly used page per KV buffer of each session.
+  uint64_t kv_page_slack_bytes() const {
+    return static_cast<uint64_t>(sessions) * static_cast<uint64_t>(kv_ranges) * kv_page_bytes;
+  }
   uint64_t state_bytes() const {
     const uint64_t n = static_cast<uint64_t>(sessions);
     if (kv_pool_tokens > 0) {
-      return n * (state_fixed_bytes + static_cast<uint64_t>(kv_ranges) * kv_page_bytes) +
+      return n * state_fixed_bytes + kv_page_slack_bytes() +
              state_bytes_per_token * static_cast<uint64_t>(kv_pool_tokens);
     }
     return state_bytes_per_session() * n;

@@ -65,7 +65,8 @@ class State final : public SequenceState {
   uint64_t bytes() const override;
   uint64_t resident_bytes() const override;
 
-  // What State(capacity, shapes).bytes() would be, without allocating.
+  // What State(capacity, shapes).bytes() would be, without allocating;
+  // capacity 0: the recurrent state alone.
   static uint64_t BytesFor(int capacity,
                            const std::vector<BlockStateShape>& shapes);
 

@@ -311,6 +311,18 @@ class E2eWorkerBatchTest : public E2eWorkerTest {
     return w;
   }
 
+  // The worker's answer to a StatsQuery sent now (the messages before it
+  // dropped); nullopt when it did not come.
+  std::optional<WorkerMessage> StatsNow(daemon::WorkerProcess& w) {
+    SupervisorMessage stats;
+    stats.mutable_stats_query();
+    if (!w.Send(stats).ok()) return std::nullopt;
+    std::optional<WorkerMessage> m;
+    while ((m = inbox_.Next()) && !m->has_stats()) {
+    }
+    return m;
+  }
+
   std::vector<int32_t> Prompt(int length, int seed) const {
     std::mt19937 rng(seed);
     std::vector<int32_t> ids;
@@ -460,12 +472,7 @@ TEST_F(E2eWorkerBatchTest, ConcurrentRequestsStreamWhatTheyStreamAlone) {
     EXPECT_LE(during->prefill_cap_tokens(), 512u);
     // Afterwards: the steps were shared (fewer than the tokens streamed),
     // and each acquired the union of its sequences' experts.
-    SupervisorMessage stats;
-    stats.mutable_stats_query();
-    ASSERT_TRUE(w->Send(stats).ok());
-    std::optional<WorkerMessage> after;
-    while ((after = inbox_.Next()) && !after->has_stats()) {
-    }
+    const std::optional<WorkerMessage> after = StatsNow(*w);
     ASSERT_TRUE(after.has_value());
     const worker::v1::BatchStats& b = after->stats().batch();
     size_t streamed = 0;
@@ -623,21 +630,15 @@ TEST_F(E2eWorkerBatchTest, ASmallKvPoolServesEveryRequestAsAlone) {
   };
   ASSERT_EQ(events.size(), 2u * kRequests) << absl::StrJoin(events, ", ");
   EXPECT_LT(std::min(at("done 1"), at("done 2")), at("first 3")) << absl::StrJoin(events, ", ");
-  SupervisorMessage stats;
-  stats.mutable_stats_query();
-  ASSERT_TRUE(w->Send(stats).ok());
-  std::optional<WorkerMessage> after;
-  while ((after = inbox_.Next()) && !after->has_stats()) {
-  }
+  const std::optional<WorkerMessage> after = StatsNow(*w);
   ASSERT_TRUE(after.has_value());
-  EXPECT_EQ(after->stats().batch().kv_blocks_total(), static_cast<uint32_t>(kContext / 16));
-  EXPECT_EQ(after->stats().batch().kv_blocks_used(), 0u);
+  const worker::v1::BatchStats& b = after->stats().batch();
+  EXPECT_EQ(b.kv_blocks_total(), static_cast<uint32_t>(kContext / 16));
+  EXPECT_EQ(b.kv_blocks_used(), 0u);
   // Only the four slots' recurrent states: every KV page was given back.
-  const Model& m = engine_->model();
-  const uint64_t kv_per_token = m.StateBytes(2) - m.StateBytes(1);
-  const uint64_t recurrent = m.StateBytes(1) - kv_per_token;
+  const uint64_t recurrent = engine_->model().StateBytes(0);
   EXPECT_GT(recurrent, 0u);
-  EXPECT_EQ(after->stats().batch().state_resident_bytes(), 4 * recurrent);
+  EXPECT_EQ(b.state_resident_bytes(), 4 * recurrent);
 }
 
 // A request whose deadline has passed ends at the worker's next step with

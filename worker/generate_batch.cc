@@ -83,6 +83,9 @@ absl::Status GenerateBatch::StartRunner() {
   ASSIGN_OR_RETURN(runner_, BatchRunner::Create(engine_, SchedulerOptionsFor(
                                                              limits_,
                                                              engine_.options().context_length)));
+  // The counters move only in forward passes, and OnPass carries this on
+  // from one to the next (a failed pass's figures go to nobody).
+  counters_before_ = hooks_.experts().counters;
   return absl::OkStatus();
 }
 
@@ -150,10 +153,7 @@ void GenerateBatch::OnPass(const sched::StepPlan& plan) {
   const memory::SlotCacheCounters now = hooks_.experts().counters;
   const memory::SlotCacheCounters step = now.Minus(counters_before_);
   counters_before_ = now;
-  uint64_t whole = 0;
-  for (const auto* chunks : {&plan.decodes, &plan.prefills}) {
-    for (const sched::Chunk& c : *chunks) whole += static_cast<uint64_t>(c.tokens());
-  }
+  const uint64_t whole = static_cast<uint64_t>(plan.tokens());
   uint64_t at = 0;
   for (const auto* chunks : {&plan.decodes, &plan.prefills}) {
     for (const sched::Chunk& c : *chunks) {
@@ -248,7 +248,6 @@ absl::Status GenerateBatch::Step() {
   // from measured steps, so their time between tokens stays near a decode
   // step's (worker/batch/prefill_pacer.h).
   const absl::Time start = absl::Now();
-  counters_before_ = hooks_.experts().counters;
   absl::StatusOr<BatchRunner::StepResult> step = runner_->Step(
       start, [this](sched::SeqId id, int32_t token) { return OnToken(id, token); },
       pacing_ ? pacer_.Cap() : 0, [this](const sched::StepPlan& plan) { OnPass(plan); });
@@ -258,9 +257,8 @@ absl::Status GenerateBatch::Step() {
     return absl::OkStatus();
   }
   if (!step->plan.empty()) {
-    int64_t prompt_tokens = 0;
-    for (const sched::Chunk& c : step->plan.prefills) prompt_tokens += c.tokens();
-    pacer_.Observe(static_cast<int64_t>(step->plan.decodes.size()), prompt_tokens,
+    const auto decodes = static_cast<int64_t>(step->plan.decodes.size());
+    pacer_.Observe(decodes, step->plan.tokens() - decodes,
                    absl::ToDoubleSeconds(absl::Now() - start));
     ++steps_;
     experts_last_step_ = 0;

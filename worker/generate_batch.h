@@ -131,7 +131,7 @@ class GenerateBatch {
   const Hooks hooks_;
   std::unique_ptr<BatchRunner> runner_;
   std::map<uint64_t, Live> live_;
-  // The expert counters before the step in flight's pass.
+  // The expert counters after the last pass (before the next one).
   memory::SlotCacheCounters counters_before_;
   const bool pacing_;  // paced prefill (PacingOn in the .cc)
   PrefillPacer pacer_;

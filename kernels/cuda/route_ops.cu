@@ -9,6 +9,7 @@ namespace sluice::cuda {
 namespace {
 
 using internal::SigmoidF;
+using internal::WarpArgMax;
 using internal::WarpMax;
 using internal::WarpSum;
 
@@ -90,22 +91,9 @@ __global__ void RouteKernel(RouteShape s, const float* logits, const float* bias
   float* w = weights + static_cast<int64_t>(t) * k;
   double total = 0.0;
   for (int slot = 0; slot < k; ++slot) {
-    float bv = -INFINITY;
-    int bi = s.n_expert;
-    for (int e = lane; e < s.n_expert; e += 32) {
-      if (sel[e] > bv) {
-        bv = sel[e];
-        bi = e;
-      }
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-      if (ov > bv || (ov == bv && oi < bi)) {
-        bv = ov;
-        bi = oi;
-      }
-    }
+    float bv;
+    int bi;
+    WarpArgMax(sel, s.n_expert, -INFINITY, &bv, &bi);
     if (lane == 0) {
       id[slot] = bi;
       w[slot] = p[bi];

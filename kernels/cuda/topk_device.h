@@ -32,23 +32,10 @@ __device__ inline void RouteOneToken(const float* logits, int n_expert, int k, i
   __syncwarp();
   float total = 0.0f;
   for (int slot = 0; slot < k; ++slot) {
-    // Arg-max with ties to the lower id; taken experts hold -1.
-    float bv = -2.0f;
-    int bi = n_expert;
-    for (int e = lane; e < n_expert; e += 32) {
-      if (p[e] > bv) {
-        bv = p[e];
-        bi = e;
-      }
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-      if (ov > bv || (ov == bv && oi < bi)) {
-        bv = ov;
-        bi = oi;
-      }
-    }
+    // Taken experts hold -1, below the floor.
+    float bv;
+    int bi;
+    WarpArgMax(p, n_expert, -2.0f, &bv, &bi);
     if (lane == 0) {
       ids[slot] = bi;
       if (paired != nullptr) {

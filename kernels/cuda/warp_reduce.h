@@ -19,6 +19,32 @@ __device__ __forceinline__ float WarpMax(float v) {
   return v;
 }
 
+// The warp's arg-max of v[0, n): every lane gets the largest value and its
+// index, ties to the lower index; `floor` is below every value that may be
+// picked (index n and `floor` when none is above it).
+__device__ __forceinline__ void WarpArgMax(const float* v, int n, float floor, float* best,
+                                           int* index) {
+  const int lane = threadIdx.x & 31;
+  float bv = floor;
+  int bi = n;
+  for (int e = lane; e < n; e += 32) {
+    if (v[e] > bv) {
+      bv = v[e];
+      bi = e;
+    }
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+    if (ov > bv || (ov == bv && oi < bi)) {
+      bv = ov;
+      bi = oi;
+    }
+  }
+  *best = bv;
+  *index = bi;
+}
+
 // Sum over the block (blockDim.x a multiple of 32, at most 1024); every
 // thread gets the result. `scratch` holds 32 values.
 template <typename T>

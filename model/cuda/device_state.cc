@@ -11,13 +11,11 @@ absl::StatusOr<std::unique_ptr<DeviceState>> DeviceState::Create(
     cuda::Stream stream, std::shared_ptr<cuda::DevicePagePool> pages) {
   auto st = std::unique_ptr<DeviceState>(new DeviceState(owner, capacity, stream));
   st->bytes_ = State::BytesFor(capacity, shapes);
-  uint64_t kv_floats = 0;
-  for (const BlockStateShape& s : shapes) {
-    kv_floats += (s.latent ? 1 : 2) * static_cast<uint64_t>(capacity) * s.kv_dim;
-  }
   const bool paged = pages != nullptr;
+  // With pages the one allocation is the recurrent state alone: the bytes
+  // of a state of no positions.
   ASSIGN_OR_RETURN(st->buffer_, cuda::DeviceBuffer::Create(
-                                    paged ? st->bytes_ - kv_floats * sizeof(float) : st->bytes_));
+                                    paged ? State::BytesFor(0, shapes) : st->bytes_));
   float* p = st->buffer_.as<float>();
   // A KV buffer of `floats`: carved from the one allocation, or a range.
   auto kv = [&](int64_t kv_dim) -> absl::StatusOr<float*> {

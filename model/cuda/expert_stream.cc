@@ -122,14 +122,14 @@ absl::StatusOr<std::unique_ptr<ExpertStream>> ExpertStream::Create(
     // slots of their own; a tier too small for that as well as one layer
     // runs inclusive rather than refusing a load it used to accept.
     bool exclusive = options.exclusive_tiers;
-    const uint64_t layer_bytes = HostTier::SlotBytes(views) * static_cast<uint64_t>(s->n_expert_);
-    if (exclusive && options.host_tier_bytes < 2 * layer_bytes &&
-        options.host_tier_bytes >= layer_bytes) {
+    if (const uint64_t need = HostTier::MinBytes(views, /*exclusive=*/true);
+        exclusive && options.host_tier_bytes < need &&
+        options.host_tier_bytes >= HostTier::MinBytes(views, /*exclusive=*/false)) {
       std::fprintf(stderr,
                    "expert stream: a host tier of %llu bytes cannot also stage a layer's %d "
                    "experts (%llu bytes needed for exclusive tiers): running inclusive\n",
                    static_cast<unsigned long long>(options.host_tier_bytes), s->n_expert_,
-                   static_cast<unsigned long long>(2 * layer_bytes));
+                   static_cast<unsigned long long>(need));
       exclusive = false;
     }
     ASSIGN_OR_RETURN(s->host_, HostTier::Create(*options.files, std::move(views),

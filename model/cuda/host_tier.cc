@@ -29,6 +29,12 @@ uint64_t HostTier::SlotBytes(const std::vector<std::array<ExpertMatrix, 3>>& lay
   return part[0] + part[1] + part[2];
 }
 
+uint64_t HostTier::MinBytes(const std::vector<std::array<ExpertMatrix, 3>>& layers,
+                            bool exclusive) {
+  const uint64_t n_expert = layers.empty() ? 0 : layers[0][0].n_expert;
+  return SlotBytes(layers) * n_expert * (exclusive ? 2 : 1);
+}
+
 absl::StatusOr<std::unique_ptr<HostTier>> HostTier::Create(
     const ModelFiles& files, std::vector<std::array<ExpertMatrix, 3>> layers,
     const Options& options) {

@@ -99,6 +99,10 @@ class HostTier {
   // span, the largest over the layers): Create needs at least n_expert of
   // them.
   static uint64_t SlotBytes(const std::vector<std::array<ExpertMatrix, 3>>& layers);
+  // The fewest bytes Create accepts for these layers: one layer's experts,
+  // twice when exclusive (its staging slots).
+  static uint64_t MinBytes(const std::vector<std::array<ExpertMatrix, 3>>& layers,
+                           bool exclusive);
 
   // Makes every expert of `experts` (distinct, of `layer`) present, reading
   // the missing ones from disk in parallel; they stay put until the next

@@ -172,6 +172,8 @@ TEST_P(HostTierTest, ExclusiveNeedsTwoLayersOfSlots) {
   // may start up to 4095 bytes early: 12288 bytes a part.
   const uint64_t slot = HostTier::SlotBytes(layers_);
   EXPECT_EQ(slot, 3u * 12288);
+  EXPECT_EQ(HostTier::MinBytes(layers_, /*exclusive=*/true), 8 * slot);
+  EXPECT_EQ(HostTier::MinBytes(layers_, /*exclusive=*/false), 4 * slot);
   HostTier::Options o;
   o.bytes = 6 * slot;
   o.pinned = false;
