@@ -68,6 +68,17 @@ TEST(ValidateConfigTest, KvPoolHoldsOneContext) {
   EXPECT_EQ(ValidateConfig(c).message(), "--kv_cache_tokens=-1: must be in 0..268435456");
 }
 
+TEST(ValidateConfigTest, PrefillPacingIsAutoOnOrOff) {
+  Config c;
+  EXPECT_EQ(c.prefill_pacing, "auto");
+  for (const char* v : {"auto", "on", "off"}) {
+    c.prefill_pacing = v;
+    EXPECT_TRUE(ValidateConfig(c).ok()) << v;
+  }
+  c.prefill_pacing = "1";
+  EXPECT_EQ(ValidateConfig(c).message(), "--prefill_pacing=1: must be auto, on or off");
+}
+
 TEST(ValidateConfigTest, ErrorsNameTheFlagAndValue) {
   Config c;
   c.grpc_address = "localhost";

@@ -98,6 +98,7 @@ absl::StatusOr<ModelDesc> PrepareLoad(const v1::LoadModelRequest& request,
   config->set_context_length(context);
   config->set_max_sequences(static_cast<uint32_t>(std::max(1, defaults.max_sequences)));
   config->set_kv_cache_tokens(static_cast<uint64_t>(std::max<int64_t>(0, defaults.kv_cache_tokens)));
+  config->set_prefill_pacing(defaults.prefill_pacing);
   if (kind == v1::WORKER_KIND_CUDA) {
     config::ToWorkerConfig(defaults.experts, config);
   }

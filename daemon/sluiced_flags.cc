@@ -55,6 +55,10 @@ ABSL_FLAG(int64_t, kv_cache_tokens, 0,
           "--context_length); sequences are admitted and preempted to stay within it, and a "
           "CPU worker's KV memory follows the positions held. 0: --max_sequences x "
           "--context_length.");
+ABSL_FLAG(std::string, prefill_pacing, "auto",
+          "While streams decode, a long prompt is evaluated in chunks sized to keep their "
+          "pace (on), or in chunks of the whole token budget (off); auto: on for a CPU "
+          "worker, off for a CUDA one.");
 ABSL_FLAG(std::string, worker_memory_limit, "0",
           "Memory limit of each worker's cgroup (e.g. 8G); 0: none.");
 ABSL_FLAG(std::string, cgroup_mode, "auto", "OOM containment: auto, v2, v1 or none.");
@@ -158,6 +162,7 @@ absl::StatusOr<Config> ConfigFromFlags(const std::function<void(const std::strin
   c.queue_limit = absl::GetFlag(FLAGS_queue_limit);
   c.max_sequences = absl::GetFlag(FLAGS_max_sequences);
   c.kv_cache_tokens = absl::GetFlag(FLAGS_kv_cache_tokens);
+  c.prefill_pacing = absl::GetFlag(FLAGS_prefill_pacing);
   auto limit = config::ParseByteSize("--worker_memory_limit", absl::GetFlag(FLAGS_worker_memory_limit));
   if (!limit.ok()) return limit.status();
   c.worker_memory_limit = *limit;

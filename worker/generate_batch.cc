@@ -1,9 +1,7 @@
 #include "worker/generate_batch.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <limits>
-#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -22,21 +20,21 @@ int32_t MaxSequences(const v1::WorkerConfig& config) {
 }
 
 BatchLimits BatchLimitsOf(const v1::WorkerConfig& config) {
-  return {MaxSequences(config), static_cast<int64_t>(config.kv_cache_tokens())};
+  // The supervisor accepts only auto, on and off (daemon/config.cc).
+  const std::string& p = config.prefill_pacing();
+  const PrefillPacing pacing = p == "on"    ? PrefillPacing::kOn
+                               : p == "off" ? PrefillPacing::kOff
+                                            : PrefillPacing::kAuto;
+  return {MaxSequences(config), static_cast<int64_t>(config.kv_cache_tokens()), pacing};
 }
 
 namespace {
 
 constexpr int64_t kTokenBudget = 512;
 
-// Paced prefill is on where it was measured, the CPU backend (2026-12-06);
-// on CUDA only with SLUICE_PREFILL_PACING=1 until a GPU run measures it
-// (docs/BATCHING.md). SLUICE_PREFILL_PACING=0 turns it off everywhere.
-bool PacingOn(Backend backend) {
-  const char* env = std::getenv("SLUICE_PREFILL_PACING");
-  if (env != nullptr && std::string_view(env) == "0") return false;
-  if (env != nullptr && std::string_view(env) == "1") return true;
-  return backend == Backend::kCpu;
+bool PacingOn(PrefillPacing pacing, Backend backend) {
+  if (pacing == PrefillPacing::kAuto) return backend == Backend::kCpu;
+  return pacing == PrefillPacing::kOn;
 }
 
 PrefillPacer::Options PacerOptions() {
@@ -93,7 +91,7 @@ GenerateBatch::GenerateBatch(const Engine& engine, BatchLimits limits, Hooks hoo
     : engine_(engine),
       limits_(limits),
       hooks_(std::move(hooks)),
-      pacing_(PacingOn(engine.options().backend)),
+      pacing_(PacingOn(limits.pacing, engine.options().backend)),
       pacer_(PacerOptions()) {}
 
 void GenerateBatch::CancelAll() {

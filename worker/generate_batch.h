@@ -9,8 +9,8 @@
 // streams for it alone; usage, TTFT, decode rate and (where experts stream)
 // the expert figures stay per request (a pass's expert figures apportioned
 // to its sequences by their rows: OnPass). A prompt that arrives while
-// others decode goes in chunks the PrefillPacer sizes (CPU workers, or
-// SLUICE_PREFILL_PACING=1). A forward pass that fails ends every
+// others decode goes in chunks the PrefillPacer sizes (BatchLimits::pacing:
+// CPU workers, or sluiced --prefill_pacing=on). A forward pass that fails ends every
 // request of the batch with its error and the batch starts again empty (the
 // sessions' contents are undefined then); Step returns an error only when
 // it cannot start again, and then the worker cannot serve.
@@ -47,11 +47,18 @@ namespace sluice::worker {
 // before there was a batch (sluiced always sets it, --max_sequences).
 int32_t MaxSequences(const v1::WorkerConfig& config);
 
+// Paced prefill (the Hello's prefill_pacing): while streams decode, a long
+// prompt's chunks are sized by PrefillPacer to keep their pace. kAuto: on
+// where it was measured, the CPU backend; a CUDA worker needs kOn until a
+// GPU run measures it (docs/BATCHING.md).
+enum class PrefillPacing { kAuto, kOn, kOff };
+
 // How many sequences run at once and the KV pool they share, in positions
 // (the Hello's kv_cache_tokens; 0: every sequence its whole context).
 struct BatchLimits {
   int32_t max_sequences = 1;
   int64_t kv_cache_tokens = 0;
+  PrefillPacing pacing = PrefillPacing::kAuto;
 };
 BatchLimits BatchLimitsOf(const v1::WorkerConfig& config);
 
