@@ -18,12 +18,12 @@ PrefillPacer::Options Opts() {
 
 TEST(PrefillPacerTest, StartsAtTheUnmeasuredCap) {
   PrefillPacer p(Opts());
-  EXPECT_EQ(p.Cap(), 64);
+  EXPECT_EQ(p.Cap(4), 64);
   p.Observe(4, 0, 0.002);  // decodes alone: 2 ms
-  EXPECT_EQ(p.Cap(), 64);  // no prompt token timed yet
+  EXPECT_EQ(p.Cap(4), 64);  // no prompt token timed yet
   p.Observe(0, 8, 0.002);  // too few prompt tokens alone to time them
   EXPECT_EQ(p.token_seconds(), 0);
-  EXPECT_EQ(p.Cap(), 64);
+  EXPECT_EQ(p.Cap(4), 64);
 }
 
 // Decodes alone take 2 ms; beside them a prompt token costs 0.05 ms: a step
@@ -32,17 +32,17 @@ TEST(PrefillPacerTest, KeepsAStepWithinTheRatioOfADecodeStep) {
   PrefillPacer p(Opts());
   p.Observe(4, 0, 0.002);
   p.Observe(4, 16, 0.002 + 16 * 0.00005);
-  EXPECT_DOUBLE_EQ(p.decode_seconds(), 0.002);
+  EXPECT_DOUBLE_EQ(p.decode_seconds(4), 0.002);
   EXPECT_NEAR(p.token_seconds(), 0.00005, 1e-12);
-  EXPECT_EQ(p.Cap(), 60);
+  EXPECT_EQ(p.Cap(4), 60);
   // More chunk sizes on the same line (no cost beyond the decodes'): the
   // line through them gives the same 60.
   p.Observe(4, 60, 0.002 + 60 * 0.00005);
   p.Observe(4, 30, 0.002 + 30 * 0.00005);
-  EXPECT_NEAR(static_cast<double>(p.Cap()), 60, 1);
+  EXPECT_NEAR(static_cast<double>(p.Cap(4)), 60, 1);
   // Cheaper tokens in larger chunks: the line's slope falls, the cap grows.
   p.Observe(4, 200, 0.002 + 200 * 0.00002);
-  EXPECT_GT(p.Cap(), 60);
+  EXPECT_GT(p.Cap(4), 60);
 }
 
 // Slow decode steps (the first ones, a stall) do not count while a faster
@@ -50,23 +50,23 @@ TEST(PrefillPacerTest, KeepsAStepWithinTheRatioOfADecodeStep) {
 TEST(PrefillPacerTest, TheDecodeStepIsTheFastestOfTheRecentOnes) {
   PrefillPacer p(Opts());
   p.Observe(2, 0, 0.004);
-  EXPECT_DOUBLE_EQ(p.decode_seconds(), 0.004);
+  EXPECT_DOUBLE_EQ(p.decode_seconds(2), 0.004);
   p.Observe(2, 0, 0.002);
   for (int i = 0; i < 31; ++i) p.Observe(2, 0, 0.005);
-  EXPECT_DOUBLE_EQ(p.decode_seconds(), 0.002);
+  EXPECT_DOUBLE_EQ(p.decode_seconds(2), 0.002);
   p.Observe(2, 0, 0.005);  // 0.002 leaves the window
-  EXPECT_DOUBLE_EQ(p.decode_seconds(), 0.005);
+  EXPECT_DOUBLE_EQ(p.decode_seconds(2), 0.005);
 }
 
 TEST(PrefillPacerTest, ClampsToTheBudgetAndTheSmallestChunk) {
   PrefillPacer p(Opts());
   p.Observe(8, 0, 0.010);        // slow decode step
   p.Observe(0, 512, 0.0001);     // a prompt-only step: nearly free tokens
-  EXPECT_EQ(p.Cap(), 512);
+  EXPECT_EQ(p.Cap(8), 512);
   PrefillPacer q(Opts());
   q.Observe(1, 0, 0.001);
   q.Observe(0, 100, 0.100);  // 1 ms a token: 1.5 ms of room is 1 token
-  EXPECT_EQ(q.Cap(), 16);
+  EXPECT_EQ(q.Cap(1), 16);
 }
 
 TEST(PrefillPacerTest, IgnoresWhatCannotBeTimed) {
@@ -74,9 +74,9 @@ TEST(PrefillPacerTest, IgnoresWhatCannotBeTimed) {
   p.Observe(0, 0, 0.5);
   p.Observe(3, 0, 0);
   p.Observe(2, 50, 0.01);  // beside decodes before any decodes-only step
-  EXPECT_EQ(p.decode_seconds(), 0);
+  EXPECT_EQ(p.decode_seconds(2), 0);
   EXPECT_EQ(p.token_seconds(), 0);
-  EXPECT_EQ(p.Cap(), 64);
+  EXPECT_EQ(p.Cap(2), 64);
 }
 
 // On the GPU a lone decode runs the fused program (1 ms) and a chunk beside
@@ -90,7 +90,7 @@ TEST(PrefillPacerTest, AFixedCostBeyondTheBudgetSetsChunksAsCostlyAsIt) {
   p.Observe(1, 64, 0.001 + 0.004 + 64 * 0.00001);
   p.Observe(1, 20, 0.001 + 0.004 + 20 * 0.00001);
   p.Observe(1, 100, 0.001 + 0.004 + 100 * 0.00001);
-  EXPECT_NEAR(static_cast<double>(p.Cap()), 500, 1);
+  EXPECT_NEAR(static_cast<double>(p.Cap(1)), 500, 1);
 }
 
 // A fixed cost within the budget: the line through the mixed steps gives
@@ -100,13 +100,39 @@ TEST(PrefillPacerTest, TheLineThroughMixedStepsSizesTheChunk) {
   p.Observe(1, 0, 0.001);
   p.Observe(1, 64, 0.0015 + 64 * 0.00001);
   // One chunk size: the per-token model, 1.5 ms / (1.14 ms / 64) = 84.
-  EXPECT_EQ(p.Cap(), 84);
+  EXPECT_EQ(p.Cap(1), 84);
   p.Observe(1, 20, 0.0015 + 20 * 0.00001);
   // Two mixed steps: still the per-token model, its average 0.0264 ms a
   // token: 1.5 / 0.0264 = 56.
-  EXPECT_EQ(p.Cap(), 56);
+  EXPECT_EQ(p.Cap(1), 56);
   p.Observe(1, 40, 0.0015 + 40 * 0.00001);
-  EXPECT_NEAR(static_cast<double>(p.Cap()), 100, 1);
+  EXPECT_NEAR(static_cast<double>(p.Cap(1)), 100, 1);
+}
+
+// Measured on the H100 (2026-12-06): after a round of a few streams, 32
+// decodes take 11 ms a step against 3 ms for 2; sized by the 2-decode step
+// the cap had fallen to a token, and 32 new 10-token prompts entered one
+// per ~90 ms. Each batch size has its own decode step: a chunk of 32
+// decodes may add (2.5 - 1) x 11 ms; with 2 ms fixed and 0.04 ms a token
+// that is (16.5 - 2) / 0.04 = 362 tokens, and beside 2 decodes
+// (4.5 - 2) / 0.04 = 62.
+TEST(PrefillPacerTest, EachBatchSizeHasItsOwnDecodeStep) {
+  PrefillPacer p(Opts());
+  for (int i = 0; i < 40; ++i) p.Observe(2, 0, 0.003);
+  p.Observe(32, 0, 0.011);
+  EXPECT_DOUBLE_EQ(p.decode_seconds(2), 0.003);
+  EXPECT_DOUBLE_EQ(p.decode_seconds(32), 0.011);
+  EXPECT_DOUBLE_EQ(p.decode_seconds(17), 0.011);  // 17..32: one bucket
+  for (int t : {64, 20, 100, 40}) p.Observe(32, t, 0.011 + 0.002 + t * 0.00004);
+  EXPECT_NEAR(static_cast<double>(p.Cap(32)), 362, 1);
+  EXPECT_NEAR(static_cast<double>(p.Cap(2)), 62, 1);
+  // 8 decodes were never timed alone: the nearest timed sizes are 2 and
+  // 32, two buckets away each; the smaller's step is borrowed.
+  EXPECT_DOUBLE_EQ(p.decode_seconds(8), 0.003);
+  EXPECT_EQ(p.Cap(8), p.Cap(2));
+  // Past the last bucket every size shares it.
+  p.Observe(5000, 0, 0.050);
+  EXPECT_DOUBLE_EQ(p.decode_seconds(100000), 0.050);
 }
 
 }  // namespace
