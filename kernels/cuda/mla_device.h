@@ -18,7 +18,7 @@ constexpr int kThreads = 256;
 // MlaAttend: heads a block handles (they share each cache row it loads),
 // keys scored per chunk, latent values per thread.
 constexpr int kHeadsPerBlock = 8;
-constexpr int kChunk = 32;
+constexpr int kChunk = kMlaChunk;
 constexpr int kElemsPerThread = 4;
 
 // MlaShape's width() and nope() for device code (the header is plain C++).
@@ -106,13 +106,35 @@ __device__ inline void SoftmaxSteps(int heads, int n, const float* sc, float* ms
   sum[h] = total;
 }
 
-// Block (token t, heads [h0, h0 + kHeadsPerBlock)): the chunks of keys in
-// order; each thread owns latent values i = threadIdx.x + k * blockDim.x of
-// every head and applies the updates of each key in turn.
+// A block's share of a row's keys when MlaAttend splits them over blocks
+// (blockIdx.z): range z of split_len keys each (MlaSplitKeys: a function of
+// the cache's capacity alone, so that a row's ranges do not depend on the
+// batch it is in).
+struct KeyRange {
+  int begin, end;
+};
+__device__ __forceinline__ KeyRange SplitRange(int n_ctx, int split_len, int z) {
+  if (split_len <= 0) return {0, n_ctx};
+  const int64_t b = static_cast<int64_t>(z) * split_len;
+  return {static_cast<int>(b < n_ctx ? b : n_ctx),
+          static_cast<int>(b + split_len < n_ctx ? b + split_len : n_ctx)};
+}
+
+// The floats of one (split, head, token) partial of MlaAttend: the
+// unnormalised accumulator [kv_lora_rank], then its running maximum and
+// sum (an empty range: -inf and 0).
+__device__ __forceinline__ int64_t PartFloats(const MlaShape& s) { return s.kv_lora_rank + 2; }
+
+// Block (token t, heads [h0, h0 + kHeadsPerBlock), keys range z of
+// split_len keys): the chunks of keys in order; each thread owns latent values
+// i = threadIdx.x + k * blockDim.x of every head and applies the updates of
+// each key in turn. Unsplit (part null), the normalised values go to
+// o_lat; split, the partial goes to part[z][h][t] (MlaCombineParts).
 // qs: kHeadsPerBlock * width floats of the block's shared memory.
 template <typename Loc>
 __device__ void MlaAttendBlock(const MlaShape& s, const float* q_abs, Loc loc, int n_tok,
-                               float* o_lat, float* qs) {
+                               float* o_lat, float* qs, float* part = nullptr,
+                               int split_len = 0) {
   __shared__ float sc[kHeadsPerBlock * kChunk], ms[kHeadsPerBlock * kChunk],
       vs[kHeadsPerBlock * kChunk];
   __shared__ float max_s[kHeadsPerBlock], sum[kHeadsPerBlock];
@@ -121,6 +143,19 @@ __device__ void MlaAttendBlock(const MlaShape& s, const float* q_abs, Loc loc, i
   const int width = Width(s), lat = s.kv_lora_rank;
   const SeqAt seq = loc.Of(t);
   const int n_ctx = seq.pos0 + t - seq.row + 1;
+  const KeyRange keys = SplitRange(n_ctx, part == nullptr ? 0 : split_len, blockIdx.z);
+  // Where head h's partial goes (split only).
+  const auto part_of = [&](int h) {
+    return part + ((static_cast<int64_t>(blockIdx.z) * s.n_head + h0 + h) * n_tok + t) *
+                      PartFloats(s);
+  };
+  if (keys.begin >= keys.end) {  // an empty share of a short context
+    if (static_cast<int>(threadIdx.x) < heads) {
+      part_of(threadIdx.x)[lat] = -INFINITY;
+      part_of(threadIdx.x)[lat + 1] = 0.0f;
+    }
+    return;
+  }
   for (int x = threadIdx.x; x < heads * width; x += blockDim.x) {
     const int h = x / width, i = x % width;
     qs[x] = Half(q_abs[(static_cast<int64_t>(h0 + h) * n_tok + t) * width + i]);
@@ -140,8 +175,8 @@ __device__ void MlaAttendBlock(const MlaShape& s, const float* q_abs, Loc loc, i
     }
   }
   __syncthreads();
-  for (int j0 = 0; j0 < n_ctx; j0 += kChunk) {
-    const int n = n_ctx - j0 < kChunk ? n_ctx - j0 : kChunk;
+  for (int j0 = keys.begin; j0 < keys.end; j0 += kChunk) {
+    const int n = keys.end - j0 < kChunk ? keys.end - j0 : kChunk;
     ScoreChunk(s, qs, heads, seq.cache, j0, n, sc);
     __syncthreads();
     SoftmaxSteps(heads, n, sc, ms, vs, max_s, sum);
@@ -164,6 +199,10 @@ __device__ void MlaAttendBlock(const MlaShape& s, const float* q_abs, Loc loc, i
     }
     __syncthreads();
   }
+  if (part != nullptr && static_cast<int>(threadIdx.x) < heads) {
+    part_of(threadIdx.x)[lat] = max_s[threadIdx.x];
+    part_of(threadIdx.x)[lat + 1] = sum[threadIdx.x];
+  }
 #pragma unroll
   for (int k = 0; k < kElemsPerThread; ++k) {
     const int i = threadIdx.x + k * blockDim.x;
@@ -171,9 +210,41 @@ __device__ void MlaAttendBlock(const MlaShape& s, const float* q_abs, Loc loc, i
 #pragma unroll
     for (int h = 0; h < kHeadsPerBlock; ++h) {
       if (h >= heads) break;
+      if (part != nullptr) {
+        part_of(h)[i] = acc[k][h];
+        continue;
+      }
       const float inv = sum[h] == 0.0f ? 0.0f : 1.0f / sum[h];
       o_lat[(static_cast<int64_t>(h0 + h) * n_tok + t) * lat + i] = __fmul_rn(acc[k][h], inv);
     }
+  }
+}
+
+// Block (token t, head h): the splits' partials of MlaAttendBlock merged,
+// each scaled by exp(its maximum - the largest), and normalised. With one
+// non-empty split (a context of at most split_len keys) every factor is
+// exp(0) = 1 and the values are the unsplit block's bit for bit.
+__device__ inline void MlaCombineBlock(const MlaShape& s, const float* part, int splits,
+                                       int n_tok, float* o_lat) {
+  const int t = blockIdx.x, h = blockIdx.y, lat = s.kv_lora_rank;
+  const auto at = [&](int z) {
+    return part + ((static_cast<int64_t>(z) * s.n_head + h) * n_tok + t) * PartFloats(s);
+  };
+  float m = -INFINITY;
+  for (int z = 0; z < splits; ++z) {
+    if (at(z)[lat + 1] != 0.0f && at(z)[lat] > m) m = at(z)[lat];
+  }
+  float total = 0.0f;
+  for (int z = 0; z < splits; ++z) {
+    if (at(z)[lat + 1] != 0.0f) total = __fadd_rn(total, __fmul_rn(at(z)[lat + 1], expf(at(z)[lat] - m)));
+  }
+  const float inv = total == 0.0f ? 0.0f : 1.0f / total;
+  for (int i = threadIdx.x; i < lat; i += blockDim.x) {
+    float acc = 0.0f;
+    for (int z = 0; z < splits; ++z) {
+      if (at(z)[lat + 1] != 0.0f) acc = __fadd_rn(acc, __fmul_rn(at(z)[i], expf(at(z)[lat] - m)));
+    }
+    o_lat[(static_cast<int64_t>(h) * n_tok + t) * lat + i] = __fmul_rn(acc, inv);
   }
 }
 

@@ -96,9 +96,14 @@ __global__ void HeadEntriesKernel(int n_head, int n_tok, int32_t* begin, int32_t
 
 template <typename Loc>
 __global__ void MlaAttendKernel(MlaShape s, const float* q_abs, Loc loc, int n_tok,
-                                float* o_lat) {
+                                float* o_lat, float* part, int split_len) {
   extern __shared__ float qs[];  // [kHeadsPerBlock][width]
-  internal::MlaAttendBlock(s, q_abs, loc, n_tok, o_lat, qs);
+  internal::MlaAttendBlock(s, q_abs, loc, n_tok, o_lat, qs, part, split_len);
+}
+
+__global__ void MlaCombineKernel(MlaShape s, const float* part, int splits, int n_tok,
+                                 float* o_lat) {
+  internal::MlaCombineBlock(s, part, splits, n_tok, o_lat);
 }
 
 __global__ void HeadsToTokensKernel(const float* in, int n_head, int n_tok, int64_t n,
@@ -120,13 +125,24 @@ void LaunchPrepare(const MlaShape& s, const float* ckv, const float* q, const fl
 
 template <typename Loc>
 void LaunchAttend(const MlaShape& s, const float* q_abs, Loc loc, int64_t n_tok, float* o_lat,
-                  Stream stream) {
+                  float* scratch, Stream stream) {
   if (n_tok <= 0) return;
+  const int split_len = MlaSplitKeys(s.kv_capacity);
+  const int splits =
+      scratch == nullptr || n_tok > kMlaSplitMaxTokens || split_len >= s.kv_capacity
+          ? 1
+          : (s.kv_capacity + split_len - 1) / split_len;
   const dim3 grid(static_cast<unsigned>(n_tok),
-                  (s.n_head + kHeadsPerBlock - 1) / kHeadsPerBlock);
+                  (s.n_head + kHeadsPerBlock - 1) / kHeadsPerBlock, splits);
   const size_t smem = static_cast<size_t>(kHeadsPerBlock) * s.width() * sizeof(float);
   MlaAttendKernel<<<grid, kThreads, smem, stream>>>(s, q_abs, loc, static_cast<int>(n_tok),
-                                                    o_lat);
+                                                    o_lat, splits > 1 ? scratch : nullptr,
+                                                    split_len);
+  if (splits > 1) {
+    const dim3 merge(static_cast<unsigned>(n_tok), s.n_head);
+    MlaCombineKernel<<<merge, kThreads, 0, stream>>>(s, scratch, splits,
+                                                     static_cast<int>(n_tok), o_lat);
+  }
 }
 
 }  // namespace
@@ -170,13 +186,14 @@ void MlaHeadEntries(int n_head, int64_t n_tok, int32_t* begin, int32_t* x_row, S
 }
 
 void MlaAttend(const MlaShape& s, const float* q_abs, const float* cache, const int32_t* d_pos0,
-               int64_t n_tok, float* o_lat, Stream stream) {
-  LaunchAttend(s, q_abs, OneSeq{d_pos0, const_cast<float*>(cache)}, n_tok, o_lat, stream);
+               int64_t n_tok, float* o_lat, float* scratch, Stream stream) {
+  LaunchAttend(s, q_abs, OneSeq{d_pos0, const_cast<float*>(cache)}, n_tok, o_lat, scratch,
+               stream);
 }
 
 void MlaAttendSeqs(const MlaShape& s, const float* q_abs, const SeqBatch& b, int64_t n_tok,
-                   float* o_lat, Stream stream) {
-  LaunchAttend(s, q_abs, ManySeqs{b}, n_tok, o_lat, stream);
+                   float* o_lat, float* scratch, Stream stream) {
+  LaunchAttend(s, q_abs, ManySeqs{b}, n_tok, o_lat, scratch, stream);
 }
 
 void HeadsToTokens(const float* in, int n_head, int64_t n_tok, int64_t n, float* out,

@@ -56,7 +56,9 @@ struct MlaShape {
   float eps = 0;         // of kv_a_norm
   float kq_scale = 0;
   MlaRope rope;
-  int kv_capacity = 0;   // rows of the cache (informational)
+  // Rows of the cache (of the largest, for several sequences): MlaAttend
+  // splits each row's keys by it (MlaSplitKeys).
+  int kv_capacity = 0;
   int nope() const { return head_k - rope.n_rot; }
   int width() const { return kv_lora_rank + rope.n_rot; }  // a cache row
 };
@@ -90,13 +92,37 @@ void MlaHeadEntries(int n_head, int64_t n_tok, int32_t* begin, int32_t* x_row,
 // o_lat[h][t] = sum_j softmax_j(kq_scale q'_h,t . row_j) c_j over cache rows
 // 0..pos(t), q' = half(q_abs[h][t]) (model/mla.cc AttendLatent).
 // q_abs: [n_head][n_tok][width]; o_lat: [n_head][n_tok][kv_lora_rank].
+//
+// A block walks a row's keys for 8 heads; a decode (a few rows) would so
+// occupy a few blocks for the whole context. With `scratch` (at least
+// MlaAttendScratchFloats(s, n_tok) floats) and n_tok <= kMlaSplitMaxTokens,
+// each row's keys are split into ranges of MlaSplitKeys(s.kv_capacity)
+// keys, each a block's, whose partial sums are then merged (the
+// flash-decoding split). The ranges depend only on the capacity, so a row
+// gets the same values in any batch; a row of at most that many keys (a
+// context of at most kMlaMinSplitKeys) gets the unsplit values bit for bit.
+// Beyond, the merge rescales the ranges' accumulators in f32, where the
+// CPU runs one half-precision accumulator through every key.
+constexpr int kMlaSplitMaxTokens = 8;
+constexpr int kMlaMaxSplits = 64;
+constexpr int kMlaMinSplitKeys = 256;
+constexpr int kMlaChunk = 32;  // keys a block scores at once
+inline int MlaSplitKeys(int kv_capacity) {
+  const int even = (kv_capacity + kMlaMaxSplits - 1) / kMlaMaxSplits;
+  const int chunks = (even + kMlaChunk - 1) / kMlaChunk * kMlaChunk;
+  return chunks < kMlaMinSplitKeys ? kMlaMinSplitKeys : chunks;
+}
+inline int64_t MlaAttendScratchFloats(int n_head, int kv_lora_rank, int64_t n_tok) {
+  const int64_t rows = n_tok < kMlaSplitMaxTokens ? n_tok : kMlaSplitMaxTokens;
+  return int64_t{kMlaMaxSplits} * n_head * rows * (kv_lora_rank + 2);
+}
 void MlaAttend(const MlaShape& s, const float* q_abs, const float* cache,
                const int32_t* d_pos0, int64_t n_tok, float* o_lat,
-               Stream stream);
+               float* scratch, Stream stream);
 
 // MlaAttend on several sequences (SeqBatch; states: the latent cache in a).
 void MlaAttendSeqs(const MlaShape& s, const float* q_abs, const SeqBatch& b,
-                   int64_t n_tok, float* o_lat, Stream stream);
+                   int64_t n_tok, float* o_lat, float* scratch, Stream stream);
 
 // out[t][h][i] = in[h][t][i], i < n: the V_b products' head-major rows
 // into the token-major input of the output projection.

@@ -290,7 +290,9 @@ absl::Status Pass::HeadProduct(GgmlType type, const cuda::DeviceBuffer& table, i
 // The projections over every row; the cache rows and the attention on each
 // row's own sequence; heads grouped through the products (model/mla.cc).
 absl::Status Pass::Mla(const DeviceMla& m, int il) const {
-  const cuda::MlaShape& s = c_.mla;
+  cuda::MlaShape s = c_.mla;
+  // The attention splits each row's keys by the capacity (mla_ops.h).
+  s.kv_capacity = seqs_.size() == 1 ? seqs_[0].state->capacity() : max_capacity_;
   const int64_t width = s.width(), lat = s.kv_lora_rank;
   RETURN_IF_ERROR(MlaQuery(m));
   RETURN_IF_ERROR(Project(m.wkv_a, w_.xn, w_.mla_ckv));
@@ -310,9 +312,9 @@ absl::Status Pass::Mla(const DeviceMla& m, int il) const {
   Mark("mla.prepare");
   if (seqs_.size() == 1) {
     cuda::MlaAttend(s, w_.mla_q_abs, seqs_[0].state->k(il), w_.pos0, n_, w_.mla_o_lat,
-                    c_.stream);
+                    w_.mla_part, c_.stream);
   } else {
-    cuda::MlaAttendSeqs(s, w_.mla_q_abs, Seqs(il), n_, w_.mla_o_lat, c_.stream);
+    cuda::MlaAttendSeqs(s, w_.mla_q_abs, Seqs(il), n_, w_.mla_o_lat, w_.mla_part, c_.stream);
   }
   Mark("mla.core");
   RETURN_IF_ERROR(HeadProduct(m.v_b_type, m.v_b_table, s.head_v, lat, w_.mla_o_lat, nullptr, lat,

@@ -11,6 +11,7 @@
 // Error measure: max |gpu - cpu| / max |cpu|. Both round the cache rows and
 // the absorbed queries to half and accumulate in half; they differ where
 // their f32 scores differ in the last bits and a half rounding flips.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -156,7 +157,7 @@ class GpuMla {
     cuda::MlaHeadEntries(s_.n_head, n, begin_, x_row_, nullptr);
     cuda::MlaPrepare(s_, ckv_, q_, kvn_, pos_, n, cache_, q_abs_, nullptr);
     Heads(k_table_, lat, c_.nope(), q_, x_row_, c_.head_k, q_abs_, c_.cache_width(), n);
-    cuda::MlaAttend(s_, q_abs_, cache_, pos_, n, o_lat_, nullptr);
+    cuda::MlaAttend(s_, q_abs_, cache_, pos_, n, o_lat_, nullptr, nullptr);
     Heads(v_table_, c_.head_v, lat, o_lat_, nullptr, lat, o_heads_, c_.head_v, n);
     cuda::HeadsToTokens(o_heads_, s_.n_head, n, c_.head_v, o_, nullptr);
     Mm(wo_, e, h * c_.head_v, o_, n, y_);
@@ -238,6 +239,49 @@ TEST_F(MlaOpsSm90Test, MlaBlockWithYarnMatchesTheCpu) {
 // Three sequences of 1, 4 and 2 rows at positions 5, 0 and 3 (their earlier
 // rows random half values) through MlaPrepareSeqs / MlaAttendSeqs, against
 // each through MlaPrepare / MlaAttend alone.
+// A decode row (and a batch of 3) at depth 3,000 of a 4,096-row cache:
+// split into ranges of 256 keys (mla_ops.h) against the one pass of a
+// block, within the half accumulator's rounding; at depth 200 (one range)
+// bit for bit.
+TEST_F(MlaOpsSm90Test, SplitKeysMatchOnePass) {
+  const MlaConfig c = Config();
+  cuda::MlaShape s = ShapeOf(c);
+  s.kv_capacity = 4096;
+  const int64_t h = c.n_head, width = c.cache_width(), lat = c.kv_lora_rank;
+  auto cache = Random(s.kv_capacity * width, 80);
+  kernels::RoundToHalf(cache.data(), static_cast<int64_t>(cache.size()));
+  Dev d;
+  float* d_cache = d.Put(cache);
+  float* scratch = d.Zeros<float>(cuda::MlaAttendScratchFloats(s.n_head, s.kv_lora_rank, 3));
+  for (int n : {1, 3}) {
+    for (int32_t pos0 : {200, 3000}) {
+      const auto q_abs = Random(h * n * width, 81 + n);
+      float* qa = d.Put(q_abs);
+      int32_t* pos = d.Put(std::vector<int32_t>{pos0});
+      float* whole = d.Zeros<float>(h * n * lat);
+      float* split = d.Zeros<float>(h * n * lat);
+      cuda::MlaAttend(s, qa, d_cache, pos, n, whole, nullptr, nullptr);
+      cuda::MlaAttend(s, qa, d_cache, pos, n, split, scratch, nullptr);
+      const auto a = d.Get(whole, h * n * lat), b = d.Get(split, h * n * lat);
+      double max_diff = 0, max_ref = 0;
+      int differ = 0;
+      for (size_t i = 0; i < a.size(); ++i) {
+        max_diff = std::max(max_diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+        max_ref = std::max(max_ref, std::fabs(static_cast<double>(a[i])));
+        differ += a[i] != b[i];
+      }
+      std::printf("MLA split vs one pass, %d rows at depth %d: %d of %zu differ, max |diff| / "
+                  "max |ref| = %.3g\n",
+                  n, pos0, differ, a.size(), max_diff / max_ref);
+      if (pos0 + n <= cuda::kMlaMinSplitKeys) {
+        EXPECT_EQ(differ, 0);
+      } else {
+        EXPECT_LT(max_diff / max_ref, 0.02);
+      }
+    }
+  }
+}
+
 TEST_F(MlaOpsSm90Test, MlaOverSeveralSequencesEqualsEachAlone) {
   constexpr int kSeqs = 3, kTotal = 7;
   const int rows[kSeqs] = {1, 4, 2}, pos0[kSeqs] = {5, 0, 3};
@@ -262,7 +306,7 @@ TEST_F(MlaOpsSm90Test, MlaOverSeveralSequencesEqualsEachAlone) {
   }
   const cuda::SeqBatch b{kSeqs, d.Put(seq_rows), d.Put(row_seq), d.Put(states)};
   cuda::MlaPrepareSeqs(s, d.Put(ckv), d.Put(q), d_norm, b, kTotal, q_abs_all, nullptr);
-  cuda::MlaAttendSeqs(s, q_abs_all, b, kTotal, o_all, nullptr);
+  cuda::MlaAttendSeqs(s, q_abs_all, b, kTotal, o_all, nullptr, nullptr);
   const auto q_abs_batch = d.Get(q_abs_all, q_abs.size());
   const auto o_batch = d.Get(o_all, h * kTotal * lat);
   for (int i = 0, row = 0; i < kSeqs; row += rows[i], ++i) {
@@ -280,7 +324,7 @@ TEST_F(MlaOpsSm90Test, MlaOverSeveralSequencesEqualsEachAlone) {
                                                  ckv.begin() + (row + n) * width)),
                      d.Put(std::vector<float>(q.begin() + row * qw, q.begin() + (row + n) * qw)),
                      d_norm, pos, n, cache, qa, nullptr);
-    cuda::MlaAttend(s, qa, cache, pos, n, o, nullptr);
+    cuda::MlaAttend(s, qa, cache, pos, n, o, nullptr, nullptr);
     EXPECT_EQ(d.Get(cache, capacity * width), d.Get(states[i].a, capacity * width)) << i;
     const auto qa_got = d.Get(qa, h * n * width);
     const auto o_got = d.Get(o, h * n * lat);

@@ -6,6 +6,7 @@
 
 #include "base/status_macros.h"
 #include "kernels/cuda/decode_ops.h"
+#include "kernels/cuda/mla_ops.h"
 #include "memory/dense_residency.h"
 
 namespace sluice {
@@ -60,6 +61,8 @@ int64_t CarveDeepseek(const ArchDesc& d, int64_t n, Carver& c, Workspace& w) {
     c.Take(&w.mla_ckv, n * width);
     c.Take(&w.mla_q_abs, n * heads * width);
     c.Take(&w.mla_o_lat, n * heads * m.kv_lora_rank);
+    c.Take(&w.mla_part, cuda::MlaAttendScratchFloats(static_cast<int>(heads),
+                                                     static_cast<int>(m.kv_lora_rank), n));
     c.Take(&w.mla_o_heads, n * heads * m.head_v);
     c.Take(&w.mla_o, n * heads * m.head_v);
     c.Take(&w.mla_head_begin, heads + 1);

@@ -58,6 +58,7 @@ struct Workspace {
   float* mla_ckv = nullptr;    // [tokens][kv_lora_rank + n_rot]
   float* mla_q_abs = nullptr;  // [n_head * tokens][kv_lora_rank + n_rot]
   float* mla_o_lat = nullptr;  // [n_head * tokens][kv_lora_rank]
+  float* mla_part = nullptr;   // MlaAttend's split partials (MlaAttendScratchFloats)
   float* mla_o_heads = nullptr;  // [n_head * tokens][head_v]
   float* mla_o = nullptr;      // [tokens][n_head * head_v]
   int32_t* mla_head_begin = nullptr;  // [n_head + 1]
