@@ -151,8 +151,11 @@ std::vector<float> RunSplit(const MlaShape& s, const std::vector<float>& q_abs,
   return o;
 }
 
+// Without scratch: each block merges its rows' ranges of split_len itself
+// (0: one pass over every key).
 std::vector<float> RunWhole(const MlaShape& s, const std::vector<float>& q_abs,
-                            const std::vector<float>& cache, int pos0, int n_tok) {
+                            const std::vector<float>& cache, int pos0, int n_tok,
+                            int split_len = 0) {
   std::vector<float> o(static_cast<size_t>(s.n_head) * n_tok * s.kv_lora_rank, -1.0f);
   const int32_t pos = pos0;
   const internal::OneSeq loc{&pos, const_cast<float*>(cache.data())};
@@ -161,7 +164,8 @@ std::vector<float> RunWhole(const MlaShape& s, const std::vector<float>& q_abs,
   grid.y = (s.n_head + internal::kHeadsPerBlock - 1) / internal::kHeadsPerBlock;
   emulation::Launch(grid, internal::kThreads, [&] {
     internal::MlaAttendBlock(s, q_abs.data(), loc, n_tok, o.data(),
-                             reinterpret_cast<float*>(emulation::DynamicShared()));
+                             reinterpret_cast<float*>(emulation::DynamicShared()), nullptr,
+                             split_len);
   });
   return o;
 }
@@ -179,7 +183,8 @@ MlaShape SplitShape() {
 
 TEST(MlaSplitTest, RangesFollowTheCapacity) {
   EXPECT_EQ(MlaSplitKeys(0), kMlaMinSplitKeys);
-  EXPECT_EQ(MlaSplitKeys(4096), 256);     // 64 ranges of 64 would be shorter than 256
+  EXPECT_EQ(MlaSplitKeys(1000), 64);      // 16 ranges; 64 of 16 would be shorter than 64
+  EXPECT_EQ(MlaSplitKeys(4096), 64);
   EXPECT_EQ(MlaSplitKeys(20000), 320);    // 313 a range, rounded up to chunks of 32
   EXPECT_EQ(MlaSplitKeys(131072), 2048);  // 64 ranges
   EXPECT_EQ(MlaAttendScratchFloats(64, 512, 1), int64_t{kMlaMaxSplits} * 64 * 514);
@@ -188,7 +193,7 @@ TEST(MlaSplitTest, RangesFollowTheCapacity) {
 
 // Rows of 37..39 keys, a cache of 20,000 (ranges of 320): the first range
 // holds every key, the 62 others are empty, and the merge gives the
-// unsplit values bit for bit.
+// one pass's values bit for bit.
 TEST(MlaSplitTest, AContextWithinOneRangeIsTheUnsplitValues) {
   const MlaShape s = SplitShape();
   const int width = s.width(), n_tok = 3, pos0 = 36;
@@ -247,6 +252,13 @@ TEST(MlaSplitTest, ASplitContextIsAsCloseToExactAsOnePass) {
   const std::vector<float> split = RunSplit(s, q_abs, cache, pos0, n_tok, 20000);
   const std::vector<float> whole = RunWhole(s, q_abs, cache, pos0, n_tok);
   const std::vector<double> exact = Exact(s, q_abs, cache, pos0, n_tok);
+  // The blocks merging their own ranges give the split's values: a row's
+  // values do not depend on whether its batch was split.
+  const std::vector<float> ranges =
+      RunWhole(s, q_abs, cache, pos0, n_tok, MlaSplitKeys(20000));
+  int differ = 0;
+  for (size_t i = 0; i < split.size(); ++i) differ += split[i] != ranges[i];
+  EXPECT_EQ(differ, 0);
   double split_err = 0, whole_err = 0, max_ref = 0;
   for (size_t i = 0; i < exact.size(); ++i) {
     ASSERT_TRUE(std::isfinite(split[i])) << i;

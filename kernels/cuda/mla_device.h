@@ -125,11 +125,29 @@ __device__ __forceinline__ KeyRange SplitRange(int n_ctx, int split_len, int z) 
 // sum (an empty range: -inf and 0).
 __device__ __forceinline__ int64_t PartFloats(const MlaShape& s) { return s.kv_lora_rank + 2; }
 
-// Block (token t, heads [h0, h0 + kHeadsPerBlock), keys range z of
-// split_len keys): the chunks of keys in order; each thread owns latent values
-// i = threadIdx.x + k * blockDim.x of every head and applies the updates of
-// each key in turn. Unsplit (part null), the normalised values go to
-// o_lat; split, the partial goes to part[z][h][t] (MlaCombineParts).
+// Folds one range's (maximum, sum) into a running pair, as MlaCombineBlock
+// and the in-block merge of MlaAttendBlock both do (in the same order of
+// operations, so that the two give the same bits): the factors the running
+// values and the range's are scaled by.
+__device__ __forceinline__ void MergeFactors(float run_max, float max_z, float* a, float* b,
+                                             float* m) {
+  *m = max_z > run_max ? max_z : run_max;
+  *a = expf(run_max - *m);
+  *b = expf(max_z - *m);
+}
+__device__ __forceinline__ float Merged(float run, float a, float x, float b) {
+  return __fadd_rn(__fmul_rn(run, a), __fmul_rn(x, b));
+}
+
+// Block (token t, heads [h0, h0 + kHeadsPerBlock)): the keys in ranges of
+// split_len (0: one range), each range's chunks in order; each thread owns
+// latent values i = threadIdx.x + k * blockDim.x of every head and applies
+// the updates of each key in turn. With `part`, the block takes range
+// blockIdx.z alone and writes its partial to part[z][h][t]
+// (MlaCombineBlock merges them); without, it takes every range in turn and
+// merges each into a running result as MlaCombineBlock would, then writes
+// the normalised values to o_lat. Either way a row's values depend only on
+// its keys and split_len; one range is the plain one pass.
 // qs: kHeadsPerBlock * width floats of the block's shared memory.
 template <typename Loc>
 __device__ void MlaAttendBlock(const MlaShape& s, const float* q_abs, Loc loc, int n_tok,
@@ -138,18 +156,22 @@ __device__ void MlaAttendBlock(const MlaShape& s, const float* q_abs, Loc loc, i
   __shared__ float sc[kHeadsPerBlock * kChunk], ms[kHeadsPerBlock * kChunk],
       vs[kHeadsPerBlock * kChunk];
   __shared__ float max_s[kHeadsPerBlock], sum[kHeadsPerBlock];
+  __shared__ float run_max[kHeadsPerBlock], run_sum[kHeadsPerBlock];
+  __shared__ float fa[kHeadsPerBlock], fb[kHeadsPerBlock];
   const int t = blockIdx.x, h0 = blockIdx.y * kHeadsPerBlock;
   const int heads = s.n_head - h0 < kHeadsPerBlock ? s.n_head - h0 : kHeadsPerBlock;
   const int width = Width(s), lat = s.kv_lora_rank;
   const SeqAt seq = loc.Of(t);
   const int n_ctx = seq.pos0 + t - seq.row + 1;
-  const KeyRange keys = SplitRange(n_ctx, part == nullptr ? 0 : split_len, blockIdx.z);
-  // Where head h's partial goes (split only).
+  const int n_ranges = split_len > 0 ? (n_ctx + split_len - 1) / split_len : 1;
+  const int z_begin = part != nullptr ? static_cast<int>(blockIdx.z) : 0;
+  const int z_end = part != nullptr ? z_begin + 1 : n_ranges;
+  // Where head h's partial goes (with part).
   const auto part_of = [&](int h) {
     return part + ((static_cast<int64_t>(blockIdx.z) * s.n_head + h0 + h) * n_tok + t) *
                       PartFloats(s);
   };
-  if (keys.begin >= keys.end) {  // an empty share of a short context
+  if (z_begin >= n_ranges) {  // an empty range of a short context
     if (static_cast<int>(threadIdx.x) < heads) {
       part_of(threadIdx.x)[lat] = -INFINITY;
       part_of(threadIdx.x)[lat + 1] = 0.0f;
@@ -161,47 +183,89 @@ __device__ void MlaAttendBlock(const MlaShape& s, const float* q_abs, Loc loc, i
     qs[x] = Half(q_abs[(static_cast<int64_t>(h0 + h) * n_tok + t) * width + i]);
   }
   if (threadIdx.x < kHeadsPerBlock) {
-    max_s[threadIdx.x] = -INFINITY;
-    sum[threadIdx.x] = 0.0f;
+    run_max[threadIdx.x] = -INFINITY;
+    run_sum[threadIdx.x] = 0.0f;
   }
-  float acc[kElemsPerThread][kHeadsPerBlock];
-  bool f32[kElemsPerThread][kHeadsPerBlock];
+  float run[kElemsPerThread][kHeadsPerBlock];
 #pragma unroll
   for (int k = 0; k < kElemsPerThread; ++k) {
 #pragma unroll
-    for (int h = 0; h < kHeadsPerBlock; ++h) {
-      acc[k][h] = 0.0f;
-      f32[k][h] = false;
-    }
+    for (int h = 0; h < kHeadsPerBlock; ++h) run[k][h] = 0.0f;
   }
-  __syncthreads();
-  for (int j0 = keys.begin; j0 < keys.end; j0 += kChunk) {
-    const int n = keys.end - j0 < kChunk ? keys.end - j0 : kChunk;
-    ScoreChunk(s, qs, heads, seq.cache, j0, n, sc);
-    __syncthreads();
-    SoftmaxSteps(heads, n, sc, ms, vs, max_s, sum);
-    __syncthreads();
+  for (int z = z_begin; z < z_end; ++z) {
+    const KeyRange keys = SplitRange(n_ctx, split_len, z);
+    if (threadIdx.x < kHeadsPerBlock) {
+      max_s[threadIdx.x] = -INFINITY;
+      sum[threadIdx.x] = 0.0f;
+    }
+    float acc[kElemsPerThread][kHeadsPerBlock];
+    bool f32[kElemsPerThread][kHeadsPerBlock];
 #pragma unroll
     for (int k = 0; k < kElemsPerThread; ++k) {
-      const int i = threadIdx.x + k * blockDim.x;
-      if (i >= lat) break;
-      for (int jj = 0; jj < n; ++jj) {
-        const float v = seq.cache[static_cast<int64_t>(j0 + jj) * width + i];
 #pragma unroll
-        for (int h = 0; h < kHeadsPerBlock; ++h) {
-          if (h >= heads) break;
-          const float a = __fmul_rn(acc[k][h], ms[h * kChunk + jj]);
-          acc[k][h] = HalfOrF32(a, f32[k][h]);
-          const float b = __fadd_rn(acc[k][h], __fmul_rn(v, vs[h * kChunk + jj]));
-          acc[k][h] = HalfOrF32(b, f32[k][h]);
-        }
+      for (int h = 0; h < kHeadsPerBlock; ++h) {
+        acc[k][h] = 0.0f;
+        f32[k][h] = false;
       }
     }
     __syncthreads();
-  }
-  if (part != nullptr && static_cast<int>(threadIdx.x) < heads) {
-    part_of(threadIdx.x)[lat] = max_s[threadIdx.x];
-    part_of(threadIdx.x)[lat + 1] = sum[threadIdx.x];
+    for (int j0 = keys.begin; j0 < keys.end; j0 += kChunk) {
+      const int n = keys.end - j0 < kChunk ? keys.end - j0 : kChunk;
+      ScoreChunk(s, qs, heads, seq.cache, j0, n, sc);
+      __syncthreads();
+      SoftmaxSteps(heads, n, sc, ms, vs, max_s, sum);
+      __syncthreads();
+#pragma unroll
+      for (int k = 0; k < kElemsPerThread; ++k) {
+        const int i = threadIdx.x + k * blockDim.x;
+        if (i >= lat) break;
+        for (int jj = 0; jj < n; ++jj) {
+          const float v = seq.cache[static_cast<int64_t>(j0 + jj) * width + i];
+#pragma unroll
+          for (int h = 0; h < kHeadsPerBlock; ++h) {
+            if (h >= heads) break;
+            const float a = __fmul_rn(acc[k][h], ms[h * kChunk + jj]);
+            acc[k][h] = HalfOrF32(a, f32[k][h]);
+            const float b = __fadd_rn(acc[k][h], __fmul_rn(v, vs[h * kChunk + jj]));
+            acc[k][h] = HalfOrF32(b, f32[k][h]);
+          }
+        }
+      }
+      __syncthreads();
+    }
+    if (part != nullptr) {
+      if (static_cast<int>(threadIdx.x) < heads) {
+        part_of(threadIdx.x)[lat] = max_s[threadIdx.x];
+        part_of(threadIdx.x)[lat + 1] = sum[threadIdx.x];
+      }
+#pragma unroll
+      for (int k = 0; k < kElemsPerThread; ++k) {
+        const int i = threadIdx.x + k * blockDim.x;
+        if (i >= lat) break;
+#pragma unroll
+        for (int h = 0; h < kHeadsPerBlock; ++h) {
+          if (h >= heads) break;
+          part_of(h)[i] = acc[k][h];
+        }
+      }
+      return;
+    }
+    if (static_cast<int>(threadIdx.x) < heads) {
+      const int h = threadIdx.x;
+      float m;
+      MergeFactors(run_max[h], max_s[h], &fa[h], &fb[h], &m);
+      run_sum[h] = Merged(run_sum[h], fa[h], sum[h], fb[h]);
+      run_max[h] = m;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < kElemsPerThread; ++k) {
+#pragma unroll
+      for (int h = 0; h < kHeadsPerBlock; ++h) {
+        if (h >= heads) break;
+        run[k][h] = Merged(run[k][h], fa[h], acc[k][h], fb[h]);
+      }
+    }
   }
 #pragma unroll
   for (int k = 0; k < kElemsPerThread; ++k) {
@@ -210,41 +274,34 @@ __device__ void MlaAttendBlock(const MlaShape& s, const float* q_abs, Loc loc, i
 #pragma unroll
     for (int h = 0; h < kHeadsPerBlock; ++h) {
       if (h >= heads) break;
-      if (part != nullptr) {
-        part_of(h)[i] = acc[k][h];
-        continue;
-      }
-      const float inv = sum[h] == 0.0f ? 0.0f : 1.0f / sum[h];
-      o_lat[(static_cast<int64_t>(h0 + h) * n_tok + t) * lat + i] = __fmul_rn(acc[k][h], inv);
+      const float inv = run_sum[h] == 0.0f ? 0.0f : 1.0f / run_sum[h];
+      o_lat[(static_cast<int64_t>(h0 + h) * n_tok + t) * lat + i] = __fmul_rn(run[k][h], inv);
     }
   }
 }
 
-// Block (token t, head h): the splits' partials of MlaAttendBlock merged,
-// each scaled by exp(its maximum - the largest), and normalised. With one
-// non-empty split (a context of at most split_len keys) every factor is
-// exp(0) = 1 and the values are the unsplit block's bit for bit.
+// Block (token t, head h): the ranges' partials of MlaAttendBlock merged in
+// order, as the block merges them itself without `part` (so a row's values
+// do not depend on which of the two ran), and normalised.
 __device__ inline void MlaCombineBlock(const MlaShape& s, const float* part, int splits,
                                        int n_tok, float* o_lat) {
   const int t = blockIdx.x, h = blockIdx.y, lat = s.kv_lora_rank;
   const auto at = [&](int z) {
     return part + ((static_cast<int64_t>(z) * s.n_head + h) * n_tok + t) * PartFloats(s);
   };
-  float m = -INFINITY;
-  for (int z = 0; z < splits; ++z) {
-    if (at(z)[lat + 1] != 0.0f && at(z)[lat] > m) m = at(z)[lat];
-  }
-  float total = 0.0f;
-  for (int z = 0; z < splits; ++z) {
-    if (at(z)[lat + 1] != 0.0f) total = __fadd_rn(total, __fmul_rn(at(z)[lat + 1], expf(at(z)[lat] - m)));
-  }
-  const float inv = total == 0.0f ? 0.0f : 1.0f / total;
   for (int i = threadIdx.x; i < lat; i += blockDim.x) {
-    float acc = 0.0f;
+    float run_max = -INFINITY, run_sum = 0.0f, run = 0.0f;
     for (int z = 0; z < splits; ++z) {
-      if (at(z)[lat + 1] != 0.0f) acc = __fadd_rn(acc, __fmul_rn(at(z)[i], expf(at(z)[lat] - m)));
+      const float* p = at(z);
+      if (p[lat + 1] == 0.0f) break;  // the empty ranges are the last
+      float a, b, m;
+      MergeFactors(run_max, p[lat], &a, &b, &m);
+      run_sum = Merged(run_sum, a, p[lat + 1], b);
+      run = Merged(run, a, p[i], b);
+      run_max = m;
     }
-    o_lat[(static_cast<int64_t>(h) * n_tok + t) * lat + i] = __fmul_rn(acc, inv);
+    const float inv = run_sum == 0.0f ? 0.0f : 1.0f / run_sum;
+    o_lat[(static_cast<int64_t>(h) * n_tok + t) * lat + i] = __fmul_rn(run, inv);
   }
 }
 

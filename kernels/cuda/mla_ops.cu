@@ -127,7 +127,8 @@ template <typename Loc>
 void LaunchAttend(const MlaShape& s, const float* q_abs, Loc loc, int64_t n_tok, float* o_lat,
                   float* scratch, Stream stream) {
   if (n_tok <= 0) return;
-  const int split_len = MlaSplitKeys(s.kv_capacity);
+  // No capacity (a caller that does not split): one range.
+  const int split_len = s.kv_capacity > 0 ? MlaSplitKeys(s.kv_capacity) : 0;
   const int splits =
       scratch == nullptr || n_tok > kMlaSplitMaxTokens || split_len >= s.kv_capacity
           ? 1

@@ -93,19 +93,22 @@ void MlaHeadEntries(int n_head, int64_t n_tok, int32_t* begin, int32_t* x_row,
 // 0..pos(t), q' = half(q_abs[h][t]) (model/mla.cc AttendLatent).
 // q_abs: [n_head][n_tok][width]; o_lat: [n_head][n_tok][kv_lora_rank].
 //
-// A block walks a row's keys for 8 heads; a decode (a few rows) would so
-// occupy a few blocks for the whole context. With `scratch` (at least
-// MlaAttendScratchFloats(s, n_tok) floats) and n_tok <= kMlaSplitMaxTokens,
-// each row's keys are split into ranges of MlaSplitKeys(s.kv_capacity)
-// keys, each a block's, whose partial sums are then merged (the
-// flash-decoding split). The ranges depend only on the capacity, so a row
-// gets the same values in any batch; a row of at most that many keys (a
-// context of at most kMlaMinSplitKeys) gets the unsplit values bit for bit.
-// Beyond, the merge rescales the ranges' accumulators in f32, where the
-// CPU runs one half-precision accumulator through every key.
+// The keys of a row go in ranges of MlaSplitKeys(s.kv_capacity), each
+// range's one pass (as above) merged into the next by their maxima (the
+// flash-decoding split). A block walks a row's keys for 8 heads, so a
+// decode (a few rows) would occupy a few blocks for the whole context:
+// with `scratch` (at least MlaAttendScratchFloats(s.n_head, kv_lora_rank,
+// n_tok) floats) and n_tok <= kMlaSplitMaxTokens, each range is a block's
+// and a second kernel merges them; otherwise each block merges its rows'
+// ranges itself, in the same order of operations. The ranges depend only
+// on the capacity, so a row gets the same values in any batch, split or
+// not; a row of at most one range's keys (kMlaMinSplitKeys at least) gets
+// the plain one pass. Beyond, each range's half accumulator starts afresh
+// and the merge runs in f32, where the CPU runs one half-precision
+// accumulator through every key (closer to the exact sum, not bit-equal).
 constexpr int kMlaSplitMaxTokens = 8;
 constexpr int kMlaMaxSplits = 64;
-constexpr int kMlaMinSplitKeys = 256;
+constexpr int kMlaMinSplitKeys = 64;
 constexpr int kMlaChunk = 32;  // keys a block scores at once
 inline int MlaSplitKeys(int kv_capacity) {
   const int even = (kv_capacity + kMlaMaxSplits - 1) / kMlaMaxSplits;

@@ -239,13 +239,16 @@ TEST_F(MlaOpsSm90Test, MlaBlockWithYarnMatchesTheCpu) {
 // Three sequences of 1, 4 and 2 rows at positions 5, 0 and 3 (their earlier
 // rows random half values) through MlaPrepareSeqs / MlaAttendSeqs, against
 // each through MlaPrepare / MlaAttend alone.
-// A decode row (and a batch of 3) at depth 3,000 of a 4,096-row cache:
-// split into ranges of 256 keys (mla_ops.h) against the one pass of a
-// block, within the half accumulator's rounding; at depth 200 (one range)
-// bit for bit.
+// Decode rows (1 and a batch of 3) at depths 40 and 3,000 of a 4,096-row
+// cache, whose keys go in ranges of 64 (mla_ops.h): split over blocks with
+// scratch, and merged in each block without; the two equal bit for bit,
+// and the one pass over every key (no capacity) within the half
+// accumulator's rounding; at depth 40 (one range) all three equal.
 TEST_F(MlaOpsSm90Test, SplitKeysMatchOnePass) {
   const MlaConfig c = Config();
-  cuda::MlaShape s = ShapeOf(c);
+  cuda::MlaShape one_pass = ShapeOf(c);
+  one_pass.kv_capacity = 0;
+  cuda::MlaShape s = one_pass;
   s.kv_capacity = 4096;
   const int64_t h = c.n_head, width = c.cache_width(), lat = c.kv_lora_rank;
   auto cache = Random(s.kv_capacity * width, 80);
@@ -254,15 +257,19 @@ TEST_F(MlaOpsSm90Test, SplitKeysMatchOnePass) {
   float* d_cache = d.Put(cache);
   float* scratch = d.Zeros<float>(cuda::MlaAttendScratchFloats(s.n_head, s.kv_lora_rank, 3));
   for (int n : {1, 3}) {
-    for (int32_t pos0 : {200, 3000}) {
+    for (int32_t pos0 : {40, 3000}) {
       const auto q_abs = Random(h * n * width, 81 + n);
       float* qa = d.Put(q_abs);
       int32_t* pos = d.Put(std::vector<int32_t>{pos0});
       float* whole = d.Zeros<float>(h * n * lat);
+      float* ranges = d.Zeros<float>(h * n * lat);
       float* split = d.Zeros<float>(h * n * lat);
-      cuda::MlaAttend(s, qa, d_cache, pos, n, whole, nullptr, nullptr);
+      cuda::MlaAttend(one_pass, qa, d_cache, pos, n, whole, nullptr, nullptr);
+      cuda::MlaAttend(s, qa, d_cache, pos, n, ranges, nullptr, nullptr);
       cuda::MlaAttend(s, qa, d_cache, pos, n, split, scratch, nullptr);
-      const auto a = d.Get(whole, h * n * lat), b = d.Get(split, h * n * lat);
+      const auto a = d.Get(whole, h * n * lat), r = d.Get(ranges, h * n * lat),
+                 b = d.Get(split, h * n * lat);
+      EXPECT_EQ(r, b) << n << " rows at depth " << pos0;
       double max_diff = 0, max_ref = 0;
       int differ = 0;
       for (size_t i = 0; i < a.size(); ++i) {
@@ -273,7 +280,7 @@ TEST_F(MlaOpsSm90Test, SplitKeysMatchOnePass) {
       std::printf("MLA split vs one pass, %d rows at depth %d: %d of %zu differ, max |diff| / "
                   "max |ref| = %.3g\n",
                   n, pos0, differ, a.size(), max_diff / max_ref);
-      if (pos0 + n <= cuda::kMlaMinSplitKeys) {
+      if (pos0 + n <= cuda::MlaSplitKeys(s.kv_capacity)) {
         EXPECT_EQ(differ, 0);
       } else {
         EXPECT_LT(max_diff / max_ref, 0.02);
