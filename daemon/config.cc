@@ -95,9 +95,9 @@ absl::Status ValidateConfig(const Config& c) {
         "--kv_cache_tokens=", c.kv_cache_tokens, " must hold one sequence's --context_length=",
         c.context_length, " (or be 0: every sequence its whole context)"));
   }
-  if (c.prefill_pacing != "auto" && c.prefill_pacing != "on" && c.prefill_pacing != "off") {
+  if (c.prefill_pacing != "on" && c.prefill_pacing != "off") {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--prefill_pacing=", c.prefill_pacing, ": must be auto, on or off"));
+        "--prefill_pacing=", c.prefill_pacing, ": must be on or off"));
   }
   if (absl::Status s =
           CheckRange("worker_start_timeout_s", c.worker_start_timeout_s, 1, 86400);

@@ -68,15 +68,15 @@ TEST(ValidateConfigTest, KvPoolHoldsOneContext) {
   EXPECT_EQ(ValidateConfig(c).message(), "--kv_cache_tokens=-1: must be in 0..268435456");
 }
 
-TEST(ValidateConfigTest, PrefillPacingIsAutoOnOrOff) {
+TEST(ValidateConfigTest, PrefillPacingIsOnOrOff) {
   Config c;
-  EXPECT_EQ(c.prefill_pacing, "auto");
-  for (const char* v : {"auto", "on", "off"}) {
+  EXPECT_EQ(c.prefill_pacing, "on");
+  for (const char* v : {"on", "off"}) {
     c.prefill_pacing = v;
     EXPECT_TRUE(ValidateConfig(c).ok()) << v;
   }
-  c.prefill_pacing = "1";
-  EXPECT_EQ(ValidateConfig(c).message(), "--prefill_pacing=1: must be auto, on or off");
+  c.prefill_pacing = "auto";
+  EXPECT_EQ(ValidateConfig(c).message(), "--prefill_pacing=auto: must be on or off");
 }
 
 TEST(ValidateConfigTest, ErrorsNameTheFlagAndValue) {

@@ -32,7 +32,7 @@ struct LoadSettings {
   // The worker's KV pool in positions (--kv_cache_tokens); 0: max_sequences
   // x the context.
   int64_t kv_cache_tokens = 0;
-  std::string prefill_pacing = "auto";  // --prefill_pacing: auto | on | off
+  std::string prefill_pacing = "on";  // --prefill_pacing: on | off
 };
 
 struct ModelDesc {

@@ -55,10 +55,10 @@ ABSL_FLAG(int64_t, kv_cache_tokens, 0,
           "--context_length); sequences are admitted and preempted to stay within it, and a "
           "CPU worker's KV memory follows the positions held. 0: --max_sequences x "
           "--context_length.");
-ABSL_FLAG(std::string, prefill_pacing, "auto",
+ABSL_FLAG(std::string, prefill_pacing, "on",
           "While streams decode, a long prompt is evaluated in chunks sized to keep their "
-          "pace (on), or in chunks of the whole token budget (off); auto: on for a CPU "
-          "worker, off for a CUDA one.");
+          "time between tokens within 2.5x a decode step (on), or in chunks of the whole "
+          "token budget (off: the prompt's first token sooner, the streams' gaps longer).");
 ABSL_FLAG(std::string, worker_memory_limit, "0",
           "Memory limit of each worker's cgroup (e.g. 8G); 0: none.");
 ABSL_FLAG(std::string, cgroup_mode, "auto", "OOM containment: auto, v2, v1 or none.");

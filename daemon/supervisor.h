@@ -120,7 +120,7 @@ struct SupervisorOptions {
   // and so the generations the supervisor sends it at once.
   int max_sequences = kDefaultMaxSequences;
   int64_t kv_cache_tokens = 0;  // WorkerConfig.kv_cache_tokens (--kv_cache_tokens)
-  std::string prefill_pacing = "auto";  // WorkerConfig.prefill_pacing (--prefill_pacing)
+  std::string prefill_pacing = "on";  // WorkerConfig.prefill_pacing (--prefill_pacing)
   absl::Duration worker_start_timeout = absl::Seconds(kDefaultWorkerStartTimeoutS);
   absl::Duration restart_backoff_initial = absl::Milliseconds(100);
   absl::Duration restart_backoff_max = absl::Seconds(30);

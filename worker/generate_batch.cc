@@ -20,22 +20,15 @@ int32_t MaxSequences(const v1::WorkerConfig& config) {
 }
 
 BatchLimits BatchLimitsOf(const v1::WorkerConfig& config) {
-  // The supervisor accepts only auto, on and off (daemon/config.cc).
-  const std::string& p = config.prefill_pacing();
-  const PrefillPacing pacing = p == "on"    ? PrefillPacing::kOn
-                               : p == "off" ? PrefillPacing::kOff
-                                            : PrefillPacing::kAuto;
+  // The supervisor sends on or off (daemon/config.cc); "" is the default.
+  const PrefillPacing pacing =
+      config.prefill_pacing() == "off" ? PrefillPacing::kOff : PrefillPacing::kOn;
   return {MaxSequences(config), static_cast<int64_t>(config.kv_cache_tokens()), pacing};
 }
 
 namespace {
 
 constexpr int64_t kTokenBudget = 512;
-
-bool PacingOn(PrefillPacing pacing, Backend backend) {
-  if (pacing == PrefillPacing::kAuto) return backend == Backend::kCpu;
-  return pacing == PrefillPacing::kOn;
-}
 
 PrefillPacer::Options PacerOptions() {
   PrefillPacer::Options o;
@@ -91,7 +84,7 @@ GenerateBatch::GenerateBatch(const Engine& engine, BatchLimits limits, Hooks hoo
     : engine_(engine),
       limits_(limits),
       hooks_(std::move(hooks)),
-      pacing_(PacingOn(limits.pacing, engine.options().backend)),
+      pacing_(limits.pacing == PrefillPacing::kOn),
       pacer_(PacerOptions()) {}
 
 void GenerateBatch::CancelAll() {

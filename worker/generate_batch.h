@@ -9,8 +9,8 @@
 // streams for it alone; usage, TTFT, decode rate and (where experts stream)
 // the expert figures stay per request (a pass's expert figures apportioned
 // to its sequences by their rows: OnPass). A prompt that arrives while
-// others decode goes in chunks the PrefillPacer sizes (BatchLimits::pacing:
-// CPU workers, or sluiced --prefill_pacing=on). A forward pass that fails ends every
+// others decode goes in chunks the PrefillPacer sizes (BatchLimits::pacing,
+// sluiced --prefill_pacing). A forward pass that fails ends every
 // request of the batch with its error and the batch starts again empty (the
 // sessions' contents are undefined then); Step returns an error only when
 // it cannot start again, and then the worker cannot serve.
@@ -48,17 +48,16 @@ namespace sluice::worker {
 int32_t MaxSequences(const v1::WorkerConfig& config);
 
 // Paced prefill (the Hello's prefill_pacing): while streams decode, a long
-// prompt's chunks are sized by PrefillPacer to keep their pace. kAuto: on
-// where it was measured, the CPU backend; a CUDA worker needs kOn until a
-// GPU run measures it (docs/BATCHING.md).
-enum class PrefillPacing { kAuto, kOn, kOff };
+// prompt's chunks are sized by PrefillPacer to keep their pace (on by
+// default on both backends, measured: docs/BATCHING.md).
+enum class PrefillPacing { kOn, kOff };
 
 // How many sequences run at once and the KV pool they share, in positions
 // (the Hello's kv_cache_tokens; 0: every sequence its whole context).
 struct BatchLimits {
   int32_t max_sequences = 1;
   int64_t kv_cache_tokens = 0;
-  PrefillPacing pacing = PrefillPacing::kAuto;
+  PrefillPacing pacing = PrefillPacing::kOn;
 };
 BatchLimits BatchLimitsOf(const v1::WorkerConfig& config);
 
@@ -140,7 +139,7 @@ class GenerateBatch {
   std::map<uint64_t, Live> live_;
   // The expert counters after the last pass (before the next one).
   memory::SlotCacheCounters counters_before_;
-  const bool pacing_;  // paced prefill (PacingOn in the .cc)
+  const bool pacing_;  // paced prefill (BatchLimits::pacing)
   PrefillPacer pacer_;
   uint64_t steps_ = 0;
   uint64_t experts_acquired_ = 0;

@@ -119,22 +119,20 @@ TEST(BatchLimitsOfTest, ReadsTheHellosPacing) {
   v1::WorkerConfig config;
   config.set_max_sequences(8);
   config.set_kv_cache_tokens(4096);
-  EXPECT_EQ(BatchLimitsOf(config).pacing, PrefillPacing::kAuto);
+  EXPECT_EQ(BatchLimitsOf(config).pacing, PrefillPacing::kOn);  // "": the default
   EXPECT_EQ(BatchLimitsOf(config).max_sequences, 8);
   EXPECT_EQ(BatchLimitsOf(config).kv_cache_tokens, 4096);
   config.set_prefill_pacing("on");
   EXPECT_EQ(BatchLimitsOf(config).pacing, PrefillPacing::kOn);
   config.set_prefill_pacing("off");
   EXPECT_EQ(BatchLimitsOf(config).pacing, PrefillPacing::kOff);
-  config.set_prefill_pacing("auto");
-  EXPECT_EQ(BatchLimitsOf(config).pacing, PrefillPacing::kAuto);
 }
 
-// The switch reaches the batch: a CPU batch paces by default (its cap is
-// the pacer's, unmeasured 64) and reports no cap when pacing is off.
+// The switch reaches the batch: a batch paces by default (its cap is the
+// pacer's, unmeasured 64) and reports no cap when pacing is off.
 TEST_F(GenerateBatchTest, PacingFollowsTheLimits) {
   if (engine_ == nullptr) return;
-  for (PrefillPacing p : {PrefillPacing::kAuto, PrefillPacing::kOn, PrefillPacing::kOff}) {
+  for (PrefillPacing p : {PrefillPacing::kOn, PrefillPacing::kOff}) {
     auto b = GenerateBatch::Create(*engine_, {.max_sequences = 2, .pacing = p}, Hooks());
     ASSERT_TRUE(b.ok()) << b.status();
     EXPECT_EQ((*b)->Stats().prefill_cap_tokens(), p == PrefillPacing::kOff ? 0u : 64u)
