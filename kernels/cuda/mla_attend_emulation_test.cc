@@ -1,13 +1,11 @@
 // The latent attention's device code (mla_device.h), compiled by g++ and run
-// on the CPU through host_emulation.h (every thread of a block a fiber),
-// against the arithmetic of model/mla.cc's AttendLatent written here with
-// kernels/cpu/half_acc.h: half queries and cache rows, one pass with a
-// running maximum, the value accumulator rounded to half after every
-// update; the scores summed in the warp's order, so every value must be
-// the reference's bit for bit (on the GPU, where the CPU's scores are
-// summed in another order, a half rounding flips here and there; the sm90
-// test measures that against RunMla). Runs in every configuration (no CUDA
-// needed).
+// on the CPU through host_emulation.h (every thread of a block a fiber):
+// against the attention in double precision over the same half queries and
+// cache rows (the kernel accumulates in f32, rescaled once a chunk), against
+// model/mla.cc's AttendLatent arithmetic (one half-precision accumulator
+// through every key, written here with kernels/cpu/half_acc.h) within that
+// accumulator's rounding, and the split over blocks against the in-block
+// merge bit for bit. Runs in every configuration (no CUDA needed).
 #include "kernels/cuda/host_emulation.h"  // first: CUDA's built-ins for g++
 
 #include <algorithm>
@@ -73,9 +71,40 @@ std::vector<float> Reference(const float* q, const float* cache, int width, int 
   return o;
 }
 
+// The attention in double precision over the half queries and rows.
+std::vector<double> Exact(const MlaShape& s, const std::vector<float>& q_abs,
+                          const std::vector<float>& cache, int pos0, int n_tok) {
+  const int width = s.width(), lat = s.kv_lora_rank;
+  std::vector<double> o(static_cast<size_t>(s.n_head) * n_tok * lat, 0.0);
+  for (int h = 0; h < s.n_head; ++h) {
+    for (int t = 0; t < n_tok; ++t) {
+      std::vector<float> q(q_abs.begin() + (static_cast<int64_t>(h) * n_tok + t) * width,
+                           q_abs.begin() + (static_cast<int64_t>(h) * n_tok + t + 1) * width);
+      kernels::RoundToHalf(q.data(), width);
+      const int n_ctx = pos0 + t + 1;
+      std::vector<double> sc(n_ctx);
+      double m = -INFINITY, total = 0;
+      for (int j = 0; j < n_ctx; ++j) {
+        double dot = 0;
+        for (int i = 0; i < width; ++i) dot += double{q[i]} * cache[int64_t{j} * width + i];
+        sc[j] = dot * s.kq_scale;
+        m = std::max(m, sc[j]);
+      }
+      double* out = o.data() + (static_cast<int64_t>(h) * n_tok + t) * lat;
+      for (int j = 0; j < n_ctx; ++j) {
+        const double w = std::exp(sc[j] - m);
+        total += w;
+        for (int i = 0; i < lat; ++i) out[i] += w * cache[int64_t{j} * width + i];
+      }
+      for (int i = 0; i < lat; ++i) out[i] /= total;
+    }
+  }
+  return o;
+}
+
 // 11 heads (a full and a partial block of 8), a latent of 300 (two values
 // a thread), 3 query tokens at positions 36..38 (two chunks of keys).
-TEST(MlaAttendEmulationTest, MatchesTheCpuHalfAccumulator) {
+TEST(MlaAttendEmulationTest, IsTheAttentionInF32) {
   MlaShape s;
   s.n_head = 11;
   s.kv_lora_rank = 300;
@@ -98,27 +127,29 @@ TEST(MlaAttendEmulationTest, MatchesTheCpuHalfAccumulator) {
     internal::MlaAttendBlock(s, q_abs.data(), loc, n_tok, o.data(),
                              reinterpret_cast<float*>(emulation::DynamicShared()));
   });
-  double max_diff = 0, max_ref = 0;
-  int differ = 0;
+  const std::vector<double> exact = Exact(s, q_abs, cache, pos0, n_tok);
+  double exact_diff = 0, cpu_diff = 0, max_ref = 0;
   for (int h = 0; h < s.n_head; ++h) {
     for (int t = 0; t < n_tok; ++t) {
       std::vector<float> q(q_abs.begin() + (static_cast<int64_t>(h) * n_tok + t) * width,
                            q_abs.begin() + (static_cast<int64_t>(h) * n_tok + t + 1) * width);
       kernels::RoundToHalf(q.data(), width);
-      const std::vector<float> want =
+      const std::vector<float> cpu =
           Reference(q.data(), cache.data(), width, lat, pos0 + t + 1, s.kq_scale);
-      const float* got = o.data() + (static_cast<int64_t>(h) * n_tok + t) * lat;
+      const int64_t at = (static_cast<int64_t>(h) * n_tok + t) * lat;
       for (int i = 0; i < lat; ++i) {
-        max_diff = std::max(max_diff, std::fabs(static_cast<double>(got[i]) - want[i]));
-        max_ref = std::max(max_ref, std::fabs(static_cast<double>(want[i])));
-        differ += got[i] != want[i];
+        exact_diff = std::max(exact_diff, std::fabs(o[at + i] - exact[at + i]));
+        cpu_diff = std::max(cpu_diff, std::fabs(static_cast<double>(o[at + i]) - cpu[i]));
+        max_ref = std::max(max_ref, std::fabs(exact[at + i]));
       }
     }
   }
-  std::printf("MlaAttend (emulated) vs the CPU's half accumulator: %d of %d values differ, "
-              "max |diff| / max |ref| = %.3g\n",
-              differ, s.n_head * n_tok * lat, max_diff / max_ref);
-  EXPECT_EQ(differ, 0);
+  std::printf("MlaAttend (emulated), max |diff| / max |ref|: against exact %.3g, against the "
+              "CPU's half accumulator %.3g\n",
+              exact_diff / max_ref, cpu_diff / max_ref);
+  EXPECT_GT(max_ref, 0.01);
+  EXPECT_LT(exact_diff / max_ref, 2e-6);
+  EXPECT_LT(cpu_diff / max_ref, 2e-3);
 }
 
 // The split of MlaAttend (mla_ops.h): each row's keys in ranges of
@@ -207,61 +238,26 @@ TEST(MlaSplitTest, AContextWithinOneRangeIsTheUnsplitValues) {
   EXPECT_EQ(differ, 0);
 }
 
-// The attention in double precision over the half queries and rows.
-std::vector<double> Exact(const MlaShape& s, const std::vector<float>& q_abs,
-                          const std::vector<float>& cache, int pos0, int n_tok) {
-  const int width = s.width(), lat = s.kv_lora_rank;
-  std::vector<double> o(static_cast<size_t>(s.n_head) * n_tok * lat, 0.0);
-  for (int h = 0; h < s.n_head; ++h) {
-    for (int t = 0; t < n_tok; ++t) {
-      std::vector<float> q(q_abs.begin() + (static_cast<int64_t>(h) * n_tok + t) * width,
-                           q_abs.begin() + (static_cast<int64_t>(h) * n_tok + t + 1) * width);
-      kernels::RoundToHalf(q.data(), width);
-      const int n_ctx = pos0 + t + 1;
-      std::vector<double> sc(n_ctx);
-      double m = -INFINITY, total = 0;
-      for (int j = 0; j < n_ctx; ++j) {
-        double dot = 0;
-        for (int i = 0; i < width; ++i) dot += double{q[i]} * cache[int64_t{j} * width + i];
-        sc[j] = dot * s.kq_scale;
-        m = std::max(m, sc[j]);
-      }
-      double* out = o.data() + (static_cast<int64_t>(h) * n_tok + t) * lat;
-      for (int j = 0; j < n_ctx; ++j) {
-        const double w = std::exp(sc[j] - m);
-        total += w;
-        for (int i = 0; i < lat; ++i) out[i] += w * cache[int64_t{j} * width + i];
-      }
-      for (int i = 0; i < lat; ++i) out[i] /= total;
-    }
-  }
-  return o;
-}
-
-// Rows of 701..703 keys in ranges of 320 (three non-empty): each range's
-// accumulator rounds to half as the one pass does, over fewer keys, and
-// the merge rescales in f32, so the split is at least as close to the
-// exact attention as the one pass (measured: 0.0037 against 0.0086 of the
-// largest value).
-TEST(MlaSplitTest, ASplitContextIsAsCloseToExactAsOnePass) {
+// Rows of 701..703 keys in ranges of 320 (three non-empty, 60 empty): the
+// split over blocks and the blocks merging their own ranges give the same
+// bits (a row's values do not depend on whether its batch was split), and
+// both the attention as one pass does, to f32's rounding.
+TEST(MlaSplitTest, ASplitContextIsTheInBlockMergeAndExact) {
   const MlaShape s = SplitShape();
   const int width = s.width(), n_tok = 3, pos0 = 700;
   std::vector<float> cache = Random(static_cast<size_t>(pos0 + n_tok) * width, 5, 1.0f);
   kernels::RoundToHalf(cache.data(), static_cast<int64_t>(cache.size()));
   const std::vector<float> q_abs = Random(static_cast<size_t>(s.n_head) * n_tok * width, 6, 0.3f);
   const std::vector<float> split = RunSplit(s, q_abs, cache, pos0, n_tok, 20000);
-  const std::vector<float> whole = RunWhole(s, q_abs, cache, pos0, n_tok);
-  const std::vector<double> exact = Exact(s, q_abs, cache, pos0, n_tok);
-  // The blocks merging their own ranges give the split's values: a row's
-  // values do not depend on whether its batch was split.
   const std::vector<float> ranges =
       RunWhole(s, q_abs, cache, pos0, n_tok, MlaSplitKeys(20000));
+  const std::vector<float> whole = RunWhole(s, q_abs, cache, pos0, n_tok);
+  const std::vector<double> exact = Exact(s, q_abs, cache, pos0, n_tok);
   int differ = 0;
-  for (size_t i = 0; i < split.size(); ++i) differ += split[i] != ranges[i];
-  EXPECT_EQ(differ, 0);
   double split_err = 0, whole_err = 0, max_ref = 0;
   for (size_t i = 0; i < exact.size(); ++i) {
     ASSERT_TRUE(std::isfinite(split[i])) << i;
+    differ += split[i] != ranges[i];
     split_err = std::max(split_err, std::fabs(split[i] - exact[i]));
     whole_err = std::max(whole_err, std::fabs(whole[i] - exact[i]));
     max_ref = std::max(max_ref, std::fabs(exact[i]));
@@ -269,9 +265,10 @@ TEST(MlaSplitTest, ASplitContextIsAsCloseToExactAsOnePass) {
   std::printf("MlaAttend vs exact, max |diff| / max |ref|: split in 3 of 63 ranges %.3g, one "
               "pass %.3g\n",
               split_err / max_ref, whole_err / max_ref);
+  EXPECT_EQ(differ, 0);
   EXPECT_GT(max_ref, 0.01);
-  EXPECT_LE(split_err, whole_err);
-  EXPECT_LT(split_err / max_ref, 0.01);
+  EXPECT_LT(split_err / max_ref, 2e-6);
+  EXPECT_LT(whole_err / max_ref, 2e-6);
 }
 
 }  // namespace

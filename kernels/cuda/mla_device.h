@@ -1,9 +1,8 @@
 // The attention over the latent cache of mla_ops.h as device code that
 // mla_ops.cu launches and g++ runs through host_emulation.h
 // (mla_attend_emulation_test): include host_emulation.h first there.
-// Products and roundings that decide a half value are written with
-// __fmul_rn / __fadd_rn so that nvcc does not fuse them into FMAs the CPU
-// does not use.
+// The merges of ranges are written with __fmul_rn / __fadd_rn so that the
+// split and the in-block merge give the same bits whatever nvcc fuses.
 #ifndef SLUICE_KERNELS_CUDA_MLA_DEVICE_H_
 #define SLUICE_KERNELS_CUDA_MLA_DEVICE_H_
 
@@ -29,18 +28,6 @@ __device__ __forceinline__ int Nope(const MlaShape& s) { return s.head_k - s.rop
 // kernels::RoundToHalf).
 __device__ __forceinline__ float Half(float x) { return __half2float(__float2half_rn(x)); }
 
-// One accumulator update of kernels/cpu/half_acc.h: the f32 result rounded
-// to half, or kept unrounded (and the element left in f32 from then on)
-// where it would not fit.
-__device__ __forceinline__ float HalfOrF32(float v, bool& f32) {
-  if (f32) return v;
-  if (fabsf(v) >= 65520.0f) {
-    f32 = true;
-    return v;
-  }
-  return Half(v);
-}
-
 // Where a row's sequence is: its first row in the batch, its first
 // position, its cache.
 struct SeqAt {
@@ -63,47 +50,55 @@ struct ManySeqs {
   }
 };
 
-// The scores of the chunk's keys [j0, j0 + n) for the block's heads: one
-// warp per (head, key) pair at a time, lanes over the row.
-__device__ inline void ScoreChunk(const MlaShape& s, const float* qs, int heads, const float* cache,
-                           int j0, int n, float* sc) {
+// The scores of the chunk's keys [j0, j0 + n) for the block's heads: a
+// warp per key at a time, its lanes over the row, each row read once for
+// every head (a head's dot summed lane-strided, then across the warp).
+__device__ inline void ScoreChunk(const MlaShape& s, const float* qs, int heads,
+                                  const float* cache, int j0, int n, float* sc) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
   const int width = Width(s);
-  for (int p = warp; p < heads * kChunk; p += n_warps) {
-    const int h = p / kChunk, jj = p % kChunk;
-    if (jj >= n) continue;
+  for (int jj = warp; jj < n; jj += n_warps) {
     const float* row = cache + static_cast<int64_t>(j0 + jj) * width;
-    const float* qh = qs + h * width;
-    float acc = 0.0f;
-    for (int i = lane; i < width; i += 32) acc += qh[i] * row[i];
-    acc = WarpSum(acc);
-    if (lane == 0) sc[h * kChunk + jj] = acc * s.kq_scale;
+    float dot[kHeadsPerBlock];
+#pragma unroll
+    for (int h = 0; h < kHeadsPerBlock; ++h) dot[h] = 0.0f;
+    for (int i = lane; i < width; i += 32) {
+      const float r = row[i];
+#pragma unroll
+      for (int h = 0; h < kHeadsPerBlock; ++h) {
+        if (h < heads) dot[h] += qs[h * width + i] * r;
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < kHeadsPerBlock; ++h) {
+      if (h >= heads) break;
+      const float d = WarpSum(dot[h]);
+      if (lane == 0) sc[h * kChunk + jj] = d * s.kq_scale;
+    }
   }
 }
 
-// One thread per head walks the chunk's scores in order (the CPU's
-// sequence of running maxima): the factor the accumulator is scaled by
-// and the weight of each key's row.
-__device__ inline void SoftmaxSteps(int heads, int n, const float* sc, float* ms, float* vs,
-                             float* max_s, float* sum) {
-  const int h = threadIdx.x;
+// Warp h < heads (a block has kHeadsPerBlock warps) takes head h's scores
+// of the chunk, a lane a key: the chunk's maximum joins the running one,
+// each key's weight exp(score - max) goes to w, their sum to the running
+// sum, and scale[h] is what the accumulator is multiplied by first
+// (exp(old max - new max); 0 before the first key).
+__device__ inline void ChunkWeights(int heads, int n, const float* sc, float* w, float* scale,
+                                    float* max_s, float* sum) {
+  const int lane = threadIdx.x & 31, h = threadIdx.x >> 5;
   if (h >= heads) return;
-  float m = max_s[h], total = sum[h];
-  for (int jj = 0; jj < n; ++jj) {
-    const float x = sc[h * kChunk + jj];
-    float a = 1.0f, v = 1.0f;
-    if (x > m) {
-      a = expf(m - x);
-      m = x;
-    } else {
-      v = expf(x - m);
-    }
-    ms[h * kChunk + jj] = a;
-    vs[h * kChunk + jj] = v;
-    total = __fadd_rn(__fmul_rn(total, a), v);
+  const float x = lane < n ? sc[h * kChunk + lane] : -INFINITY;
+  const float m_old = max_s[h];
+  const float m = fmaxf(m_old, WarpMax(x));
+  const float p = lane < n ? expf(x - m) : 0.0f;
+  w[h * kChunk + lane] = p;
+  const float chunk_sum = WarpSum(p);
+  if (lane == 0) {
+    const float a = expf(m_old - m);
+    scale[h] = a;
+    sum[h] = sum[h] * a + chunk_sum;
+    max_s[h] = m;
   }
-  max_s[h] = m;
-  sum[h] = total;
 }
 
 // A block's share of a row's keys when MlaAttend splits them over blocks
@@ -140,9 +135,9 @@ __device__ __forceinline__ float Merged(float run, float a, float x, float b) {
 }
 
 // Block (token t, heads [h0, h0 + kHeadsPerBlock)): the keys in ranges of
-// split_len (0: one range), each range's chunks in order; each thread owns
-// latent values i = threadIdx.x + k * blockDim.x of every head and applies
-// the updates of each key in turn. With `part`, the block takes range
+// split_len (0: one range), each range's chunks in order, an f32
+// accumulator per head rescaled once a chunk (ChunkWeights); each thread
+// owns latent values i = threadIdx.x + k * blockDim.x of every head. With `part`, the block takes range
 // blockIdx.z alone and writes its partial to part[z][h][t]
 // (MlaCombineBlock merges them); without, it takes every range in turn and
 // merges each into a running result as MlaCombineBlock would, then writes
@@ -153,9 +148,8 @@ template <typename Loc>
 __device__ void MlaAttendBlock(const MlaShape& s, const float* q_abs, Loc loc, int n_tok,
                                float* o_lat, float* qs, float* part = nullptr,
                                int split_len = 0) {
-  __shared__ float sc[kHeadsPerBlock * kChunk], ms[kHeadsPerBlock * kChunk],
-      vs[kHeadsPerBlock * kChunk];
-  __shared__ float max_s[kHeadsPerBlock], sum[kHeadsPerBlock];
+  __shared__ float sc[kHeadsPerBlock * kChunk], w[kHeadsPerBlock * kChunk];
+  __shared__ float scale[kHeadsPerBlock], max_s[kHeadsPerBlock], sum[kHeadsPerBlock];
   __shared__ float run_max[kHeadsPerBlock], run_sum[kHeadsPerBlock];
   __shared__ float fa[kHeadsPerBlock], fb[kHeadsPerBlock];
   const int t = blockIdx.x, h0 = blockIdx.y * kHeadsPerBlock;
@@ -199,35 +193,33 @@ __device__ void MlaAttendBlock(const MlaShape& s, const float* q_abs, Loc loc, i
       sum[threadIdx.x] = 0.0f;
     }
     float acc[kElemsPerThread][kHeadsPerBlock];
-    bool f32[kElemsPerThread][kHeadsPerBlock];
 #pragma unroll
     for (int k = 0; k < kElemsPerThread; ++k) {
 #pragma unroll
-      for (int h = 0; h < kHeadsPerBlock; ++h) {
-        acc[k][h] = 0.0f;
-        f32[k][h] = false;
-      }
+      for (int h = 0; h < kHeadsPerBlock; ++h) acc[k][h] = 0.0f;
     }
     __syncthreads();
     for (int j0 = keys.begin; j0 < keys.end; j0 += kChunk) {
       const int n = keys.end - j0 < kChunk ? keys.end - j0 : kChunk;
       ScoreChunk(s, qs, heads, seq.cache, j0, n, sc);
       __syncthreads();
-      SoftmaxSteps(heads, n, sc, ms, vs, max_s, sum);
+      ChunkWeights(heads, n, sc, w, scale, max_s, sum);
       __syncthreads();
 #pragma unroll
       for (int k = 0; k < kElemsPerThread; ++k) {
         const int i = threadIdx.x + k * blockDim.x;
         if (i >= lat) break;
+#pragma unroll
+        for (int h = 0; h < kHeadsPerBlock; ++h) {
+          if (h >= heads) break;
+          acc[k][h] *= scale[h];
+        }
         for (int jj = 0; jj < n; ++jj) {
           const float v = seq.cache[static_cast<int64_t>(j0 + jj) * width + i];
 #pragma unroll
           for (int h = 0; h < kHeadsPerBlock; ++h) {
             if (h >= heads) break;
-            const float a = __fmul_rn(acc[k][h], ms[h * kChunk + jj]);
-            acc[k][h] = HalfOrF32(a, f32[k][h]);
-            const float b = __fadd_rn(acc[k][h], __fmul_rn(v, vs[h * kChunk + jj]));
-            acc[k][h] = HalfOrF32(b, f32[k][h]);
+            acc[k][h] = fmaf(w[h * kChunk + jj], v, acc[k][h]);
           }
         }
       }

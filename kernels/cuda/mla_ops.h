@@ -7,13 +7,13 @@
 //
 // Each kernel computes what model/mla.cc computes on the host (named beside
 // each function). As there, the cache rows and the absorbed queries are
-// rounded to half precision and the softmax-weighted sum of latents runs in
-// one pass with a running maximum in a half-precision accumulator (each
-// update multiplies, then adds, and rounds to the nearest half value, as
-// kernels/cpu/half_acc.h), so the two backends differ only where their f32
-// scores differ in the last bits. One difference: where an update would
-// pass the half range (|v| >= 65520) the CPU continues the whole row in f32,
-// this kernel only that element.
+// rounded to half precision. One difference: the softmax-weighted sum of
+// latents runs in f32, rescaled once per chunk of 32 keys (flash-attention
+// style), where the CPU, as llama.cpp's CPU backend, rounds its accumulator
+// to half after every key's update: the GPU's values are the exact ones to
+// f32's rounding, the CPU's within a half value's (1.4e-3 of the largest
+// value on random rows, mla_attend_emulation_test). Before 2026-12-06 this
+// kernel replayed the CPU's half rounding too, at ~2 us a key for 8 heads.
 //
 // Every function only enqueues work on `stream`; launch errors surface
 // through LastLaunchError (device.h). Pointers are device memory.
@@ -103,9 +103,8 @@ void MlaHeadEntries(int n_head, int64_t n_tok, int32_t* begin, int32_t* x_row,
 // ranges itself, in the same order of operations. The ranges depend only
 // on the capacity, so a row gets the same values in any batch, split or
 // not; a row of at most one range's keys (kMlaMinSplitKeys at least) gets
-// the plain one pass. Beyond, each range's half accumulator starts afresh
-// and the merge runs in f32, where the CPU runs one half-precision
-// accumulator through every key (closer to the exact sum, not bit-equal).
+// the plain one pass's bits, a longer one the same values to f32's
+// rounding.
 constexpr int kMlaSplitMaxTokens = 8;
 constexpr int kMlaMaxSplits = 64;
 constexpr int kMlaMinSplitKeys = 64;
