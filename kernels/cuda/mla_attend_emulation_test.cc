@@ -103,8 +103,8 @@ std::vector<double> Exact(const MlaShape& s, const std::vector<float>& q_abs,
 }
 
 // 11 heads (a full and a partial block of 8), a latent of 300 (two values
-// a thread), 3 query tokens at positions 36..38 (two chunks of keys).
-TEST(MlaAttendEmulationTest, IsTheAttentionInF32) {
+// a thread).
+MlaShape TestShape() {
   MlaShape s;
   s.n_head = 11;
   s.kv_lora_rank = 300;
@@ -112,6 +112,12 @@ TEST(MlaAttendEmulationTest, IsTheAttentionInF32) {
   s.head_v = 16;
   s.rope.n_rot = 16;
   s.kq_scale = 0.07f;
+  return s;
+}
+
+// 3 query tokens at positions 36..38 (two chunks of keys).
+TEST(MlaAttendEmulationTest, IsTheAttentionInF32) {
+  const MlaShape s = TestShape();
   const int width = s.width(), lat = s.kv_lora_rank, n_tok = 3, pos0 = 36;
   const int n_rows = pos0 + n_tok;
   std::vector<float> cache = Random(static_cast<size_t>(n_rows) * width, 1, 1.0f);
@@ -201,17 +207,6 @@ std::vector<float> RunWhole(const MlaShape& s, const std::vector<float>& q_abs,
   return o;
 }
 
-MlaShape SplitShape() {
-  MlaShape s;
-  s.n_head = 11;
-  s.kv_lora_rank = 300;
-  s.head_k = 48;
-  s.head_v = 16;
-  s.rope.n_rot = 16;
-  s.kq_scale = 0.07f;
-  return s;
-}
-
 TEST(MlaSplitTest, RangesFollowTheCapacity) {
   EXPECT_EQ(MlaSplitKeys(0), kMlaMinSplitKeys);
   EXPECT_EQ(MlaSplitKeys(1000), 64);      // 16 ranges; 64 of 16 would be shorter than 64
@@ -226,7 +221,7 @@ TEST(MlaSplitTest, RangesFollowTheCapacity) {
 // holds every key, the 62 others are empty, and the merge gives the
 // one pass's values bit for bit.
 TEST(MlaSplitTest, AContextWithinOneRangeIsTheUnsplitValues) {
-  const MlaShape s = SplitShape();
+  const MlaShape s = TestShape();
   const int width = s.width(), n_tok = 3, pos0 = 36;
   std::vector<float> cache = Random(static_cast<size_t>(pos0 + n_tok) * width, 3, 1.0f);
   kernels::RoundToHalf(cache.data(), static_cast<int64_t>(cache.size()));
@@ -243,7 +238,7 @@ TEST(MlaSplitTest, AContextWithinOneRangeIsTheUnsplitValues) {
 // bits (a row's values do not depend on whether its batch was split), and
 // both the attention as one pass does, to f32's rounding.
 TEST(MlaSplitTest, ASplitContextIsTheInBlockMergeAndExact) {
-  const MlaShape s = SplitShape();
+  const MlaShape s = TestShape();
   const int width = s.width(), n_tok = 3, pos0 = 700;
   std::vector<float> cache = Random(static_cast<size_t>(pos0 + n_tok) * width, 5, 1.0f);
   kernels::RoundToHalf(cache.data(), static_cast<int64_t>(cache.size()));

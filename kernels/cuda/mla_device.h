@@ -50,6 +50,22 @@ struct ManySeqs {
   }
 };
 
+// f(k, i, h) for each latent value i = threadIdx.x + k * blockDim.x < lat a
+// thread owns (k < kElemsPerThread) and each of the block's heads h.
+template <typename F>
+__device__ __forceinline__ void ForOwned(int lat, int heads, F f) {
+#pragma unroll
+  for (int k = 0; k < kElemsPerThread; ++k) {
+    const int i = threadIdx.x + k * blockDim.x;
+    if (i >= lat) break;
+#pragma unroll
+    for (int h = 0; h < kHeadsPerBlock; ++h) {
+      if (h >= heads) break;
+      f(k, i, h);
+    }
+  }
+}
+
 // The scores of the chunk's keys [j0, j0 + n) for the block's heads: a
 // warp per key at a time, its lanes over the row, each row read once for
 // every head (a head's dot summed lane-strided, then across the warp).
@@ -230,16 +246,7 @@ __device__ void MlaAttendBlock(const MlaShape& s, const float* q_abs, Loc loc, i
         part_of(threadIdx.x)[lat] = max_s[threadIdx.x];
         part_of(threadIdx.x)[lat + 1] = sum[threadIdx.x];
       }
-#pragma unroll
-      for (int k = 0; k < kElemsPerThread; ++k) {
-        const int i = threadIdx.x + k * blockDim.x;
-        if (i >= lat) break;
-#pragma unroll
-        for (int h = 0; h < kHeadsPerBlock; ++h) {
-          if (h >= heads) break;
-          part_of(h)[i] = acc[k][h];
-        }
-      }
+      ForOwned(lat, heads, [&](int k, int i, int h) { part_of(h)[i] = acc[k][h]; });
       return;
     }
     if (static_cast<int>(threadIdx.x) < heads) {
@@ -250,26 +257,13 @@ __device__ void MlaAttendBlock(const MlaShape& s, const float* q_abs, Loc loc, i
       run_max[h] = m;
     }
     __syncthreads();
-#pragma unroll
-    for (int k = 0; k < kElemsPerThread; ++k) {
-#pragma unroll
-      for (int h = 0; h < kHeadsPerBlock; ++h) {
-        if (h >= heads) break;
-        run[k][h] = Merged(run[k][h], fa[h], acc[k][h], fb[h]);
-      }
-    }
+    ForOwned(lat, heads,
+             [&](int k, int, int h) { run[k][h] = Merged(run[k][h], fa[h], acc[k][h], fb[h]); });
   }
-#pragma unroll
-  for (int k = 0; k < kElemsPerThread; ++k) {
-    const int i = threadIdx.x + k * blockDim.x;
-    if (i >= lat) break;
-#pragma unroll
-    for (int h = 0; h < kHeadsPerBlock; ++h) {
-      if (h >= heads) break;
-      const float inv = run_sum[h] == 0.0f ? 0.0f : 1.0f / run_sum[h];
-      o_lat[(static_cast<int64_t>(h0 + h) * n_tok + t) * lat + i] = __fmul_rn(run[k][h], inv);
-    }
-  }
+  ForOwned(lat, heads, [&](int k, int i, int h) {
+    const float inv = run_sum[h] == 0.0f ? 0.0f : 1.0f / run_sum[h];
+    o_lat[(static_cast<int64_t>(h0 + h) * n_tok + t) * lat + i] = __fmul_rn(run[k][h], inv);
+  });
 }
 
 // Block (token t, head h): the ranges' partials of MlaAttendBlock merged in
