@@ -33,6 +33,9 @@ struct Layer {
   uint64_t n_experts = 0;
   uint64_t kv_dim = 0;
   uint64_t latent_kv_dim = 0;  // MLA: one row of latent + RoPE key, no values
+  // MLA's older fused attn_kv_b: [latent] x heads (nope + v) rows, and the
+  // heads' v widths (attn_output's input), so heads x nope = the difference.
+  uint64_t kv_b_cols = 0, kv_b_rows = 0, out_cols = 0;
   uint64_t conv_floats = 0;
   uint64_t v_heads = 0;
   uint64_t state_size = 0;
@@ -78,6 +81,11 @@ absl::StatusOr<ModelFootprint> FootprintOf(const TensorTable& table, int64_t con
       l.kv_dim = t.ne[1];
     } else if (rest == "attn_kv_a_mqa.weight") {
       l.latent_kv_dim = t.ne[1];
+    } else if (rest == "attn_kv_b.weight") {
+      l.kv_b_cols = t.ne[0];
+      l.kv_b_rows = t.ne[1];
+    } else if (rest == "attn_output.weight") {
+      l.out_cols = t.ne[0];
     } else if (rest == "ssm_conv1d.weight") {
       l.conv_floats = (t.ne[0] > 0 ? t.ne[0] - 1 : 0) * t.ne[1];
     } else if (rest == "ssm_a") {
@@ -101,6 +109,9 @@ absl::StatusOr<ModelFootprint> FootprintOf(const TensorTable& table, int64_t con
     f.kv_ranges += (l.kv_dim > 0 ? 2 : 0) + (l.latent_kv_dim > 0 ? 1 : 0);
     f.state_fixed_bytes += (l.conv_floats + l.v_heads * l.state_size * l.state_size) * kFloat;
     expert_ff = std::max(expert_ff, l.expert_ff);
+    // The CUDA backend holds a fused attn_kv_b's K_b unfused to f32 beside
+    // the file's tensor (model/mla.h UnfusedKb).
+    if (l.kv_b_rows > l.out_cols) f.dense_bytes += (l.kv_b_rows - l.out_cols) * l.kv_b_cols * kFloat;
     expert_used_guess = std::max<uint64_t>(expert_used_guess, l.n_experts > 0 ? 8 : 0);
   }
   // Activations of one micro-batch: a dozen rows of n_embd, the routed

@@ -94,6 +94,28 @@ TEST(ModelFootprintTest, LatentAttentionAndDenseBlocks) {
   EXPECT_EQ(f->state_fixed_bytes, 0u);
 }
 
+// The older fused attn_kv_b (latent 6 x 3 heads of nope 4 + v 2 rows): the
+// CUDA backend holds its K_b unfused to f32 beside it (3 x 4 x 6 floats),
+// counted as dense; the split layout adds nothing.
+TEST(ModelFootprintTest, AFusedKvBCountsItsUnfusedKb) {
+  const std::vector<T> common = {{"token_embd.weight", {8, 10}},
+                                 {"blk.0.attn_kv_a_mqa.weight", {8, 8}},
+                                 {"blk.0.attn_output.weight", {6, 8}}};
+  std::vector<T> fused = common, split = common;
+  fused.push_back({"blk.0.attn_kv_b.weight", {6, 18}});
+  split.push_back({"blk.0.attn_k_b.weight", {4, 6, 3}});
+  split.push_back({"blk.0.attn_v_b.weight", {6, 2, 3}});
+  auto ff = Write(fused);
+  auto fs = Write(split);
+  ASSERT_NE(ff, nullptr);
+  ASSERT_NE(fs, nullptr);
+  auto a = FootprintOf(ff->tensors(), 16, 1);
+  auto b = FootprintOf(fs->tensors(), 16, 1);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->dense_bytes, ff->tensors().dense_bytes() + 3u * 4 * 6 * 4);
+  EXPECT_EQ(b->dense_bytes, fs->tensors().dense_bytes());
+}
+
 TEST(ModelFootprintTest, ExpertTensorsMustAgree) {
   auto files = Write({{"blk.0.ffn_gate_exps.weight", {8, 2, 4}},
                       {"blk.0.ffn_up_exps.weight", {8, 2, 3}}});

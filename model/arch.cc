@@ -47,27 +47,6 @@ absl::Status BindRoutingSource(RoutingSource* source, const ArchDesc& d) {
                       d.moe.n_expert_used, moe_layers);
 }
 
-absl::Status CheckCudaPieces(const ArchDesc& d, std::string_view backend) {
-  bool fused_kv_b = false;
-  for (const LayerDesc& l : d.layers) {
-    fused_kv_b = fused_kv_b ||
-                 (l.mixer == MixerKind::kLatentAttention && l.mla.k_b_transposed);
-  }
-  std::vector<std::string> missing;
-  if (fused_kv_b) {
-    missing.push_back(
-        "the fused attn_kv_b layout of multi-head latent attention (current converters "
-        "write attn_k_b / attn_v_b)");
-  }
-  if (missing.empty()) return absl::OkStatus();
-  return absl::UnimplementedError(absl::StrCat(
-      // Unquoted: a registry name (DescribeModel accepted it), not the
-      // file's free text, so the daemon need not withhold it.
-      std::string(backend), ": architecture ", d.info.arch, " (", d.info.file_name,
-      ") is not implemented here: no kernels for ", absl::StrJoin(missing, ", "),
-      "; serve it with the CPU worker (--backend=cpu)"));
-}
-
 absl::StatusOr<ArchDesc> DescribeModel(const ModelFiles& files) {
   ASSIGN_OR_RETURN(const std::string arch,
                    files.metadata().GetString("general.architecture"));

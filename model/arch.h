@@ -74,15 +74,6 @@ struct ArchDesc {
 // source->Bind with d's shape (RoutingSource, model/moe.h); OK for null.
 absl::Status BindRoutingSource(RoutingSource* source, const ArchDesc& d);
 
-// For the CUDA backend (`backend` names it in the message): UNIMPLEMENTED
-// when d needs a piece it has no kernels for, naming `backend`, the
-// architecture, the file and the missing pieces; OK otherwise. It computes
-// every qwen piece and deepseek2's (latent attention in the split
-// attn_k_b / attn_v_b layout, dense FFN blocks, sigmoid or softmax routing
-// with the selection bias and groups, ungated shared experts); missing: the
-// older fused attn_kv_b layout, whose K_b the CPU applies transposed.
-// Refused this way before any device call.
-absl::Status CheckCudaPieces(const ArchDesc& d, std::string_view backend);
 
 using DescribeFn = absl::StatusOr<ArchDesc> (*)(const ModelFiles&);
 

@@ -256,35 +256,56 @@ TEST(Deepseek2Test, BadKeysAreRefusedNamingTheKey) {
       << DescribeError(e);
 }
 
-// The CUDA backend computes the split layout; the older fused attn_kv_b
-// (whose K_b is applied transposed) it refuses by name, in the engine
-// before looking for the backend (so with or without CUDA in the binary,
-// and without a GPU).
-TEST(Deepseek2Test, CudaBackendRefusesOnlyTheFusedLayoutByName) {
+// The CUDA backend takes both layouts (the fused one's K_b unfused at
+// load): this binary has no CUDA backend, and both files get as far as
+// asking for it.
+TEST(Deepseek2Test, CudaBackendTakesBothLayouts) {
   EngineOptions o;
   o.backend = Backend::kCuda;
-  const std::string split = TempPath("cuda_split.gguf");
-  ASSERT_TRUE(mkmodel::WriteModel(Micro(), split).ok());
-  auto files = ModelFiles::Open(split);
-  ASSERT_TRUE(files.ok()) << files.status();
-  ASSERT_TRUE(DescribeModel(**files).ok());
-  EXPECT_TRUE(CheckCudaPieces(*DescribeModel(**files), "cuda backend").ok());
-  // This binary has no CUDA backend: the split file gets as far as asking.
-  EXPECT_EQ(LoadModel(**files, o).status().code(), absl::StatusCode::kUnavailable);
+  for (const uint32_t fused : {0u, 1u}) {
+    mkmodel::Options m = Micro();
+    m.shape.mla_fused = fused;
+    const std::string path = TempPath(absl::StrCat("cuda_layout", fused, ".gguf"));
+    ASSERT_TRUE(mkmodel::WriteModel(m, path).ok());
+    auto files = ModelFiles::Open(path);
+    ASSERT_TRUE(files.ok()) << files.status();
+    EXPECT_EQ(LoadModel(**files, o).status().code(), absl::StatusCode::kUnavailable) << fused;
+  }
+}
 
-  mkmodel::Options fused = Micro();
-  fused.shape.mla_fused = 1;
-  const std::string path = TempPath("cuda_fused.gguf");
-  ASSERT_TRUE(mkmodel::WriteModel(fused, path).ok());
-  auto fused_files = ModelFiles::Open(path);
-  ASSERT_TRUE(fused_files.ok()) << fused_files.status();
-  const absl::Status s = LoadModel(**fused_files, o).status();
-  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
-  EXPECT_EQ(s.message(),
-            absl::StrCat("cuda backend: architecture deepseek2 (", path,
-                         ") is not implemented here: no kernels for the fused attn_kv_b "
-                         "layout of multi-head latent attention (current converters write "
-                         "attn_k_b / attn_v_b); serve it with the CPU worker (--backend=cpu)"));
+// UnfusedKb turns the fused attn_kv_b's K_b (per head nope rows of the
+// latent) into the split layout's (per head latent rows of nope): on the
+// f32 micro model, mkmodel's split attn_k_b bit for bit.
+TEST(Deepseek2Test, UnfusedKbIsTheSplitLayoutsKb) {
+  Loaded split = Load(Micro(), "unfuse_split.gguf");
+  mkmodel::Options o = Micro();
+  o.shape.mla_fused = 1;
+  Loaded fused = Load(o, "unfuse_fused.gguf");
+  ASSERT_NE(split.model, nullptr);
+  ASSERT_NE(fused.model, nullptr);
+  auto ds = DescribeModel(*split.files);
+  auto df = DescribeModel(*fused.files);
+  ASSERT_TRUE(ds.ok() && df.ok());
+  for (size_t il = 0; il < ds->layers.size(); ++il) {
+    const MlaWeights& ws = ds->layers[il].mla;
+    ASSERT_EQ(ws.k_b.type, GgmlType::kF32);
+    EXPECT_EQ(UnfusedKb(ws).status().code(), absl::StatusCode::kInvalidArgument);
+    auto got = UnfusedKb(df->layers[il].mla);
+    ASSERT_TRUE(got.ok()) << got.status();
+    const int64_t lat = ws.k_b.rows, nope = ws.k_b.cols;
+    ASSERT_EQ(got->size(), static_cast<size_t>(ws.k_b.n_expert * lat * nope));
+    int differ = 0;
+    for (int64_t h = 0; h < ws.k_b.n_expert; ++h) {
+      const Matrix m = ws.k_b.expert(h);
+      for (int64_t r = 0; r < lat; ++r) {
+        const float* want = reinterpret_cast<const float*>(m.data + r * m.row_bytes);
+        for (int64_t c = 0; c < nope; ++c) {
+          differ += (*got)[(h * lat + r) * nope + c] != want[c];
+        }
+      }
+    }
+    EXPECT_EQ(differ, 0) << "block " << il;
+  }
 }
 
 // ---- The shared blocks deepseek2 added ------------------------------------

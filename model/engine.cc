@@ -33,10 +33,6 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const ModelFiles& files,
       // Here, where the backend is chosen, so that sluiced's CUDA worker
       // and the tools' --backend=cuda refuse it alike.
       RETURN_IF_ERROR(config::CheckExpertSkipOnCuda(o.experts));
-      // Refused by architecture first, so that the answer is the same with
-      // or without the backend in this binary.
-      ASSIGN_OR_RETURN(const ArchDesc desc, DescribeModel(files));
-      RETURN_IF_ERROR(CheckCudaPieces(desc, "cuda backend"));
       if (CudaFactory() == nullptr) {
         return absl::UnavailableError(
             "engine: no cuda backend in this binary (it was built without "

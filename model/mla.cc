@@ -125,6 +125,25 @@ void AttendLatent(const float* q, const float* cache, int64_t width,
 
 }  // namespace
 
+absl::StatusOr<std::vector<float>> UnfusedKb(const MlaWeights& w) {
+  if (!w.k_b_transposed) {
+    return absl::InvalidArgumentError("UnfusedKb: K_b is in the split layout already");
+  }
+  const ExpertMatrix& k = w.k_b;  // per head: rows nope, cols latent
+  const int64_t nope = k.rows, lat = k.cols;
+  std::vector<float> out(static_cast<size_t>(k.n_expert * lat * nope));
+  std::vector<float> row(lat);
+  for (int64_t h = 0; h < k.n_expert; ++h) {
+    const Matrix m = k.expert(h);
+    float* head = out.data() + h * lat * nope;
+    for (int64_t r = 0; r < nope; ++r) {
+      RETURN_IF_ERROR(kernels::DequantizeRow(m.type, m.data + r * m.row_bytes, lat, row.data()));
+      for (int64_t c = 0; c < lat; ++c) head[c * nope + r] = row[c];
+    }
+  }
+  return out;
+}
+
 absl::Status RunMla(const MlaConfig& c, const MlaWeights& w, const float* x,
                     int64_t n_tok, int32_t pos0, BlockState& kv, float* out,
                     ThreadPool* pool) {

@@ -31,8 +31,10 @@
 #define SLUICE_MODEL_MLA_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "base/thread_pool.h"
 #include "model/rope_yarn.h"
 #include "model/state.h"
@@ -71,6 +73,14 @@ struct MlaWeights {
   ExpertMatrix v_b;
   Matrix wo;  // n_head * head_v -> n_embd
 };
+
+// The fused attn_kv_b layout's K_b (per head nope rows of kv_lora_rank,
+// applied transposed; k_b_transposed) in the split layout's orientation:
+// per head kv_lora_rank rows of nope, dequantized to f32, head after head
+// ([n_head][kv_lora_rank][nope]). The CUDA backend multiplies this as it
+// multiplies attn_k_b (model/cuda/device_layers.cc). InvalidArgument for a
+// K_b not in the fused layout or of a type without a dequantizer.
+absl::StatusOr<std::vector<float>> UnfusedKb(const MlaWeights& w);
 
 // x: the normed input, [n_tok][n_embd]; out: [n_tok][n_embd] (no alias).
 // kv: the block's state, k holding cache_width() floats per position.

@@ -2,7 +2,7 @@
 // attention, YaRN, a dense lead block, sigmoid group routing with the
 // selection bias, a shared expert) served by sluiced's CPU worker over gRPC
 // and the OpenAI HTTP API, its KV bytes per token as `sluicectl plan` and the
-// engine report them, and a CUDA worker refusing it by name.
+// engine report them.
 #include <memory>
 #include <sstream>
 #include <string>
@@ -27,14 +27,12 @@ bool Contains(const std::string& text, const std::string& needle) {
   return text.find(needle) != std::string::npos;
 }
 
-// fused: the older single attn_kv_b layout (the CUDA backend refuses it).
-absl::StatusOr<std::string> WriteDeepseek2(const std::string& dir, bool fused = false) {
+absl::StatusOr<std::string> WriteDeepseek2(const std::string& dir) {
   mkmodel::Options o;
   o.arch = mkmodel::Arch::kDeepseek2;
   auto shape = mkmodel::NamedShape(o.arch, "micro");
   if (!shape.ok()) return shape.status();
   o.shape = *shape;
-  o.shape.mla_fused = fused ? 1 : 0;
   o.seed = 7;
   const std::string path = dir + "/" + kModelId + ".gguf";
   auto written = mkmodel::WriteModel(o, path);
@@ -149,37 +147,6 @@ TEST_F(E2eDeepseek2Test, PlanReportsLatentKvBytesPerToken) {
   EXPECT_TRUE(Contains(out.str(), absl::StrCat("KV ", per_token, " B/token x 512")))
       << out.str();
   EXPECT_TRUE(Contains(out.str(), "routed experts         48 (")) << out.str();  // 3 MoE blocks
-}
-
-// A CUDA worker refuses the piece it has no kernels for (the older fused
-// attn_kv_b layout) by name before touching a device (the test worker's hook
-// gives the fit planner a device; the refusal comes before the backend is
-// looked up, so it reads the same in a binary without it), and the daemon
-// stays up.
-TEST(E2eDeepseek2CudaTest, CudaWorkerRefusesTheFusedLayoutByName) {
-  auto path = WriteDeepseek2(MakeTempDir("e2e-deepseek2-cuda"), /*fused=*/true);
-  ASSERT_TRUE(path.ok()) << path.status();
-  DaemonOptions options;
-  options.model_path = *path;
-  options.flags = {"--backend=cuda"};
-  options.worker_test_flags = {absl::StrCat("--test_device_memory=", 8ull << 30)};
-  auto d = Daemon::Start(options);
-  ASSERT_TRUE(d.ok()) << d.status();
-  Daemon& daemon = **d;
-  grpc::ClientContext ctx;
-  v1::ListModelsResponse models;
-  ASSERT_TRUE(daemon.stub().ListModels(&ctx, v1::ListModelsRequest(), &models).ok());
-  ASSERT_EQ(models.models_size(), 1);
-  const v1::ModelInfo& info = models.models(0);
-  EXPECT_EQ(info.state(), v1::MODEL_STATE_FAILED);
-  EXPECT_TRUE(Contains(info.last_error(),
-                       "cuda worker on device 0: cuda backend: architecture deepseek2 ("))
-      << info.last_error();
-  EXPECT_TRUE(Contains(info.last_error(), "the fused attn_kv_b layout of multi-head latent "
-                                          "attention")) << info.last_error();
-  EXPECT_TRUE(Contains(info.last_error(), "serve it with the CPU worker")) << info.last_error();
-  EXPECT_EQ(daemon.Health(), "NOT_SERVING");
-  EXPECT_EQ(daemon.Stop(), 0) << daemon.Log();
 }
 
 }  // namespace

@@ -7,14 +7,24 @@
 // one slot, and each prompt inside a batch of other sequences within the
 // gate. Every row goes through the batch pass (batch_pass.h): the fused
 // decode program does not handle latent attention, so decode steps are
-// one-token batch passes. Not yet run on a GPU.
+// one-token batch passes. Also the older fused attn_kv_b layout (its K_b
+// unfused at load) against the CPU and against the split layout's file of
+// the same weights (FusedLayoutMatchesTheCpuAndTheSplitFile, not yet run on
+// a GPU; the others ran on the H100 on 2026-12-06).
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "base/testing/goldens.h"
 #include "base/testing/skip.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/device.h"
+#include "loader/model_files.h"
+#include "model/engine.h"
+#include "model/testing/mkmodel.h"
 #include "tools/cuda_parity_testing.h"
 #include "tools/parity_lib.h"
 
@@ -101,6 +111,80 @@ TEST(CudaParityDeepseek2Test, PromptInsideABatchPassesTheGate) {
     EXPECT_GE(b.experts_acquired, 33 * kMoeBlocks * b.min_layer_experts);
     EXPECT_LE(b.experts_acquired, 33 * kMoeBlocks * b.max_layer_experts);
   }
+}
+
+// Every row's logits of `tokens` as one prompt on `backend`.
+std::vector<float> PromptLogits(const std::string& path, Backend backend,
+                                const std::vector<int32_t>& tokens) {
+  auto files = ModelFiles::Open(path);
+  EXPECT_TRUE(files.ok()) << files.status();
+  if (!files.ok()) return {};
+  EngineOptions o;
+  o.backend = backend;
+  o.threads = 1;
+  auto model = LoadModel(**files, o);
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (!model.ok()) return {};
+  auto state = (*model)->CreateState(64);
+  EXPECT_TRUE(state.ok());
+  std::vector<float> logits;
+  EXPECT_TRUE((*model)->Forward(tokens, **state, LogitRows::kAll, &logits).ok());
+  return logits;
+}
+
+// max |a - b| over the standard deviation of a, and the rows whose arg-max
+// agree.
+void Compare(const std::vector<float>& a, const std::vector<float>& b, int64_t vocab,
+             double* max_over_std, int* top1) {
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_GT(a.size(), 0u);
+  double mean = 0, var = 0, max = 0;
+  for (float x : a) mean += x;
+  mean /= static_cast<double>(a.size());
+  for (float x : a) var += (x - mean) * (x - mean);
+  for (size_t i = 0; i < a.size(); ++i) max = std::max(max, std::fabs(double{a[i]} - b[i]));
+  *max_over_std = max / std::sqrt(var / static_cast<double>(a.size()));
+  *top1 = 0;
+  for (size_t r = 0; r * vocab < a.size(); ++r) {
+    const auto ra = a.begin() + r * vocab, rb = b.begin() + r * vocab;
+    *top1 += std::max_element(ra, ra + vocab) - ra == std::max_element(rb, rb + vocab) - rb;
+  }
+}
+
+// The older fused attn_kv_b (mkmodel draws it from the split layout's
+// weights, f32): on CUDA its K_b is unfused at load (model/mla.h
+// UnfusedKb), and its logits pass the F32 gate against the CPU's (which
+// applies the fused K_b transposed) and against the split file on CUDA.
+TEST(CudaParityDeepseek2Test, FusedLayoutMatchesTheCpuAndTheSplitFile) {
+  SLUICE_REQUIRE_DEVICE();
+  const std::string dir = ::testing::TempDir();
+  std::vector<std::string> paths;
+  for (const uint32_t fused : {0u, 1u}) {
+    mkmodel::Options o;
+    o.arch = mkmodel::Arch::kDeepseek2;
+    o.shape = *mkmodel::NamedShape(o.arch, "micro");
+    o.shape.mla_fused = fused;
+    o.seed = 11;
+    paths.push_back(dir + "/ds2_layout" + std::to_string(fused) + ".gguf");
+    ASSERT_TRUE(mkmodel::WriteModel(o, paths.back()).ok());
+  }
+  const std::vector<int32_t> tokens = {1, 17, 130, 5, 99, 4, 100, 12, 64, 3, 150, 7};
+  const std::vector<float> split_cuda = PromptLogits(paths[0], Backend::kCuda, tokens);
+  const std::vector<float> fused_cuda = PromptLogits(paths[1], Backend::kCuda, tokens);
+  const std::vector<float> fused_cpu = PromptLogits(paths[1], Backend::kCpu, tokens);
+  const int64_t vocab = static_cast<int64_t>(fused_cpu.size() / tokens.size());
+  const int rows = static_cast<int>(tokens.size());
+  double vs_cpu = 0, vs_split = 0;
+  int top1_cpu = 0, top1_split = 0;
+  Compare(fused_cpu, fused_cuda, vocab, &vs_cpu, &top1_cpu);
+  Compare(split_cuda, fused_cuda, vocab, &vs_split, &top1_split);
+  std::printf("fused attn_kv_b on cuda: vs cpu max/std %.6f top-1 %d/%d; vs the split file "
+              "max/std %.6f top-1 %d/%d\n",
+              vs_cpu, top1_cpu, rows, vs_split, top1_split, rows);
+  EXPECT_LE(vs_cpu, Gates{}.f32_max);
+  EXPECT_EQ(top1_cpu, rows);
+  EXPECT_LE(vs_split, Gates{}.f32_max);
+  EXPECT_EQ(top1_split, rows);
 }
 
 }  // namespace

@@ -247,7 +247,6 @@ const bool kRegistered = RegisterBackend(Backend::kCuda, FromEngine);
 absl::StatusOr<std::unique_ptr<Model>> LoadCudaModel(const ModelFiles& files,
                                                      const CudaModelOptions& options) {
   ASSIGN_OR_RETURN(ArchDesc desc, DescribeModel(files));
-  RETURN_IF_ERROR(CheckCudaPieces(desc, "cuda backend"));
   RETURN_IF_ERROR(BindRoutingSource(options.routing_source, desc));
   ASSIGN_OR_RETURN(std::unique_ptr<cuda_model_internal::CudaModel> m,
                    cuda_model_internal::CudaModel::Create(files, std::move(desc), options));

@@ -70,10 +70,8 @@ struct CudaModelOptions {
 // weights do not fit (the message gives the bytes needed and free);
 // InvalidArgument for a tensor type the device kernels do not handle (names
 // the tensor and type), for shapes past the kernels' limits and for the
-// description's errors; UNIMPLEMENTED, before any device call, for pieces
-// with no kernels here (CheckCudaPieces: deepseek2's older fused attn_kv_b
-// layout), naming the architecture and what is missing. deepseek2 runs
-// through the batch pass (batch_pass.h), decode steps too.
+// description's errors. deepseek2 runs through the batch pass
+// (batch_pass.h), decode steps too, in either K_b layout.
 absl::StatusOr<std::unique_ptr<Model>> LoadCudaModel(
     const ModelFiles& files, const CudaModelOptions& options = {});
 

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "kernels/cuda/quant_matmul.h"
+#include "model/mla.h"
 
 namespace sluice {
 
@@ -15,6 +16,11 @@ absl::StatusOr<cuda::DeviceBuffer> PointerTable(
   for (size_t i = 0; i < views.size(); ++i) {
     ASSIGN_OR_RETURN(ptrs[i], w.Translate(views[i]));
   }
+  return DeviceTable(ptrs, stream);
+}
+
+absl::StatusOr<cuda::DeviceBuffer> DeviceTable(const std::vector<const void*>& ptrs,
+                                               cuda::Stream stream) {
   ASSIGN_OR_RETURN(cuda::DeviceBuffer table,
                    cuda::DeviceBuffer::Create(ptrs.size() * sizeof(void*)));
   RETURN_IF_ERROR(cuda::CopyToDevice(table.data(), ptrs.data(),
@@ -65,13 +71,25 @@ absl::StatusOr<cuda::DeviceBuffer> HeadTable(const DeviceWeights& w, const Exper
   return PointerTable(w, heads, stream);
 }
 
+// The fused attn_kv_b's K_b in the split layout's orientation, f32, in a
+// device buffer of its own (UnfusedKb), and its per-head table.
+absl::Status BindUnfusedKb(const MlaWeights& m, cuda::Stream stream, DeviceMla& d) {
+  ASSIGN_OR_RETURN(const std::vector<float> k_b, UnfusedKb(m));
+  const uint64_t head_bytes = static_cast<uint64_t>(m.k_b.rows * m.k_b.cols) * sizeof(float);
+  ASSIGN_OR_RETURN(d.k_b_owned, cuda::DeviceBuffer::Create(k_b.size() * sizeof(float)));
+  RETURN_IF_ERROR(
+      cuda::CopyToDevice(d.k_b_owned.data(), k_b.data(), k_b.size() * sizeof(float), stream));
+  std::vector<const void*> heads;
+  for (int64_t h = 0; h < m.k_b.n_expert; ++h) {
+    heads.push_back(d.k_b_owned.as<uint8_t>() + h * head_bytes);
+  }
+  d.k_b_type = GgmlType::kF32;
+  ASSIGN_OR_RETURN(d.k_b_table, DeviceTable(heads, stream));  // synchronizes
+  return absl::OkStatus();
+}
+
 absl::Status BindMla(const DeviceWeights& w, const MlaWeights& m, cuda::Stream stream,
                      DeviceMla& d) {
-  if (m.k_b_transposed) {
-    return absl::InvalidArgumentError(
-        "cuda backend: the fused attn_kv_b layout of latent attention is not implemented "
-        "here (convert the file with attn_k_b / attn_v_b, or serve it with the CPU worker)");
-  }
   if (m.wq_a.data != nullptr) {
     ASSIGN_OR_RETURN(d.wq_a, w.Matrix(m.wq_a));
     ASSIGN_OR_RETURN(d.q_a_norm, w.Floats(m.q_a_norm));
@@ -82,9 +100,13 @@ absl::Status BindMla(const DeviceWeights& w, const MlaWeights& m, cuda::Stream s
   ASSIGN_OR_RETURN(d.wkv_a, w.Matrix(m.wkv_a));
   ASSIGN_OR_RETURN(d.kv_a_norm, w.Floats(m.kv_a_norm));
   ASSIGN_OR_RETURN(d.wo, w.Matrix(m.wo));
-  d.k_b_type = m.k_b.type;
   d.v_b_type = m.v_b.type;
-  ASSIGN_OR_RETURN(d.k_b_table, HeadTable(w, m.k_b, stream));
+  if (m.k_b_transposed) {
+    RETURN_IF_ERROR(BindUnfusedKb(m, stream, d));
+  } else {
+    d.k_b_type = m.k_b.type;
+    ASSIGN_OR_RETURN(d.k_b_table, HeadTable(w, m.k_b, stream));
+  }
   ASSIGN_OR_RETURN(d.v_b_table, HeadTable(w, m.v_b, stream));
   return absl::OkStatus();
 }

@@ -40,6 +40,9 @@ struct DeviceMla {
   const float* kv_a_norm = nullptr;
   GgmlType k_b_type = GgmlType::kF32, v_b_type = GgmlType::kF32;
   cuda::DeviceBuffer k_b_table, v_b_table;  // [n_head] each
+  // The fused attn_kv_b's K_b, unfused to f32 (model/mla.h UnfusedKb);
+  // empty for the split layout, whose K_b is the file's.
+  cuda::DeviceBuffer k_b_owned;
 };
 
 // deepseek2's dense lead blocks: one SwiGLU.
@@ -101,12 +104,15 @@ struct ModelView {
 absl::StatusOr<cuda::DeviceBuffer> PointerTable(
     const DeviceWeights& w, const std::vector<const uint8_t*>& views,
     cuda::Stream stream);
+// A device table of the given device addresses, in order.
+absl::StatusOr<cuda::DeviceBuffer> DeviceTable(const std::vector<const void*>& ptrs,
+                                               cuda::Stream stream);
 
 // Binds layer `l` to its device copies. With `stream_experts` the routed
 // experts' tables are allocated but left for the ExpertStream to fill.
-// InvalidArgument for a routed-expert type the device kernels do not handle
-// and for the fused attn_kv_b layout of latent attention (its K_b is
-// applied transposed, which the grouped products do not do).
+// InvalidArgument for a routed-expert type the device kernels do not handle.
+// The fused attn_kv_b layout of latent attention gets its K_b unfused to f32
+// (the grouped products do not apply a matrix transposed).
 absl::Status BindLayer(const DeviceWeights& w, const LayerDesc& l,
                        int64_t shared_ff, bool stream_experts,
                        cuda::Stream stream, DeviceLayer& d);
