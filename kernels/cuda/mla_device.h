@@ -19,6 +19,8 @@ constexpr int kThreads = 256;
 constexpr int kHeadsPerBlock = 8;
 constexpr int kChunk = kMlaChunk;
 constexpr int kElemsPerThread = 4;
+// ChunkWeights gives each head of a block a warp.
+static_assert(kThreads / 32 == kHeadsPerBlock, "a warp per head");
 
 // MlaShape's width() and nope() for device code (the header is plain C++).
 __device__ __forceinline__ int Width(const MlaShape& s) { return s.kv_lora_rank + s.rope.n_rot; }
