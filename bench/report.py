@@ -528,6 +528,8 @@ def main(argv=None):
     ap.add_argument("results", nargs="+")
     ap.add_argument("--md", required=True)
     ap.add_argument("--png", required=True)
+    ap.add_argument("--batched-png", default="",
+                    help="also plot the batched runs (issue 19) to this PNG, where there are any")
     ap.add_argument("--pcie-gbs", type=float, default=55.2,
                     help="pinned host-to-device GB/s (docs: measured 55.2 on the H200)")
     args = ap.parse_args(argv)
@@ -536,6 +538,8 @@ def main(argv=None):
         f.write(markdown(results, args.pcie_gbs))
     plot(results, args.png, args.pcie_gbs)
     print(f"wrote {args.md} and {args.png}")
+    if args.batched_png and report_batched.plot(results["batched"], args.batched_png, PALETTE):
+        print(f"wrote {args.batched_png}")
 
 
 if __name__ == "__main__":

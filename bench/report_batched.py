@@ -3,7 +3,10 @@ placement, aggregate decode tok/s at each number of sequences, Sluice's
 every stream's time between tokens (median and p99 of the steps), llama.cpp's
 best of flash attention off and on, and the ratio against issue 19's targets
 (>= 2x llama.cpp at 8 and 32 sequences; at 16, resident, >= 5x Sluice's own
-single stream)."""
+single stream), and the plot of it."""
+import math
+
+import pngplot
 
 ISSUE19_RATIO = 2.0
 ISSUE19_SELF_16 = 5.0
@@ -51,3 +54,87 @@ def batched_markdown(batched):
                          f"| {ratio} | {target} |")
         lines.append("")
     return lines
+
+
+# The plot: aggregate decode tok/s (log) against sequences (log2), a colour
+# per model and placement, Sluice a solid line with circles, llama.cpp a
+# dashed line with squares. Drawn with pngplot (the standard library only).
+PLOT_W, PLOT_H = 900, 420
+PLOT_X0, PLOT_Y0, PANEL_W = 110, 60, 720
+
+
+def series(batched):
+    """{(shape, mix, locality, fraction): {"sluice": {B: tok/s}, "llama": {B: tok/s}}}."""
+    out = {}
+    for side in ("sluice", "llama"):
+        for r in batched.get(side, []):
+            if r.get("ok") and r.get("decode_tok_s"):
+                k = (r["shape"], r["mix"], float(r["locality"]), r["fraction"])
+                out.setdefault(k, {"sluice": {}, "llama": {}})[side][r["sequences"]] = \
+                    r["decode_tok_s"]
+    return out
+
+
+class Axes:
+    """x: log2 of sequences in [1, max_seq]; y: log10 of tok/s in [ylo, yhi]."""
+
+    def __init__(self, max_seq, ylo, yhi):
+        self.xhi = max(1.0, math.log2(max_seq))
+        self.lo, self.hi = math.log10(ylo), math.log10(yhi)
+
+    def px(self, seqs):
+        return PLOT_X0 + math.log2(seqs) / self.xhi * PANEL_W
+
+    def py(self, v):
+        return PLOT_Y0 + PLOT_H - (math.log10(v) - self.lo) / (self.hi - self.lo) * PLOT_H
+
+
+def axes_for(data):
+    values = [v for s in data.values() for side in s.values() for v in side.values()]
+    seqs = [b for s in data.values() for side in s.values() for b in side]
+    ylo = 10 ** math.floor(math.log10(min(values)))
+    yhi = 10 ** math.ceil(math.log10(max(values) * 1.01))
+    return Axes(max(seqs), ylo, yhi)
+
+
+def plot(batched, path, palette):
+    """Writes the PNG and returns the canvas; None (nothing written) without rows."""
+    data = series(batched)
+    if not data:
+        return None
+    ax = axes_for(data)
+    height = PLOT_Y0 + PLOT_H + 70 + 16 * len(data) * 2
+    c = pngplot.Canvas(PLOT_W + 60, height)
+    c.text(PLOT_X0 + PANEL_W // 2 - 150, PLOT_Y0 - 30, "BATCHED DECODE, ALL SEQUENCES", scale=2)
+    c.line(PLOT_X0, PLOT_Y0 + PLOT_H, PLOT_X0 + PANEL_W, PLOT_Y0 + PLOT_H, (0, 0, 0))
+    c.line(PLOT_X0, PLOT_Y0, PLOT_X0, PLOT_Y0 + PLOT_H, (0, 0, 0))
+    b = 1
+    while b <= 2 ** ax.xhi:
+        x = ax.px(b)
+        c.line(x, PLOT_Y0 + PLOT_H, x, PLOT_Y0 + PLOT_H + 4, (0, 0, 0))
+        c.text(x - len(str(b)) * 3, PLOT_Y0 + PLOT_H + 8, str(b))
+        b *= 2
+    c.text(PLOT_X0 + PANEL_W // 2 - 30, PLOT_Y0 + PLOT_H + 24, "SEQUENCES")
+    for e in range(int(ax.lo), int(ax.hi) + 1):
+        y = ax.py(10 ** e)
+        c.line(PLOT_X0 + 1, y, PLOT_X0 + PANEL_W, y, (225, 225, 225), dash=2)
+        label = f"{10 ** e:,}"
+        c.text(PLOT_X0 - 8 - len(label) * 6, y - 3, label)
+    c.text_vertical(PLOT_X0 - 62, PLOT_Y0 + PLOT_H // 2 + 30, "TOKENS/S")
+    y_legend = PLOT_Y0 + PLOT_H + 50
+    for i, (key, sides) in enumerate(sorted(data.items())):
+        shape, mix, loc, frac = key
+        col = palette[i % len(palette)]
+        place = "RESIDENT" if frac >= 1 else f"ARENA {frac:.0%}"
+        for side, dash, shape_kind in (("sluice", 0, "circle"), ("llama", 4, "square")):
+            pts = sorted(sides[side].items())
+            for (xa, ya), (xb, yb) in zip(pts, pts[1:]):
+                c.line(ax.px(xa), ax.py(ya), ax.px(xb), ax.py(yb), col, width=2, dash=dash)
+            for s, v in pts:
+                c.marker(ax.px(s), ax.py(v), shape_kind, col)
+            name = "SLUICE" if side == "sluice" else "LLAMA.CPP"
+            yy = y_legend + 16 * (2 * i + (side == "llama"))
+            c.marker(PLOT_X0, yy + 3, shape_kind, col)
+            c.text(PLOT_X0 + 16, yy, f"{name} {shape} {mix} LOC {loc:g} {place}")
+    c.save(path)
+    return c

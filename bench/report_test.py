@@ -11,6 +11,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import pngplot  # noqa: E402
 import report  # noqa: E402
+import report_batched  # noqa: E402
 
 FIXTURE = os.path.join(HERE, "testdata", "results_fixture.json")
 SLOT = 589824 * 2 + 860160  # the fixture's bench35 Q4_K/Q6_K slice
@@ -128,6 +129,30 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(canvas.get(x + 2, y + 2), report.PALETTE[2])
         # Background far from anything stays white.
         self.assertEqual(canvas.get(w - 3, 3), (255, 255, 255))
+
+    def test_batched_plot_draws_both_programs(self):
+        def row(seqs, tok_s):
+            return {"ok": True, "shape": "bench35", "mix": "q4_k_m", "locality": 0.0,
+                    "fraction": 1.0, "sequences": seqs, "decode_tok_s": tok_s}
+        batched = {"sluice": [row(1, 100.0), row(8, 800.0)],
+                   "llama": [row(1, 200.0), row(8, 400.0)]}
+        path = os.path.join(self.tmp, "batched.png")
+        self.assertIsNotNone(report_batched.plot(batched, path, report.PALETTE))
+        with open(path, "rb") as f:
+            w, h, px = pngplot.decode_png_rgb(f.read())
+        canvas = pngplot.Canvas(w, h)
+        canvas.px = bytearray(px)
+        ax = report_batched.axes_for(report_batched.series(batched))
+        col = report.PALETTE[0]
+        # Sluice's 8-sequence circle, llama.cpp's 1-sequence square (its
+        # corner: a circle's would be white).
+        self.assertEqual(canvas.get(round(ax.px(8)), round(ax.py(800.0))), col)
+        self.assertEqual(canvas.get(round(ax.px(1)) + 3, round(ax.py(200.0)) + 3), col)
+        self.assertEqual(canvas.get(w - 3, 3), (255, 255, 255))
+        # Nothing to plot: no file.
+        self.assertIsNone(report_batched.plot({"sluice": [], "llama": []},
+                                              os.path.join(self.tmp, "none.png"), report.PALETTE))
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "none.png")))
 
     def test_merging_two_files_keeps_models_once(self):
         merged = report.load([FIXTURE, FIXTURE])
