@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -57,6 +58,14 @@ Loaded Load(const mkmodel::Options& o, const std::string& name, int threads = 1)
   EXPECT_TRUE(model.ok()) << model.status();
   if (model.ok()) l.model = *std::move(model);
   return l;
+}
+
+// The micro model in the split layout and in the older fused attn_kv_b
+// (mkmodel draws the fused tensor from the split one's weights).
+std::pair<Loaded, Loaded> LoadBothLayouts(const std::string& name) {
+  mkmodel::Options fused = Micro();
+  fused.shape.mla_fused = 1;
+  return {Load(Micro(), name + "_split.gguf"), Load(fused, name + "_fused.gguf")};
 }
 
 absl::Status DescribeStatus(const mkmodel::Options& o, const std::string& name) {
@@ -146,10 +155,7 @@ TEST(Deepseek2Test, StateIsTheLatentAndTheRopeKeyOnce) {
 // (mkmodel draws it from them): the same model, within the rounding of the
 // half-precision attention.
 TEST(Deepseek2Test, FusedKvBMatchesTheSplitLayout) {
-  Loaded split = Load(Micro(), "split.gguf");
-  mkmodel::Options o = Micro();
-  o.shape.mla_fused = 1;
-  Loaded fused = Load(o, "fused.gguf");
+  auto [split, fused] = LoadBothLayouts("layout");
   ASSERT_NE(split.model, nullptr);
   ASSERT_NE(fused.model, nullptr);
   auto d = DescribeModel(*fused.files);
@@ -277,10 +283,7 @@ TEST(Deepseek2Test, CudaBackendTakesBothLayouts) {
 // latent) into the split layout's (per head latent rows of nope): on the
 // f32 micro model, mkmodel's split attn_k_b bit for bit.
 TEST(Deepseek2Test, UnfusedKbIsTheSplitLayoutsKb) {
-  Loaded split = Load(Micro(), "unfuse_split.gguf");
-  mkmodel::Options o = Micro();
-  o.shape.mla_fused = 1;
-  Loaded fused = Load(o, "unfuse_fused.gguf");
+  auto [split, fused] = LoadBothLayouts("unfuse");
   ASSERT_NE(split.model, nullptr);
   ASSERT_NE(fused.model, nullptr);
   auto ds = DescribeModel(*split.files);
