@@ -171,7 +171,9 @@ absl::Status CudaModel::ForwardOne(absl::Span<const int32_t> tokens, DeviceState
   std::vector<RowRun> runs;
   if (count > 0) runs.push_back({n_tok - count, count});
   RETURN_IF_ERROR(EnqueueBatch(Batch(), n_tok, {&one, 1}, runs, experts_per_layer));
-  if (!decode) RETURN_IF_ERROR(profiler_->Collect("prefill", stream_));
+  // A decode step here is a one-token batch pass (no decode program for
+  // this model, e.g. deepseek2): profiled as "decode.*".
+  RETURN_IF_ERROR(profiler_->Collect(decode ? "decode" : "prefill", stream_));
   return FinishPass(count, logits);
 }
 
