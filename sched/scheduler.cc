@@ -360,6 +360,7 @@ std::vector<SequenceView> Scheduler::Sequences() const {
 SchedulerStats Scheduler::Stats() const {
   SchedulerStats s;
   s.running = static_cast<int32_t>(running_.size());
+  for (SeqId id : running_) s.decoding += Decoding(seqs_.at(id)) ? 1 : 0;
   s.waiting = static_cast<int32_t>(waiting_.size());
   s.kv_blocks_total = blocks_.num_blocks();
   s.kv_blocks_used = blocks_.used_blocks();

@@ -175,6 +175,7 @@ struct SequenceView {
 
 struct SchedulerStats {
   int32_t running = 0;
+  int32_t decoding = 0;  // running sequences the next step decodes a token of
   int32_t waiting = 0;
   int32_t kv_blocks_total = 0;
   int32_t kv_blocks_used = 0;

@@ -184,8 +184,11 @@ TEST(SchedulerTest, OneSequencePrefillsOnceThenDecodes) {
   Scheduler s = Make(Small());
   ASSERT_TRUE(s.Add(Req(1, 5, 3)).ok());
   EXPECT_EQ(s.Find(1)->phase, SeqPhase::kWaiting);
+  EXPECT_EQ(s.Stats().decoding, 0);
   EXPECT_EQ(StepText(s), "P 1:[0,5)s");
   EXPECT_EQ(s.Find(1)->phase, SeqPhase::kDecoding);
+  EXPECT_EQ(s.Stats().running, 1);
+  EXPECT_EQ(s.Stats().decoding, 1);
   EXPECT_EQ(s.Find(1)->kv_blocks, 2);  // min(5 + 4, 7) = 7 positions
   EXPECT_EQ(s.Find(1)->state_slot, 0);
   EXPECT_EQ(StepText(s), "D 1:[5,6)s");
@@ -208,6 +211,9 @@ TEST(SchedulerTest, ZeroNewTokensEvaluatesThePromptOnly) {
   Scheduler s = Make(Small());
   ASSERT_TRUE(s.Add(Req(1, 20, 0)).ok());
   EXPECT_EQ(StepText(s), "P 1:[0,16)");
+  // Running, still prefilling: not decoding.
+  EXPECT_EQ(s.Stats().running, 1);
+  EXPECT_EQ(s.Stats().decoding, 0);
   EXPECT_EQ(StepText(s), "P 1:[16,20) => 1:length/0");
   EXPECT_TRUE(s.idle());
 }

@@ -35,7 +35,9 @@ absl::StatusOr<std::unique_ptr<SequenceState>> CudaModel::CreateState(int capaci
 BackendStats CudaModel::Stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   BackendStats s;
-  s.device_memory = {{"dense", weights_->dense_bytes()},
+  uint64_t dense = weights_->dense_bytes();
+  for (const DeviceLayer& l : layers_) dense += l.mla.k_b_owned.bytes();  // unfused K_b
+  s.device_memory = {{"dense", dense},
                      {"expert_arena", experts_ != nullptr ? experts_->arena_bytes()
                                                           : weights_->expert_bytes()},
                      {"workspace", ws_.bytes()}};

@@ -85,14 +85,21 @@ int64_t PrefillPacer::Cap(int64_t decodes) const {
     // that alone breaks the ratio, every mixed step does: chunks whose
     // tokens cost as much as the step's unavoidable part keep each such
     // step within twice it, in as few steps as that allows.
-    tokens = fixed < room ? (room - fixed) / per_token : (decode_s + fixed) / per_token;
+    // Below that, chunks keep the ratio, but never fall below a quarter of
+    // the fixed part's worth of tokens: with the fixed part just under the
+    // room, the chunks that keep the ratio shrink to a token a step (a
+    // prompt that never ends), where these cost at most 1 + 1.25 x (ratio
+    // - 1) decode steps (2.875 at 2.5).
+    tokens = fixed < room ? std::max((room - fixed) / per_token, 0.25 * fixed / per_token)
+                          : (decode_s + fixed) / per_token;
   } else if (token_s_ > 0) {
     tokens = room / token_s_;
   } else {
     return o_.unmeasured_tokens;
   }
-  if (!std::isfinite(tokens)) return o_.max_tokens;
-  return std::clamp<int64_t>(static_cast<int64_t>(tokens), o_.min_tokens, o_.max_tokens);
+  // In double before the cast: a cap past int64's range is the largest.
+  if (!(tokens < static_cast<double>(o_.max_tokens))) return o_.max_tokens;
+  return std::max<int64_t>(static_cast<int64_t>(tokens), o_.min_tokens);
 }
 
 }  // namespace sluice::worker

@@ -12,7 +12,10 @@
 // the decodes, extra = the step's time - decode_s(d), as a line in the
 // chunk's tokens, fixed + per_token x tokens (least squares, older steps
 // weighing less). The cap keeps such a step within ratio x decode_s(d):
-// ((ratio - 1) x decode_s(d) - fixed) / per_token tokens. When the fixed
+// ((ratio - 1) x decode_s(d) - fixed) / per_token tokens, but at least
+// fixed / (4 per_token), so a fixed part just under the room does not
+// shrink the chunks to a token a step (such a step stays within 2.875
+// decode steps at 2.5). When the fixed
 // part alone exceeds that (a chunk beside decodes runs a slower code path,
 // as on the GPU), every mixed step breaks the ratio; the cap is then
 // (decode_s(d) + fixed) / per_token, each such step within twice what it

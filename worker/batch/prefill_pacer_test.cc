@@ -1,5 +1,7 @@
 #include "worker/batch/prefill_pacer.h"
 
+#include <utility>
+
 #include "gtest/gtest.h"
 
 namespace sluice::worker {
@@ -107,6 +109,22 @@ TEST(PrefillPacerTest, TheLineThroughMixedStepsSizesTheChunk) {
   EXPECT_EQ(p.Cap(1), 56);
   p.Observe(1, 40, 0.0015 + 40 * 0.00001);
   EXPECT_NEAR(static_cast<double>(p.Cap(1)), 100, 1);
+}
+
+// A fixed part just under the room (decode 10 ms, room 15 ms, fixed 14.9
+// ms, 0.1 ms a token): the chunks that keep the ratio would be one token
+// (a 512-token prompt in 512 steps); they are a quarter of the fixed
+// part's worth instead, 14.9 / 4 / 0.1 = 37. Just over the room the chunks
+// cost as much as the step's unavoidable part, (10 + 15.1) / 0.1 = 251.
+TEST(PrefillPacerTest, AFixedPartNearTheRoomStillMovesThePrompt) {
+  for (const auto& [fixed, want] : {std::pair{0.0149, 37}, std::pair{0.0151, 251}}) {
+    PrefillPacer::Options o = Opts();
+    o.min_tokens = 1;
+    PrefillPacer p(o);
+    p.Observe(4, 0, 0.010);
+    for (int t : {64, 20, 100, 40}) p.Observe(4, t, 0.010 + fixed + t * 0.0001);
+    EXPECT_NEAR(static_cast<double>(p.Cap(4)), want, 1) << fixed;
+  }
 }
 
 // Measured on the H100 (2026-12-06): after a round of a few streams, 32
