@@ -101,8 +101,8 @@ void MlaHeadEntries(int n_head, int64_t n_tok, int32_t* begin, int32_t* x_row,
 // n_tok) floats) and n_tok <= kMlaSplitMaxTokens, each range is a block's
 // and a second kernel merges them; otherwise each block merges its rows'
 // ranges itself, in the same order of operations. The ranges depend only
-// on the capacity, so a row gets the same values in any batch, split or
-// not; a row of at most one range's keys (kMlaMinSplitKeys at least) gets
+// on the capacity (of the largest cache in a batch; a worker's sequences
+// have one), so a row gets the same values in any batch, split or not; a row of at most one range's keys (kMlaMinSplitKeys at least) gets
 // the plain one pass's bits, a longer one the same values to f32's
 // rounding.
 constexpr int kMlaSplitMaxTokens = 8;
