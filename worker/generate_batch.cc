@@ -84,7 +84,6 @@ GenerateBatch::GenerateBatch(const Engine& engine, BatchLimits limits, Hooks hoo
     : engine_(engine),
       limits_(limits),
       hooks_(std::move(hooks)),
-      pacing_(limits.pacing == PrefillPacing::kOn),
       pacer_(PacerOptions()) {}
 
 void GenerateBatch::CancelAll() {
@@ -241,7 +240,7 @@ absl::Status GenerateBatch::Step() {
   const absl::Time start = absl::Now();
   absl::StatusOr<BatchRunner::StepResult> step = runner_->Step(
       start, [this](sched::SeqId id, int32_t token) { return OnToken(id, token); },
-      pacing_ ? pacer_.Cap(runner_->scheduler().Stats().decoding) : 0,
+      pacing() ? pacer_.Cap(runner_->scheduler().Stats().decoding) : 0,
       [this](const sched::StepPlan& plan) { OnPass(plan); });
   if (!step.ok()) {
     RETURN_IF_ERROR(FailBatch(step.status()));
@@ -276,7 +275,7 @@ void GenerateBatch::PublishStats() {
   b.set_kv_blocks_total(s.kv_blocks_total);
   b.set_preemptions_total(s.preemptions);
   b.set_state_resident_bytes(runner_->ResidentStateBytes());
-  b.set_prefill_cap_tokens(pacing_ ? static_cast<uint32_t>(pacer_.Cap(s.decoding)) : 0);
+  b.set_prefill_cap_tokens(pacing() ? static_cast<uint32_t>(pacer_.Cap(s.decoding)) : 0);
   b.set_steps_total(steps_);
   b.set_experts_acquired_last_step(experts_last_step_);
   b.set_experts_acquired_total(experts_acquired_);

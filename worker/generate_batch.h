@@ -131,6 +131,7 @@ class GenerateBatch {
   absl::Status FailBatch(const absl::Status& status);
   // The scheduler's figures into stats_.
   void PublishStats();
+  bool pacing() const { return limits_.pacing == PrefillPacing::kOn; }
 
   const Engine& engine_;
   const BatchLimits limits_;
@@ -139,7 +140,6 @@ class GenerateBatch {
   std::map<uint64_t, Live> live_;
   // The expert counters after the last pass (before the next one).
   memory::SlotCacheCounters counters_before_;
-  const bool pacing_;  // paced prefill (BatchLimits::pacing)
   PrefillPacer pacer_;
   uint64_t steps_ = 0;
   uint64_t experts_acquired_ = 0;

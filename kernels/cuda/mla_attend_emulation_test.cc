@@ -115,14 +115,24 @@ MlaShape TestShape() {
   return s;
 }
 
+// The cache rows 0..pos0 + n_tok (random half values) and the absorbed
+// queries of n_tok tokens (q_scale their spread), from seeds seed, seed + 1.
+struct Inputs {
+  std::vector<float> cache, q_abs;
+};
+Inputs MakeInputs(const MlaShape& s, int pos0, int n_tok, uint32_t seed, float q_scale) {
+  const size_t width = s.width();
+  Inputs in{Random((pos0 + n_tok) * width, seed, 1.0f),
+            Random(static_cast<size_t>(s.n_head) * n_tok * width, seed + 1, q_scale)};
+  kernels::RoundToHalf(in.cache.data(), static_cast<int64_t>(in.cache.size()));
+  return in;
+}
+
 // 3 query tokens at positions 36..38 (two chunks of keys).
 TEST(MlaAttendEmulationTest, IsTheAttentionInF32) {
   const MlaShape s = TestShape();
   const int width = s.width(), lat = s.kv_lora_rank, n_tok = 3, pos0 = 36;
-  const int n_rows = pos0 + n_tok;
-  std::vector<float> cache = Random(static_cast<size_t>(n_rows) * width, 1, 1.0f);
-  kernels::RoundToHalf(cache.data(), static_cast<int64_t>(cache.size()));
-  const std::vector<float> q_abs = Random(static_cast<size_t>(s.n_head) * n_tok * width, 2, 1.0f);
+  auto [cache, q_abs] = MakeInputs(s, pos0, n_tok, 1, 1.0f);
   std::vector<float> o(static_cast<size_t>(s.n_head) * n_tok * lat, -1.0f);
   const int32_t pos = pos0;
   const internal::OneSeq loc{&pos, cache.data()};
@@ -222,10 +232,8 @@ TEST(MlaSplitTest, RangesFollowTheCapacity) {
 // one pass's values bit for bit.
 TEST(MlaSplitTest, AContextWithinOneRangeIsTheUnsplitValues) {
   const MlaShape s = TestShape();
-  const int width = s.width(), n_tok = 3, pos0 = 36;
-  std::vector<float> cache = Random(static_cast<size_t>(pos0 + n_tok) * width, 3, 1.0f);
-  kernels::RoundToHalf(cache.data(), static_cast<int64_t>(cache.size()));
-  const std::vector<float> q_abs = Random(static_cast<size_t>(s.n_head) * n_tok * width, 4, 1.0f);
+  const int n_tok = 3, pos0 = 36;
+  const auto [cache, q_abs] = MakeInputs(s, pos0, n_tok, 3, 1.0f);
   const std::vector<float> split = RunSplit(s, q_abs, cache, pos0, n_tok, 20000);
   const std::vector<float> whole = RunWhole(s, q_abs, cache, pos0, n_tok);
   int differ = 0;
@@ -239,10 +247,8 @@ TEST(MlaSplitTest, AContextWithinOneRangeIsTheUnsplitValues) {
 // both the attention as one pass does, to f32's rounding.
 TEST(MlaSplitTest, ASplitContextIsTheInBlockMergeAndExact) {
   const MlaShape s = TestShape();
-  const int width = s.width(), n_tok = 3, pos0 = 700;
-  std::vector<float> cache = Random(static_cast<size_t>(pos0 + n_tok) * width, 5, 1.0f);
-  kernels::RoundToHalf(cache.data(), static_cast<int64_t>(cache.size()));
-  const std::vector<float> q_abs = Random(static_cast<size_t>(s.n_head) * n_tok * width, 6, 0.3f);
+  const int n_tok = 3, pos0 = 700;
+  const auto [cache, q_abs] = MakeInputs(s, pos0, n_tok, 5, 0.3f);
   const std::vector<float> split = RunSplit(s, q_abs, cache, pos0, n_tok, 20000);
   const std::vector<float> ranges =
       RunWhole(s, q_abs, cache, pos0, n_tok, MlaSplitKeys(20000));
