@@ -83,21 +83,23 @@ absl::Status ValidateConfig(const Config& c) {
   if (absl::Status s = CheckRange("queue_limit", c.queue_limit, 0, kMaxQueueLimit); !s.ok()) {
     return s;
   }
-  if (absl::Status s = CheckRange("max_sequences", c.max_sequences, 1, kMaxSequences); !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = CheckRange("kv_cache_tokens", c.kv_cache_tokens, 0, kMaxKvCacheTokens);
+  if (absl::Status s = CheckRange("max_sequences", c.batch.max_sequences, 1, kMaxSequences);
       !s.ok()) {
     return s;
   }
-  if (c.kv_cache_tokens != 0 && c.kv_cache_tokens < c.context_length) {
+  if (absl::Status s = CheckRange("kv_cache_tokens", c.batch.kv_cache_tokens, 0, kMaxKvCacheTokens);
+      !s.ok()) {
+    return s;
+  }
+  if (c.batch.kv_cache_tokens != 0 && c.batch.kv_cache_tokens < c.context_length) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--kv_cache_tokens=", c.kv_cache_tokens, " must hold one sequence's --context_length=",
+        "--kv_cache_tokens=", c.batch.kv_cache_tokens,
+        " must hold one sequence's --context_length=",
         c.context_length, " (or be 0: every sequence its whole context)"));
   }
-  if (c.prefill_pacing != "on" && c.prefill_pacing != "off") {
+  if (c.batch.prefill_pacing != "on" && c.batch.prefill_pacing != "off") {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--prefill_pacing=", c.prefill_pacing, ": must be on or off"));
+        "--prefill_pacing=", c.batch.prefill_pacing, ": must be on or off"));
   }
   if (absl::Status s =
           CheckRange("worker_start_timeout_s", c.worker_start_timeout_s, 1, 86400);

@@ -42,12 +42,7 @@ struct Config {
   int threads = DefaultThreads();
   int context_length = kDefaultContextLength;
   int queue_limit = kDefaultQueueLimit;  // requests waiting, not counting those running
-  int max_sequences = kDefaultMaxSequences;  // generations a worker runs at once
-  // The worker's KV pool in positions over all its sequences; 0: every
-  // sequence its whole context (WorkerConfig.kv_cache_tokens).
-  int64_t kv_cache_tokens = 0;
-  // Paced prefill (WorkerConfig.prefill_pacing): on | off.
-  std::string prefill_pacing = "on";
+  BatchSettings batch;  // --max_sequences, --kv_cache_tokens, --prefill_pacing
   uint64_t worker_memory_limit = 0; // bytes; 0: no limit
   std::string cgroup_mode = "auto"; // auto | v2 | v1 | none
   std::string cgroup_path;          // "" : discovered from /proc/self/cgroup

@@ -56,26 +56,26 @@ TEST(ValidateConfigTest, QueueLimitHasASaneMaximum) {
 TEST(ValidateConfigTest, KvPoolHoldsOneContext) {
   Config c;
   c.context_length = 4096;
-  c.kv_cache_tokens = 4096;
+  c.batch.kv_cache_tokens = 4096;
   EXPECT_TRUE(ValidateConfig(c).ok());
-  c.kv_cache_tokens = 0;  // every sequence its whole context
+  c.batch.kv_cache_tokens = 0;  // every sequence its whole context
   EXPECT_TRUE(ValidateConfig(c).ok());
-  c.kv_cache_tokens = 4095;
+  c.batch.kv_cache_tokens = 4095;
   EXPECT_EQ(ValidateConfig(c).message(),
             "--kv_cache_tokens=4095 must hold one sequence's --context_length=4096 (or be 0: "
             "every sequence its whole context)");
-  c.kv_cache_tokens = -1;
+  c.batch.kv_cache_tokens = -1;
   EXPECT_EQ(ValidateConfig(c).message(), "--kv_cache_tokens=-1: must be in 0..268435456");
 }
 
 TEST(ValidateConfigTest, PrefillPacingIsOnOrOff) {
   Config c;
-  EXPECT_EQ(c.prefill_pacing, "on");
+  EXPECT_EQ(c.batch.prefill_pacing, "on");
   for (const char* v : {"on", "off"}) {
-    c.prefill_pacing = v;
+    c.batch.prefill_pacing = v;
     EXPECT_TRUE(ValidateConfig(c).ok()) << v;
   }
-  c.prefill_pacing = "auto";
+  c.batch.prefill_pacing = "auto";
   EXPECT_EQ(ValidateConfig(c).message(), "--prefill_pacing=auto: must be on or off");
 }
 

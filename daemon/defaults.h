@@ -5,6 +5,9 @@
 #ifndef SLUICE_DAEMON_DEFAULTS_H_
 #define SLUICE_DAEMON_DEFAULTS_H_
 
+#include <cstdint>
+#include <string>
+
 #include "absl/time/time.h"
 
 namespace sluice::daemon {
@@ -24,6 +27,20 @@ inline constexpr int kDefaultDrainTimeoutS = 10;
 // A worker that is replaced, unloaded or shut down gets this long after its
 // Shutdown message to exit before it is killed.
 inline constexpr absl::Duration kWorkerStopGrace = absl::Seconds(5);
+
+// How a worker batches (--max_sequences, --kv_cache_tokens,
+// --prefill_pacing): one value from the flags through Config,
+// SupervisorOptions and LoadSettings into the Hello's WorkerConfig.
+struct BatchSettings {
+  // Generations a worker runs at once (WorkerConfig.max_sequences), and so
+  // the generations the supervisor sends it at once.
+  int max_sequences = kDefaultMaxSequences;
+  // The worker's KV pool in positions over all its sequences; 0: every
+  // sequence its whole context (WorkerConfig.kv_cache_tokens).
+  int64_t kv_cache_tokens = 0;
+  // Paced prefill (WorkerConfig.prefill_pacing): on | off.
+  std::string prefill_pacing = "on";
+};
 
 // --threads: one compute thread per physical core sluiced may run on (its
 // workers inherit its CPU affinity). Computed once.

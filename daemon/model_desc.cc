@@ -60,10 +60,10 @@ absl::StatusOr<ModelDesc> PrepareLoad(const v1::LoadModelRequest& request,
     return absl::InvalidArgumentError(absl::StrCat(
         "LoadModel: context_length=", context, ": must be in 16..1048576"));
   }
-  if (defaults.kv_cache_tokens != 0 && defaults.kv_cache_tokens < context) {
+  if (defaults.batch.kv_cache_tokens != 0 && defaults.batch.kv_cache_tokens < context) {
     return absl::InvalidArgumentError(absl::StrCat(
         "LoadModel: context_length=", context, " is longer than the KV pool (--kv_cache_tokens=",
-        defaults.kv_cache_tokens, ")"));
+        defaults.batch.kv_cache_tokens, ")"));
   }
   absl::StatusOr<std::unique_ptr<ModelFiles>> files =
       ModelFiles::Open(request.path(), defaults.check_opened);
@@ -96,9 +96,10 @@ absl::StatusOr<ModelDesc> PrepareLoad(const v1::LoadModelRequest& request,
   if (kind == v1::WORKER_KIND_CUDA) config->set_device(static_cast<uint32_t>(defaults.device));
   config->set_threads(threads);
   config->set_context_length(context);
-  config->set_max_sequences(static_cast<uint32_t>(std::max(1, defaults.max_sequences)));
-  config->set_kv_cache_tokens(static_cast<uint64_t>(std::max<int64_t>(0, defaults.kv_cache_tokens)));
-  config->set_prefill_pacing(defaults.prefill_pacing);
+  config->set_max_sequences(static_cast<uint32_t>(std::max(1, defaults.batch.max_sequences)));
+  config->set_kv_cache_tokens(
+      static_cast<uint64_t>(std::max<int64_t>(0, defaults.batch.kv_cache_tokens)));
+  config->set_prefill_pacing(defaults.batch.prefill_pacing);
   if (kind == v1::WORKER_KIND_CUDA) {
     config::ToWorkerConfig(defaults.experts, config);
   }

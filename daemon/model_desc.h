@@ -27,12 +27,7 @@ struct LoadSettings {
   // Checks each opened shard (LoadModel over the API: the --model_dir
   // confinement); its errors are returned unchanged.
   ModelFiles::OpenedCheck check_opened;
-  // Sequences the worker generates for at once (--max_sequences).
-  int max_sequences = kDefaultMaxSequences;
-  // The worker's KV pool in positions (--kv_cache_tokens); 0: max_sequences
-  // x the context.
-  int64_t kv_cache_tokens = 0;
-  std::string prefill_pacing = "on";  // --prefill_pacing: on | off
+  BatchSettings batch;  // --max_sequences, --kv_cache_tokens, --prefill_pacing
 };
 
 struct ModelDesc {

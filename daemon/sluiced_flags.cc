@@ -160,9 +160,9 @@ absl::StatusOr<Config> ConfigFromFlags(const std::function<void(const std::strin
   c.threads = absl::GetFlag(FLAGS_threads);
   c.context_length = absl::GetFlag(FLAGS_context_length);
   c.queue_limit = absl::GetFlag(FLAGS_queue_limit);
-  c.max_sequences = absl::GetFlag(FLAGS_max_sequences);
-  c.kv_cache_tokens = absl::GetFlag(FLAGS_kv_cache_tokens);
-  c.prefill_pacing = absl::GetFlag(FLAGS_prefill_pacing);
+  c.batch.max_sequences = absl::GetFlag(FLAGS_max_sequences);
+  c.batch.kv_cache_tokens = absl::GetFlag(FLAGS_kv_cache_tokens);
+  c.batch.prefill_pacing = absl::GetFlag(FLAGS_prefill_pacing);
   auto limit = config::ParseByteSize("--worker_memory_limit", absl::GetFlag(FLAGS_worker_memory_limit));
   if (!limit.ok()) return limit.status();
   c.worker_memory_limit = *limit;

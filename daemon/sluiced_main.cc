@@ -163,9 +163,7 @@ int Run(const Config& config, const std::string& worker_binary, sigset_t signals
   options.device = config.device;
   options.experts = config.experts;
   options.queue_limit = config.queue_limit;
-  options.max_sequences = config.max_sequences;
-  options.kv_cache_tokens = config.kv_cache_tokens;
-  options.prefill_pacing = config.prefill_pacing;
+  options.batch = config.batch;
   options.worker_start_timeout = absl::Seconds(config.worker_start_timeout_s);
   options.hung_timeout = absl::Seconds(config.worker_hung_timeout_s);
   options.replace_load =

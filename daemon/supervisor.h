@@ -116,11 +116,7 @@ struct SupervisorOptions {
   // The expert slot cache settings every CUDA worker's Hello carries.
   config::ExpertConfig experts;
   int queue_limit = kDefaultQueueLimit;
-  // Sequences a worker generates for at once (WorkerConfig.max_sequences),
-  // and so the generations the supervisor sends it at once.
-  int max_sequences = kDefaultMaxSequences;
-  int64_t kv_cache_tokens = 0;  // WorkerConfig.kv_cache_tokens (--kv_cache_tokens)
-  std::string prefill_pacing = "on";  // WorkerConfig.prefill_pacing (--prefill_pacing)
+  BatchSettings batch;  // every worker's batching (WorkerConfig)
   absl::Duration worker_start_timeout = absl::Seconds(kDefaultWorkerStartTimeoutS);
   absl::Duration restart_backoff_initial = absl::Milliseconds(100);
   absl::Duration restart_backoff_max = absl::Seconds(30);

@@ -42,7 +42,7 @@ class SupervisorOnFakesTest : public ::testing::Test {
     o.launcher = &launcher_;
     o.clock = &clock_;
     o.worker_kind = v1::WORKER_KIND_CPU;
-    o.max_sequences = 1;
+    o.batch.max_sequences = 1;
     o.hung_timeout = hung_timeout;
     o.host_memory_available = []() -> absl::StatusOr<uint64_t> { return uint64_t{1} << 30; };
     supervisor_ = std::make_unique<Supervisor>(o, oom_.get(), &metrics_,

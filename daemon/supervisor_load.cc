@@ -42,9 +42,7 @@ absl::StatusOr<uint64_t> HostMemAvailable() {
 absl::StatusOr<LoadOutcome> Supervisor::LoadModel(const v1::LoadModelRequest& request,
                                                   const ModelFiles::OpenedCheck& check_opened) {
   LoadSettings settings{options_.threads, options_.context_length, options_.worker_kind,
-                        options_.device, options_.experts, check_opened,
-                        options_.max_sequences, options_.kv_cache_tokens,
-                        options_.prefill_pacing};
+                        options_.device, options_.experts, check_opened, options_.batch};
   ASSIGN_OR_RETURN(ModelDesc desc, PrepareLoad(request, settings));
   {
     absl::MutexLock lock(&mu_);

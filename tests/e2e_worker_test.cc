@@ -292,8 +292,8 @@ class E2eWorkerBatchTest : public E2eWorkerTest {
     v1::LoadModelRequest load;
     load.set_path(path_);
     daemon::LoadSettings settings{1, kContext, kind};
-    settings.max_sequences = max_sequences;
-    settings.kv_cache_tokens = kv_cache_tokens;
+    settings.batch.max_sequences = max_sequences;
+    settings.batch.kv_cache_tokens = kv_cache_tokens;
     auto desc = daemon::PrepareLoad(load, settings);
     EXPECT_TRUE(desc.ok()) << desc.status();
     if (!desc.ok()) return nullptr;
