@@ -7,10 +7,11 @@
 // one slot, and each prompt inside a batch of other sequences within the
 // gate. Every row goes through the batch pass (batch_pass.h): the fused
 // decode program does not handle latent attention, so decode steps are
-// one-token batch passes. Also the older fused attn_kv_b layout (its K_b
-// unfused at load) against the CPU and against the split layout's file of
-// the same weights (FusedLayoutMatchesTheCpuAndTheSplitFile, not yet run on
-// a GPU; the others ran on the H100 on 2026-12-06).
+// one-token batch passes, replayed from a captured graph where every
+// expert is resident (DecodeReplaysTheCapturedPass, not yet run on a GPU).
+// Also the older fused attn_kv_b layout (its K_b unfused at load) against
+// the CPU and against the split layout's file of the same weights (the
+// others ran on the H100 on 2026-12-06).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -185,6 +186,48 @@ TEST(CudaParityDeepseek2Test, FusedLayoutMatchesTheCpuAndTheSplitFile) {
   EXPECT_EQ(top1_cpu, rows);
   EXPECT_LE(vs_split, Gates{}.f32_max);
   EXPECT_EQ(top1_split, rows);
+}
+
+// Resident decode steps replay the one-token pass captured at the first
+// (CudaModel::OnePassByGraph): a prompt and 12 greedy steps give the same
+// logits bit for bit as eager passes (a profiled model captures nothing),
+// and the model reports the graph and its launches.
+TEST(CudaParityDeepseek2Test, DecodeReplaysTheCapturedPass) {
+  SLUICE_REQUIRE_GOLDENS_DEEPSEEK2(dir);
+  SLUICE_REQUIRE_DEVICE();
+  const std::vector<int32_t> prompt = {1, 17, 130, 5, 99, 4};
+  std::vector<std::vector<float>> arms;
+  for (const bool profile : {false, true}) {
+    auto files = ModelFiles::Open(dir + "/" + kModel + ".gguf");
+    ASSERT_TRUE(files.ok()) << files.status();
+    EngineOptions o;
+    o.backend = Backend::kCuda;
+    o.profile = profile;
+    auto model = LoadModel(**files, o);
+    ASSERT_TRUE(model.ok()) << model.status();
+    auto state = (*model)->CreateState(64);
+    ASSERT_TRUE(state.ok());
+    std::vector<float> logits, all;
+    ASSERT_TRUE((*model)->Forward(prompt, **state, LogitRows::kLast, &logits).ok());
+    all = logits;
+    for (int step = 0; step < 12; ++step) {
+      const int32_t next = static_cast<int32_t>(
+          std::max_element(logits.begin(), logits.end()) - logits.begin());
+      ASSERT_TRUE((*model)->Forward({&next, 1}, **state, LogitRows::kLast, &logits).ok());
+      all.insert(all.end(), logits.begin(), logits.end());
+    }
+    const BackendStats stats = (*model)->Stats();
+    EXPECT_EQ(stats.decode_graph, !profile);
+    if (!profile) EXPECT_GT(stats.launches_per_decode, 20);
+    std::printf("deepseek2 decode, profile=%d: decode_graph=%d launches_per_decode=%lld\n",
+                profile ? 1 : 0, stats.decode_graph ? 1 : 0,
+                static_cast<long long>(stats.launches_per_decode));
+    arms.push_back(std::move(all));
+  }
+  ASSERT_EQ(arms[0].size(), arms[1].size());
+  int differ = 0;
+  for (size_t i = 0; i < arms[0].size(); ++i) differ += arms[0][i] != arms[1][i];
+  EXPECT_EQ(differ, 0);
 }
 
 }  // namespace

@@ -104,10 +104,16 @@ std::vector<double> Exact(const MlaShape& s, const std::vector<float>& q_abs,
 
 // 11 heads (a full and a partial block of 8), a latent of 300 (two values
 // a thread).
+// TestShape's kv_lora_rank, and the latent values a thread owns for it as
+// mla_ops.cu launches (2; MlaAttendBlock<4> takes up to 1,024).
+constexpr int kLat = 300;
+constexpr int kE = internal::ElemsFor(kLat);
+static_assert(kE == 2);
+
 MlaShape TestShape() {
   MlaShape s;
   s.n_head = 11;
-  s.kv_lora_rank = 300;
+  s.kv_lora_rank = kLat;
   s.head_k = 48;
   s.head_v = 16;
   s.rope.n_rot = 16;
@@ -130,6 +136,7 @@ Inputs MakeInputs(const MlaShape& s, int pos0, int n_tok, uint32_t seed, float q
 
 // 3 query tokens at positions 36..38 (two chunks of keys).
 TEST(MlaAttendEmulationTest, IsTheAttentionInF32) {
+  constexpr int E = kE;
   const MlaShape s = TestShape();
   const int width = s.width(), lat = s.kv_lora_rank, n_tok = 3, pos0 = 36;
   auto [cache, q_abs] = MakeInputs(s, pos0, n_tok, 1, 1.0f);
@@ -140,7 +147,7 @@ TEST(MlaAttendEmulationTest, IsTheAttentionInF32) {
   grid.x = n_tok;
   grid.y = (s.n_head + internal::kHeadsPerBlock - 1) / internal::kHeadsPerBlock;
   emulation::Launch(grid, internal::kThreads, [&] {
-    internal::MlaAttendBlock(s, q_abs.data(), loc, n_tok, o.data(),
+    internal::MlaAttendBlock<E>(s, q_abs.data(), loc, n_tok, o.data(),
                              reinterpret_cast<float*>(emulation::DynamicShared()));
   });
   const std::vector<double> exact = Exact(s, q_abs, cache, pos0, n_tok);
@@ -172,6 +179,7 @@ TEST(MlaAttendEmulationTest, IsTheAttentionInF32) {
 // split_len, each range's block writing a partial, MlaCombineBlock merging
 // them. n_tok rows at positions pos0.. over a cache of `capacity`; returns
 // o ([n_head][n_tok][lat]).
+template <int E = kE>
 std::vector<float> RunSplit(const MlaShape& s, const std::vector<float>& q_abs,
                             const std::vector<float>& cache, int pos0, int n_tok, int capacity) {
   const int lat = s.kv_lora_rank;
@@ -186,7 +194,7 @@ std::vector<float> RunSplit(const MlaShape& s, const std::vector<float>& q_abs,
   grid.y = (s.n_head + internal::kHeadsPerBlock - 1) / internal::kHeadsPerBlock;
   grid.z = splits;
   emulation::Launch(grid, internal::kThreads, [&] {
-    internal::MlaAttendBlock(s, q_abs.data(), loc, n_tok, o.data(),
+    internal::MlaAttendBlock<E>(s, q_abs.data(), loc, n_tok, o.data(),
                              reinterpret_cast<float*>(emulation::DynamicShared()), part.data(),
                              split_len);
   });
@@ -200,6 +208,7 @@ std::vector<float> RunSplit(const MlaShape& s, const std::vector<float>& q_abs,
 
 // Without scratch: each block merges its rows' ranges of split_len itself
 // (0: one pass over every key).
+template <int E = kE>
 std::vector<float> RunWhole(const MlaShape& s, const std::vector<float>& q_abs,
                             const std::vector<float>& cache, int pos0, int n_tok,
                             int split_len = 0) {
@@ -210,7 +219,7 @@ std::vector<float> RunWhole(const MlaShape& s, const std::vector<float>& q_abs,
   grid.x = n_tok;
   grid.y = (s.n_head + internal::kHeadsPerBlock - 1) / internal::kHeadsPerBlock;
   emulation::Launch(grid, internal::kThreads, [&] {
-    internal::MlaAttendBlock(s, q_abs.data(), loc, n_tok, o.data(),
+    internal::MlaAttendBlock<E>(s, q_abs.data(), loc, n_tok, o.data(),
                              reinterpret_cast<float*>(emulation::DynamicShared()), nullptr,
                              split_len);
   });
@@ -270,6 +279,26 @@ TEST(MlaSplitTest, ASplitContextIsTheInBlockMergeAndExact) {
   EXPECT_GT(max_ref, 0.01);
   EXPECT_LT(split_err / max_ref, 2e-6);
   EXPECT_LT(whole_err / max_ref, 2e-6);
+}
+
+// Four latent values a thread (the kernel for ranks past 512) and two give
+// the same bits: a value's accumulator adds its keys in the same order
+// whichever thread slot holds it. 701..703 keys, split and whole.
+TEST(MlaSplitTest, ValuesAThreadDoNotChangeTheBits) {
+  const MlaShape s = TestShape();
+  const int n_tok = 3, pos0 = 700;
+  const auto [cache, q_abs] = MakeInputs(s, pos0, n_tok, 7, 0.3f);
+  const auto two = RunSplit<2>(s, q_abs, cache, pos0, n_tok, 20000);
+  const auto four = RunSplit<internal::kElemsPerThread>(s, q_abs, cache, pos0, n_tok, 20000);
+  const auto two_whole = RunWhole<2>(s, q_abs, cache, pos0, n_tok);
+  const auto four_whole = RunWhole<internal::kElemsPerThread>(s, q_abs, cache, pos0, n_tok);
+  int differ = 0;
+  for (size_t i = 0; i < two.size(); ++i) {
+    differ += two[i] != four[i];
+    differ += two_whole[i] != four_whole[i];
+  }
+  EXPECT_EQ(differ, 0);
+  EXPECT_NE(two, two_whole);  // the split's merge rounds differently: the pair is not trivial
 }
 
 }  // namespace

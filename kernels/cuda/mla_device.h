@@ -19,6 +19,10 @@ constexpr int kThreads = 256;
 constexpr int kHeadsPerBlock = 8;
 constexpr int kChunk = kMlaChunk;
 constexpr int kElemsPerThread = 4;
+// The latent values a thread owns for kv_lora_rank lat (MlaAttendBlock's
+// E): 2 where they cover it (DeepSeek's and Kimi's 512), which leaves the
+// registers of the other two to the loads in flight.
+constexpr int ElemsFor(int lat) { return lat <= 2 * kThreads ? 2 : kElemsPerThread; }
 // ChunkWeights gives each head of a block a warp.
 static_assert(kThreads / 32 == kHeadsPerBlock, "a warp per head");
 
@@ -53,11 +57,11 @@ struct ManySeqs {
 };
 
 // f(k, i, h) for each latent value i = threadIdx.x + k * blockDim.x < lat a
-// thread owns (k < kElemsPerThread) and each of the block's heads h.
-template <typename F>
+// thread owns (k < E) and each of the block's heads h.
+template <int E, typename F>
 __device__ __forceinline__ void ForOwned(int lat, int heads, F f) {
 #pragma unroll
-  for (int k = 0; k < kElemsPerThread; ++k) {
+  for (int k = 0; k < E; ++k) {
     const int i = threadIdx.x + k * blockDim.x;
     if (i >= lat) break;
 #pragma unroll
@@ -70,7 +74,11 @@ __device__ __forceinline__ void ForOwned(int lat, int heads, F f) {
 
 // The scores of the chunk's keys [j0, j0 + n) for the block's heads: a
 // warp per key at a time, its lanes over the row, each row read once for
-// every head (a head's dot summed lane-strided, then across the warp).
+// every head (a head's dot summed lane-strided, then across the warp). A
+// lane loads kRowBatch of its row values before it multiplies any, so that
+// a key waits for memory once or twice, not once per value; each dot still
+// adds its terms in the order of the row.
+constexpr int kRowBatch = 6;
 __device__ inline void ScoreChunk(const MlaShape& s, const float* qs, int heads,
                                   const float* cache, int j0, int n, float* sc) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
@@ -80,11 +88,21 @@ __device__ inline void ScoreChunk(const MlaShape& s, const float* qs, int heads,
     float dot[kHeadsPerBlock];
 #pragma unroll
     for (int h = 0; h < kHeadsPerBlock; ++h) dot[h] = 0.0f;
-    for (int i = lane; i < width; i += 32) {
-      const float r = row[i];
+    for (int i0 = lane; i0 < width; i0 += 32 * kRowBatch) {
+      float r[kRowBatch];
 #pragma unroll
-      for (int h = 0; h < kHeadsPerBlock; ++h) {
-        if (h < heads) dot[h] += qs[h * width + i] * r;
+      for (int u = 0; u < kRowBatch; ++u) {
+        const int i = i0 + 32 * u;
+        r[u] = i < width ? row[i] : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < kRowBatch; ++u) {
+        const int i = i0 + 32 * u;
+        if (i >= width) break;
+#pragma unroll
+        for (int h = 0; h < kHeadsPerBlock; ++h) {
+          if (h < heads) dot[h] += qs[h * width + i] * r[u];
+        }
       }
     }
 #pragma unroll
@@ -92,6 +110,40 @@ __device__ inline void ScoreChunk(const MlaShape& s, const float* qs, int heads,
       if (h >= heads) break;
       const float d = WarpSum(dot[h]);
       if (lane == 0) sc[h * kChunk + jj] = d * s.kq_scale;
+    }
+  }
+}
+
+// The chunk's weighted values [j0, j0 + n) added to each head's
+// accumulator of the latent values a thread owns, after its rescaling by
+// scale[h]: a thread loads kKeyBatch keys' values before it adds any (the
+// loads of a chunk overlap), each accumulator still adding its keys in
+// order.
+constexpr int kKeyBatch = 8;
+template <int E>
+__device__ inline void AccumulateChunk(const MlaShape& s, int heads, const float* cache, int j0,
+                                       int n, const float* w, const float* scale,
+                                       float (&acc)[E][kHeadsPerBlock]) {
+  const int width = Width(s), lat = s.kv_lora_rank;
+  ForOwned<E>(lat, heads, [&](int k, int, int h) { acc[k][h] *= scale[h]; });
+  for (int jb = 0; jb < n; jb += kKeyBatch) {
+    float v[E][kKeyBatch];
+#pragma unroll
+    for (int k = 0; k < E; ++k) {
+      const int i = threadIdx.x + k * blockDim.x;
+#pragma unroll
+      for (int u = 0; u < kKeyBatch; ++u) {
+        v[k][u] = i < lat && jb + u < n
+                      ? cache[static_cast<int64_t>(j0 + jb + u) * width + i]
+                      : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kKeyBatch; ++u) {
+      if (jb + u >= n) break;
+      ForOwned<E>(lat, heads, [&](int k, int, int h) {
+        acc[k][h] = fmaf(w[h * kChunk + jb + u], v[k][u], acc[k][h]);
+      });
     }
   }
 }
@@ -155,14 +207,14 @@ __device__ __forceinline__ float Merged(float run, float a, float x, float b) {
 // Block (token t, heads [h0, h0 + kHeadsPerBlock)): the keys in ranges of
 // split_len (0: one range), each range's chunks in order, an f32
 // accumulator per head rescaled once a chunk (ChunkWeights); each thread
-// owns latent values i = threadIdx.x + k * blockDim.x of every head. With `part`, the block takes range
-// blockIdx.z alone and writes its partial to part[z][h][t]
+// owns latent values i = threadIdx.x + k * blockDim.x, k < E (ElemsFor),
+// of every head. With `part`, the block takes range blockIdx.z alone and writes its partial to part[z][h][t]
 // (MlaCombineBlock merges them); without, it takes every range in turn and
 // merges each into a running result as MlaCombineBlock would, then writes
 // the normalised values to o_lat. Either way a row's values depend only on
 // its keys and split_len; one range is the plain one pass.
 // qs: kHeadsPerBlock * width floats of the block's shared memory.
-template <typename Loc>
+template <int E, typename Loc>
 __device__ void MlaAttendBlock(const MlaShape& s, const float* q_abs, Loc loc, int n_tok,
                                float* o_lat, float* qs, float* part = nullptr,
                                int split_len = 0) {
@@ -198,9 +250,9 @@ __device__ void MlaAttendBlock(const MlaShape& s, const float* q_abs, Loc loc, i
     run_max[threadIdx.x] = -INFINITY;
     run_sum[threadIdx.x] = 0.0f;
   }
-  float run[kElemsPerThread][kHeadsPerBlock];
+  float run[E][kHeadsPerBlock];
 #pragma unroll
-  for (int k = 0; k < kElemsPerThread; ++k) {
+  for (int k = 0; k < E; ++k) {
 #pragma unroll
     for (int h = 0; h < kHeadsPerBlock; ++h) run[k][h] = 0.0f;
   }
@@ -210,9 +262,9 @@ __device__ void MlaAttendBlock(const MlaShape& s, const float* q_abs, Loc loc, i
       max_s[threadIdx.x] = -INFINITY;
       sum[threadIdx.x] = 0.0f;
     }
-    float acc[kElemsPerThread][kHeadsPerBlock];
+    float acc[E][kHeadsPerBlock];
 #pragma unroll
-    for (int k = 0; k < kElemsPerThread; ++k) {
+    for (int k = 0; k < E; ++k) {
 #pragma unroll
       for (int h = 0; h < kHeadsPerBlock; ++h) acc[k][h] = 0.0f;
     }
@@ -223,24 +275,7 @@ __device__ void MlaAttendBlock(const MlaShape& s, const float* q_abs, Loc loc, i
       __syncthreads();
       ChunkWeights(heads, n, sc, w, scale, max_s, sum);
       __syncthreads();
-#pragma unroll
-      for (int k = 0; k < kElemsPerThread; ++k) {
-        const int i = threadIdx.x + k * blockDim.x;
-        if (i >= lat) break;
-#pragma unroll
-        for (int h = 0; h < kHeadsPerBlock; ++h) {
-          if (h >= heads) break;
-          acc[k][h] *= scale[h];
-        }
-        for (int jj = 0; jj < n; ++jj) {
-          const float v = seq.cache[static_cast<int64_t>(j0 + jj) * width + i];
-#pragma unroll
-          for (int h = 0; h < kHeadsPerBlock; ++h) {
-            if (h >= heads) break;
-            acc[k][h] = fmaf(w[h * kChunk + jj], v, acc[k][h]);
-          }
-        }
-      }
+      AccumulateChunk(s, heads, seq.cache, j0, n, w, scale, acc);
       __syncthreads();
     }
     if (part != nullptr) {
@@ -248,7 +283,7 @@ __device__ void MlaAttendBlock(const MlaShape& s, const float* q_abs, Loc loc, i
         part_of(threadIdx.x)[lat] = max_s[threadIdx.x];
         part_of(threadIdx.x)[lat + 1] = sum[threadIdx.x];
       }
-      ForOwned(lat, heads, [&](int k, int i, int h) { part_of(h)[i] = acc[k][h]; });
+      ForOwned<E>(lat, heads, [&](int k, int i, int h) { part_of(h)[i] = acc[k][h]; });
       return;
     }
     if (static_cast<int>(threadIdx.x) < heads) {
@@ -259,10 +294,10 @@ __device__ void MlaAttendBlock(const MlaShape& s, const float* q_abs, Loc loc, i
       run_max[h] = m;
     }
     __syncthreads();
-    ForOwned(lat, heads,
+    ForOwned<E>(lat, heads,
              [&](int k, int, int h) { run[k][h] = Merged(run[k][h], fa[h], acc[k][h], fb[h]); });
   }
-  ForOwned(lat, heads, [&](int k, int i, int h) {
+  ForOwned<E>(lat, heads, [&](int k, int i, int h) {
     const float inv = run_sum[h] == 0.0f ? 0.0f : 1.0f / run_sum[h];
     o_lat[(static_cast<int64_t>(h0 + h) * n_tok + t) * lat + i] = __fmul_rn(run[k][h], inv);
   });

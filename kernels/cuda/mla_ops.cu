@@ -94,11 +94,11 @@ __global__ void HeadEntriesKernel(int n_head, int n_tok, int32_t* begin, int32_t
   if (e < n_head * n_tok) x_row[e] = (e % n_tok) * n_head + e / n_tok;
 }
 
-template <typename Loc>
+template <int E, typename Loc>
 __global__ void MlaAttendKernel(MlaShape s, const float* q_abs, Loc loc, int n_tok,
                                 float* o_lat, float* part, int split_len) {
   extern __shared__ float qs[];  // [kHeadsPerBlock][width]
-  internal::MlaAttendBlock(s, q_abs, loc, n_tok, o_lat, qs, part, split_len);
+  internal::MlaAttendBlock<E>(s, q_abs, loc, n_tok, o_lat, qs, part, split_len);
 }
 
 __global__ void MlaCombineKernel(MlaShape s, const float* part, int splits, int n_tok,
@@ -136,9 +136,14 @@ void LaunchAttend(const MlaShape& s, const float* q_abs, Loc loc, int64_t n_tok,
   const dim3 grid(static_cast<unsigned>(n_tok),
                   (s.n_head + kHeadsPerBlock - 1) / kHeadsPerBlock, splits);
   const size_t smem = static_cast<size_t>(kHeadsPerBlock) * s.width() * sizeof(float);
-  MlaAttendKernel<<<grid, kThreads, smem, stream>>>(s, q_abs, loc, static_cast<int>(n_tok),
-                                                    o_lat, splits > 1 ? scratch : nullptr,
-                                                    split_len);
+  float* part = splits > 1 ? scratch : nullptr;
+  if (internal::ElemsFor(s.kv_lora_rank) == 2) {
+    MlaAttendKernel<2><<<grid, kThreads, smem, stream>>>(s, q_abs, loc, static_cast<int>(n_tok),
+                                                       o_lat, part, split_len);
+  } else {
+    MlaAttendKernel<kElemsPerThread><<<grid, kThreads, smem, stream>>>(
+        s, q_abs, loc, static_cast<int>(n_tok), o_lat, part, split_len);
+  }
   if (splits > 1) {
     const dim3 merge(static_cast<unsigned>(n_tok), s.n_head);
     MlaCombineKernel<<<merge, kThreads, 0, stream>>>(s, scratch, splits,

@@ -1,6 +1,7 @@
 #include "model/cuda/cuda_model.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -49,7 +50,7 @@ BackendStats CudaModel::Stats() const {
   if (auto mem = cuda::MemoryInfo(); mem.ok() && mem->first < free_at_start_) {
     s.device_in_use_measured = free_at_start_ - mem->first;
   }
-  s.decode_graph = options_.decode_graph && decode_supported_.ok();
+  s.decode_graph = decode_supported_.ok() ? options_.decode_graph : PassGraphApplies();
   s.profile = profiler_->ms();
   if (experts_ != nullptr) s.experts = ByModelLayer(experts_->Stats());
   s.experts_warmed = experts_warmed_;
@@ -172,11 +173,54 @@ absl::Status CudaModel::ForwardOne(absl::Span<const int32_t> tokens, DeviceState
   const PassSequence one{&st, 0, n_tok, pos0};
   std::vector<RowRun> runs;
   if (count > 0) runs.push_back({n_tok - count, count});
+  if (decode) {
+    bool done = false;
+    RETURN_IF_ERROR(OnePassByGraph(st, one, runs, experts_per_layer, &done));
+    if (done) return FinishPass(count, logits);
+  }
   RETURN_IF_ERROR(EnqueueBatch(Batch(), n_tok, {&one, 1}, runs, experts_per_layer));
   // A decode step here is a one-token batch pass (no decode program for
   // this model, e.g. deepseek2): profiled as "decode.*".
   RETURN_IF_ERROR(profiler_->Collect(decode ? "decode" : "prefill", stream_));
   return FinishPass(count, logits);
+}
+
+absl::Status CudaModel::OnePassByGraph(DeviceState& st, const PassSequence& one,
+                                       absl::Span<const RowRun> runs,
+                                       std::vector<int32_t>* experts_per_layer,
+                                       bool* done) const {
+  *done = false;
+  if (!PassGraphApplies() || st.pass_graph_failed()) return absl::OkStatus();
+  cuda::Graph& graph = st.pass_graph();
+  if (!graph.valid()) {
+    RETURN_IF_ERROR(cuda::Graph::BeginCapture(stream_));
+    const absl::Status enqueued = EnqueueBatch(Batch(), 1, {&one, 1}, runs, experts_per_layer);
+    absl::StatusOr<cuda::Graph> captured = cuda::Graph::EndCapture(stream_);
+    if (!enqueued.ok() || !captured.ok()) {
+      // Nothing of the capture ran: the caller runs this step eagerly (and
+      // meets any error that was not the capture's).
+      cuda::LastLaunchError("capture").IgnoreError();
+      std::fprintf(stderr, "cuda backend: the one-token pass was not captured (%s); decode "
+                   "steps run without a graph\n",
+                   (enqueued.ok() ? captured.status() : enqueued).ToString().c_str());
+      st.pass_graph_failed() = true;
+      return absl::OkStatus();
+    }
+    graph = std::move(*captured);
+    launches_per_decode_ = graph.kernels();
+  } else if (experts_per_layer != nullptr) {
+    // What the pass wrote when captured: a token's k distinct experts in
+    // each MoE block, none in a dense one.
+    experts_per_layer->assign(layers_.size(), 0);
+    for (size_t il = 0; il < layers_.size(); ++il) {
+      if (layers_[il].ffn != FfnKind::kDense) {
+        (*experts_per_layer)[il] = static_cast<int32_t>(desc_.moe.n_expert_used);
+      }
+    }
+  }
+  RETURN_IF_ERROR(graph.Launch(stream_));
+  *done = true;
+  return absl::OkStatus();
 }
 
 absl::Status CudaModel::ForwardBatchImpl(absl::Span<const BatchChunk> pieces,

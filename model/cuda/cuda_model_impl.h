@@ -92,6 +92,18 @@ class CudaModel final : public Model, private DecodeProgram::Host {
   absl::Status ForwardOne(absl::Span<const int32_t> tokens, DeviceState& st, LogitRows rows,
                           std::vector<float>* logits,
                           std::vector<int32_t>* experts_per_layer) const;
+  // A decode step of a model without a decode program: the one-token batch
+  // pass through the state's captured graph where nothing in it waits for
+  // the host (all experts resident, no routing observed or forced, no
+  // profile); false in *done where it does not apply.
+  bool PassGraphApplies() const {
+    // decode_graph is off while profiling (the sections' events).
+    return options_.decode_graph && experts_ == nullptr &&
+           options_.routing_observer == nullptr && options_.routing_source == nullptr;
+  }
+  absl::Status OnePassByGraph(DeviceState& st, const PassSequence& one,
+                              absl::Span<const RowRun> runs,
+                              std::vector<int32_t>* experts_per_layer, bool* done) const;
   // Copies the logits of `rows` rows from the workspace into *logits and
   // waits for the stream.
   absl::Status FinishPass(int64_t rows, std::vector<float>* logits) const;

@@ -61,6 +61,13 @@ class DeviceState final : public SequenceState {
   std::unique_ptr<DecodeProgram>& decode_program(int variant) {
     return programs_[variant];
   }
+  // A model without a decode program (deepseek2): its one-token batch pass
+  // on this state, captured at the first resident decode step and replayed
+  // after (every value that changes a step is in device memory: the token,
+  // the position; the caches' addresses are fixed). `pass_graph_failed`:
+  // the capture failed once, the steps run eagerly.
+  cuda::Graph& pass_graph() { return pass_graph_; }
+  bool& pass_graph_failed() { return pass_graph_failed_; }
 
  private:
   struct Block {
@@ -79,6 +86,8 @@ class DeviceState final : public SequenceState {
   std::vector<cuda::DeviceRange> kv_;
   std::vector<uint64_t> kv_row_bytes_;
   std::unique_ptr<DecodeProgram> programs_[2];
+  cuda::Graph pass_graph_;
+  bool pass_graph_failed_ = false;
 };
 
 }  // namespace sluice
