@@ -72,44 +72,62 @@ __device__ __forceinline__ void ForOwned(int lat, int heads, F f) {
   }
 }
 
-// The scores of the chunk's keys [j0, j0 + n) for the block's heads: a
-// warp per key at a time, its lanes over the row, each row read once for
-// every head (a head's dot summed lane-strided, then across the warp). A
-// lane loads kRowBatch of its row values before it multiplies any, so that
-// a key waits for memory once or twice, not once per value; each dot still
-// adds its terms in the order of the row.
-constexpr int kRowBatch = 6;
+// The scores of the chunk's keys [j0, j0 + n) for the block's heads: warp
+// w takes keys w, w + 8, w + 16, w + 24 together, its lanes over the rows,
+// so that each query value read from shared memory serves four keys and
+// each row is read once for every head. A lane loads kRowBatch values of
+// each of its keys before it multiplies any (a key waits for memory a few
+// times, not once per value); each dot still adds its terms in the order
+// of the row, summed lane-strided, then across the warp.
+constexpr int kKeysPerWarp = kChunk / (kThreads / 32);
+constexpr int kRowBatch = 3;
 __device__ inline void ScoreChunk(const MlaShape& s, const float* qs, int heads,
                                   const float* cache, int j0, int n, float* sc) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
   const int width = Width(s);
-  for (int jj = warp; jj < n; jj += n_warps) {
-    const float* row = cache + static_cast<int64_t>(j0 + jj) * width;
-    float dot[kHeadsPerBlock];
+  const float* rows[kKeysPerWarp];
 #pragma unroll
-    for (int h = 0; h < kHeadsPerBlock; ++h) dot[h] = 0.0f;
-    for (int i0 = lane; i0 < width; i0 += 32 * kRowBatch) {
-      float r[kRowBatch];
+  for (int g = 0; g < kKeysPerWarp; ++g) {
+    const int jj = warp + g * n_warps;
+    rows[g] = jj < n ? cache + static_cast<int64_t>(j0 + jj) * width : nullptr;
+  }
+  float dot[kKeysPerWarp][kHeadsPerBlock];
+#pragma unroll
+  for (int g = 0; g < kKeysPerWarp; ++g) {
+#pragma unroll
+    for (int h = 0; h < kHeadsPerBlock; ++h) dot[g][h] = 0.0f;
+  }
+  for (int i0 = lane; i0 < width; i0 += 32 * kRowBatch) {
+    float r[kKeysPerWarp][kRowBatch];
+#pragma unroll
+    for (int g = 0; g < kKeysPerWarp; ++g) {
 #pragma unroll
       for (int u = 0; u < kRowBatch; ++u) {
         const int i = i0 + 32 * u;
-        r[u] = i < width ? row[i] : 0.0f;
-      }
-#pragma unroll
-      for (int u = 0; u < kRowBatch; ++u) {
-        const int i = i0 + 32 * u;
-        if (i >= width) break;
-#pragma unroll
-        for (int h = 0; h < kHeadsPerBlock; ++h) {
-          if (h < heads) dot[h] += qs[h * width + i] * r[u];
-        }
+        r[g][u] = rows[g] != nullptr && i < width ? rows[g][i] : 0.0f;
       }
     }
 #pragma unroll
+    for (int u = 0; u < kRowBatch; ++u) {
+      const int i = i0 + 32 * u;
+      if (i >= width) break;
+#pragma unroll
+      for (int h = 0; h < kHeadsPerBlock; ++h) {
+        if (h >= heads) break;
+        const float q = qs[h * width + i];
+#pragma unroll
+        for (int g = 0; g < kKeysPerWarp; ++g) dot[g][h] += q * r[g][u];
+      }
+    }
+  }
+#pragma unroll
+  for (int g = 0; g < kKeysPerWarp; ++g) {
+    const int jj = warp + g * n_warps;
+#pragma unroll
     for (int h = 0; h < kHeadsPerBlock; ++h) {
       if (h >= heads) break;
-      const float d = WarpSum(dot[h]);
-      if (lane == 0) sc[h * kChunk + jj] = d * s.kq_scale;
+      const float d = WarpSum(dot[g][h]);
+      if (lane == 0 && jj < n) sc[h * kChunk + jj] = d * s.kq_scale;
     }
   }
 }

@@ -94,9 +94,12 @@ __global__ void HeadEntriesKernel(int n_head, int n_tok, int32_t* begin, int32_t
   if (e < n_head * n_tok) x_row[e] = (e % n_tok) * n_head + e / n_tok;
 }
 
+// Two blocks an SM where a thread owns two latent values (at most 128
+// registers: the loads of four keys in flight with no spills).
 template <int E, typename Loc>
-__global__ void MlaAttendKernel(MlaShape s, const float* q_abs, Loc loc, int n_tok,
-                                float* o_lat, float* part, int split_len) {
+__global__ void __launch_bounds__(kThreads, E == 2 ? 2 : 1)
+    MlaAttendKernel(MlaShape s, const float* q_abs, Loc loc, int n_tok, float* o_lat,
+                    float* part, int split_len) {
   extern __shared__ float qs[];  // [kHeadsPerBlock][width]
   internal::MlaAttendBlock<E>(s, q_abs, loc, n_tok, o_lat, qs, part, split_len);
 }
