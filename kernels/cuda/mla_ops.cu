@@ -42,19 +42,17 @@ __device__ void RopeAngle(const MlaRope& r, int pos, int i, float* c, float* s) 
   *s = __fmul_rn(sinf(t), r.mscale);
 }
 
-// Rotates x[0, n_rot) (the pairs of r) into y with the angles cs / sn;
-// threads i < n_rot / 2 each take one pair.
-__device__ void RotatePairs(const MlaRope& r, const float* x, const float* cs,
-                            const float* sn, float* y, bool round) {
+// Rotates pair i of x[0, n_rot) (the pairs of r) into y with the angles
+// cs / sn.
+__device__ void RotatePair(const MlaRope& r, const float* x, const float* cs, const float* sn,
+                           float* y, int i, bool round) {
   const int half = r.n_rot / 2;
-  for (int i = threadIdx.x; i < half; i += blockDim.x) {
-    const int a = r.neox ? i : 2 * i, b = r.neox ? i + half : 2 * i + 1;
-    const float x0 = x[a], x1 = x[b];
-    const float y0 = __fsub_rn(__fmul_rn(x0, cs[i]), __fmul_rn(x1, sn[i]));
-    const float y1 = __fadd_rn(__fmul_rn(x0, sn[i]), __fmul_rn(x1, cs[i]));
-    y[a] = round ? Half(y0) : y0;
-    y[b] = round ? Half(y1) : y1;
-  }
+  const int a = r.neox ? i : 2 * i, b = r.neox ? i + half : 2 * i + 1;
+  const float x0 = x[a], x1 = x[b];
+  const float y0 = __fsub_rn(__fmul_rn(x0, cs[i]), __fmul_rn(x1, sn[i]));
+  const float y1 = __fadd_rn(__fmul_rn(x0, sn[i]), __fmul_rn(x1, cs[i]));
+  y[a] = round ? Half(y0) : y0;
+  y[b] = round ? Half(y1) : y1;
 }
 
 // One block per token: the cache row, then every head's q_pe.
@@ -80,11 +78,15 @@ __global__ void MlaPrepareKernel(MlaShape s, const float* ckv, const float* q,
   for (int i = threadIdx.x; i < lat; i += blockDim.x) {
     row[i] = Half(__fmul_rn(__fmul_rn(src[i], scale), norm[i]));
   }
-  RotatePairs(s.rope, src + lat, cs, sn, row + lat, /*round=*/true);
-  for (int h = 0; h < s.n_head; ++h) {
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {
+    RotatePair(s.rope, src + lat, cs, sn, row + lat, i, /*round=*/true);
+  }
+  // Every head's pairs at once (a thread a pair), not a head at a time.
+  for (int x = threadIdx.x; x < s.n_head * half; x += blockDim.x) {
+    const int h = x / half, i = x % half;
     const float* qh = q + (static_cast<int64_t>(t) * s.n_head + h) * s.head_k + Nope(s);
     float* dst = q_abs + (static_cast<int64_t>(h) * n_tok + t) * width + lat;
-    RotatePairs(s.rope, qh, cs, sn, dst, /*round=*/false);
+    RotatePair(s.rope, qh, cs, sn, dst, i, /*round=*/false);
   }
 }
 
