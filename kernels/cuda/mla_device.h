@@ -323,7 +323,10 @@ __device__ void MlaAttendBlock(const MlaShape& s, const float* q_abs, Loc loc, i
 
 // Block (token t, head h): the ranges' partials of MlaAttendBlock merged in
 // order, as the block merges them itself without `part` (so a row's values
-// do not depend on which of the two ran), and normalised.
+// do not depend on which of the two ran), and normalised. The partials of
+// kMergeBatch ranges are loaded before any is merged (the loads do not
+// wait on the merge before them).
+constexpr int kMergeBatch = 8;
 __device__ inline void MlaCombineBlock(const MlaShape& s, const float* part, int splits,
                                        int n_tok, float* o_lat) {
   const int t = blockIdx.x, h = blockIdx.y, lat = s.kv_lora_rank;
@@ -332,14 +335,33 @@ __device__ inline void MlaCombineBlock(const MlaShape& s, const float* part, int
   };
   for (int i = threadIdx.x; i < lat; i += blockDim.x) {
     float run_max = -INFINITY, run_sum = 0.0f, run = 0.0f;
-    for (int z = 0; z < splits; ++z) {
-      const float* p = at(z);
-      if (p[lat + 1] == 0.0f) break;  // the empty ranges are the last
-      float a, b, m;
-      MergeFactors(run_max, p[lat], &a, &b, &m);
-      run_sum = Merged(run_sum, a, p[lat + 1], b);
-      run = Merged(run, a, p[i], b);
-      run_max = m;
+    bool done = false;
+    for (int z0 = 0; z0 < splits && !done; z0 += kMergeBatch) {
+      float max_z[kMergeBatch], sum_z[kMergeBatch], x_z[kMergeBatch];
+#pragma unroll
+      for (int u = 0; u < kMergeBatch; ++u) {
+        max_z[u] = -INFINITY;  // past the last range: as an empty one
+        sum_z[u] = 0.0f;
+        x_z[u] = 0.0f;
+        if (z0 + u < splits) {
+          const float* p = at(z0 + u);
+          max_z[u] = p[lat];
+          sum_z[u] = p[lat + 1];
+          x_z[u] = p[i];
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kMergeBatch; ++u) {
+        if (sum_z[u] == 0.0f) {  // the empty ranges are the last
+          done = true;
+          break;
+        }
+        float a, b, m;
+        MergeFactors(run_max, max_z[u], &a, &b, &m);
+        run_sum = Merged(run_sum, a, sum_z[u], b);
+        run = Merged(run, a, x_z[u], b);
+        run_max = m;
+      }
     }
     const float inv = run_sum == 0.0f ? 0.0f : 1.0f / run_sum;
     o_lat[(static_cast<int64_t>(h) * n_tok + t) * lat + i] = __fmul_rn(run, inv);
