@@ -91,6 +91,40 @@ absl::Status AcquireRouted(const BatchContext& c, int il, int64_t n_tok,
   return absl::OkStatus();
 }
 
+absl::Status UploadSequences(const BatchContext& c, int64_t n_tok,
+                             absl::Span<const PassSequence> seqs) {
+  const int n_seqs = static_cast<int>(seqs.size());
+  const int n_layers = static_cast<int>(c.layers->size());
+  const Workspace& w = *c.ws;
+  std::vector<cuda::SeqRows> rows(n_seqs);
+  std::vector<int32_t> row_seq(n_tok);
+  std::vector<cuda::SeqState> states(static_cast<size_t>(n_layers) * n_seqs);
+  for (int i = 0; i < n_seqs; ++i) {
+    const PassSequence& s = seqs[i];
+    rows[i] = {static_cast<int32_t>(s.row), static_cast<int32_t>(s.n), s.pos0, 0};
+    std::fill(row_seq.begin() + s.row, row_seq.begin() + s.row + s.n, i);
+    for (int il = 0; il < n_layers; ++il) {
+      // Attention and latent attention: the caches (v null for a latent).
+      const bool kv = (*c.layers)[il].mixer != MixerKind::kDeltaNet;
+      DeviceState& st = *s.state;
+      states[static_cast<size_t>(il) * n_seqs + i] =
+          kv ? cuda::SeqState{st.k(il), st.v(il)} : cuda::SeqState{st.conv(il), st.ssm(il)};
+    }
+  }
+  RETURN_IF_ERROR(
+      cuda::CopyToDevice(w.seq_rows, rows.data(), rows.size() * sizeof(rows[0]), c.stream));
+  RETURN_IF_ERROR(cuda::CopyToDevice(w.row_seq, row_seq.data(), row_seq.size() * sizeof(int32_t),
+                                     c.stream));
+  return cuda::CopyToDevice(w.seq_states, states.data(), states.size() * sizeof(states[0]),
+                            c.stream);
+}
+
+int32_t CountGroups(const int32_t* bounds, int64_t n_expert) {
+  int32_t used = 0;
+  for (int64_t x = 0; x < n_expert; ++x) used += bounds[x + 1] > bounds[x] ? 1 : 0;
+  return used;
+}
+
 namespace {
 
 class Pass {
@@ -107,6 +141,7 @@ class Pass {
     for (const PassSequence& s : seqs) longest = std::max(longest, s.n);
     tensor_cores_ = longest >= cuda::kTensorCoreMinEntries;
     q8_ = !tensor_cores_;
+    for (const PassSequence& s : seqs) max_capacity_ = std::max(max_capacity_, s.state->capacity());
   }
   absl::Status Run(absl::Span<const RowRun> logit_rows);
 
@@ -130,9 +165,7 @@ class Pass {
   absl::Status ProjectPair(const DeviceMatrix& a, const DeviceMatrix& b,
                            const cuda::DeviceBuffer& table, const float* x, float* ya,
                            float* yb) const;
-  // The sequence tables of a pass of several sequences (once per pass),
-  // and layer il's view of them.
-  absl::Status UploadSeqs();
+  // Layer il's view of the sequence tables (UploadSequences).
   cuda::SeqBatch Seqs(int il) const;
   absl::Status Attention(const DeviceAttention& a, int il) const;
   absl::Status DeltaNet(const DeviceDeltaNet& d, int il) const;
@@ -333,33 +366,6 @@ absl::Status Pass::DenseFfn(const DeviceDenseFfn& d) const {
   return absl::OkStatus();
 }
 
-absl::Status Pass::UploadSeqs() {
-  const int n_seqs = static_cast<int>(seqs_.size());
-  const int n_layers = static_cast<int>(c_.layers->size());
-  std::vector<cuda::SeqRows> rows(n_seqs);
-  std::vector<int32_t> row_seq(n_);
-  std::vector<cuda::SeqState> states(static_cast<size_t>(n_layers) * n_seqs);
-  for (int i = 0; i < n_seqs; ++i) {
-    const PassSequence& s = seqs_[i];
-    rows[i] = {static_cast<int32_t>(s.row), static_cast<int32_t>(s.n), s.pos0, 0};
-    std::fill(row_seq.begin() + s.row, row_seq.begin() + s.row + s.n, i);
-    max_capacity_ = std::max(max_capacity_, s.state->capacity());
-    for (int il = 0; il < n_layers; ++il) {
-      // Attention and latent attention: the caches (v null for a latent).
-      const bool kv = (*c_.layers)[il].mixer != MixerKind::kDeltaNet;
-      DeviceState& st = *s.state;
-      states[static_cast<size_t>(il) * n_seqs + i] =
-          kv ? cuda::SeqState{st.k(il), st.v(il)} : cuda::SeqState{st.conv(il), st.ssm(il)};
-    }
-  }
-  RETURN_IF_ERROR(cuda::CopyToDevice(w_.seq_rows, rows.data(), rows.size() * sizeof(rows[0]),
-                                     c_.stream));
-  RETURN_IF_ERROR(cuda::CopyToDevice(w_.row_seq, row_seq.data(), row_seq.size() * sizeof(int32_t),
-                                     c_.stream));
-  return cuda::CopyToDevice(w_.seq_states, states.data(), states.size() * sizeof(states[0]),
-                            c_.stream);
-}
-
 cuda::SeqBatch Pass::Seqs(int il) const {
   const int n_seqs = static_cast<int>(seqs_.size());
   return {n_seqs, w_.seq_rows, w_.row_seq, w_.seq_states + static_cast<size_t>(il) * n_seqs};
@@ -402,16 +408,23 @@ absl::Status Pass::Moe(int il, const DeviceMoe& m) const {
   }
   Mark("moe.topk");
   if (c_.source != nullptr) RETURN_IF_ERROR(ForceIds(il));
+  const bool captured = c_.graph_bounds != nullptr;
   if (!one) {
     cuda::GroupByExpert(w_.ids, n_, k, n_expert, w_.counts, w_.group_begin, w_.entry_token,
                         w_.slot_entry, c_.stream);
     Mark("moe.group");
     // A batch's launch is sized by its largest group: a 512-token batch
-    // spread over 256 experts then launches ~16x fewer blocks.
-    RETURN_IF_ERROR(cuda::CopyToHost(c_.host_begin, w_.group_begin,
-                                     (n_expert + 1) * sizeof(int32_t), c_.stream));
+    // spread over 256 experts then launches ~16x fewer blocks. Captured,
+    // the bounds go to the caller after the pass instead.
+    int32_t* host = captured ? c_.graph_bounds + il * (n_expert + 1) : c_.host_begin;
+    RETURN_IF_ERROR(
+        cuda::CopyToHost(host, w_.group_begin, (n_expert + 1) * sizeof(int32_t), c_.stream));
   }
   const bool need_ids = c_.experts != nullptr || c_.observer != nullptr;
+  if (captured && (need_ids || c_.source != nullptr)) {
+    return absl::FailedPreconditionError(
+        "cuda batch pass: a captured pass cannot stream experts or observe or force routing");
+  }
   if (need_ids) {
     RETURN_IF_ERROR(cuda::CopyToHost(c_.host_routing, w_.ids, n_ * k * sizeof(int32_t), c_.stream));
     if (c_.observer != nullptr) {
@@ -419,26 +432,26 @@ absl::Status Pass::Moe(int il, const DeviceMoe& m) const {
                                        n_ * k * sizeof(float), c_.stream));
     }
   }
-  if (!one || need_ids) RETURN_IF_ERROR(cuda::RecordEvent(c_.routed, c_.stream));
+  const bool wait = (!one && !captured) || need_ids;
+  if (wait) RETURN_IF_ERROR(cuda::RecordEvent(c_.routed, c_.stream));
   // The shared expert does not depend on the routing: it runs while the
   // host reads the routing back and misses are copied.
   if (mc.shared_ff > 0) {
     RETURN_IF_ERROR(SharedExpert(m));
     Mark("moe.shared");
   }
-  if (!one || need_ids) RETURN_IF_ERROR(cuda::WaitEvent(c_.routed));
+  if (wait) RETURN_IF_ERROR(cuda::WaitEvent(c_.routed));
   int max_entries = 1;
   int used = k;  // one token: k distinct experts
   std::vector<int32_t> begin;
-  if (!one) {
+  if (captured && !one) {
+    max_entries = static_cast<int>(n_);  // a group holds each row once at most
+  } else if (!one) {
     begin.assign(c_.host_begin, c_.host_begin + n_expert + 1);
-    used = 0;
-    for (int x = 0; x < n_expert; ++x) {
-      max_entries = std::max(max_entries, begin[x + 1] - begin[x]);
-      used += begin[x + 1] > begin[x] ? 1 : 0;
-    }
+    for (int x = 0; x < n_expert; ++x) max_entries = std::max(max_entries, begin[x + 1] - begin[x]);
+    used = CountGroups(begin.data(), n_expert);
   }
-  if (experts_per_layer_ != nullptr) (*experts_per_layer_)[il] = used;
+  if (experts_per_layer_ != nullptr && !(captured && !one)) (*experts_per_layer_)[il] = used;
   if (need_ids) {
     RETURN_IF_ERROR(AcquireRouted(c_, il, n_, begin, /*prefetch=*/false, nullptr));
     Mark("moe.acquire");
@@ -518,7 +531,10 @@ absl::Status Pass::Run(absl::Span<const RowRun> logit_rows) {
   const int64_t e = c_.desc->info.n_embd;
   const float eps = c_.desc->eps;
   if (experts_per_layer_ != nullptr) experts_per_layer_->assign(c_.layers->size(), 0);
-  if (seqs_.size() > 1) RETURN_IF_ERROR(UploadSeqs());
+  // Captured: the caller fills the tables before each replay.
+  if (seqs_.size() > 1 && c_.graph_bounds == nullptr) {
+    RETURN_IF_ERROR(UploadSequences(c_, n_, seqs_));
+  }
   RETURN_IF_ERROR(cuda::DequantRows(c_.token_embd.type, c_.token_embd.data, e, w_.ids_in, n_,
                                     w_.x, c_.stream));
   Mark("embed");

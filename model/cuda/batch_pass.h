@@ -58,6 +58,11 @@ struct BatchContext : ModelView {
   int32_t* host_routing = nullptr;             // pinned ids, then weights
   cuda::Event routed = nullptr;
   PassProfiler* profiler = nullptr;
+  // Set while a pass of one-row sequences is captured into a graph
+  // (EnqueueBatch's capture mode): pinned [n_layer][n_expert + 1], where
+  // each MoE block's group bounds are copied for the caller to count its
+  // experts once the pass ran.
+  int32_t* graph_bounds = nullptr;
 };
 
 // One sequence's rows of a pass: rows [row, row + n) of the micro-batch, at
@@ -84,10 +89,27 @@ struct RowRun {
 // batch, each acquired once). The logits of the rows of `logit_rows` go to
 // ws->logits in that order. experts_per_layer, when not null, receives the
 // distinct routed experts of each block (0 for a block without them).
+//
+// Capture mode (c.graph_bounds set; only without an expert stream, routing
+// observer or source, for fewer than cuda::kTensorCoreMinEntries rows):
+// nothing waits for the host, so the launches can be captured into a graph
+// and replayed for any sequences of as many rows: the sequence tables are
+// not filled (UploadSequences does that before each replay), the grouped
+// expert products are sized for the largest group there can be (every
+// row), and experts_per_layer is left for the caller to count from
+// c.graph_bounds (CountGroups).
 absl::Status EnqueueBatch(const BatchContext& c, int64_t n_tok,
                           absl::Span<const PassSequence> seqs,
                           absl::Span<const RowRun> logit_rows,
                           std::vector<int32_t>* experts_per_layer);
+
+// Fills the workspace's sequence tables of a pass of several sequences
+// (their rows, positions and states) on c.stream.
+absl::Status UploadSequences(const BatchContext& c, int64_t n_tok,
+                             absl::Span<const PassSequence> seqs);
+
+// Distinct experts of a block from its group bounds ([n_expert + 1]).
+int32_t CountGroups(const int32_t* bounds, int64_t n_expert);
 
 // Tells the observer layer il's routing (host_routing holds n_tok x k ids,
 // then the weights) and has the expert stream acquire the experts `begin`

@@ -223,6 +223,55 @@ absl::Status CudaModel::OnePassByGraph(DeviceState& st, const PassSequence& one,
   return absl::OkStatus();
 }
 
+absl::Status CudaModel::BatchByGraph(absl::Span<const PassSequence> seqs,
+                                     absl::Span<const RowRun> runs, bool* done) const {
+  *done = false;
+  const int64_t n = static_cast<int64_t>(seqs.size());
+  if (!PassGraphApplies() || n >= static_cast<int64_t>(batch_graphs_.size()) ||
+      runs.size() != 1 || runs[0].row != 0 || runs[0].n != n) {
+    return absl::OkStatus();
+  }
+  int capacity = 0;
+  for (const PassSequence& s : seqs) {
+    if (s.n != 1) return absl::OkStatus();
+    capacity = std::max(capacity, s.state->capacity());
+  }
+  BatchGraph& g = batch_graphs_[n];
+  if (g.failed) return absl::OkStatus();
+  BatchContext c = Batch();
+  c.graph_bounds = host_bounds_.as<int32_t>();
+  RETURN_IF_ERROR(UploadSequences(c, n, seqs));
+  if (!g.graph.valid() || g.capacity != capacity) {
+    g.graph = cuda::Graph();
+    RETURN_IF_ERROR(cuda::Graph::BeginCapture(stream_));
+    const absl::Status enqueued = EnqueueBatch(c, n, seqs, runs, nullptr);
+    absl::StatusOr<cuda::Graph> captured = cuda::Graph::EndCapture(stream_);
+    if (!enqueued.ok() || !captured.ok()) {
+      cuda::LastLaunchError("capture").IgnoreError();
+      std::fprintf(stderr, "cuda backend: the pass of %lld one-row sequences was not captured "
+                   "(%s); such passes run without a graph\n", static_cast<long long>(n),
+                   (enqueued.ok() ? captured.status() : enqueued).ToString().c_str());
+      g.failed = true;
+      return absl::OkStatus();
+    }
+    g.graph = std::move(*captured);
+    g.capacity = capacity;
+  }
+  RETURN_IF_ERROR(g.graph.Launch(stream_));
+  *done = true;
+  return absl::OkStatus();
+}
+
+void CudaModel::CountBatchGraphExperts(std::vector<int32_t>* experts_per_layer) const {
+  const int64_t n_expert = desc_.moe.n_expert;
+  const int32_t* bounds = host_bounds_.as<int32_t>();
+  experts_per_layer->assign(layers_.size(), 0);
+  for (size_t il = 0; il < layers_.size(); ++il) {
+    if (layers_[il].ffn == FfnKind::kDense) continue;
+    (*experts_per_layer)[il] = CountGroups(bounds + il * (n_expert + 1), n_expert);
+  }
+}
+
 absl::Status CudaModel::ForwardBatchImpl(absl::Span<const BatchChunk> pieces,
                                          std::vector<float>* logits,
                                          BatchForwardStats* stats) const {
@@ -266,6 +315,13 @@ absl::Status CudaModel::ForwardBatchImpl(absl::Span<const BatchChunk> pieces,
     RETURN_IF_ERROR(s.state->Commit(s.pos0 + static_cast<int>(s.n)));
   }
   RETURN_IF_ERROR(cuda::CopyToDevice(w.ids_in, ids.data(), n_tok * sizeof(int32_t), stream_));
+  bool by_graph = false;
+  RETURN_IF_ERROR(BatchByGraph(seqs, runs, &by_graph));
+  if (by_graph) {
+    RETURN_IF_ERROR(FinishPass(count, logits));
+    CountBatchGraphExperts(&stats->experts_per_layer);
+    return absl::OkStatus();
+  }
   profiler_->Start(stream_);
   RETURN_IF_ERROR(EnqueueBatch(Batch(), n_tok, seqs, runs, &stats->experts_per_layer));
   RETURN_IF_ERROR(profiler_->Collect("batch", stream_));

@@ -104,6 +104,14 @@ class CudaModel final : public Model, private DecodeProgram::Host {
   absl::Status OnePassByGraph(DeviceState& st, const PassSequence& one,
                               absl::Span<const RowRun> runs,
                               std::vector<int32_t>* experts_per_layer, bool* done) const;
+  // A pass of fewer than kTensorCoreMinEntries sequences of one row each,
+  // each wanting its logits (a decode step of a batch): replayed from the
+  // graph captured for that many rows (EnqueueBatch's capture mode) where
+  // PassGraphApplies; false in *done where it does not apply. After
+  // FinishPass, CountBatchGraphExperts fills experts_per_layer.
+  absl::Status BatchByGraph(absl::Span<const PassSequence> seqs, absl::Span<const RowRun> runs,
+                            bool* done) const;
+  void CountBatchGraphExperts(std::vector<int32_t>* experts_per_layer) const;
   // Copies the logits of `rows` rows from the workspace into *logits and
   // waits for the stream.
   absl::Status FinishPass(int64_t rows, std::vector<float>* logits) const;
@@ -139,6 +147,16 @@ class CudaModel final : public Model, private DecodeProgram::Host {
   // then weights, then a decode prefetch's predicted ids).
   cuda::PinnedBuffer host_begin_, host_routing_;
   cuda::PinnedBuffer host_forced_;  // forced routing: [n_layer][k] of a decode step
+  // A captured batch pass's group bounds, [n_layer][n_expert + 1].
+  cuda::PinnedBuffer host_bounds_;
+  // BatchByGraph's graphs by rows, each for the KV capacity it was
+  // captured with; `failed`: its capture failed, those passes run eagerly.
+  struct BatchGraph {
+    cuda::Graph graph;
+    int capacity = 0;
+    bool failed = false;
+  };
+  mutable std::vector<BatchGraph> batch_graphs_;
   cuda::Event routed_ = nullptr;
   mutable int64_t launches_per_decode_ = 0;
   int64_t experts_warmed_ = 0, experts_warm_planned_ = 0;

@@ -224,6 +224,10 @@ absl::Status CudaModel::AllocateBuffers() {
   ASSIGN_OR_RETURN(host_begin_, cuda::PinnedBuffer::Create((d.moe.n_expert + 1) * sizeof(int32_t)));
   ASSIGN_OR_RETURN(host_routing_,
                    cuda::PinnedBuffer::Create(Model::kMaxMicroBatch * d.moe.n_expert_used * 8));
+  ASSIGN_OR_RETURN(host_bounds_, cuda::PinnedBuffer::Create(d.layers.size() *
+                                                            (d.moe.n_expert + 1) *
+                                                            sizeof(int32_t)));
+  batch_graphs_.resize(cuda::kTensorCoreMinEntries);
   ASSIGN_OR_RETURN(routed_, cuda::CreateEvent());
   if (options_.routing_source != nullptr) {
     ASSIGN_OR_RETURN(host_forced_, cuda::PinnedBuffer::Create(
