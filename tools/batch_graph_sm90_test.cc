@@ -113,6 +113,8 @@ TEST(BatchGraphSm90Test, QwenStepsEqualTheEagerOnes) {
   SLUICE_REQUIRE_DEVICE();
   ExpectGraphsMatchEagerSteps(dir + "/qwen3moe-micro-f32.gguf");
   ExpectGraphsMatchEagerSteps(dir + "/qwen35moe-micro-f32.gguf");
+  // Quantized experts: the grouped products' 8-bit paths.
+  ExpectGraphsMatchEagerSteps(dir + "/qwen35moe-tiny-mixed.gguf");
 }
 
 TEST(BatchGraphSm90Test, Deepseek2StepsEqualTheEagerOnes) {
