@@ -295,6 +295,14 @@ inline float __shfl_xor_sync(unsigned /*mask: always the full warp here*/, float
   return sluice::cuda::emulation::WaitCollective(sluice::cuda::emulation::LaneSlot::kShuffle).value;
 }
 
+// The fibers of a block run one at a time: a plain read-modify-write is
+// atomic among them.
+inline int atomicAdd(int* p, int v) {
+  const int old = *p;
+  *p = old + v;
+  return old;
+}
+
 inline void __syncthreads() {
   auto& b = *sluice::cuda::emulation::current_block;
   b.at_barrier[b.running] = 1;

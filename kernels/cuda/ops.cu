@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kernels/cuda/delta_device.h"
+#include "kernels/cuda/group_device.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/topk_device.h"
 #include "kernels/cuda/warp_reduce.h"
@@ -518,37 +519,12 @@ __global__ void TopKKernel(const float* logits, int n_expert, int k,
                           weights + t * k, paired != nullptr ? paired + t * 2 * k : nullptr, p);
 }
 
-__global__ void ZeroKernel(int32_t* x, int n) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) x[i] = 0;
-}
-
-__global__ void CountKernel(const int32_t* ids, int n_pairs, int32_t* counts) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n_pairs) atomicAdd(&counts[ids[i]], 1);
-}
-
-// Exclusive prefix sums of the counts; the counts become cursors (zeroed).
-__global__ void ScanKernel(int32_t* counts, int n_expert, int32_t* begin) {
-  if (threadIdx.x != 0 || blockIdx.x != 0) return;
-  int32_t acc = 0;
-  begin[0] = 0;
-  for (int e = 0; e < n_expert; ++e) {
-    acc += counts[e];
-    begin[e + 1] = acc;
-    counts[e] = 0;
-  }
-}
-
-__global__ void ScatterKernel(const int32_t* ids, int n_pairs, int k,
-                              const int32_t* begin, int32_t* cursor,
-                              int32_t* entry_token, int32_t* slot_entry) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n_pairs) return;
-  const int e = ids[i];
-  const int entry = begin[e] + atomicAdd(&cursor[e], 1);
-  entry_token[entry] = i / k;
-  slot_entry[i] = entry;
+__global__ void GroupByExpertKernel(const int32_t* ids, int n_pairs, int k, int n_expert,
+                                    int32_t* counts, int32_t* begin, int32_t* entry_token,
+                                    int32_t* slot_entry) {
+  extern __shared__ int32_t group_shared[];
+  internal::GroupByExpertBlock(ids, n_pairs, k, n_expert, counts, begin, entry_token, slot_entry,
+                               group_shared);
 }
 
 __global__ void CombineKernel(const float* y, const int32_t* slot_entry,
@@ -761,11 +737,10 @@ void GroupByExpert(const int32_t* ids, int64_t n_tok, int k, int n_expert,
                    int32_t* entry_token, int32_t* slot_entry, Stream stream) {
   const int pairs = static_cast<int>(n_tok * k);
   if (pairs <= 0) return;
-  ZeroKernel<<<Blocks(n_expert), kThreads, 0, stream>>>(counts, n_expert);
-  CountKernel<<<Blocks(pairs), kThreads, 0, stream>>>(ids, pairs, counts);
-  ScanKernel<<<1, 32, 0, stream>>>(counts, n_expert, group_begin);
-  ScatterKernel<<<Blocks(pairs), kThreads, 0, stream>>>(
-      ids, pairs, k, group_begin, counts, entry_token, slot_entry);
+  // One block: a batch's pairs are at most kMaxMicroBatch x k.
+  const size_t smem = internal::GroupSharedBytes(n_expert, internal::kGroupThreads);
+  GroupByExpertKernel<<<1, internal::kGroupThreads, smem, stream>>>(
+      ids, pairs, k, n_expert, counts, group_begin, entry_token, slot_entry);
 }
 
 void SwiGlu(float* g, const float* u, int64_t n, Stream stream) {
