@@ -1,7 +1,7 @@
 // A batch's decode steps from captured graphs (CudaModel::BatchByGraph,
 // EnqueueBatch's capture mode) against the same steps run eagerly (a
 // profiled model captures nothing), on the CUDA backend with every expert
-// resident: for 2, 5 and 9 sequences of different prompt lengths, each
+// resident: for 3, 5 and 9 sequences of different prompt lengths, each
 // greedy step's logits bit for bit, and the experts each block acquired
 // (counted from the bounds the graph copies out) equal. Models: the qwen3moe
 // and qwen35moe (attention and Gated DeltaNet) F32 goldens and deepseek2's
@@ -82,7 +82,9 @@ Run Decode(const std::string& path, bool profile, int n_seqs, int steps) {
 }
 
 void ExpectGraphsMatchEagerSteps(const std::string& path) {
-  for (const int n : {2, 5, 9}) {
+  // (Two decode through the fused program one at a time where it applies:
+  // TwoSequencesDecodeAsAlone.)
+  for (const int n : {3, 5, 9}) {
     const Run graph = Decode(path, /*profile=*/false, n, 6);
     const Run eager = Decode(path, /*profile=*/true, n, 6);
     ASSERT_FALSE(graph.logits.empty());
@@ -121,6 +123,60 @@ TEST(BatchGraphSm90Test, Deepseek2StepsEqualTheEagerOnes) {
   SLUICE_REQUIRE_GOLDENS_DEEPSEEK2(dir);
   SLUICE_REQUIRE_DEVICE();
   ExpectGraphsMatchEagerSteps(dir + "/deepseek2-micro-f32.gguf");
+}
+
+// Two one-row sequences of a model with a decode program, every expert
+// resident (CudaModel::DecodesEachAlone): each step of the pair gives each
+// sequence the logits it gets decoding alone, bit for bit, and 2 x k
+// experts a MoE block acquired.
+TEST(BatchGraphSm90Test, TwoSequencesDecodeAsAlone) {
+  SLUICE_REQUIRE_GOLDENS(dir);
+  SLUICE_REQUIRE_DEVICE();
+  auto files = ModelFiles::Open(dir + "/qwen35moe-micro-f32.gguf");
+  ASSERT_TRUE(files.ok()) << files.status();
+  EngineOptions o;
+  o.backend = Backend::kCuda;
+  auto model = LoadModel(**files, o);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const int64_t vocab = (*model)->info().n_vocab;
+  std::vector<std::unique_ptr<SequenceState>> pair, alone;
+  std::vector<int32_t> next = {5, 77};
+  std::vector<float> logits;
+  for (int i = 0; i < 2; ++i) {
+    for (auto* v : {&pair, &alone}) {
+      auto st = (*model)->CreateState(64);
+      ASSERT_TRUE(st.ok()) << st.status();
+      const std::vector<int32_t> prompt = {1, static_cast<int32_t>(10 + i), 30, 7};
+      ASSERT_TRUE((*model)->Forward(prompt, **st, LogitRows::kLast, &logits).ok());
+      v->push_back(std::move(*st));
+    }
+  }
+  int differ = 0;
+  for (int step = 0; step < 8; ++step) {
+    std::vector<BatchChunk> chunks(2);
+    for (int i = 0; i < 2; ++i) {
+      chunks[i].state = pair[i].get();
+      chunks[i].position = pair[i]->position();
+      chunks[i].tokens = absl::MakeConstSpan(&next[i], 1);
+      chunks[i].rows = LogitRows::kLast;
+    }
+    auto stats = (*model)->ForwardBatch(chunks, &logits);
+    ASSERT_TRUE(stats.ok()) << stats.status();
+    ASSERT_EQ(logits.size(), static_cast<size_t>(2 * vocab));
+    const int64_t k = (*model)->info().n_expert_used;
+    for (int32_t e : stats->experts_per_layer) EXPECT_TRUE(e == 0 || e == 2 * k) << e;
+    std::vector<int32_t> following(2);
+    for (int i = 0; i < 2; ++i) {
+      std::vector<float> own;
+      ASSERT_TRUE(
+          (*model)->Forward({&next[i], 1}, *alone[i], LogitRows::kLast, &own).ok());
+      for (int64_t j = 0; j < vocab; ++j) differ += own[j] != logits[i * vocab + j];
+      following[i] = static_cast<int32_t>(
+          std::max_element(own.begin(), own.end()) - own.begin());
+    }
+    next = following;
+  }
+  EXPECT_EQ(differ, 0);
 }
 
 }  // namespace

@@ -223,6 +223,39 @@ absl::Status CudaModel::OnePassByGraph(DeviceState& st, const PassSequence& one,
   return absl::OkStatus();
 }
 
+bool CudaModel::DecodesEachAlone(absl::Span<const BatchChunk> pieces) const {
+  if (pieces.size() > kMaxDecodedAlone || !decode_supported_.ok() || experts_ != nullptr) {
+    return false;
+  }
+  for (const BatchChunk& p : pieces) {
+    if (p.tokens.size() != 1 || p.rows != LogitRows::kLast) return false;
+  }
+  return true;
+}
+
+absl::Status CudaModel::ForwardEachAlone(absl::Span<const BatchChunk> pieces,
+                                         std::vector<float>* logits,
+                                         BatchForwardStats* stats) const {
+  std::vector<DeviceState*> states;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    // Every state is checked before any runs.
+    ASSIGN_OR_RETURN(DeviceState * st, Own(*pieces[i].state, absl::StrCat("chunk ", i)));
+    states.push_back(st);
+  }
+  stats->experts_per_layer.assign(layers_.size(), 0);
+  std::vector<float> one;
+  std::vector<int32_t> per_layer;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    RETURN_IF_ERROR(
+        ForwardOne(pieces[i].tokens, *states[i], LogitRows::kLast, &one, &per_layer));
+    logits->insert(logits->end(), one.begin(), one.end());
+    for (size_t il = 0; il < per_layer.size() && il < layers_.size(); ++il) {
+      stats->experts_per_layer[il] += per_layer[il];
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CudaModel::BatchByGraph(absl::Span<const PassSequence> seqs,
                                      absl::Span<const RowRun> runs, bool* done) const {
   *done = false;
@@ -281,6 +314,7 @@ absl::Status CudaModel::ForwardBatchImpl(absl::Span<const BatchChunk> pieces,
     ASSIGN_OR_RETURN(DeviceState * st, Own(*p.state, "Forward"));
     return ForwardOne(p.tokens, *st, p.rows, logits, &stats->experts_per_layer);
   }
+  if (DecodesEachAlone(pieces)) return ForwardEachAlone(pieces, logits, stats);
   std::vector<PassSequence> seqs;
   std::vector<RowRun> runs;
   std::vector<int32_t> ids;

@@ -104,6 +104,17 @@ class CudaModel final : public Model, private DecodeProgram::Host {
   absl::Status OnePassByGraph(DeviceState& st, const PassSequence& one,
                               absl::Span<const RowRun> runs,
                               std::vector<int32_t>* experts_per_layer, bool* done) const;
+  // Decode steps of at most kMaxDecodedAlone sequences, every expert
+  // resident, with the fused decode program: each sequence's step alone
+  // costs less than their batch pass (H100, 2026-12-06, run 6: bench35
+  // 0.71 ms a step alone against 2.60 for two in one pass; bench397 1.65
+  // against 4.61; three were not measured; at four the pass wins on
+  // bench397, 5.54 against 4 x 1.65, and about ties on bench35, 2.97
+  // against 4 x 0.71). Each sequence then gets the logits it gets alone.
+  static constexpr size_t kMaxDecodedAlone = 2;
+  bool DecodesEachAlone(absl::Span<const BatchChunk> pieces) const;
+  absl::Status ForwardEachAlone(absl::Span<const BatchChunk> pieces,
+                                std::vector<float>* logits, BatchForwardStats* stats) const;
   // A pass of fewer than kTensorCoreMinEntries sequences of one row each,
   // each wanting its logits (a decode step of a batch): replayed from the
   // graph captured for that many rows (EnqueueBatch's capture mode) where
