@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -91,17 +92,14 @@ void ExpectGraphsMatchEagerSteps(const std::string& path) {
     ASSERT_EQ(graph.logits.size(), eager.logits.size());
     int differ = 0;
     for (size_t i = 0; i < graph.logits.size(); ++i) differ += graph.logits[i] != eager.logits[i];
-    int64_t acquired = 0;
-    for (int32_t e : graph.experts) acquired += e;
+    const int64_t acquired = std::accumulate(graph.experts.begin(), graph.experts.end(),
+                                             int64_t{0});
+    const int64_t eager_acquired =
+        std::accumulate(eager.experts.begin(), eager.experts.end(), int64_t{0});
     std::printf("%s, %d sequences, 6 steps: decode_graph=%d, %d of %zu logits differ, "
                 "experts acquired %lld (eager %lld)\n",
                 path.c_str(), n, graph.graph ? 1 : 0, differ, graph.logits.size(),
-                static_cast<long long>(acquired),
-                static_cast<long long>([&] {
-                  int64_t s = 0;
-                  for (int32_t e : eager.experts) s += e;
-                  return s;
-                }()));
+                static_cast<long long>(acquired), static_cast<long long>(eager_acquired));
     EXPECT_TRUE(graph.graph);
     EXPECT_FALSE(eager.graph);
     EXPECT_EQ(differ, 0) << n << " sequences";
