@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
+#include <optional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -185,6 +187,24 @@ absl::Status CudaModel::ForwardOne(absl::Span<const int32_t> tokens, DeviceState
   return FinishPass(count, logits);
 }
 
+std::optional<cuda::Graph> CudaModel::CapturePass(const std::function<absl::Status()>& enqueue,
+                                                 const std::string& what) const {
+  if (absl::Status s = cuda::Graph::BeginCapture(stream_); !s.ok()) {
+    std::fprintf(stderr, "cuda backend: %s was not captured (%s); it runs without a graph\n",
+                 what.c_str(), s.ToString().c_str());
+    return std::nullopt;
+  }
+  const absl::Status enqueued = enqueue();
+  absl::StatusOr<cuda::Graph> captured = cuda::Graph::EndCapture(stream_);
+  if (enqueued.ok() && captured.ok()) return std::move(*captured);
+  // Nothing of the capture ran: the caller runs the pass eagerly (and meets
+  // any error that was not the capture's).
+  cuda::LastLaunchError("capture").IgnoreError();
+  std::fprintf(stderr, "cuda backend: %s was not captured (%s); it runs without a graph\n",
+               what.c_str(), (enqueued.ok() ? captured.status() : enqueued).ToString().c_str());
+  return std::nullopt;
+}
+
 absl::Status CudaModel::OnePassByGraph(DeviceState& st, const PassSequence& one,
                                        absl::Span<const RowRun> runs,
                                        std::vector<int32_t>* experts_per_layer,
@@ -193,16 +213,10 @@ absl::Status CudaModel::OnePassByGraph(DeviceState& st, const PassSequence& one,
   if (!PassGraphApplies() || st.pass_graph_failed()) return absl::OkStatus();
   cuda::Graph& graph = st.pass_graph();
   if (!graph.valid()) {
-    RETURN_IF_ERROR(cuda::Graph::BeginCapture(stream_));
-    const absl::Status enqueued = EnqueueBatch(Batch(), 1, {&one, 1}, runs, experts_per_layer);
-    absl::StatusOr<cuda::Graph> captured = cuda::Graph::EndCapture(stream_);
-    if (!enqueued.ok() || !captured.ok()) {
-      // Nothing of the capture ran: the caller runs this step eagerly (and
-      // meets any error that was not the capture's).
-      cuda::LastLaunchError("capture").IgnoreError();
-      std::fprintf(stderr, "cuda backend: the one-token pass was not captured (%s); decode "
-                   "steps run without a graph\n",
-                   (enqueued.ok() ? captured.status() : enqueued).ToString().c_str());
+    std::optional<cuda::Graph> captured = CapturePass(
+        [&] { return EnqueueBatch(Batch(), 1, {&one, 1}, runs, experts_per_layer); },
+        "the one-token pass");
+    if (!captured.has_value()) {
       st.pass_graph_failed() = true;
       return absl::OkStatus();
     }
@@ -276,14 +290,10 @@ absl::Status CudaModel::BatchByGraph(absl::Span<const PassSequence> seqs,
   RETURN_IF_ERROR(UploadSequences(c, n, seqs));
   if (!g.graph.valid() || g.capacity != capacity) {
     g.graph = cuda::Graph();
-    RETURN_IF_ERROR(cuda::Graph::BeginCapture(stream_));
-    const absl::Status enqueued = EnqueueBatch(c, n, seqs, runs, nullptr);
-    absl::StatusOr<cuda::Graph> captured = cuda::Graph::EndCapture(stream_);
-    if (!enqueued.ok() || !captured.ok()) {
-      cuda::LastLaunchError("capture").IgnoreError();
-      std::fprintf(stderr, "cuda backend: the pass of %lld one-row sequences was not captured "
-                   "(%s); such passes run without a graph\n", static_cast<long long>(n),
-                   (enqueued.ok() ? captured.status() : enqueued).ToString().c_str());
+    std::optional<cuda::Graph> captured =
+        CapturePass([&] { return EnqueueBatch(c, n, seqs, runs, nullptr); },
+                    absl::StrCat("the pass of ", n, " one-row sequences"));
+    if (!captured.has_value()) {
       g.failed = true;
       return absl::OkStatus();
     }

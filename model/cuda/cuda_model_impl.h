@@ -5,8 +5,10 @@
 #ifndef SLUICE_MODEL_CUDA_CUDA_MODEL_IMPL_H_
 #define SLUICE_MODEL_CUDA_CUDA_MODEL_IMPL_H_
 
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -96,6 +98,11 @@ class CudaModel final : public Model, private DecodeProgram::Host {
   // pass through the state's captured graph where nothing in it waits for
   // the host (all experts resident, no routing observed or forced, no
   // profile); false in *done where it does not apply.
+  // `enqueue`'s launches on stream_ captured into a graph; nullopt (with a
+  // line on stderr naming `what`) where the capture failed, nothing of it
+  // having run.
+  std::optional<cuda::Graph> CapturePass(const std::function<absl::Status()>& enqueue,
+                                         const std::string& what) const;
   bool PassGraphApplies() const {
     // decode_graph is off while profiling (the sections' events).
     return options_.decode_graph && experts_ == nullptr &&
