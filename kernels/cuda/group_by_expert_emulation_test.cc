@@ -1,9 +1,10 @@
 // GroupByExpert's block (group_device.h) run on the CPU through
 // host_emulation.h: the group bounds are the prefix sums of each expert's
 // pairs, every pair lands in its expert's group exactly once, and the
-// entry / slot maps agree; with more experts than threads (runs of
-// several experts a thread), more pairs than threads, and an expert every
-// pair chose.
+// entry / slot maps agree, and the non-empty groups come compacted in
+// expert order with empty ones after them; with more experts than threads
+// (runs of several experts a thread), more pairs than threads, and an
+// expert every pair chose.
 #include "kernels/cuda/host_emulation.h"  // first: defines the CUDA keywords
 
 #include <cstdint>
@@ -17,19 +18,20 @@ namespace sluice::cuda {
 namespace {
 
 struct Grouped {
-  std::vector<int32_t> counts, begin, entry_token, slot_entry;
+  std::vector<int32_t> begin, active, active_begin, entry_token, slot_entry;
 };
 
 Grouped Run(const std::vector<int32_t>& ids, int k, int n_expert, unsigned threads) {
   const int n_pairs = static_cast<int>(ids.size());
-  Grouped g{std::vector<int32_t>(n_expert, -1), std::vector<int32_t>(n_expert + 1, -1),
-            std::vector<int32_t>(n_pairs, -1), std::vector<int32_t>(n_pairs, -1)};
+  Grouped g{std::vector<int32_t>(n_expert + 1, -1), std::vector<int32_t>(n_expert, -1),
+            std::vector<int32_t>(n_expert + 1, -1), std::vector<int32_t>(n_pairs, -1),
+            std::vector<int32_t>(n_pairs, -1)};
   std::vector<int32_t> shared(internal::GroupSharedBytes(n_expert, threads) / sizeof(int32_t));
   dim3 grid;
   emulation::Launch(grid, threads, [&] {
-    internal::GroupByExpertBlock(ids.data(), n_pairs, k, n_expert, g.counts.data(),
-                                 g.begin.data(), g.entry_token.data(), g.slot_entry.data(),
-                                 shared.data());
+    internal::GroupByExpertBlock(ids.data(), n_pairs, k, n_expert, g.begin.data(),
+                                 g.active.data(), g.active_begin.data(), g.entry_token.data(),
+                                 g.slot_entry.data(), shared.data());
   });
   return g;
 }
@@ -39,7 +41,6 @@ void ExpectGrouped(const std::vector<int32_t>& ids, int k, int n_expert, unsigne
   const int n_pairs = static_cast<int>(ids.size());
   std::vector<int32_t> want(n_expert, 0);
   for (int32_t e : ids) ++want[e];
-  EXPECT_EQ(g.counts, want);
   ASSERT_EQ(g.begin[0], 0);
   for (int e = 0; e < n_expert; ++e) ASSERT_EQ(g.begin[e + 1] - g.begin[e], want[e]) << e;
   EXPECT_EQ(g.begin[n_expert], n_pairs);
@@ -52,6 +53,18 @@ void ExpectGrouped(const std::vector<int32_t>& ids, int k, int n_expert, unsigne
     ++seen[entry];
   }
   for (int entry = 0; entry < n_pairs; ++entry) EXPECT_EQ(seen[entry], 1) << entry;
+  // The compacted groups: each non-empty expert in order, its bounds, then
+  // empty groups of expert 0 up to n_expert.
+  int j = 0;
+  for (int e = 0; e < n_expert; ++e) {
+    if (want[e] == 0) continue;
+    ASSERT_EQ(g.active[j], e) << j;
+    EXPECT_EQ(g.active_begin[j], g.begin[e]) << j;
+    EXPECT_EQ(g.active_begin[j + 1] - g.active_begin[j], want[e]) << j;
+    ++j;
+  }
+  for (int x = j; x < n_expert; ++x) EXPECT_EQ(g.active[x], 0) << x;
+  for (int x = j; x <= n_expert; ++x) EXPECT_EQ(g.active_begin[x], n_pairs) << x;
 }
 
 TEST(GroupByExpertEmulationTest, GroupsEveryPairOnce) {

@@ -520,11 +520,11 @@ __global__ void TopKKernel(const float* logits, int n_expert, int k,
 }
 
 __global__ void GroupByExpertKernel(const int32_t* ids, int n_pairs, int k, int n_expert,
-                                    int32_t* counts, int32_t* begin, int32_t* entry_token,
-                                    int32_t* slot_entry) {
+                                    int32_t* begin, int32_t* active, int32_t* active_begin,
+                                    int32_t* entry_token, int32_t* slot_entry) {
   extern __shared__ int32_t group_shared[];
-  internal::GroupByExpertBlock(ids, n_pairs, k, n_expert, counts, begin, entry_token, slot_entry,
-                               group_shared);
+  internal::GroupByExpertBlock(ids, n_pairs, k, n_expert, begin, active, active_begin,
+                               entry_token, slot_entry, group_shared);
 }
 
 __global__ void CombineKernel(const float* y, const int32_t* slot_entry,
@@ -733,14 +733,14 @@ void TopK(const float* logits, int64_t n_tok, int n_expert, int k,
 }
 
 void GroupByExpert(const int32_t* ids, int64_t n_tok, int k, int n_expert,
-                   int32_t* counts, int32_t* group_begin,
+                   int32_t* group_begin, int32_t* active, int32_t* active_begin,
                    int32_t* entry_token, int32_t* slot_entry, Stream stream) {
   const int pairs = static_cast<int>(n_tok * k);
   if (pairs <= 0) return;
   // One block: a batch's pairs are at most kMaxMicroBatch x k.
   const size_t smem = internal::GroupSharedBytes(n_expert, internal::kGroupThreads);
   GroupByExpertKernel<<<1, internal::kGroupThreads, smem, stream>>>(
-      ids, pairs, k, n_expert, counts, group_begin, entry_token, slot_entry);
+      ids, pairs, k, n_expert, group_begin, active, active_begin, entry_token, slot_entry);
 }
 
 void SwiGlu(float* g, const float* u, int64_t n, Stream stream) {

@@ -163,11 +163,16 @@ void TopK(const float* logits, int64_t n_tok, int n_expert, int k,
 
 // Groups the n_tok * k (token, slot) pairs by expert: group_begin
 // [n_expert + 1] (prefix sums of the counts), entry_token[entry] its token,
-// slot_entry[t * k + s] the entry of pair (t, s). counts: scratch
-// [n_expert]. Entries of one expert are in no particular order (each entry's
-// product is computed alone, so the results do not depend on it).
+// slot_entry[t * k + s] the entry of pair (t, s). The same groups without
+// the empty ones, for a grouped product to launch blocks only where there
+// is work: active [n_expert] the experts with pairs in increasing order,
+// active_begin [n_expert + 1] their bounds (group j is entries
+// [active_begin[j], active_begin[j + 1]) of expert active[j]); past the
+// last, expert 0 and every bound n_tok * k (empty groups). Entries of one
+// expert are in no particular order (each entry's product is computed
+// alone, so the results do not depend on it).
 void GroupByExpert(const int32_t* ids, int64_t n_tok, int k, int n_expert,
-                   int32_t* counts, int32_t* group_begin,
+                   int32_t* group_begin, int32_t* active, int32_t* active_begin,
                    int32_t* entry_token, int32_t* slot_entry, Stream stream);
 
 // g[i] = silu(g[i]) * u[i], i < n.

@@ -183,7 +183,10 @@ class Pass {
   absl::Status SharedExpert(const DeviceMoe& m) const;
   absl::Status Moe(int il, const DeviceMoe& m) const;
   absl::Status ForceIds(int il) const;
-  absl::Status Experts(const DeviceMoe& m, int max_entries) const;
+  // The routed experts' products; several rows: over `groups` of
+  // GroupByExpert's non-empty groups (all of them, or a bound on their
+  // number with the empty ones after), the largest max_entries rows.
+  absl::Status Experts(const DeviceMoe& m, int max_entries, int groups) const;
 
   const BatchContext& c_;
   Workspace& w_;
@@ -410,8 +413,8 @@ absl::Status Pass::Moe(int il, const DeviceMoe& m) const {
   if (c_.source != nullptr) RETURN_IF_ERROR(ForceIds(il));
   const bool captured = c_.graph_bounds != nullptr;
   if (!one) {
-    cuda::GroupByExpert(w_.ids, n_, k, n_expert, w_.counts, w_.group_begin, w_.entry_token,
-                        w_.slot_entry, c_.stream);
+    cuda::GroupByExpert(w_.ids, n_, k, n_expert, w_.group_begin, w_.active_experts,
+                        w_.active_begin, w_.entry_token, w_.slot_entry, c_.stream);
     Mark("moe.group");
     // A batch's launch is sized by its largest group: a 512-token batch
     // spread over 256 experts then launches ~16x fewer blocks. Captured,
@@ -446,6 +449,7 @@ absl::Status Pass::Moe(int il, const DeviceMoe& m) const {
   std::vector<int32_t> begin;
   if (captured && !one) {
     max_entries = static_cast<int>(n_);  // a group holds each row once at most
+    used = static_cast<int>(std::min<int64_t>(n_expert, n_ * k));  // at most
   } else if (!one) {
     begin.assign(c_.host_begin, c_.host_begin + n_expert + 1);
     for (int x = 0; x < n_expert; ++x) max_entries = std::max(max_entries, begin[x + 1] - begin[x]);
@@ -456,7 +460,7 @@ absl::Status Pass::Moe(int il, const DeviceMoe& m) const {
     RETURN_IF_ERROR(AcquireRouted(c_, il, n_, begin, /*prefetch=*/false, nullptr));
     Mark("moe.acquire");
   }
-  RETURN_IF_ERROR(Experts(m, max_entries));
+  RETURN_IF_ERROR(Experts(m, max_entries, used));
   Mark("moe.experts");
   if (mc.shared_ff == 0) return absl::OkStatus();
   if (m.shared_gate_inp != nullptr) {
@@ -470,7 +474,7 @@ absl::Status Pass::Moe(int il, const DeviceMoe& m) const {
 
 // Gate and up (one launch of 2k groups for one token when they share a
 // type), SwiGLU, down, the weighted combine into y.
-absl::Status Pass::Experts(const DeviceMoe& m, int max_entries) const {
+absl::Status Pass::Experts(const DeviceMoe& m, int max_entries, int groups) const {
   const MoeConfig& mc = c_.desc->moe;
   const int k = static_cast<int>(mc.n_expert_used);
   const bool one = n_ == 1;
@@ -480,10 +484,12 @@ absl::Status Pass::Experts(const DeviceMoe& m, int max_entries) const {
   g.q8_activations = q8_;
   g.rows = mc.expert_ff;
   g.cols = mc.n_embd;
-  g.n_groups = one ? k : static_cast<int>(mc.n_expert);
+  // Several rows: blocks only for the experts with rows (a decode batch of
+  // 8 on 256 experts launched ~6x more, idle).
+  g.n_groups = one ? k : groups;
   g.max_entries_per_group = one ? 1 : max_entries;
-  g.d_group_weight = one ? w_.ids : nullptr;
-  g.d_group_begin = one ? nullptr : w_.group_begin;
+  g.d_group_weight = one ? w_.ids : w_.active_experts;
+  g.d_group_begin = one ? nullptr : w_.active_begin;
   g.d_x_row = one ? w_.zeros : w_.entry_token;
   g.d_x = w_.xn;
   g.x_stride = mc.n_embd;

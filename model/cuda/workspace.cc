@@ -107,8 +107,9 @@ void Carve(const ArchDesc& d, int64_t n, int64_t logits_rows, Carver& c,
   c.Take(&w.ids, n * k);
   c.Take(&w.paired_ids, n * 2 * k);
   c.Take(&w.weights, n * k);
-  c.Take(&w.counts, d.moe.n_expert);
   c.Take(&w.group_begin, d.moe.n_expert + 1);
+  c.Take(&w.active_experts, d.moe.n_expert);
+  c.Take(&w.active_begin, d.moe.n_expert + 1);
   c.Take(&w.entry_token, n * k);
   c.Take(&w.slot_entry, n * k);
   c.Take(&w.zeros, 2 * k);

@@ -41,7 +41,9 @@ struct Workspace {
   int32_t* ids = nullptr;          // [tokens][k]
   int32_t* paired_ids = nullptr;   // [tokens][2k]: ids, then ids + n_expert
   float* weights = nullptr;        // [tokens][k]
-  int32_t *counts = nullptr, *group_begin = nullptr;  // [n_expert (+1)]
+  int32_t* group_begin = nullptr;  // [n_expert + 1]
+  // GroupByExpert's non-empty groups: their experts, their bounds.
+  int32_t *active_experts = nullptr, *active_begin = nullptr;  // [n_expert (+1)]
   int32_t *entry_token = nullptr, *slot_entry = nullptr;  // [tokens * k]
   int32_t* zeros = nullptr;  // [2k]: every decode slot reads activation row 0
   int32_t* iota = nullptr;   // [k]: decode slot s is entry s
