@@ -314,7 +314,7 @@ namespace sluice::cuda::emulation {
 // The launch's dynamic shared memory (`extern __shared__` on a GPU): one
 // buffer serves every block, since blocks run one after another.
 inline uint8_t* DynamicShared() {
-  alignas(16) static uint8_t bytes[64 << 10];
+  alignas(16) static uint8_t bytes[256 << 10];
   return bytes;
 }
 

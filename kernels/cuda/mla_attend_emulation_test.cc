@@ -179,7 +179,7 @@ TEST(MlaAttendEmulationTest, IsTheAttentionInF32) {
 // split_len, each range's block writing a partial, MlaCombineBlock merging
 // them. n_tok rows at positions pos0.. over a cache of `capacity`; returns
 // o ([n_head][n_tok][lat]).
-template <int E = kE>
+template <int E = kE, bool Staged = false>
 std::vector<float> RunSplit(const MlaShape& s, const std::vector<float>& q_abs,
                             const std::vector<float>& cache, int pos0, int n_tok, int capacity) {
   const int lat = s.kv_lora_rank;
@@ -194,9 +194,9 @@ std::vector<float> RunSplit(const MlaShape& s, const std::vector<float>& q_abs,
   grid.y = (s.n_head + internal::kHeadsPerBlock - 1) / internal::kHeadsPerBlock;
   grid.z = splits;
   emulation::Launch(grid, internal::kThreads, [&] {
-    internal::MlaAttendBlock<E>(s, q_abs.data(), loc, n_tok, o.data(),
-                             reinterpret_cast<float*>(emulation::DynamicShared()), part.data(),
-                             split_len);
+    internal::MlaAttendBlock<E, internal::OneSeq, Staged>(
+        s, q_abs.data(), loc, n_tok, o.data(),
+        reinterpret_cast<float*>(emulation::DynamicShared()), part.data(), split_len);
   });
   dim3 merge;
   merge.x = n_tok;
@@ -208,7 +208,7 @@ std::vector<float> RunSplit(const MlaShape& s, const std::vector<float>& q_abs,
 
 // Without scratch: each block merges its rows' ranges of split_len itself
 // (0: one pass over every key).
-template <int E = kE>
+template <int E = kE, bool Staged = false>
 std::vector<float> RunWhole(const MlaShape& s, const std::vector<float>& q_abs,
                             const std::vector<float>& cache, int pos0, int n_tok,
                             int split_len = 0) {
@@ -219,9 +219,9 @@ std::vector<float> RunWhole(const MlaShape& s, const std::vector<float>& q_abs,
   grid.x = n_tok;
   grid.y = (s.n_head + internal::kHeadsPerBlock - 1) / internal::kHeadsPerBlock;
   emulation::Launch(grid, internal::kThreads, [&] {
-    internal::MlaAttendBlock<E>(s, q_abs.data(), loc, n_tok, o.data(),
-                             reinterpret_cast<float*>(emulation::DynamicShared()), nullptr,
-                             split_len);
+    internal::MlaAttendBlock<E, internal::OneSeq, Staged>(
+        s, q_abs.data(), loc, n_tok, o.data(),
+        reinterpret_cast<float*>(emulation::DynamicShared()), nullptr, split_len);
   });
   return o;
 }
@@ -299,6 +299,29 @@ TEST(MlaSplitTest, ValuesAThreadDoNotChangeTheBits) {
   }
   EXPECT_EQ(differ, 0);
   EXPECT_NE(two, two_whole);  // the split's merge rounds differently: the pair is not trivial
+}
+
+// The staged attention (each chunk's rows copied into shared memory a
+// chunk ahead, SLUICE_CUDA_MLA_STAGED) reads the same values in the same
+// order: the same bits as reading the cache, split over blocks, merged in
+// a block, and in one pass; 701..703 keys (22 chunks, a last short one).
+TEST(MlaSplitTest, StagedRowsGiveTheSameBits) {
+  const MlaShape s = TestShape();
+  ASSERT_EQ(s.width() % 4, 0);
+  ASSERT_LE(internal::MlaStagedSharedBytes(s.width()), 256 << 10);  // the emulation's
+  const int n_tok = 3, pos0 = 700;
+  const auto [cache, q_abs] = MakeInputs(s, pos0, n_tok, 9, 0.3f);
+  const auto split = RunSplit<kE, false>(s, q_abs, cache, pos0, n_tok, 20000);
+  const auto split_staged = RunSplit<kE, true>(s, q_abs, cache, pos0, n_tok, 20000);
+  const auto ranges = RunWhole<kE, false>(s, q_abs, cache, pos0, n_tok, MlaSplitKeys(20000));
+  const auto ranges_staged =
+      RunWhole<kE, true>(s, q_abs, cache, pos0, n_tok, MlaSplitKeys(20000));
+  const auto whole = RunWhole<kE, false>(s, q_abs, cache, pos0, n_tok);
+  const auto whole_staged = RunWhole<kE, true>(s, q_abs, cache, pos0, n_tok);
+  EXPECT_EQ(split, split_staged);
+  EXPECT_EQ(ranges, ranges_staged);
+  EXPECT_EQ(whole, whole_staged);
+  EXPECT_EQ(split, ranges);  // and the split still equals the in-block merge
 }
 
 }  // namespace

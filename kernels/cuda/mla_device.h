@@ -7,11 +7,33 @@
 #define SLUICE_KERNELS_CUDA_MLA_DEVICE_H_
 
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/cuda/mla_ops.h"
 #include "kernels/cuda/warp_reduce.h"
 
 namespace sluice::cuda::internal {
+
+// 16 bytes from global to shared memory without passing through registers
+// (cp.async), and its groups; on the CPU (host_emulation.h) a plain copy.
+#if defined(__CUDACC__)
+__device__ __forceinline__ void StageAsync16(void* smem, const void* global) {
+  const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(global) : "memory");
+}
+__device__ __forceinline__ void StageCommit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void StageWait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+#else
+inline void StageAsync16(void* smem, const void* global) { std::memcpy(smem, global, 16); }
+inline void StageCommit() {}
+template <int N>
+inline void StageWait() {}
+#endif
 
 constexpr int kThreads = 256;
 // MlaAttend: heads a block handles (they share each cache row it loads),
@@ -222,6 +244,25 @@ __device__ __forceinline__ float Merged(float run, float a, float x, float b) {
   return __fadd_rn(__fmul_rn(run, a), __fmul_rn(x, b));
 }
 
+// The staged attention's shared memory (MlaAttendBlock with Staged): the
+// queries [kHeadsPerBlock][width], then two chunks of rows [2][kChunk][width].
+// Its rows go in 16-byte pieces: width a multiple of 4 floats.
+inline int64_t MlaStagedSharedBytes(int width) {
+  return static_cast<int64_t>(kHeadsPerBlock + 2 * kChunk) * width * sizeof(float);
+}
+
+// Starts copying rows [j0, j0 + n) of the cache into buf (a chunk's rows)
+// and commits them as one group (every thread commits, copying or not).
+__device__ inline void StageChunk(const float* cache, int j0, int n, int width, float* buf) {
+  const int per_row = width / 4;
+  for (int p = threadIdx.x; p < n * per_row; p += blockDim.x) {
+    const int r = p / per_row, q = p % per_row;
+    StageAsync16(buf + static_cast<int64_t>(r) * width + 4 * q,
+                 cache + static_cast<int64_t>(j0 + r) * width + 4 * q);
+  }
+  StageCommit();
+}
+
 // Block (token t, heads [h0, h0 + kHeadsPerBlock)): the keys in ranges of
 // split_len (0: one range), each range's chunks in order, an f32
 // accumulator per head rescaled once a chunk (ChunkWeights); each thread
@@ -231,8 +272,10 @@ __device__ __forceinline__ float Merged(float run, float a, float x, float b) {
 // merges each into a running result as MlaCombineBlock would, then writes
 // the normalised values to o_lat. Either way a row's values depend only on
 // its keys and split_len; one range is the plain one pass.
-// qs: kHeadsPerBlock * width floats of the block's shared memory.
-template <int E, typename Loc>
+// qs: kHeadsPerBlock * width floats of the block's shared memory; Staged:
+// MlaStagedSharedBytes of it, the chunks' rows copied there a chunk ahead
+// (StageChunk) and read from there, the arithmetic the same to the bit.
+template <int E, typename Loc, bool Staged = false>
 __device__ void MlaAttendBlock(const MlaShape& s, const float* q_abs, Loc loc, int n_tok,
                                float* o_lat, float* qs, float* part = nullptr,
                                int split_len = 0) {
@@ -287,13 +330,36 @@ __device__ void MlaAttendBlock(const MlaShape& s, const float* q_abs, Loc loc, i
       for (int h = 0; h < kHeadsPerBlock; ++h) acc[k][h] = 0.0f;
     }
     __syncthreads();
-    for (int j0 = keys.begin; j0 < keys.end; j0 += kChunk) {
+    float* const staged = qs + kHeadsPerBlock * width;  // [2][kChunk][width]
+    if constexpr (Staged) {
+      if (keys.begin < keys.end) {
+        const int n0 = keys.end - keys.begin < kChunk ? keys.end - keys.begin : kChunk;
+        StageChunk(seq.cache, keys.begin, n0, width, staged);
+      }
+    }
+    for (int j0 = keys.begin, c = 0; j0 < keys.end; j0 += kChunk, ++c) {
       const int n = keys.end - j0 < kChunk ? keys.end - j0 : kChunk;
-      ScoreChunk(s, qs, heads, seq.cache, j0, n, sc);
+      const float* rows = seq.cache + static_cast<int64_t>(j0) * width;
+      if constexpr (Staged) {
+        // The next chunk's copy goes into the other buffer (read by the
+        // chunk before this one: the barrier that ended it is passed).
+        const int next = j0 + kChunk;
+        if (next < keys.end) {
+          const int n_next = keys.end - next < kChunk ? keys.end - next : kChunk;
+          StageChunk(seq.cache, next, n_next, width,
+                     staged + static_cast<int64_t>((c + 1) & 1) * kChunk * width);
+          StageWait<1>();  // this chunk's group has landed
+        } else {
+          StageWait<0>();
+        }
+        __syncthreads();
+        rows = staged + static_cast<int64_t>(c & 1) * kChunk * width;
+      }
+      ScoreChunk(s, qs, heads, rows, 0, n, sc);
       __syncthreads();
       ChunkWeights(heads, n, sc, w, scale, max_s, sum);
       __syncthreads();
-      AccumulateChunk(s, heads, seq.cache, j0, n, w, scale, acc);
+      AccumulateChunk(s, heads, rows, 0, n, w, scale, acc);
       __syncthreads();
     }
     if (part != nullptr) {

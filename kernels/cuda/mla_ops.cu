@@ -4,7 +4,10 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include "kernels/cuda/mla_device.h"
 #include "kernels/cuda/mla_ops.h"
@@ -97,13 +100,36 @@ __global__ void HeadEntriesKernel(int n_head, int n_tok, int32_t* begin, int32_t
 }
 
 // Two blocks an SM where a thread owns two latent values (at most 128
-// registers: the loads of four keys in flight with no spills).
-template <int E, typename Loc>
-__global__ void __launch_bounds__(kThreads, E == 2 ? 2 : 1)
+// registers: the loads of four keys in flight with no spills); staged, the
+// shared memory allows one.
+template <int E, typename Loc, bool Staged>
+__global__ void __launch_bounds__(kThreads, E == 2 && !Staged ? 2 : 1)
     MlaAttendKernel(MlaShape s, const float* q_abs, Loc loc, int n_tok, float* o_lat,
                     float* part, int split_len) {
-  extern __shared__ float qs[];  // [kHeadsPerBlock][width]
-  internal::MlaAttendBlock<E>(s, q_abs, loc, n_tok, o_lat, qs, part, split_len);
+  extern __shared__ float qs[];  // [kHeadsPerBlock][width] (staged: then the rows)
+  internal::MlaAttendBlock<E, Loc, Staged>(s, q_abs, loc, n_tok, o_lat, qs, part, split_len);
+}
+
+// The shared memory a block may opt into (227 KiB on sm_90).
+constexpr int64_t kMaxOptInShared = 227 * 1024;
+
+// -1: not decided yet (read SLUICE_CUDA_MLA_STAGED on first use); 0 or 1.
+std::atomic<int> mla_staged{-1};
+
+template <int E, typename Loc, bool Staged>
+void AttendWith(const MlaShape& s, const float* q_abs, Loc loc, int n_tok, float* o_lat,
+                float* part, int split_len, dim3 grid, size_t smem, Stream stream) {
+  if constexpr (Staged) {
+    // Past 48 KiB a kernel opts in (once per instantiation and size).
+    static size_t opted = 0;
+    if (smem > opted) {
+      cudaFuncSetAttribute(MlaAttendKernel<E, Loc, true>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+      opted = smem;
+    }
+  }
+  MlaAttendKernel<E, Loc, Staged>
+      <<<grid, kThreads, smem, stream>>>(s, q_abs, loc, n_tok, o_lat, part, split_len);
 }
 
 __global__ void MlaCombineKernel(MlaShape s, const float* part, int splits, int n_tok,
@@ -140,14 +166,25 @@ void LaunchAttend(const MlaShape& s, const float* q_abs, Loc loc, int64_t n_tok,
           : (s.kv_capacity + split_len - 1) / split_len;
   const dim3 grid(static_cast<unsigned>(n_tok),
                   (s.n_head + kHeadsPerBlock - 1) / kHeadsPerBlock, splits);
-  const size_t smem = static_cast<size_t>(kHeadsPerBlock) * s.width() * sizeof(float);
   float* part = splits > 1 ? scratch : nullptr;
-  if (internal::ElemsFor(s.kv_lora_rank) == 2) {
-    MlaAttendKernel<2><<<grid, kThreads, smem, stream>>>(s, q_abs, loc, static_cast<int>(n_tok),
-                                                       o_lat, part, split_len);
+  const int n = static_cast<int>(n_tok);
+  const int64_t staged_smem = internal::MlaStagedSharedBytes(s.width());
+  if (MlaStagedEnabled() && s.width() % 4 == 0 && staged_smem <= kMaxOptInShared) {
+    const auto smem = static_cast<size_t>(staged_smem);
+    if (internal::ElemsFor(s.kv_lora_rank) == 2) {
+      AttendWith<2, Loc, true>(s, q_abs, loc, n, o_lat, part, split_len, grid, smem, stream);
+    } else {
+      AttendWith<kElemsPerThread, Loc, true>(s, q_abs, loc, n, o_lat, part, split_len, grid,
+                                             smem, stream);
+    }
   } else {
-    MlaAttendKernel<kElemsPerThread><<<grid, kThreads, smem, stream>>>(
-        s, q_abs, loc, static_cast<int>(n_tok), o_lat, part, split_len);
+    const size_t smem = static_cast<size_t>(kHeadsPerBlock) * s.width() * sizeof(float);
+    if (internal::ElemsFor(s.kv_lora_rank) == 2) {
+      AttendWith<2, Loc, false>(s, q_abs, loc, n, o_lat, part, split_len, grid, smem, stream);
+    } else {
+      AttendWith<kElemsPerThread, Loc, false>(s, q_abs, loc, n, o_lat, part, split_len, grid,
+                                              smem, stream);
+    }
   }
   if (splits > 1) {
     const dim3 merge(static_cast<unsigned>(n_tok), s.n_head);
@@ -172,6 +209,20 @@ MlaRope MlaRopeOf(int n_rot, bool neox, float freq_base, float freq_scale, float
   if (ext_factor != 0.0f) r.mscale *= 1.0f + 0.1f * std::log(1.0f / freq_scale);
   return r;
 }
+
+bool MlaStagedEnabled() {
+  int v = mla_staged.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* env = std::getenv("SLUICE_CUDA_MLA_STAGED");
+    v = env != nullptr && std::strcmp(env, "1") == 0 ? 1 : 0;
+    int expected = -1;
+    // A concurrent SetMlaStagedEnabled wins over the environment.
+    if (!mla_staged.compare_exchange_strong(expected, v)) v = expected;
+  }
+  return v == 1;
+}
+
+void SetMlaStagedEnabled(bool enabled) { mla_staged.store(enabled ? 1 : 0); }
 
 bool MlaSupported(const MlaShape& s) {
   return s.n_head > 0 && s.kv_lora_rank > 0 && s.kv_lora_rank <= kThreads * kElemsPerThread &&

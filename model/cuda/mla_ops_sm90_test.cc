@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "base/testing/skip.h"
@@ -287,6 +288,39 @@ TEST_F(MlaOpsSm90Test, SplitKeysMatchOnePass) {
       }
     }
   }
+}
+
+// The staged attention (SetMlaStagedEnabled: each chunk's rows copied into
+// shared memory a chunk ahead) gives the same bits as reading the cache:
+// decode rows split over blocks and merged in a block at depth 3,000 of a
+// 4,096-row cache, and a 40-row prompt's rows. Not yet run on a GPU.
+TEST_F(MlaOpsSm90Test, StagedRowsGiveTheSameBits) {
+  const MlaConfig c = Config();
+  cuda::MlaShape s = ShapeOf(c);
+  s.kv_capacity = 4096;
+  const int64_t h = c.n_head, width = c.cache_width(), lat = c.kv_lora_rank;
+  auto cache = Random(s.kv_capacity * width, 90);
+  kernels::RoundToHalf(cache.data(), static_cast<int64_t>(cache.size()));
+  Dev d;
+  float* d_cache = d.Put(cache);
+  float* scratch = d.Zeros<float>(cuda::MlaAttendScratchFloats(s.n_head, s.kv_lora_rank, 40));
+  const bool was = cuda::MlaStagedEnabled();
+  for (const auto& [n, pos0, split] :
+       std::vector<std::tuple<int, int32_t, bool>>{{1, 3000, true}, {3, 3000, false},
+                                                   {40, 2000, false}}) {
+    const auto q_abs = Random(h * n * width, 91 + n);
+    float* qa = d.Put(q_abs);
+    int32_t* pos = d.Put(std::vector<int32_t>{pos0});
+    std::vector<float> out[2];
+    for (const bool staged : {false, true}) {
+      cuda::SetMlaStagedEnabled(staged);
+      float* o = d.Zeros<float>(h * n * lat);
+      cuda::MlaAttend(s, qa, d_cache, pos, n, o, split ? scratch : nullptr, nullptr);
+      out[staged] = d.Get(o, h * n * lat);
+    }
+    EXPECT_EQ(out[0], out[1]) << n << " rows at " << pos0;
+  }
+  cuda::SetMlaStagedEnabled(was);
 }
 
 TEST_F(MlaOpsSm90Test, MlaOverSeveralSequencesEqualsEachAlone) {
