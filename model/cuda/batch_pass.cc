@@ -1,6 +1,9 @@
 #include "model/cuda/batch_pass.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -91,6 +94,24 @@ absl::Status AcquireRouted(const BatchContext& c, int il, int64_t n_tok,
   return absl::OkStatus();
 }
 
+namespace {
+// -1: not decided yet (read SLUICE_CUDA_SPLIT_KINDS on first use); 0 or 1.
+std::atomic<int> split_kinds{-1};
+}  // namespace
+
+bool SplitKindsEnabled() {
+  int v = split_kinds.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* env = std::getenv("SLUICE_CUDA_SPLIT_KINDS");
+    v = env != nullptr && std::strcmp(env, "1") == 0 ? 1 : 0;
+    int expected = -1;
+    if (!split_kinds.compare_exchange_strong(expected, v)) v = expected;
+  }
+  return v == 1;
+}
+
+void SetSplitKindsEnabled(bool enabled) { split_kinds.store(enabled ? 1 : 0); }
+
 absl::Status UploadSequences(const BatchContext& c, int64_t n_tok,
                              absl::Span<const PassSequence> seqs) {
   const int n_seqs = static_cast<int>(seqs.size());
@@ -142,6 +163,15 @@ class Pass {
     tensor_cores_ = longest >= cuda::kTensorCoreMinEntries;
     q8_ = !tensor_cores_;
     for (const PassSequence& s : seqs) max_capacity_ = std::max(max_capacity_, s.state->capacity());
+    // Short sequences first, then long chunks only: their rows can be
+    // multiplied apart (SplitKindsEnabled).
+    if (tensor_cores_ && SplitKindsEnabled()) {
+      size_t i = 0;
+      while (i < seqs.size() && seqs[i].n < cuda::kTensorCoreMinEntries) short_rows_ += seqs[i++].n;
+      bool ordered = true;
+      for (; i < seqs.size(); ++i) ordered &= seqs[i].n >= cuda::kTensorCoreMinEntries;
+      if (!ordered) short_rows_ = 0;
+    }
   }
   absl::Status Run(absl::Span<const RowRun> logit_rows);
 
@@ -149,10 +179,23 @@ class Pass {
   void Mark(const char* s) const {
     if (c_.profiler != nullptr) c_.profiler->Mark(s, c_.stream);
   }
+  // Rows [r0, r0 + n) of a pass and how their products go: tensor cores
+  // (activations and weights rounded to BF16) or, without, 8-bit rows.
+  struct RowKind {
+    int64_t r0, n;
+    bool tensor_cores, q8;
+  };
   absl::Status Project(const DeviceMatrix& w, const float* x, float* y) const {
-    ASSIGN_OR_RETURN(const uint8_t* xq, Rounded(w.type, x, n_, w.cols));
-    return cuda::MatMul(w.type, w.data, w.rows, w.cols, x, n_, y, c_.stream, tensor_cores_, q8_,
-                        xq);
+    if (short_rows_ == 0) return ProjectRows(w, x, y, {0, n_, tensor_cores_, q8_});
+    RETURN_IF_ERROR(ProjectRows(w, x, y, {0, short_rows_, false, true}));
+    return ProjectRows(w, x, y, {short_rows_, n_ - short_rows_, true, false});
+  }
+  absl::Status ProjectRows(const DeviceMatrix& w, const float* x, float* y,
+                           const RowKind& rows) const {
+    const float* xr = x + rows.r0 * w.cols;
+    ASSIGN_OR_RETURN(const uint8_t* xq, Rounded(w.type, xr, rows.n, w.cols, rows.q8));
+    return cuda::MatMul(w.type, w.data, w.rows, w.cols, xr, rows.n, y + rows.r0 * w.rows,
+                        c_.stream, rows.tensor_cores, rows.q8, xq);
   }
   // x's n_rows rows of cols (contiguous) rounded to 8 bits for a product
   // with weights of `type`, or null where that product keeps F32
@@ -160,7 +203,11 @@ class Pass {
   // any other input into act_q8 for each product, which the stream's order
   // keeps from overwriting rows a product before it still reads.
   absl::StatusOr<const uint8_t*> Rounded(GgmlType type, const float* x, int64_t n_rows,
-                                         int64_t cols) const;
+                                         int64_t cols) const {
+    return Rounded(type, x, n_rows, cols, q8_);
+  }
+  absl::StatusOr<const uint8_t*> Rounded(GgmlType type, const float* x, int64_t n_rows,
+                                         int64_t cols, bool q8) const;
   void XnChanged() const { xn_rounded_rows_[0] = xn_rounded_rows_[1] = 0; }
   absl::Status ProjectPair(const DeviceMatrix& a, const DeviceMatrix& b,
                            const cuda::DeviceBuffer& table, const float* x, float* ya,
@@ -185,8 +232,13 @@ class Pass {
   absl::Status ForceIds(int il) const;
   // The routed experts' products; several rows: over `groups` of
   // GroupByExpert's non-empty groups (all of them, or a bound on their
-  // number with the empty ones after), the largest max_entries rows.
+  // number with the empty ones after), the largest max_entries rows. A
+  // mixed pass (short_rows_) groups and multiplies each kind of rows apart.
   absl::Status Experts(const DeviceMoe& m, int max_entries, int groups) const;
+  // Experts over `rows` with the groups in the workspace (one: a single
+  // token's k experts, no groups).
+  absl::Status ExpertsOver(const DeviceMoe& m, const RowKind& rows, bool one, int max_entries,
+                           int groups) const;
 
   const BatchContext& c_;
   Workspace& w_;
@@ -194,14 +246,18 @@ class Pass {
   const absl::Span<const PassSequence> seqs_;
   std::vector<int32_t>* const experts_per_layer_;
   int max_capacity_ = 0;  // the largest KV cache of the pass's sequences
+  // A mixed pass whose short sequences (fewer than kTensorCoreMinEntries
+  // rows) come first: their rows [0, short_rows_) multiplied apart in 8
+  // bits (SplitKindsEnabled); 0 otherwise.
+  int64_t short_rows_ = 0;
   bool tensor_cores_ = true;  // whether its products may take them
   bool q8_ = false;           // whether the others round activations to 8 bits
   mutable int64_t xn_rounded_rows_[2] = {0, 0};  // rows of xn in xn_q8[format]
 };
 
 absl::StatusOr<const uint8_t*> Pass::Rounded(GgmlType type, const float* x, int64_t n_rows,
-                                             int64_t cols) const {
-  if (!q8_ || !cuda::Q8ActivationsEnabled() || !cuda::Q8RoundOnceEnabled()) return nullptr;
+                                             int64_t cols, bool q8) const {
+  if (!q8 || !cuda::Q8ActivationsEnabled() || !cuda::Q8RoundOnceEnabled()) return nullptr;
   const cuda::Q8Format format = cuda::Q8ActivationFormat(type, cols);
   if (format == cuda::Q8Format::kNone) return nullptr;
   if (x != w_.xn) {
@@ -475,13 +531,41 @@ absl::Status Pass::Moe(int il, const DeviceMoe& m) const {
 // Gate and up (one launch of 2k groups for one token when they share a
 // type), SwiGLU, down, the weighted combine into y.
 absl::Status Pass::Experts(const DeviceMoe& m, int max_entries, int groups) const {
+  if (short_rows_ == 0) {
+    return ExpertsOver(m, {0, n_, tensor_cores_, q8_}, n_ == 1, max_entries, groups);
+  }
+  // Mixed: each kind of rows grouped and multiplied on its own, the short
+  // sequences' rows as in a pass of short rows (SplitKindsEnabled).
+  const int k = static_cast<int>(c_.desc->moe.n_expert_used);
+  const int n_expert = static_cast<int>(c_.desc->moe.n_expert);
+  for (const RowKind& part : {RowKind{0, short_rows_, false, true},
+                              RowKind{short_rows_, n_ - short_rows_, true, false}}) {
+    cuda::GroupByExpert(w_.ids + part.r0 * k, part.n, k, n_expert, w_.group_begin,
+                        w_.active_experts, w_.active_begin, w_.entry_token, w_.slot_entry,
+                        c_.stream);
+    RETURN_IF_ERROR(cuda::CopyToHost(c_.host_begin, w_.group_begin,
+                                     (n_expert + 1) * sizeof(int32_t), c_.stream));
+    RETURN_IF_ERROR(cuda::Synchronize(c_.stream));
+    int largest = 1;
+    for (int x = 0; x < n_expert; ++x) {
+      largest = std::max(largest, c_.host_begin[x + 1] - c_.host_begin[x]);
+    }
+    RETURN_IF_ERROR(ExpertsOver(m, part, /*one=*/false, largest,
+                                CountGroups(c_.host_begin, n_expert)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Pass::ExpertsOver(const DeviceMoe& m, const RowKind& rows, bool one,
+                               int max_entries, int groups) const {
   const MoeConfig& mc = c_.desc->moe;
   const int k = static_cast<int>(mc.n_expert_used);
-  const bool one = n_ == 1;
+  const int64_t n = rows.n;
+  const float* xn = w_.xn + rows.r0 * mc.n_embd;
   const bool fuse_gate_up = one && m.gate_type == m.up_type;
   cuda::GroupedMatMul g;
-  g.tensor_cores = tensor_cores_;
-  g.q8_activations = q8_;
+  g.tensor_cores = rows.tensor_cores;
+  g.q8_activations = rows.q8;
   g.rows = mc.expert_ff;
   g.cols = mc.n_embd;
   // Several rows: blocks only for the experts with rows (a decode batch of
@@ -491,13 +575,13 @@ absl::Status Pass::Experts(const DeviceMoe& m, int max_entries, int groups) cons
   g.d_group_weight = one ? w_.ids : w_.active_experts;
   g.d_group_begin = one ? nullptr : w_.active_begin;
   g.d_x_row = one ? w_.zeros : w_.entry_token;
-  g.d_x = w_.xn;
+  g.d_x = xn;
   g.x_stride = mc.n_embd;
   g.y_stride = mc.expert_ff;
   g.type = m.gate_type;
   g.d_weights = m.gate_table();
   g.d_y = w_.expert_g;
-  ASSIGN_OR_RETURN(g.d_x_q8, Rounded(g.type, w_.xn, n_, mc.n_embd));
+  ASSIGN_OR_RETURN(g.d_x_q8, Rounded(g.type, xn, n, mc.n_embd, rows.q8));
   float* up_out = w_.expert_u;
   if (fuse_gate_up) {
     // Rows 0..k-1 of expert_g get the gate products, k..2k-1 the up ones.
@@ -512,10 +596,10 @@ absl::Status Pass::Experts(const DeviceMoe& m, int max_entries, int groups) cons
     g.type = m.up_type;
     g.d_weights = m.up_table();
     g.d_y = w_.expert_u;
-    ASSIGN_OR_RETURN(g.d_x_q8, Rounded(g.type, w_.xn, n_, mc.n_embd));
+    ASSIGN_OR_RETURN(g.d_x_q8, Rounded(g.type, xn, n, mc.n_embd, rows.q8));
     RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(g, c_.stream));
   }
-  cuda::SwiGlu(w_.expert_g, up_out, n_ * k * mc.expert_ff, c_.stream);
+  cuda::SwiGlu(w_.expert_g, up_out, n * k * mc.expert_ff, c_.stream);
   cuda::GroupedMatMul down = g;
   down.type = m.down_type;
   down.rows = mc.n_embd;
@@ -526,10 +610,10 @@ absl::Status Pass::Experts(const DeviceMoe& m, int max_entries, int groups) cons
   down.x_stride = mc.expert_ff;
   down.d_y = w_.expert_y;
   down.y_stride = mc.n_embd;
-  ASSIGN_OR_RETURN(down.d_x_q8, Rounded(down.type, w_.expert_g, n_ * k, mc.expert_ff));
+  ASSIGN_OR_RETURN(down.d_x_q8, Rounded(down.type, w_.expert_g, n * k, mc.expert_ff, rows.q8));
   RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(down, c_.stream));
-  cuda::CombineExperts(w_.expert_y, one ? w_.iota : w_.slot_entry, w_.weights, n_, k,
-                       mc.n_embd, w_.y, c_.stream);
+  cuda::CombineExperts(w_.expert_y, one ? w_.iota : w_.slot_entry, w_.weights + rows.r0 * k, n,
+                       k, mc.n_embd, w_.y + rows.r0 * mc.n_embd, c_.stream);
   return absl::OkStatus();
 }
 
@@ -575,9 +659,21 @@ absl::Status Pass::Run(absl::Span<const RowRun> logit_rows) {
     packed += r.n;
   }
   XnChanged();
-  ASSIGN_OR_RETURN(const uint8_t* xq, Rounded(c_.output.type, w_.xn, packed, c_.output.cols));
-  RETURN_IF_ERROR(cuda::MatMul(c_.output.type, c_.output.data, c_.output.rows, c_.output.cols,
-                               w_.xn, packed, w_.logits, c_.stream, tensor_cores_, q8_, xq));
+  // Mixed: the packed rows of short sequences come first.
+  int64_t packed_short = 0;
+  for (const RowRun& r : logit_rows) {
+    packed_short += std::max<int64_t>(0, std::min(r.row + r.n, short_rows_) - r.row);
+  }
+  const DeviceMatrix& head = c_.output;
+  if (packed_short == 0 || short_rows_ == 0) {
+    RETURN_IF_ERROR(ProjectRows(head, w_.xn, w_.logits, {0, packed, tensor_cores_, q8_}));
+  } else {
+    RETURN_IF_ERROR(ProjectRows(head, w_.xn, w_.logits, {0, packed_short, false, true}));
+    if (packed > packed_short) {
+      RETURN_IF_ERROR(ProjectRows(head, w_.xn, w_.logits,
+                                  {packed_short, packed - packed_short, true, false}));
+    }
+  }
   Mark("head");
   return cuda::LastLaunchError("cuda forward");
 }

@@ -103,6 +103,18 @@ absl::Status EnqueueBatch(const BatchContext& c, int64_t n_tok,
                           absl::Span<const RowRun> logit_rows,
                           std::vector<int32_t>* experts_per_layer);
 
+// Whether a pass that mixes short sequences (fewer than
+// cuda::kTensorCoreMinEntries rows: decode steps, short prompts) with long
+// chunks multiplies the short ones' rows apart, as a pass of short rows
+// would (8-bit rows, no tensor cores), and only the long chunks' on tensor
+// cores. It needs the short sequences first: CudaModel orders a batch's
+// pieces so. Without, every row of a pass with a long chunk is multiplied
+// in BF16. Off by default until measured (written 2026-12-06, not yet run
+// on a GPU); SLUICE_CUDA_SPLIT_KINDS=1 turns it on (read once),
+// SetSplitKindsEnabled at any time (tests).
+bool SplitKindsEnabled();
+void SetSplitKindsEnabled(bool enabled);
+
 // Fills the workspace's sequence tables of a pass of several sequences
 // (their rows, positions and states) on c.stream.
 absl::Status UploadSequences(const BatchContext& c, int64_t n_tok,

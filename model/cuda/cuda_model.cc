@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "kernels/cuda/quant_matmul.h"
 #include "loader/model_files.h"
 #include "model/cuda/cuda_model_impl.h"
 #include "model/engine.h"
@@ -325,11 +326,20 @@ absl::Status CudaModel::ForwardBatchImpl(absl::Span<const BatchChunk> pieces,
     return ForwardOne(p.tokens, *st, p.rows, logits, &stats->experts_per_layer);
   }
   if (DecodesEachAlone(pieces)) return ForwardEachAlone(pieces, logits, stats);
+  // The pass's order of the pieces: with SplitKindsEnabled, the short
+  // ones first (batch_pass.h), the logits put back in the pieces' order.
+  std::vector<size_t> order(pieces.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (SplitKindsEnabled()) {
+    std::stable_partition(order.begin(), order.end(), [&](size_t i) {
+      return static_cast<int64_t>(pieces[i].tokens.size()) < cuda::kTensorCoreMinEntries;
+    });
+  }
   std::vector<PassSequence> seqs;
   std::vector<RowRun> runs;
   std::vector<int32_t> ids;
   int64_t n_tok = 0, count = 0;
-  for (size_t i = 0; i < pieces.size(); ++i) {
+  for (const size_t i : order) {
     const BatchChunk& p = pieces[i];
     ASSIGN_OR_RETURN(DeviceState * st, Own(*p.state, absl::StrCat("chunk ", i)));
     const int64_t n = static_cast<int64_t>(p.tokens.size());
@@ -369,7 +379,26 @@ absl::Status CudaModel::ForwardBatchImpl(absl::Span<const BatchChunk> pieces,
   profiler_->Start(stream_);
   RETURN_IF_ERROR(EnqueueBatch(Batch(), n_tok, seqs, runs, &stats->experts_per_layer));
   RETURN_IF_ERROR(profiler_->Collect("batch", stream_));
-  return FinishPass(count, logits);
+  RETURN_IF_ERROR(FinishPass(count, logits));
+  if (!std::is_sorted(order.begin(), order.end())) {
+    // Each piece's logit rows, from the pass's order back to the pieces'.
+    const int64_t v = desc_.info.n_vocab;
+    std::vector<int64_t> at(pieces.size() + 1, 0);  // a piece's first row, pieces' order
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      at[i + 1] = at[i] + LogitRowCount(pieces[i].rows,
+                                        static_cast<int64_t>(pieces[i].tokens.size()));
+    }
+    std::vector<float> back(logits->size());
+    int64_t from = 0;
+    for (const size_t i : order) {
+      const int64_t rows = at[i + 1] - at[i];
+      std::copy(logits->begin() + from * v, logits->begin() + (from + rows) * v,
+                back.begin() + at[i] * v);
+      from += rows;
+    }
+    *logits = std::move(back);
+  }
+  return absl::OkStatus();
 }
 
 namespace {
