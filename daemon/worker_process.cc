@@ -12,6 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <string_view>
+
 #include "absl/strings/str_cat.h"
 #include "daemon/forker.h"
 #include "wire/channel.h"
@@ -71,6 +73,10 @@ bool WritePidTo(const char* path) {
 // libraries (a relocated install, the CUDA runtime), so does its worker.
 constexpr const char* kPassedThrough[] = {"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
                                           "LD_LIBRARY_PATH", "TZ", "LANG", "LC_ALL"};
+// And the CUDA backend's kernel switches (SLUICE_CUDA_Q8=0, ...; listed in
+// docs/CUDA_KERNELS.md): they choose among kernels of the same results or
+// measured variants, and a worker is where they act.
+constexpr std::string_view kPassedPrefix = "SLUICE_CUDA_";
 
 std::string SignalName(int sig) {
   const char* abbrev = sigabbrev_np(sig);
@@ -83,6 +89,13 @@ std::vector<std::string> WorkerEnvironment() {
   std::vector<std::string> env = {"PATH=/usr/local/bin:/usr/bin:/bin"};
   for (const char* name : kPassedThrough) {
     if (const char* value = getenv(name)) env.push_back(absl::StrCat(name, "=", value));
+  }
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view var(*e);
+    if (var.substr(0, kPassedPrefix.size()) == kPassedPrefix &&
+        var.find('=') != std::string_view::npos) {
+      env.emplace_back(var);
+    }
   }
   return env;
 }

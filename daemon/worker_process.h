@@ -44,8 +44,9 @@
 
 namespace sluice::daemon {
 
-// The worker's whole environment: a fixed PATH and a few pass-through
-// variables (CUDA device selection, time zone, locale) when set.
+// The worker's whole environment: a fixed PATH, a few pass-through
+// variables (CUDA device selection, library path, time zone, locale) when
+// set, and every SLUICE_CUDA_* kernel switch.
 std::vector<std::string> WorkerEnvironment();
 
 struct WorkerSpawnOptions {
