@@ -4,10 +4,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 
 #include "kernels/cuda/mla_device.h"
 #include "kernels/cuda/mla_ops.h"
@@ -113,8 +110,6 @@ __global__ void __launch_bounds__(kThreads, E == 2 && !Staged ? 2 : 1)
 // The shared memory a block may opt into (227 KiB on sm_90).
 constexpr int64_t kMaxOptInShared = 227 * 1024;
 
-// -1: not decided yet (read SLUICE_CUDA_MLA_STAGED on first use); 0 or 1.
-std::atomic<int> mla_staged{-1};
 
 template <int E, typename Loc, bool Staged>
 void AttendWith(const MlaShape& s, const float* q_abs, Loc loc, int n_tok, float* o_lat,
@@ -209,20 +204,6 @@ MlaRope MlaRopeOf(int n_rot, bool neox, float freq_base, float freq_scale, float
   if (ext_factor != 0.0f) r.mscale *= 1.0f + 0.1f * std::log(1.0f / freq_scale);
   return r;
 }
-
-bool MlaStagedEnabled() {
-  int v = mla_staged.load(std::memory_order_relaxed);
-  if (v < 0) {
-    const char* env = std::getenv("SLUICE_CUDA_MLA_STAGED");
-    v = env != nullptr && std::strcmp(env, "1") == 0 ? 1 : 0;
-    int expected = -1;
-    // A concurrent SetMlaStagedEnabled wins over the environment.
-    if (!mla_staged.compare_exchange_strong(expected, v)) v = expected;
-  }
-  return v == 1;
-}
-
-void SetMlaStagedEnabled(bool enabled) { mla_staged.store(enabled ? 1 : 0); }
 
 bool MlaSupported(const MlaShape& s) {
   return s.n_head > 0 && s.kv_lora_rank > 0 && s.kv_lora_rank <= kThreads * kElemsPerThread &&

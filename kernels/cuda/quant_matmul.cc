@@ -3,12 +3,12 @@
 // InvalidArgument naming the field rather than a kernel fault.
 #include "kernels/cuda/quant_matmul.h"
 
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/env_switch.h"
 #include "base/status_macros.h"
 #include "kernels/cuda/quant_matmul_impl.h"
 
@@ -64,8 +64,7 @@ absl::Status CheckGeometry(const internal::RawGroupedMatMul& raw, const char* wh
   return absl::OkStatus();
 }
 
-// -1: not decided yet (read SLUICE_CUDA_TENSOR_CORES on first use); 0 or 1.
-std::atomic<int> tensor_cores{-1};
+EnvSwitch tensor_cores_switch("SLUICE_CUDA_TENSOR_CORES", true);
 
 // Launches `raw` on the tensor-core kernel when the caller and UsesTensorCores allow it for
 // its largest group, else on the FP32 kernel, with 8-bit activations when
@@ -87,34 +86,15 @@ absl::Status LaunchEither(const internal::RawGroupedMatMul& raw, bool tensor_cor
   return LaunchError(internal::LaunchGrouped(raw, stream), what);  // F32 reads no x_q8
 }
 
-// -1: not decided yet (read SLUICE_CUDA_Q8 on first use); 0 or 1.
-std::atomic<int> q8_activations{-1};
+EnvSwitch q8_switch("SLUICE_CUDA_Q8", true);
 
 }  // namespace
 
-bool TensorCoresEnabled() {
-  int v = tensor_cores.load(std::memory_order_relaxed);
-  if (v < 0) {
-    const char* env = std::getenv("SLUICE_CUDA_TENSOR_CORES");
-    v = env != nullptr && std::strcmp(env, "0") == 0 ? 0 : 1;
-    int expected = -1;
-    // A concurrent SetTensorCoresEnabled wins over the environment.
-    if (!tensor_cores.compare_exchange_strong(expected, v)) v = expected;
-  }
-  return v == 1;
-}
+bool TensorCoresEnabled() { return tensor_cores_switch.on(); }
 
-void SetTensorCoresEnabled(bool enabled) { tensor_cores.store(enabled ? 1 : 0); }
+void SetTensorCoresEnabled(bool enabled) { tensor_cores_switch.Set(enabled); }
 
-bool Q8ActivationsEnabled() {
-  int v = q8_activations.load(std::memory_order_relaxed);
-  if (v < 0) {
-    const char* env = std::getenv("SLUICE_CUDA_Q8");
-    v = env != nullptr && std::strcmp(env, "0") == 0 ? 0 : 1;
-    q8_activations.store(v, std::memory_order_relaxed);
-  }
-  return v == 1;
-}
+bool Q8ActivationsEnabled() { return q8_switch.on(); }
 
 bool Q8RoundOnceEnabled() {
   static const bool on = [] {

@@ -1,11 +1,9 @@
 #include "model/cuda/batch_pass.h"
 
 #include <algorithm>
-#include <atomic>
-#include <cstdlib>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/env_switch.h"
 #include "base/status_macros.h"
 #include "kernels/cuda/mla_ops.h"
 #include "kernels/cuda/quant_matmul.h"
@@ -95,22 +93,12 @@ absl::Status AcquireRouted(const BatchContext& c, int il, int64_t n_tok,
 }
 
 namespace {
-// -1: not decided yet (read SLUICE_CUDA_SPLIT_KINDS on first use); 0 or 1.
-std::atomic<int> split_kinds{-1};
+EnvSwitch split_kinds("SLUICE_CUDA_SPLIT_KINDS", false);
 }  // namespace
 
-bool SplitKindsEnabled() {
-  int v = split_kinds.load(std::memory_order_relaxed);
-  if (v < 0) {
-    const char* env = std::getenv("SLUICE_CUDA_SPLIT_KINDS");
-    v = env != nullptr && std::strcmp(env, "1") == 0 ? 1 : 0;
-    int expected = -1;
-    if (!split_kinds.compare_exchange_strong(expected, v)) v = expected;
-  }
-  return v == 1;
-}
+bool SplitKindsEnabled() { return split_kinds.on(); }
 
-void SetSplitKindsEnabled(bool enabled) { split_kinds.store(enabled ? 1 : 0); }
+void SetSplitKindsEnabled(bool enabled) { split_kinds.Set(enabled); }
 
 absl::Status UploadSequences(const BatchContext& c, int64_t n_tok,
                              absl::Span<const PassSequence> seqs) {
