@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The checks of docs/BENCHMARKS.md's "Next GPU call" that need no llama.cpp,
+# in one command on the GPU machine: every sm90 test; the batch gap's
+# experiment (the prompt inside a batch with tensor cores off); the kernel
+# switches still off by default measured on and off (the kinds-apart batch
+# pass through the daemon when the bundle has it; with --kimi the staged
+# MLA attention); batch_decode at small batches with its profile. Prints a
+# summary and leaves every log in OUT.
+#
+# Here (the bundle: tools/gpu_tests.sh B, then tools/gpu_bundle.sh B with
+# generate, mkmodel and batch_decode, and for the daemon step sluiced,
+# sluice-worker and sluicectl):
+#   tools/gpu_tests.sh B && tools/gpu_bundle.sh B bazel-bin/tools/{generate,mkmodel,batch_decode}
+# There:
+#   bench/gpu_checks.sh B GOLDENS GOLDENS_DEEPSEEK2 OUT [--kimi]
+# --kimi also writes the Kimi-K2-shape file (41.6 GB, about a minute) and
+# times its decode at depth 4,096 with the staged attention on and off.
+set -uo pipefail
+bundle="$1" goldens="$2" goldens_ds2="$3" out="$4"
+kimi=0
+[ "${5:-}" = "--kimi" ] && kimi=1
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+bin="$bundle/bin"
+models="${SLUICE_BENCH_MODELS:-/tmp/sluice-bench-models}"
+mkdir -p "$models"
+step() { echo "== $* [$(date +%T)]"; }
+
+step "mkmodel bench35 and bench397, locality 0.2 (in the background)"
+b35="$models/bench35-q4_k_m-l8-loc0.2.gguf" b397="$models/bench397-ud_q1_0-l8-loc0.2.gguf"
+(
+  [ -f "$b35" ] || "$bin/mkmodel" --shape bench35 --mix q4_k_m --routing-locality 0.2 --out "$b35"
+  [ -f "$b397" ] || "$bin/mkmodel" --shape bench397 --mix ud_q1_0 --routing-locality 0.2 \
+    --n-layer 8 --out "$b397"
+) > "$out/mkmodel.log" 2>&1 &
+mk=$!
+
+step "every sm90 test"
+SM90_LOGS="$out/sm90" "$bundle/run.sh" "$bin" "$goldens" "$goldens_ds2" 2>&1 | tail -16
+
+step "the batch gap with tensor cores off (docs/BATCHING.md)"
+SLUICE_CUDA_TENSOR_CORES=0 timeout 300 "$bin/cuda_parity_sm90_test" \
+  --gtest_filter='*PromptInsideABatch*' > "$out/batch_gap_no_tensor_cores.log" 2>&1
+echo "rc $?"
+grep -E "tiny.mixed\.p[0-9]: .*top1|^\[  (PASSED|FAILED) " "$out/batch_gap_no_tensor_cores.log" |
+  sort -u | head -12
+
+wait "$mk"
+step "batch_decode, all resident (kinds apart has no effect on decode-only steps)"
+for m in "$b35" "$b397"; do
+  "$bin/batch_decode" --model "$m" --backend cuda --sequences 1,2,3,4,8 --prompt_tokens 128 \
+    --decode_tokens 32 --threads 16 2>&1 |
+    grep -o 'sequences=[0-9]* steps=[0-9]* decode_tok_s=[0-9.]* per_stream_tok_s=[0-9.]* step_ms_median=[0-9.]*' |
+    sed "s|^|$(basename "$m"): |"
+done
+step "batch_decode --profile, 8 sequences, bench35"
+"$bin/batch_decode" --model "$b35" --backend cuda --sequences 8 --prompt_tokens 128 \
+  --decode_tokens 32 --threads 16 --profile 2>&1 | grep '^profile' | sort -k3 -n -r | head -12
+
+if [ -x "$bin/sluiced" ]; then
+  # Mixed passes: a 4,096-token prompt paced in beside 8 streams (the
+  # daemon passes SLUICE_CUDA_* to its worker). The gaps' p99/median and
+  # the long prompt's first token, kinds apart off and on.
+  step "daemon: 8 streams and a long prompt, kinds apart off and on"
+  here="$(cd "$(dirname "$0")" && pwd)"
+  for split in 0 1; do
+    SLUICE_CUDA_SPLIT_KINDS=$split timeout 120 python3 "$here/daemon_streams.py" --bin "$bin"       --model "$b35" --streams 8 --tokens 256 --long_prompt_words 1415 -- --backend=cuda       --max_sequences=32 --context_length=8192 --threads=16 2>&1 | grep -E "^(gaps|sluicectl)" |
+      sed "s|^|split=$split: |"
+  done
+fi
+
+if [ "$kimi" = 1 ]; then
+  step "Kimi-K2 shape, depth 4096, the staged MLA attention off and on"
+  k="$models/kimi_k2-q4_k_m-l5-loc0.gguf"
+  [ -f "$k" ] || "$bin/mkmodel" --arch deepseek2 --shape kimi_k2 --mix q4_k_m \
+    --routing-locality 0 --n-layer 5 --out "$k" > "$out/mkmodel_kimi.log" 2>&1
+  for staged in 0 1; do
+    for depth in 512 4096 16384; do
+      SLUICE_CUDA_MLA_STAGED=$staged timeout 200 "$bin/generate" --model "$k" --device cuda \
+        --json --ignore_eos --prompt_tokens "$depth" --ctx $((depth + 144)) --max_tokens 128 \
+        --warmup_tokens 8 --threads 16 --temperature 10000 --seed 1 2>/dev/null |
+        grep -o '"decode_tok_s": *[0-9.]*\|"prefill_tok_s": *[0-9.]*' | tr '\n' ' '
+      echo " (staged=$staged, depth $depth)"
+    done
+  done
+fi
+step "done; logs in $out"
