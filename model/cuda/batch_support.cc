@@ -1,0 +1,138 @@
+// The batch pass's supporting pieces (batch_pass.h): the section profiler,
+// acquiring a layer's routed experts, the sequence tables, the group count
+// and the kinds-apart switch. The pass itself is batch_pass.cc.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/env_switch.h"
+#include "base/status_macros.h"
+#include "model/cuda/batch_pass.h"
+
+namespace sluice {
+
+PassProfiler::~PassProfiler() {
+  for (cuda::Event e : events_) cuda::DestroyEvent(e);
+}
+
+void PassProfiler::Start(cuda::Stream stream) {
+  if (!on_) return;
+  marks_.clear();
+  Mark("start", stream);
+  marks_.clear();
+  std::swap(events_[0], events_[1]);
+}
+
+void PassProfiler::Mark(const char* section, cuda::Stream stream) {
+  if (!on_) return;
+  while (marks_.size() + 2 > events_.size()) {
+    auto e = cuda::CreateEvent(/*timing=*/true);
+    if (!e.ok()) return;
+    events_.push_back(*e);
+  }
+  cuda::RecordEvent(events_[marks_.size() + 1], stream).IgnoreError();
+  marks_.push_back(section);
+}
+
+absl::Status PassProfiler::Collect(const char* phase, cuda::Stream stream) {
+  if (!on_) return absl::OkStatus();
+  RETURN_IF_ERROR(cuda::Synchronize(stream));
+  const auto add = [&](const std::string& key, double v) {
+    for (auto& [k, ms] : ms_) {
+      if (k == key) {
+        ms += v;
+        return;
+      }
+    }
+    ms_.push_back({key, v});
+  };
+  for (size_t i = 0; i < marks_.size(); ++i) {
+    ASSIGN_OR_RETURN(const float ms, cuda::ElapsedMs(events_[i], events_[i + 1]));
+    add(absl::StrCat(phase, ".", marks_[i]), ms);
+  }
+  add(absl::StrCat(phase, ".calls"), 1);
+  marks_.clear();
+  return absl::OkStatus();
+}
+
+absl::Status AcquireRouted(const BatchContext& c, int il, int64_t n_tok,
+                           const std::vector<int32_t>& begin, bool prefetch,
+                           std::vector<HostExpert>* on_host) {
+  const int k = static_cast<int>(c.desc->moe.n_expert_used);
+  const int n_expert = static_cast<int>(c.desc->moe.n_expert);
+  const int32_t* ids = c.host_routing;
+  if (c.observer != nullptr) {
+    const float* weights = reinterpret_cast<const float*>(ids + n_tok * k);
+    std::vector<Routing> routes(n_tok);
+    for (int64_t t = 0; t < n_tok; ++t) {
+      for (int j = 0; j < k; ++j) {
+        routes[t].expert[j] = ids[t * k + j];
+        routes[t].weight[j] = weights[t * k + j];
+      }
+    }
+    c.observer->OnRouting(il, k, routes);
+  }
+  if (c.experts == nullptr) return absl::OkStatus();
+  std::vector<int32_t> used;
+  if (begin.empty()) {
+    used.assign(ids, ids + k);  // one token: k distinct experts
+  } else {
+    for (int x = 0; x < n_expert; ++x) {
+      if (begin[x + 1] > begin[x]) used.push_back(x);
+    }
+  }
+  // The stream knows only the blocks with routed experts.
+  const std::vector<DeviceLayer>& layers = *c.layers;
+  RETURN_IF_ERROR(c.experts->Acquire(layers[il].moe.stream_layer, used, c.stream, on_host));
+  if (prefetch && il + 1 < static_cast<int>(layers.size()) &&
+      layers[il + 1].moe.stream_layer >= 0) {
+    RETURN_IF_ERROR(c.experts->Prefetch(layers[il + 1].moe.stream_layer,
+                                        absl::MakeConstSpan(ids + 2 * k, k), c.stream));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+EnvSwitch split_kinds("SLUICE_CUDA_SPLIT_KINDS", false);
+}  // namespace
+
+bool SplitKindsEnabled() { return split_kinds.on(); }
+
+void SetSplitKindsEnabled(bool enabled) { split_kinds.Set(enabled); }
+
+absl::Status UploadSequences(const BatchContext& c, int64_t n_tok,
+                             absl::Span<const PassSequence> seqs) {
+  const int n_seqs = static_cast<int>(seqs.size());
+  const int n_layers = static_cast<int>(c.layers->size());
+  const Workspace& w = *c.ws;
+  std::vector<cuda::SeqRows> rows(n_seqs);
+  std::vector<int32_t> row_seq(n_tok);
+  std::vector<cuda::SeqState> states(static_cast<size_t>(n_layers) * n_seqs);
+  for (int i = 0; i < n_seqs; ++i) {
+    const PassSequence& s = seqs[i];
+    rows[i] = {static_cast<int32_t>(s.row), static_cast<int32_t>(s.n), s.pos0, 0};
+    std::fill(row_seq.begin() + s.row, row_seq.begin() + s.row + s.n, i);
+    for (int il = 0; il < n_layers; ++il) {
+      // Attention and latent attention: the caches (v null for a latent).
+      const bool kv = (*c.layers)[il].mixer != MixerKind::kDeltaNet;
+      DeviceState& st = *s.state;
+      states[static_cast<size_t>(il) * n_seqs + i] =
+          kv ? cuda::SeqState{st.k(il), st.v(il)} : cuda::SeqState{st.conv(il), st.ssm(il)};
+    }
+  }
+  RETURN_IF_ERROR(
+      cuda::CopyToDevice(w.seq_rows, rows.data(), rows.size() * sizeof(rows[0]), c.stream));
+  RETURN_IF_ERROR(cuda::CopyToDevice(w.row_seq, row_seq.data(), row_seq.size() * sizeof(int32_t),
+                                     c.stream));
+  return cuda::CopyToDevice(w.seq_states, states.data(), states.size() * sizeof(states[0]),
+                            c.stream);
+}
+
+int32_t CountGroups(const int32_t* bounds, int64_t n_expert) {
+  int32_t used = 0;
+  for (int64_t x = 0; x < n_expert; ++x) used += bounds[x + 1] > bounds[x] ? 1 : 0;
+  return used;
+}
+
+}  // namespace sluice
