@@ -299,6 +299,10 @@ TEST_F(MlaOpsSm90Test, StagedRowsGiveTheSameBits) {
   cuda::MlaShape s = ShapeOf(c);
   s.kv_capacity = 4096;
   const int64_t h = c.n_head, width = c.cache_width(), lat = c.kv_lora_rank;
+  // Staged applies: rows of whole 16-byte pieces, two chunks of them (and
+  // the queries) well within a block's shared memory.
+  ASSERT_EQ(width % 4, 0);
+  ASSERT_LE((8 + 2 * cuda::kMlaChunk) * width * 4, 200 * 1024);
   auto cache = Random(s.kv_capacity * width, 90);
   kernels::RoundToHalf(cache.data(), static_cast<int64_t>(cache.size()));
   Dev d;
