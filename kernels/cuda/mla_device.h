@@ -94,7 +94,7 @@ __device__ __forceinline__ void ForOwned(int lat, int heads, F f) {
   }
 }
 
-// The scores of the chunk's keys [j0, j0 + n) for the block's heads: warp
+// The scores of the chunk's n keys (rows: its first) for the block's heads: warp
 // w takes keys w, w + 8, w + 16, w + 24 together, its lanes over the rows,
 // so that each query value read from shared memory serves four keys and
 // each row is read once for every head. A lane loads kRowBatch values of
@@ -104,14 +104,14 @@ __device__ __forceinline__ void ForOwned(int lat, int heads, F f) {
 constexpr int kKeysPerWarp = kChunk / (kThreads / 32);
 constexpr int kRowBatch = 3;
 __device__ inline void ScoreChunk(const MlaShape& s, const float* qs, int heads,
-                                  const float* cache, int j0, int n, float* sc) {
+                                  const float* chunk, int n, float* sc) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
   const int width = Width(s);
   const float* rows[kKeysPerWarp];
 #pragma unroll
   for (int g = 0; g < kKeysPerWarp; ++g) {
     const int jj = warp + g * n_warps;
-    rows[g] = jj < n ? cache + static_cast<int64_t>(j0 + jj) * width : nullptr;
+    rows[g] = jj < n ? chunk + static_cast<int64_t>(jj) * width : nullptr;
   }
   float dot[kKeysPerWarp][kHeadsPerBlock];
 #pragma unroll
@@ -154,15 +154,15 @@ __device__ inline void ScoreChunk(const MlaShape& s, const float* qs, int heads,
   }
 }
 
-// The chunk's weighted values [j0, j0 + n) added to each head's
+// The chunk's n weighted values (rows: its first) added to each head's
 // accumulator of the latent values a thread owns, after its rescaling by
 // scale[h]: a thread loads kKeyBatch keys' values before it adds any (the
 // loads of a chunk overlap), each accumulator still adding its keys in
 // order.
 constexpr int kKeyBatch = 8;
 template <int E>
-__device__ inline void AccumulateChunk(const MlaShape& s, int heads, const float* cache, int j0,
-                                       int n, const float* w, const float* scale,
+__device__ inline void AccumulateChunk(const MlaShape& s, int heads, const float* chunk, int n,
+                                       const float* w, const float* scale,
                                        float (&acc)[E][kHeadsPerBlock]) {
   const int width = Width(s), lat = s.kv_lora_rank;
   ForOwned<E>(lat, heads, [&](int k, int, int h) { acc[k][h] *= scale[h]; });
@@ -173,9 +173,7 @@ __device__ inline void AccumulateChunk(const MlaShape& s, int heads, const float
       const int i = threadIdx.x + k * blockDim.x;
 #pragma unroll
       for (int u = 0; u < kKeyBatch; ++u) {
-        v[k][u] = i < lat && jb + u < n
-                      ? cache[static_cast<int64_t>(j0 + jb + u) * width + i]
-                      : 0.0f;
+        v[k][u] = i < lat && jb + u < n ? chunk[static_cast<int64_t>(jb + u) * width + i] : 0.0f;
       }
     }
 #pragma unroll
@@ -330,36 +328,37 @@ __device__ void MlaAttendBlock(const MlaShape& s, const float* q_abs, Loc loc, i
       for (int h = 0; h < kHeadsPerBlock; ++h) acc[k][h] = 0.0f;
     }
     __syncthreads();
-    float* const staged = qs + kHeadsPerBlock * width;  // [2][kChunk][width]
+    // The keys of the chunk at j0; staged: its buffer ([2][kChunk][width]
+    // after the queries).
+    const auto chunk_len = [&](int j0) { return keys.end - j0 < kChunk ? keys.end - j0 : kChunk; };
+    const auto buffer = [&](int c) {
+      return qs + (kHeadsPerBlock + static_cast<int64_t>(c & 1) * kChunk) * width;
+    };
     if constexpr (Staged) {
       if (keys.begin < keys.end) {
-        const int n0 = keys.end - keys.begin < kChunk ? keys.end - keys.begin : kChunk;
-        StageChunk(seq.cache, keys.begin, n0, width, staged);
+        StageChunk(seq.cache, keys.begin, chunk_len(keys.begin), width, buffer(0));
       }
     }
     for (int j0 = keys.begin, c = 0; j0 < keys.end; j0 += kChunk, ++c) {
-      const int n = keys.end - j0 < kChunk ? keys.end - j0 : kChunk;
+      const int n = chunk_len(j0);
       const float* rows = seq.cache + static_cast<int64_t>(j0) * width;
       if constexpr (Staged) {
         // The next chunk's copy goes into the other buffer (read by the
         // chunk before this one: the barrier that ended it is passed).
-        const int next = j0 + kChunk;
-        if (next < keys.end) {
-          const int n_next = keys.end - next < kChunk ? keys.end - next : kChunk;
-          StageChunk(seq.cache, next, n_next, width,
-                     staged + static_cast<int64_t>((c + 1) & 1) * kChunk * width);
+        if (j0 + kChunk < keys.end) {
+          StageChunk(seq.cache, j0 + kChunk, chunk_len(j0 + kChunk), width, buffer(c + 1));
           StageWait<1>();  // this chunk's group has landed
         } else {
           StageWait<0>();
         }
         __syncthreads();
-        rows = staged + static_cast<int64_t>(c & 1) * kChunk * width;
+        rows = buffer(c);
       }
-      ScoreChunk(s, qs, heads, rows, 0, n, sc);
+      ScoreChunk(s, qs, heads, rows, n, sc);
       __syncthreads();
       ChunkWeights(heads, n, sc, w, scale, max_s, sum);
       __syncthreads();
-      AccumulateChunk(s, heads, rows, 0, n, w, scale, acc);
+      AccumulateChunk(s, heads, rows, n, w, scale, acc);
       __syncthreads();
     }
     if (part != nullptr) {

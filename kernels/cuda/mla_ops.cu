@@ -110,7 +110,6 @@ __global__ void __launch_bounds__(kThreads, E == 2 && !Staged ? 2 : 1)
 // The shared memory a block may opt into (227 KiB on sm_90).
 constexpr int64_t kMaxOptInShared = 227 * 1024;
 
-
 template <int E, typename Loc, bool Staged>
 void AttendWith(const MlaShape& s, const float* q_abs, Loc loc, int n_tok, float* o_lat,
                 float* part, int split_len, dim3 grid, size_t smem, Stream stream) {
@@ -125,6 +124,18 @@ void AttendWith(const MlaShape& s, const float* q_abs, Loc loc, int n_tok, float
   }
   MlaAttendKernel<E, Loc, Staged>
       <<<grid, kThreads, smem, stream>>>(s, q_abs, loc, n_tok, o_lat, part, split_len);
+}
+
+// AttendWith for the latent values a thread owns (ElemsFor).
+template <typename Loc, bool Staged>
+void AttendOwning(const MlaShape& s, const float* q_abs, Loc loc, int n_tok, float* o_lat,
+                  float* part, int split_len, dim3 grid, size_t smem, Stream stream) {
+  if (internal::ElemsFor(s.kv_lora_rank) == 2) {
+    AttendWith<2, Loc, Staged>(s, q_abs, loc, n_tok, o_lat, part, split_len, grid, smem, stream);
+  } else {
+    AttendWith<kElemsPerThread, Loc, Staged>(s, q_abs, loc, n_tok, o_lat, part, split_len, grid,
+                                             smem, stream);
+  }
 }
 
 __global__ void MlaCombineKernel(MlaShape s, const float* part, int splits, int n_tok,
@@ -165,21 +176,11 @@ void LaunchAttend(const MlaShape& s, const float* q_abs, Loc loc, int64_t n_tok,
   const int n = static_cast<int>(n_tok);
   const int64_t staged_smem = internal::MlaStagedSharedBytes(s.width());
   if (MlaStagedEnabled() && s.width() % 4 == 0 && staged_smem <= kMaxOptInShared) {
-    const auto smem = static_cast<size_t>(staged_smem);
-    if (internal::ElemsFor(s.kv_lora_rank) == 2) {
-      AttendWith<2, Loc, true>(s, q_abs, loc, n, o_lat, part, split_len, grid, smem, stream);
-    } else {
-      AttendWith<kElemsPerThread, Loc, true>(s, q_abs, loc, n, o_lat, part, split_len, grid,
-                                             smem, stream);
-    }
+    AttendOwning<Loc, true>(s, q_abs, loc, n, o_lat, part, split_len, grid,
+                            static_cast<size_t>(staged_smem), stream);
   } else {
     const size_t smem = static_cast<size_t>(kHeadsPerBlock) * s.width() * sizeof(float);
-    if (internal::ElemsFor(s.kv_lora_rank) == 2) {
-      AttendWith<2, Loc, false>(s, q_abs, loc, n, o_lat, part, split_len, grid, smem, stream);
-    } else {
-      AttendWith<kElemsPerThread, Loc, false>(s, q_abs, loc, n, o_lat, part, split_len, grid,
-                                              smem, stream);
-    }
+    AttendOwning<Loc, false>(s, q_abs, loc, n, o_lat, part, split_len, grid, smem, stream);
   }
   if (splits > 1) {
     const dim3 merge(static_cast<unsigned>(n_tok), s.n_head);

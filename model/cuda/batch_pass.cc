@@ -21,10 +21,12 @@ class Pass {
     // decode program does for one sequence alone (and llama.cpp's CPU
     // backend, the goldens' reference), and multiply in integer products.
     int64_t longest = 0;
-    for (const PassSequence& s : seqs) longest = std::max(longest, s.n);
+    for (const PassSequence& s : seqs) {
+      longest = std::max(longest, s.n);
+      max_capacity_ = std::max(max_capacity_, s.state->capacity());
+    }
     tensor_cores_ = longest >= cuda::kTensorCoreMinEntries;
     q8_ = !tensor_cores_;
-    for (const PassSequence& s : seqs) max_capacity_ = std::max(max_capacity_, s.state->capacity());
     // Short sequences first, then long chunks only: their rows can be
     // multiplied apart (SplitKindsEnabled).
     if (tensor_cores_ && SplitKindsEnabled()) {
@@ -48,9 +50,16 @@ class Pass {
     bool tensor_cores, q8;
   };
   absl::Status Project(const DeviceMatrix& w, const float* x, float* y) const {
-    if (short_rows_ == 0) return ProjectRows(w, x, y, {0, n_, tensor_cores_, q8_});
-    RETURN_IF_ERROR(ProjectRows(w, x, y, {0, short_rows_, false, true}));
-    return ProjectRows(w, x, y, {short_rows_, n_ - short_rows_, true, false});
+    return ProjectKinds(w, x, y, n_, short_rows_);
+  }
+  // n rows, the first `short_n` of them short sequences' multiplied apart
+  // in 8 bits (0: every row as the pass's products go).
+  absl::Status ProjectKinds(const DeviceMatrix& w, const float* x, float* y, int64_t n,
+                            int64_t short_n) const {
+    if (short_n == 0) return ProjectRows(w, x, y, {0, n, tensor_cores_, q8_});
+    RETURN_IF_ERROR(ProjectRows(w, x, y, {0, short_n, false, true}));
+    if (n == short_n) return absl::OkStatus();
+    return ProjectRows(w, x, y, {short_n, n - short_n, true, false});
   }
   absl::Status ProjectRows(const DeviceMatrix& w, const float* x, float* y,
                            const RowKind& rows) const {
@@ -370,8 +379,9 @@ absl::Status Pass::Moe(int il, const DeviceMoe& m) const {
     used = static_cast<int>(std::min<int64_t>(n_expert, n_ * k));  // at most
   } else if (!one) {
     begin.assign(c_.host_begin, c_.host_begin + n_expert + 1);
-    for (int x = 0; x < n_expert; ++x) max_entries = std::max(max_entries, begin[x + 1] - begin[x]);
-    used = CountGroups(begin.data(), n_expert);
+    const GroupSizes sizes = SizesOf(begin.data(), n_expert);
+    max_entries = sizes.largest;
+    used = sizes.used;
   }
   if (experts_per_layer_ != nullptr && !(captured && !one)) (*experts_per_layer_)[il] = used;
   if (need_ids) {
@@ -408,12 +418,8 @@ absl::Status Pass::Experts(const DeviceMoe& m, int max_entries, int groups) cons
     RETURN_IF_ERROR(cuda::CopyToHost(c_.host_begin, w_.group_begin,
                                      (n_expert + 1) * sizeof(int32_t), c_.stream));
     RETURN_IF_ERROR(cuda::Synchronize(c_.stream));
-    int largest = 1;
-    for (int x = 0; x < n_expert; ++x) {
-      largest = std::max(largest, c_.host_begin[x + 1] - c_.host_begin[x]);
-    }
-    RETURN_IF_ERROR(ExpertsOver(m, part, /*one=*/false, largest,
-                                CountGroups(c_.host_begin, n_expert)));
+    const GroupSizes sizes = SizesOf(c_.host_begin, n_expert);
+    RETURN_IF_ERROR(ExpertsOver(m, part, /*one=*/false, sizes.largest, sizes.used));
   }
   return absl::OkStatus();
 }
@@ -526,16 +532,7 @@ absl::Status Pass::Run(absl::Span<const RowRun> logit_rows) {
   for (const RowRun& r : logit_rows) {
     packed_short += std::max<int64_t>(0, std::min(r.row + r.n, short_rows_) - r.row);
   }
-  const DeviceMatrix& head = c_.output;
-  if (packed_short == 0 || short_rows_ == 0) {
-    RETURN_IF_ERROR(ProjectRows(head, w_.xn, w_.logits, {0, packed, tensor_cores_, q8_}));
-  } else {
-    RETURN_IF_ERROR(ProjectRows(head, w_.xn, w_.logits, {0, packed_short, false, true}));
-    if (packed > packed_short) {
-      RETURN_IF_ERROR(ProjectRows(head, w_.xn, w_.logits,
-                                  {packed_short, packed - packed_short, true, false}));
-    }
-  }
+  RETURN_IF_ERROR(ProjectKinds(c_.output, w_.xn, w_.logits, packed, packed_short));
   Mark("head");
   return cuda::LastLaunchError("cuda forward");
 }

@@ -97,7 +97,7 @@ struct RowRun {
 // not filled (UploadSequences does that before each replay), the grouped
 // expert products are sized for the largest group there can be (every
 // row), and experts_per_layer is left for the caller to count from
-// c.graph_bounds (CountGroups).
+// c.graph_bounds (SizesOf).
 absl::Status EnqueueBatch(const BatchContext& c, int64_t n_tok,
                           absl::Span<const PassSequence> seqs,
                           absl::Span<const RowRun> logit_rows,
@@ -120,8 +120,13 @@ void SetSplitKindsEnabled(bool enabled);
 absl::Status UploadSequences(const BatchContext& c, int64_t n_tok,
                              absl::Span<const PassSequence> seqs);
 
-// Distinct experts of a block from its group bounds ([n_expert + 1]).
-int32_t CountGroups(const int32_t* bounds, int64_t n_expert);
+// A block's groups from their bounds ([n_expert + 1]): the largest (at
+// least 1: a launch bound) and how many are not empty (distinct experts).
+struct GroupSizes {
+  int32_t largest = 1;
+  int32_t used = 0;
+};
+GroupSizes SizesOf(const int32_t* bounds, int64_t n_expert);
 
 // Tells the observer layer il's routing (host_routing holds n_tok x k ids,
 // then the weights) and has the expert stream acquire the experts `begin`

@@ -129,10 +129,14 @@ absl::Status UploadSequences(const BatchContext& c, int64_t n_tok,
                             c.stream);
 }
 
-int32_t CountGroups(const int32_t* bounds, int64_t n_expert) {
-  int32_t used = 0;
-  for (int64_t x = 0; x < n_expert; ++x) used += bounds[x + 1] > bounds[x] ? 1 : 0;
-  return used;
+GroupSizes SizesOf(const int32_t* bounds, int64_t n_expert) {
+  GroupSizes g;
+  for (int64_t x = 0; x < n_expert; ++x) {
+    const int32_t size = bounds[x + 1] - bounds[x];
+    g.largest = std::max(g.largest, size);
+    g.used += size > 0 ? 1 : 0;
+  }
+  return g;
 }
 
 }  // namespace sluice

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
-#include <optional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -120,6 +119,26 @@ int64_t LogitRowCount(LogitRows rows, int64_t n) {
   return rows == LogitRows::kNone ? 0 : rows == LogitRows::kLast ? 1 : n;
 }
 
+// Each piece's logit rows (of `vocab` floats), from the pass's order of the
+// pieces (`order`) back to the pieces' own.
+void PutBackInOrder(absl::Span<const BatchChunk> pieces, const std::vector<size_t>& order,
+                    int64_t vocab, std::vector<float>* logits) {
+  std::vector<int64_t> at(pieces.size() + 1, 0);  // a piece's first row, pieces' order
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    at[i + 1] = at[i] + LogitRowCount(pieces[i].rows,
+                                      static_cast<int64_t>(pieces[i].tokens.size()));
+  }
+  std::vector<float> back(logits->size());
+  int64_t from = 0;
+  for (const size_t i : order) {
+    const int64_t rows = at[i + 1] - at[i];
+    std::copy(logits->begin() + from * vocab, logits->begin() + (from + rows) * vocab,
+              back.begin() + at[i] * vocab);
+    from += rows;
+  }
+  *logits = std::move(back);
+}
+
 }  // namespace
 
 absl::StatusOr<DeviceState*> CudaModel::Own(SequenceState& seq, const std::string& what) const {
@@ -166,10 +185,7 @@ absl::Status CudaModel::ForwardOne(absl::Span<const int32_t> tokens, DeviceState
   const int64_t count = LogitRowCount(rows, n_tok);
   if (decode && decode_supported_.ok()) {
     RETURN_IF_ERROR(DecodeStep(st));
-    if (experts_per_layer != nullptr) {
-      // One token's k experts are distinct.
-      experts_per_layer->assign(layers_.size(), static_cast<int32_t>(desc_.moe.n_expert_used));
-    }
+    if (experts_per_layer != nullptr) OneTokenExperts(experts_per_layer);
     return FinishPass(count, logits);
   }
   profiler_->Start(stream_);
@@ -188,22 +204,39 @@ absl::Status CudaModel::ForwardOne(absl::Span<const int32_t> tokens, DeviceState
   return FinishPass(count, logits);
 }
 
-std::optional<cuda::Graph> CudaModel::CapturePass(const std::function<absl::Status()>& enqueue,
-                                                 const std::string& what) const {
-  if (absl::Status s = cuda::Graph::BeginCapture(stream_); !s.ok()) {
-    std::fprintf(stderr, "cuda backend: %s was not captured (%s); it runs without a graph\n",
-                 what.c_str(), s.ToString().c_str());
-    return std::nullopt;
+void CudaModel::OneTokenExperts(std::vector<int32_t>* experts_per_layer) const {
+  experts_per_layer->assign(layers_.size(), 0);
+  for (size_t il = 0; il < layers_.size(); ++il) {
+    if (layers_[il].ffn != FfnKind::kDense) {
+      (*experts_per_layer)[il] = static_cast<int32_t>(desc_.moe.n_expert_used);
+    }
   }
-  const absl::Status enqueued = enqueue();
-  absl::StatusOr<cuda::Graph> captured = cuda::Graph::EndCapture(stream_);
-  if (enqueued.ok() && captured.ok()) return std::move(*captured);
-  // Nothing of the capture ran: the caller runs the pass eagerly (and meets
-  // any error that was not the capture's).
-  cuda::LastLaunchError("capture").IgnoreError();
-  std::fprintf(stderr, "cuda backend: %s was not captured (%s); it runs without a graph\n",
-               what.c_str(), (enqueued.ok() ? captured.status() : enqueued).ToString().c_str());
-  return std::nullopt;
+}
+
+absl::StatusOr<bool> CudaModel::ReplayCaptured(cuda::Graph& graph, bool& failed,
+                                               const std::function<absl::Status()>& enqueue,
+                                               const std::string& what) const {
+  if (failed) return false;
+  if (!graph.valid()) {
+    absl::Status s = cuda::Graph::BeginCapture(stream_);
+    if (s.ok()) {
+      const absl::Status enqueued = enqueue();
+      absl::StatusOr<cuda::Graph> captured = cuda::Graph::EndCapture(stream_);
+      s = enqueued.ok() ? captured.status() : enqueued;
+      if (s.ok()) graph = std::move(*captured);
+    }
+    if (!s.ok()) {
+      // Nothing of the capture ran: the caller runs the pass eagerly (and
+      // meets any error that was not the capture's).
+      cuda::LastLaunchError("capture").IgnoreError();
+      std::fprintf(stderr, "cuda backend: %s was not captured (%s); it runs without a graph\n",
+                   what.c_str(), s.ToString().c_str());
+      failed = true;
+      return false;
+    }
+  }
+  RETURN_IF_ERROR(graph.Launch(stream_));
+  return true;
 }
 
 absl::Status CudaModel::OnePassByGraph(DeviceState& st, const PassSequence& one,
@@ -211,30 +244,17 @@ absl::Status CudaModel::OnePassByGraph(DeviceState& st, const PassSequence& one,
                                        std::vector<int32_t>* experts_per_layer,
                                        bool* done) const {
   *done = false;
-  if (!PassGraphApplies() || st.pass_graph_failed()) return absl::OkStatus();
+  if (!PassGraphApplies()) return absl::OkStatus();
   cuda::Graph& graph = st.pass_graph();
-  if (!graph.valid()) {
-    std::optional<cuda::Graph> captured = CapturePass(
-        [&] { return EnqueueBatch(Batch(), 1, {&one, 1}, runs, experts_per_layer); },
-        "the one-token pass");
-    if (!captured.has_value()) {
-      st.pass_graph_failed() = true;
-      return absl::OkStatus();
-    }
-    graph = std::move(*captured);
-    launches_per_decode_ = graph.kernels();
-  } else if (experts_per_layer != nullptr) {
-    // What the pass wrote when captured: a token's k distinct experts in
-    // each MoE block, none in a dense one.
-    experts_per_layer->assign(layers_.size(), 0);
-    for (size_t il = 0; il < layers_.size(); ++il) {
-      if (layers_[il].ffn != FfnKind::kDense) {
-        (*experts_per_layer)[il] = static_cast<int32_t>(desc_.moe.n_expert_used);
-      }
-    }
-  }
-  RETURN_IF_ERROR(graph.Launch(stream_));
-  *done = true;
+  // Captured now, the pass writes experts_per_layer itself.
+  const bool capture = !graph.valid();
+  ASSIGN_OR_RETURN(*done, ReplayCaptured(
+                              graph, st.pass_graph_failed(),
+                              [&] { return EnqueueBatch(Batch(), 1, {&one, 1}, runs,
+                                                        experts_per_layer); },
+                              "the one-token pass"));
+  if (*done && capture) launches_per_decode_ = graph.kernels();
+  if (*done && !capture && experts_per_layer != nullptr) OneTokenExperts(experts_per_layer);
   return absl::OkStatus();
 }
 
@@ -264,9 +284,7 @@ absl::Status CudaModel::ForwardEachAlone(absl::Span<const BatchChunk> pieces,
     RETURN_IF_ERROR(
         ForwardOne(pieces[i].tokens, *states[i], LogitRows::kLast, &one, &per_layer));
     logits->insert(logits->end(), one.begin(), one.end());
-    for (size_t il = 0; il < per_layer.size() && il < layers_.size(); ++il) {
-      stats->experts_per_layer[il] += per_layer[il];
-    }
+    for (size_t il = 0; il < layers_.size(); ++il) stats->experts_per_layer[il] += per_layer[il];
   }
   return absl::OkStatus();
 }
@@ -289,20 +307,13 @@ absl::Status CudaModel::BatchByGraph(absl::Span<const PassSequence> seqs,
   BatchContext c = Batch();
   c.graph_bounds = host_bounds_.as<int32_t>();
   RETURN_IF_ERROR(UploadSequences(c, n, seqs));
-  if (!g.graph.valid() || g.capacity != capacity) {
-    g.graph = cuda::Graph();
-    std::optional<cuda::Graph> captured =
-        CapturePass([&] { return EnqueueBatch(c, n, seqs, runs, nullptr); },
-                    absl::StrCat("the pass of ", n, " one-row sequences"));
-    if (!captured.has_value()) {
-      g.failed = true;
-      return absl::OkStatus();
-    }
-    g.graph = std::move(*captured);
+  if (g.capacity != capacity) {
+    g.graph = cuda::Graph();  // captured for another capacity
     g.capacity = capacity;
   }
-  RETURN_IF_ERROR(g.graph.Launch(stream_));
-  *done = true;
+  ASSIGN_OR_RETURN(*done, ReplayCaptured(g.graph, g.failed,
+                                         [&] { return EnqueueBatch(c, n, seqs, runs, nullptr); },
+                                         absl::StrCat("the pass of ", n, " one-row sequences")));
   return absl::OkStatus();
 }
 
@@ -312,7 +323,7 @@ void CudaModel::CountBatchGraphExperts(std::vector<int32_t>* experts_per_layer) 
   experts_per_layer->assign(layers_.size(), 0);
   for (size_t il = 0; il < layers_.size(); ++il) {
     if (layers_[il].ffn == FfnKind::kDense) continue;
-    (*experts_per_layer)[il] = CountGroups(bounds + il * (n_expert + 1), n_expert);
+    (*experts_per_layer)[il] = SizesOf(bounds + il * (n_expert + 1), n_expert).used;
   }
 }
 
@@ -381,22 +392,7 @@ absl::Status CudaModel::ForwardBatchImpl(absl::Span<const BatchChunk> pieces,
   RETURN_IF_ERROR(profiler_->Collect("batch", stream_));
   RETURN_IF_ERROR(FinishPass(count, logits));
   if (!std::is_sorted(order.begin(), order.end())) {
-    // Each piece's logit rows, from the pass's order back to the pieces'.
-    const int64_t v = desc_.info.n_vocab;
-    std::vector<int64_t> at(pieces.size() + 1, 0);  // a piece's first row, pieces' order
-    for (size_t i = 0; i < pieces.size(); ++i) {
-      at[i + 1] = at[i] + LogitRowCount(pieces[i].rows,
-                                        static_cast<int64_t>(pieces[i].tokens.size()));
-    }
-    std::vector<float> back(logits->size());
-    int64_t from = 0;
-    for (const size_t i : order) {
-      const int64_t rows = at[i + 1] - at[i];
-      std::copy(logits->begin() + from * v, logits->begin() + (from + rows) * v,
-                back.begin() + at[i] * v);
-      from += rows;
-    }
-    *logits = std::move(back);
+    PutBackInOrder(pieces, order, desc_.info.n_vocab, logits);
   }
   return absl::OkStatus();
 }

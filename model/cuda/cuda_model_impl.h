@@ -8,7 +8,6 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -94,20 +93,25 @@ class CudaModel final : public Model, private DecodeProgram::Host {
   absl::Status ForwardOne(absl::Span<const int32_t> tokens, DeviceState& st, LogitRows rows,
                           std::vector<float>* logits,
                           std::vector<int32_t>* experts_per_layer) const;
-  // A decode step of a model without a decode program: the one-token batch
-  // pass through the state's captured graph where nothing in it waits for
-  // the host (all experts resident, no routing observed or forced, no
-  // profile); false in *done where it does not apply.
-  // `enqueue`'s launches on stream_ captured into a graph; nullopt (with a
-  // line on stderr naming `what`) where the capture failed, nothing of it
-  // having run.
-  std::optional<cuda::Graph> CapturePass(const std::function<absl::Status()>& enqueue,
-                                         const std::string& what) const;
+  // A one-token pass's experts_per_layer: k in each MoE block, 0 in a dense.
+  void OneTokenExperts(std::vector<int32_t>* experts_per_layer) const;
+  // Launches `graph`, captured from `enqueue`'s launches on stream_ first
+  // where it is not valid yet: true. False where the capture fails (with a
+  // line on stderr naming `what`; nothing of it ran) or failed before
+  // (`failed`, set then): the caller runs the pass eagerly.
+  absl::StatusOr<bool> ReplayCaptured(cuda::Graph& graph, bool& failed,
+                                      const std::function<absl::Status()>& enqueue,
+                                      const std::string& what) const;
+  // Whether nothing in a pass waits for the host: all experts resident, no
+  // routing observed or forced, no profile (decode_graph is off while
+  // profiling: the sections' events).
   bool PassGraphApplies() const {
-    // decode_graph is off while profiling (the sections' events).
     return options_.decode_graph && experts_ == nullptr &&
            options_.routing_observer == nullptr && options_.routing_source == nullptr;
   }
+  // A decode step of a model without a decode program: the one-token batch
+  // pass through the state's captured graph where PassGraphApplies; false
+  // in *done where it does not apply.
   absl::Status OnePassByGraph(DeviceState& st, const PassSequence& one,
                               absl::Span<const RowRun> runs,
                               std::vector<int32_t>* experts_per_layer, bool* done) const;
