@@ -13,7 +13,6 @@
 #include "base/testing/skip.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/device.h"
-#include "model/cuda/batch_pass.h"
 #include "tools/cuda_parity_testing.h"
 #include "tools/parity_lib.h"
 
@@ -171,23 +170,6 @@ TEST_P(CudaParityTest, PromptInsideABatchAtAQuarterPassesTheGates) {
   config::ExpertConfig experts;
   experts.arena_fraction = 0.25;
   ExpectBatchedPasses(dir, GetParam(), experts);
-}
-
-// The short sequences' rows of a mixed pass multiplied apart in 8 bits, the
-// long chunks' on tensor cores (SetSplitKindsEnabled; off by default): the
-// prompt inside a batch passes the gates all resident and at 25% (the
-// batch gap of qwen35moe-tiny-mixed p1, docs/BATCHING.md). Not yet run on a
-// GPU.
-TEST_P(CudaParityTest, PromptInsideABatchWithKindsApartPassesTheGates) {
-  SLUICE_REQUIRE_GOLDENS(dir);
-  SLUICE_REQUIRE_DEVICE();
-  const bool was = SplitKindsEnabled();
-  SetSplitKindsEnabled(true);
-  ExpectBatchedPasses(dir, GetParam(), {});
-  config::ExpertConfig experts;
-  experts.arena_fraction = 0.25;
-  ExpectBatchedPasses(dir, GetParam(), experts);
-  SetSplitKindsEnabled(was);
 }
 
 // KV in device pages mapped as each sequence grows (a worker with

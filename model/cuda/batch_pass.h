@@ -109,9 +109,10 @@ absl::Status EnqueueBatch(const BatchContext& c, int64_t n_tok,
 // would (8-bit rows, no tensor cores), and only the long chunks' on tensor
 // cores. It needs the short sequences first: CudaModel orders a batch's
 // pieces so. Without, every row of a pass with a long chunk is multiplied
-// in BF16. Off by default until measured (written 2026-12-06, not yet run
-// on a GPU); SLUICE_CUDA_SPLIT_KINDS=1 turns it on (read once),
-// SetSplitKindsEnabled at any time (tests).
+// in BF16, and a prompt's decode rows inside a batch differed from alone
+// past the gates (qwen35moe-tiny-mixed p1, 31/33 top-1; apart 33/33, H100
+// 2026-12-06). On by default; SLUICE_CUDA_SPLIT_KINDS=0 turns it off (read
+// once), SetSplitKindsEnabled at any time (tests).
 bool SplitKindsEnabled();
 void SetSplitKindsEnabled(bool enabled);
 

@@ -94,7 +94,7 @@ absl::Status AcquireRouted(const BatchContext& c, int il, int64_t n_tok,
 }
 
 namespace {
-EnvSwitch split_kinds("SLUICE_CUDA_SPLIT_KINDS", false);
+EnvSwitch split_kinds("SLUICE_CUDA_SPLIT_KINDS", true);
 }  // namespace
 
 bool SplitKindsEnabled() { return split_kinds.on(); }
