@@ -123,6 +123,7 @@ struct LaneSlot {
   int offset = 0;
   uint32_t a[4] = {}, b[2] = {};
   float c[4] = {};  // MMA: accumulators in, then D out
+  bool f16 = false;  // MMA: half inputs (else BF16)
 };
 
 struct Block {
@@ -166,7 +167,8 @@ inline float Bf16Value(uint32_t bits) {
   return f;
 }
 
-// D = A * B + C of mma.m16n8k16.row.col.f32.bf16.bf16.f32 from the 32
+// D = A * B + C of mma.m16n8k16.row.col.f32.bf16.bf16.f32 (.f16.f16 with
+// `f16` set) from the 32
 // lanes' fragments, laid out as the PTX ISA's "Matrix Fragments for
 // mma.m16n8k16 with floating point type" says (g = lane / 4, t = lane % 4;
 // each 32-bit register holds the lower-index element in its low half):
@@ -176,16 +178,21 @@ inline float Bf16Value(uint32_t bits) {
 // Products are exact in double; each D element is rounded to F32 once.
 inline void ResolveMma(LaneSlot* lanes) {
   float A[16][16], B[16][8], C[16][8];
+  const bool f16 = lanes[0].f16;
+  const auto Value = [f16](uint32_t bits) {
+    return f16 ? sluice::kernels::Fp16ToF32(static_cast<uint16_t>(bits & 0xFFFFu))
+               : emulation::Bf16Value(bits);
+  };
   for (int l = 0; l < 32; ++l) {
     const int g = l >> 2, t = l & 3;
     const LaneSlot& s = lanes[l];
     for (int h = 0; h < 2; ++h) {
-      A[g][2 * t + h] = Bf16Value(s.a[0] >> (16 * h));
-      A[g + 8][2 * t + h] = Bf16Value(s.a[1] >> (16 * h));
-      A[g][2 * t + 8 + h] = Bf16Value(s.a[2] >> (16 * h));
-      A[g + 8][2 * t + 8 + h] = Bf16Value(s.a[3] >> (16 * h));
-      B[2 * t + h][g] = Bf16Value(s.b[0] >> (16 * h));
-      B[2 * t + 8 + h][g] = Bf16Value(s.b[1] >> (16 * h));
+      A[g][2 * t + h] = Value(s.a[0] >> (16 * h));
+      A[g + 8][2 * t + h] = Value(s.a[1] >> (16 * h));
+      A[g][2 * t + 8 + h] = Value(s.a[2] >> (16 * h));
+      A[g + 8][2 * t + 8 + h] = Value(s.a[3] >> (16 * h));
+      B[2 * t + h][g] = Value(s.b[0] >> (16 * h));
+      B[2 * t + 8 + h][g] = Value(s.b[1] >> (16 * h));
     }
     C[g][2 * t] = s.c[0];
     C[g][2 * t + 1] = s.c[1];
@@ -277,13 +284,21 @@ inline LaneSlot& WaitCollective(LaneSlot::Kind kind) {
   return b.slot[t];
 }
 
-inline void MmaM16N8K16Bf16(float (&acc)[4], const uint32_t (&a)[4], const uint32_t (&bf)[2]) {
+inline void MmaM16N8K16(float (&acc)[4], const uint32_t (&a)[4], const uint32_t (&bf)[2],
+                        bool f16) {
   LaneSlot& s = current_block->slot[current_block->running];
+  s.f16 = f16;
   std::memcpy(s.a, a, sizeof(s.a));
   std::memcpy(s.b, bf, sizeof(s.b));
   std::memcpy(s.c, acc, sizeof(s.c));
   WaitCollective(LaneSlot::kMma);
   std::memcpy(acc, s.c, sizeof(s.c));
+}
+inline void MmaM16N8K16Bf16(float (&acc)[4], const uint32_t (&a)[4], const uint32_t (&bf)[2]) {
+  MmaM16N8K16(acc, a, bf, false);
+}
+inline void MmaM16N8K16F16(float (&acc)[4], const uint32_t (&a)[4], const uint32_t (&bf)[2]) {
+  MmaM16N8K16(acc, a, bf, true);
 }
 
 }  // namespace sluice::cuda::emulation

@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/half_acc.h"
 #include "kernels/cuda/mla_device.h"
+#include "kernels/cuda/mla_mma_device.h"
 
 namespace sluice::cuda {
 namespace {
@@ -179,7 +180,7 @@ TEST(MlaAttendEmulationTest, IsTheAttentionInF32) {
 // split_len, each range's block writing a partial, MlaCombineBlock merging
 // them. n_tok rows at positions pos0.. over a cache of `capacity`; returns
 // o ([n_head][n_tok][lat]).
-template <int E = kE, bool Staged = false>
+template <int E = kE>
 std::vector<float> RunSplit(const MlaShape& s, const std::vector<float>& q_abs,
                             const std::vector<float>& cache, int pos0, int n_tok, int capacity) {
   const int lat = s.kv_lora_rank;
@@ -194,7 +195,7 @@ std::vector<float> RunSplit(const MlaShape& s, const std::vector<float>& q_abs,
   grid.y = (s.n_head + internal::kHeadsPerBlock - 1) / internal::kHeadsPerBlock;
   grid.z = splits;
   emulation::Launch(grid, internal::kThreads, [&] {
-    internal::MlaAttendBlock<E, internal::OneSeq, Staged>(
+    internal::MlaAttendBlock<E, internal::OneSeq>(
         s, q_abs.data(), loc, n_tok, o.data(),
         reinterpret_cast<float*>(emulation::DynamicShared()), part.data(), split_len);
   });
@@ -208,7 +209,7 @@ std::vector<float> RunSplit(const MlaShape& s, const std::vector<float>& q_abs,
 
 // Without scratch: each block merges its rows' ranges of split_len itself
 // (0: one pass over every key).
-template <int E = kE, bool Staged = false>
+template <int E = kE>
 std::vector<float> RunWhole(const MlaShape& s, const std::vector<float>& q_abs,
                             const std::vector<float>& cache, int pos0, int n_tok,
                             int split_len = 0) {
@@ -219,7 +220,7 @@ std::vector<float> RunWhole(const MlaShape& s, const std::vector<float>& q_abs,
   grid.x = n_tok;
   grid.y = (s.n_head + internal::kHeadsPerBlock - 1) / internal::kHeadsPerBlock;
   emulation::Launch(grid, internal::kThreads, [&] {
-    internal::MlaAttendBlock<E, internal::OneSeq, Staged>(
+    internal::MlaAttendBlock<E, internal::OneSeq>(
         s, q_abs.data(), loc, n_tok, o.data(),
         reinterpret_cast<float*>(emulation::DynamicShared()), nullptr, split_len);
   });
@@ -301,27 +302,98 @@ TEST(MlaSplitTest, ValuesAThreadDoNotChangeTheBits) {
   EXPECT_NE(two, two_whole);  // the split's merge rounds differently: the pair is not trivial
 }
 
-// The staged attention (each chunk's rows copied into shared memory a
-// chunk ahead, SLUICE_CUDA_MLA_STAGED) reads the same values in the same
-// order: the same bits as reading the cache, split over blocks, merged in
-// a block, and in one pass; 701..703 keys (22 chunks, a last short one).
-TEST(MlaSplitTest, StagedRowsGiveTheSameBits) {
-  const MlaShape s = TestShape();
-  ASSERT_EQ(s.width() % 4, 0);
-  ASSERT_LE(internal::MlaStagedSharedBytes(s.width()), 256 << 10);  // the emulation's
-  const int n_tok = 3, pos0 = 700;
-  const auto [cache, q_abs] = MakeInputs(s, pos0, n_tok, 9, 0.3f);
-  const auto split = RunSplit<kE, false>(s, q_abs, cache, pos0, n_tok, 20000);
-  const auto split_staged = RunSplit<kE, true>(s, q_abs, cache, pos0, n_tok, 20000);
-  const auto ranges = RunWhole<kE, false>(s, q_abs, cache, pos0, n_tok, MlaSplitKeys(20000));
-  const auto ranges_staged =
-      RunWhole<kE, true>(s, q_abs, cache, pos0, n_tok, MlaSplitKeys(20000));
-  const auto whole = RunWhole<kE, false>(s, q_abs, cache, pos0, n_tok);
-  const auto whole_staged = RunWhole<kE, true>(s, q_abs, cache, pos0, n_tok);
-  EXPECT_EQ(split, split_staged);
-  EXPECT_EQ(ranges, ranges_staged);
-  EXPECT_EQ(whole, whole_staged);
-  EXPECT_EQ(split, ranges);  // and the split still equals the in-block merge
+// A shape of the tensor-core attention (mla_mma_device.h): 20 heads (a
+// whole m16 tile and a partial one), a latent of 256 (two n8 tiles a warp),
+// a width of 288 (18 k16 steps).
+MlaShape MmaShape() {
+  MlaShape s;
+  s.n_head = 20;
+  s.kv_lora_rank = 256;
+  s.head_k = 64;
+  s.head_v = 16;
+  s.rope.n_rot = 32;
+  s.kq_scale = 0.07f;
+  return s;
+}
+
+// The tensor-core attention of n_tok rows at positions pos0..: with
+// splits > 0, a block a range of split_len keys and MlaCombineBlock merging
+// them (as mla_ops.cu launches it with scratch); else each block merging
+// its rows' ranges of split_len itself (0: one pass).
+std::vector<float> RunMma(const MlaShape& s, const std::vector<float>& q_abs,
+                          const std::vector<float>& cache, int pos0, int n_tok, int split_len,
+                          int splits) {
+  EXPECT_TRUE(internal::MlaMmaShapeOk(s));
+  EXPECT_LE(internal::MlaMmaSharedBytes(s.width()), 256 << 10);  // the emulation's
+  std::vector<float> part(splits > 0 ? MlaAttendScratchFloats(s.n_head, s.kv_lora_rank, n_tok) : 0,
+                          std::nanf(""));
+  std::vector<float> o(static_cast<size_t>(s.n_head) * n_tok * s.kv_lora_rank, -1.0f);
+  const int32_t pos = pos0;
+  const internal::OneSeq loc{&pos, const_cast<float*>(cache.data())};
+  dim3 grid;
+  grid.x = n_tok;
+  grid.y = (s.n_head + internal::kMlaMmaHeads - 1) / internal::kMlaMmaHeads;
+  grid.z = splits > 0 ? splits : 1;
+  emulation::Launch(grid, internal::kMlaMmaThreads, [&] {
+    internal::MlaMmaAttendBlock(s, q_abs.data(), loc, n_tok, o.data(),
+                                reinterpret_cast<uint32_t*>(emulation::DynamicShared()),
+                                splits > 0 ? part.data() : nullptr, split_len);
+  });
+  if (splits > 0) {
+    dim3 merge;
+    merge.x = n_tok;
+    merge.y = s.n_head;
+    emulation::Launch(merge, internal::kThreads,
+                      [&] { internal::MlaCombineBlock(s, part.data(), splits, n_tok, o.data()); });
+  }
+  return o;
+}
+
+// max |a - exact| / max |exact|.
+double RelToExact(const std::vector<float>& a, const std::vector<double>& exact) {
+  double diff = 0, max_ref = 0;
+  for (size_t i = 0; i < exact.size(); ++i) {
+    diff = std::max(diff, std::fabs(a[i] - exact[i]));
+    max_ref = std::max(max_ref, std::fabs(exact[i]));
+  }
+  EXPECT_GT(max_ref, 0.01);
+  return diff / max_ref;
+}
+
+// Rows of 151 and 152 keys (three chunks of 64, the last short) in one
+// pass: the attention to f32's rounding, as the f32 kernel is, with
+// scores spread enough that most weights are far below the largest (the
+// weights' second half matters).
+TEST(MlaMmaEmulationTest, IsTheAttentionToF32) {
+  const MlaShape s = MmaShape();
+  const int n_tok = 2, pos0 = 150;
+  const auto [cache, q_abs] = MakeInputs(s, pos0, n_tok, 11, 0.5f);
+  const auto mma = RunMma(s, q_abs, cache, pos0, n_tok, 0, 0);
+  const auto f32 = RunWhole(s, q_abs, cache, pos0, n_tok);
+  const std::vector<double> exact = Exact(s, q_abs, cache, pos0, n_tok);
+  const double mma_err = RelToExact(mma, exact), f32_err = RelToExact(f32, exact);
+  std::printf("MlaMmaAttendBlock (emulated) vs exact %.3g, the f32 kernel %.3g\n", mma_err,
+              f32_err);
+  EXPECT_LT(mma_err, 2e-6);
+  EXPECT_LT(f32_err, 2e-6);
+}
+
+// Rows of 151 and 152 keys in ranges of 64 (a cache of 4,096): split over
+// blocks and merged by MlaCombineBlock, or merged in each block (through
+// o_lat), the same bits; both the attention to f32's rounding.
+TEST(MlaMmaEmulationTest, ASplitContextIsTheInBlockMerge) {
+  const MlaShape s = MmaShape();
+  const int n_tok = 2, pos0 = 150, split_len = MlaSplitKeys(4096);
+  ASSERT_EQ(split_len, 64);
+  const auto [cache, q_abs] = MakeInputs(s, pos0, n_tok, 13, 0.3f);
+  const auto split = RunMma(s, q_abs, cache, pos0, n_tok, split_len, 4096 / split_len);
+  const auto ranges = RunMma(s, q_abs, cache, pos0, n_tok, split_len, 0);
+  int differ = 0;
+  for (size_t i = 0; i < split.size(); ++i) differ += split[i] != ranges[i];
+  EXPECT_EQ(differ, 0);
+  const double err = RelToExact(split, Exact(s, q_abs, cache, pos0, n_tok));
+  std::printf("MlaMmaAttendBlock (emulated), 3 of 64 ranges, vs exact %.3g\n", err);
+  EXPECT_LT(err, 2e-6);
 }
 
 }  // namespace

@@ -14,27 +14,6 @@
 
 namespace sluice::cuda::internal {
 
-// 16 bytes from global to shared memory without passing through registers
-// (cp.async), and its groups; on the CPU (host_emulation.h) a plain copy.
-#if defined(__CUDACC__)
-__device__ __forceinline__ void StageAsync16(void* smem, const void* global) {
-  const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(global) : "memory");
-}
-__device__ __forceinline__ void StageCommit() {
-  asm volatile("cp.async.commit_group;" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void StageWait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-#else
-inline void StageAsync16(void* smem, const void* global) { std::memcpy(smem, global, 16); }
-inline void StageCommit() {}
-template <int N>
-inline void StageWait() {}
-#endif
-
 constexpr int kThreads = 256;
 // MlaAttend: heads a block handles (they share each cache row it loads),
 // keys scored per chunk, latent values per thread.
@@ -242,25 +221,6 @@ __device__ __forceinline__ float Merged(float run, float a, float x, float b) {
   return __fadd_rn(__fmul_rn(run, a), __fmul_rn(x, b));
 }
 
-// The staged attention's shared memory (MlaAttendBlock with Staged): the
-// queries [kHeadsPerBlock][width], then two chunks of rows [2][kChunk][width].
-// Its rows go in 16-byte pieces: width a multiple of 4 floats.
-inline int64_t MlaStagedSharedBytes(int width) {
-  return static_cast<int64_t>(kHeadsPerBlock + 2 * kChunk) * width * sizeof(float);
-}
-
-// Starts copying rows [j0, j0 + n) of the cache into buf (a chunk's rows)
-// and commits them as one group (every thread commits, copying or not).
-__device__ inline void StageChunk(const float* cache, int j0, int n, int width, float* buf) {
-  const int per_row = width / 4;
-  for (int p = threadIdx.x; p < n * per_row; p += blockDim.x) {
-    const int r = p / per_row, q = p % per_row;
-    StageAsync16(buf + static_cast<int64_t>(r) * width + 4 * q,
-                 cache + static_cast<int64_t>(j0 + r) * width + 4 * q);
-  }
-  StageCommit();
-}
-
 // Block (token t, heads [h0, h0 + kHeadsPerBlock)): the keys in ranges of
 // split_len (0: one range), each range's chunks in order, an f32
 // accumulator per head rescaled once a chunk (ChunkWeights); each thread
@@ -270,10 +230,8 @@ __device__ inline void StageChunk(const float* cache, int j0, int n, int width, 
 // merges each into a running result as MlaCombineBlock would, then writes
 // the normalised values to o_lat. Either way a row's values depend only on
 // its keys and split_len; one range is the plain one pass.
-// qs: kHeadsPerBlock * width floats of the block's shared memory; Staged:
-// MlaStagedSharedBytes of it, the chunks' rows copied there a chunk ahead
-// (StageChunk) and read from there, the arithmetic the same to the bit.
-template <int E, typename Loc, bool Staged = false>
+// qs: kHeadsPerBlock * width floats of the block's shared memory.
+template <int E, typename Loc>
 __device__ void MlaAttendBlock(const MlaShape& s, const float* q_abs, Loc loc, int n_tok,
                                float* o_lat, float* qs, float* part = nullptr,
                                int split_len = 0) {
@@ -328,32 +286,9 @@ __device__ void MlaAttendBlock(const MlaShape& s, const float* q_abs, Loc loc, i
       for (int h = 0; h < kHeadsPerBlock; ++h) acc[k][h] = 0.0f;
     }
     __syncthreads();
-    // The keys of the chunk at j0; staged: its buffer ([2][kChunk][width]
-    // after the queries).
-    const auto chunk_len = [&](int j0) { return keys.end - j0 < kChunk ? keys.end - j0 : kChunk; };
-    const auto buffer = [&](int c) {
-      return qs + (kHeadsPerBlock + static_cast<int64_t>(c & 1) * kChunk) * width;
-    };
-    if constexpr (Staged) {
-      if (keys.begin < keys.end) {
-        StageChunk(seq.cache, keys.begin, chunk_len(keys.begin), width, buffer(0));
-      }
-    }
-    for (int j0 = keys.begin, c = 0; j0 < keys.end; j0 += kChunk, ++c) {
-      const int n = chunk_len(j0);
+    for (int j0 = keys.begin; j0 < keys.end; j0 += kChunk) {
+      const int n = keys.end - j0 < kChunk ? keys.end - j0 : kChunk;
       const float* rows = seq.cache + static_cast<int64_t>(j0) * width;
-      if constexpr (Staged) {
-        // The next chunk's copy goes into the other buffer (read by the
-        // chunk before this one: the barrier that ended it is passed).
-        if (j0 + kChunk < keys.end) {
-          StageChunk(seq.cache, j0 + kChunk, chunk_len(j0 + kChunk), width, buffer(c + 1));
-          StageWait<1>();  // this chunk's group has landed
-        } else {
-          StageWait<0>();
-        }
-        __syncthreads();
-        rows = buffer(c);
-      }
       ScoreChunk(s, qs, heads, rows, n, sc);
       __syncthreads();
       ChunkWeights(heads, n, sc, w, scale, max_s, sum);

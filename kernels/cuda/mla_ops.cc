@@ -5,12 +5,12 @@
 namespace sluice::cuda {
 namespace {
 
-EnvSwitch staged("SLUICE_CUDA_MLA_STAGED", false);
+EnvSwitch tensor_cores("SLUICE_CUDA_MLA_TENSOR_CORES", true);
 
 }  // namespace
 
-bool MlaStagedEnabled() { return staged.on(); }
+bool MlaTensorCoresEnabled() { return tensor_cores.on(); }
 
-void SetMlaStagedEnabled(bool enabled) { staged.Set(enabled); }
+void SetMlaTensorCoresEnabled(bool enabled) { tensor_cores.Set(enabled); }
 
 }  // namespace sluice::cuda

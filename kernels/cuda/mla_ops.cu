@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "kernels/cuda/mla_device.h"
+#include "kernels/cuda/mla_mma_device.h"
 #include "kernels/cuda/mla_ops.h"
 #include "kernels/cuda/warp_reduce.h"
 
@@ -97,46 +98,26 @@ __global__ void HeadEntriesKernel(int n_head, int n_tok, int32_t* begin, int32_t
 }
 
 // Two blocks an SM where a thread owns two latent values (at most 128
-// registers: the loads of four keys in flight with no spills); staged, the
-// shared memory allows one.
-template <int E, typename Loc, bool Staged>
-__global__ void __launch_bounds__(kThreads, E == 2 && !Staged ? 2 : 1)
+// registers: the loads of four keys in flight with no spills).
+template <int E, typename Loc>
+__global__ void __launch_bounds__(kThreads, E == 2 ? 2 : 1)
     MlaAttendKernel(MlaShape s, const float* q_abs, Loc loc, int n_tok, float* o_lat,
                     float* part, int split_len) {
-  extern __shared__ float qs[];  // [kHeadsPerBlock][width] (staged: then the rows)
-  internal::MlaAttendBlock<E, Loc, Staged>(s, q_abs, loc, n_tok, o_lat, qs, part, split_len);
+  extern __shared__ float qs[];  // [kHeadsPerBlock][width]
+  internal::MlaAttendBlock<E, Loc>(s, q_abs, loc, n_tok, o_lat, qs, part, split_len);
+}
+
+// The tensor-core attention (mla_mma_device.h): one block an SM.
+template <typename Loc>
+__global__ void __launch_bounds__(internal::kMlaMmaThreads, 1)
+    MlaMmaAttendKernel(MlaShape s, const float* q_abs, Loc loc, int n_tok, float* o_lat,
+                       float* part, int split_len) {
+  extern __shared__ __align__(16) uint32_t mma_smem[];
+  internal::MlaMmaAttendBlock<Loc>(s, q_abs, loc, n_tok, o_lat, mma_smem, part, split_len);
 }
 
 // The shared memory a block may opt into (227 KiB on sm_90).
 constexpr int64_t kMaxOptInShared = 227 * 1024;
-
-template <int E, typename Loc, bool Staged>
-void AttendWith(const MlaShape& s, const float* q_abs, Loc loc, int n_tok, float* o_lat,
-                float* part, int split_len, dim3 grid, size_t smem, Stream stream) {
-  if constexpr (Staged) {
-    // Past 48 KiB a kernel opts in (once per instantiation and size).
-    static size_t opted = 0;
-    if (smem > opted) {
-      cudaFuncSetAttribute(MlaAttendKernel<E, Loc, true>,
-                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-      opted = smem;
-    }
-  }
-  MlaAttendKernel<E, Loc, Staged>
-      <<<grid, kThreads, smem, stream>>>(s, q_abs, loc, n_tok, o_lat, part, split_len);
-}
-
-// AttendWith for the latent values a thread owns (ElemsFor).
-template <typename Loc, bool Staged>
-void AttendOwning(const MlaShape& s, const float* q_abs, Loc loc, int n_tok, float* o_lat,
-                  float* part, int split_len, dim3 grid, size_t smem, Stream stream) {
-  if (internal::ElemsFor(s.kv_lora_rank) == 2) {
-    AttendWith<2, Loc, Staged>(s, q_abs, loc, n_tok, o_lat, part, split_len, grid, smem, stream);
-  } else {
-    AttendWith<kElemsPerThread, Loc, Staged>(s, q_abs, loc, n_tok, o_lat, part, split_len, grid,
-                                             smem, stream);
-  }
-}
 
 __global__ void MlaCombineKernel(MlaShape s, const float* part, int splits, int n_tok,
                                  float* o_lat) {
@@ -174,13 +155,26 @@ void LaunchAttend(const MlaShape& s, const float* q_abs, Loc loc, int64_t n_tok,
                   (s.n_head + kHeadsPerBlock - 1) / kHeadsPerBlock, splits);
   float* part = splits > 1 ? scratch : nullptr;
   const int n = static_cast<int>(n_tok);
-  const int64_t staged_smem = internal::MlaStagedSharedBytes(s.width());
-  if (MlaStagedEnabled() && s.width() % 4 == 0 && staged_smem <= kMaxOptInShared) {
-    AttendOwning<Loc, true>(s, q_abs, loc, n, o_lat, part, split_len, grid,
-                            static_cast<size_t>(staged_smem), stream);
+  const size_t smem = static_cast<size_t>(kHeadsPerBlock) * s.width() * sizeof(float);
+  if (MlaTensorCoresEnabled() && MlaMmaSupported(s)) {
+    const dim3 mma_grid(static_cast<unsigned>(n_tok),
+                        (s.n_head + internal::kMlaMmaHeads - 1) / internal::kMlaMmaHeads, splits);
+    const auto bytes = static_cast<size_t>(internal::MlaMmaSharedBytes(s.width()));
+    // Past 48 KiB a kernel opts in (once per instantiation and size).
+    static size_t opted = 0;
+    if (bytes > opted) {
+      cudaFuncSetAttribute(MlaMmaAttendKernel<Loc>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(bytes));
+      opted = bytes;
+    }
+    MlaMmaAttendKernel<Loc><<<mma_grid, internal::kMlaMmaThreads, bytes, stream>>>(
+        s, q_abs, loc, n, o_lat, part, split_len);
+  } else if (internal::ElemsFor(s.kv_lora_rank) == 2) {  // the values a thread owns
+    MlaAttendKernel<2, Loc><<<grid, kThreads, smem, stream>>>(s, q_abs, loc, n, o_lat, part,
+                                                              split_len);
   } else {
-    const size_t smem = static_cast<size_t>(kHeadsPerBlock) * s.width() * sizeof(float);
-    AttendOwning<Loc, false>(s, q_abs, loc, n, o_lat, part, split_len, grid, smem, stream);
+    MlaAttendKernel<kElemsPerThread, Loc>
+        <<<grid, kThreads, smem, stream>>>(s, q_abs, loc, n, o_lat, part, split_len);
   }
   if (splits > 1) {
     const dim3 merge(static_cast<unsigned>(n_tok), s.n_head);
@@ -210,6 +204,11 @@ bool MlaSupported(const MlaShape& s) {
   return s.n_head > 0 && s.kv_lora_rank > 0 && s.kv_lora_rank <= kThreads * kElemsPerThread &&
          s.rope.n_rot % 2 == 0 && s.rope.n_rot > 0 && s.head_k > s.rope.n_rot &&
          s.width() <= kMaxWidth;
+}
+
+bool MlaMmaSupported(const MlaShape& s) {
+  return MlaSupported(s) && internal::MlaMmaShapeOk(s) &&
+         internal::MlaMmaSharedBytes(s.width()) <= kMaxOptInShared;
 }
 
 void MlaPrepare(const MlaShape& s, const float* ckv, const float* q, const float* kv_a_norm,

@@ -118,14 +118,16 @@ inline int64_t MlaAttendScratchFloats(int n_head, int kv_lora_rank, int64_t n_to
   const int64_t rows = n_tok < kMlaSplitMaxTokens ? n_tok : kMlaSplitMaxTokens;
   return int64_t{kMlaMaxSplits} * n_head * rows * (kv_lora_rank + 2);
 }
-// Whether MlaAttend copies each chunk's cache rows into shared memory a
-// chunk ahead (cp.async) and reads them there, for widths of whole 16-byte
-// pieces whose two chunks fit in a block's shared memory: the same bits
-// either way (mla_attend_emulation_test, mla_ops_sm90_test). Off by default
-// until measured (written 2026-12-06); SLUICE_CUDA_MLA_STAGED=1 turns it on
-// at the first use, SetMlaStagedEnabled at any time (tests).
-bool MlaStagedEnabled();
-void SetMlaStagedEnabled(bool enabled);
+// Whether MlaAttend runs on the tensor cores (mla_mma_device.h: 64 heads a
+// block, half inputs, f32 sums; the f32 kernel's values to f32's rounding,
+// not its bits) where the shape allows (MlaMmaSupported: a width of whole
+// 16s, a latent of whole 8s up to 512, as DeepSeek's and Kimi's 576 / 512).
+// Either kernel gives a row the same bits split over blocks or merged in
+// one. On by default; SLUICE_CUDA_MLA_TENSOR_CORES=0 turns it off at the
+// first use, SetMlaTensorCoresEnabled at any time (tests).
+bool MlaTensorCoresEnabled();
+void SetMlaTensorCoresEnabled(bool enabled);
+bool MlaMmaSupported(const MlaShape& s);
 
 void MlaAttend(const MlaShape& s, const float* q_abs, const float* cache,
                const int32_t* d_pos0, int64_t n_tok, float* o_lat,

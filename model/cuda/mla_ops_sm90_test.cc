@@ -290,41 +290,56 @@ TEST_F(MlaOpsSm90Test, SplitKeysMatchOnePass) {
   }
 }
 
-// The staged attention (SetMlaStagedEnabled: each chunk's rows copied into
-// shared memory a chunk ahead) gives the same bits as reading the cache:
-// decode rows split over blocks and merged in a block at depth 3,000 of a
-// 4,096-row cache, and a 40-row prompt's rows. Not yet run on a GPU.
-TEST_F(MlaOpsSm90Test, StagedRowsGiveTheSameBits) {
-  const MlaConfig c = Config();
-  cuda::MlaShape s = ShapeOf(c);
-  s.kv_capacity = 4096;
-  const int64_t h = c.n_head, width = c.cache_width(), lat = c.kv_lora_rank;
-  // Staged applies: rows of whole 16-byte pieces, two chunks of them (and
-  // the queries) well within a block's shared memory.
-  ASSERT_EQ(width % 4, 0);
-  ASSERT_LE((8 + 2 * cuda::kMlaChunk) * width * 4, 200 * 1024);
-  auto cache = Random(s.kv_capacity * width, 90);
-  kernels::RoundToHalf(cache.data(), static_cast<int64_t>(cache.size()));
-  Dev d;
-  float* d_cache = d.Put(cache);
-  float* scratch = d.Zeros<float>(cuda::MlaAttendScratchFloats(s.n_head, s.kv_lora_rank, 40));
-  const bool was = cuda::MlaStagedEnabled();
-  for (const auto& [n, pos0, split] :
-       std::vector<std::tuple<int, int32_t, bool>>{{1, 3000, true}, {3, 3000, false},
-                                                   {40, 2000, false}}) {
-    const auto q_abs = Random(h * n * width, 91 + n);
-    float* qa = d.Put(q_abs);
-    int32_t* pos = d.Put(std::vector<int32_t>{pos0});
-    std::vector<float> out[2];
-    for (const bool staged : {false, true}) {
-      cuda::SetMlaStagedEnabled(staged);
-      float* o = d.Zeros<float>(h * n * lat);
-      cuda::MlaAttend(s, qa, d_cache, pos, n, o, split ? scratch : nullptr, nullptr);
-      out[staged] = d.Get(o, h * n * lat);
+// The tensor-core attention (SetMlaTensorCoresEnabled, the default) against
+// the f32 kernel at Kimi-K2's widths (a latent of 512, RoPE 64) with 64 heads
+// and DeepSeek-V3's 128 (two blocks of heads): decode rows (1 and 3) at depth
+// 3,000 of a 4,096-row cache split over blocks and merged in each block
+// (the same bits), and a 40-row prompt at 2,000; every value within 1e-5 of
+// the largest of the f32 kernel's.
+TEST_F(MlaOpsSm90Test, TensorCoresMatchTheF32Kernel) {
+  const bool was = cuda::MlaTensorCoresEnabled();
+  for (const int n_head : {64, 128}) {
+    cuda::MlaShape s;
+    s.n_head = n_head;
+    s.kv_lora_rank = 512;
+    s.head_k = 192;
+    s.head_v = 128;
+    s.rope.n_rot = 64;
+    s.kq_scale = 0.0723f;
+    s.kv_capacity = 4096;
+    ASSERT_TRUE(cuda::MlaMmaSupported(s));
+    const int64_t width = s.width(), lat = s.kv_lora_rank;
+    auto cache = Random(s.kv_capacity * width, 100);
+    kernels::RoundToHalf(cache.data(), static_cast<int64_t>(cache.size()));
+    Dev d;
+    float* d_cache = d.Put(cache);
+    float* scratch = d.Zeros<float>(cuda::MlaAttendScratchFloats(n_head, lat, 3));
+    for (const auto& [n, pos0, split] : std::vector<std::tuple<int, int32_t, bool>>{
+             {1, 3000, true}, {3, 3000, true}, {3, 3000, false}, {40, 2000, false}}) {
+      const auto q_abs = Random(n_head * n * width, 101 + n, 0.3f);
+      float* qa = d.Put(q_abs);
+      int32_t* pos = d.Put(std::vector<int32_t>{pos0});
+      std::vector<float> out[2];
+      for (const bool tensor_cores : {false, true}) {
+        cuda::SetMlaTensorCoresEnabled(tensor_cores);
+        float* o = d.Zeros<float>(n_head * n * lat);
+        cuda::MlaAttend(s, qa, d_cache, pos, n, o, split ? scratch : nullptr, nullptr);
+        ASSERT_TRUE(cuda::LastLaunchError("MlaAttend").ok());
+        out[tensor_cores] = d.Get(o, n_head * n * lat);
+      }
+      const double err = RelErr(out[1], out[0]);
+      std::printf("MLA tensor cores vs f32, %d heads, %d rows at %d%s: %.3g\n", n_head, n,
+                  pos0, split ? " (split)" : "", err);
+      EXPECT_LT(err, 1e-5) << n_head << " heads, " << n << " rows at " << pos0;
+      if (n == 3 && split) {
+        // The same rows merged in each block below: their bits.
+        float* o = d.Zeros<float>(n_head * n * lat);
+        cuda::MlaAttend(s, qa, d_cache, pos, n, o, nullptr, nullptr);
+        EXPECT_EQ(d.Get(o, n_head * n * lat), out[1]) << n_head << " heads";
+      }
     }
-    EXPECT_EQ(out[0], out[1]) << n << " rows at " << pos0;
   }
-  cuda::SetMlaStagedEnabled(was);
+  cuda::SetMlaTensorCoresEnabled(was);
 }
 
 TEST_F(MlaOpsSm90Test, MlaOverSeveralSequencesEqualsEachAlone) {
