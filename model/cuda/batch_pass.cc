@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "base/status_macros.h"
-#include "kernels/cuda/decode_ops.h"
 #include "kernels/cuda/mla_ops.h"
 #include "kernels/cuda/quant_matmul.h"
 #include "kernels/cuda/route_ops.h"
@@ -62,24 +61,9 @@ class Pass {
     if (n == short_n) return absl::OkStatus();
     return ProjectRows(w, x, y, {short_n, n - short_n, true, false});
   }
-  // Whether rows go through the decode kernels (OneRowDecodeEnabled): one
-  // row of 8-bit products over cols within the decode kernels' vectors.
-  static bool ByDecode(const RowKind& rows, int64_t cols) {
-    return rows.n == 1 && !rows.tensor_cores && cols <= cuda::DecodeMaxCols() &&
-           OneRowDecodeEnabled();
-  }
   absl::Status ProjectRows(const DeviceMatrix& w, const float* x, float* y,
                            const RowKind& rows) const {
     const float* xr = x + rows.r0 * w.cols;
-    if (ByDecode(rows, w.cols)) {
-      cuda::DecodeProjection p;
-      p.in.x = xr;
-      p.in.n = w.cols;
-      p.m[0] = {static_cast<int>(w.type), w.data, nullptr, w.rows, y + rows.r0 * w.rows};
-      p.n_matrices = 1;
-      cuda::DecodeProject(p, c_.stream);
-      return absl::OkStatus();
-    }
     ASSIGN_OR_RETURN(const uint8_t* xq, Rounded(w.type, xr, rows.n, w.cols, rows.q8));
     return cuda::MatMul(w.type, w.data, w.rows, w.cols, xr, rows.n, y + rows.r0 * w.rows,
                         c_.stream, rows.tensor_cores, rows.q8, xq);
@@ -126,9 +110,6 @@ class Pass {
   // token's k experts, no groups).
   absl::Status ExpertsOver(const DeviceMoe& m, const RowKind& rows, bool one, int max_entries,
                            int groups) const;
-  // One token's k routed experts through DecodeExpertsGateUp / Down into y
-  // (the shared expert apart, as the other paths).
-  absl::Status OneTokenExperts(const DeviceMoe& m) const;
 
   const BatchContext& c_;
   Workspace& w_;
@@ -165,17 +146,6 @@ absl::StatusOr<const uint8_t*> Pass::Rounded(GgmlType type, const float* x, int6
 absl::Status Pass::ProjectPair(const DeviceMatrix& a, const DeviceMatrix& b,
                                const cuda::DeviceBuffer& table, const float* x, float* ya,
                                float* yb) const {
-  if (n_ == 1 && a.cols == b.cols && ByDecode({0, 1, tensor_cores_, q8_}, a.cols)) {
-    // Both products of the one vector in one launch.
-    cuda::DecodeProjection p;
-    p.in.x = x;
-    p.in.n = a.cols;
-    p.m[0] = {static_cast<int>(a.type), a.data, nullptr, a.rows, ya};
-    p.m[1] = {static_cast<int>(b.type), b.data, nullptr, b.rows, yb};
-    p.n_matrices = 2;
-    cuda::DecodeProject(p, c_.stream);
-    return absl::OkStatus();
-  }
   if (n_ != 1 || a.type != b.type || a.rows != b.rows || a.cols != b.cols) {
     RETURN_IF_ERROR(Project(a, x, ya));
     return Project(b, x, yb);
@@ -458,10 +428,6 @@ absl::Status Pass::ExpertsOver(const DeviceMoe& m, const RowKind& rows, bool one
                                int max_entries, int groups) const {
   const MoeConfig& mc = c_.desc->moe;
   const int k = static_cast<int>(mc.n_expert_used);
-  if (one && ByDecode(rows, mc.n_embd) &&
-      cuda::DecodeExpertsSupported(k, /*shared=*/false, mc.expert_ff, mc.n_embd)) {
-    return OneTokenExperts(m);
-  }
   const int64_t n = rows.n;
   const float* xn = w_.xn + rows.r0 * mc.n_embd;
   const bool fuse_gate_up = one && m.gate_type == m.up_type;
@@ -516,43 +482,6 @@ absl::Status Pass::ExpertsOver(const DeviceMoe& m, const RowKind& rows, bool one
   RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(down, c_.stream));
   cuda::CombineExperts(w_.expert_y, one ? w_.iota : w_.slot_entry, w_.weights + rows.r0 * k, n,
                        k, mc.n_embd, w_.y + rows.r0 * mc.n_embd, c_.stream);
-  return absl::OkStatus();
-}
-
-absl::Status Pass::OneTokenExperts(const DeviceMoe& m) const {
-  const MoeConfig& mc = c_.desc->moe;
-  cuda::DecodeExperts x;
-  x.k = static_cast<int>(mc.n_expert_used);
-  x.ids = w_.ids;
-  x.weights = w_.weights;
-  x.gate = m.gate_table();
-  x.up = m.up_table();
-  x.down = m.down_table.as<const void*>();
-  x.gate_type = static_cast<int>(m.gate_type);
-  x.up_type = static_cast<int>(m.up_type);
-  x.down_type = static_cast<int>(m.down_type);
-  x.n_embd = mc.n_embd;
-  x.ff = mc.expert_ff;
-  x.xn = w_.xn;
-  x.h = w_.expert_g;
-  x.out = w_.y;
-  // The input and the hidden rows quantized once for every block that
-  // reads them (the same bits as each block quantizing its own).
-  const int gate_up[2] = {x.gate_type, x.up_type};
-  if (const int f = cuda::DecodeQ8Formats(gate_up, 2, x.n_embd); f != 0) {
-    cuda::DecodeInput in;
-    in.x = w_.xn;
-    in.n = x.n_embd;
-    cuda::DecodePrepare(in, w_.decode_q8, f, c_.stream);
-    x.xn_q8 = {w_.decode_q8, f};
-  }
-  cuda::DecodeExpertsGateUp(x, c_.stream);
-  const int down[2] = {x.down_type, x.down_type};
-  if (const int f = cuda::DecodeQ8Formats(down, 2, x.ff); f != 0) {
-    cuda::DecodeExpertsPrepareDown(x, w_.decode_q8_h, f, c_.stream);
-    x.h_q8 = {w_.decode_q8_h, f};
-  }
-  cuda::DecodeExpertsDown(x, c_.stream);
   return absl::OkStatus();
 }
 

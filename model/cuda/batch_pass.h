@@ -116,18 +116,6 @@ absl::Status EnqueueBatch(const BatchContext& c, int64_t n_tok,
 bool SplitKindsEnabled();
 void SetSplitKindsEnabled(bool enabled);
 
-// Whether a pass of one row (deepseek2's decode step, a one-token prompt)
-// multiplies it through the decode program's kernels (decode_ops.h:
-// DecodeProject for its projections within DecodeMaxCols, one launch for a
-// pair; DecodeExpertsGateUp / Down for its routed experts) instead of
-// MatMul and the grouped products, which reach a fraction of the memory
-// bandwidth for one vector (Kimi-K2 shape on the H200: the routed experts
-// of a step at ~1.35 TB/s). Different kernels, so other bits, within the
-// same gates. On by default; SLUICE_CUDA_ONE_ROW_DECODE=0 turns it off
-// (read once), SetOneRowDecodeEnabled at any time (tests).
-bool OneRowDecodeEnabled();
-void SetOneRowDecodeEnabled(bool enabled);
-
 // Fills the workspace's sequence tables of a pass of several sequences
 // (their rows, positions and states) on c.stream.
 absl::Status UploadSequences(const BatchContext& c, int64_t n_tok,

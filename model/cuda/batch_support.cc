@@ -95,16 +95,11 @@ absl::Status AcquireRouted(const BatchContext& c, int il, int64_t n_tok,
 
 namespace {
 EnvSwitch split_kinds("SLUICE_CUDA_SPLIT_KINDS", true);
-EnvSwitch one_row_decode("SLUICE_CUDA_ONE_ROW_DECODE", true);
 }  // namespace
 
 bool SplitKindsEnabled() { return split_kinds.on(); }
 
 void SetSplitKindsEnabled(bool enabled) { split_kinds.Set(enabled); }
-
-bool OneRowDecodeEnabled() { return one_row_decode.on(); }
-
-void SetOneRowDecodeEnabled(bool enabled) { one_row_decode.Set(enabled); }
 
 absl::Status UploadSequences(const BatchContext& c, int64_t n_tok,
                              absl::Span<const PassSequence> seqs) {
