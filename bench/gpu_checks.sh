@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # The checks of docs/BENCHMARKS.md's "Next GPU call" that need no llama.cpp,
-# in one command on the GPU machine: every sm90 test; the batch gap's
-# experiment (the prompt inside a batch with tensor cores off); the kernel
-# switches still off by default measured on and off (the kinds-apart batch
-# pass through the daemon when the bundle has it; with --kimi the staged
-# MLA attention); batch_decode at small batches with its profile. Prints a
+# in one command on the GPU machine: every sm90 test; the kernel
+# switches measured on and off (the kinds-apart batch pass through the
+# daemon when the bundle has it; with --kimi the MLA attention on tensor
+# cores); batch_decode at small batches with its profile. Prints a
 # summary and leaves every log in OUT.
 #
 # Here (the bundle: tools/gpu_tests.sh B, then tools/gpu_bundle.sh B with
@@ -14,7 +13,8 @@
 # There:
 #   bench/gpu_checks.sh B GOLDENS GOLDENS_DEEPSEEK2 OUT [--kimi]
 # --kimi also writes the Kimi-K2-shape file (41.6 GB, about a minute) and
-# times its decode at depth 4,096 with the staged attention on and off.
+# times its decode at depths 512, 4,096 and 16,384 with the MLA attention on
+# tensor cores and off, then profiles a step at 512.
 set -uo pipefail
 bundle="$1" goldens="$2" goldens_ds2="$3" out="$4"
 kimi=0
@@ -37,13 +37,6 @@ mk=$!
 
 step "every sm90 test"
 SM90_LOGS="$out/sm90" "$bundle/run.sh" "$bin" "$goldens" "$goldens_ds2" 2>&1 | tail -16
-
-step "the batch gap with tensor cores off (docs/BATCHING.md)"
-SLUICE_CUDA_TENSOR_CORES=0 timeout 300 "$bin/cuda_parity_sm90_test" \
-  --gtest_filter='*PromptInsideABatch*' > "$out/batch_gap_no_tensor_cores.log" 2>&1
-echo "rc $?"
-grep -E "tiny.mixed\.p[0-9]: .*top1|^\[  (PASSED|FAILED) " "$out/batch_gap_no_tensor_cores.log" |
-  sort -u | head -12
 
 wait "$mk"
 step "batch_decode, all resident (kinds apart has no effect on decode-only steps)"
@@ -70,18 +63,22 @@ if [ -x "$bin/sluiced" ]; then
 fi
 
 if [ "$kimi" = 1 ]; then
-  step "Kimi-K2 shape, depth 4096, the staged MLA attention off and on"
+  step "Kimi-K2 shape, the MLA attention on tensor cores and off"
   k="$models/kimi_k2-q4_k_m-l5-loc0.gguf"
   [ -f "$k" ] || "$bin/mkmodel" --arch deepseek2 --shape kimi_k2 --mix q4_k_m \
     --routing-locality 0 --n-layer 5 --out "$k" > "$out/mkmodel_kimi.log" 2>&1
-  for staged in 0 1; do
+  for tc in 1 0; do
     for depth in 512 4096 16384; do
-      SLUICE_CUDA_MLA_STAGED=$staged timeout 200 "$bin/generate" --model "$k" --device cuda \
+      SLUICE_CUDA_MLA_TENSOR_CORES=$tc timeout 200 "$bin/generate" --model "$k" --device cuda \
         --json --ignore_eos --prompt_tokens "$depth" --ctx $((depth + 144)) --max_tokens 128 \
         --warmup_tokens 8 --threads 16 --temperature 10000 --seed 1 2>/dev/null |
         grep -o '"decode_tok_s": *[0-9.]*\|"prefill_tok_s": *[0-9.]*' | tr '\n' ' '
-      echo " (staged=$staged, depth $depth)"
+      echo " (tensor cores=$tc, depth $depth)"
     done
   done
+  step "Kimi-K2 shape, decode profile at depth 512"
+  timeout 100 "$bin/generate" --model "$k" --device cuda --ignore_eos --prompt_tokens 512 \
+    --ctx 656 --max_tokens 32 --threads 16 --profile 2>&1 >/dev/null | grep '^profile decode' |
+    sort -k3 -n -r | head -14
 fi
 step "done; logs in $out"
