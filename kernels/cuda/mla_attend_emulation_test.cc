@@ -176,6 +176,17 @@ TEST(MlaAttendEmulationTest, IsTheAttentionInF32) {
   EXPECT_LT(cpu_diff / max_ref, 2e-3);
 }
 
+// MlaCombineBlock over every (token, head): the partials of `splits`
+// ranges merged into o.
+void Combine(const MlaShape& s, const std::vector<float>& part, int splits, int n_tok,
+             std::vector<float>& o) {
+  dim3 merge;
+  merge.x = n_tok;
+  merge.y = s.n_head;
+  emulation::Launch(merge, internal::kThreads,
+                    [&] { internal::MlaCombineBlock(s, part.data(), splits, n_tok, o.data()); });
+}
+
 // The split of MlaAttend (mla_ops.h): each row's keys in ranges of
 // split_len, each range's block writing a partial, MlaCombineBlock merging
 // them. n_tok rows at positions pos0.. over a cache of `capacity`; returns
@@ -199,11 +210,7 @@ std::vector<float> RunSplit(const MlaShape& s, const std::vector<float>& q_abs,
         s, q_abs.data(), loc, n_tok, o.data(),
         reinterpret_cast<float*>(emulation::DynamicShared()), part.data(), split_len);
   });
-  dim3 merge;
-  merge.x = n_tok;
-  merge.y = s.n_head;
-  emulation::Launch(merge, internal::kThreads,
-                    [&] { internal::MlaCombineBlock(s, part.data(), splits, n_tok, o.data()); });
+  Combine(s, part, splits, n_tok, o);
   return o;
 }
 
@@ -339,13 +346,7 @@ std::vector<float> RunMma(const MlaShape& s, const std::vector<float>& q_abs,
                                 reinterpret_cast<uint32_t*>(emulation::DynamicShared()),
                                 splits > 0 ? part.data() : nullptr, split_len);
   });
-  if (splits > 0) {
-    dim3 merge;
-    merge.x = n_tok;
-    merge.y = s.n_head;
-    emulation::Launch(merge, internal::kThreads,
-                      [&] { internal::MlaCombineBlock(s, part.data(), splits, n_tok, o.data()); });
-  }
+  if (splits > 0) Combine(s, part, splits, n_tok, o);
   return o;
 }
 

@@ -221,6 +221,30 @@ __device__ __forceinline__ float Merged(float run, float a, float x, float b) {
   return __fadd_rn(__fmul_rn(run, a), __fmul_rn(x, b));
 }
 
+// After a range, thread h < heads: with a partial to write, head h's
+// maximum and sum after its accumulator (part_of(h)[lat], [lat + 1]);
+// merging in the block, head h's pair folded into the running one, the
+// factors of the running values and the range's left in fa[h], fb[h].
+template <typename PartOf>
+__device__ __forceinline__ void PutRangeStats(int heads, int lat, const float* max_s,
+                                              const float* sum, PartOf part_of) {
+  if (static_cast<int>(threadIdx.x) < heads) {
+    part_of(threadIdx.x)[lat] = max_s[threadIdx.x];
+    part_of(threadIdx.x)[lat + 1] = sum[threadIdx.x];
+  }
+}
+__device__ __forceinline__ void FoldRangeStats(int heads, const float* max_s, const float* sum,
+                                               float* run_max, float* run_sum, float* fa,
+                                               float* fb) {
+  if (static_cast<int>(threadIdx.x) < heads) {
+    const int h = threadIdx.x;
+    float m;
+    MergeFactors(run_max[h], max_s[h], &fa[h], &fb[h], &m);
+    run_sum[h] = Merged(run_sum[h], fa[h], sum[h], fb[h]);
+    run_max[h] = m;
+  }
+}
+
 // Block (token t, heads [h0, h0 + kHeadsPerBlock)): the keys in ranges of
 // split_len (0: one range), each range's chunks in order, an f32
 // accumulator per head rescaled once a chunk (ChunkWeights); each thread
@@ -297,20 +321,11 @@ __device__ void MlaAttendBlock(const MlaShape& s, const float* q_abs, Loc loc, i
       __syncthreads();
     }
     if (part != nullptr) {
-      if (static_cast<int>(threadIdx.x) < heads) {
-        part_of(threadIdx.x)[lat] = max_s[threadIdx.x];
-        part_of(threadIdx.x)[lat + 1] = sum[threadIdx.x];
-      }
+      PutRangeStats(heads, lat, max_s, sum, part_of);
       ForOwned<E>(lat, heads, [&](int k, int i, int h) { part_of(h)[i] = acc[k][h]; });
       return;
     }
-    if (static_cast<int>(threadIdx.x) < heads) {
-      const int h = threadIdx.x;
-      float m;
-      MergeFactors(run_max[h], max_s[h], &fa[h], &fb[h], &m);
-      run_sum[h] = Merged(run_sum[h], fa[h], sum[h], fb[h]);
-      run_max[h] = m;
-    }
+    FoldRangeStats(heads, max_s, sum, run_max, run_sum, fa, fb);
     __syncthreads();
     ForOwned<E>(lat, heads,
              [&](int k, int, int h) { run[k][h] = Merged(run[k][h], fa[h], acc[k][h], fb[h]); });

@@ -289,22 +289,13 @@ __device__ void MlaMmaAttendBlock(const MlaShape& s, const float* q_abs, Loc loc
     }
     constexpr float kUnscale = 1.0f / kMlaMmaWeightScale;  // exact: a power of two
     if (part != nullptr) {
-      if (static_cast<int>(threadIdx.x) < heads) {
-        part_of(threadIdx.x)[lat] = max_s[threadIdx.x];
-        part_of(threadIdx.x)[lat + 1] = sum[threadIdx.x];
-      }
+      PutRangeStats(heads, lat, max_s, sum, part_of);
       for_acc([&](int mt, int j, int i, int row, int col) {
         part_of(row)[col] = acc[mt][j][i] * kUnscale;
       });
       return;
     }
-    if (static_cast<int>(threadIdx.x) < heads) {
-      const int h = threadIdx.x;
-      float m;
-      MergeFactors(run_max[h], max_s[h], &fa[h], &fb[h], &m);
-      run_sum[h] = Merged(run_sum[h], fa[h], sum[h], fb[h]);
-      run_max[h] = m;
-    }
+    FoldRangeStats(heads, max_s, sum, run_max, run_sum, fa, fb);
     __syncthreads();
     // The running values live in o_lat (each thread its own).
     for_acc([&](int mt, int j, int i, int row, int col) {
