@@ -106,10 +106,26 @@ class Pass {
   // number with the empty ones after), the largest max_entries rows. A
   // mixed pass (short_rows_) groups and multiplies each kind of rows apart.
   absl::Status Experts(const DeviceMoe& m, int max_entries, int groups) const;
-  // Experts over `rows` with the groups in the workspace (one: a single
-  // token's k experts, no groups).
-  absl::Status ExpertsOver(const DeviceMoe& m, const RowKind& rows, bool one, int max_entries,
-                           int groups) const;
+  // GroupByExpert's outputs for some rows (entries local to them).
+  struct Groups {
+    int32_t *group_begin, *active_experts, *active_begin, *entry_token, *slot_entry;
+  };
+  // The pass's groups, or kind 0 / 1 of a mixed pass (its short / long rows).
+  Groups AllGroups() const {
+    return {w_.group_begin, w_.active_experts, w_.active_begin, w_.entry_token, w_.slot_entry};
+  }
+  Groups KindGroups(int kind) const;
+  RowKind Kind(int kind) const {
+    return kind == 0 ? RowKind{0, short_rows_, false, true}
+                     : RowKind{short_rows_, n_ - short_rows_, true, false};
+  }
+  // A mixed pass: each kind's rows grouped apart and their bounds copied to
+  // host_begin's second and third rows, read after the routed event.
+  absl::Status GroupKinds() const;
+  // Experts over `rows` with groups g (one: a single token's k experts, no
+  // groups).
+  absl::Status ExpertsOver(const DeviceMoe& m, const RowKind& rows, const Groups& g, bool one,
+                           int max_entries, int groups) const;
 
   const BatchContext& c_;
   Workspace& w_;
@@ -349,6 +365,7 @@ absl::Status Pass::Moe(int il, const DeviceMoe& m) const {
     int32_t* host = captured ? c_.graph_bounds + il * (n_expert + 1) : c_.host_begin;
     RETURN_IF_ERROR(
         cuda::CopyToHost(host, w_.group_begin, (n_expert + 1) * sizeof(int32_t), c_.stream));
+    if (short_rows_ > 0) RETURN_IF_ERROR(GroupKinds());
   }
   const bool need_ids = c_.experts != nullptr || c_.observer != nullptr;
   if (captured && (need_ids || c_.source != nullptr)) {
@@ -402,30 +419,46 @@ absl::Status Pass::Moe(int il, const DeviceMoe& m) const {
 
 // Gate and up (one launch of 2k groups for one token when they share a
 // type), SwiGLU, down, the weighted combine into y.
-absl::Status Pass::Experts(const DeviceMoe& m, int max_entries, int groups) const {
-  if (short_rows_ == 0) {
-    return ExpertsOver(m, {0, n_, tensor_cores_, q8_}, n_ == 1, max_entries, groups);
-  }
-  // Mixed: each kind of rows grouped and multiplied on its own, the short
-  // sequences' rows as in a pass of short rows (SplitKindsEnabled).
+Pass::Groups Pass::KindGroups(int kind) const {
+  if (kind == 0) return AllGroups();
+  const int64_t at = short_rows_ * c_.desc->moe.n_expert_used;
+  return {w_.long_group_begin, w_.long_active_experts, w_.long_active_begin,
+          w_.entry_token + at, w_.slot_entry + at};
+}
+
+absl::Status Pass::GroupKinds() const {
   const int k = static_cast<int>(c_.desc->moe.n_expert_used);
   const int n_expert = static_cast<int>(c_.desc->moe.n_expert);
-  for (const RowKind& part : {RowKind{0, short_rows_, false, true},
-                              RowKind{short_rows_, n_ - short_rows_, true, false}}) {
-    cuda::GroupByExpert(w_.ids + part.r0 * k, part.n, k, n_expert, w_.group_begin,
-                        w_.active_experts, w_.active_begin, w_.entry_token, w_.slot_entry,
+  for (int kind = 0; kind < 2; ++kind) {
+    const RowKind rows = Kind(kind);
+    const Groups g = KindGroups(kind);
+    cuda::GroupByExpert(w_.ids + rows.r0 * k, rows.n, k, n_expert, g.group_begin,
+                        g.active_experts, g.active_begin, g.entry_token, g.slot_entry,
                         c_.stream);
-    RETURN_IF_ERROR(cuda::CopyToHost(c_.host_begin, w_.group_begin,
+    RETURN_IF_ERROR(cuda::CopyToHost(c_.host_begin + (kind + 1) * (n_expert + 1), g.group_begin,
                                      (n_expert + 1) * sizeof(int32_t), c_.stream));
-    RETURN_IF_ERROR(cuda::Synchronize(c_.stream));
-    const GroupSizes sizes = SizesOf(c_.host_begin, n_expert);
-    RETURN_IF_ERROR(ExpertsOver(m, part, /*one=*/false, sizes.largest, sizes.used));
   }
   return absl::OkStatus();
 }
 
-absl::Status Pass::ExpertsOver(const DeviceMoe& m, const RowKind& rows, bool one,
-                               int max_entries, int groups) const {
+absl::Status Pass::Experts(const DeviceMoe& m, int max_entries, int groups) const {
+  if (short_rows_ == 0) {
+    return ExpertsOver(m, {0, n_, tensor_cores_, q8_}, AllGroups(), n_ == 1, max_entries, groups);
+  }
+  // Mixed: each kind of rows multiplied on its own (grouped by GroupKinds,
+  // its bounds on the host since the routed event), the short sequences'
+  // rows as in a pass of short rows (SplitKindsEnabled).
+  const int n_expert = static_cast<int>(c_.desc->moe.n_expert);
+  for (int kind = 0; kind < 2; ++kind) {
+    const GroupSizes sizes = SizesOf(c_.host_begin + (kind + 1) * (n_expert + 1), n_expert);
+    RETURN_IF_ERROR(
+        ExpertsOver(m, Kind(kind), KindGroups(kind), /*one=*/false, sizes.largest, sizes.used));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Pass::ExpertsOver(const DeviceMoe& m, const RowKind& rows, const Groups& gr,
+                               bool one, int max_entries, int groups) const {
   const MoeConfig& mc = c_.desc->moe;
   const int k = static_cast<int>(mc.n_expert_used);
   const int64_t n = rows.n;
@@ -440,9 +473,9 @@ absl::Status Pass::ExpertsOver(const DeviceMoe& m, const RowKind& rows, bool one
   // 8 on 256 experts launched ~6x more, idle).
   g.n_groups = one ? k : groups;
   g.max_entries_per_group = one ? 1 : max_entries;
-  g.d_group_weight = one ? w_.ids : w_.active_experts;
-  g.d_group_begin = one ? nullptr : w_.active_begin;
-  g.d_x_row = one ? w_.zeros : w_.entry_token;
+  g.d_group_weight = one ? w_.ids : gr.active_experts;
+  g.d_group_begin = one ? nullptr : gr.active_begin;
+  g.d_x_row = one ? w_.zeros : gr.entry_token;
   g.d_x = xn;
   g.x_stride = mc.n_embd;
   g.y_stride = mc.expert_ff;
@@ -480,7 +513,7 @@ absl::Status Pass::ExpertsOver(const DeviceMoe& m, const RowKind& rows, bool one
   down.y_stride = mc.n_embd;
   ASSIGN_OR_RETURN(down.d_x_q8, Rounded(down.type, w_.expert_g, n * k, mc.expert_ff, rows.q8));
   RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(down, c_.stream));
-  cuda::CombineExperts(w_.expert_y, one ? w_.iota : w_.slot_entry, w_.weights + rows.r0 * k, n,
+  cuda::CombineExperts(w_.expert_y, one ? w_.iota : gr.slot_entry, w_.weights + rows.r0 * k, n,
                        k, mc.n_embd, w_.y + rows.r0 * mc.n_embd, c_.stream);
   return absl::OkStatus();
 }

@@ -54,7 +54,9 @@ struct BatchContext : ModelView {
   ExpertStream* experts = nullptr;             // streaming, or null
   RoutingObserver* observer = nullptr;         // or null
   RoutingSource* source = nullptr;             // forced routing, or null
-  int32_t* host_begin = nullptr;               // pinned [n_expert + 1]
+  // Pinned [3][n_expert + 1]: the bounds of a pass's groups, then of a
+  // mixed pass's short and long rows' (SplitKindsEnabled).
+  int32_t* host_begin = nullptr;
   int32_t* host_routing = nullptr;             // pinned ids, then weights
   cuda::Event routed = nullptr;
   PassProfiler* profiler = nullptr;

@@ -221,7 +221,8 @@ void CudaModel::DescribeDeepseekShapes() {
 absl::Status CudaModel::AllocateBuffers() {
   const ArchDesc& d = desc_;
   RETURN_IF_ERROR(ws_.Allocate(d, Model::kMaxMicroBatch));
-  ASSIGN_OR_RETURN(host_begin_, cuda::PinnedBuffer::Create((d.moe.n_expert + 1) * sizeof(int32_t)));
+  ASSIGN_OR_RETURN(host_begin_,
+                   cuda::PinnedBuffer::Create(3 * (d.moe.n_expert + 1) * sizeof(int32_t)));
   ASSIGN_OR_RETURN(host_routing_,
                    cuda::PinnedBuffer::Create(Model::kMaxMicroBatch * d.moe.n_expert_used * 8));
   ASSIGN_OR_RETURN(host_bounds_, cuda::PinnedBuffer::Create(d.layers.size() *

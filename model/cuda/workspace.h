@@ -45,6 +45,11 @@ struct Workspace {
   // GroupByExpert's non-empty groups: their experts, their bounds.
   int32_t *active_experts = nullptr, *active_begin = nullptr;  // [n_expert (+1)]
   int32_t *entry_token = nullptr, *slot_entry = nullptr;  // [tokens * k]
+  // A mixed pass's long rows grouped apart from its short ones (whose
+  // groups take the arrays above; their entries follow the short rows' in
+  // entry_token and slot_entry).
+  int32_t* long_group_begin = nullptr;  // [n_expert + 1]
+  int32_t *long_active_experts = nullptr, *long_active_begin = nullptr;  // [n_expert (+1)]
   int32_t* zeros = nullptr;  // [2k]: every decode slot reads activation row 0
   int32_t* iota = nullptr;   // [k]: decode slot s is entry s
   float *expert_g = nullptr, *expert_u = nullptr;  // [tokens * k][ff]
