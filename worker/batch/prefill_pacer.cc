@@ -81,17 +81,18 @@ int64_t PrefillPacer::Cap(int64_t decodes) const {
   double fixed = 0, per_token = 0;
   double tokens = 0;
   if (MixedLine(&fixed, &per_token) && per_token > 0) {
-    // A chunk beside the decodes costs `fixed` however small it is. When
-    // that alone breaks the ratio, every mixed step does: chunks whose
-    // tokens cost as much as the step's unavoidable part keep each such
-    // step within twice it, in as few steps as that allows.
-    // Below that, chunks keep the ratio, but never fall below a quarter of
-    // the fixed part's worth of tokens: with the fixed part just under the
-    // room, the chunks that keep the ratio shrink to a token a step (a
-    // prompt that never ends), where these cost at most 1 + 1.25 x (ratio
-    // - 1) decode steps (2.875 at 2.5).
-    tokens = fixed < room ? std::max((room - fixed) / per_token, 0.25 * fixed / per_token)
-                          : (decode_s + fixed) / per_token;
+    // A chunk beside the decodes costs `fixed` however small it is. The
+    // chunks keep the ratio where they can, but never fall below a quarter
+    // of the fixed part's worth of tokens: with the fixed part near or past
+    // the room, the chunks that keep the ratio shrink to a token a step (a
+    // prompt that never ends), where these cost decode_s + 1.25 x fixed
+    // (2.875 decode steps with the fixed part at the room, at 2.5). The
+    // same rule on both sides of the room: a fixed part just past it once
+    // doubled the chunks' cost (each step within twice decode_s + fixed),
+    // and on the H100 (2026-12-06) the streams' p99 over median swung
+    // between ~2 and ~7.7 from run to run as the fitted part fell either
+    // side.
+    tokens = std::max((room - fixed) / per_token, 0.25 * fixed / per_token);
   } else if (token_s_ > 0) {
     tokens = room / token_s_;
   } else {

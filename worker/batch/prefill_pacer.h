@@ -13,14 +13,12 @@
 // chunk's tokens, fixed + per_token x tokens (least squares, older steps
 // weighing less). The cap keeps such a step within ratio x decode_s(d):
 // ((ratio - 1) x decode_s(d) - fixed) / per_token tokens, but at least
-// fixed / (4 per_token), so a fixed part just under the room does not
-// shrink the chunks to a token a step (such a step stays within 2.875
-// decode steps at 2.5). When the fixed
-// part alone exceeds that (a chunk beside decodes runs a slower code path,
-// as on the GPU), every mixed step breaks the ratio; the cap is then
-// (decode_s(d) + fixed) / per_token, each such step within twice what it
-// cannot avoid, rather than ever smaller chunks that each still pay the
-// fixed part (and would admit a new short prompt a token a step). Until
+// fixed / (4 per_token), so a fixed part near or past the room (a chunk
+// beside decodes runs a slower code path, as on the GPU) does not shrink
+// the chunks to a token a step: such a step costs decode_s(d) + 1.25 x
+// fixed (2.875 decode steps with the fixed part at the room, at 2.5), the
+// same rule on both sides of the room (no step in the cap where the fitted
+// fixed part crosses it). Until
 // the line is known (three mixed steps of more than one chunk size), the
 // cap is (ratio - 1) x decode_s(d) / token_s, token_s a moving average of
 // the time a prompt token adds. A batch size not timed yet borrows the
