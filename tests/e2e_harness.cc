@@ -332,10 +332,11 @@ CommandResult RunCommand(const std::vector<std::string>& argv,
 }
 
 Generation RunGenerate(v1::Sluice::Stub& stub, const v1::GenerateRequest& request,
-                       absl::Duration timeout) {
+                       absl::Duration timeout, bool wait_for_ready) {
   Generation g;
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  ctx.set_wait_for_ready(wait_for_ready);
   auto reader = stub.Generate(&ctx, request);
   v1::GenerateResponse resp;
   while (reader->Read(&resp)) {

@@ -125,8 +125,11 @@ struct Generation {
   bool done = false;
   v1::GenerateDone final;
 };
+// wait_for_ready: the call waits for its channel to connect (within the
+// timeout) instead of failing at once when a connection attempt fails.
 Generation RunGenerate(v1::Sluice::Stub& stub, const v1::GenerateRequest& request,
-                       absl::Duration timeout = absl::Seconds(60));
+                       absl::Duration timeout = absl::Seconds(60),
+                       bool wait_for_ready = false);
 
 // A greedy (temperature 0) request for `max_tokens` tokens of `prompt` that
 // ignores end-of-sequence.

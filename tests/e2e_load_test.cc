@@ -88,8 +88,12 @@ TEST(E2eLoadTest, ThousandConcurrentStreamsFinishWithTheirSingleClientTokens) {
   absl::Mutex other_mu;
   for (int i = 0; i < kStreams; ++i) {
     clients.emplace_back([&, i] {
+      // Waiting for the channel: under 1,000 streams on CI's 2 cores a
+      // channel's connection attempt once failed outright (2026-12-06: one
+      // of the 8, its 125 streams "failed to connect to all addresses"),
+      // which says nothing of the daemon's streams.
       Generation g = RunGenerate(*stubs[i % stubs.size()], SeededRequest(i % kSeeds),
-                                 absl::Seconds(400));
+                                 absl::Seconds(400), /*wait_for_ready=*/true);
       if (g.status.ok()) {
         ++ok;
         if (!g.done || g.token_ids != reference[i % kSeeds]) ++mismatched;
