@@ -159,14 +159,9 @@ void LaunchAttend(const MlaShape& s, const float* q_abs, Loc loc, int64_t n_tok,
   if (MlaTensorCoresEnabled() && MlaMmaSupported(s)) {
     const dim3 mma_grid(static_cast<unsigned>(n_tok),
                         (s.n_head + internal::kMlaMmaHeads - 1) / internal::kMlaMmaHeads, splits);
+    // Within kMaxOptInShared (MlaMmaSupported), which PrepareMlaKernels
+    // allowed.
     const auto bytes = static_cast<size_t>(internal::MlaMmaSharedBytes(s.width()));
-    // Past 48 KiB a kernel opts in (once per instantiation and size).
-    static size_t opted = 0;
-    if (bytes > opted) {
-      cudaFuncSetAttribute(MlaMmaAttendKernel<Loc>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(bytes));
-      opted = bytes;
-    }
     MlaMmaAttendKernel<Loc><<<mma_grid, internal::kMlaMmaThreads, bytes, stream>>>(
         s, q_abs, loc, n, o_lat, part, split_len);
   } else if (internal::ElemsFor(s.kv_lora_rank) == 2) {  // the values a thread owns
@@ -204,6 +199,14 @@ bool MlaSupported(const MlaShape& s) {
   return s.n_head > 0 && s.kv_lora_rank > 0 && s.kv_lora_rank <= kThreads * kElemsPerThread &&
          s.rope.n_rot % 2 == 0 && s.rope.n_rot > 0 && s.head_k > s.rope.n_rot &&
          s.width() <= kMaxWidth;
+}
+
+void PrepareMlaKernels() {
+  for (const void* k : {reinterpret_cast<const void*>(MlaMmaAttendKernel<internal::OneSeq>),
+                        reinterpret_cast<const void*>(MlaMmaAttendKernel<internal::ManySeqs>)}) {
+    cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(kMaxOptInShared));
+  }
 }
 
 bool MlaMmaSupported(const MlaShape& s) {

@@ -125,6 +125,10 @@ inline int64_t MlaAttendScratchFloats(int n_head, int kv_lora_rank, int64_t n_to
 // Either kernel gives a row the same bits split over blocks or merged in
 // one. On by default; SLUICE_CUDA_MLA_TENSOR_CORES=0 turns it off at the
 // first use, SetMlaTensorCoresEnabled at any time (tests).
+// Lets the tensor-core attention's kernels take the shared memory they
+// need on the current device: call once per device before MlaAttend (the
+// model's load does, beside PrepareKernels).
+void PrepareMlaKernels();
 bool MlaTensorCoresEnabled();
 void SetMlaTensorCoresEnabled(bool enabled);
 bool MlaMmaSupported(const MlaShape& s);

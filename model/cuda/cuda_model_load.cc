@@ -21,6 +21,7 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(
   ASSIGN_OR_RETURN(m->stream_, cuda::CreateStream());
   cuda::PrepareKernels();
   cuda::PrepareDecodeKernels();
+  cuda::PrepareMlaKernels();
   m->profiler_ = std::make_unique<PassProfiler>(options.profile);
   ASSIGN_OR_RETURN(const auto mem, cuda::MemoryInfo());
   m->free_at_start_ = mem.first;

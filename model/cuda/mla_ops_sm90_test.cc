@@ -204,6 +204,7 @@ class MlaOpsSm90Test : public ::testing::Test {
       SLUICE_SKIP("no CUDA device here: " + s.ToString());
     }
     cuda::PrepareKernels();
+    cuda::PrepareMlaKernels();
   }
 };
 
