@@ -207,6 +207,37 @@ __device__ __forceinline__ KeyRange SplitRange(int n_ctx, int split_len, int z) 
 // sum (an empty range: -inf and 0).
 __device__ __forceinline__ int64_t PartFloats(const MlaShape& s) { return s.kv_lora_rank + 2; }
 
+// The keys of a block's row t (a SeqAt's cache, n_ctx keys) and the ranges
+// it takes: with `part`, range blockIdx.z alone; else all n_ranges. Head
+// `head`'s partial of range blockIdx.z for row t is PartOf's.
+struct BlockKeys {
+  SeqAt seq;
+  int n_ctx, n_ranges, z_begin, z_end;
+};
+template <typename Loc>
+__device__ __forceinline__ BlockKeys KeysOf(Loc loc, int t, const float* part, int split_len) {
+  BlockKeys k;
+  k.seq = loc.Of(t);
+  k.n_ctx = k.seq.pos0 + t - k.seq.row + 1;
+  k.n_ranges = split_len > 0 ? (k.n_ctx + split_len - 1) / split_len : 1;
+  k.z_begin = part != nullptr ? static_cast<int>(blockIdx.z) : 0;
+  k.z_end = part != nullptr ? k.z_begin + 1 : k.n_ranges;
+  return k;
+}
+__device__ __forceinline__ float* PartOf(const MlaShape& s, float* part, int head, int n_tok,
+                                         int t) {
+  return part + ((static_cast<int64_t>(blockIdx.z) * s.n_head + head) * n_tok + t) * PartFloats(s);
+}
+// An empty range of a short context: thread h < heads writes head h's
+// partial as one (maximum -inf, sum 0), which the merge skips.
+template <typename PartOfHead>
+__device__ __forceinline__ void PutEmptyRange(int heads, int lat, PartOfHead part_of) {
+  if (static_cast<int>(threadIdx.x) < heads) {
+    part_of(threadIdx.x)[lat] = -INFINITY;
+    part_of(threadIdx.x)[lat + 1] = 0.0f;
+  }
+}
+
 // Folds one range's (maximum, sum) into a running pair, as MlaCombineBlock
 // and the in-block merge of MlaAttendBlock both do (in the same order of
 // operations, so that the two give the same bits): the factors the running
@@ -266,21 +297,13 @@ __device__ void MlaAttendBlock(const MlaShape& s, const float* q_abs, Loc loc, i
   const int t = blockIdx.x, h0 = blockIdx.y * kHeadsPerBlock;
   const int heads = s.n_head - h0 < kHeadsPerBlock ? s.n_head - h0 : kHeadsPerBlock;
   const int width = Width(s), lat = s.kv_lora_rank;
-  const SeqAt seq = loc.Of(t);
-  const int n_ctx = seq.pos0 + t - seq.row + 1;
-  const int n_ranges = split_len > 0 ? (n_ctx + split_len - 1) / split_len : 1;
-  const int z_begin = part != nullptr ? static_cast<int>(blockIdx.z) : 0;
-  const int z_end = part != nullptr ? z_begin + 1 : n_ranges;
+  const BlockKeys bk = KeysOf(loc, t, part, split_len);
+  const SeqAt seq = bk.seq;
+  const int n_ctx = bk.n_ctx, z_begin = bk.z_begin, z_end = bk.z_end;
   // Where head h's partial goes (with part).
-  const auto part_of = [&](int h) {
-    return part + ((static_cast<int64_t>(blockIdx.z) * s.n_head + h0 + h) * n_tok + t) *
-                      PartFloats(s);
-  };
-  if (z_begin >= n_ranges) {  // an empty range of a short context
-    if (static_cast<int>(threadIdx.x) < heads) {
-      part_of(threadIdx.x)[lat] = -INFINITY;
-      part_of(threadIdx.x)[lat + 1] = 0.0f;
-    }
+  const auto part_of = [&](int h) { return PartOf(s, part, h0 + h, n_tok, t); };
+  if (z_begin >= bk.n_ranges) {
+    PutEmptyRange(heads, lat, part_of);
     return;
   }
   for (int x = threadIdx.x; x < heads * width; x += blockDim.x) {

@@ -111,23 +111,15 @@ __device__ void MlaMmaAttendBlock(const MlaShape& s, const float* q_abs, Loc loc
   float* run_sum = run_max + kMlaMmaHeads;
   float* fa = run_sum + kMlaMmaHeads;
   float* fb = fa + kMlaMmaHeads;
-  const SeqAt seq = loc.Of(t);
-  const int n_ctx = seq.pos0 + t - seq.row + 1;
-  const int n_ranges = split_len > 0 ? (n_ctx + split_len - 1) / split_len : 1;
-  const int z_begin = part != nullptr ? static_cast<int>(blockIdx.z) : 0;
-  const int z_end = part != nullptr ? z_begin + 1 : n_ranges;
-  const auto part_of = [&](int h) {
-    return part + ((static_cast<int64_t>(blockIdx.z) * s.n_head + h0 + h) * n_tok + t) *
-                      PartFloats(s);
-  };
+  const BlockKeys bk = KeysOf(loc, t, part, split_len);
+  const SeqAt seq = bk.seq;
+  const int n_ctx = bk.n_ctx, z_begin = bk.z_begin, z_end = bk.z_end;
+  const auto part_of = [&](int h) { return PartOf(s, part, h0 + h, n_tok, t); };
   const auto out_of = [&](int h) {
     return o_lat + (static_cast<int64_t>(h0 + h) * n_tok + t) * lat;
   };
-  if (z_begin >= n_ranges) {  // an empty range of a short context
-    if (static_cast<int>(threadIdx.x) < heads) {
-      part_of(threadIdx.x)[lat] = -INFINITY;
-      part_of(threadIdx.x)[lat + 1] = 0.0f;
-    }
+  if (z_begin >= bk.n_ranges) {
+    PutEmptyRange(heads, lat, part_of);
     return;
   }
   // The queries as halves; the rows of an m tile past the last head are 0.
