@@ -241,6 +241,7 @@ absl::Status Pass::MlaQuery(const DeviceMla& m) const {
   // In place, as the CPU norms the LoRA rows.
   cuda::AddRmsNorm(w_.mla_qa, nullptr, n_, m.wq_a.rows, m.q_a_norm, c_.mla.eps, w_.mla_qa,
                    c_.stream);
+  Mark("mla.q_a");
   return Project(m.wq_b, w_.mla_qa, w_.mla_q);
 }
 
@@ -274,8 +275,9 @@ absl::Status Pass::Mla(const DeviceMla& m, int il) const {
   s.kv_capacity = seqs_.size() == 1 ? seqs_[0].state->capacity() : max_capacity_;
   const int64_t width = s.width(), lat = s.kv_lora_rank;
   RETURN_IF_ERROR(MlaQuery(m));
+  Mark("mla.q_b");
   RETURN_IF_ERROR(Project(m.wkv_a, w_.xn, w_.mla_ckv));
-  Mark("mla.in_proj");
+  Mark("mla.kv_a");
   cuda::MlaHeadEntries(s.n_head, n_, w_.mla_head_begin, w_.mla_x_row, c_.stream);
   if (seqs_.size() == 1) {
     float* cache = seqs_[0].state->k(il);
@@ -299,6 +301,7 @@ absl::Status Pass::Mla(const DeviceMla& m, int il) const {
   RETURN_IF_ERROR(HeadProduct(m.v_b_type, m.v_b_table, s.head_v, lat, w_.mla_o_lat, nullptr, lat,
                               w_.mla_o_heads, s.head_v));
   cuda::HeadsToTokens(w_.mla_o_heads, s.n_head, n_, s.head_v, w_.mla_o, c_.stream);
+  Mark("mla.v_b");
   RETURN_IF_ERROR(Project(m.wo, w_.mla_o, w_.y));
   Mark("mla.out_proj");
   return absl::OkStatus();
@@ -406,7 +409,6 @@ absl::Status Pass::Moe(int il, const DeviceMoe& m) const {
     Mark("moe.acquire");
   }
   RETURN_IF_ERROR(Experts(m, max_entries, used));
-  Mark("moe.experts");
   if (mc.shared_ff == 0) return absl::OkStatus();
   if (m.shared_gate_inp != nullptr) {
     cuda::AddGatedShared(m.shared_gate_inp, w_.xn, w_.shared_y, n_, mc.n_embd, w_.y, c_.stream);
@@ -500,7 +502,9 @@ absl::Status Pass::ExpertsOver(const DeviceMoe& m, const RowKind& rows, const Gr
     ASSIGN_OR_RETURN(g.d_x_q8, Rounded(g.type, xn, n, mc.n_embd, rows.q8));
     RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(g, c_.stream));
   }
+  Mark("moe.gate_up");
   cuda::SwiGlu(w_.expert_g, up_out, n * k * mc.expert_ff, c_.stream);
+  Mark("moe.swiglu");
   cuda::GroupedMatMul down = g;
   down.type = m.down_type;
   down.rows = mc.n_embd;
@@ -513,8 +517,10 @@ absl::Status Pass::ExpertsOver(const DeviceMoe& m, const RowKind& rows, const Gr
   down.y_stride = mc.n_embd;
   ASSIGN_OR_RETURN(down.d_x_q8, Rounded(down.type, w_.expert_g, n * k, mc.expert_ff, rows.q8));
   RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(down, c_.stream));
+  Mark("moe.down");
   cuda::CombineExperts(w_.expert_y, one ? w_.iota : gr.slot_entry, w_.weights + rows.r0 * k, n,
                        k, mc.n_embd, w_.y + rows.r0 * mc.n_embd, c_.stream);
+  Mark("moe.combine");
   return absl::OkStatus();
 }
 
