@@ -1,17 +1,14 @@
 #!/usr/bin/env bash
 # The checks of docs/BENCHMARKS.md's "Next GPU call" that need no llama.cpp,
 # in one command on the GPU machine: every sm90 test; the kernel
-# switches measured on and off (the kinds-apart batch pass through the
-# daemon when the bundle has it; with --kimi the MLA attention on tensor
-# cores); batch_decode at small batches with its profile. Prints a
+# switches measured on and off (with --kimi the MLA attention on tensor
+# cores); batch_decode at small batches with its profile; with the daemon
+# in the bundle, the paced long prompt beside 8 streams. Prints a
 # summary and leaves every log in OUT.
 #
-# Here (the bundle: tools/gpu_tests.sh B, then tools/gpu_bundle.sh B with
-# generate, mkmodel and batch_decode, and for the daemon step sluiced,
-# sluice-worker and sluicectl):
-#   tools/gpu_tests.sh B && tools/gpu_bundle.sh B bazel-bin/tools/{generate,mkmodel,batch_decode}
-# There:
-#   bench/gpu_checks.sh B GOLDENS GOLDENS_DEEPSEEK2 OUT [--kimi]
+# Here: tools/gpu_carry.sh DIR --daemon (DIR/all.txz holds b/, goldens/ and
+# gd2/). There, unpacked into X:
+#   bench/gpu_checks.sh X/b X/goldens X/gd2 OUT [--kimi]
 # --kimi also writes the Kimi-K2-shape file (41.6 GB, about a minute) and
 # times its decode at depths 512, 4,096 and 16,384 with the MLA attention on
 # tensor cores and off, then profiles a step at 512.
@@ -51,14 +48,19 @@ step "batch_decode --profile, 8 sequences, bench35"
   --decode_tokens 32 --threads 16 --profile 2>&1 | grep '^profile' | sort -k3 -n -r | head -12
 
 if [ -x "$bin/sluiced" ]; then
-  # Mixed passes: a 4,096-token prompt paced in beside 8 streams (the
-  # daemon passes SLUICE_CUDA_* to its worker). The gaps' p99/median and
-  # the long prompt's first token, kinds apart off and on.
-  step "daemon: 8 streams and a long prompt, kinds apart off and on"
+  # A 4,096-token prompt paced in beside 8 streams, four times (the pacer's
+  # p99 over median swung between ~2x and ~7.7x from run to run before
+  # 617b4f8), then once with the kinds apart off (the daemon passes
+  # SLUICE_CUDA_* to its worker).
+  step "daemon: 8 streams and a long prompt, four runs, then kinds apart off"
   here="$(cd "$(dirname "$0")" && pwd)"
-  for split in 0 1; do
-    SLUICE_CUDA_SPLIT_KINDS=$split timeout 120 python3 "$here/daemon_streams.py" --bin "$bin"       --model "$b35" --streams 8 --tokens 256 --long_prompt_words 1415 -- --backend=cuda       --max_sequences=32 --context_length=8192 --threads=16 2>&1 | grep -E "^(gaps|sluicectl)" |
-      sed "s|^|split=$split: |"
+  for run in 1 2 3 4 off; do
+    split=1
+    [ "$run" = off ] && split=0
+    SLUICE_CUDA_SPLIT_KINDS=$split timeout 120 python3 "$here/daemon_streams.py" --bin "$bin" \
+      --model "$b35" --streams 8 --tokens 256 --long_prompt_words 1415 -- --backend=cuda \
+      --max_sequences=32 --context_length=8192 --threads=16 2>&1 | grep -E "^gaps" |
+      sed "s|^|run $run: |"
   done
 fi
 
