@@ -3,8 +3,6 @@
 // InvalidArgument naming the field rather than a kernel fault.
 #include "kernels/cuda/quant_matmul.h"
 
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -87,6 +85,7 @@ absl::Status LaunchEither(const internal::RawGroupedMatMul& raw, bool tensor_cor
 }
 
 EnvSwitch q8_switch("SLUICE_CUDA_Q8", true);
+EnvSwitch q8_round_once_switch("SLUICE_CUDA_Q8_ROUND_ONCE", true);
 
 }  // namespace
 
@@ -96,13 +95,7 @@ void SetTensorCoresEnabled(bool enabled) { tensor_cores_switch.Set(enabled); }
 
 bool Q8ActivationsEnabled() { return q8_switch.on(); }
 
-bool Q8RoundOnceEnabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("SLUICE_CUDA_Q8_ROUND_ONCE");
-    return env == nullptr || std::strcmp(env, "0") != 0;
-  }();
-  return on;
-}
+bool Q8RoundOnceEnabled() { return q8_round_once_switch.on(); }
 
 bool UsesTensorCores(GgmlType type, int64_t cols, int64_t max_entries) {
   return max_entries >= kTensorCoreMinEntries &&
