@@ -195,35 +195,53 @@ def runs_for(args):
 def llama_runs(args, spec):
     """llama-bench with flash attention off and on (-fa 0,1; the better of
     the two is kept per placement and test): all on the GPU and at each
-    fraction's -ncmoe in one process, then -ngl 0; then decode only (-p 0)
-    at each depth > 0 for the --depth-fractions placements."""
+    fraction's -ncmoe in one process, then -ngl 0; then, for the
+    --depth-fractions placements at each depth > 0, decode only (-p 0 -d
+    depth) and the prompt of that many tokens alone (-p depth -n 0: what
+    Sluice's prefill before its decode at that depth does), one row per
+    placement and depth."""
     bench, env = llama_tool(args, "llama-bench")
     ncmoe = sorted({ncmoe_for(spec, f) for f in args.fractions})
-    common = ["-m", spec["path"], "-n", str(args.gen), "-r", str(args.llama_reps),
+    common = ["-m", spec["path"], "-r", str(args.llama_reps),
               "-t", str(args.threads), "-fa", "0,1", "-o", "json"]
-    plans = [["-p", str(args.prompt), "-ngl", "99", "-ncmoe", ",".join(map(str, ncmoe))]]
+    gen = ["-n", str(args.gen)]
+    plans = [gen + ["-p", str(args.prompt), "-ngl", "99", "-ncmoe", ",".join(map(str, ncmoe))]]
     if not args.no_llama_cpu:
-        plans.append(["-p", str(args.prompt), "-ngl", "0"])
+        plans.append(gen + ["-p", str(args.prompt), "-ngl", "0"])
     depths = [d for d in args.depths if d > 0]
     if depths:
         # The CPU placement is left out at depth: a 16k prompt on the CPU
         # alone would take most of a command's time, and Sluice has no
         # counterpart.
-        deep = sorted({ncmoe_for(spec, f) for f in args.depth_fractions})
-        plans.append(["-p", "0", "-d", ",".join(map(str, depths)), "-ngl", "99",
-                      "-ncmoe", ",".join(map(str, deep))])
-    rows = []
+        deep = ["-ngl", "99", "-ncmoe", ",".join(map(str, sorted(
+            {ncmoe_for(spec, f) for f in args.depth_fractions})))]
+        depth_list = ",".join(map(str, depths))
+        plans.append(gen + ["-p", "0", "-d", depth_list] + deep)
+        plans.append(["-n", "0", "-p", depth_list] + deep)
+    rows = {}
     for plan in plans:
         rc, out, err, secs = run([bench] + common + plan, args.timeout, env=env)
         if rc != 0:
-            rows.append({"model": spec["name"], "shape": spec["shape"], "mix": spec["mix"],
-                         "locality": spec["locality"], "ok": False, "args": plan,
-                         "depth": depths[0] if "-d" in plan else 0,
-                         "error": f"rc={rc}: " + (err or out)[-2000:]})
-            log(f"llama-bench failed: {rows[-1]['error'][:300]}")
+            bad = {"model": spec["name"], "shape": spec["shape"], "mix": spec["mix"],
+                   "locality": spec["locality"], "ok": False, "args": plan,
+                   "depth": depths[0] if "-d" in plan or plan[:2] == ["-n", "0"] else 0,
+                   "error": f"rc={rc}: " + (err or out)[-2000:]}
+            rows[("failed", len(rows))] = bad
+            log(f"llama-bench failed: {bad['error'][:300]}")
             continue
-        rows.extend(parse_llama(out, spec, plan))
-    return rows
+        merge_llama_rows(rows, parse_llama(out, spec, plan, prompt_is_depth=plan[:2] == ["-n", "0"]))
+    return list(rows.values())
+
+
+def merge_llama_rows(rows, new):
+    """Adds parse_llama's rows to `rows` (keyed by placement and depth),
+    joining a depth's decode and prompt figures into one row."""
+    for r in new:
+        k = (r["n_gpu_layers"], r["n_cpu_moe"], r["depth"])
+        if k in rows:
+            rows[k].update({f: v for f, v in r.items() if f not in rows[k] or f.startswith("prompt")})
+        else:
+            rows[k] = r
 
 
 def flash_attn(test):
@@ -232,16 +250,20 @@ def flash_attn(test):
     return int(test.get("flash_attn", 0))
 
 
-def parse_llama(out, spec, plan):
+def parse_llama(out, spec, plan, prompt_is_depth=False):
     """One row per placement (ngl, ncmoe) and depth: prompt and decode
     tok/s (fastest repetition) for each flash-attention setting as
     *_tok_s_fa0 / *_tok_s_fa1, the better of them as prompt_tok_s /
-    decode_tok_s, and which one that was as prompt_fa / decode_fa."""
+    decode_tok_s, and which one that was as prompt_fa / decode_fa. With
+    prompt_is_depth (a run of prompts alone, -n 0), a prompt of N tokens
+    is the row of depth N."""
     start = out.find("[")
     tests = json.loads(out[start:]) if start >= 0 else []
     by_place = {}
     for t in tests:
         ngl, ncm, depth = t.get("n_gpu_layers", 0), t.get("n_cpu_moe", 0), t.get("n_depth", 0)
+        if prompt_is_depth:
+            depth = t.get("n_prompt", 0)
         row = by_place.setdefault((ngl, ncm, depth), {
             "model": spec["name"], "shape": spec["shape"], "mix": spec["mix"],
             "locality": spec["locality"], "ok": True, "n_gpu_layers": ngl, "n_cpu_moe": ncm,

@@ -96,11 +96,14 @@ deep = s[3]
 assert deep["ok"] and deep["result"]["prompt_tokens"] == 8, deep
 assert deep["cmd"][deep["cmd"].index("--ctx") + 1] == "29", deep["cmd"]
 assert s[0]["result"]["prompt_tokens"] == 12
-# Three llama-bench calls, each with -fa 0,1: the placements at depth 0, the
-# CPU, then decode only (-p 0) at depth 8 for -ncmoe 0 and 3 (100%, 25%).
-assert len(calls) == 3 and all(" -fa 0,1 " in c for c in calls), calls
+# Four llama-bench calls, each with -fa 0,1: the placements at depth 0, the
+# CPU, decode only (-p 0) at depth 8 for -ncmoe 0 and 3 (100%, 25%), then
+# the prompt of 8 tokens alone (-n 0 -p 8) at the same placements.
+assert len(calls) == 4 and all(" -fa 0,1 " in c for c in calls), calls
 assert "-ncmoe 0,2,3" in calls[0] and "-ngl 0" in calls[1], calls
 assert "-p 0" in calls[2] and "-d 8" in calls[2] and "-ncmoe 0,3" in calls[2], calls
+assert "-n 0" in calls[3] and "-p 8" in calls[3] and "-d" not in calls[3].split(), calls
+assert "-ncmoe 0,3" in calls[3], calls
 l = r["llama"]
 assert [(x["placement"], x["n_cpu_moe"], x["depth"]) for x in l] == [
     ("all_gpu", 0, 0), ("ncmoe", 2, 0), ("ncmoe", 3, 0), ("cpu", 0, 0),
@@ -112,8 +115,10 @@ assert (g["prompt_tok_s_fa0"], g["prompt_tok_s_fa1"], g["prompt_tok_s"], g["prom
 assert (g["decode_tok_s_fa0"], g["decode_tok_s_fa1"], g["decode_tok_s"], g["decode_fa"]) == (
     1000.0, 1200.0, 1200.0, 1), g
 assert g["decode_tok_s_avg"] == 1140.0, g
-assert "prompt_tok_s" not in l[4] and l[4]["decode_tok_s"] == 600.0 and l[4]["decode_fa"] == 1, l[4]
-assert l[5]["decode_tok_s"] == 150.0, l[5]
+# Depth 8's decode and its prompt of 8 tokens in one row per placement.
+assert l[4]["decode_tok_s"] == 600.0 and l[4]["decode_fa"] == 1, l[4]
+assert (l[4]["prompt_tok_s"], l[4]["prompt_fa"]) == (11000.0, 0), l[4]
+assert l[5]["decode_tok_s"] == 150.0 and l[5]["prompt_tok_s"] == 2750.0, l[5]
 print("results with depths ok")
 PY
 python3 bench/report.py "$dir/out3/results.json" --md "$dir/r3.md" --png "$dir/r3.png" \
@@ -129,9 +134,11 @@ import json, re, sys
 md = open(sys.argv[1]).read()
 s = json.load(open(sys.argv[2]))["sluice"]
 d = s[3]["result"]["decode_tok_s"]
+pf = s[3]["result"]["prefill_tok_s"]
 row = next(l for l in md.splitlines() if l.startswith("| 100% | resident | 8 |"))
 cells = [c.strip() for c in row.strip("|").split("|")]
-assert cells[5:] == ["all on GPU", "600.0 (fa 1)", f"{d / 600:,.2f}"], cells
+assert cells[5:] == ["all on GPU", "600.0 (fa 1)", f"{d / 600:,.2f}", "11,000.0 (fa 0)",
+                     f"{pf / 11000:,.2f}"], cells
 # The main table's llama.cpp cells carry the kept setting too.
 main = next(l for l in md.splitlines() if l.startswith("| 100% | resident | "))
 cells = [c.strip() for c in main.strip("|").split("|")]

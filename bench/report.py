@@ -235,18 +235,24 @@ def depth_table(results, mkey, facts):
     if not rows:
         return []
     lines = ["| arena | mode | depth | decode tok/s | prompt tok/s | llama.cpp at same memory "
-             "| its decode at depth | decode x |", "|" + "---|" * 8]
+             "| its decode at depth | decode x | its prompt of depth | prompt x |",
+             "|" + "---|" * 10]
     for r in rows:
         if not r.get("ok"):
             lines.append(f"| {r['fraction']:.0%} | {r['mode']} | {depth(r)} | failed: "
-                         f"{r.get('error', '')[:80].replace('|', '/')} | | | | |")
+                         f"{r.get('error', '')[:80].replace('|', '/')} | | | | | | |")
             continue
         g = r["result"]
         lm = llama_match(results, mkey, r["fraction"], facts.get(mkey[:2]), at=depth(r))
+        # The prompt of `depth` tokens beside llama-bench -p depth (none at
+        # depth 0: the main table has the prompt).
+        lp = lm if lm and depth(r) > 0 and lm.get("prompt_tok_s") else None
         lines.append(f"| {r['fraction']:.0%} | {r['mode']} | {depth(r)} | {fmt(g['decode_tok_s'])} "
                      f"| {fmt(g['prefill_tok_s'])} | {place_name(lm) if lm else '—'} "
                      f"| {kept(lm, 'decode')} "
-                     f"| {fmt(ratio(g['decode_tok_s'], lm and lm.get('decode_tok_s')), 2)} |")
+                     f"| {fmt(ratio(g['decode_tok_s'], lm and lm.get('decode_tok_s')), 2)} "
+                     f"| {kept(lp, 'prompt') if lp else '—'} "
+                     f"| {fmt(ratio(g['prefill_tok_s'], lp and lp.get('prompt_tok_s')), 2)} |")
     return lines + [""]
 
 
@@ -388,7 +394,9 @@ def markdown(results, gbs):
     if deep:
         lines += ["## Decode at depth", "",
                   "A prompt of `depth` tokens, then the timed decode (llama-bench -d; depth 0: "
-                  "the tables above, after the issue's prompt).", ""]
+                  "the tables above, after the issue's prompt); Sluice's prompt of `depth` "
+                  "tokens beside llama-bench -p depth -n 0 (runs before 2026-12-06 have no "
+                  "such llama.cpp figure).", ""]
         for mkey in deep:
             lines += [f"{mkey[0]} {mkey[1]}, routing locality {mkey[2]:g}:", ""]
             lines += depth_table(results, mkey, facts)
