@@ -11,7 +11,8 @@
 #   bench/gpu_checks.sh X/b X/goldens X/gd2 OUT [--kimi]
 # --kimi also writes the Kimi-K2-shape file (41.6 GB, about a minute) and
 # times its decode at depths 512, 4,096 and 16,384 with the MLA attention on
-# tensor cores and off, then profiles a step at 512.
+# tensor cores and off, at 25% with the overlap of misses off and on, then
+# profiles a step at 512.
 set -uo pipefail
 bundle="$1" goldens="$2" goldens_ds2="$3" out="$4"
 kimi=0
@@ -77,6 +78,15 @@ if [ "$kimi" = 1 ]; then
         grep -o '"decode_tok_s": *[0-9.]*\|"prefill_tok_s": *[0-9.]*' | tr '\n' ' '
       echo " (tensor cores=$tc, depth $depth)"
     done
+  done
+  step "Kimi-K2 shape at 25% (copy), the overlap of misses off and on"
+  for ov in 0 1 0 1; do
+    SLUICE_CUDA_OVERLAP_MISSES=$ov timeout 200 "$bin/generate" --model "$k" --device cuda \
+      --json --ignore_eos --prompt_tokens 512 --ctx 656 --max_tokens 128 --warmup_tokens 8 \
+      --threads 16 --temperature 10000 --seed 1 --expert_policy lru \
+      --expert_arena_fraction 0.25 --expert_miss_policy copy 2>/dev/null |
+      grep -o '"decode_tok_s": *[0-9.]*' | tr '\n' ' '
+    echo " (overlap=$ov)"
   done
   step "Kimi-K2 shape, decode profile at depth 512"
   timeout 100 "$bin/generate" --model "$k" --device cuda --ignore_eos --prompt_tokens 512 \

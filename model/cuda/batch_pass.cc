@@ -126,6 +126,14 @@ class Pass {
   // groups).
   absl::Status ExpertsOver(const DeviceMoe& m, const RowKind& rows, const Groups& g, bool one,
                            int max_entries, int groups) const;
+  // One token's k routed experts, those in slots first, then, once their
+  // copies land, the `pending` ones (OverlapMissesEnabled); the products
+  // and the combine in slot order are ExpertsOver's, bit for bit.
+  absl::Status OneTokenOverlapped(const DeviceMoe& m, const std::vector<int32_t>& pending) const;
+  // Slots [first, first + count) of the launch order in w_.overlap_slots:
+  // gate and up into expert_g from row 2 x first, SwiGLU, down into
+  // expert_y rows [first, first + count).
+  absl::Status OneTokenPart(const DeviceMoe& m, int first, int count) const;
 
   const BatchContext& c_;
   Workspace& w_;
@@ -404,11 +412,20 @@ absl::Status Pass::Moe(int il, const DeviceMoe& m) const {
     used = sizes.used;
   }
   if (experts_per_layer_ != nullptr && !(captured && !one)) (*experts_per_layer_)[il] = used;
+  // One token streaming: with the overlap, the experts in slots are
+  // multiplied while the missed ones are copied (OverlapMissesEnabled).
+  std::vector<int32_t> pending;
+  const bool overlap = one && c_.experts != nullptr && OverlapMissesEnabled();
   if (need_ids) {
-    RETURN_IF_ERROR(AcquireRouted(c_, il, n_, begin, /*prefetch=*/false, nullptr));
+    RETURN_IF_ERROR(AcquireRouted(c_, il, n_, begin, /*prefetch=*/false, nullptr,
+                                  overlap ? &pending : nullptr));
     Mark("moe.acquire");
   }
-  RETURN_IF_ERROR(Experts(m, max_entries, used));
+  if (!pending.empty()) {
+    RETURN_IF_ERROR(OneTokenOverlapped(m, pending));
+  } else {
+    RETURN_IF_ERROR(Experts(m, max_entries, used));
+  }
   if (mc.shared_ff == 0) return absl::OkStatus();
   if (m.shared_gate_inp != nullptr) {
     cuda::AddGatedShared(m.shared_gate_inp, w_.xn, w_.shared_y, n_, mc.n_embd, w_.y, c_.stream);
@@ -521,6 +538,87 @@ absl::Status Pass::ExpertsOver(const DeviceMoe& m, const RowKind& rows, const Gr
   cuda::CombineExperts(w_.expert_y, one ? w_.iota : gr.slot_entry, w_.weights + rows.r0 * k, n,
                        k, mc.n_embd, w_.y + rows.r0 * mc.n_embd, c_.stream);
   Mark("moe.combine");
+  return absl::OkStatus();
+}
+
+absl::Status Pass::OneTokenOverlapped(const DeviceMoe& m,
+                                      const std::vector<int32_t>& pending) const {
+  const MoeConfig& mc = c_.desc->moe;
+  const int k = static_cast<int>(mc.n_expert_used);
+  const int n_expert = static_cast<int>(mc.n_expert);
+  // The launch order and the tables of OverlapSlots, from the token's k
+  // ids read back.
+  const int in_place = OverlapSlots(absl::MakeConstSpan(c_.host_routing, k), pending, n_expert,
+                                    c_.host_slots);
+  RETURN_IF_ERROR(cuda::CopyToDevice(w_.overlap_slots, c_.host_slots, 4 * k * sizeof(int32_t),
+                                     c_.stream));
+  RETURN_IF_ERROR(OneTokenPart(m, 0, in_place));
+  RETURN_IF_ERROR(c_.experts->WaitForCopies(c_.stream));
+  Mark("moe.wait_copies");
+  RETURN_IF_ERROR(OneTokenPart(m, in_place, k - in_place));
+  cuda::CombineExperts(w_.expert_y, w_.overlap_slots + 3 * k, w_.weights, 1, k, mc.n_embd, w_.y,
+                       c_.stream);
+  Mark("moe.combine");
+  return absl::OkStatus();
+}
+
+absl::Status Pass::OneTokenPart(const DeviceMoe& m, int first, int count) const {
+  if (count == 0) return absl::OkStatus();
+  const MoeConfig& mc = c_.desc->moe;
+  const int k = static_cast<int>(mc.n_expert_used);
+  const int64_t ff = mc.expert_ff, e = mc.n_embd;
+  const int32_t* order_ids = w_.overlap_slots + first;
+  const int32_t* paired = w_.overlap_slots + k + 2 * first;
+  float* gate_out = w_.expert_g + 2 * first * ff;
+  float* up_out = gate_out + count * ff;
+  cuda::GroupedMatMul g;
+  g.tensor_cores = false;
+  g.q8_activations = q8_;
+  g.rows = ff;
+  g.cols = e;
+  g.max_entries_per_group = 1;
+  g.d_group_begin = nullptr;
+  g.d_x_row = w_.zeros;
+  g.d_x = w_.xn;
+  g.x_stride = e;
+  g.y_stride = ff;
+  g.type = m.gate_type;
+  g.d_weights = m.gate_table();
+  g.d_y = gate_out;
+  ASSIGN_OR_RETURN(g.d_x_q8, Rounded(g.type, w_.xn, 1, e));
+  if (m.gate_type == m.up_type) {
+    // Rows [0, count) the gate products, [count, 2 count) the up ones.
+    g.n_groups = 2 * count;
+    g.d_group_weight = paired;
+    RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(g, c_.stream));
+  } else {
+    g.n_groups = count;
+    g.d_group_weight = order_ids;
+    RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(g, c_.stream));
+    g.type = m.up_type;
+    g.d_weights = m.up_table();
+    g.d_y = up_out;
+    ASSIGN_OR_RETURN(g.d_x_q8, Rounded(g.type, w_.xn, 1, e));
+    RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(g, c_.stream));
+  }
+  Mark("moe.gate_up");
+  cuda::SwiGlu(gate_out, up_out, count * ff, c_.stream);
+  Mark("moe.swiglu");
+  cuda::GroupedMatMul down = g;
+  down.type = m.down_type;
+  down.rows = e;
+  down.cols = ff;
+  down.n_groups = count;
+  down.d_group_weight = order_ids;
+  down.d_weights = m.down_table.as<const void*>();
+  down.d_x_row = nullptr;
+  down.d_x = gate_out;
+  down.x_stride = ff;
+  down.d_y = w_.expert_y + first * e;
+  down.y_stride = e;
+  ASSIGN_OR_RETURN(down.d_x_q8, Rounded(down.type, gate_out, count, ff, q8_));
+  RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(down, c_.stream));
+  Mark("moe.down");
   return absl::OkStatus();
 }
 

@@ -57,6 +57,9 @@ struct BatchContext : ModelView {
   // Pinned [3][n_expert + 1]: the bounds of a pass's groups, then of a
   // mixed pass's short and long rows' (SplitKindsEnabled).
   int32_t* host_begin = nullptr;
+  // Pinned [4 x n_expert_used]: a one-token pass's slots ordered for the
+  // overlap of misses (OverlapMissesEnabled).
+  int32_t* host_slots = nullptr;
   int32_t* host_routing = nullptr;             // pinned ids, then weights
   cuda::Event routed = nullptr;
   PassProfiler* profiler = nullptr;
@@ -134,10 +137,30 @@ GroupSizes SizesOf(const int32_t* bounds, int64_t n_expert);
 // Tells the observer layer il's routing (host_routing holds n_tok x k ids,
 // then the weights) and has the expert stream acquire the experts `begin`
 // (a batch's group bounds) or the ids (one token) name; on_host, for a
-// decode step with a host miss policy, receives the host's share.
+// decode step with a host miss policy, receives the host's share; pending
+// (ExpertStream::Acquire's) the experts whose copies the caller waits for.
 absl::Status AcquireRouted(const BatchContext& c, int il, int64_t n_tok,
                            const std::vector<int32_t>& begin, bool prefetch,
-                           std::vector<HostExpert>* on_host);
+                           std::vector<HostExpert>* on_host,
+                           std::vector<int32_t>* pending = nullptr);
+
+// Whether a one-token pass that streams experts multiplies the routed
+// experts already in slots while the missed ones are copied, then the
+// missed ones (each expert's products and the combine in slot order are
+// those of the one launch: the same bits). Off by default until measured
+// (written 2026-12-06, not yet run on a GPU); SLUICE_CUDA_OVERLAP_MISSES=1
+// turns it on (read once), SetOverlapMissesEnabled at any time (tests).
+bool OverlapMissesEnabled();
+void SetOverlapMissesEnabled(bool enabled);
+
+// The overlap's slot tables of one token (k = ids.size() routed experts in
+// slot order, `pending` those still being copied), into out[4k]: [0, k)
+// the ids in launch order, the slots in place first, each part in slot
+// order; [k, 3k) each part's ids then its ids + n_expert (the up half of a
+// gate/up table), the in-place part first; [3k, 4k) slot s's position in
+// the launch order. Returns how many slots are in place.
+int OverlapSlots(absl::Span<const int32_t> ids, absl::Span<const int32_t> pending,
+                 int n_expert, int32_t* out);
 
 }  // namespace sluice
 

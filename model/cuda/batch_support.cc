@@ -58,7 +58,8 @@ absl::Status PassProfiler::Collect(const char* phase, cuda::Stream stream) {
 
 absl::Status AcquireRouted(const BatchContext& c, int il, int64_t n_tok,
                            const std::vector<int32_t>& begin, bool prefetch,
-                           std::vector<HostExpert>* on_host) {
+                           std::vector<HostExpert>* on_host,
+                           std::vector<int32_t>* pending) {
   const int k = static_cast<int>(c.desc->moe.n_expert_used);
   const int n_expert = static_cast<int>(c.desc->moe.n_expert);
   const int32_t* ids = c.host_routing;
@@ -84,7 +85,8 @@ absl::Status AcquireRouted(const BatchContext& c, int il, int64_t n_tok,
   }
   // The stream knows only the blocks with routed experts.
   const std::vector<DeviceLayer>& layers = *c.layers;
-  RETURN_IF_ERROR(c.experts->Acquire(layers[il].moe.stream_layer, used, c.stream, on_host));
+  RETURN_IF_ERROR(
+      c.experts->Acquire(layers[il].moe.stream_layer, used, c.stream, on_host, pending));
   if (prefetch && il + 1 < static_cast<int>(layers.size()) &&
       layers[il + 1].moe.stream_layer >= 0) {
     RETURN_IF_ERROR(c.experts->Prefetch(layers[il + 1].moe.stream_layer,
@@ -95,7 +97,37 @@ absl::Status AcquireRouted(const BatchContext& c, int il, int64_t n_tok,
 
 namespace {
 EnvSwitch split_kinds("SLUICE_CUDA_SPLIT_KINDS", true);
+EnvSwitch overlap_misses("SLUICE_CUDA_OVERLAP_MISSES", false);
 }  // namespace
+
+bool OverlapMissesEnabled() { return overlap_misses.on(); }
+
+int OverlapSlots(absl::Span<const int32_t> ids, absl::Span<const int32_t> pending,
+                 int n_expert, int32_t* out) {
+  const int k = static_cast<int>(ids.size());
+  const auto is_pending = [&](int32_t e) {
+    return std::find(pending.begin(), pending.end(), e) != pending.end();
+  };
+  std::vector<int> order;
+  order.reserve(k);
+  for (int s = 0; s < k; ++s) {
+    if (!is_pending(ids[s])) order.push_back(s);
+  }
+  const int in_place = static_cast<int>(order.size());
+  for (int s = 0; s < k; ++s) {
+    if (is_pending(ids[s])) order.push_back(s);
+  }
+  for (int i = 0; i < k; ++i) out[i] = ids[order[i]];
+  int at = k;
+  for (const auto& [first, count] : {std::pair{0, in_place}, std::pair{in_place, k - in_place}}) {
+    for (int i = first; i < first + count; ++i) out[at++] = out[i];
+    for (int i = first; i < first + count; ++i) out[at++] = out[i] + n_expert;
+  }
+  for (int i = 0; i < k; ++i) out[3 * k + order[i]] = i;
+  return in_place;
+}
+
+void SetOverlapMissesEnabled(bool enabled) { overlap_misses.Set(enabled); }
 
 bool SplitKindsEnabled() { return split_kinds.on(); }
 

@@ -167,7 +167,7 @@ class CudaModel final : public Model, private DecodeProgram::Host {
   mutable bool host_path_ = false;
   // Pinned host copies of a batch's group bounds and of the routing (ids,
   // then weights, then a decode prefetch's predicted ids).
-  cuda::PinnedBuffer host_begin_, host_routing_;
+  cuda::PinnedBuffer host_begin_, host_routing_, host_slots_;
   cuda::PinnedBuffer host_forced_;  // forced routing: [n_layer][k] of a decode step
   // A captured batch pass's group bounds, [n_layer][n_expert + 1].
   cuda::PinnedBuffer host_bounds_;

@@ -226,6 +226,9 @@ absl::Status CudaModel::AllocateBuffers() {
                    cuda::PinnedBuffer::Create(3 * (d.moe.n_expert + 1) * sizeof(int32_t)));
   ASSIGN_OR_RETURN(host_routing_,
                    cuda::PinnedBuffer::Create(Model::kMaxMicroBatch * d.moe.n_expert_used * 8));
+  ASSIGN_OR_RETURN(host_slots_,
+                   cuda::PinnedBuffer::Create(4 * std::max<int64_t>(d.moe.n_expert_used, 1) *
+                                              sizeof(int32_t)));
   ASSIGN_OR_RETURN(host_bounds_, cuda::PinnedBuffer::Create(d.layers.size() *
                                                             (d.moe.n_expert + 1) *
                                                             sizeof(int32_t)));
@@ -262,6 +265,7 @@ BatchContext CudaModel::Batch() const {
   c.observer = options_.routing_observer;
   c.source = options_.routing_source;
   c.host_begin = host_begin_.as<int32_t>();
+  c.host_slots = host_slots_.as<int32_t>();
   c.host_routing = host_routing_.as<int32_t>();
   c.routed = routed_;
   c.profiler = profiler_.get();

@@ -513,8 +513,10 @@ absl::StatusOr<uint64_t> ExpertStream::PlaceMisses(int layer, SlotClass& c,
 
 absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> all,
                                    cuda::Stream compute,
-                                   std::vector<HostExpert>* on_host) {
+                                   std::vector<HostExpert>* on_host,
+                                   std::vector<int32_t>* pending) {
   if (on_host != nullptr) on_host->clear();
+  if (pending != nullptr) pending->clear();
   RETURN_IF_ERROR(ObserveCopies());
   // Prefetches whose copies already landed are plain residents now; those
   // still running stay protected through this step and count as late if
@@ -543,7 +545,13 @@ absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> all,
   if (copied > 0) {
     RETURN_IF_ERROR(Flush(copy_));
     RETURN_IF_ERROR(cuda::RecordEvent(copied_, copy_));
-    RETURN_IF_ERROR(cuda::StreamWaitEvent(compute, copied_));
+    if (pending == nullptr) {
+      RETURN_IF_ERROR(cuda::StreamWaitEvent(compute, copied_));
+    } else {
+      for (size_t i = 0; i < experts.size(); ++i) {
+        if (got[i].kind == memory::SlotAssignment::kMiss) pending->push_back(experts[i]);
+      }
+    }
     copy_bytes_pending_ = copied;
   }
   if (wait_prefetch) {

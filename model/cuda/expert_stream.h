@@ -104,9 +104,19 @@ class ExpertStream {
   // zeroed block, so the device's products for them are exactly zero and
   // the caller adds the host's results. Their bytes stay where they are
   // (a host-tier slot holding one is kept until the next Acquire).
+  //
+  // With `pending`, the compute stream does not wait for this call's
+  // copies: `pending` receives the experts they fill (the others of
+  // `experts` are ready on `compute` at once), and the caller runs
+  // WaitForCopies(compute) before any kernel reads those.
   absl::Status Acquire(int layer, absl::Span<const int32_t> experts,
                        cuda::Stream compute,
-                       std::vector<HostExpert>* on_host = nullptr);
+                       std::vector<HostExpert>* on_host = nullptr,
+                       std::vector<int32_t>* pending = nullptr);
+  // Makes `compute` wait for the last Acquire's copies.
+  absl::Status WaitForCopies(cuda::Stream compute) const {
+    return cuda::StreamWaitEvent(compute, copied_);
+  }
 
   // The host computed experts totalling `bytes` in `seconds` (feeds the
   // miss policy's cost model).

@@ -115,6 +115,7 @@ void Carve(const ArchDesc& d, int64_t n, int64_t logits_rows, Carver& c,
   c.Take(&w.long_group_begin, d.moe.n_expert + 1);
   c.Take(&w.long_active_experts, d.moe.n_expert);
   c.Take(&w.long_active_begin, d.moe.n_expert + 1);
+  c.Take(&w.overlap_slots, 4 * k);
   c.Take(&w.zeros, 2 * k);
   c.Take(&w.iota, k);
   c.Take(&w.expert_g, n * k * d.moe.expert_ff);

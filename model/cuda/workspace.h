@@ -50,6 +50,9 @@ struct Workspace {
   // entry_token and slot_entry).
   int32_t* long_group_begin = nullptr;  // [n_expert + 1]
   int32_t *long_active_experts = nullptr, *long_active_begin = nullptr;  // [n_expert (+1)]
+  // A one-token pass's slots ordered for the overlap of misses: [4k]
+  // (batch_pass.h OverlapMissesEnabled).
+  int32_t* overlap_slots = nullptr;
   int32_t* zeros = nullptr;  // [2k]: every decode slot reads activation row 0
   int32_t* iota = nullptr;   // [k]: decode slot s is entry s
   float *expert_g = nullptr, *expert_u = nullptr;  // [tokens * k][ff]
