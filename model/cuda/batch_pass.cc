@@ -343,7 +343,19 @@ absl::Status Pass::ForceIds(int il) const {
   for (const PassSequence& s : seqs_) {
     c_.source->Next(il, s.state, s.n, ids.data() + s.row * k);
   }
-  return cuda::CopyToDevice(w_.ids, ids.data(), ids.size() * sizeof(int32_t), c_.stream);
+  RETURN_IF_ERROR(cuda::CopyToDevice(w_.ids, ids.data(), ids.size() * sizeof(int32_t), c_.stream));
+  if (n_ != 1) return absl::OkStatus();
+  // One token: the rows of ExpertsOver's fused gate/up launch (the gate
+  // experts, then the up ones in the table's second half), which TopK
+  // leaves alone under forced routing.
+  const int64_t n_expert = c_.desc->moe.n_expert;
+  std::vector<int32_t> paired(2 * k);
+  for (int64_t j = 0; j < k; ++j) {
+    paired[j] = ids[j];
+    paired[k + j] = static_cast<int32_t>(ids[j] + n_expert);
+  }
+  return cuda::CopyToDevice(w_.paired_ids, paired.data(), paired.size() * sizeof(int32_t),
+                            c_.stream);
 }
 
 absl::Status Pass::Moe(int il, const DeviceMoe& m) const {
@@ -354,7 +366,7 @@ absl::Status Pass::Moe(int il, const DeviceMoe& m) const {
   Mark("moe.router_proj");
   const bool one = n_ == 1;
   // Forced routing replaces the ids after TopK, so nothing may be derived
-  // from them there (the paired gate/up rows).
+  // from them there (ForceIds writes the paired gate/up rows itself).
   const bool fuse_gate_up = one && m.gate_type == m.up_type && c_.source == nullptr;
   if (c_.plain_routing && m.selection_bias == nullptr) {
     cuda::TopK(w_.router_logits, n_, n_expert, k, w_.ids, w_.weights, c_.stream,
