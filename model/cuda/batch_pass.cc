@@ -448,8 +448,6 @@ absl::Status Pass::Moe(int il, const DeviceMoe& m) const {
   return absl::OkStatus();
 }
 
-// Gate and up (one launch of 2k groups for one token when they share a
-// type), SwiGLU, down, the weighted combine into y.
 Pass::Groups Pass::KindGroups(int kind) const {
   if (kind == 0) return AllGroups();
   const int64_t at = short_rows_ * c_.desc->moe.n_expert_used;
@@ -488,6 +486,8 @@ absl::Status Pass::Experts(const DeviceMoe& m, int max_entries, int groups) cons
   return absl::OkStatus();
 }
 
+// Gate and up (one launch of 2k groups for one token when they share a
+// type), SwiGLU, down, the weighted combine into y.
 absl::Status Pass::ExpertsOver(const DeviceMoe& m, const RowKind& rows, const Groups& gr,
                                bool one, int max_entries, int groups) const {
   const MoeConfig& mc = c_.desc->moe;
