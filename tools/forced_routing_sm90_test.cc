@@ -58,11 +58,16 @@ class ForcedRoutingTest : public ::testing::Test {
     if (absl::Status s = cuda::SetDevice(0); !s.ok()) {
       SLUICE_SKIP("no CUDA device here: " + s.ToString());
     }
+    UseModel(mkmodel::Arch::kQwen35Moe, "tiny", "forced_routing_sm90.gguf");
+  }
+
+  // Writes mkmodel's `shape` of `arch` (seed 7) to `name` and opens it.
+  void UseModel(mkmodel::Arch arch, const char* shape, const char* name) {
     mkmodel::Options o;
-    o.arch = mkmodel::Arch::kQwen35Moe;
-    o.shape = *mkmodel::NamedShape(o.arch, "tiny");
+    o.arch = arch;
+    o.shape = *mkmodel::NamedShape(o.arch, shape);
     o.seed = 7;
-    path_ = TempPath("forced_routing_sm90.gguf");
+    path_ = TempPath(name);
     ASSERT_TRUE(mkmodel::WriteModel(o, path_).ok());
     auto files = ModelFiles::Open(path_);
     ASSERT_TRUE(files.ok()) << files.status();
@@ -164,15 +169,8 @@ TEST_F(ForcedRoutingTest, ASyntheticTraceRoutesCudaAsItRoutesTheCpu) {
 // gate/up launch reads paired ids that forced routing must write too (it
 // left them stale before 2026-12-06). Not yet run on a GPU.
 TEST_F(ForcedRoutingTest, ASyntheticTraceRoutesDeepseek2CudaAsItRoutesTheCpu) {
-  mkmodel::Options o;
-  o.arch = mkmodel::Arch::kDeepseek2;
-  o.shape = *mkmodel::NamedShape(o.arch, "micro");
-  o.seed = 7;
-  path_ = TempPath("forced_routing_deepseek2_sm90.gguf");
-  ASSERT_TRUE(mkmodel::WriteModel(o, path_).ok());
-  auto files = ModelFiles::Open(path_);
-  ASSERT_TRUE(files.ok()) << files.status();
-  files_ = *std::move(files);
+  UseModel(mkmodel::Arch::kDeepseek2, "micro", "forced_routing_deepseek2_sm90.gguf");
+  ASSERT_FALSE(HasFatalFailure());
   ExpectCudaRoutesAsCpu(3);
 }
 

@@ -122,18 +122,22 @@ class Pass {
   // A mixed pass: each kind's rows grouped apart and their bounds copied to
   // host_begin's second and third rows, read after the routed event.
   absl::Status GroupKinds() const;
-  // Experts over `rows` with groups g (one: a single token's k experts, no
-  // groups).
-  absl::Status ExpertsOver(const DeviceMoe& m, const RowKind& rows, const Groups& g, bool one,
+  // Experts over several rows with groups g.
+  absl::Status ExpertsOver(const DeviceMoe& m, const RowKind& rows, const Groups& g,
                            int max_entries, int groups) const;
-  // One token's k routed experts, those in slots first, then, once their
-  // copies land, the `pending` ones (OverlapMissesEnabled); the products
-  // and the combine in slot order are ExpertsOver's, bit for bit.
+  // One token's k routed experts (TokenExperts over every slot), combined
+  // in slot order.
+  absl::Status OneTokenExperts(const DeviceMoe& m) const;
+  // The same, those in slots first, then, once their copies land, the
+  // `pending` ones (OverlapMissesEnabled): the same products and combine,
+  // bit for bit.
   absl::Status OneTokenOverlapped(const DeviceMoe& m, const std::vector<int32_t>& pending) const;
-  // Slots [first, first + count) of the launch order in w_.overlap_slots:
-  // gate and up into expert_g from row 2 x first, SwiGLU, down into
-  // expert_y rows [first, first + count).
-  absl::Status OneTokenPart(const DeviceMoe& m, int first, int count) const;
+  // `count` of one token's routed experts, ids (device [count]) and paired
+  // (their ids, then ids + n_expert: one launch of gate and up when they
+  // share a type): gate and up into expert_g from row 2 x first, SwiGLU,
+  // down into expert_y rows [first, first + count).
+  absl::Status TokenExperts(const DeviceMoe& m, const int32_t* ids, const int32_t* paired,
+                            int first, int count) const;
 
   const BatchContext& c_;
   Workspace& w_;
@@ -471,8 +475,9 @@ absl::Status Pass::GroupKinds() const {
 }
 
 absl::Status Pass::Experts(const DeviceMoe& m, int max_entries, int groups) const {
+  if (n_ == 1) return OneTokenExperts(m);
   if (short_rows_ == 0) {
-    return ExpertsOver(m, {0, n_, tensor_cores_, q8_}, AllGroups(), n_ == 1, max_entries, groups);
+    return ExpertsOver(m, {0, n_, tensor_cores_, q8_}, AllGroups(), max_entries, groups);
   }
   // Mixed: each kind of rows multiplied on its own (grouped by GroupKinds,
   // its bounds on the host since the routed event), the short sequences'
@@ -480,33 +485,31 @@ absl::Status Pass::Experts(const DeviceMoe& m, int max_entries, int groups) cons
   const int n_expert = static_cast<int>(c_.desc->moe.n_expert);
   for (int kind = 0; kind < 2; ++kind) {
     const GroupSizes sizes = SizesOf(c_.host_begin + (kind + 1) * (n_expert + 1), n_expert);
-    RETURN_IF_ERROR(
-        ExpertsOver(m, Kind(kind), KindGroups(kind), /*one=*/false, sizes.largest, sizes.used));
+    RETURN_IF_ERROR(ExpertsOver(m, Kind(kind), KindGroups(kind), sizes.largest, sizes.used));
   }
   return absl::OkStatus();
 }
 
-// Gate and up (one launch of 2k groups for one token when they share a
-// type), SwiGLU, down, the weighted combine into y.
+// Gate and up, SwiGLU, down over the groups' rows, the weighted combine
+// into y.
 absl::Status Pass::ExpertsOver(const DeviceMoe& m, const RowKind& rows, const Groups& gr,
-                               bool one, int max_entries, int groups) const {
+                               int max_entries, int groups) const {
   const MoeConfig& mc = c_.desc->moe;
   const int k = static_cast<int>(mc.n_expert_used);
   const int64_t n = rows.n;
   const float* xn = w_.xn + rows.r0 * mc.n_embd;
-  const bool fuse_gate_up = one && m.gate_type == m.up_type;
   cuda::GroupedMatMul g;
   g.tensor_cores = rows.tensor_cores;
   g.q8_activations = rows.q8;
   g.rows = mc.expert_ff;
   g.cols = mc.n_embd;
-  // Several rows: blocks only for the experts with rows (a decode batch of
-  // 8 on 256 experts launched ~6x more, idle).
-  g.n_groups = one ? k : groups;
-  g.max_entries_per_group = one ? 1 : max_entries;
-  g.d_group_weight = one ? w_.ids : gr.active_experts;
-  g.d_group_begin = one ? nullptr : gr.active_begin;
-  g.d_x_row = one ? w_.zeros : gr.entry_token;
+  // Blocks only for the experts with rows (a decode batch of 8 on 256
+  // experts launched ~6x more, idle).
+  g.n_groups = groups;
+  g.max_entries_per_group = max_entries;
+  g.d_group_weight = gr.active_experts;
+  g.d_group_begin = gr.active_begin;
+  g.d_x_row = gr.entry_token;
   g.d_x = xn;
   g.x_stride = mc.n_embd;
   g.y_stride = mc.expert_ff;
@@ -514,25 +517,14 @@ absl::Status Pass::ExpertsOver(const DeviceMoe& m, const RowKind& rows, const Gr
   g.d_weights = m.gate_table();
   g.d_y = w_.expert_g;
   ASSIGN_OR_RETURN(g.d_x_q8, Rounded(g.type, xn, n, mc.n_embd, rows.q8));
-  float* up_out = w_.expert_u;
-  if (fuse_gate_up) {
-    // Rows 0..k-1 of expert_g get the gate products, k..2k-1 the up ones.
-    g.n_groups = 2 * k;
-    g.d_group_weight = w_.paired_ids;
-    RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(g, c_.stream));
-    up_out = w_.expert_g + k * mc.expert_ff;
-    g.n_groups = k;
-    g.d_group_weight = w_.ids;
-  } else {
-    RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(g, c_.stream));
-    g.type = m.up_type;
-    g.d_weights = m.up_table();
-    g.d_y = w_.expert_u;
-    ASSIGN_OR_RETURN(g.d_x_q8, Rounded(g.type, xn, n, mc.n_embd, rows.q8));
-    RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(g, c_.stream));
-  }
+  RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(g, c_.stream));
+  g.type = m.up_type;
+  g.d_weights = m.up_table();
+  g.d_y = w_.expert_u;
+  ASSIGN_OR_RETURN(g.d_x_q8, Rounded(g.type, xn, n, mc.n_embd, rows.q8));
+  RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(g, c_.stream));
   Mark("moe.gate_up");
-  cuda::SwiGlu(w_.expert_g, up_out, n * k * mc.expert_ff, c_.stream);
+  cuda::SwiGlu(w_.expert_g, w_.expert_u, n * k * mc.expert_ff, c_.stream);
   Mark("moe.swiglu");
   cuda::GroupedMatMul down = g;
   down.type = m.down_type;
@@ -547,8 +539,18 @@ absl::Status Pass::ExpertsOver(const DeviceMoe& m, const RowKind& rows, const Gr
   ASSIGN_OR_RETURN(down.d_x_q8, Rounded(down.type, w_.expert_g, n * k, mc.expert_ff, rows.q8));
   RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(down, c_.stream));
   Mark("moe.down");
-  cuda::CombineExperts(w_.expert_y, one ? w_.iota : gr.slot_entry, w_.weights + rows.r0 * k, n,
-                       k, mc.n_embd, w_.y + rows.r0 * mc.n_embd, c_.stream);
+  cuda::CombineExperts(w_.expert_y, gr.slot_entry, w_.weights + rows.r0 * k, n, k, mc.n_embd,
+                       w_.y + rows.r0 * mc.n_embd, c_.stream);
+  Mark("moe.combine");
+  return absl::OkStatus();
+}
+
+absl::Status Pass::OneTokenExperts(const DeviceMoe& m) const {
+  const MoeConfig& mc = c_.desc->moe;
+  const int k = static_cast<int>(mc.n_expert_used);
+  // Slot s is expert_y row s (iota).
+  RETURN_IF_ERROR(TokenExperts(m, w_.ids, w_.paired_ids, 0, k));
+  cuda::CombineExperts(w_.expert_y, w_.iota, w_.weights, 1, k, mc.n_embd, w_.y, c_.stream);
   Mark("moe.combine");
   return absl::OkStatus();
 }
@@ -564,33 +566,34 @@ absl::Status Pass::OneTokenOverlapped(const DeviceMoe& m,
                                     c_.host_slots);
   RETURN_IF_ERROR(cuda::CopyToDevice(w_.overlap_slots, c_.host_slots, 4 * k * sizeof(int32_t),
                                      c_.stream));
-  RETURN_IF_ERROR(OneTokenPart(m, 0, in_place));
+  const int32_t* ids = w_.overlap_slots;
+  const int32_t* paired = w_.overlap_slots + k;
+  RETURN_IF_ERROR(TokenExperts(m, ids, paired, 0, in_place));
   RETURN_IF_ERROR(c_.experts->WaitForCopies(c_.stream));
   Mark("moe.wait_copies");
-  RETURN_IF_ERROR(OneTokenPart(m, in_place, k - in_place));
+  RETURN_IF_ERROR(
+      TokenExperts(m, ids + in_place, paired + 2 * in_place, in_place, k - in_place));
   cuda::CombineExperts(w_.expert_y, w_.overlap_slots + 3 * k, w_.weights, 1, k, mc.n_embd, w_.y,
                        c_.stream);
   Mark("moe.combine");
   return absl::OkStatus();
 }
 
-absl::Status Pass::OneTokenPart(const DeviceMoe& m, int first, int count) const {
+absl::Status Pass::TokenExperts(const DeviceMoe& m, const int32_t* ids, const int32_t* paired,
+                                int first, int count) const {
   if (count == 0) return absl::OkStatus();
   const MoeConfig& mc = c_.desc->moe;
-  const int k = static_cast<int>(mc.n_expert_used);
   const int64_t ff = mc.expert_ff, e = mc.n_embd;
-  const int32_t* order_ids = w_.overlap_slots + first;
-  const int32_t* paired = w_.overlap_slots + k + 2 * first;
   float* gate_out = w_.expert_g + 2 * first * ff;
   float* up_out = gate_out + count * ff;
   cuda::GroupedMatMul g;
-  g.tensor_cores = false;
+  g.tensor_cores = false;  // one row
   g.q8_activations = q8_;
   g.rows = ff;
   g.cols = e;
   g.max_entries_per_group = 1;
   g.d_group_begin = nullptr;
-  g.d_x_row = w_.zeros;
+  g.d_x_row = w_.zeros;  // every slot reads row 0
   g.d_x = w_.xn;
   g.x_stride = e;
   g.y_stride = ff;
@@ -605,7 +608,7 @@ absl::Status Pass::OneTokenPart(const DeviceMoe& m, int first, int count) const 
     RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(g, c_.stream));
   } else {
     g.n_groups = count;
-    g.d_group_weight = order_ids;
+    g.d_group_weight = ids;
     RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(g, c_.stream));
     g.type = m.up_type;
     g.d_weights = m.up_table();
@@ -621,7 +624,7 @@ absl::Status Pass::OneTokenPart(const DeviceMoe& m, int first, int count) const 
   down.rows = e;
   down.cols = ff;
   down.n_groups = count;
-  down.d_group_weight = order_ids;
+  down.d_group_weight = ids;
   down.d_weights = m.down_table.as<const void*>();
   down.d_x_row = nullptr;
   down.d_x = gate_out;
