@@ -22,8 +22,10 @@
 // prints one JSON object on stdout instead of the text (tools/generate_report.h,
 // fields in docs/BENCHMARKS.md); --routing trace:FILE | realistic | uniform | ...
 // forces which experts each token uses (tools/routing_flag.h).
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -164,6 +166,20 @@ absl::Status PrintKernelTimes(const sluice::Model& model, sluice::SequenceState&
   }
   std::fprintf(stderr, "kernel_total ops=%zu launches=%d us=%.1f MB=%.2f GB_s=%.1f\n",
                times->size(), kernels, us, bytes / 1e6, us > 0 ? bytes / (us * 1e3) : 0.0);
+  // The same times summed by label, largest first.
+  std::map<std::string, std::pair<double, int>> by_label;
+  for (const sluice::KernelTiming& t : *times) {
+    by_label[t.label].first += t.us;
+    by_label[t.label].second += t.kernels;
+  }
+  std::vector<std::pair<std::string, std::pair<double, int>>> sums(by_label.begin(),
+                                                                   by_label.end());
+  std::sort(sums.begin(), sums.end(),
+            [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  for (const auto& [label, sum] : sums) {
+    std::fprintf(stderr, "kernel_sum %-28s launches=%d us=%8.2f\n", label.c_str(),
+                 sum.second, sum.first);
+  }
   return absl::OkStatus();
 }
 

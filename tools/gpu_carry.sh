@@ -38,6 +38,7 @@ mkdir -p "$stage/goldens"
 (cd "$goldens" && tar cf - --exclude='*q8_0*' --exclude=split .) | tar xf - -C "$stage/goldens"
 cp -r "$goldens_ds2" "$stage/gd2"
 mkdir -p "$out"
+out="$(cd "$out" && pwd)"
 cd "$stage"
 big=()
 for b in generate batch_decode sluice-worker; do

@@ -4,10 +4,15 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cxxabi.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace sluice::cuda {
 namespace {
@@ -213,12 +218,15 @@ absl::Status LastLaunchError(const char* what) {
 
 Graph::~Graph() {
   if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+  if (graph_ != nullptr) cudaGraphDestroy(graph_);
 }
 
 Graph& Graph::operator=(Graph&& other) noexcept {
   if (this != &other) {
     if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+    if (graph_ != nullptr) cudaGraphDestroy(graph_);
     exec_ = std::exchange(other.exec_, nullptr);
+    graph_ = std::exchange(other.graph_, nullptr);
     kernels_ = other.kernels_;
   }
   return *this;
@@ -249,10 +257,90 @@ absl::StatusOr<Graph> Graph::EndCapture(Stream stream) {
     }
   }
   cudaGraphExec_t exec = nullptr;
-  cudaError_t rc = cudaGraphInstantiate(&exec, graph, 0);
-  cudaGraphDestroy(graph);
-  if (rc != cudaSuccess) return Error(rc, "cudaGraphInstantiate");
-  return Graph(exec, kernels);
+  if (cudaError_t rc = cudaGraphInstantiate(&exec, graph, 0); rc != cudaSuccess) {
+    cudaGraphDestroy(graph);
+    return Error(rc, "cudaGraphInstantiate");
+  }
+  return Graph(graph, exec, kernels);
+}
+
+namespace {
+
+// A kernel's name without its namespaces, parameters or template arguments.
+std::string ShortKernelName(const void* func) {
+  const char* mangled = nullptr;
+  if (cudaFuncGetName(&mangled, func) != cudaSuccess || mangled == nullptr) return "?";
+  int rc = 0;
+  char* full = abi::__cxa_demangle(mangled, nullptr, nullptr, &rc);
+  std::string name = rc == 0 && full != nullptr ? full : mangled;
+  std::free(full);
+  // Cut at the first '(' or '<' outside nothing: the name ends there.
+  name = name.substr(0, name.find_first_of("(<"));
+  if (const size_t colon = name.rfind("::"); colon != std::string::npos) {
+    name = name.substr(colon + 2);
+  }
+  return name;
+}
+
+// One kernel node's parameters as a graph of that node alone.
+absl::StatusOr<cudaGraphExec_t> LoneKernel(const cudaKernelNodeParams& params) {
+  cudaGraph_t g = nullptr;
+  RETURN_IF_ERROR(Check(cudaGraphCreate(&g, 0), "cudaGraphCreate"));
+  cudaGraphNode_t node = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  cudaError_t rc = cudaGraphAddKernelNode(&node, g, nullptr, 0, &params);
+  if (rc == cudaSuccess) rc = cudaGraphInstantiate(&exec, g, 0);
+  cudaGraphDestroy(g);
+  if (rc != cudaSuccess) return Error(rc, "a lone kernel node");
+  return exec;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Graph::KernelTime>> Graph::TimeKernels(Stream stream, int reps,
+                                                                  void* flush,
+                                                                  uint64_t flush_bytes) const {
+  if (graph_ == nullptr) return absl::FailedPreconditionError("TimeKernels: no captured graph");
+  size_t n_nodes = 0;
+  RETURN_IF_ERROR(Check(cudaGraphGetNodes(graph_, nullptr, &n_nodes), "cudaGraphGetNodes"));
+  std::vector<cudaGraphNode_t> nodes(n_nodes);
+  RETURN_IF_ERROR(Check(cudaGraphGetNodes(graph_, nodes.data(), &n_nodes), "cudaGraphGetNodes"));
+  ASSIGN_OR_RETURN(Event start, CreateEvent(/*timing=*/true));
+  ASSIGN_OR_RETURN(Event stop, CreateEvent(/*timing=*/true));
+  std::vector<KernelTime> out;
+  absl::Status status = absl::OkStatus();
+  for (cudaGraphNode_t n : nodes) {
+    cudaGraphNodeType type;
+    if (cudaGraphNodeGetType(n, &type) != cudaSuccess || type != cudaGraphNodeTypeKernel) continue;
+    cudaKernelNodeParams params{};
+    status = Check(cudaGraphKernelNodeGetParams(n, &params), "cudaGraphKernelNodeGetParams");
+    if (!status.ok()) break;
+    absl::StatusOr<cudaGraphExec_t> lone = LoneKernel(params);
+    if (!lone.ok()) {
+      status = lone.status();
+      break;
+    }
+    std::vector<double> us;
+    for (int r = 0; r < reps && status.ok(); ++r) {
+      status = Memset(flush, r & 0xFF, flush_bytes, stream);
+      if (status.ok()) status = RecordEvent(start, stream);
+      if (status.ok()) status = Check(cudaGraphLaunch(*lone, stream), "cudaGraphLaunch");
+      if (status.ok()) status = RecordEvent(stop, stream);
+      if (status.ok()) status = Synchronize(stream);
+      absl::StatusOr<float> ms = status.ok() ? ElapsedMs(start, stop)
+                                             : absl::StatusOr<float>(status);
+      if (!ms.ok()) status = ms.status();
+      if (status.ok()) us.push_back(*ms * 1e3);
+    }
+    cudaGraphExecDestroy(*lone);
+    if (!status.ok()) break;
+    std::sort(us.begin(), us.end());
+    out.push_back({ShortKernelName(params.func), us.empty() ? 0 : us[us.size() / 2]});
+  }
+  DestroyEvent(start);
+  DestroyEvent(stop);
+  RETURN_IF_ERROR(status);
+  return out;
 }
 
 absl::Status Graph::Launch(Stream stream) const {

@@ -13,7 +13,9 @@
 #define SLUICE_KERNELS_CUDA_DEVICE_H_
 
 #include <cstdint>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -21,6 +23,7 @@
 
 struct CUstream_st;
 struct CUevent_st;
+struct CUgraph_st;
 struct CUgraphExec_st;
 
 namespace sluice::cuda {
@@ -96,7 +99,9 @@ class Graph {
   Graph() = default;
   ~Graph();
   Graph(Graph&& other) noexcept
-      : exec_(std::exchange(other.exec_, nullptr)), kernels_(other.kernels_) {}
+      : graph_(std::exchange(other.graph_, nullptr)),
+        exec_(std::exchange(other.exec_, nullptr)),
+        kernels_(other.kernels_) {}
   Graph& operator=(Graph&& other) noexcept;
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
@@ -112,8 +117,22 @@ class Graph {
   // Kernel nodes of the captured graph.
   int kernels() const { return kernels_; }
 
+  // Each kernel node of the graph launched alone, in capture order: its
+  // kernel's name and the median of `reps` timed launches, each after
+  // `flush_bytes` of `flush` are written (so the weights come from memory,
+  // not L2). A kernel that updates state in place (a cache row, a
+  // residual) runs `reps` more times: for a finished session's tools only.
+  struct KernelTime {
+    std::string name;
+    double us = 0;
+  };
+  absl::StatusOr<std::vector<KernelTime>> TimeKernels(Stream stream, int reps, void* flush,
+                                                      uint64_t flush_bytes) const;
+
  private:
-  Graph(CUgraphExec_st* exec, int kernels) : exec_(exec), kernels_(kernels) {}
+  Graph(CUgraph_st* graph, CUgraphExec_st* exec, int kernels)
+      : graph_(graph), exec_(exec), kernels_(kernels) {}
+  CUgraph_st* graph_ = nullptr;  // the captured nodes, kept for TimeKernels
   CUgraphExec_st* exec_ = nullptr;
   int kernels_ = 0;
 };

@@ -104,8 +104,21 @@ absl::StatusOr<std::vector<KernelTiming>> CudaModel::TimeDecodeKernels(SequenceS
   }
   std::lock_guard<std::mutex> lock(mu_);
   RETURN_IF_ERROR(cuda::SetDevice(device_));
-  ASSIGN_OR_RETURN(DecodeProgram * p, Program(*st));
   ASSIGN_OR_RETURN(cuda::DeviceBuffer flush, cuda::DeviceBuffer::Create(kFlushBytes));
+  if (!decode_supported_.ok()) {
+    // No decode program (e.g. deepseek2): the captured one-token pass,
+    // kernel node by kernel node, labelled by kernel (bytes not counted).
+    if (!st->pass_graph().valid()) {
+      return absl::FailedPreconditionError(
+          "TimeDecodeKernels: no one-token pass was captured (decode a token first)");
+    }
+    ASSIGN_OR_RETURN(std::vector<cuda::Graph::KernelTime> times,
+                     st->pass_graph().TimeKernels(stream_, reps, flush.data(), kFlushBytes));
+    std::vector<KernelTiming> out;
+    for (const cuda::Graph::KernelTime& t : times) out.push_back({t.name, 0, 1, t.us});
+    return out;
+  }
+  ASSIGN_OR_RETURN(DecodeProgram * p, Program(*st));
   ASSIGN_OR_RETURN(std::vector<OpTiming> ops, p->TimeOps(stream_, reps, flush.data(), kFlushBytes));
   std::vector<KernelTiming> out;
   for (const OpTiming& o : ops) out.push_back({o.label, o.bytes, o.kernels, o.us});
