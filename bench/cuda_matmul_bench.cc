@@ -3,7 +3,7 @@
 // 2048->512 gate/up and 512->2048 down, 8 routed per token, a dense
 // 2048->8192 projection, the LM head 2048->248320).
 //
-//   bazel run -c opt //bench:cuda_matmul_bench            (needs a GPU)
+//   bazel run -c opt //bench:cuda_matmul_bench [--kimi]   (needs a GPU)
 //
 // Decode lines report weight bytes read per second: every launch touches a
 // different copy of the weights (several hundred MB in all, more than L2),
@@ -134,26 +134,30 @@ void DenseDecode(GgmlType t, int64_t rows, int64_t cols, const std::string& shap
          static_cast<double>(rows * cols * n_tok));
 }
 
-// One token routed to kRouted of kExperts experts: one grouped launch, a
-// different expert set each call.
-void MoeDecode(GgmlType t, int64_t rows, int64_t cols, const std::string& shape) {
-  Matrices m = MakeMatrices(t, rows, cols, kExperts);
+// One token routed to `routed` of `experts` experts: one grouped launch, a
+// different expert set each call. q8: the activation row rounded to 8 bits
+// once, before, and read in place (as the one-token pass multiplies);
+// otherwise F32 activations.
+void MoeDecode(GgmlType t, int64_t rows, int64_t cols, const std::string& shape,
+               int experts = kExperts, int routed = kRouted, bool q8 = false) {
+  Matrices m = MakeMatrices(t, rows, cols, experts);
   constexpr int kSets = 64;
   std::vector<int32_t> sets;
   std::mt19937 rng(5);
-  std::vector<int32_t> ids(kExperts);
+  std::vector<int32_t> ids(experts);
   for (int s = 0; s < kSets; ++s) {
-    for (int e = 0; e < kExperts; ++e) ids[e] = e;
+    for (int e = 0; e < experts; ++e) ids[e] = e;
     std::shuffle(ids.begin(), ids.end(), rng);
-    sets.insert(sets.end(), ids.begin(), ids.begin() + kRouted);
+    sets.insert(sets.end(), ids.begin(), ids.begin() + routed);
   }
-  DeviceBuffer d_sets = Ints(sets), d_xrow = Ints(std::vector<int32_t>(kRouted, 0));
-  DeviceBuffer x = Activations(cols), y = Unwrap(DeviceBuffer::Create(kRouted * rows * 4));
+  DeviceBuffer d_sets = Ints(sets), d_xrow = Ints(std::vector<int32_t>(routed, 0));
+  DeviceBuffer x = Activations(cols), y = Unwrap(DeviceBuffer::Create(routed * rows * 4));
+  DeviceBuffer xq = Unwrap(DeviceBuffer::Create(Q8ActivationRowBytes(t, cols) + 256));
   GroupedMatMul a;
   a.type = t;
   a.rows = rows;
   a.cols = cols;
-  a.n_groups = kRouted;
+  a.n_groups = routed;
   a.max_entries_per_group = 1;
   a.d_weights = m.table.as<const void* const>();
   a.d_x_row = d_xrow.as<const int32_t>();
@@ -161,12 +165,52 @@ void MoeDecode(GgmlType t, int64_t rows, int64_t cols, const std::string& shape)
   a.x_stride = cols;
   a.d_y = y.as<float>();
   a.y_stride = rows;
+  a.tensor_cores = false;
+  if (q8) {
+    CHECK_OK(RoundActivationsQ8(t, x.as<float>(), 1, cols, cols, xq.as<uint8_t>(), nullptr));
+    a.q8_activations = true;
+    a.d_x_q8 = xq.as<uint8_t>();
+  }
   const double ms = TimeMs(200, [&](int i) {
-    a.d_group_weight = d_sets.as<const int32_t>() + (i % kSets) * kRouted;
+    a.d_group_weight = d_sets.as<const int32_t>() + (i % kSets) * routed;
     return LaunchGroupedMatMul(a, nullptr);
   });
-  Report("decode", t, shape, ms, static_cast<double>(m.bytes) * kRouted,
-         static_cast<double>(rows * cols) * kRouted);
+  Report(q8 ? "decode8" : "decode", t, shape, ms, static_cast<double>(m.bytes) * routed,
+         static_cast<double>(rows * cols) * routed);
+}
+
+// One token through a dense rows x cols matrix with its activation row
+// rounded to 8 bits once, before (the one-token pass's projections).
+void DenseDecodeQ8(GgmlType t, int64_t rows, int64_t cols, const std::string& shape) {
+  const uint64_t one = RowBytes(t, cols) * rows;
+  const int copies = static_cast<int>(std::max<uint64_t>(2, kColdBytes / one));
+  Matrices m = MakeMatrices(t, rows, cols, copies);
+  DeviceBuffer x = Activations(cols), y = Unwrap(DeviceBuffer::Create(rows * 4));
+  DeviceBuffer xq = Unwrap(DeviceBuffer::Create(Q8ActivationRowBytes(t, cols) + 256));
+  CHECK_OK(RoundActivationsQ8(t, x.as<float>(), 1, cols, cols, xq.as<uint8_t>(), nullptr));
+  const uint64_t slot = (m.bytes + 255) / 256 * 256;
+  const double ms = TimeMs(200, [&](int i) {
+    return MatMul(t, m.data.as<uint8_t>() + slot * (i % copies), rows, cols, x.as<float>(), 1,
+                  y.as<float>(), nullptr, /*tensor_cores=*/false, /*q8_activations=*/true,
+                  xq.as<uint8_t>());
+  });
+  Report("decode8", t, shape, ms, static_cast<double>(one), static_cast<double>(rows * cols));
+}
+
+// The Kimi-K2 shape's one-token products (hidden 7168, 384 experts of
+// 7168->2048, 8 routed; MLA: q_a 7168->1536, q_b 1536->12288, kv_a
+// 7168->576, output 8192->7168), 8-bit activations as the pass runs them.
+void KimiDecode() {
+  DenseDecode(GgmlType::kF32, 384, 7168, "kimi router 7168->384");
+  for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    MoeDecode(t, 2048, 7168, "kimi 16 x 7168->2048 (gate+up)", 384, 16, true);
+    MoeDecode(t, 7168, 2048, "kimi 8 x 2048->7168 (down)", 384, 8, true);
+    DenseDecodeQ8(t, 1536, 7168, "kimi q_a 7168->1536");
+    DenseDecodeQ8(t, 12288, 1536, "kimi q_b 1536->12288");
+    DenseDecodeQ8(t, 576, 7168, "kimi kv_a 7168->576");
+    DenseDecodeQ8(t, 7168, 8192, "kimi out 8192->7168");
+    DenseDecodeQ8(t, 2048, 7168, "kimi shared 7168->2048");
+  }
 }
 
 // A batch's products on both kernels: `groups` distinct matrices of rows x
@@ -233,7 +277,7 @@ void CopyBaseline() {
               "device to device, 256 MiB", ms * 1e3, 2.0 * bytes / (ms * 1e-3) / 1e9);
 }
 
-int Main() {
+int Main(bool only_kimi) {
   if (absl::Status s = SetDevice(0); !s.ok()) {
     std::fprintf(stderr, "no CUDA device: %s\n", s.ToString().c_str());
     return 1;
@@ -241,6 +285,8 @@ int Main() {
   std::printf("%-8s %-5s %-36s %12s %13s %15s\n", "phase", "type", "shape", "time", "weights",
               "F32 MACs");
   CopyBaseline();
+  KimiDecode();
+  if (only_kimi) return 0;
   const GgmlType all[] = {GgmlType::kQ4_K, GgmlType::kQ1_0, GgmlType::kQ5_K, GgmlType::kQ6_K,
                           GgmlType::kQ8_0, GgmlType::kBF16, GgmlType::kF16,  GgmlType::kF32};
   for (GgmlType t : all) DenseDecode(t, kDenseFf, kHidden, "dense 2048->8192, 1 token");
@@ -277,4 +323,7 @@ int Main() {
 }  // namespace
 }  // namespace sluice::cuda
 
-int main() { return sluice::cuda::Main(); }
+// --kimi: the copy baseline and the Kimi-K2 shapes only.
+int main(int argc, char** argv) {
+  return sluice::cuda::Main(argc > 1 && std::string(argv[1]) == "--kimi");
+}

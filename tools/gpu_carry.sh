@@ -25,8 +25,9 @@ goldens_ds2="${SLUICE_GOLDENS_DEEPSEEK2:-$here/../shared/goldens-deepseek2}"
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
 cd "$here"
-bins=(bazel-bin/tools/generate bazel-bin/tools/mkmodel bazel-bin/tools/batch_decode)
-targets=(//tools:generate //tools:mkmodel //tools:batch_decode)
+bins=(bazel-bin/tools/generate bazel-bin/tools/mkmodel bazel-bin/tools/batch_decode
+      bazel-bin/bench/cuda_matmul_bench)
+targets=(//tools:generate //tools:mkmodel //tools:batch_decode //bench:cuda_matmul_bench)
 if [ "$daemon" = 1 ]; then
   bins+=(bazel-bin/daemon/sluiced bazel-bin/worker/sluice-worker bazel-bin/clients/sluicectl)
   targets+=(//daemon:sluiced //worker:sluice-worker //clients:sluicectl)

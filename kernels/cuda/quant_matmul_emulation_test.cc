@@ -45,7 +45,9 @@ void Emulate(const RawGroupedMatMul& a) {
   const GroupedGeometry geo = ComputeGeometry(a);
   const dim3 grid{static_cast<unsigned>(geo.entry_tiles), static_cast<unsigned>(geo.row_blocks),
                   static_cast<unsigned>(a.n_groups)};
-  if (a.max_entries_per_group == 1) {
+  if (a.max_entries_per_group == 1 && geo.rows_per_lane == 1) {
+    emulation::Launch(grid, kThreads, [&] { GroupedKernel<T, 1, kQ8, 1>(a, geo.lanes_per_row); });
+  } else if (a.max_entries_per_group == 1) {
     emulation::Launch(grid, kThreads, [&] { GroupedKernel<T, 1, kQ8>(a, geo.lanes_per_row); });
   } else {
     emulation::Launch(grid, kThreads,
@@ -159,6 +161,39 @@ TEST_P(QuantMatMulEmulationTest, GroupOf19EntriesMisaligned) {
 
 TEST_P(QuantMatMulEmulationTest, DecodeOneEntryPerGroupFullWarpRows) {
   Check(DecodeOneEntryPerGroup(Cols(2304)), "decode, 3 groups of one entry, 37 rows");
+}
+
+// A one-entry launch of few blocks spread one row per lane group gives the
+// bits of kRows rows per lane group (each row's chunks go to the same lanes
+// in the same order), with F32 and, where the type has them, 8-bit
+// activations.
+TEST_P(QuantMatMulEmulationTest, SpreadRowsGiveTheSameBits) {
+  const GgmlType t = GetParam();
+  const Case c = DecodeOneEntryPerGroup(Cols(2304));
+  for (const bool q8 : {false, true}) {
+    const bool has_q8 = VisitWeights(static_cast<int>(t), false, [](auto w) {
+      return kHasQ8Dot<typename decltype(w)::type>;
+    });
+    if (q8 && !has_q8) continue;
+    GroupedProblem p(t, c, 11 + static_cast<int>(t));
+    EmulateType(p.args(), q8);
+    const std::vector<float> packed = p.outputs();
+    p.ClearOutputs();
+    p.mutable_args().spread_rows = true;
+    ASSERT_EQ(ComputeGeometry(p.args()).rows_per_lane, 1);
+    EXPECT_EQ(ComputeGeometry(p.args()).row_blocks, 10);  // 37 rows, 4 a block
+    EmulateType(p.args(), q8);
+    const std::vector<float> spread = p.outputs();
+    ASSERT_EQ(packed.size(), spread.size());
+    int64_t mismatches = 0, written = 0;
+    for (size_t i = 0; i < packed.size(); ++i) {
+      if (std::isnan(packed[i]) && std::isnan(spread[i])) continue;  // y_stride gaps
+      ++written;
+      mismatches += __float_as_uint(packed[i]) != __float_as_uint(spread[i]);
+    }
+    EXPECT_EQ(written, 3 * c.rows) << (q8 ? "q8" : "f32");
+    EXPECT_EQ(mismatches, 0) << (q8 ? "q8" : "f32");
+  }
 }
 
 TEST_P(QuantMatMulEmulationTest, DequantElementIsBitExact) {
@@ -311,6 +346,32 @@ TEST(QuantMatMulGeometryTest, LanesPerRowFollowTheRowLength) {
   EXPECT_EQ(ComputeGeometry(a).entry_tiles, 64);
   a.max_entries_per_group = 1;
   EXPECT_EQ(ComputeGeometry(a).entry_tiles, 1);
+}
+
+// spread_rows: one row per lane group only for one-entry launches of long
+// rows whose grid would hold fewer than kFewBlocks blocks.
+TEST(QuantMatMulGeometryTest, RowsSpreadOnlyWhereTheGridIsSmall) {
+  RawGroupedMatMul a;
+  a.type = static_cast<int>(GgmlType::kQ4_K);
+  a.cols = 7168;
+  a.rows = 576;  // 36 blocks of 16 rows
+  a.n_groups = 1;
+  a.max_entries_per_group = 1;
+  a.spread_rows = true;
+  EXPECT_EQ(ComputeGeometry(a).rows_per_lane, 1);
+  EXPECT_EQ(ComputeGeometry(a).row_blocks, 144);
+  a.n_groups = 8;  // 288 blocks of 16 rows: enough
+  EXPECT_EQ(ComputeGeometry(a).rows_per_lane, kRows);
+  EXPECT_EQ(ComputeGeometry(a).row_blocks, 36);
+  a.n_groups = 1;
+  a.max_entries_per_group = 4;  // tiles of entries: never spread
+  EXPECT_EQ(ComputeGeometry(a).rows_per_lane, kRows);
+  a.max_entries_per_group = 1;
+  a.cols = 256;  // 8 lanes a row: never spread
+  EXPECT_EQ(ComputeGeometry(a).rows_per_lane, kRows);
+  a.cols = 7168;
+  a.spread_rows = false;
+  EXPECT_EQ(ComputeGeometry(a).rows_per_lane, kRows);
 }
 
 }  // namespace

@@ -37,6 +37,9 @@ struct RawGroupedMatMul {
   int64_t x_stride = 0;
   float* y = nullptr;
   int64_t y_stride = 0;
+  // One entry per group and too few blocks to fill the GPU with kRows rows
+  // per lane group: one row each instead (ComputeGeometry), the same sums.
+  bool spread_rows = false;
 };
 
 // Whether the kernels below handle type id `type`.
@@ -46,6 +49,7 @@ bool KernelSupportsType(int type);
 // check it against CUDA's grid limits before launching, and tests can pin it).
 struct GroupedGeometry {
   int lanes_per_row = 32;       // 8, 16 or 32 lanes share one row
+  int rows_per_lane = 4;        // rows a lane group owns: kRows, or 1 (spread_rows)
   int64_t rows_per_block = 0;   // rows one thread block covers
   int64_t row_blocks = 0;       // grid.y
   int64_t entry_tiles = 0;      // grid.x: entries in tiles of 1 or 8

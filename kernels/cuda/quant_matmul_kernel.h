@@ -123,7 +123,10 @@ __global__ void __launch_bounds__(kThreads)
   QuantizeBlockQ8(at, rows, cols, kReadsQ8K<T> ? base : nullptr, kReadsQ8K<T> ? nullptr : base);
 }
 
-template <class T, int NE, bool kQ8 = false>
+// kR: rows per lane group (kRows, or 1 where the launch spreads its rows,
+// GroupedGeometry::rows_per_lane). A row's sum is the same either way: the
+// same lane index takes the same chunks in the same order.
+template <class T, int NE, bool kQ8 = false, int kR = kRows>
 __global__ void __launch_bounds__(kThreads)
     GroupedKernel(const RawGroupedMatMul a, int lanes_per_row) {
   static_assert(!kQ8 || kHasQ8Dot<T>, "8-bit activations need a Q8Dot for the weights");
@@ -142,17 +145,17 @@ __global__ void __launch_bounds__(kThreads)
   const int L = lanes_per_row;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t warp_row0 =
-      (static_cast<int64_t>(blockIdx.y) * kWarps + warp) * (32 / L) * kRows;
+      (static_cast<int64_t>(blockIdx.y) * kWarps + warp) * (32 / L) * kR;
   if (warp_row0 >= a.rows) return;  // whole warp: no shuffle partner is lost
   const int sub = lane & (L - 1);
-  const int64_t row0 = warp_row0 + (lane / L) * kRows;
+  const int64_t row0 = warp_row0 + (lane / L) * kR;
 
   const uint8_t* w = static_cast<const uint8_t*>(
       a.single_weight != nullptr ? a.single_weight
                                  : a.weights[a.group_weight != nullptr ? a.group_weight[g] : g]);
-  const uint8_t* rp[kRows];
+  const uint8_t* rp[kR];
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
+  for (int r = 0; r < kR; ++r) {
     // Rows past the end re-read the last row (never stored) so no lane
     // leaves the shuffles below.
     const int64_t row = row0 + r < a.rows ? row0 + r : a.rows - 1;
@@ -172,24 +175,26 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
 
-  float acc[kRows][NE];
+  float acc[kR][NE];
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
+  for (int r = 0; r < kR; ++r) {
 #pragma unroll
     for (int e = 0; e < NE; ++e) acc[r][e] = 0.0f;
   }
 
   // Decode tiles load two chunks per lane before using either, so that a
   // short row (a few chunks per lane) waits for memory once, not per chunk.
-  constexpr int kUnroll = NE == 1 ? 2 : 1;
+  // One row per lane group: four chunks, as many loads in flight as two of
+  // four rows.
+  constexpr int kUnroll = NE == 1 ? (kR == 1 ? 4 : 2) : 1;
   const int64_t n_chunks = a.cols / T::kChunk;
   for (int64_t c0 = sub; c0 < n_chunks; c0 += kUnroll * L) {
-    typename T::Raw raw[kUnroll][kRows];
+    typename T::Raw raw[kUnroll][kR];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       if (c0 + u * L < n_chunks) {
 #pragma unroll
-        for (int r = 0; r < kRows; ++r) T::Load(rp[r], c0 + u * L, raw[u][r]);
+        for (int r = 0; r < kR; ++r) T::Load(rp[r], c0 + u * L, raw[u][r]);
       }
     }
 #pragma unroll
@@ -204,7 +209,7 @@ __global__ void __launch_bounds__(kThreads)
             typename Q8Dot<T>::X xv;
             Q8Dot<T>::Load(kReadsQ8K<T> ? Q8KAt(row, a.cols) : Q8ZAt(row, a.cols), c, xv);
 #pragma unroll
-            for (int r = 0; r < kRows; ++r) acc[r][e] += Q8Dot<T>::Dot(raw[u][r], xv);
+            for (int r = 0; r < kR; ++r) acc[r][e] += Q8Dot<T>::Dot(raw[u][r], xv);
           }
         }
         continue;
@@ -212,15 +217,15 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int gi = 0; gi < T::kChunk / 4; ++gi) {
         const int64_t col = T::Col(c, gi);
-        float4 wv[kRows];
+        float4 wv[kR];
 #pragma unroll
-        for (int r = 0; r < kRows; ++r) wv[r] = T::Decode(raw[u][r], gi);
+        for (int r = 0; r < kR; ++r) wv[r] = T::Decode(raw[u][r], gi);
 #pragma unroll
         for (int e = 0; e < NE; ++e) {
           if (e < ne) {
             const float4 xv = LoadX4(xp[e] + col);
 #pragma unroll
-            for (int r = 0; r < kRows; ++r) acc[r][e] = Dot4(wv[r], xv, acc[r][e]);
+            for (int r = 0; r < kR; ++r) acc[r][e] = Dot4(wv[r], xv, acc[r][e]);
           }
         }
       }
@@ -230,7 +235,7 @@ __global__ void __launch_bounds__(kThreads)
     // Plain rows need not be whole chunks: the last cols % kChunk columns.
     for (int64_t c = n_chunks * T::kChunk + sub; c < a.cols; c += L) {
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) {
+      for (int r = 0; r < kR; ++r) {
         const float wr = T::Elem(rp[r], c);
 #pragma unroll
         for (int e = 0; e < NE; ++e) {
@@ -241,7 +246,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
+  for (int r = 0; r < kR; ++r) {
 #pragma unroll
     for (int e = 0; e < NE; ++e) {
       float v = acc[r][e];
@@ -280,13 +285,24 @@ inline int ChunkElems(int type) {
   return VisitWeights(type, 0, [](auto t) { return decltype(t)::type::kChunk; });
 }
 
+// Below this many blocks a one-entry launch spreads its rows (spread_rows):
+// about two waves of the H100's and H200's 132 SMs.
+constexpr int64_t kFewBlocks = 256;
+
 inline GroupedGeometry ComputeGeometry(const RawGroupedMatMul& a) {
   GroupedGeometry geo;
   const int chunk = ChunkElems(a.type);
   const int64_t n_chunks = chunk == 0 ? 0 : (a.cols + chunk - 1) / chunk;
   geo.lanes_per_row = n_chunks >= 32 ? 32 : (n_chunks >= 16 ? 16 : 8);
+  geo.rows_per_lane = kRows;
   geo.rows_per_block = static_cast<int64_t>(kWarps) * (32 / geo.lanes_per_row) * kRows;
   geo.row_blocks = (a.rows + geo.rows_per_block - 1) / geo.rows_per_block;
+  if (a.spread_rows && a.max_entries_per_group == 1 && geo.lanes_per_row == 32 &&
+      geo.row_blocks * a.n_groups < kFewBlocks) {
+    geo.rows_per_lane = 1;
+    geo.rows_per_block = kWarps;
+    geo.row_blocks = (a.rows + geo.rows_per_block - 1) / geo.rows_per_block;
+  }
   const int64_t tile = a.max_entries_per_group == 1 ? 1 : kEntryTile;
   geo.entry_tiles = (a.max_entries_per_group + tile - 1) / tile;
   return geo;
