@@ -88,6 +88,8 @@ EnvSwitch q8_switch("SLUICE_CUDA_Q8", true);
 // One-entry launches too small to fill the GPU take one row per lane group
 // (RawGroupedMatMul::spread_rows): the same sums, more blocks.
 EnvSwitch spread_rows_switch("SLUICE_CUDA_SPREAD_ROWS", true);
+// Every one-entry launch of long rows so: measured against the above.
+EnvSwitch spread_all_switch("SLUICE_CUDA_SPREAD_ALL", false);
 EnvSwitch q8_round_once_switch("SLUICE_CUDA_Q8_ROUND_ONCE", true);
 
 }  // namespace
@@ -150,6 +152,7 @@ absl::Status LaunchGroupedMatMul(const GroupedMatMul& args, CUstream_st* stream)
   raw.y = args.d_y;
   raw.y_stride = args.y_stride;
   raw.spread_rows = spread_rows_switch.on();
+  raw.spread_all = spread_all_switch.on();
   RETURN_IF_ERROR(CheckGeometry(raw, kWhat));
   return LaunchEither(raw, args.tensor_cores, args.q8_activations, stream, kWhat);
 }
@@ -182,6 +185,7 @@ absl::Status MatMul(GgmlType type, const void* d_w, int64_t rows, int64_t cols, 
   raw.y = d_y;
   raw.y_stride = rows;
   raw.spread_rows = spread_rows_switch.on();
+  raw.spread_all = spread_all_switch.on();
   RETURN_IF_ERROR(CheckGeometry(raw, kWhat));
   return LaunchEither(raw, tensor_cores, q8_activations, stream, kWhat);
 }

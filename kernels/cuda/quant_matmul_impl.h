@@ -39,7 +39,9 @@ struct RawGroupedMatMul {
   int64_t y_stride = 0;
   // One entry per group and too few blocks to fill the GPU with kRows rows
   // per lane group: one row each instead (ComputeGeometry), the same sums.
+  // spread_all: every one-entry launch of long rows so (a measurement).
   bool spread_rows = false;
+  bool spread_all = false;
 };
 
 // Whether the kernels below handle type id `type`.

@@ -298,7 +298,7 @@ inline GroupedGeometry ComputeGeometry(const RawGroupedMatMul& a) {
   geo.rows_per_block = static_cast<int64_t>(kWarps) * (32 / geo.lanes_per_row) * kRows;
   geo.row_blocks = (a.rows + geo.rows_per_block - 1) / geo.rows_per_block;
   if (a.spread_rows && a.max_entries_per_group == 1 && geo.lanes_per_row == 32 &&
-      geo.row_blocks * a.n_groups < kFewBlocks) {
+      (a.spread_all || geo.row_blocks * a.n_groups < kFewBlocks)) {
     geo.rows_per_lane = 1;
     geo.rows_per_block = kWarps;
     geo.row_blocks = (a.rows + geo.rows_per_block - 1) / geo.rows_per_block;
