@@ -274,7 +274,11 @@ std::string ShortKernelName(const void* func) {
   char* full = abi::__cxa_demangle(mangled, nullptr, nullptr, &rc);
   std::string name = rc == 0 && full != nullptr ? full : mangled;
   std::free(full);
-  // Cut at the first '(' or '<' outside nothing: the name ends there.
+  // Kernels in unnamed namespaces: drop that part before cutting.
+  for (size_t at; (at = name.find("(anonymous namespace)::")) != std::string::npos;) {
+    name.erase(at, 23);
+  }
+  // The name ends at its parameters or template arguments.
   name = name.substr(0, name.find_first_of("(<"));
   if (const size_t colon = name.rfind("::"); colon != std::string::npos) {
     name = name.substr(colon + 2);

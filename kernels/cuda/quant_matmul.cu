@@ -7,6 +7,11 @@
 #include <cstdint>
 #include <type_traits>
 
+// Weight words not 16-byte aligned (Q6_K's 210-byte and Q8_0's 34-byte
+// blocks) are read as aligned words shifted into place (LoadWords), as the
+// decode kernels read them: the same bits, fewer and wider loads.
+#define SLUICE_FUNNEL_LOADS true
+
 #include "kernels/cuda/quant_matmul_impl.h"
 #include "kernels/cuda/quant_matmul_kernel.h"
 #include "kernels/cuda/quant_matmul_mma_kernel.h"
@@ -106,7 +111,13 @@ int LaunchRoundRowsQ8(int type, const float* x, int64_t n_rows, int64_t cols, in
     using W = typename decltype(t)::type;
     if constexpr (kHasQ8Dot<W>) {
       const unsigned blocks = static_cast<unsigned>((n_rows + kRoundRows - 1) / kRoundRows);
-      RoundRowsQ8Kernel<W><<<blocks, kThreads, 0, stream>>>(x, n_rows, cols, x_stride, out);
+      // A thread per 16-element chunk of a block's rows, so one pass
+      // covers them (a 7,168-wide row took four dependent passes of 128).
+      const int64_t chunks = (n_rows < kRoundRows ? n_rows : kRoundRows) * (cols / 16);
+      const int64_t want = (chunks + 31) / 32 * 32;
+      const int threads = static_cast<int>(
+          want < kThreads ? kThreads : (want > kRoundMaxThreads ? kRoundMaxThreads : want));
+      RoundRowsQ8Kernel<W><<<blocks, threads, 0, stream>>>(x, n_rows, cols, x_stride, out);
       return static_cast<int>(cudaGetLastError());
     } else {
       return static_cast<int>(cudaErrorInvalidValue);  // Q8FormatFor said no

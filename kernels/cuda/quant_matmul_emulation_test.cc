@@ -240,14 +240,14 @@ TEST_P(QuantMatMulQ8EmulationTest, DecodeOneEntryPerGroupFullWarpRows) {
 
 // x's n_rows rows rounded for weights of type t by RoundRowsQ8Kernel.
 std::vector<uint8_t> RoundRows(GgmlType t, const float* x, int64_t n_rows, int64_t cols,
-                               int64_t x_stride) {
+                               int64_t x_stride, int threads = kThreads) {
   std::vector<uint8_t> out;
   VisitWeights(static_cast<int>(t), false, [&](auto w) {
     using W = typename decltype(w)::type;
     if constexpr (kHasQ8Dot<W>) {
       out.assign(n_rows * Q8RowBytes<W>(cols), 0xEE);
       const dim3 grid{static_cast<unsigned>((n_rows + kRoundRows - 1) / kRoundRows), 1, 1};
-      emulation::Launch(grid, kThreads,
+      emulation::Launch(grid, threads,
                         [&] { RoundRowsQ8Kernel<W>(x, n_rows, cols, x_stride, out.data()); });
     }
     return true;
@@ -272,6 +272,12 @@ TEST_P(QuantMatMulQ8EmulationTest, RowsRoundedOnceGiveTheBitsOfTileRounding) {
     const std::vector<uint8_t> rows =
         RoundRows(t, p.args().x, p.x_rows(), c.cols, p.args().x_stride);
     ASSERT_FALSE(rows.empty()) << name;
+    // A block of a thread per chunk (the launch's choice for wide rows)
+    // writes the same bytes as one of kThreads.
+    for (const int threads : {96, 448, kRoundMaxThreads}) {
+      EXPECT_EQ(RoundRows(t, p.args().x, p.x_rows(), c.cols, p.args().x_stride, threads), rows)
+          << name << ", " << threads << " threads";
+    }
     p.ClearOutputs();
     p.mutable_args().x_q8 = rows.data();
     EmulateType(p.args(), true);

@@ -112,8 +112,9 @@ __device__ __forceinline__ void RoundTileQ8(const RawGroupedMatMul& a, int64_t e
 // the 8-bit format T's products read, row r at out + r * Q8RowBytes<T>(cols):
 // the bytes RoundTileQ8 gives them.
 constexpr int kRoundRows = 2;
+constexpr int kRoundMaxThreads = 1024;  // any multiple of 32 up to this
 template <class T>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kRoundMaxThreads)
     RoundRowsQ8Kernel(const float* x, int64_t n_rows, int64_t cols, int64_t x_stride,
                       uint8_t* out) {
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRoundRows;
