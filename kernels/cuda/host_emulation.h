@@ -38,10 +38,12 @@
 
 struct uint2 { uint32_t x, y; };
 struct uint4 { uint32_t x, y, z, w; };
+struct float2 { float x, y; };
 struct float4 { float x, y, z, w; };
 struct dim3 { unsigned x = 1, y = 1, z = 1; };
 struct __half { unsigned short bits; };
 
+inline float2 make_float2(float a, float b) { return {a, b}; }
 inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
 template <typename T>
 T __ldg(const T* p) {

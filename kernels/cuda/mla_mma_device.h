@@ -124,11 +124,18 @@ __device__ void MlaMmaAttendBlock(const MlaShape& s, const float* q_abs, Loc loc
   }
   // The queries as halves; the rows of an m tile past the last head are 0.
   const int half_width = width / 2;
-  for (int x = threadIdx.x; x < rows_used * half_width; x += blockDim.x) {
-    const int h = x / half_width, i = x % half_width;
-    const float* q = q_abs + (static_cast<int64_t>(h0 + h) * n_tok + t) * width + 2 * i;
-    qs[h * rw + i] = h < heads ? PackHalf2(q[0], q[1]) : 0u;
-  }
+  BatchedCopy<8>(
+      rows_used * half_width,
+      [&](int x) {
+        const int h = x / half_width, i = x % half_width;
+        if (h >= heads) return make_float2(0.0f, 0.0f);
+        const float* q = q_abs + (static_cast<int64_t>(h0 + h) * n_tok + t) * width + 2 * i;
+        return make_float2(q[0], q[1]);
+      },
+      [&](int x, float2 v) {
+        const int h = x / half_width, i = x % half_width;
+        qs[h * rw + i] = h < heads ? PackHalf2(v.x, v.y) : 0u;
+      });
   if (threadIdx.x < kMlaMmaHeads) {
     run_max[threadIdx.x] = -INFINITY;
     run_sum[threadIdx.x] = 0.0f;
@@ -173,17 +180,22 @@ __device__ void MlaMmaAttendBlock(const MlaShape& s, const float* q_abs, Loc loc
       // n are 0, so their products are 0 and their weights are 0.
       const float* rows = seq.cache + static_cast<int64_t>(j0) * width;
       const int quads = width / 4;
-      for (int p = threadIdx.x; p < kMlaMmaKeys * quads; p += blockDim.x) {
-        const int r = p / quads, c = p % quads;
-        uint32_t lo = 0, hi = 0;
-        if (r < n) {
-          const float4 v = *reinterpret_cast<const float4*>(rows + static_cast<int64_t>(r) * width +
-                                                            4 * c);
-          lo = PackHalf2(v.x, v.y);
-          hi = PackHalf2(v.z, v.w);
-        }
-        StoreWords2(ks + r * rw + 2 * c, lo, hi);
-      }
+      BatchedCopy<3>(
+          kMlaMmaKeys * quads,
+          [&](int p) {
+            const int r = p / quads, c = p % quads;
+            if (r >= n) return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            return *reinterpret_cast<const float4*>(rows + static_cast<int64_t>(r) * width + 4 * c);
+          },
+          [&](int p, float4 v) {
+            const int r = p / quads, c = p % quads;
+            uint32_t lo = 0, hi = 0;
+            if (r < n) {
+              lo = PackHalf2(v.x, v.y);
+              hi = PackHalf2(v.z, v.w);
+            }
+            StoreWords2(ks + r * rw + 2 * c, lo, hi);
+          });
       __syncthreads();
       // Scores: warp w, m tile w / 4, n tiles 2 (w % 4) and the next.
       {
