@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <random>
 #include <vector>
@@ -329,7 +330,7 @@ MlaShape MmaShape() {
 // its rows' ranges of split_len itself (0: one pass).
 std::vector<float> RunMma(const MlaShape& s, const std::vector<float>& q_abs,
                           const std::vector<float>& cache, int pos0, int n_tok, int split_len,
-                          int splits) {
+                          int splits, int heads_per_block = internal::kMlaMmaHeads) {
   EXPECT_TRUE(internal::MlaMmaShapeOk(s));
   EXPECT_LE(internal::MlaMmaSharedBytes(s.width()), 256 << 10);  // the emulation's
   std::vector<float> part(splits > 0 ? MlaAttendScratchFloats(s.n_head, s.kv_lora_rank, n_tok) : 0,
@@ -339,12 +340,12 @@ std::vector<float> RunMma(const MlaShape& s, const std::vector<float>& q_abs,
   const internal::OneSeq loc{&pos, const_cast<float*>(cache.data())};
   dim3 grid;
   grid.x = n_tok;
-  grid.y = (s.n_head + internal::kMlaMmaHeads - 1) / internal::kMlaMmaHeads;
+  grid.y = (s.n_head + heads_per_block - 1) / heads_per_block;
   grid.z = splits > 0 ? splits : 1;
   emulation::Launch(grid, internal::kMlaMmaThreads, [&] {
     internal::MlaMmaAttendBlock(s, q_abs.data(), loc, n_tok, o.data(),
                                 reinterpret_cast<uint32_t*>(emulation::DynamicShared()),
-                                splits > 0 ? part.data() : nullptr, split_len);
+                                splits > 0 ? part.data() : nullptr, split_len, heads_per_block);
   });
   if (splits > 0) Combine(s, part, splits, n_tok, o);
   return o;
@@ -395,6 +396,41 @@ TEST(MlaMmaEmulationTest, ASplitContextIsTheInBlockMerge) {
   const double err = RelToExact(split, Exact(s, q_abs, cache, pos0, n_tok));
   std::printf("MlaMmaAttendBlock (emulated), 3 of 64 ranges, vs exact %.3g\n", err);
   EXPECT_LT(err, 2e-6);
+}
+
+// 16 heads a block (a short context's launch) give every head the bits of
+// 64 a block, split over ranges and merged in the block; 20 heads leave the
+// second block of 16 a partial m tile, the only one of 64 too.
+TEST(MlaMmaEmulationTest, SixteenHeadsABlockAreTheBitsOfSixtyFour) {
+  const MlaShape s = MmaShape();
+  const int n_tok = 2, pos0 = 150, split_len = MlaSplitKeys(4096);
+  const auto [cache, q_abs] = MakeInputs(s, pos0, n_tok, 17, 0.3f);
+  for (const int splits : {4096 / split_len, 0}) {
+    const auto wide = RunMma(s, q_abs, cache, pos0, n_tok, split_len, splits, 64);
+    const auto narrow = RunMma(s, q_abs, cache, pos0, n_tok, split_len, splits, 16);
+    ASSERT_EQ(wide.size(), narrow.size());
+    int differ = 0;
+    for (size_t i = 0; i < wide.size(); ++i) {
+      differ += std::memcmp(&wide[i], &narrow[i], sizeof(float)) != 0;
+    }
+    EXPECT_EQ(differ, 0) << "splits " << splits;
+    EXPECT_LT(RelToExact(narrow, Exact(s, q_abs, cache, pos0, n_tok)), 2e-6);
+  }
+}
+
+// The launch takes 16 heads a block only where 64 would give fewer than
+// kMlaMmaFewBlocks blocks, and only with the switch on.
+TEST(MlaMmaHeadsTest, FewHeadsOnlyWhereBlocksAreFew) {
+  MlaShape s;
+  s.n_head = 64;
+  EXPECT_EQ(internal::MlaMmaHeadsPerBlock(s, 1, 11, true), 16);   // 656 keys of capacity
+  EXPECT_EQ(internal::MlaMmaHeadsPerBlock(s, 1, 45, true), 16);   // 4,240
+  EXPECT_EQ(internal::MlaMmaHeadsPerBlock(s, 1, 66, true), 64);   // enough blocks
+  EXPECT_EQ(internal::MlaMmaHeadsPerBlock(s, 2, 45, true), 64);   // two rows
+  EXPECT_EQ(internal::MlaMmaHeadsPerBlock(s, 1, 11, false), 64);  // switched off
+  s.n_head = 128;  // two groups of 64
+  EXPECT_EQ(internal::MlaMmaHeadsPerBlock(s, 1, 32, true), 16);
+  EXPECT_EQ(internal::MlaMmaHeadsPerBlock(s, 1, 33, true), 64);
 }
 
 }  // namespace

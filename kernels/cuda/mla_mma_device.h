@@ -61,6 +61,18 @@ inline int64_t MlaMmaSharedBytes(int width) {
 
 // Whether MlaMmaAttendBlock handles s: whole k16 steps over the width,
 // whole n8 tiles of at most kMlaMmaMaxLat latent values.
+// Heads a block for n_tok rows of s in `splits` key ranges: 16 where 64
+// would give fewer than kMlaMmaFewBlocks blocks (about half the H100's and
+// H200's SMs; a short context's ranges are few, and a block's chain of
+// instructions, not memory, sets its time), else 64 (each cache row read
+// once per 64 heads). few_heads false: always 64.
+constexpr int kMlaMmaFewHeads = 16;
+constexpr int64_t kMlaMmaFewBlocks = 66;
+inline int MlaMmaHeadsPerBlock(const MlaShape& s, int64_t n_tok, int splits, bool few_heads) {
+  const int64_t groups = (s.n_head + kMlaMmaHeads - 1) / kMlaMmaHeads;
+  return few_heads && n_tok * groups * splits < kMlaMmaFewBlocks ? kMlaMmaFewHeads : kMlaMmaHeads;
+}
+
 inline bool MlaMmaShapeOk(const MlaShape& s) {
   return s.width() % 16 == 0 && s.kv_lora_rank % 8 == 0 && s.kv_lora_rank <= kMlaMmaMaxLat;
 }
@@ -90,13 +102,17 @@ __device__ __forceinline__ void MlaAFragment(const uint32_t* rows, int stride, i
 // Block (token t, heads [h0, h0 + 64), ranges as MlaAttendBlock): the same
 // partials (with part) or normalised values (without) from the tensor
 // cores. smem: MlaMmaSharedBytes(width) bytes.
+// heads_per_block: 64, or 16 where a short context leaves too few blocks
+// for the GPU (MlaMmaHeadsPerBlock): each head's products, weights and sums
+// are the same operations either way, so its values are the same bits.
 template <typename Loc>
 __device__ void MlaMmaAttendBlock(const MlaShape& s, const float* q_abs, Loc loc, int n_tok,
-                                  float* o_lat, uint32_t* smem, float* part, int split_len) {
+                                  float* o_lat, uint32_t* smem, float* part, int split_len,
+                                  int heads_per_block = kMlaMmaHeads) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, tq = lane & 3;
-  const int t = blockIdx.x, h0 = blockIdx.y * kMlaMmaHeads;
-  const int heads = s.n_head - h0 < kMlaMmaHeads ? s.n_head - h0 : kMlaMmaHeads;
+  const int t = blockIdx.x, h0 = blockIdx.y * heads_per_block;
+  const int heads = s.n_head - h0 < heads_per_block ? s.n_head - h0 : heads_per_block;
   const int m_tiles = (heads + 15) / 16, rows_used = 16 * m_tiles;
   const int width = Width(s), lat = s.kv_lora_rank, rw = MlaMmaRowWords(width);
   uint32_t* qs = smem;

@@ -111,9 +111,10 @@ __global__ void __launch_bounds__(kThreads, E == 2 ? 2 : 1)
 template <typename Loc>
 __global__ void __launch_bounds__(internal::kMlaMmaThreads, 1)
     MlaMmaAttendKernel(MlaShape s, const float* q_abs, Loc loc, int n_tok, float* o_lat,
-                       float* part, int split_len) {
+                       float* part, int split_len, int heads_per_block) {
   extern __shared__ __align__(16) uint32_t mma_smem[];
-  internal::MlaMmaAttendBlock<Loc>(s, q_abs, loc, n_tok, o_lat, mma_smem, part, split_len);
+  internal::MlaMmaAttendBlock<Loc>(s, q_abs, loc, n_tok, o_lat, mma_smem, part, split_len,
+                                   heads_per_block);
 }
 
 // The shared memory a block may opt into (227 KiB on sm_90).
@@ -157,13 +158,13 @@ void LaunchAttend(const MlaShape& s, const float* q_abs, Loc loc, int64_t n_tok,
   const int n = static_cast<int>(n_tok);
   const size_t smem = static_cast<size_t>(kHeadsPerBlock) * s.width() * sizeof(float);
   if (MlaTensorCoresEnabled() && MlaMmaSupported(s)) {
-    const dim3 mma_grid(static_cast<unsigned>(n_tok),
-                        (s.n_head + internal::kMlaMmaHeads - 1) / internal::kMlaMmaHeads, splits);
+    const int hpb = internal::MlaMmaHeadsPerBlock(s, n_tok, splits, MlaFewHeadsEnabled());
+    const dim3 mma_grid(static_cast<unsigned>(n_tok), (s.n_head + hpb - 1) / hpb, splits);
     // Within kMaxOptInShared (MlaMmaSupported), which PrepareMlaKernels
     // allowed.
     const auto bytes = static_cast<size_t>(internal::MlaMmaSharedBytes(s.width()));
     MlaMmaAttendKernel<Loc><<<mma_grid, internal::kMlaMmaThreads, bytes, stream>>>(
-        s, q_abs, loc, n, o_lat, part, split_len);
+        s, q_abs, loc, n, o_lat, part, split_len, hpb);
   } else if (internal::ElemsFor(s.kv_lora_rank) == 2) {  // the values a thread owns
     MlaAttendKernel<2, Loc><<<grid, kThreads, smem, stream>>>(s, q_abs, loc, n, o_lat, part,
                                                               split_len);

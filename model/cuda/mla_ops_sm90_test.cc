@@ -343,6 +343,50 @@ TEST_F(MlaOpsSm90Test, TensorCoresMatchTheF32Kernel) {
   cuda::SetMlaTensorCoresEnabled(was);
 }
 
+// 16 heads a block (SetMlaFewHeadsEnabled; a short context's few key
+// ranges) give the bits of 64 a block: a decode row at depths 500 (a
+// 656-row cache: 11 ranges) and 3,000 (4,096 rows: 64 ranges, still few
+// blocks for 64 heads), split over blocks and merged in one, 64 and 128
+// heads.
+TEST_F(MlaOpsSm90Test, FewHeadsABlockAreTheBitsOfSixtyFour) {
+  const bool was = cuda::MlaFewHeadsEnabled();
+  for (const int n_head : {64, 128}) {
+    for (const auto& [capacity, pos0] : std::vector<std::pair<int, int32_t>>{{656, 500},
+                                                                            {4096, 3000}}) {
+      cuda::MlaShape s;
+      s.n_head = n_head;
+      s.kv_lora_rank = 512;
+      s.head_k = 192;
+      s.head_v = 128;
+      s.rope.n_rot = 64;
+      s.kq_scale = 0.0723f;
+      s.kv_capacity = capacity;
+      ASSERT_TRUE(cuda::MlaMmaSupported(s));
+      const int64_t width = s.width(), lat = s.kv_lora_rank;
+      auto cache = Random(s.kv_capacity * width, 200);
+      kernels::RoundToHalf(cache.data(), static_cast<int64_t>(cache.size()));
+      Dev d;
+      float* d_cache = d.Put(cache);
+      float* scratch = d.Zeros<float>(cuda::MlaAttendScratchFloats(n_head, lat, 1));
+      float* qa = d.Put(Random(n_head * width, 201, 0.3f));
+      int32_t* pos = d.Put(std::vector<int32_t>{pos0});
+      for (float* part : {scratch, static_cast<float*>(nullptr)}) {
+        std::vector<float> out[2];
+        for (const bool few : {false, true}) {
+          cuda::SetMlaFewHeadsEnabled(few);
+          float* o = d.Zeros<float>(n_head * lat);
+          cuda::MlaAttend(s, qa, d_cache, pos, 1, o, part, nullptr);
+          ASSERT_TRUE(cuda::LastLaunchError("MlaAttend").ok());
+          out[few] = d.Get(o, n_head * lat);
+        }
+        EXPECT_EQ(out[1], out[0]) << n_head << " heads, capacity " << capacity
+                                  << (part != nullptr ? ", split" : "");
+      }
+    }
+  }
+  cuda::SetMlaFewHeadsEnabled(was);
+}
+
 TEST_F(MlaOpsSm90Test, MlaOverSeveralSequencesEqualsEachAlone) {
   constexpr int kSeqs = 3, kTotal = 7;
   const int rows[kSeqs] = {1, 4, 2}, pos0[kSeqs] = {5, 0, 3};
