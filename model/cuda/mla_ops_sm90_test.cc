@@ -291,6 +291,20 @@ TEST_F(MlaOpsSm90Test, SplitKeysMatchOnePass) {
   }
 }
 
+// Kimi-K2's attention widths (a latent of 512, RoPE 64, heads of 192 / 128)
+// with n_head heads and a cache of `capacity` rows.
+cuda::MlaShape KimiWidths(int n_head, int capacity) {
+  cuda::MlaShape s;
+  s.n_head = n_head;
+  s.kv_lora_rank = 512;
+  s.head_k = 192;
+  s.head_v = 128;
+  s.rope.n_rot = 64;
+  s.kq_scale = 0.0723f;
+  s.kv_capacity = capacity;
+  return s;
+}
+
 // The tensor-core attention (SetMlaTensorCoresEnabled, the default) against
 // the f32 kernel at Kimi-K2's widths (a latent of 512, RoPE 64) with 64 heads
 // and DeepSeek-V3's 128 (two blocks of heads): decode rows (1 and 3) at depth
@@ -300,14 +314,7 @@ TEST_F(MlaOpsSm90Test, SplitKeysMatchOnePass) {
 TEST_F(MlaOpsSm90Test, TensorCoresMatchTheF32Kernel) {
   const bool was = cuda::MlaTensorCoresEnabled();
   for (const int n_head : {64, 128}) {
-    cuda::MlaShape s;
-    s.n_head = n_head;
-    s.kv_lora_rank = 512;
-    s.head_k = 192;
-    s.head_v = 128;
-    s.rope.n_rot = 64;
-    s.kq_scale = 0.0723f;
-    s.kv_capacity = 4096;
+    const cuda::MlaShape s = KimiWidths(n_head, 4096);
     ASSERT_TRUE(cuda::MlaMmaSupported(s));
     const int64_t width = s.width(), lat = s.kv_lora_rank;
     auto cache = Random(s.kv_capacity * width, 100);
@@ -353,14 +360,7 @@ TEST_F(MlaOpsSm90Test, FewHeadsABlockAreTheBitsOfSixtyFour) {
   for (const int n_head : {64, 128}) {
     for (const auto& [capacity, pos0] : std::vector<std::pair<int, int32_t>>{{656, 500},
                                                                             {4096, 3000}}) {
-      cuda::MlaShape s;
-      s.n_head = n_head;
-      s.kv_lora_rank = 512;
-      s.head_k = 192;
-      s.head_v = 128;
-      s.rope.n_rot = 64;
-      s.kq_scale = 0.0723f;
-      s.kv_capacity = capacity;
+      const cuda::MlaShape s = KimiWidths(n_head, capacity);
       ASSERT_TRUE(cuda::MlaMmaSupported(s));
       const int64_t width = s.width(), lat = s.kv_lora_rank;
       auto cache = Random(s.kv_capacity * width, 200);
