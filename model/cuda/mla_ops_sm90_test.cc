@@ -305,6 +305,13 @@ cuda::MlaShape KimiWidths(int n_head, int capacity) {
   return s;
 }
 
+// A cache of s's capacity of random half values on the device.
+float* HalfCache(Dev& d, const cuda::MlaShape& s, int seed) {
+  auto cache = Random(s.kv_capacity * s.width(), seed);
+  kernels::RoundToHalf(cache.data(), static_cast<int64_t>(cache.size()));
+  return d.Put(cache);
+}
+
 // The tensor-core attention (SetMlaTensorCoresEnabled, the default) against
 // the f32 kernel at Kimi-K2's widths (a latent of 512, RoPE 64) with 64 heads
 // and DeepSeek-V3's 128 (two blocks of heads): decode rows (1 and 3) at depth
@@ -317,10 +324,8 @@ TEST_F(MlaOpsSm90Test, TensorCoresMatchTheF32Kernel) {
     const cuda::MlaShape s = KimiWidths(n_head, 4096);
     ASSERT_TRUE(cuda::MlaMmaSupported(s));
     const int64_t width = s.width(), lat = s.kv_lora_rank;
-    auto cache = Random(s.kv_capacity * width, 100);
-    kernels::RoundToHalf(cache.data(), static_cast<int64_t>(cache.size()));
     Dev d;
-    float* d_cache = d.Put(cache);
+    float* d_cache = HalfCache(d, s, 100);
     float* scratch = d.Zeros<float>(cuda::MlaAttendScratchFloats(n_head, lat, 3));
     for (const auto& [n, pos0, split] : std::vector<std::tuple<int, int32_t, bool>>{
              {1, 3000, true}, {3, 3000, true}, {3, 3000, false}, {40, 2000, false}}) {
@@ -363,10 +368,8 @@ TEST_F(MlaOpsSm90Test, FewHeadsABlockAreTheBitsOfSixtyFour) {
       const cuda::MlaShape s = KimiWidths(n_head, capacity);
       ASSERT_TRUE(cuda::MlaMmaSupported(s));
       const int64_t width = s.width(), lat = s.kv_lora_rank;
-      auto cache = Random(s.kv_capacity * width, 200);
-      kernels::RoundToHalf(cache.data(), static_cast<int64_t>(cache.size()));
       Dev d;
-      float* d_cache = d.Put(cache);
+      float* d_cache = HalfCache(d, s, 200);
       float* scratch = d.Zeros<float>(cuda::MlaAttendScratchFloats(n_head, lat, 1));
       float* qa = d.Put(Random(n_head * width, 201, 0.3f));
       int32_t* pos = d.Put(std::vector<int32_t>{pos0});
