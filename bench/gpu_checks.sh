@@ -9,10 +9,12 @@
 # Here: tools/gpu_carry.sh DIR --daemon (DIR/all.txz holds b/, goldens/ and
 # gd2/). There, unpacked into X:
 #   bench/gpu_checks.sh X/b X/goldens X/gd2 OUT [--kimi]
-# --kimi also writes the Kimi-K2-shape file (41.6 GB, about a minute) and
-# times its decode at depths 512, 4,096 and 16,384 with the MLA attention on
-# tensor cores and off, at 25% with the overlap of misses off and on, then
-# profiles a step at 512.
+# --kimi also checks and times the MLA attention at 16 heads a block
+# (SLUICE_CUDA_MLA_FEW_HEADS, with ncu where the machine has it), profiles
+# the routed experts' products with ncu, writes the Kimi-K2-shape file
+# (41.6 GB, about a minute), times its decode at depths 512, 4,096 and
+# 16,384 with few heads off and on, its step kernel by kernel, and profiles
+# its prompt at 25%.
 set -uo pipefail
 bundle="$1" goldens="$2" goldens_ds2="$3" out="$4"
 kimi=0
@@ -66,31 +68,48 @@ if [ -x "$bin/sluiced" ]; then
 fi
 
 if [ "$kimi" = 1 ]; then
-  step "Kimi-K2 shape, the MLA attention on tensor cores and off"
+  step "the MLA attention at 16 heads a block where blocks are few: its test and its time"
+  SLUICE_CUDA_MLA_FEW_HEADS=1 "$bin/mla_ops_sm90_test" 2>&1 | grep -E "^\[  (PASSED|FAILED)|FAILED  \]"
+  SLUICE_CUDA_MLA_FEW_HEADS=1 SLUICE_GOLDENS_DEEPSEEK2="$goldens_ds2" \
+    "$bin/cuda_parity_deepseek2_sm90_test" 2>&1 | grep -E "^\[  (PASSED|FAILED)|FAILED  \]"
+  ncu=/usr/local/cuda/bin/ncu
+  if [ -x "$ncu" ]; then
+    for few in 0 1; do
+      echo "few heads $few: $(SLUICE_CUDA_MLA_FEW_HEADS=$few timeout 120 "$ncu" \
+        --kernel-name regex:MlaMmaAttend --launch-count 4 \
+        --metrics gpu__time_duration.sum,launch__grid_size "$bin/mla_ops_sm90_test" \
+        --gtest_filter='*TensorCores*' 2>&1 | grep -E "duration|grid_size" | tr -s ' ' | paste -sd' ')"
+    done
+    step "ncu: the routed experts' Q4_K products (cuda_matmul_bench --kimi)"
+    timeout 200 "$ncu" --kernel-name regex:GroupedKernel --launch-skip 400 --launch-count 1 \
+      --section SpeedOfLight --section Occupancy --section WarpStateStats --section SchedulerStats \
+      --section MemoryWorkloadAnalysis "$bin/cuda_matmul_bench" --kimi > "$out/ncu_experts.txt" 2>&1
+    grep -E "Duration|Throughput|Occupancy|Eligible|Issued|Stall|stall" "$out/ncu_experts.txt" | head -30
+  fi
+  step "Kimi-K2 shape: decode at depths 512, 4,096, 16,384, few heads off and on"
   k="$models/kimi_k2-q4_k_m-l5-loc0.gguf"
   [ -f "$k" ] || "$bin/mkmodel" --arch deepseek2 --shape kimi_k2 --mix q4_k_m \
     --routing-locality 0 --n-layer 5 --out "$k" > "$out/mkmodel_kimi.log" 2>&1
-  for tc in 1 0; do
+  for few in 0 1 0 1; do
     for depth in 512 4096 16384; do
-      SLUICE_CUDA_MLA_TENSOR_CORES=$tc timeout 200 "$bin/generate" --model "$k" --device cuda \
+      SLUICE_CUDA_MLA_FEW_HEADS=$few timeout 200 "$bin/generate" --model "$k" --device cuda \
         --json --ignore_eos --prompt_tokens "$depth" --ctx $((depth + 144)) --max_tokens 128 \
         --warmup_tokens 8 --threads 16 --temperature 10000 --seed 1 2>/dev/null |
         grep -o '"decode_tok_s": *[0-9.]*\|"prefill_tok_s": *[0-9.]*' | tr '\n' ' '
-      echo " (tensor cores=$tc, depth $depth)"
+      echo " (few heads=$few, depth $depth)"
     done
   done
-  step "Kimi-K2 shape at 25% (copy), the overlap of misses off and on"
-  for ov in 0 1 0 1; do
-    SLUICE_CUDA_OVERLAP_MISSES=$ov timeout 200 "$bin/generate" --model "$k" --device cuda \
-      --json --ignore_eos --prompt_tokens 512 --ctx 656 --max_tokens 128 --warmup_tokens 8 \
-      --threads 16 --temperature 10000 --seed 1 --expert_policy lru \
-      --expert_arena_fraction 0.25 --expert_miss_policy copy 2>/dev/null |
-      grep -o '"decode_tok_s": *[0-9.]*' | tr '\n' ' '
-    echo " (overlap=$ov)"
+  step "Kimi-K2 shape, a step kernel by kernel at depth 512, few heads off and on"
+  for few in 0 1; do
+    SLUICE_CUDA_MLA_FEW_HEADS=$few timeout 100 "$bin/generate" --model "$k" --device cuda \
+      --ignore_eos --prompt_tokens 512 --ctx 656 --max_tokens 32 --threads 16 \
+      --time_decode_kernels 20 2> "$out/kimi_kernels_$few.txt" > /dev/null
+    echo "few heads $few:"; grep "^kernel_total\|^kernel_sum" "$out/kimi_kernels_$few.txt" | head -14
   done
-  step "Kimi-K2 shape, decode profile at depth 512"
-  timeout 100 "$bin/generate" --model "$k" --device cuda --ignore_eos --prompt_tokens 512 \
-    --ctx 656 --max_tokens 32 --threads 16 --profile 2>&1 >/dev/null | grep '^profile decode' |
-    sort -k3 -n -r | head -14
+  step "Kimi-K2 shape at 25%: the prompt, profiled (it swung 482-824 tok/s between calls)"
+  timeout 200 "$bin/generate" --model "$k" --device cuda --ignore_eos --prompt_tokens 512 \
+    --ctx 656 --max_tokens 16 --threads 16 --expert_policy lru --expert_arena_fraction 0.25 \
+    --expert_miss_policy copy --profile 2>&1 >/dev/null | grep '^profile prefill' |
+    sort -k3 -n -r | head -12
 fi
 step "done; logs in $out"
