@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One archive for the GPU machine's `carry` (64 MiB with the tree): every
-# sm90 test and the bench binaries (generate, mkmodel, batch_decode; with
+# sm90 test and the bench binaries (generate, mkmodel, batch_decode,
+# cuda_matmul_bench; with
 # --daemon also sluiced, sluice-worker and sluicectl), their shared
 # libraries, the goldens but their q8_0 models and split shards, and the
 # deepseek2 goldens. Usage (here, Bazel built):
@@ -8,7 +9,9 @@
 # writes OUT_DIR/all.txz (about 38 MB without the daemon, 2026-12-06).
 # There:
 #   mkdir -p /tmp/x && xz -dc OUT_DIR/all.txz | tar xf - -C /tmp/x
-#   /tmp/x/b/run.sh /tmp/x/b/bin /tmp/x/goldens /tmp/x/gd2
+#   /tmp/x/b/run.sh /tmp/x/b/bin /tmp/x/goldens /tmp/x/gd2 --gtest_filter=-*q8_0*
+# (the q8_0 goldens are not carried: their cases fail NOT_FOUND without the
+# filter)
 # and the binaries in /tmp/x/b/bin with LD_LIBRARY_PATH=/tmp/x/b/lib.
 #
 # The three largest binaries (each holds the same CUDA kernels) go first
