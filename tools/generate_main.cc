@@ -166,11 +166,18 @@ absl::Status PrintKernelTimes(const sluice::Model& model, sluice::SequenceState&
   }
   std::fprintf(stderr, "kernel_total ops=%zu launches=%d us=%.1f MB=%.2f GB_s=%.1f\n",
                times->size(), kernels, us, bytes / 1e6, us > 0 ? bytes / (us * 1e3) : 0.0);
-  // The same times summed by label, largest first.
+  // The same times summed by label without its layer ("3.moe.down" counts
+  // as "moe.down"), largest first.
   std::map<std::string, std::pair<double, int>> by_label;
   for (const sluice::KernelTiming& t : *times) {
-    by_label[t.label].first += t.us;
-    by_label[t.label].second += t.kernels;
+    std::string label = t.label;
+    const size_t dot = label.find('.');
+    if (dot != std::string::npos && dot > 0 &&
+        label.find_first_not_of("0123456789") == dot) {
+      label = label.substr(dot + 1);
+    }
+    by_label[label].first += t.us;
+    by_label[label].second += t.kernels;
   }
   std::vector<std::pair<std::string, std::pair<double, int>>> sums(by_label.begin(),
                                                                    by_label.end());
