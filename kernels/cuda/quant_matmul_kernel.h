@@ -213,20 +213,20 @@ __global__ void __launch_bounds__(kThreads)
             for (int r = 0; r < kR; ++r) acc[r][e] += Q8Dot<T>::Dot(raw[u][r], xv);
           }
         }
-        continue;
-      }
+      } else {
 #pragma unroll
-      for (int gi = 0; gi < T::kChunk / 4; ++gi) {
-        const int64_t col = T::Col(c, gi);
-        float4 wv[kR];
+        for (int gi = 0; gi < T::kChunk / 4; ++gi) {
+          const int64_t col = T::Col(c, gi);
+          float4 wv[kR];
 #pragma unroll
-        for (int r = 0; r < kR; ++r) wv[r] = T::Decode(raw[u][r], gi);
+          for (int r = 0; r < kR; ++r) wv[r] = T::Decode(raw[u][r], gi);
 #pragma unroll
-        for (int e = 0; e < NE; ++e) {
-          if (e < ne) {
-            const float4 xv = LoadX4(xp[e] + col);
+          for (int e = 0; e < NE; ++e) {
+            if (e < ne) {
+              const float4 xv = LoadX4(xp[e] + col);
 #pragma unroll
-            for (int r = 0; r < kR; ++r) acc[r][e] = Dot4(wv[r], xv, acc[r][e]);
+              for (int r = 0; r < kR; ++r) acc[r][e] = Dot4(wv[r], xv, acc[r][e]);
+            }
           }
         }
       }
