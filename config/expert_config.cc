@@ -59,8 +59,8 @@ absl::Status CheckExpertSkipOnCuda(const ExpertConfig& e) {
   if (e.skip_threshold == 0) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat("--expert_skip=", e.skip_threshold,
-                   ": the cuda backend cannot skip experts (its data path has no disk tier "
-                   "yet); use 0 (off) or the cpu backend"));
+": the cuda backend does not skip experts yet (its passes compute every "
+                   "routed expert; issue 22); use 0 (off) or the cpu backend"));
 }
 
 absl::Status ValidateExpertConfig(const ExpertConfig& e) {

@@ -148,8 +148,8 @@ TEST(ValidateConfigTest, CudaBackendRefusesExpertSkipAtStart) {
   const absl::Status s = ValidateConfig(c);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(),
-            "--expert_skip=0.05: the cuda backend cannot skip experts (its data path has no "
-            "disk tier yet); use 0 (off) or the cpu backend");
+            "--expert_skip=0.05: the cuda backend does not skip experts yet (its passes "
+            "compute every routed expert; issue 22); use 0 (off) or the cpu backend");
   c.experts.skip_threshold = 0;
   EXPECT_TRUE(ValidateConfig(c).ok());
 }

@@ -185,8 +185,8 @@ TEST_F(ExpertSkipEngineTest, TheCudaBackendRefusesTheFlagByName) {
   EngineOptions options{.backend = Backend::kCuda};
   options.experts.skip_threshold = 0.05;
   EXPECT_EQ(Engine::Create(*files_, options).status().message(),
-            "--expert_skip=0.05: the cuda backend cannot skip experts (its data path has no "
-            "disk tier yet); use 0 (off) or the cpu backend");
+            "--expert_skip=0.05: the cuda backend does not skip experts yet (its passes "
+            "compute every routed expert; issue 22); use 0 (off) or the cpu backend");
 }
 
 }  // namespace
