@@ -150,6 +150,7 @@ struct KernelTiming {
   uint64_t bytes = 0;  // weight and state bytes it reads (0: not counted)
   int kernels = 0;
   double us = 0;
+  std::string launch;  // one kernel's shape ("grid 128x16x1 block 128"), or ""
 };
 
 // One sequence's rows in a batched forward pass (Model::ForwardBatch).

@@ -157,9 +157,9 @@ absl::Status PrintKernelTimes(const sluice::Model& model, sluice::SequenceState&
   uint64_t bytes = 0;
   int kernels = 0;
   for (const sluice::KernelTiming& t : *times) {
-    std::fprintf(stderr, "kernel %-22s launches=%d us=%8.2f MB=%8.3f GB_s=%7.1f\n",
+    std::fprintf(stderr, "kernel %-22s launches=%d us=%8.2f MB=%8.3f GB_s=%7.1f %s\n",
                  t.label.c_str(), t.kernels, t.us, t.bytes / 1e6,
-                 t.us > 0 ? t.bytes / (t.us * 1e3) : 0.0);
+                 t.us > 0 ? t.bytes / (t.us * 1e3) : 0.0, t.launch.c_str());
     us += t.us;
     bytes += t.bytes;
     kernels += t.kernels;

@@ -339,7 +339,14 @@ absl::StatusOr<std::vector<Graph::KernelTime>> Graph::TimeKernels(Stream stream,
     cudaGraphExecDestroy(*lone);
     if (!status.ok()) break;
     std::sort(us.begin(), us.end());
-    out.push_back({ShortKernelName(params.func), us.empty() ? 0 : us[us.size() / 2]});
+    KernelTime t;
+    t.name = ShortKernelName(params.func);
+    t.us = us.empty() ? 0 : us[us.size() / 2];
+    t.grid[0] = params.gridDim.x;
+    t.grid[1] = params.gridDim.y;
+    t.grid[2] = params.gridDim.z;
+    t.block = params.blockDim.x * params.blockDim.y * params.blockDim.z;
+    out.push_back(std::move(t));
   }
   DestroyEvent(start);
   DestroyEvent(stop);

@@ -125,6 +125,8 @@ class Graph {
   struct KernelTime {
     std::string name;
     double us = 0;
+    unsigned grid[3] = {1, 1, 1};  // the node's launch shape
+    unsigned block = 0;            // threads a block
   };
   absl::StatusOr<std::vector<KernelTime>> TimeKernels(Stream stream, int reps, void* flush,
                                                       uint64_t flush_bytes) const;

@@ -115,7 +115,11 @@ absl::StatusOr<std::vector<KernelTiming>> CudaModel::TimeDecodeKernels(SequenceS
     ASSIGN_OR_RETURN(std::vector<cuda::Graph::KernelTime> times,
                      st->pass_graph().TimeKernels(stream_, reps, flush.data(), kFlushBytes));
     std::vector<KernelTiming> out;
-    for (const cuda::Graph::KernelTime& t : times) out.push_back({t.name, 0, 1, t.us});
+    for (const cuda::Graph::KernelTime& t : times) {
+      out.push_back({t.name, 0, 1, t.us,
+                     absl::StrCat("grid ", t.grid[0], "x", t.grid[1], "x", t.grid[2], " block ",
+                                  t.block)});
+    }
     return out;
   }
   ASSIGN_OR_RETURN(DecodeProgram * p, Program(*st));
