@@ -401,7 +401,7 @@ absl::Status Pass::Moe(int il, const DeviceMoe& m) const {
   }
   if (need_ids) {
     RETURN_IF_ERROR(cuda::CopyToHost(c_.host_routing, w_.ids, n_ * k * sizeof(int32_t), c_.stream));
-    if (c_.observer != nullptr) {
+    if (c_.observer != nullptr || c_.skip_threshold > 0) {
       RETURN_IF_ERROR(cuda::CopyToHost(c_.host_routing + n_ * k, w_.weights,
                                        n_ * k * sizeof(float), c_.stream));
     }

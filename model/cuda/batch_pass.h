@@ -61,6 +61,9 @@ struct BatchContext : ModelView {
   // overlap of misses (OverlapMissesEnabled).
   int32_t* host_slots = nullptr;
   int32_t* host_routing = nullptr;             // pinned ids, then weights
+  // --expert_skip (model/expert_skip.h) in one-token passes while
+  // streaming: 0 off. The routing's weights then come back with its ids.
+  double skip_threshold = 0;
   cuda::Event routed = nullptr;
   PassProfiler* profiler = nullptr;
   // Set while a pass of one-row sequences is captured into a graph
@@ -139,6 +142,10 @@ GroupSizes SizesOf(const int32_t* bounds, int64_t n_expert);
 // (a batch's group bounds) or the ids (one token) name; on_host, for a
 // decode step with a host miss policy, receives the host's share; pending
 // (ExpertStream::Acquire's) the experts whose copies the caller waits for.
+// With c.skip_threshold > 0 and one token, the token's cold experts are
+// skipped first (SkipRouted): its kept weights are rescaled in
+// host_routing and on the device (ws->weights), the skipped ones acquired
+// as zero.
 absl::Status AcquireRouted(const BatchContext& c, int il, int64_t n_tok,
                            const std::vector<int32_t>& begin, bool prefetch,
                            std::vector<HostExpert>* on_host,

@@ -56,6 +56,36 @@ absl::Status PassProfiler::Collect(const char* phase, cuda::Stream stream) {
   return absl::OkStatus();
 }
 
+// One token's routing in host_routing (k ids, then k weights): its cold
+// experts skipped by model/expert_skip.h's rule with the stream's
+// residency; the kept weights rescaled there and copied to the device's
+// weights (the combine reads them after this, in stream order), the
+// skipped ids into *skipped.
+absl::Status SkipRouted(const BatchContext& c, int stream_layer, std::vector<int32_t>* skipped) {
+  const int k = static_cast<int>(c.desc->moe.n_expert_used);
+  int32_t* ids = c.host_routing;
+  float* weights = reinterpret_cast<float*>(ids + k);
+  Routing r;
+  for (int j = 0; j < k; ++j) {
+    r.expert[j] = ids[j];
+    r.weight[j] = weights[j];
+  }
+  const StreamResidency residency(*c.experts);
+  if (SkipColdExperts(stream_layer, c.desc->moe.n_expert, k, c.skip_threshold, residency,
+                      absl::MakeSpan(&r, 1)) == 0) {
+    return absl::OkStatus();
+  }
+  for (int j = 0; j < k; ++j) {
+    if (r.expert[j] == kSkippedExpert) {
+      skipped->push_back(ids[j]);
+      weights[j] = 0.0f;  // its product is zero as well (the zeroed block)
+    } else {
+      weights[j] = r.weight[j];
+    }
+  }
+  return cuda::CopyToDevice(c.ws->weights, weights, k * sizeof(float), c.stream);
+}
+
 absl::Status AcquireRouted(const BatchContext& c, int il, int64_t n_tok,
                            const std::vector<int32_t>& begin, bool prefetch,
                            std::vector<HostExpert>* on_host,
@@ -75,18 +105,26 @@ absl::Status AcquireRouted(const BatchContext& c, int il, int64_t n_tok,
     c.observer->OnRouting(il, k, routes);
   }
   if (c.experts == nullptr) return absl::OkStatus();
-  std::vector<int32_t> used;
+  const std::vector<DeviceLayer>& layers = *c.layers;
+  std::vector<int32_t> used, skipped;
   if (begin.empty()) {
-    used.assign(ids, ids + k);  // one token: k distinct experts
+    // One token: k distinct experts, less those it skips.
+    if (c.skip_threshold > 0 && n_tok == 1) {
+      RETURN_IF_ERROR(SkipRouted(c, layers[il].moe.stream_layer, &skipped));
+    }
+    for (int j = 0; j < k; ++j) {
+      if (std::find(skipped.begin(), skipped.end(), ids[j]) == skipped.end()) {
+        used.push_back(ids[j]);
+      }
+    }
   } else {
     for (int x = 0; x < n_expert; ++x) {
       if (begin[x + 1] > begin[x]) used.push_back(x);
     }
   }
   // The stream knows only the blocks with routed experts.
-  const std::vector<DeviceLayer>& layers = *c.layers;
-  RETURN_IF_ERROR(
-      c.experts->Acquire(layers[il].moe.stream_layer, used, c.stream, on_host, pending));
+  RETURN_IF_ERROR(c.experts->Acquire(layers[il].moe.stream_layer, used, c.stream, on_host,
+                                     pending, skipped));
   if (prefetch && il + 1 < static_cast<int>(layers.size()) &&
       layers[il + 1].moe.stream_layer >= 0) {
     RETURN_IF_ERROR(c.experts->Prefetch(layers[il + 1].moe.stream_layer,

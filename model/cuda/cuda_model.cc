@@ -54,7 +54,10 @@ BackendStats CudaModel::Stats() const {
   }
   s.decode_graph = decode_supported_.ok() ? options_.decode_graph : PassGraphApplies();
   s.profile = profiler_->ms();
-  if (experts_ != nullptr) s.experts = ByModelLayer(experts_->Stats());
+  if (experts_ != nullptr) {
+    s.experts = ByModelLayer(experts_->Stats());
+    s.experts.skipping = SkipThreshold() > 0;
+  }
   s.experts_warmed = experts_warmed_;
   s.experts_warm_planned = experts_warm_planned_;
   return s;

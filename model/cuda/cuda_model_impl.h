@@ -85,6 +85,10 @@ class CudaModel final : public Model, private DecodeProgram::Host {
   ModelView View() const;
   BatchContext Batch() const;
   DecodeContext Decode() const;
+  // --expert_skip's threshold where it applies (streaming experts), else 0.
+  double SkipThreshold() const {
+    return experts_ != nullptr ? options_.experts.skip_threshold : 0.0;
+  }
   // The state's decode program of the current variant (built at first use).
   absl::StatusOr<DecodeProgram*> Program(DeviceState& st) const;
   absl::Status DecodeStep(DeviceState& st) const;

@@ -267,6 +267,7 @@ BatchContext CudaModel::Batch() const {
   c.host_begin = host_begin_.as<int32_t>();
   c.host_slots = host_slots_.as<int32_t>();
   c.host_routing = host_routing_.as<int32_t>();
+  c.skip_threshold = SkipThreshold();
   c.routed = routed_;
   c.profiler = profiler_.get();
   return c;
@@ -276,7 +277,7 @@ DecodeContext CudaModel::Decode() const {
   DecodeContext c;
   static_cast<ModelView&>(c) = View();
   c.cut_routing = experts_ != nullptr || options_.routing_observer != nullptr;
-  c.copy_weights = options_.routing_observer != nullptr;
+  c.copy_weights = options_.routing_observer != nullptr || SkipThreshold() > 0;
   c.prefetch = experts_ != nullptr && options_.experts.prefetch;
   c.host_routing = host_routing_.as<int32_t>();
   c.routed = routed_;

@@ -511,10 +511,18 @@ absl::StatusOr<uint64_t> ExpertStream::PlaceMisses(int layer, SlotClass& c,
   return copied;
 }
 
+bool ExpertStream::InMemory(int layer, int32_t expert) const {
+  if (host_ == nullptr) return true;
+  const memory::ExpertKey key{layer, expert};
+  if (classes_[class_of_[layer]].cache->Peek(key).has_value()) return true;
+  return host_->Peek(layer, expert).has_value();
+}
+
 absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> all,
                                    cuda::Stream compute,
                                    std::vector<HostExpert>* on_host,
-                                   std::vector<int32_t>* pending) {
+                                   std::vector<int32_t>* pending,
+                                   absl::Span<const int32_t> skipped) {
   if (on_host != nullptr) on_host->clear();
   if (pending != nullptr) pending->clear();
   RETURN_IF_ERROR(ObserveCopies());
@@ -528,6 +536,11 @@ absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> all,
   std::vector<int> dirty;
   if (stale_[layer]) Mark(dirty, layer);
   RestoreZeroed(layer, dirty);
+  for (const int32_t e : skipped) {
+    PointAtZero(layer, e);
+    Mark(dirty, layer);
+  }
+  skipped_ += skipped.size();
   // The miss policy's share goes to the host; the rest as before.
   std::vector<int32_t> experts, host_ids;
   SplitHostShare(layer, all, c, on_host, experts, host_ids);
@@ -675,6 +688,7 @@ ExpertStreamStats ExpertStream::Stats() const {
     s.slot_bytes = std::max(s.slot_bytes, c.slot_bytes);
     s.counters.Add(c.cache->Snapshot());
   }
+  s.counters.skipped = skipped_;
   return s;
 }
 

@@ -36,6 +36,7 @@
 #include "memory/miss_split.h"
 #include "memory/slot_cache.h"
 #include "model/cuda/host_tier.h"
+#include "model/expert_skip.h"
 #include "model/model.h"
 #include "model/moe.h"
 #include "model/weights.h"
@@ -109,10 +110,22 @@ class ExpertStream {
   // copies: `pending` receives the experts they fill (the others of
   // `experts` are ready on `compute` at once), and the caller runs
   // WaitForCopies(compute) before any kernel reads those.
+  //
+  // `skipped` (--expert_skip; distinct from `experts`): experts of this
+  // step that are not computed. They take no slot and are not looked up;
+  // their table entries point at the zeroed block, so the device's products
+  // for them are exactly zero (the caller rescales the token's other
+  // weights), and they count in Stats().counters.skipped.
   absl::Status Acquire(int layer, absl::Span<const int32_t> experts,
                        cuda::Stream compute,
                        std::vector<HostExpert>* on_host = nullptr,
-                       std::vector<int32_t>* pending = nullptr);
+                       std::vector<int32_t>* pending = nullptr,
+                       absl::Span<const int32_t> skipped = {});
+
+  // Whether expert `expert` of stream layer `layer` has its bytes in memory:
+  // in a device slot or in the host tier, or anywhere without a host tier
+  // (the mapping's registered pages). --expert_skip's residency.
+  bool InMemory(int layer, int32_t expert) const;
   // Makes `compute` wait for the last Acquire's copies.
   absl::Status WaitForCopies(cuda::Stream compute) const {
     return cuda::StreamWaitEvent(compute, copied_);
@@ -320,6 +333,20 @@ class ExpertStream {
   std::vector<memory::ExpertKey> in_flight_;
   // Set when the experts do not live in registered host memory.
   std::unique_ptr<HostTier> host_;
+  uint64_t skipped_ = 0;  // experts skipped since creation (Acquire)
+};
+
+// --expert_skip's residency on the device path (model/expert_skip.h): the
+// layers it is asked about are the stream's layers.
+class StreamResidency final : public ExpertResidency {
+ public:
+  explicit StreamResidency(const ExpertStream& stream) : stream_(stream) {}
+  bool Resident(int64_t layer, int32_t expert) const override {
+    return stream_.InMemory(static_cast<int>(layer), expert);
+  }
+
+ private:
+  const ExpertStream& stream_;
 };
 
 }  // namespace sluice
