@@ -86,7 +86,7 @@ TEST(CudaParityDeepseek2Test, CopyPolicyAtOneSlotIsBitIdentical) {
 
 // The experts in slots multiplied while the missed ones are copied
 // (SetOverlapMissesEnabled; off by default): still bit for bit the resident
-// arm, at 25% and at one slot. Not yet run on a GPU (2026-12-06).
+// arm, at 25% and at one slot (passed on the H100, runs 12 and 13).
 TEST(CudaParityDeepseek2Test, OverlappedMissesAreBitIdentical) {
   SLUICE_REQUIRE_GOLDENS_DEEPSEEK2(dir);
   SLUICE_REQUIRE_DEVICE();
@@ -99,6 +99,14 @@ TEST(CudaParityDeepseek2Test, OverlappedMissesAreBitIdentical) {
   one_slot.slots = 1;
   ExpectIdentical(dir, one_slot);
   SetOverlapMissesEnabled(was);
+}
+
+// --expert_skip through the one-token pass (deepseek2's decode):
+// ExpectSkipsOnlyOffMemory.
+TEST(CudaParityDeepseek2Test, ColdExpertsAreSkippedOnlyOffMemory) {
+  SLUICE_REQUIRE_GOLDENS_DEEPSEEK2(dir);
+  SLUICE_REQUIRE_DEVICE();
+  ExpectSkipsOnlyOffMemory(dir, kModel);
 }
 
 // Each prompt inside batches of 5 other sequences (several sequences'

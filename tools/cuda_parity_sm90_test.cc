@@ -6,9 +6,7 @@
 // decode row of these runs goes through the fused decode program. Inside a
 // batch of other sequences (one batch pass a step, the experts grouped over
 // all rows) each prompt passes the same gates, all resident and streaming.
-#include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 
 #include "base/testing/goldens.h"
@@ -114,44 +112,11 @@ TEST_P(CudaParityTest, CopyPolicyThroughExclusiveTiersIsBitIdentical) {
   ExpectIdenticalThroughTheHostTier(dir, GetParam(), config::TierMode::kExclusive);
 }
 
-// --expert_skip on the device (its CUDA path is let through by
-// SLUICE_CUDA_EXPERT_SKIP=1 until this test has run on a GPU), threshold
-// 0.99 with a quarter of the experts on the device: with every expert in
-// memory (no host tier) nothing is skipped and the copy policy's bits hold;
-// with a host tier of one layer's worth, the rest only on disk, decode
-// steps skip cold experts (counted) and every logit stays finite.
+// --expert_skip on the device: ExpectSkipsOnlyOffMemory.
 TEST_P(CudaParityTest, ColdExpertsAreSkippedOnlyOffMemory) {
   SLUICE_REQUIRE_GOLDENS(dir);
   SLUICE_REQUIRE_DEVICE();
-  setenv("SLUICE_CUDA_EXPERT_SKIP", "1", 1);
-  config::ExpertConfig experts;
-  experts.arena_fraction = 0.25;
-  experts.skip_threshold = 0.99;
-  ModelReport in_memory;
-  ExpectIdentical(dir, GetParam(), experts, &in_memory);
-  EXPECT_TRUE(in_memory.experts.skipping);
-  EXPECT_EQ(in_memory.experts.counters.skipped, 0u);
-  // A host slot: a device slot's slices, each read as the 4096-aligned
-  // span around it.
-  const uint64_t host_slot = in_memory.experts.slot_bytes + 3 * 8192;
-  experts.host_tier_bytes = static_cast<uint64_t>(in_memory.info.n_expert) * host_slot;
-  Options options;
-  options.backend = Backend::kCuda;
-  options.compare = Backend::kCuda;
-  options.experts = experts;
-  auto report = RunParity(dir + "/" + GetParam() + ".gguf", dir, options);
-  ASSERT_TRUE(report.ok()) << report.status();
-  std::printf("skipped %llu of %llu lookups\n",
-              static_cast<unsigned long long>(report->experts.counters.skipped),
-              static_cast<unsigned long long>(report->experts.counters.lookups));
-  EXPECT_GT(report->experts.counters.skipped, 0u);
-  ASSERT_EQ(report->comparisons.size(), 3u);
-  for (const PromptReport& c : report->comparisons) {
-    std::printf("%s skipping vs resident: rows=%d max=%g top1=%d\n", c.name.c_str(), c.rows,
-                c.max, c.top1);
-    EXPECT_TRUE(std::isfinite(c.max)) << c.name;
-    EXPECT_GT(c.rows, 0) << c.name;
-  }
+  ExpectSkipsOnlyOffMemory(dir, GetParam());
 }
 
 // Each golden prompt inside batches of 5 other sequences (prefill chunks,

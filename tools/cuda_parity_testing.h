@@ -4,7 +4,9 @@
 #ifndef SLUICE_TOOLS_CUDA_PARITY_TESTING_H_
 #define SLUICE_TOOLS_CUDA_PARITY_TESTING_H_
 
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <utility>
 
@@ -27,13 +29,20 @@ namespace sluice::parity {
 // `experts` against the all-resident arm, row by row: max |delta| must be
 // exactly 0 on every prompt, and experts must have streamed and missed.
 // `out`, when set, receives the report.
-inline void ExpectIdentical(const std::string& dir, const std::string& model,
-                            const config::ExpertConfig& experts, ModelReport* out = nullptr) {
+// `model` on the CUDA backend with `experts` against its all-resident arm.
+inline absl::StatusOr<ModelReport> AgainstResident(const std::string& dir,
+                                                   const std::string& model,
+                                                   const config::ExpertConfig& experts) {
   Options options;
   options.backend = Backend::kCuda;
   options.compare = Backend::kCuda;
   options.experts = experts;
-  auto report = RunParity(dir + "/" + model + ".gguf", dir, options);
+  return RunParity(dir + "/" + model + ".gguf", dir, options);
+}
+
+inline void ExpectIdentical(const std::string& dir, const std::string& model,
+                            const config::ExpertConfig& experts, ModelReport* out = nullptr) {
+  auto report = AgainstResident(dir, model, experts);
   ASSERT_TRUE(report.ok()) << report.status();
   ASSERT_EQ(report->comparisons.size(), 3u);
   for (const PromptReport& c : report->comparisons) {
@@ -44,6 +53,40 @@ inline void ExpectIdentical(const std::string& dir, const std::string& model,
   EXPECT_TRUE(report->experts.streaming);
   EXPECT_GT(report->experts.counters.misses, 0u);
   if (out != nullptr) *out = *std::move(report);
+}
+
+// --expert_skip on the device (its CUDA path is let through by
+// SLUICE_CUDA_EXPERT_SKIP=1 until this has run on a GPU), threshold 0.99
+// with a quarter of the experts on the device: with every expert in memory
+// (no host tier) nothing is skipped and the copy policy's bits hold; with a
+// host tier of one layer's worth, the rest only on disk, decode steps skip
+// cold experts (counted) and every logit stays finite.
+inline void ExpectSkipsOnlyOffMemory(const std::string& dir, const std::string& model) {
+  setenv("SLUICE_CUDA_EXPERT_SKIP", "1", 1);
+  config::ExpertConfig experts;
+  experts.arena_fraction = 0.25;
+  experts.skip_threshold = 0.99;
+  ModelReport in_memory;
+  ExpectIdentical(dir, model, experts, &in_memory);
+  EXPECT_TRUE(in_memory.experts.skipping);
+  EXPECT_EQ(in_memory.experts.counters.skipped, 0u);
+  // A host slot: a device slot's slices, each read as the 4096-aligned
+  // span around it.
+  const uint64_t host_slot = in_memory.experts.slot_bytes + 3 * 8192;
+  experts.host_tier_bytes = static_cast<uint64_t>(in_memory.info.n_expert) * host_slot;
+  auto report = AgainstResident(dir, model, experts);
+  ASSERT_TRUE(report.ok()) << report.status();
+  std::printf("skipped %llu of %llu lookups\n",
+              static_cast<unsigned long long>(report->experts.counters.skipped),
+              static_cast<unsigned long long>(report->experts.counters.lookups));
+  EXPECT_GT(report->experts.counters.skipped, 0u);
+  ASSERT_EQ(report->comparisons.size(), 3u);
+  for (const PromptReport& c : report->comparisons) {
+    std::printf("%s skipping vs resident: rows=%d max=%g top1=%d\n", c.name.c_str(), c.rows,
+                c.max, c.top1);
+    EXPECT_TRUE(std::isfinite(c.max)) << c.name;
+    EXPECT_GT(c.rows, 0) << c.name;
+  }
 }
 
 }  // namespace sluice::parity
