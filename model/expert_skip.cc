@@ -79,4 +79,22 @@ int64_t SkipColdExperts(int64_t layer, int64_t n_expert, int64_t k, double thres
   return skipped;
 }
 
+int64_t SkipColdExpertsOfToken(int64_t layer, int64_t n_expert, int64_t k, double threshold,
+                               const ExpertResidency& residency, const int32_t* ids,
+                               float* weights, std::vector<int32_t>* skipped) {
+  Routing r;
+  for (int64_t j = 0; j < k; ++j) {
+    r.expert[j] = ids[j];
+    r.weight[j] = weights[j];
+  }
+  const int64_t n = SkipColdExperts(layer, n_expert, k, threshold, residency,
+                                    absl::MakeSpan(&r, 1));
+  if (n == 0) return 0;
+  for (int64_t j = 0; j < k; ++j) {
+    if (r.expert[j] == kSkippedExpert) skipped->push_back(ids[j]);
+    weights[j] = r.weight[j];  // 0 where skipped
+  }
+  return n;
+}
+
 }  // namespace sluice

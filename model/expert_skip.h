@@ -67,6 +67,14 @@ bool SampledPagesResident(const uint8_t* data, uint64_t bytes);
 int64_t SkipColdExperts(int64_t layer, int64_t n_expert, int64_t k, double threshold,
                         const ExpertResidency& residency, absl::Span<Routing> routes);
 
+// The same for one token whose k ids and weights lie in two arrays (the
+// CUDA backend's read-back routing): the weights rewritten in place (the
+// skipped ones 0, the kept ones rescaled), the skipped ids appended to
+// *skipped, their count returned. The ids are left as they are.
+int64_t SkipColdExpertsOfToken(int64_t layer, int64_t n_expert, int64_t k, double threshold,
+                               const ExpertResidency& residency, const int32_t* ids,
+                               float* weights, std::vector<int32_t>* skipped);
+
 }  // namespace sluice
 
 #endif  // SLUICE_MODEL_EXPERT_SKIP_H_

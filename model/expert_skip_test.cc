@@ -61,6 +61,31 @@ TEST(SkipColdExpertsTest, DropsLightColdExpertsAndRenormalisesToTheSameSum) {
   EXPECT_EQ(oracle.asked, 3);
 }
 
+// One token's ids and weights in two arrays (the CUDA backend's layout):
+// the same choice and weights as the Routing form, the skipped ids listed
+// after any already there, the ids untouched; nothing skipped leaves the
+// weights' bits.
+TEST(SkipColdExpertsTest, OneTokenInTwoArraysGivesTheSameChoice) {
+  const int32_t ids[5] = {3, 5, 7, 2, 6};
+  float weights[5] = {0.4f, 0.1f, 0.25f, 0.125f, 0.125f};
+  std::vector<int32_t> skipped = {42};
+  EXPECT_EQ(SkipColdExpertsOfToken(0, 8, 5, 0.2, FakeResidency({5}), ids, weights, &skipped),
+            2);
+  EXPECT_EQ(skipped, (std::vector<int32_t>{42, 2, 6}));
+  EXPECT_EQ(ids[3], 2);
+  EXPECT_FLOAT_EQ(weights[0], 0.4f / 0.75f);
+  EXPECT_FLOAT_EQ(weights[1], 0.1f / 0.75f);
+  EXPECT_FLOAT_EQ(weights[2], 0.25f / 0.75f);
+  EXPECT_EQ(weights[3], 0.0f);
+  EXPECT_EQ(weights[4], 0.0f);
+  float kept[5] = {0.4f, 0.1f, 0.25f, 0.125f, 0.125f};
+  std::vector<int32_t> none;
+  EXPECT_EQ(SkipColdExpertsOfToken(0, 8, 5, 0.2, FakeResidency({2, 5, 6}), ids, kept, &none), 0);
+  EXPECT_TRUE(none.empty());
+  EXPECT_EQ(kept[3], 0.125f);
+  EXPECT_EQ(kept[0], 0.4f);
+}
+
 TEST(SkipColdExpertsTest, KeepsTheSumOfScaledWeights) {
   // deepseek2's weights_scale: the shares decide, the sum is kept.
   std::vector<Routing> routes = {Route({1, 2, 3}, {1.5f, 0.75f, 0.25f})};

@@ -63,25 +63,12 @@ absl::Status PassProfiler::Collect(const char* phase, cuda::Stream stream) {
 // skipped ids into *skipped.
 absl::Status SkipRouted(const BatchContext& c, int stream_layer, std::vector<int32_t>* skipped) {
   const int k = static_cast<int>(c.desc->moe.n_expert_used);
-  int32_t* ids = c.host_routing;
-  float* weights = reinterpret_cast<float*>(ids + k);
-  Routing r;
-  for (int j = 0; j < k; ++j) {
-    r.expert[j] = ids[j];
-    r.weight[j] = weights[j];
-  }
+  const int32_t* ids = c.host_routing;
+  float* weights = reinterpret_cast<float*>(c.host_routing + k);
   const StreamResidency residency(*c.experts);
-  if (SkipColdExperts(stream_layer, c.desc->moe.n_expert, k, c.skip_threshold, residency,
-                      absl::MakeSpan(&r, 1)) == 0) {
+  if (SkipColdExpertsOfToken(stream_layer, c.desc->moe.n_expert, k, c.skip_threshold, residency,
+                             ids, weights, skipped) == 0) {
     return absl::OkStatus();
-  }
-  for (int j = 0; j < k; ++j) {
-    if (r.expert[j] == kSkippedExpert) {
-      skipped->push_back(ids[j]);
-      weights[j] = 0.0f;  // its product is zero as well (the zeroed block)
-    } else {
-      weights[j] = r.weight[j];
-    }
   }
   return cuda::CopyToDevice(c.ws->weights, weights, k * sizeof(float), c.stream);
 }
