@@ -106,7 +106,7 @@ TEST(CudaParityDeepseek2Test, OverlappedMissesAreBitIdentical) {
 TEST(CudaParityDeepseek2Test, ColdExpertsAreSkippedOnlyOffMemory) {
   SLUICE_REQUIRE_GOLDENS_DEEPSEEK2(dir);
   SLUICE_REQUIRE_DEVICE();
-  ExpectSkipsOnlyOffMemory(dir, kModel);
+  ExpectSkipsOnlyOffMemory(dir, kModel, /*host_share=*/false);
 }
 
 // Each prompt inside batches of 5 other sequences (several sequences'

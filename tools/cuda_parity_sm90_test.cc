@@ -116,7 +116,7 @@ TEST_P(CudaParityTest, CopyPolicyThroughExclusiveTiersIsBitIdentical) {
 TEST_P(CudaParityTest, ColdExpertsAreSkippedOnlyOffMemory) {
   SLUICE_REQUIRE_GOLDENS(dir);
   SLUICE_REQUIRE_DEVICE();
-  ExpectSkipsOnlyOffMemory(dir, GetParam());
+  ExpectSkipsOnlyOffMemory(dir, GetParam(), /*host_share=*/true);
 }
 
 // Each golden prompt inside batches of 5 other sequences (prefill chunks,

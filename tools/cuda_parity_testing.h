@@ -61,7 +61,10 @@ inline void ExpectIdentical(const std::string& dir, const std::string& model,
 // (no host tier) nothing is skipped and the copy policy's bits hold; with a
 // host tier of one layer's worth, the rest only on disk, decode steps skip
 // cold experts (counted) and every logit stays finite.
-inline void ExpectSkipsOnlyOffMemory(const std::string& dir, const std::string& model) {
+// host_share: the model decodes through the fused program, where a miss
+// policy gives the host a share; then once more with the host policy.
+inline void ExpectSkipsOnlyOffMemory(const std::string& dir, const std::string& model,
+                                     bool host_share) {
   setenv("SLUICE_CUDA_EXPERT_SKIP", "1", 1);
   config::ExpertConfig experts;
   experts.arena_fraction = 0.25;
@@ -86,6 +89,22 @@ inline void ExpectSkipsOnlyOffMemory(const std::string& dir, const std::string& 
                 c.max, c.top1);
     EXPECT_TRUE(std::isfinite(c.max)) << c.name;
     EXPECT_GT(c.rows, 0) << c.name;
+  }
+  if (!host_share) return;
+  // With the host computing the misses it takes (their results placed by
+  // routing slot, which the skipped ones leave out of the acquire).
+  config::ExpertConfig host = experts;
+  host.miss_policy = config::MissPolicy::kHost;
+  auto on_host = AgainstResident(dir, model, host);
+  ASSERT_TRUE(on_host.ok()) << on_host.status();
+  EXPECT_GT(on_host->experts.counters.skipped, 0u);
+  EXPECT_GT(on_host->experts.counters.host_computed, 0u);
+  ASSERT_EQ(on_host->comparisons.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    const PromptReport& c = on_host->comparisons[i];
+    std::printf("%s skipping, host misses vs resident: max=%g (copy: %g)\n", c.name.c_str(),
+                c.max, report->comparisons[i].max);
+    EXPECT_TRUE(std::isfinite(c.max)) << c.name;
   }
 }
 

@@ -94,6 +94,7 @@ absl::Status AcquireRouted(const BatchContext& c, int il, int64_t n_tok,
   if (c.experts == nullptr) return absl::OkStatus();
   const std::vector<DeviceLayer>& layers = *c.layers;
   std::vector<int32_t> used, skipped;
+  std::vector<int> slot_of;  // one token: the routing slot of used[i]
   if (begin.empty()) {
     // One token: k distinct experts, less those it skips.
     if (c.skip_threshold > 0 && n_tok == 1) {
@@ -102,6 +103,7 @@ absl::Status AcquireRouted(const BatchContext& c, int il, int64_t n_tok,
     for (int j = 0; j < k; ++j) {
       if (std::find(skipped.begin(), skipped.end(), ids[j]) == skipped.end()) {
         used.push_back(ids[j]);
+        slot_of.push_back(j);
       }
     }
   } else {
@@ -112,6 +114,11 @@ absl::Status AcquireRouted(const BatchContext& c, int il, int64_t n_tok,
   // The stream knows only the blocks with routed experts.
   RETURN_IF_ERROR(c.experts->Acquire(layers[il].moe.stream_layer, used, c.stream, on_host,
                                      pending, skipped));
+  // The host's results go to their routing slots (HostExpert::index counts
+  // positions in `used`, which skipped experts left).
+  if (on_host != nullptr && !skipped.empty()) {
+    for (HostExpert& h : *on_host) h.index = slot_of[h.index];
+  }
   if (prefetch && il + 1 < static_cast<int>(layers.size()) &&
       layers[il + 1].moe.stream_layer >= 0) {
     RETURN_IF_ERROR(c.experts->Prefetch(layers[il + 1].moe.stream_layer,
