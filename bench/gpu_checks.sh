@@ -107,6 +107,18 @@ if [ "$kimi" = 1 ]; then
       --time_decode_kernels 20 2> "$out/kimi_kernels_$few.txt" > /dev/null
     echo "few heads $few:"; grep "^kernel_total\|^kernel_sum" "$out/kimi_kernels_$few.txt" | head -14
   done
+  step "Kimi-K2 shape at 25% (copy): prefetch of the next block's predicted experts off and on"
+  for pf in 0 1 0 1; do
+    flag=""
+    [ "$pf" = 1 ] && flag="--expert_prefetch"
+    timeout 200 "$bin/generate" --model "$k" --device cuda --json --ignore_eos \
+      --prompt_tokens 512 --ctx 656 --max_tokens 128 --warmup_tokens 8 --threads 16 \
+      --temperature 10000 --seed 1 --expert_policy lru --expert_arena_fraction 0.25 \
+      --expert_miss_policy copy $flag 2>/dev/null |
+      grep -o '"decode_tok_s": *[0-9.]*\|"prefetches_issued": *[0-9]*\|"prefetches_useful": *[0-9]*' |
+      tr '\n' ' '
+    echo " (prefetch=$pf)"
+  done
   step "Kimi-K2 shape at 25%: the prompt, profiled (it swung 482-824 tok/s between calls)"
   timeout 200 "$bin/generate" --model "$k" --device cuda --ignore_eos --prompt_tokens 512 \
     --ctx 656 --max_tokens 16 --threads 16 --expert_policy lru --expert_arena_fraction 0.25 \

@@ -101,6 +101,27 @@ TEST(CudaParityDeepseek2Test, OverlappedMissesAreBitIdentical) {
   SetOverlapMissesEnabled(was);
 }
 
+// The next block's experts predicted from this block's input and
+// prefetched in one-token passes (as the decode program does for qwen):
+// still the resident bits at 25%, with prefetches issued and some of them
+// useful. Not yet run on a GPU (2026-12-06).
+TEST(CudaParityDeepseek2Test, PrefetchedExpertsAreBitIdentical) {
+  SLUICE_REQUIRE_GOLDENS_DEEPSEEK2(dir);
+  SLUICE_REQUIRE_DEVICE();
+  config::ExpertConfig quarter;
+  quarter.arena_fraction = 0.25;
+  quarter.prefetch = true;
+  ModelReport report;
+  parity::ExpectIdentical(dir, kModel, quarter, &report);
+  const memory::SlotCacheCounters& n = report.experts.counters;
+  std::printf("prefetches issued %llu, useful %llu, late %llu\n",
+              static_cast<unsigned long long>(n.prefetches_issued),
+              static_cast<unsigned long long>(n.prefetches_useful),
+              static_cast<unsigned long long>(n.prefetches_late));
+  EXPECT_GT(n.prefetches_issued, 0u);
+  EXPECT_GT(n.prefetches_useful, 0u);
+}
+
 // --expert_skip through the one-token pass (deepseek2's decode):
 // ExpectSkipsOnlyOffMemory.
 TEST(CudaParityDeepseek2Test, ColdExpertsAreSkippedOnlyOffMemory) {

@@ -101,6 +101,11 @@ class Pass {
   absl::Status SharedExpert(const DeviceMoe& m) const;
   absl::Status Moe(int il, const DeviceMoe& m) const;
   absl::Status ForceIds(int il) const;
+  // One token streaming with prefetch: the next block's router and routing
+  // on this block's input (the decode program's prediction), its k ids to
+  // host_routing + 2k before the routed event. False where there is no
+  // next block with routed experts (nothing enqueued).
+  absl::StatusOr<bool> PredictNext(int il) const;
   // The routed experts' products; several rows: over `groups` of
   // GroupByExpert's non-empty groups (all of them, or a bound on their
   // number with the empty ones after), the largest max_entries rows. A
@@ -362,6 +367,30 @@ absl::Status Pass::ForceIds(int il) const {
                             c_.stream);
 }
 
+absl::StatusOr<bool> Pass::PredictNext(int il) const {
+  const std::vector<DeviceLayer>& layers = *c_.layers;
+  if (il + 1 >= static_cast<int>(layers.size()) || layers[il + 1].moe.stream_layer < 0) {
+    return false;
+  }
+  const DeviceMoe& next = layers[il + 1].moe;
+  const int k = static_cast<int>(c_.desc->moe.n_expert_used);
+  const int n_expert = static_cast<int>(c_.desc->moe.n_expert);
+  // One token's rows leave the workspace's second rows free: the logits'
+  // row 1, and paired_ids past its first 2k (ids, then weights).
+  float* logits = w_.router_logits + n_expert;
+  int32_t* ids = w_.paired_ids + 2 * k;
+  float* weights = reinterpret_cast<float*>(w_.paired_ids + 3 * k);
+  RETURN_IF_ERROR(Project(next.router, w_.xn, logits));
+  if (c_.plain_routing && next.selection_bias == nullptr) {
+    cuda::TopK(logits, 1, n_expert, k, ids, weights, c_.stream, nullptr);
+  } else {
+    cuda::Route(c_.route, logits, next.selection_bias, 1, ids, weights, c_.stream, nullptr);
+  }
+  RETURN_IF_ERROR(cuda::LastLaunchError("predict"));
+  RETURN_IF_ERROR(cuda::CopyToHost(c_.host_routing + 2 * k, ids, k * sizeof(int32_t), c_.stream));
+  return true;
+}
+
 absl::Status Pass::Moe(int il, const DeviceMoe& m) const {
   const MoeConfig& mc = c_.desc->moe;
   const int k = static_cast<int>(mc.n_expert_used);
@@ -406,6 +435,10 @@ absl::Status Pass::Moe(int il, const DeviceMoe& m) const {
                                        n_ * k * sizeof(float), c_.stream));
     }
   }
+  bool prefetch = false;
+  if (one && c_.experts != nullptr && c_.prefetch) {
+    ASSIGN_OR_RETURN(prefetch, PredictNext(il));
+  }
   const bool wait = (!one && !captured) || need_ids;
   if (wait) RETURN_IF_ERROR(cuda::RecordEvent(c_.routed, c_.stream));
   // The shared expert does not depend on the routing: it runs while the
@@ -433,7 +466,7 @@ absl::Status Pass::Moe(int il, const DeviceMoe& m) const {
   std::vector<int32_t> pending;
   const bool overlap = one && c_.experts != nullptr && OverlapMissesEnabled();
   if (need_ids) {
-    RETURN_IF_ERROR(AcquireRouted(c_, il, n_, begin, /*prefetch=*/false, nullptr,
+    RETURN_IF_ERROR(AcquireRouted(c_, il, n_, begin, prefetch, nullptr,
                                   overlap ? &pending : nullptr));
     Mark("moe.acquire");
   }

@@ -64,6 +64,9 @@ struct BatchContext : ModelView {
   // --expert_skip (model/expert_skip.h) in one-token passes while
   // streaming: 0 off. The routing's weights then come back with its ids.
   double skip_threshold = 0;
+  // Streaming one-token passes predict the next block's experts and
+  // prefetch them (ExpertStream::Prefetch), as the decode program does.
+  bool prefetch = false;
   cuda::Event routed = nullptr;
   PassProfiler* profiler = nullptr;
   // Set while a pass of one-row sequences is captured into a graph

@@ -268,6 +268,7 @@ BatchContext CudaModel::Batch() const {
   c.host_slots = host_slots_.as<int32_t>();
   c.host_routing = host_routing_.as<int32_t>();
   c.skip_threshold = SkipThreshold();
+  c.prefetch = experts_ != nullptr && options_.experts.prefetch;
   c.routed = routed_;
   c.profiler = profiler_.get();
   return c;
