@@ -291,16 +291,37 @@ def parse_llama(out, spec, plan, prompt_is_depth=False):
     return list(by_place.values())
 
 
+# The CMake settings that say how llama.cpp was built for the comparison
+# (the brief's: native CPU code, the CUDA architecture, the flash-attention
+# kernels), in this order.
+CMAKE_FLAGS = ("CMAKE_BUILD_TYPE", "GGML_NATIVE", "GGML_CUDA", "CMAKE_CUDA_ARCHITECTURES",
+               "GGML_CUDA_FA", "GGML_CUDA_FA_ALL_QUANTS")
+
+
+def flags_from_cmake_cache(path):
+    """-DNAME=VALUE for each of CMAKE_FLAGS set in a CMakeCache.txt, or ""."""
+    if not os.path.exists(path):
+        return ""
+    found = {}
+    with open(path) as f:
+        for line in f:
+            m = re.match(r"([A-Z0-9_]+):[A-Z]+=(.*)$", line.strip())
+            if m and m.group(1) in CMAKE_FLAGS:
+                found[m.group(1)] = m.group(2)
+    return " ".join(f"-D{k}={found[k]}" for k in CMAKE_FLAGS if k in found)
+
+
 def llama_flags(args):
     """--llama-flags, else the FLAGS file build_llama.sh leaves beside
-    llama-bench."""
+    llama-bench, else the build's CMakeCache.txt (the folder above bin/)."""
     if args.llama_flags or not args.llama:
         return args.llama_flags
     path = os.path.join(args.llama, "FLAGS")
-    if not os.path.exists(path):
-        return ""
-    with open(path) as f:
-        return f.read().strip()
+    if os.path.exists(path):
+        with open(path) as f:
+            return f.read().strip()
+    return flags_from_cmake_cache(
+        os.path.join(os.path.dirname(os.path.abspath(args.llama)), "CMakeCache.txt"))
 
 
 def main():
