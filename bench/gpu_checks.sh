@@ -100,6 +100,14 @@ if [ "$kimi" = 1 ]; then
       echo " (few heads=$few, depth $depth)"
     done
   done
+  step "Kimi-K2 shape at depth 512: the norms' rounding in their own launches off and on"
+  for fuse in 0 1 0 1; do
+    SLUICE_CUDA_FUSE_ROUNDING=$fuse timeout 200 "$bin/generate" --model "$k" --device cuda \
+      --json --ignore_eos --prompt_tokens 512 --ctx 656 --max_tokens 128 --warmup_tokens 8 \
+      --threads 16 --temperature 10000 --seed 1 2>/dev/null |
+      grep -o '"decode_tok_s": *[0-9.]*\|"launches_per_decode": *[0-9]*' | tr '\n' ' '
+    echo " (fused rounding=$fuse)"
+  done
   step "Kimi-K2 shape, a step kernel by kernel at depth 512, few heads off and on"
   for few in 0 1; do
     SLUICE_CUDA_MLA_FEW_HEADS=$few timeout 100 "$bin/generate" --model "$k" --device cuda \

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "base/testing/skip.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/device.h"
+#include "kernels/cuda/quant_matmul.h"
 #include "loader/model_files.h"
 #include "model/cuda/batch_pass.h"
 #include "model/engine.h"
@@ -235,6 +237,49 @@ TEST(CudaParityDeepseek2Test, FusedLayoutMatchesTheCpuAndTheSplitFile) {
   EXPECT_EQ(top1_split, rows);
 }
 
+// A prompt and 12 greedy steps on the CUDA backend: every step's logits,
+// and the model's statistics after them.
+struct GreedyRun {
+  std::vector<float> logits;
+  BackendStats stats;
+};
+GreedyRun RunGreedy(const std::string& path, bool profile) {
+  GreedyRun run;
+  const std::vector<int32_t> prompt = {1, 17, 130, 5, 99, 4};
+  auto files = ModelFiles::Open(path);
+  EXPECT_TRUE(files.ok()) << files.status();
+  if (!files.ok()) return run;
+  EngineOptions o;
+  o.backend = Backend::kCuda;
+  o.profile = profile;
+  auto model = LoadModel(**files, o);
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (!model.ok()) return run;
+  auto state = (*model)->CreateState(64);
+  EXPECT_TRUE(state.ok());
+  if (!state.ok()) return run;
+  std::vector<float> logits;
+  EXPECT_TRUE((*model)->Forward(prompt, **state, LogitRows::kLast, &logits).ok());
+  run.logits = logits;
+  for (int step = 0; step < 12 && !logits.empty(); ++step) {
+    const int32_t next = static_cast<int32_t>(
+        std::max_element(logits.begin(), logits.end()) - logits.begin());
+    EXPECT_TRUE((*model)->Forward({&next, 1}, **state, LogitRows::kLast, &logits).ok());
+    run.logits.insert(run.logits.end(), logits.begin(), logits.end());
+  }
+  run.stats = (*model)->Stats();
+  return run;
+}
+
+int Differ(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  int differ = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    differ += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+  }
+  return differ;
+}
+
 // Resident decode steps replay the one-token pass captured at the first
 // (CudaModel::OnePassByGraph): a prompt and 12 greedy steps give the same
 // logits bit for bit as eager passes (a profiled model captures nothing),
@@ -242,39 +287,37 @@ TEST(CudaParityDeepseek2Test, FusedLayoutMatchesTheCpuAndTheSplitFile) {
 TEST(CudaParityDeepseek2Test, DecodeReplaysTheCapturedPass) {
   SLUICE_REQUIRE_GOLDENS_DEEPSEEK2(dir);
   SLUICE_REQUIRE_DEVICE();
-  const std::vector<int32_t> prompt = {1, 17, 130, 5, 99, 4};
-  std::vector<std::vector<float>> arms;
+  std::vector<GreedyRun> arms;
   for (const bool profile : {false, true}) {
-    auto files = ModelFiles::Open(dir + "/" + kModel + ".gguf");
-    ASSERT_TRUE(files.ok()) << files.status();
-    EngineOptions o;
-    o.backend = Backend::kCuda;
-    o.profile = profile;
-    auto model = LoadModel(**files, o);
-    ASSERT_TRUE(model.ok()) << model.status();
-    auto state = (*model)->CreateState(64);
-    ASSERT_TRUE(state.ok());
-    std::vector<float> logits, all;
-    ASSERT_TRUE((*model)->Forward(prompt, **state, LogitRows::kLast, &logits).ok());
-    all = logits;
-    for (int step = 0; step < 12; ++step) {
-      const int32_t next = static_cast<int32_t>(
-          std::max_element(logits.begin(), logits.end()) - logits.begin());
-      ASSERT_TRUE((*model)->Forward({&next, 1}, **state, LogitRows::kLast, &logits).ok());
-      all.insert(all.end(), logits.begin(), logits.end());
-    }
-    const BackendStats stats = (*model)->Stats();
+    arms.push_back(RunGreedy(dir + "/" + kModel + ".gguf", profile));
+    const BackendStats& stats = arms.back().stats;
     EXPECT_EQ(stats.decode_graph, !profile);
     if (!profile) EXPECT_GT(stats.launches_per_decode, 20);
     std::printf("deepseek2 decode, profile=%d: decode_graph=%d launches_per_decode=%lld\n",
                 profile ? 1 : 0, stats.decode_graph ? 1 : 0,
                 static_cast<long long>(stats.launches_per_decode));
-    arms.push_back(std::move(all));
   }
-  ASSERT_EQ(arms[0].size(), arms[1].size());
-  int differ = 0;
-  for (size_t i = 0; i < arms[0].size(); ++i) differ += arms[0][i] != arms[1][i];
-  EXPECT_EQ(differ, 0);
+  EXPECT_EQ(Differ(arms[0].logits, arms[1].logits), 0);
+}
+
+// The norms' outputs rounded to 8 bits in the norms' own launches
+// (SetFuseRoundingEnabled; off by default, not yet run on a GPU): the
+// same logits bit for bit, in fewer launches a step.
+TEST(CudaParityDeepseek2Test, FusedRoundingIsBitIdentical) {
+  SLUICE_REQUIRE_GOLDENS_DEEPSEEK2(dir);
+  SLUICE_REQUIRE_DEVICE();
+  const bool was = cuda::FuseRoundingEnabled();
+  cuda::SetFuseRoundingEnabled(false);
+  const GreedyRun apart = RunGreedy(dir + "/" + kModel + ".gguf", false);
+  cuda::SetFuseRoundingEnabled(true);
+  const GreedyRun fused = RunGreedy(dir + "/" + kModel + ".gguf", false);
+  cuda::SetFuseRoundingEnabled(was);
+  std::printf("launches a decode step: %lld apart, %lld fused\n",
+              static_cast<long long>(apart.stats.launches_per_decode),
+              static_cast<long long>(fused.stats.launches_per_decode));
+  EXPECT_FALSE(apart.logits.empty());
+  EXPECT_EQ(Differ(apart.logits, fused.logits), 0);
+  EXPECT_LT(fused.stats.launches_per_decode, apart.stats.launches_per_decode);
 }
 
 }  // namespace

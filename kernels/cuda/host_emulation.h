@@ -121,7 +121,7 @@ namespace sluice::cuda::emulation {
 // barrier completes once every thread of the block waits at it.
 struct LaneSlot {
   enum Kind { kNone, kShuffle, kMma } kind = kNone;
-  float value = 0.0f;  // shuffle: posted value, then the result
+  double value = 0.0;  // shuffle: posted value (a float's exactly), then the result
   int offset = 0;
   uint32_t a[4] = {}, b[2] = {};
   float c[4] = {};  // MMA: accumulators in, then D out
@@ -228,7 +228,7 @@ inline bool ResolveWarp(Block& b, unsigned warp) {
     if (lanes[l].kind != lanes[0].kind) Fail("lanes wait at different collectives", warp);
   }
   if (lanes[0].kind == LaneSlot::kShuffle) {
-    float posted[32];
+    double posted[32];
     for (int l = 0; l < 32; ++l) posted[l] = lanes[l].value;
     for (int l = 0; l < 32; ++l) lanes[l].value = posted[l ^ lanes[l].offset];
   } else {
@@ -305,11 +305,18 @@ inline void MmaM16N8K16F16(float (&acc)[4], const uint32_t (&a)[4], const uint32
 
 }  // namespace sluice::cuda::emulation
 
-inline float __shfl_xor_sync(unsigned /*mask: always the full warp here*/, float v, int offset) {
+inline double __shfl_xor_sync(unsigned /*mask: always the full warp here*/, double v,
+                              int offset) {
   auto& s = sluice::cuda::emulation::current_block->slot[sluice::cuda::emulation::current_block->running];
   s.value = v;
   s.offset = offset;
   return sluice::cuda::emulation::WaitCollective(sluice::cuda::emulation::LaneSlot::kShuffle).value;
+}
+inline float __shfl_xor_sync(unsigned mask, float v, int offset) {
+  return static_cast<float>(__shfl_xor_sync(mask, static_cast<double>(v), offset));
+}
+inline int __shfl_xor_sync(unsigned mask, int v, int offset) {
+  return static_cast<int>(__shfl_xor_sync(mask, static_cast<double>(v), offset));
 }
 
 // The fibers of a block run one at a time: a plain read-modify-write is

@@ -7,6 +7,7 @@
 
 #include "kernels/cuda/delta_device.h"
 #include "kernels/cuda/group_device.h"
+#include "kernels/cuda/norm_device.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/topk_device.h"
 #include "kernels/cuda/warp_reduce.h"
@@ -44,70 +45,12 @@ int RoundUp32(int n) { return (n + 31) / 32 * 32; }
 
 // ---- norms and element-wise ------------------------------------------------
 
-// kPer > 0: n <= kPer * blockDim.x, and a thread holds its kPer elements in
-// registers between the sum and the scaling. Its loads are then issued
-// together: x may be xn (a norm in place) and add may be neither, so the
-// compiler could not move a load of the loop below past the store before it
-// and a 7,168-wide row took 28 round trips to memory per pass. The same
-// elements are summed in the same order either way (element threadIdx.x +
-// k * blockDim.x, k ascending, then BlockSum): the same bits.
 template <int kPer>
 __global__ void AddRmsNormKernel(float* x, const float* add, int64_t n,
                                  const float* w, float eps, float* xn) {
   __shared__ double scratch[32];
-  float* xr = x + blockIdx.x * n;
-  const float* ar = add ? add + blockIdx.x * n : nullptr;
-  float* yr = xn + blockIdx.x * n;
-  double sum = 0.0;
-  if constexpr (kPer > 0) {
-    float v[kPer], wk[kPer];
-#pragma unroll
-    for (int k = 0; k < kPer; ++k) {
-      const int i = threadIdx.x + k * blockDim.x;
-      v[k] = i < n ? xr[i] : 0.0f;
-      wk[k] = i < n ? w[i] : 0.0f;
-    }
-    if (ar) {
-#pragma unroll
-      for (int k = 0; k < kPer; ++k) {
-        const int i = threadIdx.x + k * blockDim.x;
-        if (i < n) v[k] += ar[i];
-      }
-#pragma unroll
-      for (int k = 0; k < kPer; ++k) {
-        const int i = threadIdx.x + k * blockDim.x;
-        if (i < n) xr[i] = v[k];
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < kPer; ++k) {
-      const int i = threadIdx.x + k * blockDim.x;
-      if (i < n) sum += static_cast<double>(v[k]) * v[k];
-    }
-    sum = BlockSum(sum, scratch);
-    const float mean = static_cast<float>(sum / static_cast<double>(n));
-    const float scale = 1.0f / sqrtf(mean + eps);
-#pragma unroll
-    for (int k = 0; k < kPer; ++k) {
-      const int i = threadIdx.x + k * blockDim.x;
-      if (i < n) yr[i] = (v[k] * scale) * wk[k];
-    }
-  } else {
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-      float v = xr[i];
-      if (ar) {
-        v += ar[i];
-        xr[i] = v;
-      }
-      sum += static_cast<double>(v) * v;
-    }
-    sum = BlockSum(sum, scratch);
-    const float mean = static_cast<float>(sum / static_cast<double>(n));
-    const float scale = 1.0f / sqrtf(mean + eps);
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-      yr[i] = (xr[i] * scale) * w[i];
-    }
-  }
+  internal::AddRmsNormRow<kPer>(x + blockIdx.x * n, add ? add + blockIdx.x * n : nullptr, n, w,
+                                eps, xn + blockIdx.x * n, scratch);
 }
 
 __global__ void AddKernel(float* x, const float* y, int64_t n) {
@@ -615,14 +558,11 @@ void PrepareKernels() {
 void AddRmsNorm(float* x, const float* add, int64_t n_tok, int64_t n,
                 const float* w, float eps, float* xn, Stream stream) {
   if (n_tok <= 0) return;
-  if (n <= 4 * kThreads) {
-    AddRmsNormKernel<4><<<n_tok, kThreads, 0, stream>>>(x, add, n, w, eps, xn);
-  } else if (n <= 8 * kThreads) {
-    AddRmsNormKernel<8><<<n_tok, kThreads, 0, stream>>>(x, add, n, w, eps, xn);
-  } else if (n <= 32 * kThreads) {
-    AddRmsNormKernel<32><<<n_tok, kThreads, 0, stream>>>(x, add, n, w, eps, xn);
-  } else {
-    AddRmsNormKernel<0><<<n_tok, kThreads, 0, stream>>>(x, add, n, w, eps, xn);
+  switch (internal::NormElemsPerThread(n, kThreads)) {
+    case 4: AddRmsNormKernel<4><<<n_tok, kThreads, 0, stream>>>(x, add, n, w, eps, xn); break;
+    case 8: AddRmsNormKernel<8><<<n_tok, kThreads, 0, stream>>>(x, add, n, w, eps, xn); break;
+    case 32: AddRmsNormKernel<32><<<n_tok, kThreads, 0, stream>>>(x, add, n, w, eps, xn); break;
+    default: AddRmsNormKernel<0><<<n_tok, kThreads, 0, stream>>>(x, add, n, w, eps, xn);
   }
 }
 

@@ -91,6 +91,7 @@ EnvSwitch spread_rows_switch("SLUICE_CUDA_SPREAD_ROWS", true);
 // Every one-entry launch of long rows so: measured against the above.
 EnvSwitch spread_all_switch("SLUICE_CUDA_SPREAD_ALL", false);
 EnvSwitch q8_round_once_switch("SLUICE_CUDA_Q8_ROUND_ONCE", true);
+EnvSwitch fuse_rounding_switch("SLUICE_CUDA_FUSE_ROUNDING", false);
 
 }  // namespace
 
@@ -214,6 +215,28 @@ absl::Status RoundActivationsQ8(GgmlType type, const float* d_x, int64_t n_rows,
                                                  x_stride, d_out, stream),
                      kWhat);
 }
+
+absl::Status AddRmsNormRoundQ8(GgmlType type, float* d_x, const float* d_add, int64_t n_tok,
+                               int64_t n, const float* d_w, float eps, float* d_xn,
+                               uint8_t* d_out, CUstream_st* stream) {
+  constexpr const char* kWhat = "AddRmsNormRoundQ8";
+  if (Q8ActivationFormat(type, n) == Q8Format::kNone) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kWhat, ": no 8-bit products for ", Name(type), " rows of ", n, " columns"));
+  }
+  RETURN_IF_ERROR(CheckPositive(kWhat, "n_tok", n_tok));
+  if (n_tok > kMaxGridX || d_x == nullptr || d_w == nullptr || d_xn == nullptr ||
+      d_out == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kWhat, ": n_tok=", n_tok, " past the grid, or a null pointer"));
+  }
+  return LaunchError(internal::LaunchNormRoundQ8(static_cast<int>(type), d_x, d_add, n_tok, n,
+                                                 d_w, eps, d_xn, d_out, stream),
+                     kWhat);
+}
+
+bool FuseRoundingEnabled() { return fuse_rounding_switch.on(); }
+void SetFuseRoundingEnabled(bool enabled) { fuse_rounding_switch.Set(enabled); }
 
 absl::Status DequantRows(GgmlType type, const void* d_w, int64_t cols, const int32_t* d_ids,
                          int64_t n, float* d_dst, CUstream_st* stream) {

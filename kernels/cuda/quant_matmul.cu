@@ -125,6 +125,32 @@ int LaunchRoundRowsQ8(int type, const float* x, int64_t n_rows, int64_t cols, in
   });
 }
 
+int LaunchNormRoundQ8(int type, float* x, const float* add, int64_t n_tok, int64_t n,
+                      const float* w, float eps, float* xn, uint8_t* out, CUstream_st* stream) {
+  return VisitWeights(type, static_cast<int>(cudaErrorInvalidValue), [&](auto t) {
+    using W = typename decltype(t)::type;
+    if constexpr (kHasQ8Dot<W>) {
+      const unsigned rows = static_cast<unsigned>(n_tok);
+      switch (NormElemsPerThread(n, kNormThreads)) {
+        case 4:
+          NormRoundQ8Kernel<W, 4><<<rows, kNormThreads, 0, stream>>>(x, add, n, w, eps, xn, out);
+          break;
+        case 8:
+          NormRoundQ8Kernel<W, 8><<<rows, kNormThreads, 0, stream>>>(x, add, n, w, eps, xn, out);
+          break;
+        case 32:
+          NormRoundQ8Kernel<W, 32><<<rows, kNormThreads, 0, stream>>>(x, add, n, w, eps, xn, out);
+          break;
+        default:
+          NormRoundQ8Kernel<W, 0><<<rows, kNormThreads, 0, stream>>>(x, add, n, w, eps, xn, out);
+      }
+      return static_cast<int>(cudaGetLastError());
+    } else {
+      return static_cast<int>(cudaErrorInvalidValue);  // Q8FormatFor said no
+    }
+  });
+}
+
 int LaunchGroupedQ8(const RawGroupedMatMul& a, CUstream_st* stream) {
   const GroupedGeometry geo = GeometryFor(a);
   return VisitWeights(a.type, static_cast<int>(cudaErrorInvalidValue), [&](auto t) {

@@ -114,6 +114,20 @@ int64_t Q8ActivationRowBytes(GgmlType type, int64_t cols);
 absl::Status RoundActivationsQ8(GgmlType type, const float* d_x, int64_t n_rows, int64_t cols,
                                 int64_t x_stride, uint8_t* d_out, CUstream_st* stream);
 
+// x += add (rows of n; add may be null), xn = RMSNorm(x; eps) * w, as
+// ops.h AddRmsNorm computes them (the same bits), and xn's n_tok rows
+// rounded for products with weights of `type` into d_out, as
+// RoundActivationsQ8 rounds them (the same bytes): one launch for both.
+// InvalidArgument where `type` has no 8-bit products for rows of n.
+absl::Status AddRmsNormRoundQ8(GgmlType type, float* d_x, const float* d_add, int64_t n_tok,
+                               int64_t n, const float* d_w, float eps, float* d_xn,
+                               uint8_t* d_out, CUstream_st* stream);
+// Whether a pass rounds a norm's output in the norm's own launch
+// (AddRmsNormRoundQ8): off unless SLUICE_CUDA_FUSE_ROUNDING is "1" when
+// first asked (not yet run on a GPU); SetFuseRoundingEnabled for tests.
+bool FuseRoundingEnabled();
+void SetFuseRoundingEnabled(bool enabled);
+
 // Whether products asked for 8-bit activations get them: true unless the
 // environment variable SLUICE_CUDA_Q8 is "0" when first asked (the switch
 // the decode program's products read too).

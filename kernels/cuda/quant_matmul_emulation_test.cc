@@ -12,6 +12,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -287,6 +288,68 @@ TEST_P(QuantMatMulQ8EmulationTest, RowsRoundedOnceGiveTheBitsOfTileRounding) {
     EXPECT_GT(written, 0) << name;
     EXPECT_EQ(std::memcmp(own.data(), p.outputs().data(), own.size() * sizeof(float)), 0)
         << name << ": rows rounded once differ from each block's own rounding";
+  }
+}
+
+// ops.cu's norm kernel on its own (the two-launch way's first launch).
+template <int kPer>
+void NormOnly(float* x, const float* add, int64_t n, const float* w, float eps, float* xn) {
+  __shared__ double scratch[32];
+  const int64_t r = blockIdx.x;
+  AddRmsNormRow<kPer>(x + r * n, add != nullptr ? add + r * n : nullptr, n, w, eps, xn + r * n,
+                      scratch);
+}
+
+// The norm and the rounding of its output in one launch (NormRoundQ8Kernel)
+// give the residual, the normed floats and the rounded bytes of the two
+// launches apart (the norm, then RoundRowsQ8Kernel), with and without the
+// residual add, for both 8-bit formats and each of the norm's paths (4, 8,
+// 32 elements a thread held in registers, and the loop).
+TEST(NormRoundQ8EmulationTest, OneLaunchGivesTheBitsOfTwo) {
+  for (const GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ8_0}) {
+    for (const int64_t n : {1024, 2048, 7168, 9216}) {
+      for (const bool with_add : {true, false}) {
+        const int rows = 2;
+        std::mt19937 rng(static_cast<unsigned>(n) + (with_add ? 1 : 0));
+        std::uniform_real_distribution<float> val(-2.0f, 2.0f);
+        std::vector<float> x(rows * n), add(rows * n), w(n);
+        for (float& v : x) v = val(rng);
+        for (float& v : add) v = val(rng);
+        for (float& v : w) v = val(rng);
+        std::vector<float> x1 = x, x2 = x, xn1(rows * n, NAN), xn2(rows * n, NAN);
+        const float* a = with_add ? add.data() : nullptr;
+        const float eps = 1e-6f;
+        std::vector<uint8_t> fused;
+        const int per = NormElemsPerThread(n, kNormThreads);
+        VisitWeights(static_cast<int>(t), false, [&](auto tag) {
+          using W = typename decltype(tag)::type;
+          if constexpr (kHasQ8Dot<W>) {
+            fused.assign(rows * Q8RowBytes<W>(n), 0xEE);
+            const auto both = [&](auto k) {
+              constexpr int kPer = decltype(k)::value;
+              emulation::Launch(dim3{rows, 1, 1}, kNormThreads, [&] {
+                NormRoundQ8Kernel<W, kPer>(x1.data(), a, n, w.data(), eps, xn1.data(),
+                                           fused.data());
+              });
+              emulation::Launch(dim3{rows, 1, 1}, kNormThreads, [&] {
+                NormOnly<kPer>(x2.data(), a, n, w.data(), eps, xn2.data());
+              });
+            };
+            if (per == 4) both(std::integral_constant<int, 4>{});
+            if (per == 8) both(std::integral_constant<int, 8>{});
+            if (per == 32) both(std::integral_constant<int, 32>{});
+            if (per == 0) both(std::integral_constant<int, 0>{});
+          }
+          return true;
+        });
+        const std::string name = kernels::TypeName(t) + " n=" + std::to_string(n) +
+                                 (with_add ? " with add" : "");
+        ASSERT_FALSE(fused.empty()) << name;
+        EXPECT_EQ(std::memcmp(x1.data(), x2.data(), x1.size() * sizeof(float)), 0) << name;
+        EXPECT_EQ(std::memcmp(xn1.data(), xn2.data(), xn1.size() * sizeof(float)), 0) << name;
+        EXPECT_EQ(fused, RoundRows(t, xn2.data(), rows, n, n)) << name;
+      }
+    }
   }
 }
 

@@ -88,6 +88,12 @@ int Q8FormatFor(int type, int64_t cols);
 int LaunchRoundRowsQ8(int type, const float* x, int64_t n_rows, int64_t cols, int64_t x_stride,
                       uint8_t* out, CUstream_st* stream);
 
+// Enqueues NormRoundQ8Kernel over n_tok rows of n: x += add (unless null),
+// xn = RMSNorm(x) * w, out = xn's rows rounded for weights of type id `type`
+// (Q8FormatFor(type, n) != 0).
+int LaunchNormRoundQ8(int type, float* x, const float* add, int64_t n_tok, int64_t n,
+                      const float* w, float eps, float* xn, uint8_t* out, CUstream_st* stream);
+
 // Enqueues dst[i][c] = W[ids[i]][c] (bit-exact with kernels/cpu/dequant.cc).
 int LaunchDequantRows(int type, const void* w, uint64_t row_bytes,
                       int64_t cols, const int32_t* ids, int64_t n, float* dst,

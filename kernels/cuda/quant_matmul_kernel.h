@@ -35,6 +35,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/decode_q8.h"
+#include "kernels/cuda/norm_device.h"
 #include "kernels/cuda/quant_blocks_device.h"
 #include "kernels/cuda/quant_matmul_impl.h"
 
@@ -127,6 +128,26 @@ __global__ void __launch_bounds__(kRoundMaxThreads)
 // kR: rows per lane group (kRows, or 1 where the launch spreads its rows,
 // GroupedGeometry::rows_per_lane). A row's sum is the same either way: the
 // same lane index takes the same chunks in the same order.
+// Row blockIdx.x of x (add's row added in place first unless null)
+// RMS-normed into xn by AddRmsNormRow (ops.h AddRmsNorm's bits: the same
+// threads a block, the same sum order) and the normed row rounded into out
+// to the 8-bit format T's products read (RoundRowsQ8Kernel's bytes): the
+// norm and the rounding of its output in one launch.
+constexpr int kNormThreads = 256;  // ops.cu's kThreads: the norm's sum order
+template <class T, int kPer>
+__global__ void __launch_bounds__(kNormThreads)
+    NormRoundQ8Kernel(float* x, const float* add, int64_t n, const float* w, float eps,
+                      float* xn, uint8_t* out) {
+  __shared__ double scratch[32];
+  const int64_t r = blockIdx.x;
+  float* const yr = xn + r * n;
+  AddRmsNormRow<kPer>(x + r * n, add != nullptr ? add + r * n : nullptr, n, w, eps, yr, scratch);
+  __syncthreads();  // the row just written, read back (plain loads, not __ldg)
+  auto at = [&](int, int64_t c) { return yr[c]; };
+  uint8_t* const base = out + r * Q8RowBytes<T>(n);
+  QuantizeBlockQ8(at, 1, n, kReadsQ8K<T> ? base : nullptr, kReadsQ8K<T> ? nullptr : base);
+}
+
 template <class T, int NE, bool kQ8 = false, int kR = kRows>
 __global__ void __launch_bounds__(kThreads)
     GroupedKernel(const RawGroupedMatMul a, int lanes_per_row) {

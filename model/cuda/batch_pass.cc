@@ -10,6 +10,15 @@
 namespace sluice {
 namespace {
 
+// The weight type of a block mixer's first product of xn.
+GgmlType MixerInputType(const DeviceLayer& l) {
+  switch (l.mixer) {
+    case MixerKind::kAttention: return l.attn.wq.type;
+    case MixerKind::kDeltaNet: return l.delta.qkv.type;
+    default: return l.mla.wq_a.data != nullptr ? l.mla.wq_a.type : l.mla.wq.type;
+  }
+}
+
 class Pass {
  public:
   Pass(const BatchContext& c, int64_t n_tok, absl::Span<const PassSequence> seqs,
@@ -80,6 +89,10 @@ class Pass {
   absl::StatusOr<const uint8_t*> Rounded(GgmlType type, const float* x, int64_t n_rows,
                                          int64_t cols, bool q8) const;
   void XnChanged() const { xn_rounded_rows_[0] = xn_rounded_rows_[1] = 0; }
+  // x += add (unless null), xn = RMSNorm(x) * w; where the pass rounds
+  // xn to 8 bits for products with `next`-type weights (its first product's)
+  // and FuseRoundingEnabled, in the norm's own launch (the same bits).
+  absl::Status NormXn(const float* add, const float* w, GgmlType next) const;
   absl::Status ProjectPair(const DeviceMatrix& a, const DeviceMatrix& b,
                            const cuda::DeviceBuffer& table, const float* x, float* ya,
                            float* yb) const;
@@ -174,6 +187,22 @@ absl::StatusOr<const uint8_t*> Pass::Rounded(GgmlType type, const float* x, int6
     xn_rounded_rows_[f] = n_rows;
   }
   return w_.xn_q8[f];
+}
+
+absl::Status Pass::NormXn(const float* add, const float* w, GgmlType next) const {
+  const int64_t e = c_.desc->info.n_embd;
+  XnChanged();
+  const cuda::Q8Format format = cuda::Q8ActivationFormat(next, e);
+  if (q8_ && short_rows_ == 0 && format != cuda::Q8Format::kNone && cuda::FuseRoundingEnabled() &&
+      cuda::Q8ActivationsEnabled() && cuda::Q8RoundOnceEnabled()) {
+    const int f = format == cuda::Q8Format::kQ8K ? 0 : 1;  // as Rounded's
+    RETURN_IF_ERROR(cuda::AddRmsNormRoundQ8(next, w_.x, add, n_, e, w, c_.desc->eps, w_.xn,
+                                            w_.xn_q8[f], c_.stream));
+    xn_rounded_rows_[f] = n_;
+    return absl::OkStatus();
+  }
+  cuda::AddRmsNorm(w_.x, add, n_, e, w, c_.desc->eps, w_.xn, c_.stream);
+  return absl::OkStatus();
 }
 
 absl::Status Pass::ProjectPair(const DeviceMatrix& a, const DeviceMatrix& b,
@@ -684,8 +713,7 @@ absl::Status Pass::Run(absl::Span<const RowRun> logit_rows) {
   for (int il = 0; il < static_cast<int>(c_.layers->size()); ++il) {
     const DeviceLayer& l = (*c_.layers)[il];
     // The previous block's MoE output joins the residual stream here.
-    cuda::AddRmsNorm(w_.x, il == 0 ? nullptr : w_.y, n_, e, l.mixer_norm, eps, w_.xn, c_.stream);
-    XnChanged();
+    RETURN_IF_ERROR(NormXn(il == 0 ? nullptr : w_.y, l.mixer_norm, MixerInputType(l)));
     Mark("norms");
     if (l.mixer == MixerKind::kAttention) {
       RETURN_IF_ERROR(Attention(l.attn, il));
@@ -694,8 +722,8 @@ absl::Status Pass::Run(absl::Span<const RowRun> logit_rows) {
     } else {
       RETURN_IF_ERROR(Mla(l.mla, il));
     }
-    cuda::AddRmsNorm(w_.x, w_.y, n_, e, l.ffn_norm, eps, w_.xn, c_.stream);
-    XnChanged();
+    RETURN_IF_ERROR(NormXn(w_.y, l.ffn_norm,
+                           l.ffn == FfnKind::kDense ? l.dense.gate.type : l.moe.gate_type));
     Mark("norms");
     if (l.ffn == FfnKind::kDense) {
       RETURN_IF_ERROR(DenseFfn(l.dense));
