@@ -235,6 +235,22 @@ absl::Status AddRmsNormRoundQ8(GgmlType type, float* d_x, const float* d_add, in
                      kWhat);
 }
 
+absl::Status SwiGluRoundQ8(GgmlType type, float* d_g, const float* d_u, int64_t n_rows,
+                           int64_t cols, uint8_t* d_out, CUstream_st* stream) {
+  constexpr const char* kWhat = "SwiGluRoundQ8";
+  if (Q8ActivationFormat(type, cols) == Q8Format::kNone) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kWhat, ": no 8-bit products for ", Name(type), " rows of ", cols, " columns"));
+  }
+  RETURN_IF_ERROR(CheckPositive(kWhat, "n_rows", n_rows));
+  if (d_g == nullptr || d_u == nullptr || d_out == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(kWhat, ": a null pointer"));
+  }
+  return LaunchError(internal::LaunchSwiGluRoundQ8(static_cast<int>(type), d_g, d_u, n_rows,
+                                                   cols, d_out, stream),
+                     kWhat);
+}
+
 bool FuseRoundingEnabled() { return fuse_rounding_switch.on(); }
 void SetFuseRoundingEnabled(bool enabled) { fuse_rounding_switch.Set(enabled); }
 

@@ -105,19 +105,38 @@ int64_t Q8RowBytesFor(int type, int64_t cols) {
   return format == 0 ? 0 : (format == 1 ? Q8KBytes(cols) : Q8ZBytes(cols));
 }
 
+// A thread per 16-element chunk of a rounding block's rows, so one pass
+// covers them (a 7,168-wide row took four dependent passes of 128).
+int RoundThreads(int64_t n_rows, int64_t cols) {
+  const int64_t chunks = (n_rows < kRoundRows ? n_rows : kRoundRows) * (cols / 16);
+  const int64_t want = (chunks + 31) / 32 * 32;
+  return static_cast<int>(want < kThreads ? kThreads
+                                          : (want > kRoundMaxThreads ? kRoundMaxThreads : want));
+}
+
 int LaunchRoundRowsQ8(int type, const float* x, int64_t n_rows, int64_t cols, int64_t x_stride,
                       uint8_t* out, CUstream_st* stream) {
   return VisitWeights(type, static_cast<int>(cudaErrorInvalidValue), [&](auto t) {
     using W = typename decltype(t)::type;
     if constexpr (kHasQ8Dot<W>) {
       const unsigned blocks = static_cast<unsigned>((n_rows + kRoundRows - 1) / kRoundRows);
-      // A thread per 16-element chunk of a block's rows, so one pass
-      // covers them (a 7,168-wide row took four dependent passes of 128).
-      const int64_t chunks = (n_rows < kRoundRows ? n_rows : kRoundRows) * (cols / 16);
-      const int64_t want = (chunks + 31) / 32 * 32;
-      const int threads = static_cast<int>(
-          want < kThreads ? kThreads : (want > kRoundMaxThreads ? kRoundMaxThreads : want));
-      RoundRowsQ8Kernel<W><<<blocks, threads, 0, stream>>>(x, n_rows, cols, x_stride, out);
+      RoundRowsQ8Kernel<W><<<blocks, RoundThreads(n_rows, cols), 0, stream>>>(x, n_rows, cols,
+                                                                              x_stride, out);
+      return static_cast<int>(cudaGetLastError());
+    } else {
+      return static_cast<int>(cudaErrorInvalidValue);  // Q8FormatFor said no
+    }
+  });
+}
+
+int LaunchSwiGluRoundQ8(int type, float* g, const float* u, int64_t n_rows, int64_t cols,
+                        uint8_t* out, CUstream_st* stream) {
+  return VisitWeights(type, static_cast<int>(cudaErrorInvalidValue), [&](auto t) {
+    using W = typename decltype(t)::type;
+    if constexpr (kHasQ8Dot<W>) {
+      const unsigned blocks = static_cast<unsigned>((n_rows + kRoundRows - 1) / kRoundRows);
+      SwiGluRoundQ8Kernel<W><<<blocks, RoundThreads(n_rows, cols), 0, stream>>>(g, u, n_rows,
+                                                                               cols, out);
       return static_cast<int>(cudaGetLastError());
     } else {
       return static_cast<int>(cudaErrorInvalidValue);  // Q8FormatFor said no

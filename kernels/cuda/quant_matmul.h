@@ -122,9 +122,17 @@ absl::Status RoundActivationsQ8(GgmlType type, const float* d_x, int64_t n_rows,
 absl::Status AddRmsNormRoundQ8(GgmlType type, float* d_x, const float* d_add, int64_t n_tok,
                                int64_t n, const float* d_w, float eps, float* d_xn,
                                uint8_t* d_out, CUstream_st* stream);
-// Whether a pass rounds a norm's output in the norm's own launch
-// (AddRmsNormRoundQ8): off unless SLUICE_CUDA_FUSE_ROUNDING is "1" when
-// first asked (not yet run on a GPU); SetFuseRoundingEnabled for tests.
+// g = SiLU(g) * u over n_rows rows of cols, as ops.h SwiGlu computes it
+// (the same bits), and those rows rounded for products with weights of
+// `type` into d_out, as RoundActivationsQ8 rounds them (the same bytes): one
+// launch for both. InvalidArgument where `type` has no 8-bit products for
+// rows of cols.
+absl::Status SwiGluRoundQ8(GgmlType type, float* d_g, const float* d_u, int64_t n_rows,
+                           int64_t cols, uint8_t* d_out, CUstream_st* stream);
+// Whether a pass rounds a norm's or a SwiGLU's output in its own launch
+// (AddRmsNormRoundQ8, SwiGluRoundQ8): off unless SLUICE_CUDA_FUSE_ROUNDING
+// is "1" when first asked (not yet run on a GPU); SetFuseRoundingEnabled
+// for tests.
 bool FuseRoundingEnabled();
 void SetFuseRoundingEnabled(bool enabled);
 

@@ -353,6 +353,39 @@ TEST(NormRoundQ8EmulationTest, OneLaunchGivesTheBitsOfTwo) {
   }
 }
 
+// SwiGLU and the rounding of its output in one launch
+// (SwiGluRoundQ8Kernel, a thread per chunk as its launch takes) give the
+// floats of SiLU(g) * u and the bytes RoundRowsQ8Kernel gives them: 3 rows
+// (the last rounding block half full), both 8-bit formats.
+TEST(SwiGluRoundQ8EmulationTest, OneLaunchGivesTheBitsOfTwo) {
+  for (const GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ8_0}) {
+    const int64_t rows = 3, cols = 2048;
+    std::mt19937 rng(9);
+    std::uniform_real_distribution<float> val(-4.0f, 4.0f);
+    std::vector<float> g(rows * cols), u(rows * cols);
+    for (float& v : g) v = val(rng);
+    for (float& v : u) v = val(rng);
+    std::vector<float> want(rows * cols);
+    for (size_t i = 0; i < want.size(); ++i) want[i] = SiluF(g[i]) * u[i];
+    std::vector<uint8_t> fused;
+    VisitWeights(static_cast<int>(t), false, [&](auto tag) {
+      using W = typename decltype(tag)::type;
+      if constexpr (kHasQ8Dot<W>) {
+        fused.assign(rows * Q8RowBytes<W>(cols), 0xEE);
+        const dim3 grid{static_cast<unsigned>((rows + kRoundRows - 1) / kRoundRows), 1, 1};
+        emulation::Launch(grid, 256, [&] {
+          SwiGluRoundQ8Kernel<W>(g.data(), u.data(), rows, cols, fused.data());
+        });
+      }
+      return true;
+    });
+    const std::string name = kernels::TypeName(t);
+    ASSERT_FALSE(fused.empty()) << name;
+    EXPECT_EQ(std::memcmp(g.data(), want.data(), g.size() * sizeof(float)), 0) << name;
+    EXPECT_EQ(fused, RoundRows(t, want.data(), rows, cols, cols)) << name;
+  }
+}
+
 constexpr GgmlType kQ8Types[] = {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K,
                                  GgmlType::kQ6_K, GgmlType::kQ1_0};
 INSTANTIATE_TEST_SUITE_P(QuantizedTypes, QuantMatMulQ8EmulationTest,

@@ -94,6 +94,11 @@ int LaunchRoundRowsQ8(int type, const float* x, int64_t n_rows, int64_t cols, in
 int LaunchNormRoundQ8(int type, float* x, const float* add, int64_t n_tok, int64_t n,
                       const float* w, float eps, float* xn, uint8_t* out, CUstream_st* stream);
 
+// Enqueues SwiGluRoundQ8Kernel: g = SiLU(g) * u over n_rows rows of cols,
+// out = those rows rounded for weights of type id `type`.
+int LaunchSwiGluRoundQ8(int type, float* g, const float* u, int64_t n_rows, int64_t cols,
+                        uint8_t* out, CUstream_st* stream);
+
 // Enqueues dst[i][c] = W[ids[i]][c] (bit-exact with kernels/cpu/dequant.cc).
 int LaunchDequantRows(int type, const void* w, uint64_t row_bytes,
                       int64_t cols, const int32_t* ids, int64_t n, float* dst,

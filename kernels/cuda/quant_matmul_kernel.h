@@ -128,6 +128,26 @@ __global__ void __launch_bounds__(kRoundMaxThreads)
 // kR: rows per lane group (kRows, or 1 where the launch spreads its rows,
 // GroupedGeometry::rows_per_lane). A row's sum is the same either way: the
 // same lane index takes the same chunks in the same order.
+// Rows [blockIdx.x * kRoundRows, + kRoundRows) of g (n_rows of cols)
+// replaced by SiLU(g) * u (ops.h SwiGlu's bits: the same expression) and
+// rounded into out as RoundRowsQ8Kernel rounds them (the same bytes): the
+// SwiGLU and the rounding of its output in one launch.
+template <class T>
+__global__ void __launch_bounds__(kRoundMaxThreads)
+    SwiGluRoundQ8Kernel(float* g, const float* u, int64_t n_rows, int64_t cols, uint8_t* out) {
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRoundRows;
+  const int rows = static_cast<int>(n_rows - r0 < kRoundRows ? n_rows - r0 : kRoundRows);
+  // QuantizeBlockQ8 asks for each element once.
+  auto at = [&](int r, int64_t c) {
+    const int64_t i = (r0 + r) * cols + c;
+    const float v = SiluF(g[i]) * u[i];
+    g[i] = v;
+    return v;
+  };
+  uint8_t* const base = out + r0 * Q8RowBytes<T>(cols);
+  QuantizeBlockQ8(at, rows, cols, kReadsQ8K<T> ? base : nullptr, kReadsQ8K<T> ? nullptr : base);
+}
+
 // Row blockIdx.x of x (add's row added in place first unless null)
 // RMS-normed into xn by AddRmsNormRow (ops.h AddRmsNorm's bits: the same
 // threads a block, the same sum order) and the normed row rounded into out

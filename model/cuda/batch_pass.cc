@@ -93,6 +93,20 @@ class Pass {
   // xn to 8 bits for products with `next`-type weights (its first product's)
   // and FuseRoundingEnabled, in the norm's own launch (the same bits).
   absl::Status NormXn(const float* add, const float* w, GgmlType next) const;
+  // g = SiLU(g) * u over n_rows rows of cols, and those rows rounded for
+  // the next product (weights of `type`) where it takes 8-bit rows (q8):
+  // Rounded's result, in the SwiGLU's own launch where
+  // FuseRoundingEnabled (the same bits).
+  absl::StatusOr<const uint8_t*> SwiGluRounded(GgmlType type, float* g, const float* u,
+                                               int64_t n_rows, int64_t cols, bool q8) const;
+  // Project with x's rows rounded already (xq, SwiGluRounded's), or as
+  // Project where xq is null.
+  absl::Status ProjectRounded(const DeviceMatrix& w, const float* x, const uint8_t* xq,
+                              float* y) const {
+    if (xq == nullptr || short_rows_ != 0) return Project(w, x, y);
+    return cuda::MatMul(w.type, w.data, w.rows, w.cols, x, n_, y, c_.stream, tensor_cores_, q8_,
+                        xq);
+  }
   absl::Status ProjectPair(const DeviceMatrix& a, const DeviceMatrix& b,
                            const cuda::DeviceBuffer& table, const float* x, float* ya,
                            float* yb) const;
@@ -203,6 +217,19 @@ absl::Status Pass::NormXn(const float* add, const float* w, GgmlType next) const
   }
   cuda::AddRmsNorm(w_.x, add, n_, e, w, c_.desc->eps, w_.xn, c_.stream);
   return absl::OkStatus();
+}
+
+absl::StatusOr<const uint8_t*> Pass::SwiGluRounded(GgmlType type, float* g, const float* u,
+                                                   int64_t n_rows, int64_t cols,
+                                                   bool q8) const {
+  if (q8 && cuda::FuseRoundingEnabled() && cuda::Q8ActivationsEnabled() &&
+      cuda::Q8RoundOnceEnabled() &&
+      cuda::Q8ActivationFormat(type, cols) != cuda::Q8Format::kNone) {
+    RETURN_IF_ERROR(cuda::SwiGluRoundQ8(type, g, u, n_rows, cols, w_.act_q8, c_.stream));
+    return w_.act_q8;  // where Rounded puts any input but xn
+  }
+  cuda::SwiGlu(g, u, n_rows * cols, c_.stream);
+  return Rounded(type, g, n_rows, cols, q8);
 }
 
 absl::Status Pass::ProjectPair(const DeviceMatrix& a, const DeviceMatrix& b,
@@ -355,8 +382,9 @@ absl::Status Pass::Mla(const DeviceMla& m, int il) const {
 
 absl::Status Pass::DenseFfn(const DeviceDenseFfn& d) const {
   RETURN_IF_ERROR(ProjectPair(d.gate, d.up, d.gate_up_table, w_.xn, w_.dense_g, w_.dense_u));
-  cuda::SwiGlu(w_.dense_g, w_.dense_u, n_ * d.gate.rows, c_.stream);
-  RETURN_IF_ERROR(Project(d.down, w_.dense_g, w_.y));
+  ASSIGN_OR_RETURN(const uint8_t* xq, SwiGluRounded(d.down.type, w_.dense_g, w_.dense_u, n_,
+                                                   d.gate.rows, q8_ && short_rows_ == 0));
+  RETURN_IF_ERROR(ProjectRounded(d.down, w_.dense_g, xq, w_.y));
   Mark("dense_ffn");
   return absl::OkStatus();
 }
@@ -369,8 +397,10 @@ cuda::SeqBatch Pass::Seqs(int il) const {
 absl::Status Pass::SharedExpert(const DeviceMoe& m) const {
   RETURN_IF_ERROR(ProjectPair(m.shared_gate, m.shared_up, m.shared_gate_up_table, w_.xn,
                               w_.shared_g, w_.shared_u));
-  cuda::SwiGlu(w_.shared_g, w_.shared_u, n_ * c_.desc->moe.shared_ff, c_.stream);
-  return Project(m.shared_down, w_.shared_g, w_.shared_y);
+  ASSIGN_OR_RETURN(const uint8_t* xq,
+                   SwiGluRounded(m.shared_down.type, w_.shared_g, w_.shared_u, n_,
+                                 c_.desc->moe.shared_ff, q8_ && short_rows_ == 0));
+  return ProjectRounded(m.shared_down, w_.shared_g, xq, w_.shared_y);
 }
 
 // The source's ids over TopK's, each sequence's rows from its own stream.
@@ -586,7 +616,8 @@ absl::Status Pass::ExpertsOver(const DeviceMoe& m, const RowKind& rows, const Gr
   ASSIGN_OR_RETURN(g.d_x_q8, Rounded(g.type, xn, n, mc.n_embd, rows.q8));
   RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(g, c_.stream));
   Mark("moe.gate_up");
-  cuda::SwiGlu(w_.expert_g, w_.expert_u, n * k * mc.expert_ff, c_.stream);
+  ASSIGN_OR_RETURN(const uint8_t* xq, SwiGluRounded(m.down_type, w_.expert_g, w_.expert_u,
+                                                   n * k, mc.expert_ff, rows.q8));
   Mark("moe.swiglu");
   cuda::GroupedMatMul down = g;
   down.type = m.down_type;
@@ -598,7 +629,7 @@ absl::Status Pass::ExpertsOver(const DeviceMoe& m, const RowKind& rows, const Gr
   down.x_stride = mc.expert_ff;
   down.d_y = w_.expert_y;
   down.y_stride = mc.n_embd;
-  ASSIGN_OR_RETURN(down.d_x_q8, Rounded(down.type, w_.expert_g, n * k, mc.expert_ff, rows.q8));
+  down.d_x_q8 = xq;
   RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(down, c_.stream));
   Mark("moe.down");
   cuda::CombineExperts(w_.expert_y, gr.slot_entry, w_.weights + rows.r0 * k, n, k, mc.n_embd,
@@ -679,7 +710,8 @@ absl::Status Pass::TokenExperts(const DeviceMoe& m, const int32_t* ids, const in
     RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(g, c_.stream));
   }
   Mark("moe.gate_up");
-  cuda::SwiGlu(gate_out, up_out, count * ff, c_.stream);
+  ASSIGN_OR_RETURN(const uint8_t* xq,
+                   SwiGluRounded(m.down_type, gate_out, up_out, count, ff, q8_));
   Mark("moe.swiglu");
   cuda::GroupedMatMul down = g;
   down.type = m.down_type;
@@ -693,7 +725,7 @@ absl::Status Pass::TokenExperts(const DeviceMoe& m, const int32_t* ids, const in
   down.x_stride = ff;
   down.d_y = w_.expert_y + first * e;
   down.y_stride = e;
-  ASSIGN_OR_RETURN(down.d_x_q8, Rounded(down.type, gate_out, count, ff, q8_));
+  down.d_x_q8 = xq;
   RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(down, c_.stream));
   Mark("moe.down");
   return absl::OkStatus();
