@@ -199,14 +199,22 @@ int64_t Q8ActivationRowBytes(GgmlType type, int64_t cols) {
   return internal::Q8RowBytesFor(static_cast<int>(type), cols);
 }
 
+namespace {
+// An 8-bit product's rows: `type` has one for rows of cols, and rows > 0.
+absl::Status CheckQ8Rows(const char* what, GgmlType type, const char* field, int64_t rows,
+                         int64_t cols) {
+  if (Q8ActivationFormat(type, cols) == Q8Format::kNone) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": no 8-bit products for ", Name(type), " rows of ", cols, " columns"));
+  }
+  return CheckPositive(what, field, rows);
+}
+}  // namespace
+
 absl::Status RoundActivationsQ8(GgmlType type, const float* d_x, int64_t n_rows, int64_t cols,
                                 int64_t x_stride, uint8_t* d_out, CUstream_st* stream) {
   constexpr const char* kWhat = "RoundActivationsQ8";
-  if (Q8ActivationFormat(type, cols) == Q8Format::kNone) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kWhat, ": no 8-bit products for ", Name(type), " rows of ", cols, " columns"));
-  }
-  RETURN_IF_ERROR(CheckPositive(kWhat, "n_rows", n_rows));
+  RETURN_IF_ERROR(CheckQ8Rows(kWhat, type, "n_rows", n_rows, cols));
   if (x_stride < cols || d_x == nullptr || d_out == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         kWhat, ": x_stride=", x_stride, " below cols=", cols, ", or a null pointer"));
@@ -220,11 +228,7 @@ absl::Status AddRmsNormRoundQ8(GgmlType type, float* d_x, const float* d_add, in
                                int64_t n, const float* d_w, float eps, float* d_xn,
                                uint8_t* d_out, CUstream_st* stream) {
   constexpr const char* kWhat = "AddRmsNormRoundQ8";
-  if (Q8ActivationFormat(type, n) == Q8Format::kNone) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kWhat, ": no 8-bit products for ", Name(type), " rows of ", n, " columns"));
-  }
-  RETURN_IF_ERROR(CheckPositive(kWhat, "n_tok", n_tok));
+  RETURN_IF_ERROR(CheckQ8Rows(kWhat, type, "n_tok", n_tok, n));
   if (n_tok > kMaxGridX || d_x == nullptr || d_w == nullptr || d_xn == nullptr ||
       d_out == nullptr) {
     return absl::InvalidArgumentError(
@@ -238,11 +242,7 @@ absl::Status AddRmsNormRoundQ8(GgmlType type, float* d_x, const float* d_add, in
 absl::Status SwiGluRoundQ8(GgmlType type, float* d_g, const float* d_u, int64_t n_rows,
                            int64_t cols, uint8_t* d_out, CUstream_st* stream) {
   constexpr const char* kWhat = "SwiGluRoundQ8";
-  if (Q8ActivationFormat(type, cols) == Q8Format::kNone) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kWhat, ": no 8-bit products for ", Name(type), " rows of ", cols, " columns"));
-  }
-  RETURN_IF_ERROR(CheckPositive(kWhat, "n_rows", n_rows));
+  RETURN_IF_ERROR(CheckQ8Rows(kWhat, type, "n_rows", n_rows, cols));
   if (d_g == nullptr || d_u == nullptr || d_out == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(kWhat, ": a null pointer"));
   }
