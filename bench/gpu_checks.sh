@@ -6,6 +6,10 @@
 # in the bundle, the paced long prompt beside 8 streams. Prints a
 # summary and leaves every log in OUT.
 #
+# With --kimi it runs past one call's 10 minutes (about 12, the Kimi file
+# written inside): start it with setsid in the background and poll its log
+# from calls chained within 30 s (docs/BENCHMARKS.md, "How the calls ...").
+#
 # Here: tools/gpu_carry.sh DIR --daemon (DIR/all.txz holds b/, goldens/ and
 # gd2/). There, unpacked into X:
 #   bench/gpu_checks.sh X/b X/goldens X/gd2 OUT [--kimi]
