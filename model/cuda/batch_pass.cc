@@ -70,10 +70,13 @@ class Pass {
     if (n == short_n) return absl::OkStatus();
     return ProjectRows(w, x, y, {short_n, n - short_n, true, false});
   }
-  absl::Status ProjectRows(const DeviceMatrix& w, const float* x, float* y,
-                           const RowKind& rows) const {
+  // xq: the rows rounded already, or null (rounded here where they are).
+  absl::Status ProjectRows(const DeviceMatrix& w, const float* x, float* y, const RowKind& rows,
+                           const uint8_t* xq = nullptr) const {
     const float* xr = x + rows.r0 * w.cols;
-    ASSIGN_OR_RETURN(const uint8_t* xq, Rounded(w.type, xr, rows.n, w.cols, rows.q8));
+    if (xq == nullptr) {
+      ASSIGN_OR_RETURN(xq, Rounded(w.type, xr, rows.n, w.cols, rows.q8));
+    }
     return cuda::MatMul(w.type, w.data, w.rows, w.cols, xr, rows.n, y + rows.r0 * w.rows,
                         c_.stream, rows.tensor_cores, rows.q8, xq);
   }
@@ -88,6 +91,9 @@ class Pass {
   }
   absl::StatusOr<const uint8_t*> Rounded(GgmlType type, const float* x, int64_t n_rows,
                                          int64_t cols, bool q8) const;
+  // The 8-bit format rows of cols are rounded to for a product with
+  // weights of `type` (kNone: it keeps F32 activations, or q8 is off).
+  static cuda::Q8Format RoundedFormat(GgmlType type, int64_t cols, bool q8);
   void XnChanged() const { xn_rounded_rows_[0] = xn_rounded_rows_[1] = 0; }
   // x += add (unless null), xn = RMSNorm(x) * w; where the pass rounds
   // xn to 8 bits for products with `next`-type weights (its first product's)
@@ -104,8 +110,7 @@ class Pass {
   absl::Status ProjectRounded(const DeviceMatrix& w, const float* x, const uint8_t* xq,
                               float* y) const {
     if (xq == nullptr || short_rows_ != 0) return Project(w, x, y);
-    return cuda::MatMul(w.type, w.data, w.rows, w.cols, x, n_, y, c_.stream, tensor_cores_, q8_,
-                        xq);
+    return ProjectRows(w, x, y, {0, n_, tensor_cores_, q8_}, xq);
   }
   absl::Status ProjectPair(const DeviceMatrix& a, const DeviceMatrix& b,
                            const cuda::DeviceBuffer& table, const float* x, float* ya,
@@ -133,6 +138,18 @@ class Pass {
   // host_routing + 2k before the routed event. False where there is no
   // next block with routed experts (nothing enqueued).
   absl::StatusOr<bool> PredictNext(int il) const;
+  // n rows of block m's router logits to k ids and weights each (and their
+  // paired gate/up rows, unless null): qwen's top-k or deepseek2's routing.
+  void RouteRows(const DeviceMoe& m, const float* logits, int64_t n, int32_t* ids,
+                 float* weights, int32_t* paired) const {
+    const int k = static_cast<int>(c_.desc->moe.n_expert_used);
+    const int n_expert = static_cast<int>(c_.desc->moe.n_expert);
+    if (c_.plain_routing && m.selection_bias == nullptr) {
+      cuda::TopK(logits, n, n_expert, k, ids, weights, c_.stream, paired);
+    } else {
+      cuda::Route(c_.route, logits, m.selection_bias, n, ids, weights, c_.stream, paired);
+    }
+  }
   // The routed experts' products; several rows: over `groups` of
   // GroupByExpert's non-empty groups (all of them, or a bound on their
   // number with the empty ones after), the largest max_entries rows. A
@@ -186,10 +203,16 @@ class Pass {
   mutable int64_t xn_rounded_rows_[2] = {0, 0};  // rows of xn in xn_q8[format]
 };
 
+cuda::Q8Format Pass::RoundedFormat(GgmlType type, int64_t cols, bool q8) {
+  if (!q8 || !cuda::Q8ActivationsEnabled() || !cuda::Q8RoundOnceEnabled()) {
+    return cuda::Q8Format::kNone;
+  }
+  return cuda::Q8ActivationFormat(type, cols);
+}
+
 absl::StatusOr<const uint8_t*> Pass::Rounded(GgmlType type, const float* x, int64_t n_rows,
                                              int64_t cols, bool q8) const {
-  if (!q8 || !cuda::Q8ActivationsEnabled() || !cuda::Q8RoundOnceEnabled()) return nullptr;
-  const cuda::Q8Format format = cuda::Q8ActivationFormat(type, cols);
+  const cuda::Q8Format format = RoundedFormat(type, cols, q8);
   if (format == cuda::Q8Format::kNone) return nullptr;
   if (x != w_.xn) {
     RETURN_IF_ERROR(cuda::RoundActivationsQ8(type, x, n_rows, cols, cols, w_.act_q8, c_.stream));
@@ -206,9 +229,8 @@ absl::StatusOr<const uint8_t*> Pass::Rounded(GgmlType type, const float* x, int6
 absl::Status Pass::NormXn(const float* add, const float* w, GgmlType next) const {
   const int64_t e = c_.desc->info.n_embd;
   XnChanged();
-  const cuda::Q8Format format = cuda::Q8ActivationFormat(next, e);
-  if (q8_ && short_rows_ == 0 && format != cuda::Q8Format::kNone && cuda::FuseRoundingEnabled() &&
-      cuda::Q8ActivationsEnabled() && cuda::Q8RoundOnceEnabled()) {
+  const cuda::Q8Format format = RoundedFormat(next, e, q8_ && short_rows_ == 0);
+  if (format != cuda::Q8Format::kNone && cuda::FuseRoundingEnabled()) {
     const int f = format == cuda::Q8Format::kQ8K ? 0 : 1;  // as Rounded's
     RETURN_IF_ERROR(cuda::AddRmsNormRoundQ8(next, w_.x, add, n_, e, w, c_.desc->eps, w_.xn,
                                             w_.xn_q8[f], c_.stream));
@@ -222,9 +244,7 @@ absl::Status Pass::NormXn(const float* add, const float* w, GgmlType next) const
 absl::StatusOr<const uint8_t*> Pass::SwiGluRounded(GgmlType type, float* g, const float* u,
                                                    int64_t n_rows, int64_t cols,
                                                    bool q8) const {
-  if (q8 && cuda::FuseRoundingEnabled() && cuda::Q8ActivationsEnabled() &&
-      cuda::Q8RoundOnceEnabled() &&
-      cuda::Q8ActivationFormat(type, cols) != cuda::Q8Format::kNone) {
+  if (RoundedFormat(type, cols, q8) != cuda::Q8Format::kNone && cuda::FuseRoundingEnabled()) {
     RETURN_IF_ERROR(cuda::SwiGluRoundQ8(type, g, u, n_rows, cols, w_.act_q8, c_.stream));
     return w_.act_q8;  // where Rounded puts any input but xn
   }
@@ -440,11 +460,7 @@ absl::StatusOr<bool> Pass::PredictNext(int il) const {
   int32_t* ids = w_.paired_ids + 2 * k;
   float* weights = reinterpret_cast<float*>(w_.paired_ids + 3 * k);
   RETURN_IF_ERROR(Project(next.router, w_.xn, logits));
-  if (c_.plain_routing && next.selection_bias == nullptr) {
-    cuda::TopK(logits, 1, n_expert, k, ids, weights, c_.stream, nullptr);
-  } else {
-    cuda::Route(c_.route, logits, next.selection_bias, 1, ids, weights, c_.stream, nullptr);
-  }
+  RouteRows(next, logits, 1, ids, weights, nullptr);
   RETURN_IF_ERROR(cuda::LastLaunchError("predict"));
   RETURN_IF_ERROR(cuda::CopyToHost(c_.host_routing + 2 * k, ids, k * sizeof(int32_t), c_.stream));
   return true;
@@ -460,13 +476,7 @@ absl::Status Pass::Moe(int il, const DeviceMoe& m) const {
   // Forced routing replaces the ids after TopK, so nothing may be derived
   // from them there (ForceIds writes the paired gate/up rows itself).
   const bool fuse_gate_up = one && m.gate_type == m.up_type && c_.source == nullptr;
-  if (c_.plain_routing && m.selection_bias == nullptr) {
-    cuda::TopK(w_.router_logits, n_, n_expert, k, w_.ids, w_.weights, c_.stream,
-               fuse_gate_up ? w_.paired_ids : nullptr);
-  } else {
-    cuda::Route(c_.route, w_.router_logits, m.selection_bias, n_, w_.ids, w_.weights, c_.stream,
-                fuse_gate_up ? w_.paired_ids : nullptr);
-  }
+  RouteRows(m, w_.router_logits, n_, w_.ids, w_.weights, fuse_gate_up ? w_.paired_ids : nullptr);
   Mark("moe.topk");
   if (c_.source != nullptr) RETURN_IF_ERROR(ForceIds(il));
   const bool captured = c_.graph_bounds != nullptr;
