@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/warp_reduce.h"
 
@@ -85,6 +86,18 @@ inline int NormElemsPerThread(int64_t n, int threads) {
   if (n <= 8 * threads) return 8;
   if (n <= 32 * threads) return 32;
   return 0;
+}
+
+// fn(std::integral_constant<int, kPer>{}) with NormElemsPerThread(n,
+// threads) as kPer: the one dispatch of the norm kernels' instances.
+template <class Fn>
+void WithNormElems(int64_t n, int threads, Fn&& fn) {
+  switch (NormElemsPerThread(n, threads)) {
+    case 4: fn(std::integral_constant<int, 4>{}); break;
+    case 8: fn(std::integral_constant<int, 8>{}); break;
+    case 32: fn(std::integral_constant<int, 32>{}); break;
+    default: fn(std::integral_constant<int, 0>{});
+  }
 }
 
 }  // namespace sluice::cuda::internal

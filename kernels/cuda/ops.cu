@@ -558,12 +558,9 @@ void PrepareKernels() {
 void AddRmsNorm(float* x, const float* add, int64_t n_tok, int64_t n,
                 const float* w, float eps, float* xn, Stream stream) {
   if (n_tok <= 0) return;
-  switch (internal::NormElemsPerThread(n, kThreads)) {
-    case 4: AddRmsNormKernel<4><<<n_tok, kThreads, 0, stream>>>(x, add, n, w, eps, xn); break;
-    case 8: AddRmsNormKernel<8><<<n_tok, kThreads, 0, stream>>>(x, add, n, w, eps, xn); break;
-    case 32: AddRmsNormKernel<32><<<n_tok, kThreads, 0, stream>>>(x, add, n, w, eps, xn); break;
-    default: AddRmsNormKernel<0><<<n_tok, kThreads, 0, stream>>>(x, add, n, w, eps, xn);
-  }
+  internal::WithNormElems(n, kThreads, [&](auto per) {
+    AddRmsNormKernel<decltype(per)::value><<<n_tok, kThreads, 0, stream>>>(x, add, n, w, eps, xn);
+  });
 }
 
 void Add(float* x, const float* y, int64_t n, Stream stream) {

@@ -114,59 +114,52 @@ int RoundThreads(int64_t n_rows, int64_t cols) {
                                           : (want > kRoundMaxThreads ? kRoundMaxThreads : want));
 }
 
-int LaunchRoundRowsQ8(int type, const float* x, int64_t n_rows, int64_t cols, int64_t x_stride,
-                      uint8_t* out, CUstream_st* stream) {
+// launch(WeightsTag<W>{}) for the weights class of type id `type` where it
+// has 8-bit products, then the launch's error; cudaErrorInvalidValue for a
+// type without (the host side's Q8FormatFor said no before).
+template <class Fn>
+int LaunchForQ8(int type, Fn&& launch) {
   return VisitWeights(type, static_cast<int>(cudaErrorInvalidValue), [&](auto t) {
     using W = typename decltype(t)::type;
     if constexpr (kHasQ8Dot<W>) {
-      const unsigned blocks = static_cast<unsigned>((n_rows + kRoundRows - 1) / kRoundRows);
-      RoundRowsQ8Kernel<W><<<blocks, RoundThreads(n_rows, cols), 0, stream>>>(x, n_rows, cols,
-                                                                              x_stride, out);
+      launch(t);
       return static_cast<int>(cudaGetLastError());
     } else {
-      return static_cast<int>(cudaErrorInvalidValue);  // Q8FormatFor said no
+      return static_cast<int>(cudaErrorInvalidValue);
     }
+  });
+}
+
+unsigned RoundBlocks(int64_t n_rows) {
+  return static_cast<unsigned>((n_rows + kRoundRows - 1) / kRoundRows);
+}
+
+int LaunchRoundRowsQ8(int type, const float* x, int64_t n_rows, int64_t cols, int64_t x_stride,
+                      uint8_t* out, CUstream_st* stream) {
+  return LaunchForQ8(type, [&](auto t) {
+    using W = typename decltype(t)::type;
+    RoundRowsQ8Kernel<W><<<RoundBlocks(n_rows), RoundThreads(n_rows, cols), 0, stream>>>(
+        x, n_rows, cols, x_stride, out);
   });
 }
 
 int LaunchSwiGluRoundQ8(int type, float* g, const float* u, int64_t n_rows, int64_t cols,
                         uint8_t* out, CUstream_st* stream) {
-  return VisitWeights(type, static_cast<int>(cudaErrorInvalidValue), [&](auto t) {
+  return LaunchForQ8(type, [&](auto t) {
     using W = typename decltype(t)::type;
-    if constexpr (kHasQ8Dot<W>) {
-      const unsigned blocks = static_cast<unsigned>((n_rows + kRoundRows - 1) / kRoundRows);
-      SwiGluRoundQ8Kernel<W><<<blocks, RoundThreads(n_rows, cols), 0, stream>>>(g, u, n_rows,
-                                                                               cols, out);
-      return static_cast<int>(cudaGetLastError());
-    } else {
-      return static_cast<int>(cudaErrorInvalidValue);  // Q8FormatFor said no
-    }
+    SwiGluRoundQ8Kernel<W><<<RoundBlocks(n_rows), RoundThreads(n_rows, cols), 0, stream>>>(
+        g, u, n_rows, cols, out);
   });
 }
 
 int LaunchNormRoundQ8(int type, float* x, const float* add, int64_t n_tok, int64_t n,
                       const float* w, float eps, float* xn, uint8_t* out, CUstream_st* stream) {
-  return VisitWeights(type, static_cast<int>(cudaErrorInvalidValue), [&](auto t) {
+  return LaunchForQ8(type, [&](auto t) {
     using W = typename decltype(t)::type;
-    if constexpr (kHasQ8Dot<W>) {
-      const unsigned rows = static_cast<unsigned>(n_tok);
-      switch (NormElemsPerThread(n, kNormThreads)) {
-        case 4:
-          NormRoundQ8Kernel<W, 4><<<rows, kNormThreads, 0, stream>>>(x, add, n, w, eps, xn, out);
-          break;
-        case 8:
-          NormRoundQ8Kernel<W, 8><<<rows, kNormThreads, 0, stream>>>(x, add, n, w, eps, xn, out);
-          break;
-        case 32:
-          NormRoundQ8Kernel<W, 32><<<rows, kNormThreads, 0, stream>>>(x, add, n, w, eps, xn, out);
-          break;
-        default:
-          NormRoundQ8Kernel<W, 0><<<rows, kNormThreads, 0, stream>>>(x, add, n, w, eps, xn, out);
-      }
-      return static_cast<int>(cudaGetLastError());
-    } else {
-      return static_cast<int>(cudaErrorInvalidValue);  // Q8FormatFor said no
-    }
+    WithNormElems(n, kNormThreads, [&](auto per) {
+      NormRoundQ8Kernel<W, decltype(per)::value>
+          <<<static_cast<unsigned>(n_tok), kNormThreads, 0, stream>>>(x, add, n, w, eps, xn, out);
+    });
   });
 }
 

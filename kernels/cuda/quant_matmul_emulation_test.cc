@@ -320,7 +320,6 @@ TEST(NormRoundQ8EmulationTest, OneLaunchGivesTheBitsOfTwo) {
         const float* a = with_add ? add.data() : nullptr;
         const float eps = 1e-6f;
         std::vector<uint8_t> fused;
-        const int per = NormElemsPerThread(n, kNormThreads);
         VisitWeights(static_cast<int>(t), false, [&](auto tag) {
           using W = typename decltype(tag)::type;
           if constexpr (kHasQ8Dot<W>) {
@@ -335,10 +334,7 @@ TEST(NormRoundQ8EmulationTest, OneLaunchGivesTheBitsOfTwo) {
                 NormOnly<kPer>(x2.data(), a, n, w.data(), eps, xn2.data());
               });
             };
-            if (per == 4) both(std::integral_constant<int, 4>{});
-            if (per == 8) both(std::integral_constant<int, 8>{});
-            if (per == 32) both(std::integral_constant<int, 32>{});
-            if (per == 0) both(std::integral_constant<int, 0>{});
+            WithNormElems(n, kNormThreads, both);
           }
           return true;
         });
