@@ -286,7 +286,7 @@ std::string ShortKernelName(const void* func) {
   return name;
 }
 
-// One kernel node's parameters as a graph of that node alone.
+// One kernel node's parameters as an instantiated graph of that node alone.
 absl::StatusOr<cudaGraphExec_t> LoneKernel(const cudaKernelNodeParams& params) {
   cudaGraph_t g = nullptr;
   RETURN_IF_ERROR(Check(cudaGraphCreate(&g, 0), "cudaGraphCreate"));
@@ -301,6 +301,30 @@ absl::StatusOr<cudaGraphExec_t> LoneKernel(const cudaKernelNodeParams& params) {
 
 }  // namespace
 
+absl::StatusOr<double> Graph::TimeLaunches(Stream stream, int reps, void* flush,
+                                           uint64_t flush_bytes) const {
+  ASSIGN_OR_RETURN(Event start, CreateEvent(/*timing=*/true));
+  ASSIGN_OR_RETURN(Event stop, CreateEvent(/*timing=*/true));
+  std::vector<double> us;
+  absl::Status status = absl::OkStatus();
+  for (int r = 0; r < reps && status.ok(); ++r) {
+    status = Memset(flush, r & 0xFF, flush_bytes, stream);
+    if (status.ok()) status = RecordEvent(start, stream);
+    if (status.ok()) status = Launch(stream);
+    if (status.ok()) status = RecordEvent(stop, stream);
+    if (status.ok()) status = Synchronize(stream);
+    absl::StatusOr<float> ms = status.ok() ? ElapsedMs(start, stop)
+                                           : absl::StatusOr<float>(status);
+    if (!ms.ok()) status = ms.status();
+    if (status.ok()) us.push_back(*ms * 1e3);
+  }
+  DestroyEvent(start);
+  DestroyEvent(stop);
+  RETURN_IF_ERROR(status);
+  std::sort(us.begin(), us.end());
+  return us.empty() ? 0.0 : us[us.size() / 2];
+}
+
 absl::StatusOr<std::vector<Graph::KernelTime>> Graph::TimeKernels(Stream stream, int reps,
                                                                   void* flush,
                                                                   uint64_t flush_bytes) const {
@@ -309,48 +333,24 @@ absl::StatusOr<std::vector<Graph::KernelTime>> Graph::TimeKernels(Stream stream,
   RETURN_IF_ERROR(Check(cudaGraphGetNodes(graph_, nullptr, &n_nodes), "cudaGraphGetNodes"));
   std::vector<cudaGraphNode_t> nodes(n_nodes);
   RETURN_IF_ERROR(Check(cudaGraphGetNodes(graph_, nodes.data(), &n_nodes), "cudaGraphGetNodes"));
-  ASSIGN_OR_RETURN(Event start, CreateEvent(/*timing=*/true));
-  ASSIGN_OR_RETURN(Event stop, CreateEvent(/*timing=*/true));
   std::vector<KernelTime> out;
-  absl::Status status = absl::OkStatus();
   for (cudaGraphNode_t n : nodes) {
     cudaGraphNodeType type;
     if (cudaGraphNodeGetType(n, &type) != cudaSuccess || type != cudaGraphNodeTypeKernel) continue;
     cudaKernelNodeParams params{};
-    status = Check(cudaGraphKernelNodeGetParams(n, &params), "cudaGraphKernelNodeGetParams");
-    if (!status.ok()) break;
-    absl::StatusOr<cudaGraphExec_t> lone = LoneKernel(params);
-    if (!lone.ok()) {
-      status = lone.status();
-      break;
-    }
-    std::vector<double> us;
-    for (int r = 0; r < reps && status.ok(); ++r) {
-      status = Memset(flush, r & 0xFF, flush_bytes, stream);
-      if (status.ok()) status = RecordEvent(start, stream);
-      if (status.ok()) status = Check(cudaGraphLaunch(*lone, stream), "cudaGraphLaunch");
-      if (status.ok()) status = RecordEvent(stop, stream);
-      if (status.ok()) status = Synchronize(stream);
-      absl::StatusOr<float> ms = status.ok() ? ElapsedMs(start, stop)
-                                             : absl::StatusOr<float>(status);
-      if (!ms.ok()) status = ms.status();
-      if (status.ok()) us.push_back(*ms * 1e3);
-    }
-    cudaGraphExecDestroy(*lone);
-    if (!status.ok()) break;
-    std::sort(us.begin(), us.end());
+    RETURN_IF_ERROR(
+        Check(cudaGraphKernelNodeGetParams(n, &params), "cudaGraphKernelNodeGetParams"));
+    ASSIGN_OR_RETURN(cudaGraphExec_t exec, LoneKernel(params));
+    const Graph lone(nullptr, exec, 1);  // destroys exec
     KernelTime t;
+    ASSIGN_OR_RETURN(t.us, lone.TimeLaunches(stream, reps, flush, flush_bytes));
     t.name = ShortKernelName(params.func);
-    t.us = us.empty() ? 0 : us[us.size() / 2];
     t.grid[0] = params.gridDim.x;
     t.grid[1] = params.gridDim.y;
     t.grid[2] = params.gridDim.z;
     t.block = params.blockDim.x * params.blockDim.y * params.blockDim.z;
     out.push_back(std::move(t));
   }
-  DestroyEvent(start);
-  DestroyEvent(stop);
-  RETURN_IF_ERROR(status);
   return out;
 }
 

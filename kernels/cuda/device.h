@@ -117,6 +117,12 @@ class Graph {
   // Kernel nodes of the captured graph.
   int kernels() const { return kernels_; }
 
+  // The median of `reps` timed launches of this graph in microseconds, each
+  // after `flush_bytes` of `flush` are written (so its weights come from
+  // memory, not L2).
+  absl::StatusOr<double> TimeLaunches(Stream stream, int reps, void* flush,
+                                      uint64_t flush_bytes) const;
+
   // Each kernel node of the graph launched alone, in capture order: its
   // kernel's name and the median of `reps` timed launches, each after
   // `flush_bytes` of `flush` are written (so the weights come from memory,

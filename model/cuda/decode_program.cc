@@ -1,6 +1,5 @@
 #include "model/cuda/decode_program.h"
 
-#include <algorithm>
 #include <utility>
 
 #include "base/status_macros.h"
@@ -57,40 +56,18 @@ absl::Status DecodeProgram::Capture(cuda::Stream stream, Host& host) {
 
 absl::StatusOr<std::vector<OpTiming>> DecodeProgram::TimeOps(
     cuda::Stream stream, int reps, void* flush, uint64_t flush_bytes) const {
-  ASSIGN_OR_RETURN(cuda::Event start, cuda::CreateEvent(/*timing=*/true));
-  ASSIGN_OR_RETURN(cuda::Event stop, cuda::CreateEvent(/*timing=*/true));
   std::vector<OpTiming> out;
-  absl::Status status = absl::OkStatus();
   for (const Segment& s : segments_) {
     for (const DecodeOp& op : s.ops) {
       RETURN_IF_ERROR(cuda::Graph::BeginCapture(stream));
       absl::Status body = op.enqueue(stream);
       absl::StatusOr<cuda::Graph> g = cuda::Graph::EndCapture(stream);
-      if (!body.ok() || !g.ok()) {
-        status = body.ok() ? g.status() : body;
-        break;
-      }
-      std::vector<double> us;
-      for (int r = 0; r < reps && status.ok(); ++r) {
-        status = cuda::Memset(flush, r & 0xFF, flush_bytes, stream);
-        if (status.ok()) status = cuda::RecordEvent(start, stream);
-        if (status.ok()) status = g->Launch(stream);
-        if (status.ok()) status = cuda::RecordEvent(stop, stream);
-        if (status.ok()) status = cuda::Synchronize(stream);
-        absl::StatusOr<float> ms = status.ok() ? cuda::ElapsedMs(start, stop)
-                                               : absl::StatusOr<float>(status);
-        if (!ms.ok()) status = ms.status();
-        if (status.ok()) us.push_back(*ms * 1e3);
-      }
-      if (!status.ok()) break;
-      std::sort(us.begin(), us.end());
-      out.push_back({op.label, op.bytes, g->kernels(), us.empty() ? 0 : us[us.size() / 2]});
+      RETURN_IF_ERROR(body);
+      RETURN_IF_ERROR(g.status());
+      ASSIGN_OR_RETURN(const double us, g->TimeLaunches(stream, reps, flush, flush_bytes));
+      out.push_back({op.label, op.bytes, g->kernels(), us});
     }
-    if (!status.ok()) break;
   }
-  cuda::DestroyEvent(start);
-  cuda::DestroyEvent(stop);
-  RETURN_IF_ERROR(status);
   return out;
 }
 
