@@ -95,46 +95,49 @@ if [ "$kimi" = 1 ]; then
   k="$models/kimi_k2-q4_k_m-l5-loc0.gguf"
   [ -f "$k" ] || "$bin/mkmodel" --arch deepseek2 --shape kimi_k2 --mix q4_k_m \
     --routing-locality 0 --n-layer 5 --out "$k" > "$out/mkmodel_kimi.log" 2>&1
+  # generate on the Kimi file after a prompt of $1 tokens (the rest: its flags).
+  kimi() {
+    local depth="$1"
+    shift
+    timeout 200 "$bin/generate" --model "$k" --device cuda --ignore_eos --threads 16 \
+      --temperature 10000 --seed 1 --prompt_tokens "$depth" --ctx $((depth + 144)) "$@"
+  }
+  # The JSON report's fields named in $@, on one line.
+  fields() {
+    local pattern
+    pattern="$(printf '"%s": *[0-9.]*\\|' "$@")"
+    grep -o "${pattern%\\|}" | tr '\n' ' '
+  }
+  quarter=(--expert_policy lru --expert_arena_fraction 0.25 --expert_miss_policy copy)
   for few in 0 1 0 1; do
     for depth in 512 4096 16384; do
-      SLUICE_CUDA_MLA_FEW_HEADS=$few timeout 200 "$bin/generate" --model "$k" --device cuda \
-        --json --ignore_eos --prompt_tokens "$depth" --ctx $((depth + 144)) --max_tokens 128 \
-        --warmup_tokens 8 --threads 16 --temperature 10000 --seed 1 2>/dev/null |
-        grep -o '"decode_tok_s": *[0-9.]*\|"prefill_tok_s": *[0-9.]*' | tr '\n' ' '
+      SLUICE_CUDA_MLA_FEW_HEADS=$few kimi "$depth" --json --max_tokens 128 --warmup_tokens 8 \
+        2>/dev/null | fields decode_tok_s prefill_tok_s
       echo " (few heads=$few, depth $depth)"
     done
   done
   step "Kimi-K2 shape at depth 512: the norms' rounding in their own launches off and on"
   for fuse in 0 1 0 1; do
-    SLUICE_CUDA_FUSE_ROUNDING=$fuse timeout 200 "$bin/generate" --model "$k" --device cuda \
-      --json --ignore_eos --prompt_tokens 512 --ctx 656 --max_tokens 128 --warmup_tokens 8 \
-      --threads 16 --temperature 10000 --seed 1 2>/dev/null |
-      grep -o '"decode_tok_s": *[0-9.]*\|"launches_per_decode": *[0-9]*' | tr '\n' ' '
+    SLUICE_CUDA_FUSE_ROUNDING=$fuse kimi 512 --json --max_tokens 128 --warmup_tokens 8 \
+      2>/dev/null | fields decode_tok_s launches_per_decode
     echo " (fused rounding=$fuse)"
   done
   step "Kimi-K2 shape, a step kernel by kernel at depth 512, few heads off and on"
   for few in 0 1; do
-    SLUICE_CUDA_MLA_FEW_HEADS=$few timeout 100 "$bin/generate" --model "$k" --device cuda \
-      --ignore_eos --prompt_tokens 512 --ctx 656 --max_tokens 32 --threads 16 \
-      --time_decode_kernels 20 2> "$out/kimi_kernels_$few.txt" > /dev/null
+    SLUICE_CUDA_MLA_FEW_HEADS=$few kimi 512 --max_tokens 32 --time_decode_kernels 20 \
+      2> "$out/kimi_kernels_$few.txt" > /dev/null
     echo "few heads $few:"; grep "^kernel_total\|^kernel_sum" "$out/kimi_kernels_$few.txt" | head -14
   done
   step "Kimi-K2 shape at 25% (copy): prefetch of the next block's predicted experts off and on"
   for pf in 0 1 0 1; do
-    flag=""
-    [ "$pf" = 1 ] && flag="--expert_prefetch"
-    timeout 200 "$bin/generate" --model "$k" --device cuda --json --ignore_eos \
-      --prompt_tokens 512 --ctx 656 --max_tokens 128 --warmup_tokens 8 --threads 16 \
-      --temperature 10000 --seed 1 --expert_policy lru --expert_arena_fraction 0.25 \
-      --expert_miss_policy copy $flag 2>/dev/null |
-      grep -o '"decode_tok_s": *[0-9.]*\|"prefetches_issued": *[0-9]*\|"prefetches_useful": *[0-9]*' |
-      tr '\n' ' '
+    flag=()
+    [ "$pf" = 1 ] && flag=(--expert_prefetch)
+    kimi 512 --json --max_tokens 128 --warmup_tokens 8 "${quarter[@]}" "${flag[@]}" 2>/dev/null |
+      fields decode_tok_s prefetches_issued prefetches_useful
     echo " (prefetch=$pf)"
   done
   step "Kimi-K2 shape at 25%: the prompt, profiled (it swung 482-824 tok/s between calls)"
-  timeout 200 "$bin/generate" --model "$k" --device cuda --ignore_eos --prompt_tokens 512 \
-    --ctx 656 --max_tokens 16 --threads 16 --expert_policy lru --expert_arena_fraction 0.25 \
-    --expert_miss_policy copy --profile 2>&1 >/dev/null | grep '^profile prefill' |
+  kimi 512 --max_tokens 16 "${quarter[@]}" --profile 2>&1 >/dev/null | grep '^profile prefill' |
     sort -k3 -n -r | head -12
 fi
 step "done; logs in $out"
