@@ -220,16 +220,17 @@ def llama_runs(args, spec):
         plans.append(["-n", "0", "-p", depth_list] + deep)
     rows = {}
     for plan in plans:
+        prompt_only = plan[:2] == ["-n", "0"]  # the prompt of each depth alone
         rc, out, err, secs = run([bench] + common + plan, args.timeout, env=env)
         if rc != 0:
             bad = {"model": spec["name"], "shape": spec["shape"], "mix": spec["mix"],
                    "locality": spec["locality"], "ok": False, "args": plan,
-                   "depth": depths[0] if "-d" in plan or plan[:2] == ["-n", "0"] else 0,
+                   "depth": depths[0] if "-d" in plan or prompt_only else 0,
                    "error": f"rc={rc}: " + (err or out)[-2000:]}
             rows[("failed", len(rows))] = bad
             log(f"llama-bench failed: {bad['error'][:300]}")
             continue
-        merge_llama_rows(rows, parse_llama(out, spec, plan, prompt_is_depth=plan[:2] == ["-n", "0"]))
+        merge_llama_rows(rows, parse_llama(out, spec, plan, prompt_is_depth=prompt_only))
     return list(rows.values())
 
 
