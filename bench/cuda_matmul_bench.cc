@@ -21,6 +21,7 @@
 #include "format/ggml_type.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/test_util.h"
+#include "kernels/cuda/decode_ops.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/quant_matmul.h"
 
@@ -134,6 +135,10 @@ void DenseDecode(GgmlType t, int64_t rows, int64_t cols, const std::string& shap
          static_cast<double>(rows * cols * n_tok));
 }
 
+// A one-token product's phase: "stream8" where one-row launches stream
+// through shared memory (StreamGroupedEnabled), else "decode8".
+const char* Q8Phase() { return StreamGroupedEnabled() ? "stream8" : "decode8"; }
+
 // One token routed to `routed` of `experts` experts: one grouped launch, a
 // different expert set each call. q8: the activation row rounded to 8 bits
 // once, before, and read in place (as the one-token pass multiplies);
@@ -175,7 +180,7 @@ void MoeDecode(GgmlType t, int64_t rows, int64_t cols, const std::string& shape,
     a.d_group_weight = d_sets.as<const int32_t>() + (i % kSets) * routed;
     return LaunchGroupedMatMul(a, nullptr);
   });
-  Report(q8 ? "decode8" : "decode", t, shape, ms, static_cast<double>(m.bytes) * routed,
+  Report(q8 ? Q8Phase() : "decode", t, shape, ms, static_cast<double>(m.bytes) * routed,
          static_cast<double>(rows * cols) * routed);
 }
 
@@ -194,23 +199,29 @@ void DenseDecodeQ8(GgmlType t, int64_t rows, int64_t cols, const std::string& sh
                   y.as<float>(), nullptr, /*tensor_cores=*/false, /*q8_activations=*/true,
                   xq.as<uint8_t>());
   });
-  Report("decode8", t, shape, ms, static_cast<double>(one), static_cast<double>(rows * cols));
+  Report(Q8Phase(), t, shape, ms, static_cast<double>(one), static_cast<double>(rows * cols));
 }
 
 // The Kimi-K2 shape's one-token products (hidden 7168, 384 experts of
 // 7168->2048, 8 routed; MLA: q_a 7168->1536, q_b 1536->12288, kv_a
-// 7168->576, output 8192->7168), 8-bit activations as the pass runs them.
+// 7168->576, output 8192->7168), 8-bit activations as the pass runs them,
+// with the one-row launches streamed (StreamGroupedQ8) and not.
 void KimiDecode() {
   DenseDecode(GgmlType::kF32, 384, 7168, "kimi router 7168->384");
-  for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ6_K}) {
-    MoeDecode(t, 2048, 7168, "kimi 16 x 7168->2048 (gate+up)", 384, 16, true);
-    MoeDecode(t, 7168, 2048, "kimi 8 x 2048->7168 (down)", 384, 8, true);
-    DenseDecodeQ8(t, 1536, 7168, "kimi q_a 7168->1536");
-    DenseDecodeQ8(t, 12288, 1536, "kimi q_b 1536->12288");
-    DenseDecodeQ8(t, 576, 7168, "kimi kv_a 7168->576");
-    DenseDecodeQ8(t, 7168, 8192, "kimi out 8192->7168");
-    DenseDecodeQ8(t, 2048, 7168, "kimi shared 7168->2048");
+  const bool was = StreamGroupedEnabled();
+  for (const bool streamed : {false, true}) {
+    SetStreamGroupedEnabled(streamed);
+    for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+      MoeDecode(t, 2048, 7168, "kimi 16 x 7168->2048 (gate+up)", 384, 16, true);
+      MoeDecode(t, 7168, 2048, "kimi 8 x 2048->7168 (down)", 384, 8, true);
+      DenseDecodeQ8(t, 1536, 7168, "kimi q_a 7168->1536");
+      DenseDecodeQ8(t, 12288, 1536, "kimi q_b 1536->12288");
+      DenseDecodeQ8(t, 576, 7168, "kimi kv_a 7168->576");
+      DenseDecodeQ8(t, 7168, 8192, "kimi out 8192->7168");
+      DenseDecodeQ8(t, 2048, 7168, "kimi shared 7168->2048");
+    }
   }
+  SetStreamGroupedEnabled(was);
 }
 
 // A batch's products on both kernels: `groups` distinct matrices of rows x
@@ -282,6 +293,7 @@ int Main(bool only_kimi) {
     std::fprintf(stderr, "no CUDA device: %s\n", s.ToString().c_str());
     return 1;
   }
+  PrepareDecodeKernels();  // the streamed kernels' grid and shared memory
   std::printf("%-8s %-5s %-36s %12s %13s %15s\n", "phase", "type", "shape", "time", "weights",
               "F32 MACs");
   CopyBaseline();

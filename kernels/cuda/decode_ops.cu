@@ -627,6 +627,9 @@ struct TileRef {
   int64_t row_bytes;
   int nr, type;
   float* y;
+  // The tile's own 8-bit input (StreamGroupedQ8's rows); n = 0: the
+  // prologue's.
+  Q8Input in = {nullptr, nullptr, 0};
 };
 
 __device__ __forceinline__ TileRef ProjectTile(const StreamLaunch& s, int t) {
@@ -775,7 +778,7 @@ __device__ __forceinline__ void StreamTiles(int count, const StreamStages& st, i
     const uint8_t* up = r.up != nullptr ? w + r.nr * r.row_bytes : nullptr;
     WithQ8Type(r.type, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      StreamRows<T>(r.y, cols, L, r.nr, w, up, Q8For<T>(xv));
+      StreamRows<T>(r.y, cols, L, r.nr, w, up, Q8For<T>(r.in.n > 0 ? r.in : xv));
     });
     __syncthreads();  // the stage is refilled by the next round's issue
     after(t);
@@ -830,6 +833,42 @@ __global__ void __launch_bounds__(kProjThreads, kStreamBlocksPerSm)
       s.row_blocks * e.k, s.st, e.n_embd, s.lanes,
       reinterpret_cast<uint8_t*>(xs) + s.st.vec_bytes, [&](int t) { return ExpertTile(s, t); },
       prologue, [](int) {});
+}
+
+// StreamGroupedQ8's launch: tile t is row block t % row_blocks of group
+// t / row_blocks.
+struct StreamGroups {
+  StreamedGroups g;
+  StreamStages st;
+  int row_blocks, q8;
+};
+
+__device__ __forceinline__ TileRef GroupTile(const StreamGroups& s, int t) {
+  const StreamedGroups& g = s.g;
+  const int gi = t / s.row_blocks;
+  const int64_t r0 = static_cast<int64_t>(t % s.row_blocks) * s.st.rows_per_tile;
+  const int64_t nr = g.rows - r0 < s.st.rows_per_tile ? g.rows - r0 : s.st.rows_per_tile;
+  const void* w = g.single_weight != nullptr
+                      ? g.single_weight
+                      : g.weights[g.group_weight != nullptr ? g.group_weight[gi] : gi];
+  const int64_t xr = g.x_row != nullptr ? g.x_row[gi] : gi;
+  const uint8_t* x = g.x_q8 + xr * Q8Bytes(s.q8, g.cols);
+  TileRef r{static_cast<const uint8_t*>(w) + r0 * static_cast<int64_t>(g.row_bytes), nullptr,
+            static_cast<int64_t>(g.row_bytes), static_cast<int>(nr), g.type,
+            g.y + gi * g.y_stride + r0};
+  r.in = {(s.q8 & kFormatQ8K) ? x : nullptr, (s.q8 & kFormatQ8Z) ? x : nullptr, g.cols};
+  return r;
+}
+
+template <int kStages>
+__global__ void __launch_bounds__(kProjThreads, kStreamBlocksPerSm)
+    StreamGroupsKernel(const __grid_constant__ StreamGroups s) {
+  extern __shared__ __align__(16) float xs[];
+  // Every tile reads its own rounded row: no prologue.
+  StreamTiles<kStages, false>(
+      s.row_blocks * s.g.n_groups, s.st, s.g.cols, s.g.lanes,
+      reinterpret_cast<uint8_t*>(xs) + s.st.vec_bytes, [&](int t) { return GroupTile(s, t); },
+      [] { return Q8Input{nullptr, nullptr, 0}; }, [](int) {});
 }
 
 // One expert slot's gate and up rows row0.. (types G and U).
@@ -1520,6 +1559,8 @@ void PrepareDecodeKernels() {
   AllowSmem(StreamProjectKernel<4>);
   AllowSmem(StreamGateUpKernel<3>);
   AllowSmem(StreamGateUpKernel<4>);
+  AllowSmem(StreamGroupsKernel<3>);
+  AllowSmem(StreamGroupsKernel<4>);
   // SLUICE_CUDA_STREAM_BLOCKS_PER_SM (1..3) overrides kStreamBlocksPerSm for
   // measurements (the kernels' registers allow 3 of 128 threads per SM).
   const char* stream_per_sm = std::getenv("SLUICE_CUDA_STREAM_BLOCKS_PER_SM");
@@ -1713,6 +1754,25 @@ void DecodeExpertsGateUp(const DecodeExperts& e, Stream stream) {
     return;
   }
   LaunchStreamed(StreamGateUpKernel<4>, StreamGateUpKernel<3>, stages, tiles, s.st, s, stream);
+}
+
+bool StreamGroupedQ8(const StreamedGroups& g, Stream stream) {
+  StreamGroups s;
+  s.g = g;
+  s.q8 = Q8FormatOf(g.type, g.cols);
+  const int L = g.lanes;
+  if (!StreamingOn() || s.q8 == 0 || g.row_bytes % 16 != 0 || g.n_groups <= 0 || g.rows <= 0 ||
+      (L != 8 && L != 16 && L != 32)) {
+    return false;
+  }
+  const int64_t rows_per_tile = ProjectRowsPerBlock(L);
+  s.row_blocks = static_cast<int>((g.rows + rows_per_tile - 1) / rows_per_tile);
+  const int stages =
+      PlanStages(rows_per_tile, 0, rows_per_tile * static_cast<int64_t>(g.row_bytes), &s.st);
+  if (stages == 0) return false;
+  LaunchStreamed(StreamGroupsKernel<4>, StreamGroupsKernel<3>, stages, s.row_blocks * g.n_groups,
+                 s.st, s, stream);
+  return true;
 }
 
 void DecodeExpertsDown(const DecodeExperts& e, Stream stream) {

@@ -398,39 +398,47 @@ TEST(MlaMmaEmulationTest, ASplitContextIsTheInBlockMerge) {
   EXPECT_LT(err, 2e-6);
 }
 
-// 16 heads a block (a short context's launch) give every head the bits of
-// 64 a block, split over ranges and merged in the block; 20 heads leave the
-// second block of 16 a partial m tile, the only one of 64 too.
-TEST(MlaMmaEmulationTest, SixteenHeadsABlockAreTheBitsOfSixtyFour) {
+// 16 or 32 heads a block (a short context's launch) give every head the
+// bits of 64 a block, split over ranges and merged in the block; 20 heads
+// leave the second block of 16 a partial m tile, the only one of 32 or 64
+// too.
+TEST(MlaMmaEmulationTest, FewerHeadsABlockAreTheBitsOfSixtyFour) {
   const MlaShape s = MmaShape();
   const int n_tok = 2, pos0 = 150, split_len = MlaSplitKeys(4096);
   const auto [cache, q_abs] = MakeInputs(s, pos0, n_tok, 17, 0.3f);
   for (const int splits : {4096 / split_len, 0}) {
     const auto wide = RunMma(s, q_abs, cache, pos0, n_tok, split_len, splits, 64);
-    const auto narrow = RunMma(s, q_abs, cache, pos0, n_tok, split_len, splits, 16);
-    ASSERT_EQ(wide.size(), narrow.size());
-    int differ = 0;
-    for (size_t i = 0; i < wide.size(); ++i) {
-      differ += std::memcmp(&wide[i], &narrow[i], sizeof(float)) != 0;
+    for (const int heads : {16, 32}) {
+      const auto narrow = RunMma(s, q_abs, cache, pos0, n_tok, split_len, splits, heads);
+      ASSERT_EQ(wide.size(), narrow.size());
+      int differ = 0;
+      for (size_t i = 0; i < wide.size(); ++i) {
+        differ += std::memcmp(&wide[i], &narrow[i], sizeof(float)) != 0;
+      }
+      EXPECT_EQ(differ, 0) << "splits " << splits << ", " << heads << " heads";
+      EXPECT_LT(RelToExact(narrow, Exact(s, q_abs, cache, pos0, n_tok)), 2e-6);
     }
-    EXPECT_EQ(differ, 0) << "splits " << splits;
-    EXPECT_LT(RelToExact(narrow, Exact(s, q_abs, cache, pos0, n_tok)), 2e-6);
   }
 }
 
-// The launch takes 16 heads a block only where 64 would give fewer than
-// kMlaMmaFewBlocks blocks, and only with the switch on.
-TEST(MlaMmaHeadsTest, FewHeadsOnlyWhereBlocksAreFew) {
+// With the switch on, the launch takes the fewest of 16, 32 and 64 heads a
+// block whose blocks fit in one wave of kMlaMmaOneWave (132).
+TEST(MlaMmaHeadsTest, FewHeadsOnlyWhileOneWaveHoldsTheBlocks) {
   MlaShape s;
   s.n_head = 64;
-  EXPECT_EQ(internal::MlaMmaHeadsPerBlock(s, 1, 11, true), 16);   // 656 keys of capacity
-  EXPECT_EQ(internal::MlaMmaHeadsPerBlock(s, 1, 45, true), 16);   // 4,240
-  EXPECT_EQ(internal::MlaMmaHeadsPerBlock(s, 1, 66, true), 64);   // enough blocks
+  EXPECT_EQ(internal::MlaMmaHeadsPerBlock(s, 1, 11, true), 16);   // 656 keys: 44 blocks
+  EXPECT_EQ(internal::MlaMmaHeadsPerBlock(s, 1, 33, true), 16);   // 132 blocks
+  EXPECT_EQ(internal::MlaMmaHeadsPerBlock(s, 1, 34, true), 32);   // 136 at 16: 68 at 32
+  EXPECT_EQ(internal::MlaMmaHeadsPerBlock(s, 1, 45, true), 32);   // 4,240 keys: 90 blocks
+  EXPECT_EQ(internal::MlaMmaHeadsPerBlock(s, 1, 58, true), 32);   // 16,528 keys: 116
+  EXPECT_EQ(internal::MlaMmaHeadsPerBlock(s, 1, 66, true), 32);   // 132 blocks
+  EXPECT_EQ(internal::MlaMmaHeadsPerBlock(s, 1, 67, true), 64);   // 134 at 32
   EXPECT_EQ(internal::MlaMmaHeadsPerBlock(s, 2, 45, true), 64);   // two rows
   EXPECT_EQ(internal::MlaMmaHeadsPerBlock(s, 1, 11, false), 64);  // switched off
   s.n_head = 128;  // two groups of 64
-  EXPECT_EQ(internal::MlaMmaHeadsPerBlock(s, 1, 32, true), 16);
-  EXPECT_EQ(internal::MlaMmaHeadsPerBlock(s, 1, 33, true), 64);
+  EXPECT_EQ(internal::MlaMmaHeadsPerBlock(s, 1, 16, true), 16);
+  EXPECT_EQ(internal::MlaMmaHeadsPerBlock(s, 1, 17, true), 32);
+  EXPECT_EQ(internal::MlaMmaHeadsPerBlock(s, 1, 34, true), 64);
 }
 
 }  // namespace

@@ -61,16 +61,24 @@ inline int64_t MlaMmaSharedBytes(int width) {
 
 // Whether MlaMmaAttendBlock handles s: whole k16 steps over the width,
 // whole n8 tiles of at most kMlaMmaMaxLat latent values.
-// Heads a block for n_tok rows of s in `splits` key ranges: 16 where 64
-// would give fewer than kMlaMmaFewBlocks blocks (about half the H100's and
-// H200's SMs; a short context's ranges are few, and a block's chain of
-// instructions, not memory, sets its time), else 64 (each cache row read
-// once per 64 heads). few_heads false: always 64.
+// Heads a block for n_tok rows of s in `splits` key ranges: the fewest of
+// 16, 32 and 64 whose blocks still fit in one wave of kMlaMmaOneWave (the
+// H100's and H200's SMs, a block each: its shared memory allows no more).
+// A short context's ranges are few, and then a block's chain of
+// instructions, not memory, sets its time; past one wave the blocks run
+// twice over and each cache row is read once per block's heads, which at
+// a 16k context cost more than it gave (run 14). few_heads false: always 64.
 constexpr int kMlaMmaFewHeads = 16;
-constexpr int64_t kMlaMmaFewBlocks = 66;
+constexpr int64_t kMlaMmaOneWave = 132;
 inline int MlaMmaHeadsPerBlock(const MlaShape& s, int64_t n_tok, int splits, bool few_heads) {
   const int64_t groups = (s.n_head + kMlaMmaHeads - 1) / kMlaMmaHeads;
-  return few_heads && n_tok * groups * splits < kMlaMmaFewBlocks ? kMlaMmaFewHeads : kMlaMmaHeads;
+  int heads = kMlaMmaHeads;
+  if (!few_heads) return heads;
+  while (heads > kMlaMmaFewHeads &&
+         n_tok * groups * splits * (kMlaMmaHeads / (heads / 2)) <= kMlaMmaOneWave) {
+    heads /= 2;
+  }
+  return heads;
 }
 
 inline bool MlaMmaShapeOk(const MlaShape& s) {
@@ -102,8 +110,8 @@ __device__ __forceinline__ void MlaAFragment(const uint32_t* rows, int stride, i
 // Block (token t, heads [h0, h0 + 64), ranges as MlaAttendBlock): the same
 // partials (with part) or normalised values (without) from the tensor
 // cores. smem: MlaMmaSharedBytes(width) bytes.
-// heads_per_block: 64, or 16 where a short context leaves too few blocks
-// for the GPU (MlaMmaHeadsPerBlock): each head's products, weights and sums
+// heads_per_block: 64, or 32 or 16 where a short context leaves too few
+// blocks for the GPU (MlaMmaHeadsPerBlock): each head's products, weights and sums
 // are the same operations either way, so its values are the same bits.
 template <typename Loc>
 __device__ void MlaMmaAttendBlock(const MlaShape& s, const float* q_abs, Loc loc, int n_tok,

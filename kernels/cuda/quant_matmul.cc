@@ -3,11 +3,13 @@
 // InvalidArgument naming the field rather than a kernel fault.
 #include "kernels/cuda/quant_matmul.h"
 
+#include <atomic>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "base/env_switch.h"
 #include "base/status_macros.h"
+#include "kernels/cuda/decode_ops.h"
 #include "kernels/cuda/quant_matmul_impl.h"
 
 namespace sluice::cuda {
@@ -63,6 +65,35 @@ absl::Status CheckGeometry(const internal::RawGroupedMatMul& raw, const char* wh
 }
 
 EnvSwitch tensor_cores_switch("SLUICE_CUDA_TENSOR_CORES", true);
+EnvSwitch stream_grouped_switch("SLUICE_CUDA_STREAM_GROUPED", false);
+std::atomic<uint64_t> streamed_launches{0};
+
+// Launches raw streamed (decode_ops.h StreamGroupedQ8) where it is one row
+// a group (entry g of group g) rounded by the caller and the switch is on;
+// false: nothing launched.
+bool StreamOneRow(const internal::RawGroupedMatMul& raw, CUstream_st* stream) {
+  if (!stream_grouped_switch.on() || raw.x_q8 == nullptr || raw.max_entries_per_group != 1 ||
+      raw.group_begin != nullptr || raw.single_group_entries > 1) {
+    return false;
+  }
+  StreamedGroups g;
+  g.type = raw.type;
+  g.rows = raw.rows;
+  g.cols = raw.cols;
+  g.row_bytes = raw.row_bytes;
+  g.n_groups = raw.n_groups;
+  g.weights = raw.weights;
+  g.single_weight = raw.single_weight;
+  g.group_weight = raw.group_weight;
+  g.x_row = raw.x_row;
+  g.x_q8 = raw.x_q8;
+  g.y = raw.y;
+  g.y_stride = raw.y_stride;
+  g.lanes = internal::GeometryFor(raw).lanes_per_row;
+  if (!StreamGroupedQ8(g, stream)) return false;
+  streamed_launches.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
 
 // Launches `raw` on the tensor-core kernel when the caller and UsesTensorCores allow it for
 // its largest group, else on the FP32 kernel, with 8-bit activations when
@@ -79,6 +110,7 @@ absl::Status LaunchEither(const internal::RawGroupedMatMul& raw, bool tensor_cor
   if (q8 && Q8ActivationsEnabled() &&
       internal::Q8KernelSupports(raw.type, raw.cols, raw.max_entries_per_group,
                                  raw.x_q8 != nullptr)) {
+    if (StreamOneRow(raw, stream)) return LaunchError(internal::LastLaunchCode(), what);
     return LaunchError(internal::LaunchGroupedQ8(raw, stream), what);
   }
   return LaunchError(internal::LaunchGrouped(raw, stream), what);  // F32 reads no x_q8
@@ -100,6 +132,12 @@ bool TensorCoresEnabled() { return tensor_cores_switch.on(); }
 void SetTensorCoresEnabled(bool enabled) { tensor_cores_switch.Set(enabled); }
 
 bool Q8ActivationsEnabled() { return q8_switch.on(); }
+
+bool StreamGroupedEnabled() { return stream_grouped_switch.on(); }
+
+void SetStreamGroupedEnabled(bool enabled) { stream_grouped_switch.Set(enabled); }
+
+uint64_t StreamedOneRowLaunches() { return streamed_launches.load(std::memory_order_relaxed); }
 
 bool Q8RoundOnceEnabled() { return q8_round_once_switch.on(); }
 

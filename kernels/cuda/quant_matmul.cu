@@ -72,6 +72,8 @@ __global__ void DequantRowsKernel(int type, const uint8_t* w, uint64_t row_bytes
 
 bool KernelSupportsType(int type) { return ChunkElems(type) != 0; }
 
+int LastLaunchCode() { return static_cast<int>(cudaGetLastError()); }
+
 GroupedGeometry GeometryFor(const RawGroupedMatMul& a) { return ComputeGeometry(a); }
 
 int LaunchGrouped(const RawGroupedMatMul& a, CUstream_st* stream) {

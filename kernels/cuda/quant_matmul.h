@@ -141,6 +141,16 @@ void SetFuseRoundingEnabled(bool enabled);
 // the decode program's products read too).
 bool Q8ActivationsEnabled();
 
+// Whether a one-row launch (one entry per group, its rows rounded by the
+// caller: a batch pass's one-token products) streams the weights through
+// shared memory (decode_ops.h StreamGroupedQ8), with the grouped kernel's
+// bits: unless the environment variable SLUICE_CUDA_STREAM_GROUPED is "0"
+// when first asked, or SetStreamGroupedEnabled said otherwise.
+bool StreamGroupedEnabled();
+void SetStreamGroupedEnabled(bool enabled);
+// Launches that took the streamed kernel in this process so far.
+uint64_t StreamedOneRowLaunches();
+
 // Whether the CUDA batch pass rounds each product input once
 // (RoundActivationsQ8, GroupedMatMul::d_x_q8) rather than in every block:
 // unless the environment variable SLUICE_CUDA_Q8_ROUND_ONCE is "0" when

@@ -47,6 +47,9 @@ struct RawGroupedMatMul {
 // Whether the kernels below handle type id `type`.
 bool KernelSupportsType(int type);
 
+// cudaGetLastError() as an int (after a launch made elsewhere).
+int LastLaunchCode();
+
 // The launch geometry LaunchGrouped will use (exposed so the host side can
 // check it against CUDA's grid limits before launching, and tests can pin it).
 struct GroupedGeometry {

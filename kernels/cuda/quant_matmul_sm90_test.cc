@@ -31,6 +31,7 @@
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/matvec.h"
 #include "kernels/cpu/test_util.h"
+#include "kernels/cuda/decode_ops.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/grouped_case_testing.h"
 
@@ -137,6 +138,7 @@ class QuantMatMulSm90Test : public ::testing::TestWithParam<GgmlType> {
     std::vector<float> y(n_entries * y_stride);
     ASSERT_TRUE(Synchronize(nullptr).ok());
     ASSERT_TRUE(CopyToHost(y.data(), y_.data(), y.size() * sizeof(float), nullptr).ok());
+    last_y_ = y;
 
     double max_abs = 0, max_rel = 0;
     int64_t gap_writes = 0;
@@ -212,6 +214,7 @@ class QuantMatMulSm90Test : public ::testing::TestWithParam<GgmlType> {
   }
 
   DeviceBuffer y_;
+  std::vector<float> last_y_;  // RunCase's outputs
 };
 
 Case OneEntryDecode(int64_t cols) {
@@ -371,6 +374,49 @@ TEST_P(QuantMatMulQ8Sm90Test, RowsRoundedOnceExpertsThroughWeightTable) {
 
 TEST_P(QuantMatMulQ8Sm90Test, RowsRoundedOnceMisalignedActivations) {
   RunCase(MisalignedWeightsAndActivations(512), true, true);
+}
+
+// A token's routed experts as the batch pass multiplies them: one row a
+// group through the weight table, each group's own input row (the down
+// products' case), rows rounded once; 700 rows make 88 tiles a group (the
+// last of 4 rows), more tiles than resident blocks, so blocks stream
+// several through their stages. Rows of 2,048 are a multiple of 16 bytes
+// in every type here.
+Case OneRowPerGroup() {
+  Case c;
+  c.name = "one row a group, table, 700 rows";
+  c.rows = 700;
+  c.cols = 2048;
+  c.n_weights = 4;
+  c.n_groups = 6;
+  c.group_weight = {2, 0, 3, 3, 1, 0};
+  c.x_rows = 3;
+  c.x_row = {0, 2, 1, 1, 0, 2};
+  c.y_pad = 3;
+  return c;
+}
+
+// Streamed through shared memory (SLUICE_CUDA_STREAM_GROUPED, decode_ops.h
+// StreamGroupedQ8) the products pass the same gate as the grouped kernel's
+// and are its bits.
+TEST_P(QuantMatMulQ8Sm90Test, StreamedOneRowGroupsAreTheGroupedKernelsBits) {
+  PrepareDecodeKernels();
+  const bool was = StreamGroupedEnabled();
+  std::vector<float> y[2];
+  for (const bool on : {false, true}) {
+    SetStreamGroupedEnabled(on);
+    const uint64_t before = StreamedOneRowLaunches();
+    RunCase(OneRowPerGroup(), true, true);
+    EXPECT_EQ(StreamedOneRowLaunches() - before, on ? 1u : 0u);
+    y[on] = last_y_;
+  }
+  SetStreamGroupedEnabled(was);
+  ASSERT_EQ(y[0].size(), y[1].size());
+  int differ = 0;
+  for (size_t i = 0; i < y[0].size(); ++i) {
+    differ += std::memcmp(&y[0][i], &y[1][i], sizeof(float)) != 0;
+  }
+  EXPECT_EQ(differ, 0);
 }
 
 constexpr GgmlType kQ8Types[] = {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K,

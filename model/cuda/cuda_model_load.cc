@@ -125,7 +125,8 @@ absl::Status CudaModel::CreateExperts(const ModelFiles& files, int64_t slots) {
                                          .host_tier_policy = options_.experts.host_tier_policy,
                                          .exclusive_tiers = options_.experts.tiers ==
                                                             config::TierMode::kExclusive,
-                                         .miss = miss},
+                                         .miss = miss,
+                                         .skipping = options_.experts.skip_threshold > 0},
                                         stream_));
   if (miss.policy == memory::MissPolicy::kCopy) return absl::OkStatus();
   ASSIGN_OR_RETURN(host_, HostMisses::Create(d.moe.n_embd, static_cast<int>(d.moe.n_expert_used),

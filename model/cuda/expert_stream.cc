@@ -81,7 +81,8 @@ absl::Status ExpertStream::AllocateArena(const ExpertStreamOptions& options,
       ASSIGN_OR_RETURN(k.arena,
                        cuda::DeviceBuffer::Create(per_class[c] * k.slot_bytes));
     }
-    if (options.miss.policy != memory::MissPolicy::kCopy) {
+    // What a host-computed or skipped expert's table entries point at.
+    if (options.miss.policy != memory::MissPolicy::kCopy || options.skipping) {
       ASSIGN_OR_RETURN(k.zero, cuda::DeviceBuffer::Create(k.slot_bytes));
       RETURN_IF_ERROR(cuda::Memset(k.zero.data(), 0, k.slot_bytes, compute));
     }
@@ -536,6 +537,10 @@ absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> all,
   std::vector<int> dirty;
   if (stale_[layer]) Mark(dirty, layer);
   RestoreZeroed(layer, dirty);
+  if (!skipped.empty() && c.zero.data() == nullptr) {
+    return absl::FailedPreconditionError(
+        "expert stream: experts skipped, but the stream was made without skipping");
+  }
   for (const int32_t e : skipped) {
     PointAtZero(layer, e);
     Mark(dirty, layer);

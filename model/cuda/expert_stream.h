@@ -69,6 +69,9 @@ struct ExpertStreamOptions {
   // Where decode misses are computed (memory/miss_split.h); kCopy keeps
   // the logits bit-identical.
   memory::MissSplitOptions miss;
+  // --expert_skip is on: skipped experts point at the zeroed block, which
+  // then exists even under the copy policy.
+  bool skipping = false;
 };
 
 // A routed expert the host CPU computes for this step instead of the

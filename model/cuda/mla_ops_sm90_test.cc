@@ -355,11 +355,11 @@ TEST_F(MlaOpsSm90Test, TensorCoresMatchTheF32Kernel) {
   cuda::SetMlaTensorCoresEnabled(was);
 }
 
-// 16 heads a block (SetMlaFewHeadsEnabled; a short context's few key
+// 16 or 32 heads a block (SetMlaFewHeadsEnabled; a short context's few key
 // ranges) give the bits of 64 a block: a decode row at depths 500 (a
-// 656-row cache: 11 ranges) and 3,000 (4,096 rows: 64 ranges, still few
-// blocks for 64 heads), split over blocks and merged in one, 64 and 128
-// heads.
+// 656-row cache: 11 ranges, 16 heads a block) and 3,000 (4,096 rows: 64
+// ranges, 32 heads a block at 64 heads), split over blocks and merged in
+// one, 64 and 128 heads.
 TEST_F(MlaOpsSm90Test, FewHeadsABlockAreTheBitsOfSixtyFour) {
   const bool was = cuda::MlaFewHeadsEnabled();
   for (const int n_head : {64, 128}) {
