@@ -1,7 +1,6 @@
 #include "config/expert_config.h"
 
 #include "absl/strings/str_cat.h"
-#include "base/env_switch.h"
 
 namespace sluice::config {
 
@@ -54,20 +53,6 @@ absl::StatusOr<MissPolicy> ParseMissPolicy(absl::string_view name) {
   if (name == "cost") return MissPolicy::kCost;
   return absl::InvalidArgumentError(absl::StrCat("unknown expert miss policy \"",
                                                  name.substr(0, 64), "\" (copy, host or cost)"));
-}
-
-namespace {
-// The CUDA path of --expert_skip, written and not yet run on a GPU: allowed
-// only where SLUICE_CUDA_EXPERT_SKIP=1 (its GPU test sets it).
-EnvSwitch cuda_expert_skip("SLUICE_CUDA_EXPERT_SKIP", false);
-}  // namespace
-
-absl::Status CheckExpertSkipOnCuda(const ExpertConfig& e) {
-  if (e.skip_threshold == 0 || cuda_expert_skip.on()) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("--expert_skip=", e.skip_threshold,
-                   ": the cuda backend does not skip experts yet (its passes compute every "
-                   "routed expert; issue 22); use 0 (off) or the cpu backend"));
 }
 
 absl::Status ValidateExpertConfig(const ExpertConfig& e) {

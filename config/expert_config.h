@@ -91,8 +91,8 @@ struct ExpertConfig {
   // routing weights is below this and whose bytes are not in RAM is not
   // computed; the token's other weights are scaled up to the same sum. The
   // token's largest weight is never skipped. In [0, 1); 0: off (logits bit
-  // for bit as without it). CPU only: the CUDA backend refuses any other
-  // value (its data path has no disk tier to skip yet).
+  // for bit as without it). The CUDA backend skips in one-token passes
+  // while streaming experts (residency: a device slot or the host tier).
   double skip_threshold = 0;
 
   bool operator==(const ExpertConfig&) const = default;
@@ -121,14 +121,6 @@ absl::StatusOr<MissPolicy> ParseMissPolicy(absl::string_view name);
 // name ("", lru, lfu or tinylfu). InvalidArgument
 // naming the flag and the value.
 absl::Status ValidateExpertConfig(const ExpertConfig& config);
-
-// OK unless the CUDA backend is asked to skip experts (skip_threshold != 0):
-// InvalidArgument naming --expert_skip. Checked where a backend is chosen:
-// sluiced's start-up for its default backend, and every model load. Its
-// CUDA path (one-token passes while streaming: model/cuda/batch_pass.h,
-// AcquireRouted) is written but not yet run on a GPU:
-// SLUICE_CUDA_EXPERT_SKIP=1 lets it through for its test.
-absl::Status CheckExpertSkipOnCuda(const ExpertConfig& config);
 
 // "slots=-1 arena_fraction=0 policy=lru host_tier_bytes=0 prefetch=false
 // miss_policy=copy host_threads=0" (then " profile=FILE" and

@@ -122,10 +122,6 @@ absl::Status ValidateConfig(const Config& c) {
     return s;
   }
   if (absl::Status s = config::ValidateExpertConfig(c.experts); !s.ok()) return s;
-  if (c.worker_kind == WorkerKindConfig::kCuda) {
-    // Refused at start, not at the first load.
-    if (absl::Status s = config::CheckExpertSkipOnCuda(c.experts); !s.ok()) return s;
-  }
   if (const std::string& p = c.experts.profile; !p.empty()) {
     // Checked here, not at the first save a minute into serving.
     const size_t slash = p.rfind('/');

@@ -140,18 +140,16 @@ TEST(ValidateConfigTest, AcceptsTheCudaWorkerOnAnyDevice) {
   EXPECT_TRUE(ValidateConfig(c).ok());
 }
 
-TEST(ValidateConfigTest, CudaBackendRefusesExpertSkipAtStart) {
+// Both backends skip (the CUDA one in one-token passes while streaming,
+// run 15 on the H100); out-of-range thresholds are refused for either.
+TEST(ValidateConfigTest, BothBackendsTakeExpertSkip) {
   Config c;
   c.experts.skip_threshold = 0.05;
-  EXPECT_TRUE(ValidateConfig(c).ok());  // the cpu backend skips
-  c.worker_kind = WorkerKindConfig::kCuda;
-  const absl::Status s = ValidateConfig(c);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message(),
-            "--expert_skip=0.05: the cuda backend does not skip experts yet (its passes "
-            "compute every routed expert; issue 22); use 0 (off) or the cpu backend");
-  c.experts.skip_threshold = 0;
   EXPECT_TRUE(ValidateConfig(c).ok());
+  c.worker_kind = WorkerKindConfig::kCuda;
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  c.experts.skip_threshold = 1.5;
+  EXPECT_EQ(ValidateConfig(c).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ValidateConfigTest, ExpertSettingsNameTheFlag) {

@@ -30,9 +30,6 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const ModelFiles& files,
                                    .expert_skip = o.experts.skip_threshold,
                                    .expert_residency = o.expert_residency});
     case Backend::kCuda: {
-      // Here, where the backend is chosen, so that sluiced's CUDA worker
-      // and the tools' --backend=cuda refuse it alike.
-      RETURN_IF_ERROR(config::CheckExpertSkipOnCuda(o.experts));
       if (CudaFactory() == nullptr) {
         return absl::UnavailableError(
             "engine: no cuda backend in this binary (it was built without "

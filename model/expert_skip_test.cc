@@ -206,13 +206,5 @@ TEST_F(ExpertSkipEngineTest, ColdExpertsAreSkippedCountedAndChangeTheLogits) {
               static_cast<unsigned long long>(on.skipped), max_diff);
 }
 
-TEST_F(ExpertSkipEngineTest, TheCudaBackendRefusesTheFlagByName) {
-  EngineOptions options{.backend = Backend::kCuda};
-  options.experts.skip_threshold = 0.05;
-  EXPECT_EQ(Engine::Create(*files_, options).status().message(),
-            "--expert_skip=0.05: the cuda backend does not skip experts yet (its passes "
-            "compute every routed expert; issue 22); use 0 (off) or the cpu backend");
-}
-
 }  // namespace
 }  // namespace sluice

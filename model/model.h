@@ -104,6 +104,9 @@ struct ExpertStreamStats {
   uint64_t slot_bytes = 0;   // bytes of one slot (largest slot class)
   uint64_t arena_bytes = 0;  // device bytes of all slots
   uint64_t host_tier_bytes = 0;  // host RAM holding experts for the slots
+  // The fewest bytes an inclusive host tier takes for this model (one
+  // layer's experts in pinned slots; twice that for exclusive tiers).
+  uint64_t host_tier_min_bytes = 0;
   memory::SlotCacheCounters counters;  // since the model was built
   // The pinned host tier's own cache (model/cuda/host_tier.h), when there
   // is one: its lookups (inclusive: every device miss; exclusive: the

@@ -1756,13 +1756,22 @@ void DecodeExpertsGateUp(const DecodeExperts& e, Stream stream) {
   LaunchStreamed(StreamGateUpKernel<4>, StreamGateUpKernel<3>, stages, tiles, s.st, s, stream);
 }
 
+// Chunks a lane sums of each row, at least, for StreamGroupedQ8 to stream:
+// with fewer a tile's rows are short work between its barriers. H100, run
+// 15 (cuda_matmul_bench --kimi): 7 a lane (7,168 columns) took the routed
+// Q4_K gate+up from 77.1 to 61.7 us and q_a, kv_a and the shared expert
+// 10-30% faster; 2 a lane (the down products' 2,048) went from 48.8 to
+// 58.9 us, 1.5 (q_b's 1,536) no faster.
+constexpr int64_t kStreamMinChunksPerLane = 4;
+
 bool StreamGroupedQ8(const StreamedGroups& g, Stream stream) {
   StreamGroups s;
   s.g = g;
   s.q8 = Q8FormatOf(g.type, g.cols);
   const int L = g.lanes;
   if (!StreamingOn() || s.q8 == 0 || g.row_bytes % 16 != 0 || g.n_groups <= 0 || g.rows <= 0 ||
-      (L != 8 && L != 16 && L != 32)) {
+      (L != 8 && L != 16 && L != 32) ||
+      g.cols / ChunkOf(g.type) < kStreamMinChunksPerLane * L) {
     return false;
   }
   const int64_t rows_per_tile = ProjectRowsPerBlock(L);

@@ -205,9 +205,10 @@ struct StreamedGroups {
 // projections are (a few resident blocks a SM, each asking for its next
 // tiles' weight bytes with cp.async while it sums the current one) and
 // returns true; false, launching nothing, where the type has no 8-bit
-// product, a row is not a multiple of 16 bytes, the tiles do not fit the
-// stages or the streamed kernels are off (SLUICE_CUDA_STREAM_PROJECT=0 or
-// PrepareDecodeKernels not run).
+// product, a row is not a multiple of 16 bytes, a lane would sum fewer
+// than 4 chunks of a row (short rows: the grouped kernel is faster there),
+// the tiles do not fit the stages or the streamed kernels are off
+// (SLUICE_CUDA_STREAM_PROJECT=0 or PrepareDecodeKernels not run).
 bool StreamGroupedQ8(const StreamedGroups& g, Stream stream);
 
 // One token of DeltaNetGates + DeltaNetConv (ops.h) in one launch.

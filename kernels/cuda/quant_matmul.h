@@ -143,9 +143,10 @@ bool Q8ActivationsEnabled();
 
 // Whether a one-row launch (one entry per group, its rows rounded by the
 // caller: a batch pass's one-token products) streams the weights through
-// shared memory (decode_ops.h StreamGroupedQ8), with the grouped kernel's
-// bits: unless the environment variable SLUICE_CUDA_STREAM_GROUPED is "0"
-// when first asked, or SetStreamGroupedEnabled said otherwise.
+// shared memory where that is faster (decode_ops.h StreamGroupedQ8), with
+// the grouped kernel's bits: unless the environment variable
+// SLUICE_CUDA_STREAM_GROUPED is "0" when first asked, or
+// SetStreamGroupedEnabled said otherwise.
 bool StreamGroupedEnabled();
 void SetStreamGroupedEnabled(bool enabled);
 // Launches that took the streamed kernel in this process so far.

@@ -380,13 +380,13 @@ TEST_P(QuantMatMulQ8Sm90Test, RowsRoundedOnceMisalignedActivations) {
 // group through the weight table, each group's own input row (the down
 // products' case), rows rounded once; 700 rows make 88 tiles a group (the
 // last of 4 rows), more tiles than resident blocks, so blocks stream
-// several through their stages. Rows of 2,048 are a multiple of 16 bytes
-// in every type here.
+// several through their stages. Rows of 4,096 are a multiple of 16 bytes
+// in every type here and give a lane at least 4 chunks.
 Case OneRowPerGroup() {
   Case c;
   c.name = "one row a group, table, 700 rows";
   c.rows = 700;
-  c.cols = 2048;
+  c.cols = 4096;
   c.n_weights = 4;
   c.n_groups = 6;
   c.group_weight = {2, 0, 3, 3, 1, 0};

@@ -683,6 +683,9 @@ ExpertStreamStats ExpertStream::Stats() const {
   s.experts = static_cast<int64_t>(layers_.size()) * n_expert_;
   s.arena_bytes = arena_bytes();
   for (const Window& w : windows_) s.host_tier_bytes += w.end - w.begin;
+  std::vector<std::array<ExpertMatrix, 3>> views;
+  for (const LayerExpertViews& v : layers_) views.push_back({v.gate, v.up, v.down});
+  s.host_tier_min_bytes = HostTier::MinBytes(views, /*exclusive=*/false);
   if (host_ != nullptr) {
     s.host_tier = true;
     s.exclusive_tiers = exclusive_;
