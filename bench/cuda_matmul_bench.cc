@@ -136,12 +136,8 @@ void DenseDecode(GgmlType t, int64_t rows, int64_t cols, const std::string& shap
 }
 
 // A one-token product's phase: "stream8" where one-row launches stream
-// through shared memory (StreamGroupedEnabled), "stream8s" with short rows
-// too (StreamShortRowsEnabled), else "decode8".
-const char* Q8Phase() {
-  if (!StreamGroupedEnabled()) return "decode8";
-  return StreamShortRowsEnabled() ? "stream8s" : "stream8";
-}
+// through shared memory (StreamGroupedEnabled), else "decode8".
+const char* Q8Phase() { return StreamGroupedEnabled() ? "stream8" : "decode8"; }
 
 // One token routed to `routed` of `experts` experts: one grouped launch, a
 // different expert set each call. q8: the activation row rounded to 8 bits
@@ -209,14 +205,12 @@ void DenseDecodeQ8(GgmlType t, int64_t rows, int64_t cols, const std::string& sh
 // The Kimi-K2 shape's one-token products (hidden 7168, 384 experts of
 // 7168->2048, 8 routed; MLA: q_a 7168->1536, q_b 1536->12288, kv_a
 // 7168->576, output 8192->7168), 8-bit activations as the pass runs them,
-// with the one-row launches not streamed, streamed (StreamGroupedQ8) and
-// streamed short rows too.
+// with the one-row launches streamed (StreamGroupedQ8) and not.
 void KimiDecode() {
   DenseDecode(GgmlType::kF32, 384, 7168, "kimi router 7168->384");
-  const bool was = StreamGroupedEnabled(), was_short = StreamShortRowsEnabled();
-  for (const int streamed : {0, 1, 2}) {
-    SetStreamGroupedEnabled(streamed > 0);
-    SetStreamShortRowsEnabled(streamed == 2);
+  const bool was = StreamGroupedEnabled();
+  for (const bool streamed : {false, true}) {
+    SetStreamGroupedEnabled(streamed);
     for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ6_K}) {
       MoeDecode(t, 2048, 7168, "kimi 16 x 7168->2048 (gate+up)", 384, 16, true);
       MoeDecode(t, 7168, 2048, "kimi 8 x 2048->7168 (down)", 384, 8, true);
@@ -228,7 +222,6 @@ void KimiDecode() {
     }
   }
   SetStreamGroupedEnabled(was);
-  SetStreamShortRowsEnabled(was_short);
 }
 
 // A batch's products on both kernels: `groups` distinct matrices of rows x

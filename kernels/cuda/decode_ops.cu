@@ -741,8 +741,7 @@ __device__ __forceinline__ void CopyTile(uint8_t* dst, const uint8_t* src, int64
 // kStages - 1 are asked for before prologue() (which fills and quantizes
 // the input vector, returning where it is), then each round asks for one
 // more, waits for the oldest, sums its rows and calls after(t).
-template <int kStages, bool kStaticTiles, bool kPasses = false, class TileFn, class Prologue,
-          class After>
+template <int kStages, bool kStaticTiles, class TileFn, class Prologue, class After>
 __device__ __forceinline__ void StreamTiles(int count, const StreamStages& st, int64_t cols,
                                             int L, uint8_t* stages, TileFn&& tile,
                                             Prologue&& prologue, After&& after) {
@@ -777,24 +776,10 @@ __device__ __forceinline__ void StreamTiles(int count, const StreamStages& st, i
     const TileRef r = tile(t);
     const uint8_t* w = stages + (i % kStages) * st.stage_bytes;
     const uint8_t* up = r.up != nullptr ? w + r.nr * r.row_bytes : nullptr;
-    const auto rows = [&](int p0, int nr) {
-      const int64_t at = static_cast<int64_t>(p0) * r.row_bytes;
-      WithQ8Type(r.type, [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        StreamRows<T>(r.y + p0, cols, L, nr, w + at, up != nullptr ? up + at : nullptr,
-                      Q8For<T>(r.in.n > 0 ? r.in : xv));
-      });
-    };
-    if constexpr (kPasses) {
-      // A tile of more rows than a block sums at once (StreamGroupedQ8's
-      // short rows) goes in passes of ProjectRowsPerBlock(L) rows.
-      const int pass_rows = static_cast<int>(ProjectRowsPerBlock(L));
-      for (int p0 = 0; p0 < r.nr; p0 += pass_rows) {
-        rows(p0, r.nr - p0 < pass_rows ? r.nr - p0 : pass_rows);
-      }
-    } else {
-      rows(0, r.nr);
-    }
+    WithQ8Type(r.type, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      StreamRows<T>(r.y, cols, L, r.nr, w, up, Q8For<T>(r.in.n > 0 ? r.in : xv));
+    });
     __syncthreads();  // the stage is refilled by the next round's issue
     after(t);
   }
@@ -880,7 +865,7 @@ __global__ void __launch_bounds__(kProjThreads, kStreamBlocksPerSm)
     StreamGroupsKernel(const __grid_constant__ StreamGroups s) {
   extern __shared__ __align__(16) float xs[];
   // Every tile reads its own rounded row: no prologue.
-  StreamTiles<kStages, false, true>(
+  StreamTiles<kStages, false>(
       s.row_blocks * s.g.n_groups, s.st, s.g.cols, s.g.lanes,
       reinterpret_cast<uint8_t*>(xs) + s.st.vec_bytes, [&](int t) { return GroupTile(s, t); },
       [] { return Q8Input{nullptr, nullptr, 0}; }, [](int) {});
@@ -1483,8 +1468,6 @@ int g_resident_blocks = 0;
 // Blocks of a streamed projection (StreamProjectKernel): kStreamBlocksPerSm
 // per SM, set at PrepareDecodeKernels.
 int g_stream_grid = 0;
-// StreamGroupedQ8 streams short rows too (SetStreamShortRowsEnabled).
-bool g_stream_short_rows = false;
 int DecodeBlocks(int row_blocks) {
   return g_resident_blocks > 0 && row_blocks > g_resident_blocks ? g_resident_blocks : row_blocks;
 }
@@ -1578,8 +1561,6 @@ void PrepareDecodeKernels() {
   AllowSmem(StreamGateUpKernel<4>);
   AllowSmem(StreamGroupsKernel<3>);
   AllowSmem(StreamGroupsKernel<4>);
-  const char* short_rows = std::getenv("SLUICE_CUDA_STREAM_SHORT_ROWS");
-  g_stream_short_rows = short_rows != nullptr && std::string(short_rows) == "1";
   // SLUICE_CUDA_STREAM_BLOCKS_PER_SM (1..3) overrides kStreamBlocksPerSm for
   // measurements (the kernels' registers allow 3 of 128 threads per SM).
   const char* stream_per_sm = std::getenv("SLUICE_CUDA_STREAM_BLOCKS_PER_SM");
@@ -1781,12 +1762,7 @@ void DecodeExpertsGateUp(const DecodeExperts& e, Stream stream) {
 // Q4_K gate+up from 77.1 to 61.7 us and q_a, kv_a and the shared expert
 // 10-30% faster; 2 a lane (the down products' 2,048) went from 48.8 to
 // 58.9 us, 1.5 (q_b's 1,536) no faster.
-// Unless short rows are streamed too (SetStreamShortRowsEnabled,
-// SLUICE_CUDA_STREAM_SHORT_ROWS=1; off until measured): then their tiles
-// take several passes of rows, up to kShortRowTileBytes, so that a tile's
-// work between barriers is about a long row's.
 constexpr int64_t kStreamMinChunksPerLane = 4;
-constexpr int64_t kShortRowTileBytes = 32 * 1024;
 
 bool StreamGroupedQ8(const StreamedGroups& g, Stream stream) {
   StreamGroups s;
@@ -1794,17 +1770,11 @@ bool StreamGroupedQ8(const StreamedGroups& g, Stream stream) {
   s.q8 = Q8FormatOf(g.type, g.cols);
   const int L = g.lanes;
   if (!StreamingOn() || s.q8 == 0 || g.row_bytes % 16 != 0 || g.n_groups <= 0 || g.rows <= 0 ||
-      (L != 8 && L != 16 && L != 32)) {
+      (L != 8 && L != 16 && L != 32) ||
+      g.cols / ChunkOf(g.type) < kStreamMinChunksPerLane * L) {
     return false;
   }
-  const bool short_rows = g.cols / ChunkOf(g.type) < kStreamMinChunksPerLane * L;
-  if (short_rows && !g_stream_short_rows) return false;
-  const int64_t pass_rows = ProjectRowsPerBlock(L);
-  const int64_t passes =
-      short_rows ? std::max<int64_t>(
-                       1, kShortRowTileBytes / (pass_rows * static_cast<int64_t>(g.row_bytes)))
-                 : 1;
-  const int64_t rows_per_tile = pass_rows * passes;
+  const int64_t rows_per_tile = ProjectRowsPerBlock(L);
   s.row_blocks = static_cast<int>((g.rows + rows_per_tile - 1) / rows_per_tile);
   const int stages =
       PlanStages(rows_per_tile, 0, rows_per_tile * static_cast<int64_t>(g.row_bytes), &s.st);
@@ -1813,10 +1783,6 @@ bool StreamGroupedQ8(const StreamedGroups& g, Stream stream) {
                  s.st, s, stream);
   return true;
 }
-
-void SetStreamShortRowsEnabled(bool enabled) { g_stream_short_rows = enabled; }
-
-bool StreamShortRowsEnabled() { return g_stream_short_rows; }
 
 void DecodeExpertsDown(const DecodeExperts& e, Stream stream) {
   int L = LanesFor(e.ff, e.down_type);

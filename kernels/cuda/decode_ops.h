@@ -206,16 +206,10 @@ struct StreamedGroups {
 // tiles' weight bytes with cp.async while it sums the current one) and
 // returns true; false, launching nothing, where the type has no 8-bit
 // product, a row is not a multiple of 16 bytes, a lane would sum fewer
-// than 4 chunks of a row (short rows: the grouped kernel is faster there,
-// unless StreamShortRowsEnabled),
+// than 4 chunks of a row (short rows: the grouped kernel is faster there),
 // the tiles do not fit the stages or the streamed kernels are off
 // (SLUICE_CUDA_STREAM_PROJECT=0 or PrepareDecodeKernels not run).
 bool StreamGroupedQ8(const StreamedGroups& g, Stream stream);
-// Whether StreamGroupedQ8 streams short rows too (fewer than 4 chunks a
-// lane), in tiles of several passes: SLUICE_CUDA_STREAM_SHORT_ROWS=1 (read
-// at PrepareDecodeKernels) or this setter; off until measured.
-void SetStreamShortRowsEnabled(bool enabled);
-bool StreamShortRowsEnabled();
 
 // One token of DeltaNetGates + DeltaNetConv (ops.h) in one launch.
 void DeltaNetDecodePrep(const DeltaNetShape& s, float* beta, float* alpha_g,

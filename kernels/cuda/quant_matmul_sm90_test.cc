@@ -380,15 +380,13 @@ TEST_P(QuantMatMulQ8Sm90Test, RowsRoundedOnceMisalignedActivations) {
 // group through the weight table, each group's own input row (the down
 // products' case), rows rounded once; 700 rows make 88 tiles a group (the
 // last of 4 rows), more tiles than resident blocks, so blocks stream
-// several through their stages. Rows of 2,048 and 4,096 are a multiple of
-// 16 bytes in every type here; 4,096 give a lane at least 4 chunks, 2,048
-// fewer (short rows: streamed only with SetStreamShortRowsEnabled, in tiles
-// of several passes).
-Case OneRowPerGroup(int64_t cols) {
+// several through their stages. Rows of 4,096 are a multiple of 16 bytes
+// in every type here and give a lane at least 4 chunks.
+Case OneRowPerGroup() {
   Case c;
-  c.name = absl::StrCat("one row a group, table, 700 rows of ", cols);
+  c.name = "one row a group, table, 700 rows";
   c.rows = 700;
-  c.cols = cols;
+  c.cols = 4096;
   c.n_weights = 4;
   c.n_groups = 6;
   c.group_weight = {2, 0, 3, 3, 1, 0};
@@ -403,32 +401,22 @@ Case OneRowPerGroup(int64_t cols) {
 // and are its bits.
 TEST_P(QuantMatMulQ8Sm90Test, StreamedOneRowGroupsAreTheGroupedKernelsBits) {
   PrepareDecodeKernels();
-  const bool was = StreamGroupedEnabled(), was_short = StreamShortRowsEnabled();
-  for (const int64_t cols : {4096, 2048}) {
-    SetStreamShortRowsEnabled(cols == 2048);
-    std::vector<float> y[2];
-    for (const bool on : {false, true}) {
-      SetStreamGroupedEnabled(on);
-      const uint64_t before = StreamedOneRowLaunches();
-      RunCase(OneRowPerGroup(cols), true, true);
-      EXPECT_EQ(StreamedOneRowLaunches() - before, on ? 1u : 0u) << cols;
-      y[on] = last_y_;
-    }
-    ASSERT_EQ(y[0].size(), y[1].size());
-    int differ = 0;
-    for (size_t i = 0; i < y[0].size(); ++i) {
-      differ += std::memcmp(&y[0][i], &y[1][i], sizeof(float)) != 0;
-    }
-    EXPECT_EQ(differ, 0) << cols << " columns";
+  const bool was = StreamGroupedEnabled();
+  std::vector<float> y[2];
+  for (const bool on : {false, true}) {
+    SetStreamGroupedEnabled(on);
+    const uint64_t before = StreamedOneRowLaunches();
+    RunCase(OneRowPerGroup(), true, true);
+    EXPECT_EQ(StreamedOneRowLaunches() - before, on ? 1u : 0u);
+    y[on] = last_y_;
   }
-  // Short rows with the switch off keep the grouped kernel.
-  SetStreamShortRowsEnabled(false);
-  SetStreamGroupedEnabled(true);
-  const uint64_t before = StreamedOneRowLaunches();
-  RunCase(OneRowPerGroup(2048), true, true);
-  EXPECT_EQ(StreamedOneRowLaunches(), before);
   SetStreamGroupedEnabled(was);
-  SetStreamShortRowsEnabled(was_short);
+  ASSERT_EQ(y[0].size(), y[1].size());
+  int differ = 0;
+  for (size_t i = 0; i < y[0].size(); ++i) {
+    differ += std::memcmp(&y[0][i], &y[1][i], sizeof(float)) != 0;
+  }
+  EXPECT_EQ(differ, 0);
 }
 
 constexpr GgmlType kQ8Types[] = {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K,
