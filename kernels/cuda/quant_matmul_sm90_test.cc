@@ -381,12 +381,12 @@ TEST_P(QuantMatMulQ8Sm90Test, RowsRoundedOnceMisalignedActivations) {
 // products' case), rows rounded once; 700 rows make 88 tiles a group (the
 // last of 4 rows), more tiles than resident blocks, so blocks stream
 // several through their stages. Rows of 4,096 are a multiple of 16 bytes
-// in every type here and give a lane at least 4 chunks.
-Case OneRowPerGroup() {
+// in every type here and give a lane at least 4 chunks (2,048 fewer).
+Case OneRowPerGroup(int64_t cols = 4096) {
   Case c;
-  c.name = "one row a group, table, 700 rows";
+  c.name = absl::StrCat("one row a group, table, 700 rows of ", cols);
   c.rows = 700;
-  c.cols = 4096;
+  c.cols = cols;
   c.n_weights = 4;
   c.n_groups = 6;
   c.group_weight = {2, 0, 3, 3, 1, 0};
@@ -410,6 +410,11 @@ TEST_P(QuantMatMulQ8Sm90Test, StreamedOneRowGroupsAreTheGroupedKernelsBits) {
     EXPECT_EQ(StreamedOneRowLaunches() - before, on ? 1u : 0u);
     y[on] = last_y_;
   }
+  // Short rows (fewer than 4 chunks a lane) keep the grouped kernel.
+  SetStreamGroupedEnabled(true);
+  const uint64_t before = StreamedOneRowLaunches();
+  RunCase(OneRowPerGroup(2048), true, true);
+  EXPECT_EQ(StreamedOneRowLaunches(), before);
   SetStreamGroupedEnabled(was);
   ASSERT_EQ(y[0].size(), y[1].size());
   int differ = 0;
