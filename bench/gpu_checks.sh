@@ -2,7 +2,8 @@
 # The checks of docs/BENCHMARKS.md's "Next GPU call" that need no llama.cpp,
 # in one command on the GPU machine: every sm90 test; the kernel
 # switches measured on and off (with --kimi the MLA attention on tensor
-# cores); batch_decode at small batches with its profile; with the daemon
+# cores); batch_decode at small batches with its profile; --expert_skip on
+# a disk-bound decode (bench35 at 25% through a 1.5 GB host tier); with the daemon
 # in the bundle, the paced long prompt beside 8 streams. Prints a
 # summary and leaves every log in OUT.
 #
@@ -54,6 +55,15 @@ done
 step "batch_decode --profile, 8 sequences, bench35"
 "$bin/batch_decode" --model "$b35" --backend cuda --sequences 8 --prompt_tokens 128 \
   --decode_tokens 32 --threads 16 --profile 2>&1 | grep '^profile' | sort -k3 -n -r | head -12
+
+step "--expert_skip on a disk-bound decode: bench35 at 25%, a 1.5 GB host tier, skip 0 / 0.05 / 0.1"
+for skip in 0 0.05 0.1; do
+  timeout 200 "$bin/generate" --model "$b35" --device cuda --json --ignore_eos --threads 16 \
+    --temperature 10000 --seed 1 --prompt_tokens 512 --ctx 656 --max_tokens 64 --warmup_tokens 8 \
+    --expert_policy lru --expert_arena_fraction 0.25 --host_tier_bytes 1.5G --expert_skip "$skip" \
+    2>/dev/null | grep -o '"decode_tok_s": *[0-9.]*\|"skipped": *[0-9]*' | tr '\n' ' '
+  echo " (skip $skip)"
+done
 
 if [ -x "$bin/sluiced" ]; then
   # A 4,096-token prompt paced in beside 8 streams, four times (the pacer's
