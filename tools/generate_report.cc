@@ -135,6 +135,9 @@ std::string ExpertsJson(const GenerateReport& r) {
       .UInt("slot_bytes", e.slot_bytes)
       .UInt("arena_bytes", e.arena_bytes)
       .UInt("host_tier_bytes", e.host_tier_bytes)
+      // The fewest bytes --host_tier_bytes takes for this model (inclusive;
+      // exclusive tiers need twice).
+      .UInt("host_tier_min_bytes", e.host_tier_min_bytes)
       .Str("tiers", !e.host_tier ? "" : e.exclusive_tiers ? "exclusive" : "inclusive")
       .Raw("host_tier", Object()
                             .UInt("lookups", e.host_tier_counters.lookups)

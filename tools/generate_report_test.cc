@@ -39,5 +39,18 @@ TEST(GenerateReportTest, CpuRunHasNoDeviceKinds) {
       << json;
 }
 
+// A streaming run reports the host tier it has and the fewest bytes one
+// would take, so that an operator sizes --host_tier_bytes from a first run.
+TEST(GenerateReportTest, ExpertsReportTheHostTierAndItsMinimum) {
+  GenerateReport r = CudaReport();
+  r.stats.experts.streaming = true;
+  r.stats.experts.host_tier_bytes = 1 << 20;
+  r.stats.experts.host_tier_min_bytes = 983040;
+  const std::string json = GenerateReportJson(r);
+  EXPECT_NE(json.find("\"host_tier_bytes\":1048576,\"host_tier_min_bytes\":983040,"),
+            std::string::npos)
+      << json;
+}
+
 }  // namespace
 }  // namespace sluice::tools
