@@ -14,12 +14,13 @@
 # Here: tools/gpu_carry.sh DIR --daemon (DIR/all.txz holds b/, goldens/ and
 # gd2/). There, unpacked into X:
 #   bench/gpu_checks.sh X/b X/goldens X/gd2 OUT [--kimi]
-# --kimi also checks and times the MLA attention at 16 heads a block
-# (SLUICE_CUDA_MLA_FEW_HEADS, with ncu where the machine has it), profiles
-# the routed experts' products with ncu, writes the Kimi-K2-shape file
-# (41.6 GB, about a minute), times its decode at depths 512, 4,096 and
-# 16,384 with few heads off and on, its step kernel by kernel, and profiles
-# its prompt at 25%.
+# --kimi also checks and times the MLA attention with fewer heads a block
+# (SLUICE_CUDA_MLA_FEW_HEADS, on by default, off and on, with ncu where the
+# machine has it), profiles the routed experts' products with ncu, writes
+# the Kimi-K2-shape file (41.6 GB, about a minute), times its decode at
+# depths 512, 4,096 and 16,384 with fewer heads and the streamed one-row
+# products (SLUICE_CUDA_STREAM_GROUPED) off and on, its step kernel by
+# kernel, and profiles its prompt at 25%.
 set -uo pipefail
 bundle="$1" goldens="$2" goldens_ds2="$3" out="$4"
 kimi=0
@@ -83,7 +84,7 @@ if [ -x "$bin/sluiced" ]; then
 fi
 
 if [ "$kimi" = 1 ]; then
-  step "the MLA attention at 16 heads a block where blocks are few: its test and its time"
+  step "the MLA attention with fewer heads a block (on by default): its tests and its time"
   SLUICE_CUDA_MLA_FEW_HEADS=1 "$bin/mla_ops_sm90_test" 2>&1 | grep -E "^\[  (PASSED|FAILED)|FAILED  \]"
   SLUICE_CUDA_MLA_FEW_HEADS=1 SLUICE_GOLDENS_DEEPSEEK2="$goldens_ds2" \
     "$bin/cuda_parity_deepseek2_sm90_test" 2>&1 | grep -E "^\[  (PASSED|FAILED)|FAILED  \]"
@@ -101,7 +102,7 @@ if [ "$kimi" = 1 ]; then
       --section MemoryWorkloadAnalysis "$bin/cuda_matmul_bench" --kimi > "$out/ncu_experts.txt" 2>&1
     grep -E "Duration|Throughput|Occupancy|Eligible|Issued|Stall|stall" "$out/ncu_experts.txt" | head -30
   fi
-  step "Kimi-K2 shape: decode at depths 512, 4,096, 16,384, few heads off and on"
+  step "Kimi-K2 shape: decode at depths 512, 4,096, 16,384, few heads and streamed products off and on"
   k="$models/kimi_k2-q4_k_m-l5-loc0.gguf"
   [ -f "$k" ] || "$bin/mkmodel" --arch deepseek2 --shape kimi_k2 --mix q4_k_m \
     --routing-locality 0 --n-layer 5 --out "$k" > "$out/mkmodel_kimi.log" 2>&1
@@ -119,32 +120,19 @@ if [ "$kimi" = 1 ]; then
     grep -o "${pattern%\\|}" | tr '\n' ' '
   }
   quarter=(--expert_policy lru --expert_arena_fraction 0.25 --expert_miss_policy copy)
-  for few in 0 1 0 1; do
+  for cfg in "0 0" "1 0" "0 1" "1 1" "1 1"; do
+    read -r few streamed <<< "$cfg"
     for depth in 512 4096 16384; do
-      SLUICE_CUDA_MLA_FEW_HEADS=$few kimi "$depth" --json --max_tokens 128 --warmup_tokens 8 \
-        2>/dev/null | fields decode_tok_s prefill_tok_s
-      echo " (few heads=$few, depth $depth)"
+      SLUICE_CUDA_MLA_FEW_HEADS=$few SLUICE_CUDA_STREAM_GROUPED=$streamed kimi "$depth" --json \
+        --max_tokens 128 --warmup_tokens 8 2>/dev/null | fields decode_tok_s prefill_tok_s
+      echo " (few heads=$few, streamed=$streamed, depth $depth)"
     done
-  done
-  step "Kimi-K2 shape at depth 512: the norms' rounding in their own launches off and on"
-  for fuse in 0 1 0 1; do
-    SLUICE_CUDA_FUSE_ROUNDING=$fuse kimi 512 --json --max_tokens 128 --warmup_tokens 8 \
-      2>/dev/null | fields decode_tok_s launches_per_decode
-    echo " (fused rounding=$fuse)"
   done
   step "Kimi-K2 shape, a step kernel by kernel at depth 512, few heads off and on"
   for few in 0 1; do
     SLUICE_CUDA_MLA_FEW_HEADS=$few kimi 512 --max_tokens 32 --time_decode_kernels 20 \
       2> "$out/kimi_kernels_$few.txt" > /dev/null
     echo "few heads $few:"; grep "^kernel_total\|^kernel_sum" "$out/kimi_kernels_$few.txt" | head -14
-  done
-  step "Kimi-K2 shape at 25% (copy): prefetch of the next block's predicted experts off and on"
-  for pf in 0 1 0 1; do
-    flag=()
-    [ "$pf" = 1 ] && flag=(--expert_prefetch)
-    kimi 512 --json --max_tokens 128 --warmup_tokens 8 "${quarter[@]}" "${flag[@]}" 2>/dev/null |
-      fields decode_tok_s prefetches_issued prefetches_useful
-    echo " (prefetch=$pf)"
   done
   step "Kimi-K2 shape at 25%: the prompt, profiled (it swung 482-824 tok/s between calls)"
   kimi 512 --max_tokens 16 "${quarter[@]}" --profile 2>&1 >/dev/null | grep '^profile prefill' |
