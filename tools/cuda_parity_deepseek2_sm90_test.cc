@@ -106,7 +106,7 @@ TEST(CudaParityDeepseek2Test, OverlappedMissesAreBitIdentical) {
 // The next block's experts predicted from this block's input and
 // prefetched in one-token passes (as the decode program does for qwen):
 // still the resident bits at 25%, with prefetches issued and some of them
-// useful. Not yet run on a GPU (2026-12-06).
+// useful (passed on the H100, runs 15 and 16).
 TEST(CudaParityDeepseek2Test, PrefetchedExpertsAreBitIdentical) {
   SLUICE_REQUIRE_GOLDENS_DEEPSEEK2(dir);
   SLUICE_REQUIRE_DEVICE();

@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <utility>
 
@@ -25,11 +24,8 @@
 
 namespace sluice::parity {
 
-// The streaming arm of `model` (a .gguf under `dir`, with its goldens) with
-// `experts` against the all-resident arm, row by row: max |delta| must be
-// exactly 0 on every prompt, and experts must have streamed and missed.
-// `out`, when set, receives the report.
-// `model` on the CUDA backend with `experts` against its all-resident arm.
+// `model` (a .gguf under `dir`, with its goldens) on the CUDA backend with
+// `experts` against its all-resident arm.
 inline absl::StatusOr<ModelReport> AgainstResident(const std::string& dir,
                                                    const std::string& model,
                                                    const config::ExpertConfig& experts) {
@@ -40,6 +36,9 @@ inline absl::StatusOr<ModelReport> AgainstResident(const std::string& dir,
   return RunParity(dir + "/" + model + ".gguf", dir, options);
 }
 
+// The streaming arm against the all-resident arm (AgainstResident), row by
+// row: max |delta| must be exactly 0 on every prompt, and experts must have
+// streamed and missed. `out`, when set, receives the report.
 inline void ExpectIdentical(const std::string& dir, const std::string& model,
                             const config::ExpertConfig& experts, ModelReport* out = nullptr) {
   auto report = AgainstResident(dir, model, experts);
@@ -55,8 +54,8 @@ inline void ExpectIdentical(const std::string& dir, const std::string& model,
   if (out != nullptr) *out = *std::move(report);
 }
 
-// --expert_skip on the device, threshold 0.99
-// with a quarter of the experts on the device: with every expert in memory
+// --expert_skip on the device, threshold 0.99 with a quarter of the
+// experts on the device: with every expert in memory
 // (no host tier) nothing is skipped and the copy policy's bits hold; with a
 // host tier of one layer's worth, the rest only on disk, decode steps skip
 // cold experts (counted) and every logit stays finite.

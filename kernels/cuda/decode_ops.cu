@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "kernels/cuda/decode_ops.h"
+#include "kernels/cuda/quant_matmul_impl.h"
 
 // A decode step streams more weight bytes than L2 holds (340 MB on bench35),
 // so kept in L2 the usual way they push out what the next kernels reuse: the
@@ -838,13 +839,13 @@ __global__ void __launch_bounds__(kProjThreads, kStreamBlocksPerSm)
 // StreamGroupedQ8's launch: tile t is row block t % row_blocks of group
 // t / row_blocks.
 struct StreamGroups {
-  StreamedGroups g;
+  RawGroupedMatMul g;
   StreamStages st;
-  int row_blocks, q8;
+  int lanes, row_blocks, q8;
 };
 
 __device__ __forceinline__ TileRef GroupTile(const StreamGroups& s, int t) {
-  const StreamedGroups& g = s.g;
+  const RawGroupedMatMul& g = s.g;
   const int gi = t / s.row_blocks;
   const int64_t r0 = static_cast<int64_t>(t % s.row_blocks) * s.st.rows_per_tile;
   const int64_t nr = g.rows - r0 < s.st.rows_per_tile ? g.rows - r0 : s.st.rows_per_tile;
@@ -866,7 +867,7 @@ __global__ void __launch_bounds__(kProjThreads, kStreamBlocksPerSm)
   extern __shared__ __align__(16) float xs[];
   // Every tile reads its own rounded row: no prologue.
   StreamTiles<kStages, false>(
-      s.row_blocks * s.g.n_groups, s.st, s.g.cols, s.g.lanes,
+      s.row_blocks * s.g.n_groups, s.st, s.g.cols, s.lanes,
       reinterpret_cast<uint8_t*>(xs) + s.st.vec_bytes, [&](int t) { return GroupTile(s, t); },
       [] { return Q8Input{nullptr, nullptr, 0}; }, [](int) {});
 }
@@ -1764,11 +1765,14 @@ void DecodeExpertsGateUp(const DecodeExperts& e, Stream stream) {
 // 58.9 us, 1.5 (q_b's 1,536) no faster.
 constexpr int64_t kStreamMinChunksPerLane = 4;
 
-bool StreamGroupedQ8(const StreamedGroups& g, Stream stream) {
+namespace internal {
+
+bool StreamGroupedQ8(const RawGroupedMatMul& g, int lanes, Stream stream) {
   StreamGroups s;
   s.g = g;
+  s.lanes = lanes;
   s.q8 = Q8FormatOf(g.type, g.cols);
-  const int L = g.lanes;
+  const int L = lanes;
   if (!StreamingOn() || s.q8 == 0 || g.row_bytes % 16 != 0 || g.n_groups <= 0 || g.rows <= 0 ||
       (L != 8 && L != 16 && L != 32) ||
       g.cols / ChunkOf(g.type) < kStreamMinChunksPerLane * L) {
@@ -1783,6 +1787,8 @@ bool StreamGroupedQ8(const StreamedGroups& g, Stream stream) {
                  s.st, s, stream);
   return true;
 }
+
+}  // namespace internal
 
 void DecodeExpertsDown(const DecodeExperts& e, Stream stream) {
   int L = LanesFor(e.ff, e.down_type);

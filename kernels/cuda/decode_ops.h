@@ -180,37 +180,6 @@ void DecodeExpertsDown(const DecodeExperts& e, Stream stream);
 // `formats` (DecodeQ8Bytes(formats, ff, k + shared)), for e.h_q8.
 void DecodeExpertsPrepareDown(const DecodeExperts& e, uint8_t* q8, int formats, Stream stream);
 
-// One row's products of a batch pass's grouped mat-mul (quant_matmul.h):
-// group g multiplies its matrix (single_weight, else weights[group_weight
-// [g]] or weights[g]) by its one input row x_row[g] (g without x_row),
-// already rounded to the weights' 8-bit format at x_q8 (rows of that
-// format's bytes), into y + g * y_stride. `lanes` is the grouped kernel's
-// lanes a row (GroupedGeometry::lanes_per_row): each row is summed by the
-// same lanes in the same order, so the bits are the grouped kernel's.
-struct StreamedGroups {
-  int type = 0;
-  int64_t rows = 0, cols = 0;
-  uint64_t row_bytes = 0;
-  int n_groups = 0;
-  const void* const* weights = nullptr;
-  const void* single_weight = nullptr;
-  const int32_t* group_weight = nullptr;
-  const int32_t* x_row = nullptr;
-  const uint8_t* x_q8 = nullptr;
-  float* y = nullptr;
-  int64_t y_stride = 0;
-  int lanes = 32;
-};
-// Launches g's products streamed through shared memory as the decode
-// projections are (a few resident blocks a SM, each asking for its next
-// tiles' weight bytes with cp.async while it sums the current one) and
-// returns true; false, launching nothing, where the type has no 8-bit
-// product, a row is not a multiple of 16 bytes, a lane would sum fewer
-// than 4 chunks of a row (short rows: the grouped kernel is faster there),
-// the tiles do not fit the stages or the streamed kernels are off
-// (SLUICE_CUDA_STREAM_PROJECT=0 or PrepareDecodeKernels not run).
-bool StreamGroupedQ8(const StreamedGroups& g, Stream stream);
-
 // One token of DeltaNetGates + DeltaNetConv (ops.h) in one launch.
 void DeltaNetDecodePrep(const DeltaNetShape& s, float* beta, float* alpha_g,
                         const float* dt_bias, const float* a,

@@ -59,8 +59,6 @@ inline int64_t MlaMmaSharedBytes(int width) {
   return words * 4;
 }
 
-// Whether MlaMmaAttendBlock handles s: whole k16 steps over the width,
-// whole n8 tiles of at most kMlaMmaMaxLat latent values.
 // Heads a block for n_tok rows of s in `splits` key ranges: the fewest of
 // 16, 32 and 64 whose blocks still fit in one wave of kMlaMmaOneWave (the
 // H100's and H200's SMs, a block each: its shared memory allows no more).
@@ -81,6 +79,8 @@ inline int MlaMmaHeadsPerBlock(const MlaShape& s, int64_t n_tok, int splits, boo
   return heads;
 }
 
+// Whether MlaMmaAttendBlock handles s: whole k16 steps over the width,
+// whole n8 tiles of at most kMlaMmaMaxLat latent values.
 inline bool MlaMmaShapeOk(const MlaShape& s) {
   return s.width() % 16 == 0 && s.kv_lora_rank % 8 == 0 && s.kv_lora_rank <= kMlaMmaMaxLat;
 }

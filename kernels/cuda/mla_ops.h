@@ -131,11 +131,11 @@ inline int64_t MlaAttendScratchFloats(int n_head, int kv_lora_rank, int64_t n_to
 void PrepareMlaKernels();
 bool MlaTensorCoresEnabled();
 void SetMlaTensorCoresEnabled(bool enabled);
-// Whether the tensor-core attention takes 16 heads a block where 64 would
-// leave the GPU mostly idle (a short context's few key ranges;
-// mla_mma_device.h, MlaMmaHeadsPerBlock): the same bits either way. Off
-// by default until measured on a GPU; SLUICE_CUDA_MLA_FEW_HEADS=1 turns it
-// on at the first use, SetMlaFewHeadsEnabled at any time (tests).
+// Whether the tensor-core attention takes 16 or 32 heads a block where 64
+// would leave the GPU mostly idle (a short context's few key ranges;
+// mla_mma_device.h, MlaMmaHeadsPerBlock): the same bits either way. On by
+// default; SLUICE_CUDA_MLA_FEW_HEADS=0 turns it off at the first use,
+// SetMlaFewHeadsEnabled at any time (tests).
 bool MlaFewHeadsEnabled();
 void SetMlaFewHeadsEnabled(bool enabled);
 bool MlaMmaSupported(const MlaShape& s);

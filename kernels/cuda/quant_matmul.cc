@@ -9,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "base/env_switch.h"
 #include "base/status_macros.h"
-#include "kernels/cuda/decode_ops.h"
 #include "kernels/cuda/quant_matmul_impl.h"
 
 namespace sluice::cuda {
@@ -70,7 +69,7 @@ EnvSwitch tensor_cores_switch("SLUICE_CUDA_TENSOR_CORES", true);
 EnvSwitch stream_grouped_switch("SLUICE_CUDA_STREAM_GROUPED", true);
 std::atomic<uint64_t> streamed_launches{0};
 
-// Launches raw streamed (decode_ops.h StreamGroupedQ8) where it is one row
+// Launches raw streamed (internal::StreamGroupedQ8) where it is one row
 // a group (entry g of group g) rounded by the caller and the switch is on;
 // false: nothing launched.
 bool StreamOneRow(const internal::RawGroupedMatMul& raw, CUstream_st* stream) {
@@ -78,21 +77,9 @@ bool StreamOneRow(const internal::RawGroupedMatMul& raw, CUstream_st* stream) {
       raw.group_begin != nullptr || raw.single_group_entries > 1) {
     return false;
   }
-  StreamedGroups g;
-  g.type = raw.type;
-  g.rows = raw.rows;
-  g.cols = raw.cols;
-  g.row_bytes = raw.row_bytes;
-  g.n_groups = raw.n_groups;
-  g.weights = raw.weights;
-  g.single_weight = raw.single_weight;
-  g.group_weight = raw.group_weight;
-  g.x_row = raw.x_row;
-  g.x_q8 = raw.x_q8;
-  g.y = raw.y;
-  g.y_stride = raw.y_stride;
-  g.lanes = internal::GeometryFor(raw).lanes_per_row;
-  if (!StreamGroupedQ8(g, stream)) return false;
+  if (!internal::StreamGroupedQ8(raw, internal::GeometryFor(raw).lanes_per_row, stream)) {
+    return false;
+  }
   streamed_launches.fetch_add(1, std::memory_order_relaxed);
   return true;
 }

@@ -131,7 +131,7 @@ absl::Status SwiGluRoundQ8(GgmlType type, float* d_g, const float* d_u, int64_t 
                            int64_t cols, uint8_t* d_out, CUstream_st* stream);
 // Whether a pass rounds a norm's or a SwiGLU's output in its own launch
 // (AddRmsNormRoundQ8, SwiGluRoundQ8): off unless SLUICE_CUDA_FUSE_ROUNDING
-// is "1" when first asked (not yet run on a GPU); SetFuseRoundingEnabled
+// is "1" when first asked (no faster on Kimi-K2, run 14); SetFuseRoundingEnabled
 // for tests.
 bool FuseRoundingEnabled();
 void SetFuseRoundingEnabled(bool enabled);
@@ -143,10 +143,10 @@ bool Q8ActivationsEnabled();
 
 // Whether a one-row launch (one entry per group, its rows rounded by the
 // caller: a batch pass's one-token products) streams the weights through
-// shared memory where that is faster (decode_ops.h StreamGroupedQ8), with
-// the grouped kernel's bits: unless the environment variable
-// SLUICE_CUDA_STREAM_GROUPED is "0" when first asked, or
-// SetStreamGroupedEnabled said otherwise.
+// shared memory where that is faster (quant_matmul_impl.h's
+// StreamGroupedQ8, in decode_ops.cu), with the grouped kernel's bits:
+// unless the environment variable SLUICE_CUDA_STREAM_GROUPED is "0" when
+// first asked, or SetStreamGroupedEnabled said otherwise.
 bool StreamGroupedEnabled();
 void SetStreamGroupedEnabled(bool enabled);
 // Launches that took the streamed kernel in this process so far.

@@ -113,19 +113,20 @@ absl::StatusOr<std::unique_ptr<ExpertStream>> ExpertStream::Create(
   s->zeroed_.resize(n_layer);
   s->stale_.assign(n_layer, false);
 
+  std::vector<std::array<ExpertMatrix, 3>> views;
+  for (const LayerExpertViews& v : s->layers_) views.push_back({v.gate, v.up, v.down});
+  s->host_tier_min_bytes_ = HostTier::MinBytes(views, /*exclusive=*/false);
   if (options.host_tier_bytes > 0) {
     if (options.files == nullptr) {
       return absl::InvalidArgumentError("expert stream: a host tier needs the files");
     }
-    std::vector<std::array<ExpertMatrix, 3>> views;
-    for (const LayerExpertViews& v : s->layers_) views.push_back({v.gate, v.up, v.down});
     // Exclusive tiers (the default) stage disk reads in a layer's worth of
     // slots of their own; a tier too small for that as well as one layer
     // runs inclusive rather than refusing a load it used to accept.
     bool exclusive = options.exclusive_tiers;
     if (const uint64_t need = HostTier::MinBytes(views, /*exclusive=*/true);
         exclusive && options.host_tier_bytes < need &&
-        options.host_tier_bytes >= HostTier::MinBytes(views, /*exclusive=*/false)) {
+        options.host_tier_bytes >= s->host_tier_min_bytes_) {
       std::fprintf(stderr,
                    "expert stream: a host tier of %llu bytes cannot also stage a layer's %d "
                    "experts (%llu bytes needed for exclusive tiers): running inclusive\n",
@@ -683,9 +684,7 @@ ExpertStreamStats ExpertStream::Stats() const {
   s.experts = static_cast<int64_t>(layers_.size()) * n_expert_;
   s.arena_bytes = arena_bytes();
   for (const Window& w : windows_) s.host_tier_bytes += w.end - w.begin;
-  std::vector<std::array<ExpertMatrix, 3>> views;
-  for (const LayerExpertViews& v : layers_) views.push_back({v.gate, v.up, v.down});
-  s.host_tier_min_bytes = HostTier::MinBytes(views, /*exclusive=*/false);
+  s.host_tier_min_bytes = host_tier_min_bytes_;
   if (host_ != nullptr) {
     s.host_tier = true;
     s.exclusive_tiers = exclusive_;

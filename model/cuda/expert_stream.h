@@ -337,6 +337,8 @@ class ExpertStream {
   // Set when the experts do not live in registered host memory.
   std::unique_ptr<HostTier> host_;
   uint64_t skipped_ = 0;  // experts skipped since creation (Acquire)
+  // The fewest bytes an inclusive host tier takes (HostTier::MinBytes).
+  uint64_t host_tier_min_bytes_ = 0;
 };
 
 // --expert_skip's residency on the device path (model/expert_skip.h): the
