@@ -151,9 +151,9 @@ __host__ __device__ inline int LanesFor(int64_t cols, int type) {
 }
 
 // Rows of one DecodeProjectKernel block (or streamed tile): kProjThreads /
-// 32 warps, each 32 / lanes lane groups of kR rows.
-__host__ __device__ inline int64_t ProjectRowsPerBlock(int lanes) {
-  return (kProjThreads / 32) * (32 / lanes) * kR;
+// 32 warps, each 32 / lanes lane groups of r rows.
+__host__ __device__ inline int64_t ProjectRowsPerBlock(int lanes, int r = kR) {
+  return (kProjThreads / 32) * (32 / lanes) * r;
 }
 
 // Shared-memory index of element i: 4 floats of padding per 64 elements
@@ -449,29 +449,29 @@ __device__ __forceinline__ Q8Input PreparedInput(const DecodeQ8& v, int rows, in
 
 // One row block (kProjThreads / 32 warps x 32 / L groups x kR rows) of
 // matrix m, of type T.
-template <class T>
+template <class T, int R>
 __device__ __forceinline__ void ProjectRows(const DecodeMatrix& m, int64_t cols, int L,
                                             int64_t rb, const float* xs, const Q8Input& xv) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int groups = 32 / L, sub = lane & (L - 1);
-  const int64_t warp_row0 = (rb * (kProjThreads / 32) + warp) * groups * kR;
+  const int64_t warp_row0 = (rb * (kProjThreads / 32) + warp) * groups * R;
   if (warp_row0 >= m.rows) return;
-  const int64_t row0 = warp_row0 + (lane / L) * kR;
+  const int64_t row0 = warp_row0 + (lane / L) * R;
   const uint8_t* w = static_cast<const uint8_t*>(m.w);
   if (m.up != nullptr) {
     const uint8_t* base[2] = {w, static_cast<const uint8_t*>(m.up)};
-    float acc[2][kR];
-    RowSumsT<T, 2, kR>(base, m.rows, row0, cols, xs, xv, sub, L, acc);
+    float acc[2][R];
+    RowSumsT<T, 2, R>(base, m.rows, row0, cols, xs, xv, sub, L, acc);
 #pragma unroll
-    for (int r = 0; r < kR; ++r) {
+    for (int r = 0; r < R; ++r) {
       if (sub == r % L && row0 + r < m.rows) m.y[row0 + r] = SiluF(acc[0][r]) * acc[1][r];
     }
   } else {
     const uint8_t* base[1] = {w};
-    float acc[1][kR];
-    RowSumsT<T, 1, kR>(base, m.rows, row0, cols, xs, xv, sub, L, acc);
+    float acc[1][R];
+    RowSumsT<T, 1, R>(base, m.rows, row0, cols, xs, xv, sub, L, acc);
 #pragma unroll
-    for (int r = 0; r < kR; ++r) {
+    for (int r = 0; r < R; ++r) {
       if (sub == r % L && row0 + r < m.rows) m.y[row0 + r] = acc[0][r];
     }
   }
@@ -518,6 +518,11 @@ __device__ void RouteIfLast(const DecodeProjection& p, int router_blocks, float*
 // DeltaNet projection takes 24.7 us so, 13.7 us reading an 8-bit vector
 // prepared once (2026-12-02, docs/STATUS.md). Asking L2 for the block's
 // rows before the prologue did not change decode tok/s there.
+//
+// R: rows per lane group. A row's sum does not depend on it (the same lanes
+// sum the same chunks in the same order), so R = 1, twice the blocks, gives
+// the same bits to a launch of too few row blocks to fill the GPU.
+template <int R>
 __global__ void __launch_bounds__(kProjThreads, 4) DecodeProjectKernel(const ProjectLaunch a) {
   __shared__ double scratch[32];
   __shared__ int last;
@@ -528,7 +533,7 @@ __global__ void __launch_bounds__(kProjThreads, 4) DecodeProjectKernel(const Pro
   while (mi + 1 < p.n_matrices && b >= a.block_start[mi + 1]) ++mi;
   const DecodeMatrix& m = p.m[mi];
   if (c_pdl != 0) {  // the block's rows, which no earlier kernel writes
-    const int64_t per_block = ProjectRowsPerBlock(a.lanes);
+    const int64_t per_block = ProjectRowsPerBlock(a.lanes, R);
     const int64_t r0 = (b - a.block_start[mi]) * per_block;
     const int64_t nr = m.rows - r0 < per_block ? m.rows - r0 : per_block;
     const int64_t rb = RowBytesOf(m.type, p.in.n);
@@ -555,7 +560,8 @@ __global__ void __launch_bounds__(kProjThreads, 4) DecodeProjectKernel(const Pro
     xv = Q8InputAt(q8, 1, 0, p.in.n, a.q8);
   }
   WithType(m.type, [&](auto tag) {
-    ProjectRows<typename decltype(tag)::type>(m, p.in.n, a.lanes, b - a.block_start[mi], xs, xv);
+    ProjectRows<typename decltype(tag)::type, R>(m, p.in.n, a.lanes, b - a.block_start[mi], xs,
+                                                 xv);
   });
   if (mi != 0 || p.topk.k == 0) return;
   __syncthreads();  // the block's logits are stored
@@ -604,6 +610,7 @@ struct StreamStages {
   int64_t vec_bytes;    // shared bytes before the stages: input, probabilities, 8-bit vectors
   int64_t stage_bytes;  // one stage: the largest tile, a multiple of 16
   int rows_per_tile;
+  int grid;  // blocks at most (host side: the plan's blocks per SM)
 };
 
 struct StreamLaunch {
@@ -1469,6 +1476,14 @@ int g_resident_blocks = 0;
 // Blocks of a streamed projection (StreamProjectKernel): kStreamBlocksPerSm
 // per SM, set at PrepareDecodeKernels.
 int g_stream_grid = 0;
+// SLUICE_CUDA_STREAM_SMALL_KB=K (off until measured): a streamed launch whose
+// input and 3 or 4 stages fit K KB a block runs up to 4 blocks an SM (the
+// kernels' ~125 registers allow 4 of 128 threads) instead of 2 of up to
+// kStreamSmemPerBlock: twice the warps to issue from, for kernels that
+// wait on their own instructions' latency (ncu: 2 warps a scheduler, each
+// issuing every 6.3 cycles).
+int64_t g_stream_small_bytes = 0;
+int g_stream_small_grid = 0;
 int DecodeBlocks(int row_blocks) {
   return g_resident_blocks > 0 && row_blocks > g_resident_blocks ? g_resident_blocks : row_blocks;
 }
@@ -1555,7 +1570,8 @@ void PrepareDecodeKernels() {
                                             : cudaSharedmemCarveoutDefault);
   const char* per_sm = std::getenv("SLUICE_CUDA_DECODE_BLOCKS_PER_SM");
   g_resident_blocks = sms * (per_sm != nullptr ? std::atoi(per_sm) : 2);
-  AllowSmem(DecodeProjectKernel);
+  AllowSmem(DecodeProjectKernel<1>);
+  AllowSmem(DecodeProjectKernel<kR>);
   AllowSmem(StreamProjectKernel<3>);
   AllowSmem(StreamProjectKernel<4>);
   AllowSmem(StreamGateUpKernel<3>);
@@ -1568,6 +1584,9 @@ void PrepareDecodeKernels() {
   const int per_sm_stream = stream_per_sm != nullptr ? std::atoi(stream_per_sm) : 0;
   g_stream_grid = sms * (per_sm_stream >= 1 && per_sm_stream <= 3 ? per_sm_stream
                                                                   : kStreamBlocksPerSm);
+  const char* small = std::getenv("SLUICE_CUDA_STREAM_SMALL_KB");
+  g_stream_small_bytes = small != nullptr ? std::atoll(small) * 1024 : 0;
+  g_stream_small_grid = 4 * sms;
   AllowSmem(GateUpKernel);
   AllowSmem(PrepareKernel);
   AllowSmem(DownKernel);
@@ -1593,7 +1612,7 @@ namespace {
 // DecodeProjectKernel's launch of p: row blocks, lanes, 8-bit formats and
 // shared bytes; false: no rows.
 bool PlanProject(const DecodeProjection& p, ProjectLaunch* out, int64_t* rows_per_block,
-                 size_t* smem) {
+                 size_t* smem, int r = kR) {
   ProjectLaunch& a = *out;
   a.p = p;
   a.lanes = 32;
@@ -1602,7 +1621,7 @@ bool PlanProject(const DecodeProjection& p, ProjectLaunch* out, int64_t* rows_pe
     const int L = LanesFor(p.in.n, p.m[i].type);
     a.lanes = i == 0 ? L : (L < a.lanes ? L : a.lanes);
   }
-  *rows_per_block = ProjectRowsPerBlock(a.lanes);
+  *rows_per_block = ProjectRowsPerBlock(a.lanes, r);
   for (int i = 0; i < p.n_matrices; ++i) {
     a.block_start[i] = blocks;
     blocks += static_cast<int>((p.m[i].rows + *rows_per_block - 1) / *rows_per_block);
@@ -1626,6 +1645,11 @@ bool PlanProject(const DecodeProjection& p, ProjectLaunch* out, int64_t* rows_pe
   return true;
 }
 
+bool ProjectOneRow() {
+  const char* env = std::getenv("SLUICE_CUDA_PROJECT_ONE_ROW");
+  return env != nullptr && std::string(env) == "1";
+}
+
 bool StreamingOn() {
   const char* env = std::getenv("SLUICE_CUDA_STREAM_PROJECT");
   return !(env != nullptr && std::string(env) == "0") && g_stream_grid != 0;
@@ -1637,6 +1661,15 @@ int PlanStages(int64_t rows_per_tile, int64_t vec_bytes, int64_t tile, StreamSta
   st->rows_per_tile = static_cast<int>(rows_per_tile);
   st->vec_bytes = (vec_bytes + 127) / 128 * 128;
   st->stage_bytes = tile;
+  if (g_stream_small_bytes > 0) {
+    for (int stages = 4; stages >= 3; --stages) {
+      if (st->vec_bytes + stages * tile <= g_stream_small_bytes) {
+        st->grid = g_stream_small_grid;
+        return stages;
+      }
+    }
+  }
+  st->grid = g_stream_grid;
   for (int stages = 4; stages >= 3; --stages) {
     if (st->vec_bytes + stages * tile <= kStreamSmemPerBlock) return stages;
   }
@@ -1648,7 +1681,7 @@ int PlanStages(int64_t rows_per_tile, int64_t vec_bytes, int64_t tile, StreamSta
 template <class Args>
 void LaunchStreamed(void (*k4)(Args), void (*k3)(Args), int stages, int tiles,
                     const StreamStages& st, const Args& args, Stream stream) {
-  const int grid = tiles < g_stream_grid ? tiles : g_stream_grid;
+  const int grid = tiles < st.grid ? tiles : st.grid;
   const size_t smem = st.vec_bytes + stages * st.stage_bytes;
   Launch(stages == 4 ? k4 : k3, grid, kProjThreads, smem, stream, args);
 }
@@ -1684,7 +1717,16 @@ void DecodeProject(const DecodeProjection& p, Stream stream) {
   StreamLaunch s;
   const int stages = PlanStream(a, rows_per_block, static_cast<int64_t>(smem), &s);
   if (stages == 0) {
-    Launch(DecodeProjectKernel, blocks, kProjThreads, smem, stream, a);
+    // Too few row blocks to fill the GPU twice over (bench35's route launch:
+    // an F32 router, which is not streamed, beside the shared pair, 97 blocks
+    // of 4 warps on 132 SMs): rows of one lane group a block, twice the
+    // blocks (SLUICE_CUDA_PROJECT_ONE_ROW=1; off until measured).
+    if (blocks < g_stream_grid && ProjectOneRow()) {
+      PlanProject(p, &a, &rows_per_block, &smem, 1);
+      Launch(DecodeProjectKernel<1>, a.block_start[p.n_matrices], kProjThreads, smem, stream, a);
+      return;
+    }
+    Launch(DecodeProjectKernel<kR>, blocks, kProjThreads, smem, stream, a);
     return;
   }
   LaunchStreamed(StreamProjectKernel<4>, StreamProjectKernel<3>, stages, blocks, s.st, s, stream);

@@ -721,5 +721,29 @@ TEST_F(DecodeProjectSm90Test, ProgrammaticLaunchesGiveThePlainBits) {
   DestroyStream(*stream);
 }
 
+// The decode program records the routing read-back's event with
+// RecordEventInGraph; run eagerly (generate --profile) that record was
+// refused (cudaErrorIllegalState, run 17): outside a capture it is a plain
+// record now, inside one still a node the host can wait for.
+TEST_F(DecodeProjectSm90Test, EventInGraphRecordsWithAndWithoutACapture) {
+  absl::StatusOr<Stream> stream = CreateStream();
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  absl::StatusOr<Event> event = CreateEvent();
+  ASSERT_TRUE(event.ok()) << event.status();
+  const absl::Status eager = RecordEventInGraph(*event, *stream);
+  EXPECT_TRUE(eager.ok()) << eager;
+  EXPECT_TRUE(WaitEvent(*event).ok());
+  ASSERT_TRUE(Graph::BeginCapture(*stream).ok());
+  const absl::Status captured = RecordEventInGraph(*event, *stream);
+  absl::StatusOr<Graph> graph = Graph::EndCapture(*stream);
+  EXPECT_TRUE(captured.ok()) << captured;
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_TRUE(graph->Launch(*stream).ok());
+  EXPECT_TRUE(WaitEvent(*event).ok());
+  EXPECT_TRUE(Synchronize(*stream).ok());
+  DestroyEvent(*event);
+  DestroyStream(*stream);
+}
+
 }  // namespace
 }  // namespace sluice::cuda

@@ -196,6 +196,12 @@ absl::Status RecordEvent(Event event, Stream stream) {
 }
 
 absl::Status RecordEventInGraph(Event event, Stream stream) {
+  // The external flag is legal only while the stream is captured; run
+  // eagerly (generate --profile runs the decode program without a graph) it
+  // is a plain record.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  RETURN_IF_ERROR(Check(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing"));
+  if (capture != cudaStreamCaptureStatusActive) return RecordEvent(event, stream);
   return Check(cudaEventRecordWithFlags(event, stream, cudaEventRecordExternal),
                "cudaEventRecordWithFlags");
 }
