@@ -4,7 +4,9 @@
 # switches measured on and off (with --kimi the MLA attention on tensor
 # cores); batch_decode at small batches with its profile; --expert_skip on
 # a disk-bound decode (bench35 at 25% through a 1.5 GB host tier); with the daemon
-# in the bundle, the paced long prompt beside 8 streams. Prints a
+# in the bundle, the paced long prompt beside 8 streams; the switches off
+# until measured (their tests and an A/B of resident decode); bench35's
+# step launch by launch under ncu. Prints a
 # summary and leaves every log in OUT.
 #
 # With --kimi it runs past one call's 10 minutes (about 12, the Kimi file
@@ -56,6 +58,40 @@ done
 step "batch_decode --profile, 8 sequences, bench35"
 "$bin/batch_decode" --model "$b35" --backend cuda --sequences 8 --prompt_tokens 128 \
   --decode_tokens 32 --threads 16 --profile 2>&1 | grep '^profile' | sort -k3 -n -r | head -12
+
+step "switches off until measured: their sm90 tests, then resident decode with each (3 rounds)"
+# SLUICE_CUDA_PROJECT_ONE_ROW=1: the unstreamed route launch at twice the
+# blocks; SLUICE_CUDA_STREAM_SMALL_KB=56: streamed launches at 4 blocks an SM
+# (docs/CUDA_KERNELS.md). Same bits: the tests compare streamed and
+# unstreamed kernels and the parity gates.
+for t in decode_ops_sm90_test quant_matmul_sm90_test cuda_parity_sm90_test; do
+  SLUICE_CUDA_PROJECT_ONE_ROW=1 SLUICE_CUDA_STREAM_SMALL_KB=56 SLUICE_GOLDENS="$goldens" \
+    "$bin/$t" --gtest_filter=-*q8_0* > "$out/switches_$t.log" 2>&1
+  echo "$t with both: rc $? $(grep -E '^\[  (PASSED|FAILED)' "$out/switches_$t.log" | tr '\n' ' ')"
+done
+for m in "$b35" "$b397"; do
+  for round in 1 2 3; do
+    for cfg in "0 0" "1 0" "0 56" "1 56"; do
+      read -r one small <<< "$cfg"
+      SLUICE_CUDA_PROJECT_ONE_ROW=$one SLUICE_CUDA_STREAM_SMALL_KB=$small timeout 200 \
+        "$bin/generate" --model "$m" --backend cuda --json --ignore_eos --threads 16 \
+        --temperature 10000 --seed 1 --prompt_tokens 512 --context_length 656 --max_tokens 128 \
+        --warmup_tokens 8 2>/dev/null | grep -o '"decode_tok_s": *[0-9.]*' | tr '\n' ' '
+      echo " ($(basename "$m"), one row $one, small KB $small, round $round)"
+    done
+  done
+done
+
+ncu=/usr/local/cuda/bin/ncu
+if [ -x "$ncu" ]; then
+  step "bench35's resident step under ncu, launch by launch (bench/ncu_step.py)"
+  here="$(cd "$(dirname "$0")" && pwd)"
+  timeout 300 "$ncu" --clock-control none --csv --metrics "$(python3 -c \
+    "import sys; sys.path.insert(0, '$here'); import ncu_step; print(ncu_step.METRICS)")" \
+    "$bin/generate" --model "$b35" --backend cuda --ignore_eos --threads 16 --temperature 10000 \
+    --seed 1 --prompt_tokens 16 --context_length 64 --max_tokens 4 > "$out/ncu_step.csv" 2>&1
+  python3 "$here/ncu_step.py" "$out/ncu_step.csv" | tee "$out/ncu_step.txt" | tail -12
+fi
 
 step "--expert_skip on a disk-bound decode: bench35 at 25%, a 1.5 GB host tier, skip 0 / 0.05 / 0.1"
 for skip in 0 0.05 0.1; do
