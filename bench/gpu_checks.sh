@@ -82,6 +82,14 @@ for m in "$b35" "$b397"; do
   done
 done
 
+step "bench35 (locality 0.2) at 25%: the decode program by section (--profile)"
+# generate --profile runs the program without a graph; before 68adf05 the
+# routing read-back's event failed outside a capture.
+timeout 200 "$bin/generate" --model "$b35" --backend cuda --ignore_eos --threads 16 \
+  --temperature 10000 --seed 1 --prompt_tokens 64 --context_length 256 --max_tokens 32 \
+  --expert_arena_fraction 0.25 --profile 2>&1 >/dev/null | grep '^profile decode' |
+  sort -k3 -n -r | head -12
+
 ncu=/usr/local/cuda/bin/ncu
 if [ -x "$ncu" ]; then
   step "bench35's resident step under ncu, launch by launch (bench/ncu_step.py)"
