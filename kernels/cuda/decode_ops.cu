@@ -45,6 +45,7 @@ __constant__ int c_pdl;
 
 #include "kernels/cuda/decode_q8.h"
 #include "kernels/cuda/delta_device.h"
+#include "kernels/cuda/fast_div.h"
 #include "kernels/cuda/quant_blocks_device.h"
 #include "kernels/cuda/topk_device.h"
 #include "kernels/cuda/warp_reduce.h"
@@ -375,21 +376,25 @@ __device__ void LoadInput(const DecodeInput& in, float* xs, double* scratch) {
 
 // `rows` rows of n floats (contiguous; n a multiple of 4) into padded
 // shared rows of `stride`, kBatch loads per thread in flight.
+// (32-bit indices: rows * n stays far below 2^31; a row's index is a shift
+// where n / 4 is a power of two, as every expert width here is.)
 __device__ void LoadRows(const float* src, int rows, int64_t n, float* dst, int64_t stride) {
-  const int64_t n4 = n / 4, total = rows * n4;
+  const int n4 = static_cast<int>(n / 4), total = rows * n4;
+  const int shift = (n4 & (n4 - 1)) == 0 ? __ffs(n4) - 1 : -1;
   const float4* s4 = reinterpret_cast<const float4*>(src);
-  for (int64_t base = threadIdx.x; base < total; base += kBatch * blockDim.x) {
+  for (int base = threadIdx.x; base < total; base += kBatch * blockDim.x) {
     float4 v[kBatch];
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
-      const int64_t i = base + u * blockDim.x;
+      const int i = base + u * blockDim.x;
       if (i < total) v[u] = s4[i];
     }
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
-      const int64_t i = base + u * blockDim.x;
+      const int i = base + u * blockDim.x;
       if (i < total) {
-        *reinterpret_cast<float4*>(dst + (i / n4) * stride + Pad(4 * (i % n4))) = v[u];
+        const int row = rows == 1 ? 0 : (shift >= 0 ? i >> shift : i / n4);
+        *reinterpret_cast<float4*>(dst + row * stride + Pad(4 * (i - row * n4))) = v[u];
       }
     }
   }
@@ -624,6 +629,7 @@ struct StreamExperts {
   DecodeExperts e;
   StreamStages st;
   int row_blocks, lanes, q8;
+  FastDiv by_row_blocks;
   int prepared;  // e.xn_q8 holds q8's formats and gate and up read it
 };
 
@@ -655,9 +661,9 @@ __device__ __forceinline__ TileRef ProjectTile(const StreamLaunch& s, int t) {
 
 __device__ __forceinline__ TileRef ExpertTile(const StreamExperts& s, int t) {
   const DecodeExperts& e = s.e;
-  const int j = t / s.row_blocks;
+  const int j = static_cast<int>(s.by_row_blocks.Div(t));
   const int64_t rb = RowBytesOf(e.gate_type, e.n_embd);
-  const int64_t r0 = static_cast<int64_t>(t % s.row_blocks) * s.st.rows_per_tile;
+  const int64_t r0 = static_cast<int64_t>(t - j * s.row_blocks) * s.st.rows_per_tile;
   const int64_t nr = e.ff - r0 < s.st.rows_per_tile ? e.ff - r0 : s.st.rows_per_tile;
   const int32_t id = e.ids[j];
   return {static_cast<const uint8_t*>(e.gate[id]) + r0 * rb,
@@ -849,12 +855,13 @@ struct StreamGroups {
   RawGroupedMatMul g;
   StreamStages st;
   int lanes, row_blocks, q8;
+  FastDiv by_row_blocks;
 };
 
 __device__ __forceinline__ TileRef GroupTile(const StreamGroups& s, int t) {
   const RawGroupedMatMul& g = s.g;
-  const int gi = t / s.row_blocks;
-  const int64_t r0 = static_cast<int64_t>(t % s.row_blocks) * s.st.rows_per_tile;
+  const int gi = static_cast<int>(s.by_row_blocks.Div(t));
+  const int64_t r0 = static_cast<int64_t>(t - gi * s.row_blocks) * s.st.rows_per_tile;
   const int64_t nr = g.rows - r0 < s.st.rows_per_tile ? g.rows - r0 : s.st.rows_per_tile;
   const void* w = g.single_weight != nullptr
                       ? g.single_weight
@@ -1764,6 +1771,7 @@ int PlanGateUp(const DecodeExperts& e, StreamExperts* s, size_t* smem) {
   s->e = e;
   s->lanes = L;
   s->row_blocks = static_cast<int>((e.ff + rows_per_block - 1) / rows_per_block);
+  s->by_row_blocks = FastDiv::Of(static_cast<uint32_t>(s->row_blocks));
   const int types[2] = {e.gate_type, e.up_type};
   s->q8 = Q8Formats(types, 2, e.n_embd);
   s->prepared = e.xn_q8.q8 != nullptr && Q8FormatOf(e.gate_type, e.n_embd) != 0 &&
@@ -1822,6 +1830,7 @@ bool StreamGroupedQ8(const RawGroupedMatMul& g, int lanes, Stream stream) {
   }
   const int64_t rows_per_tile = ProjectRowsPerBlock(L);
   s.row_blocks = static_cast<int>((g.rows + rows_per_tile - 1) / rows_per_tile);
+  s.by_row_blocks = FastDiv::Of(static_cast<uint32_t>(s.row_blocks));
   const int stages =
       PlanStages(rows_per_tile, 0, rows_per_tile * static_cast<int64_t>(g.row_bytes), &s.st);
   if (stages == 0) return false;

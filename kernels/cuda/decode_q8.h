@@ -134,15 +134,27 @@ __device__ __forceinline__ uint32_t PackBytes(const int (&v)[16], int w) {
 // c % blockDim.x, so a group's chunks sit in adjacent lanes of one warp and
 // meet by shuffles, without a barrier (the caller synchronizes after).
 // Preconditions: blockDim.x % 32 == 0; n % 256 == 0 with kq, n % 32 == 0.
+// Bit index of a power of two.
+__device__ __forceinline__ int Log2OfPow2(int v) {
+#if defined(__CUDA_ARCH__)
+  return __ffs(v) - 1;
+#else
+  return __builtin_ctz(static_cast<unsigned>(v));
+#endif
+}
+
 template <class At>
 __device__ void QuantizeBlockQ8(At at, int rows, int64_t n, uint8_t* kq, uint8_t* zq) {
-  const int64_t per_row = n / 16, total = rows * per_row;
-  const int64_t rounded = (total + 31) / 32 * 32;
+  // 32-bit indices (rows * n / 16 stays far below 2^31) and no division
+  // for one row or a power-of-two row of chunks.
+  const int per_row = static_cast<int>(n / 16), total = rows * per_row;
+  const int rounded = (total + 31) / 32 * 32;
+  const int shift = (per_row & (per_row - 1)) == 0 ? Log2OfPow2(per_row) : -1;
   const int lane = threadIdx.x & 31;
-  for (int64_t c = threadIdx.x; c < rounded; c += blockDim.x) {
+  for (int c = threadIdx.x; c < rounded; c += blockDim.x) {
     const bool active = c < total;
-    const int row = active ? static_cast<int>(c / per_row) : 0;
-    const int64_t cc = active ? c % per_row : 0;
+    const int row = !active || rows == 1 ? 0 : (shift >= 0 ? c >> shift : c / per_row);
+    const int cc = active ? c - row * per_row : 0;
     float v[16];
 #pragma unroll
     for (int i = 0; i < 16; ++i) v[i] = active ? at(row, 16 * cc + i) : 0.0f;

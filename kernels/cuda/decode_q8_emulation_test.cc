@@ -248,6 +248,43 @@ TEST(DecodeQ8BlockTest, MatchesThePerGroupQuantizers) {
   EXPECT_EQ(Q8KAt(kq.data() + Q8KBytes(n), n).q[300], -127);
 }
 
+// The same comparison at other shapes: one row (no row index computed), a
+// row of chunks that is not a power of two (768 / 16 = 48: a division), and
+// more rows than a block has threads' worth of one pass.
+TEST(DecodeQ8BlockTest, MatchesThePerGroupQuantizersAtOtherShapes) {
+  struct Shape {
+    int rows;
+    int64_t n;
+  };
+  for (const Shape& sh : {Shape{1, 512}, Shape{1, 7168}, Shape{3, 768}, Shape{5, 1280}}) {
+    std::mt19937 rng(static_cast<uint32_t>(sh.rows * 100000 + sh.n));
+    std::normal_distribution<float> n01(0.0f, 1.0f);
+    std::vector<float> x(sh.rows * sh.n);
+    for (float& v : x) v = n01(rng);
+    std::vector<uint8_t> kq(sh.rows * Q8KBytes(sh.n), 0xEE), zq(sh.rows * Q8ZBytes(sh.n), 0xEE);
+    emulation::Launch(dim3{1, 1, 1}, 128, [&] {
+      QuantizeBlockQ8([&](int r, int64_t e) { return x[r * sh.n + e]; }, sh.rows, sh.n,
+                      kq.data(), zq.data());
+    });
+    for (int r = 0; r < sh.rows; ++r) {
+      const std::vector<float> row(x.begin() + r * sh.n, x.begin() + (r + 1) * sh.n);
+      const QuantizedVector k = Quantize(row, kQ8KShift), z = Quantize(row, kQ8ZShift);
+      const Q8Vector kv = Q8KAt(kq.data() + r * Q8KBytes(sh.n), sh.n);
+      const Q8Vector zv = Q8ZAt(zq.data() + r * Q8ZBytes(sh.n), sh.n);
+      for (int64_t i = 0; i < sh.n; ++i) {
+        ASSERT_EQ(kv.q[i], k.q[i]) << sh.rows << "x" << sh.n << " row " << r << " Q8_K " << i;
+        ASSERT_EQ(zv.q[i], z.q[i]) << sh.rows << "x" << sh.n << " row " << r << " Q8_0 " << i;
+      }
+      for (int g = 0; g < sh.n / 256; ++g) ASSERT_EQ(kv.d[g], k.d[g]) << "row " << r;
+      for (int c = 0; c < sh.n / 16; ++c) ASSERT_EQ(kv.s[c], k.s[c]) << "row " << r;
+      for (int g = 0; g < sh.n / 32; ++g) {
+        ASSERT_EQ(zv.d[g], z.d[g]) << "row " << r;
+        ASSERT_EQ(zv.s[g], z.s[g]) << "row " << r;
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, DecodeQ8Test,
                          ::testing::Values(GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,
                                            GgmlType::kQ8_0, GgmlType::kQ1_0),
