@@ -120,6 +120,11 @@ struct ExpertStreamStats {
   std::string miss_policy = "copy";
   double copy_bytes_per_s = 0;
   double host_bytes_per_s = 0;
+  // The host path's fixed cost per call (seconds) and, for `cost`, the
+  // predicted saving of a step with the host path, smoothed over steps (the
+  // path runs when it exceeds 1.5x its cost; docs/SLOT_CACHE.md).
+  double host_fixed_s = 0;
+  double host_path_saving_s = 0;
 };
 
 // What a backend reports about itself (tools/generate, worker metrics).

@@ -127,6 +127,8 @@ std::string ExpertsJson(const GenerateReport& r) {
       .Str("miss_policy", e.miss_policy)
       .Num("copy_bytes_per_s_estimate", e.copy_bytes_per_s)
       .Num("host_bytes_per_s_estimate", e.host_bytes_per_s)
+      .Num("host_fixed_s_estimate", e.host_fixed_s)
+      .Num("host_path_saving_s", e.host_path_saving_s)
       .Int("slots_capacity", e.slots_capacity)
       // The key's old name, kept for readers of earlier results.json files.
       .Int("slots", e.slots_capacity)

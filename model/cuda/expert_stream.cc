@@ -680,6 +680,8 @@ ExpertStreamStats ExpertStream::Stats() const {
   s.miss_policy = memory::MissPolicyName(splitter_.policy());
   s.copy_bytes_per_s = splitter_.device_bytes_per_s();
   s.host_bytes_per_s = splitter_.host_bytes_per_s();
+  s.host_fixed_s = splitter_.host_fixed_s();
+  s.host_path_saving_s = splitter_.smoothed_saving_s();
   s.slots_capacity = total_slots_;
   s.experts = static_cast<int64_t>(layers_.size()) * n_expert_;
   s.arena_bytes = arena_bytes();
