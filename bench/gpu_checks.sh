@@ -82,6 +82,16 @@ for m in "$b35" "$b397"; do
   done
 done
 
+step "bench35 (locality 0.2) at 25%: copy and cost with the miss policy's estimates"
+for pol in copy cost; do
+  timeout 200 "$bin/generate" --model "$b35" --backend cuda --json --ignore_eos --threads 16 \
+    --temperature 10000 --seed 1 --prompt_tokens 512 --context_length 656 --max_tokens 128 \
+    --warmup_tokens 8 --expert_arena_fraction 0.25 --expert_miss_policy "$pol" 2>/dev/null |
+    grep -o '"decode_tok_s": *[0-9.]*\|"[a-z_]*_estimate": *[0-9.e+-]*\|"host_path_saving_s": *[0-9.e+-]*\|"host_computed": *[0-9]*' |
+    tr '\n' ' '
+  echo " ($pol)"
+done
+
 step "bench35 (locality 0.2) at 25%: the decode program by section (--profile)"
 # generate --profile runs the program without a graph; before 68adf05 the
 # routing read-back's event failed outside a capture.
