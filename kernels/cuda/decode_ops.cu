@@ -376,11 +376,9 @@ __device__ void LoadInput(const DecodeInput& in, float* xs, double* scratch) {
 
 // `rows` rows of n floats (contiguous; n a multiple of 4) into padded
 // shared rows of `stride`, kBatch loads per thread in flight.
-// (32-bit indices: rows * n stays far below 2^31; a row's index is a shift
-// where n / 4 is a power of two, as every expert width here is.)
 __device__ void LoadRows(const float* src, int rows, int64_t n, float* dst, int64_t stride) {
-  const int n4 = static_cast<int>(n / 4), total = rows * n4;
-  const int shift = (n4 & (n4 - 1)) == 0 ? __ffs(n4) - 1 : -1;
+  const RowIndex index(rows, static_cast<int>(n / 4));
+  const int n4 = index.per_row, total = rows * n4;
   const float4* s4 = reinterpret_cast<const float4*>(src);
   for (int base = threadIdx.x; base < total; base += kBatch * blockDim.x) {
     float4 v[kBatch];
@@ -393,7 +391,7 @@ __device__ void LoadRows(const float* src, int rows, int64_t n, float* dst, int6
     for (int u = 0; u < kBatch; ++u) {
       const int i = base + u * blockDim.x;
       if (i < total) {
-        const int row = rows == 1 ? 0 : (shift >= 0 ? i >> shift : i / n4);
+        const int row = index.Row(i);
         *reinterpret_cast<float4*>(dst + row * stride + Pad(4 * (i - row * n4))) = v[u];
       }
     }
@@ -1668,19 +1666,18 @@ int PlanStages(int64_t rows_per_tile, int64_t vec_bytes, int64_t tile, StreamSta
   st->rows_per_tile = static_cast<int>(rows_per_tile);
   st->vec_bytes = (vec_bytes + 127) / 128 * 128;
   st->stage_bytes = tile;
-  if (g_stream_small_bytes > 0) {
+  auto stages_within = [&](int64_t bytes) {
     for (int stages = 4; stages >= 3; --stages) {
-      if (st->vec_bytes + stages * tile <= g_stream_small_bytes) {
-        st->grid = g_stream_small_grid;
-        return stages;
-      }
+      if (st->vec_bytes + stages * tile <= bytes) return stages;
     }
+    return 0;
+  };
+  if (const int small = stages_within(g_stream_small_bytes); small != 0) {
+    st->grid = g_stream_small_grid;
+    return small;
   }
   st->grid = g_stream_grid;
-  for (int stages = 4; stages >= 3; --stages) {
-    if (st->vec_bytes + stages * tile <= kStreamSmemPerBlock) return stages;
-  }
-  return 0;
+  return stages_within(kStreamSmemPerBlock);
 }
 
 // Launches the 4- or 3-stage instance of a streamed kernel over at most

@@ -134,26 +134,35 @@ __device__ __forceinline__ uint32_t PackBytes(const int (&v)[16], int w) {
 // c % blockDim.x, so a group's chunks sit in adjacent lanes of one warp and
 // meet by shuffles, without a barrier (the caller synchronizes after).
 // Preconditions: blockDim.x % 32 == 0; n % 256 == 0 with kq, n % 32 == 0.
-// Bit index of a power of two.
-__device__ __forceinline__ int Log2OfPow2(int v) {
+// The row of index i of `rows` rows of `per_row` items laid end to end,
+// with 32-bit indices (rows * per_row stays far below 2^31): no division
+// for one row or a power-of-two row, as every expert width here is.
+struct RowIndex {
+  int rows, per_row, shift;  // shift: log2(per_row), or -1
+  __device__ __forceinline__ RowIndex(int rows_, int per_row_)
+      : rows(rows_), per_row(per_row_), shift(-1) {
+    if ((per_row & (per_row - 1)) == 0) {
 #if defined(__CUDA_ARCH__)
-  return __ffs(v) - 1;
+      shift = __ffs(per_row) - 1;
 #else
-  return __builtin_ctz(static_cast<unsigned>(v));
+      shift = __builtin_ctz(static_cast<unsigned>(per_row));
 #endif
-}
+    }
+  }
+  __device__ __forceinline__ int Row(int i) const {
+    return rows == 1 ? 0 : (shift >= 0 ? i >> shift : i / per_row);
+  }
+};
 
 template <class At>
 __device__ void QuantizeBlockQ8(At at, int rows, int64_t n, uint8_t* kq, uint8_t* zq) {
-  // 32-bit indices (rows * n / 16 stays far below 2^31) and no division
-  // for one row or a power-of-two row of chunks.
-  const int per_row = static_cast<int>(n / 16), total = rows * per_row;
+  const RowIndex index(rows, static_cast<int>(n / 16));
+  const int per_row = index.per_row, total = rows * per_row;
   const int rounded = (total + 31) / 32 * 32;
-  const int shift = (per_row & (per_row - 1)) == 0 ? Log2OfPow2(per_row) : -1;
   const int lane = threadIdx.x & 31;
   for (int c = threadIdx.x; c < rounded; c += blockDim.x) {
     const bool active = c < total;
-    const int row = !active || rows == 1 ? 0 : (shift >= 0 ? c >> shift : c / per_row);
+    const int row = active ? index.Row(c) : 0;
     const int cc = active ? c - row * per_row : 0;
     float v[16];
 #pragma unroll
