@@ -58,7 +58,7 @@ using namespace internal;  // the weight readers
 constexpr int kMaxDynamicSmem = 200 * 1024;
 constexpr int kProjThreads = 128;  // 4 warps
 constexpr int kR = 2;              // rows per lane group (projections)
-constexpr int kDownR = 8;          // rows per lane group (down products)
+constexpr int kDownR = 8;          // rows per lane group (down products), at most
 constexpr int kMaxDownItems = 12;  // warps of a down block: routed + shared experts
 
 // Programmatic dependent launch (sm_90). The decode kernels are launched so
@@ -974,10 +974,12 @@ __global__ void __launch_bounds__(kProjThreads, 3)
 
 // Down products: grid over row blocks of n_embd, one warp per item (the k
 // routed experts, then the shared one) for the block's rows; their sums
-// meet in slot order.
+// meet in slot order. R: rows per lane group; a row's sum does not depend
+// on it (the same lanes sum the same chunks in the same order), so fewer
+// rows a block, more blocks, give the same bits (SLUICE_CUDA_DOWN_ROWS).
+template <int R>
 __global__ void __launch_bounds__(32 * kMaxDownItems)
     DownKernel(const DecodeExperts e, int L, int q8_formats, int prepared) {
-  constexpr int R = kDownR;  // rows per lane group
   extern __shared__ float smem[];
   const bool shared = e.shared_ff > 0;
   const int items = e.k + (shared ? 1 : 0);
@@ -1594,7 +1596,9 @@ void PrepareDecodeKernels() {
   g_stream_small_grid = 4 * sms;
   AllowSmem(GateUpKernel);
   AllowSmem(PrepareKernel);
-  AllowSmem(DownKernel);
+  AllowSmem(DownKernel<2>);
+  AllowSmem(DownKernel<4>);
+  AllowSmem(DownKernel<kDownR>);
   AllowSmem(AttendSplitKernel<2, kAttnFewHeads>);
   AllowSmem(AttendSplitKernel<4, kAttnFewHeads>);
   AllowSmem(AttendSplitKernel<8, kAttnFewHeads>);
@@ -1838,10 +1842,25 @@ bool StreamGroupedQ8(const RawGroupedMatMul& g, int lanes, Stream stream) {
 
 }  // namespace internal
 
+namespace {
+
+// Rows per lane group of the down launch: SLUICE_CUDA_DOWN_ROWS (2 or 4;
+// off until measured: more blocks of fewer rows, each paying the prologue
+// unless the hidden rows are prepared once; read at every call, so a test
+// can compare them), else kDownR.
+int DownRows() {
+  const char* env = std::getenv("SLUICE_CUDA_DOWN_ROWS");
+  const int r = env != nullptr ? std::atoi(env) : kDownR;
+  return r == 2 || r == 4 ? r : kDownR;
+}
+
+}  // namespace
+
 void DecodeExpertsDown(const DecodeExperts& e, Stream stream) {
   int L = LanesFor(e.ff, e.down_type);
   if (e.shared_ff > 0 && LanesFor(e.ff, e.shared_down_type) < L) L = LanesFor(e.ff, e.shared_down_type);
-  const int rows_per_block = (32 / L) * kDownR;
+  const int R = DownRows();
+  const int rows_per_block = (32 / L) * R;
   const int items = e.k + (e.shared_ff > 0 ? 1 : 0);
   const int types[2] = {e.down_type, e.shared_ff > 0 ? e.shared_down_type : e.down_type};
   const int64_t floats = items * PaddedFloats(e.ff) + items * rows_per_block;
@@ -1854,7 +1873,8 @@ void DecodeExpertsDown(const DecodeExperts& e, Stream stream) {
   const int prepared = e.h_q8.q8 != nullptr && Q8FormatOf(e.down_type, e.ff) != 0 &&
                        (!shared || Q8FormatOf(e.shared_down_type, e.ff) != 0) && formats != 0 &&
                        (formats & ~e.h_q8.formats) == 0;
-  Launch(DownKernel, blocks, 32 * items, smem, stream, e, L, q8, prepared);
+  Launch(R == 2 ? DownKernel<2> : (R == 4 ? DownKernel<4> : DownKernel<kDownR>), blocks,
+         32 * items, smem, stream, e, L, q8, prepared);
 }
 
 int DecodeQ8Formats(const int* types, int n_types, int64_t n) { return Q8Formats(types, n_types, n); }

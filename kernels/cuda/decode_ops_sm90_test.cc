@@ -351,7 +351,8 @@ TEST_F(DecodeProjectSm90Test, RoutedGateUpStreamedAsUnstreamed) {
 
 // The down products (8 routed slots of Q4_K rows, a Q8_0 shared expert, the
 // host's rows added) read the same bits from their hidden rows quantized
-// once (DecodeExpertsPrepareDown) as quantized in every block.
+// once (DecodeExpertsPrepareDown) as quantized in every block, and at 2 and
+// 4 rows a lane group (SLUICE_CUDA_DOWN_ROWS) as at 8.
 // With Q6_K routed rows (420 bytes: blocks of every alignment), the same
 // bits with funnel loads (the default) as without (SLUICE_CUDA_FUNNEL_LOADS=0).
 void CheckDown(GgmlType down_type) {
@@ -413,6 +414,16 @@ void CheckDown(GgmlType down_type) {
   e.h_q8 = {d_q8.as<const uint8_t>(), formats};
   const std::vector<float> prepared = launch();
   ASSERT_EQ(std::memcmp(floats.data(), prepared.data(), n * 4), 0);
+  // Fewer rows a block (more blocks): the same bits, prepared or not.
+  for (const char* rows : {"2", "4"}) {
+    setenv("SLUICE_CUDA_DOWN_ROWS", rows, 1);
+    EXPECT_EQ(std::memcmp(floats.data(), launch().data(), n * 4), 0) << rows << " rows, prepared";
+    const DecodeQ8 q8 = e.h_q8;
+    e.h_q8 = {};
+    EXPECT_EQ(std::memcmp(floats.data(), launch().data(), n * 4), 0) << rows << " rows";
+    e.h_q8 = q8;
+  }
+  unsetenv("SLUICE_CUDA_DOWN_ROWS");
   unsetenv("SLUICE_CUDA_FUNNEL_LOADS");  // the default: on
   PrepareDecodeKernels();
   const std::vector<float> funnel = launch();
