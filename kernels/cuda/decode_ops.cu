@@ -976,10 +976,12 @@ __global__ void __launch_bounds__(kProjThreads, 3)
 // routed experts, then the shared one) for the block's rows; their sums
 // meet in slot order. R: rows per lane group; a row's sum does not depend
 // on it (the same lanes sum the same chunks in the same order), so fewer
-// rows a block, more blocks, give the same bits (SLUICE_CUDA_DOWN_ROWS).
+// rows a block, more blocks, give the same bits (SLUICE_CUDA_DOWN_ROWS);
+// with fewer rows unrolled a thread needs fewer registers, so more blocks
+// fit an SM (at 8 rows, 168 registers: one block of up to 12 warps).
 template <int R>
-__global__ void __launch_bounds__(32 * kMaxDownItems)
-    DownKernel(const DecodeExperts e, int L, int q8_formats, int prepared) {
+__global__ void __launch_bounds__(32 * kMaxDownItems, R >= 8 ? 1 : (R == 4 ? 2 : 3))
+    DownKernel(const DecodeExperts e, int L, int q8_formats, int prepared, int float_warps) {
   extern __shared__ float smem[];
   const bool shared = e.shared_ff > 0;
   const int items = e.k + (shared ? 1 : 0);
@@ -1003,23 +1005,39 @@ __global__ void __launch_bounds__(32 * kMaxDownItems)
     }
   }
   AwaitPreviousReleaseNext();
-  float* hs = smem;                        // [items][stride]
-  float* partial = smem + items * stride;  // [items][rows_per_block]
+  float* partial = smem;                        // [items][rows_per_block]
+  float* hs = smem + items * rows_per_block;    // [items][stride] (the float path)
   const int lane = threadIdx.x & 31, s = threadIdx.x >> 5;
   Q8Input xvs;
   if (prepared) {
     xvs = PreparedInput(e.h_q8, items, s, e.ff);
+  } else if (q8_formats != 0) {
+    // Each warp reads only its own item's row: it quantizes that row alone,
+    // straight from global memory, with no block barrier (the same bytes as
+    // the block quantizer: the same chunks meet in the same lanes'
+    // shuffles), or, where its type has no 8-bit product (float_warps: bit
+    // 0 the routed warps, bit 1 the shared one), loads its floats.
+    const float* src = s < e.k ? e.h + s * e.ff : e.shared_h;
+    if ((float_warps >> (s < e.k ? 0 : 1)) & 1) {
+      for (int i = 4 * lane; i < e.ff; i += 128) {
+        *reinterpret_cast<float4*>(hs + s * stride + Pad(i)) =
+            *reinterpret_cast<const float4*>(src + i);
+      }
+      xvs = Q8InputAt(nullptr, items, s, e.ff, 0);
+    } else {
+      uint8_t* q8 =
+          reinterpret_cast<uint8_t*>(smem + Q8Offset(items * rows_per_block +
+                                                     (float_warps != 0 ? items * stride : 0)));
+      xvs = Q8InputAt(q8, items, s, e.ff, q8_formats);
+      QuantizeQ8([src](int, int64_t i) { return __ldg(src + i); }, 1, e.ff,
+                 const_cast<uint8_t*>(xvs.k), const_cast<uint8_t*>(xvs.z), lane, 32);
+    }
+    __syncwarp();
   } else {
     LoadRows(e.h, e.k, e.ff, hs, stride);
     if (shared) LoadRows(e.shared_h, 1, e.ff, hs + e.k * stride, 0);
     __syncthreads();
-    uint8_t* q8 = nullptr;
-    if (q8_formats != 0) {
-      q8 = reinterpret_cast<uint8_t*>(smem + Q8Offset(items * stride + items * rows_per_block));
-      QuantizeRows(hs, items, e.ff, stride, q8, q8_formats);
-      __syncthreads();
-    }
-    xvs = Q8InputAt(q8, items, s, e.ff, q8_formats);
+    xvs = Q8InputAt(nullptr, items, s, e.ff, 0);
   }
   const int sub = lane & (L - 1);
   const int64_t row0 = block_row0 + (lane / L) * R;
@@ -1863,9 +1881,15 @@ void DecodeExpertsDown(const DecodeExperts& e, Stream stream) {
   const int rows_per_block = (32 / L) * R;
   const int items = e.k + (e.shared_ff > 0 ? 1 : 0);
   const int types[2] = {e.down_type, e.shared_ff > 0 ? e.shared_down_type : e.down_type};
-  const int64_t floats = items * PaddedFloats(e.ff) + items * rows_per_block;
+  // Shared memory: the partial sums, the float rows where a warp's type
+  // has no 8-bit product (or on the float path), then the 8-bit vectors.
+  const int64_t floats = items * rows_per_block + items * PaddedFloats(e.ff);
   const int formats = Q8Formats(types, 2, e.ff);
-  const size_t q8_smem = Q8Offset(floats) * sizeof(float) + items * Q8Bytes(formats, e.ff);
+  const int float_warps = (Q8FormatOf(e.down_type, e.ff) == 0 ? 1 : 0) |
+                          (e.shared_ff > 0 && Q8FormatOf(e.shared_down_type, e.ff) == 0 ? 2 : 0);
+  const size_t q8_smem =
+      Q8Offset(float_warps != 0 ? floats : items * rows_per_block) * sizeof(float) +
+      items * Q8Bytes(formats, e.ff);
   const int q8 = q8_smem <= static_cast<size_t>(kMaxDynamicSmem) ? formats : 0;
   const size_t smem = q8 != 0 ? q8_smem : floats * sizeof(float);
   const unsigned blocks = static_cast<unsigned>((e.n_embd + rows_per_block - 1) / rows_per_block);
@@ -1874,7 +1898,7 @@ void DecodeExpertsDown(const DecodeExperts& e, Stream stream) {
                        (!shared || Q8FormatOf(e.shared_down_type, e.ff) != 0) && formats != 0 &&
                        (formats & ~e.h_q8.formats) == 0;
   Launch(R == 2 ? DownKernel<2> : (R == 4 ? DownKernel<4> : DownKernel<kDownR>), blocks,
-         32 * items, smem, stream, e, L, q8, prepared);
+         32 * items, smem, stream, e, L, q8, prepared, float_warps);
 }
 
 int DecodeQ8Formats(const int* types, int n_types, int64_t n) { return Q8Formats(types, n_types, n); }

@@ -126,14 +126,6 @@ __device__ __forceinline__ uint32_t PackBytes(const int (&v)[16], int w) {
          (static_cast<uint32_t>(v[4 * w + 3] & 0xFF) << 24);
 }
 
-// Quantizes `rows` vectors of n elements (element e of row r is at(r, e))
-// into Q8_K at kq and / or Q8_0 at zq (either may be null; row r at
-// kq + r * Q8KBytes(n), zq + r * Q8ZBytes(n)), giving the bytes of the
-// one-group functions above. Every thread of the block takes part: chunk c
-// of 16 elements (over the rows' concatenation) belongs to thread
-// c % blockDim.x, so a group's chunks sit in adjacent lanes of one warp and
-// meet by shuffles, without a barrier (the caller synchronizes after).
-// Preconditions: blockDim.x % 32 == 0; n % 256 == 0 with kq, n % 32 == 0.
 // The row of index i of `rows` rows of `per_row` items laid end to end,
 // with 32-bit indices (rows * per_row stays far below 2^31): no division
 // for one row or a power-of-two row, as every expert width here is.
@@ -154,13 +146,24 @@ struct RowIndex {
   }
 };
 
+// Quantizes `rows` vectors of n elements (element e of row r is at(r, e))
+// into Q8_K at kq and / or Q8_0 at zq (either may be null; row r at
+// kq + r * Q8KBytes(n), zq + r * Q8ZBytes(n)), giving the bytes of the
+// one-group functions above, over `threads` threads (whole warps) of index
+// `tid`: chunk c of 16 elements (over the rows' concatenation) belongs to
+// thread c % threads, so a group's chunks sit in adjacent lanes of one warp
+// and meet by shuffles, without a barrier (the caller synchronizes after:
+// a warp alone, tid its lane, only with __syncwarp). QuantizeBlockQ8: every
+// thread of the block.
+// Preconditions: threads % 32 == 0; n % 256 == 0 with kq, n % 32 == 0.
 template <class At>
-__device__ void QuantizeBlockQ8(At at, int rows, int64_t n, uint8_t* kq, uint8_t* zq) {
+__device__ void QuantizeQ8(At at, int rows, int64_t n, uint8_t* kq, uint8_t* zq, int tid,
+                           int threads) {
   const RowIndex index(rows, static_cast<int>(n / 16));
   const int per_row = index.per_row, total = rows * per_row;
   const int rounded = (total + 31) / 32 * 32;
-  const int lane = threadIdx.x & 31;
-  for (int c = threadIdx.x; c < rounded; c += blockDim.x) {
+  const int lane = tid & 31;
+  for (int c = tid; c < rounded; c += threads) {
     const bool active = c < total;
     const int row = active ? index.Row(c) : 0;
     const int cc = active ? c - row * per_row : 0;
@@ -228,6 +231,11 @@ __device__ void QuantizeBlockQ8(At at, int rows, int64_t n, uint8_t* kq, uint8_t
       }
     }
   }
+}
+
+template <class At>
+__device__ void QuantizeBlockQ8(At at, int rows, int64_t n, uint8_t* kq, uint8_t* zq) {
+  QuantizeQ8(at, rows, n, kq, zq, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x));
 }
 
 __device__ __forceinline__ uint4 LoadQ16(const int8_t* p) {

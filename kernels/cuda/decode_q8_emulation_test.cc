@@ -285,6 +285,34 @@ TEST(DecodeQ8BlockTest, MatchesThePerGroupQuantizersAtOtherShapes) {
   }
 }
 
+// Each warp of a block quantizing a row of its own (QuantizeQ8 over its 32
+// lanes, as the down launch's warps do) writes the block quantizer's bytes:
+// rows of 512 (one pass), 2,048 (four) and 256 (half the lanes idle).
+TEST(DecodeQ8BlockTest, AWarpAloneWritesTheBlocksBytes) {
+  for (const int64_t n : {int64_t{512}, int64_t{2048}, int64_t{256}}) {
+    constexpr int kRows = 3;
+    std::mt19937 rng(static_cast<uint32_t>(n));
+    std::normal_distribution<float> n01(0.0f, 1.0f);
+    std::vector<float> x(kRows * n);
+    for (float& v : x) v = n01(rng);
+    std::vector<uint8_t> kb(kRows * Q8KBytes(n), 0xEE), zb(kRows * Q8ZBytes(n), 0xEE);
+    std::vector<uint8_t> kw(kb.size(), 0xEE), zw(zb.size(), 0xEE);
+    emulation::Launch(dim3{1, 1, 1}, 128, [&] {
+      QuantizeBlockQ8([&](int r, int64_t e) { return x[r * n + e]; }, kRows, n, kb.data(),
+                      zb.data());
+    });
+    emulation::Launch(dim3{1, 1, 1}, 32 * (kRows + 1), [&] {
+      const int w = static_cast<int>(threadIdx.x) / 32;  // the last warp has no row
+      if (w < kRows) {
+        QuantizeQ8([&](int, int64_t e) { return x[w * n + e]; }, 1, n, kw.data() + w * Q8KBytes(n),
+                   zw.data() + w * Q8ZBytes(n), static_cast<int>(threadIdx.x) % 32, 32);
+      }
+    });
+    EXPECT_EQ(kw, kb) << n;
+    EXPECT_EQ(zw, zb) << n;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, DecodeQ8Test,
                          ::testing::Values(GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,
                                            GgmlType::kQ8_0, GgmlType::kQ1_0),
