@@ -34,8 +34,7 @@ void RangeOf(int64_t n, int64_t grain, int parts, int index, int64_t* begin,
 // its core with another runnable one hands the core over instead of
 // burning its time slice.
 constexpr int kSpinIterations = 256;
-constexpr int kYieldIterations = 512;
-constexpr int kPollIterations = kSpinIterations + kYieldIterations;
+constexpr int kYieldIterations = 512;  // times the pool's poll_scale
 
 // Waits a little before poll number i.
 void PollPause(int i) {
@@ -50,7 +49,9 @@ void PollPause(int i) {
 
 }  // namespace
 
-ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
+ThreadPool::ThreadPool(int num_threads, int poll_scale)
+    : num_threads_(std::max(1, num_threads)),
+      poll_iterations_(kSpinIterations + kYieldIterations * std::max(1, poll_scale)) {
   workers_.reserve(num_threads_ - 1);
   for (int i = 1; i < num_threads_; ++i) {
     workers_.emplace_back([this, i] { WorkerLoop(i); });
@@ -77,7 +78,7 @@ void ThreadPool::WorkerLoop(int index) {
   uint64_t seen = 0;
   for (;;) {
     bool started = false;
-    for (int i = 0; i < kPollIterations && !started; ++i) {
+    for (int i = 0; i < poll_iterations_ && !started; ++i) {
       started = generation_.load(std::memory_order_acquire) != seen ||
                 stopping_.load(std::memory_order_relaxed);
       if (!started) PollPause(i);
@@ -125,7 +126,7 @@ void ThreadPool::ParallelForGrain(int64_t n, int64_t grain,
   in_parallel_region = true;
   RunShare(0);
   in_parallel_region = false;
-  for (int i = 0; i < kPollIterations && pending_.load(std::memory_order_acquire) != 0; ++i) {
+  for (int i = 0; i < poll_iterations_ && pending_.load(std::memory_order_acquire) != 0; ++i) {
     PollPause(i);
   }
   if (pending_.load(std::memory_order_acquire) != 0) {

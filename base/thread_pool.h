@@ -34,8 +34,11 @@ class ThreadPool {
  public:
   // `num_threads` threads take part in each loop, the caller included.
   // Values < 1 are treated as 1; 1 means everything runs inline on the
-  // caller and no thread is started.
-  explicit ThreadPool(int num_threads);
+  // caller and no thread is started. `poll_scale` multiplies how long idle
+  // workers (and a waiting caller) poll before sleeping (values < 1 are
+  // treated as 1): a pool whose loops come further apart than a decode
+  // step's, but must start without a wake-up, polls longer.
+  explicit ThreadPool(int num_threads, int poll_scale = 1);
   ~ThreadPool();
 
   ThreadPool(const ThreadPool&) = delete;
@@ -62,6 +65,7 @@ class ThreadPool {
   void RunShare(int index);
 
   const int num_threads_;
+  const int poll_iterations_;  // polls before sleeping
   std::vector<std::thread> workers_;
 
   std::mutex call_mu_;  // serializes ParallelFor calls

@@ -1,6 +1,7 @@
 #include "base/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <atomic>
 #include <mutex>
 #include <set>
@@ -44,6 +45,19 @@ TEST(ThreadPoolTest, OneThreadRunsInlineAsOneRange) {
 TEST(ThreadPoolTest, ZeroOrNegativeThreadsMeansOne) {
   EXPECT_EQ(ThreadPool(0).num_threads(), 1);
   EXPECT_EQ(ThreadPool(-3).num_threads(), 1);
+}
+
+// A pool that polls longer (HostMisses': its loops come once a layer) hands
+// out the same ranges, whether its workers are still polling for the next
+// loop or have gone to sleep, and is destroyed while they poll.
+TEST(ThreadPoolTest, ALongerPollGivesTheSameRangesAwakeOrAsleep) {
+  ThreadPool pool(3, 16);
+  const std::vector<std::pair<int64_t, int64_t>> want = {{0, 4}, {4, 7}, {7, 10}};
+  EXPECT_EQ(Ranges(pool, 10, 1), want);  // right after start-up
+  EXPECT_EQ(Ranges(pool, 10, 1), want);  // back to back: still polling
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // asleep by now
+  EXPECT_EQ(Ranges(pool, 10, 1), want);
+  EXPECT_EQ(ThreadPool(2, 0).num_threads(), 2);  // a scale below 1 is 1
 }
 
 TEST(ThreadPoolTest, RangesTileTheIndexSpaceEvenly) {

@@ -4,9 +4,10 @@
 # switches measured on and off (with --kimi the MLA attention on tensor
 # cores); batch_decode at small batches with its profile; --expert_skip on
 # a disk-bound decode (bench35 at 25% through a 1.5 GB host tier); with the daemon
-# in the bundle, the paced long prompt beside 8 streams; the switches off
-# until measured (their tests and an A/B of resident decode); bench35's
-# step launch by launch under ncu. Prints a
+# in the bundle, the paced long prompt beside 8 streams; the launch shapes
+# made default in run 18 (their tests with them off, resident decode on and
+# off); copy, cost and host at 25%; bench35's step launch by launch under
+# ncu. Prints a
 # summary and leaves every log in OUT.
 #
 # With --kimi it runs past one call's 10 minutes (about 12, the Kimi file
@@ -59,31 +60,33 @@ step "batch_decode --profile, 8 sequences, bench35"
 "$bin/batch_decode" --model "$b35" --backend cuda --sequences 8 --prompt_tokens 128 \
   --decode_tokens 32 --threads 16 --profile 2>&1 | grep '^profile' | sort -k3 -n -r | head -12
 
-step "switches off until measured: their sm90 tests, then resident decode with each (3 rounds)"
-# SLUICE_CUDA_PROJECT_ONE_ROW=1: the unstreamed route launch at twice the
-# blocks; SLUICE_CUDA_STREAM_SMALL_KB=56: streamed launches at 4 blocks an SM
+step "launch shapes (on by default since run 18): their sm90 tests off, then resident decode on and off (3 rounds)"
+# SLUICE_CUDA_PROJECT_ONE_ROW: the unstreamed route launch at twice the
+# blocks; SLUICE_CUDA_STREAM_SMALL_KB=56: streamed launches at 4 blocks an
+# SM; SLUICE_CUDA_DOWN_ROWS=4: the down products at 4 rows a lane group
 # (docs/CUDA_KERNELS.md). Same bits: the tests compare streamed and
 # unstreamed kernels and the parity gates.
+off=(SLUICE_CUDA_PROJECT_ONE_ROW=0 SLUICE_CUDA_STREAM_SMALL_KB=0 SLUICE_CUDA_DOWN_ROWS=8)
 for t in decode_ops_sm90_test quant_matmul_sm90_test cuda_parity_sm90_test; do
-  SLUICE_CUDA_PROJECT_ONE_ROW=1 SLUICE_CUDA_STREAM_SMALL_KB=56 SLUICE_GOLDENS="$goldens" \
-    "$bin/$t" --gtest_filter=-*q8_0* > "$out/switches_$t.log" 2>&1
-  echo "$t with both: rc $? $(grep -E '^\[  (PASSED|FAILED)' "$out/switches_$t.log" | tr '\n' ' ')"
+  env "${off[@]}" SLUICE_GOLDENS="$goldens" "$bin/$t" --gtest_filter=-*q8_0* > "$out/shapes_off_$t.log" 2>&1
+  echo "$t with them off: rc $? $(grep -E '^\[  (PASSED|FAILED)' "$out/shapes_off_$t.log" | tr '\n' ' ')"
 done
 for m in "$b35" "$b397"; do
   for round in 1 2 3; do
-    for cfg in "0 0" "1 0" "0 56" "1 56"; do
-      read -r one small <<< "$cfg"
-      SLUICE_CUDA_PROJECT_ONE_ROW=$one SLUICE_CUDA_STREAM_SMALL_KB=$small timeout 200 \
+    for shapes in on off; do
+      set --
+      [ "$shapes" = off ] && set -- "${off[@]}"
+      env "$@" timeout 200 \
         "$bin/generate" --model "$m" --backend cuda --json --ignore_eos --threads 16 \
         --temperature 10000 --seed 1 --prompt_tokens 512 --context_length 656 --max_tokens 128 \
         --warmup_tokens 8 2>/dev/null | grep -o '"decode_tok_s": *[0-9.]*' | tr '\n' ' '
-      echo " ($(basename "$m"), one row $one, small KB $small, round $round)"
+      echo " ($(basename "$m"), launch shapes $shapes, round $round)"
     done
   done
 done
 
-step "bench35 (locality 0.2) at 25%: copy and cost with the miss policy's estimates"
-for pol in copy cost; do
+step "bench35 (locality 0.2) at 25%: copy, cost and host with the miss policy's estimates"
+for pol in copy cost host; do
   timeout 200 "$bin/generate" --model "$b35" --backend cuda --json --ignore_eos --threads 16 \
     --temperature 10000 --seed 1 --prompt_tokens 512 --context_length 656 --max_tokens 128 \
     --warmup_tokens 8 --expert_arena_fraction 0.25 --expert_miss_policy "$pol" 2>/dev/null |

@@ -1501,12 +1501,15 @@ int g_resident_blocks = 0;
 // Blocks of a streamed projection (StreamProjectKernel): kStreamBlocksPerSm
 // per SM, set at PrepareDecodeKernels.
 int g_stream_grid = 0;
-// SLUICE_CUDA_STREAM_SMALL_KB=K (off until measured): a streamed launch whose
-// input and 3 or 4 stages fit K KB a block runs up to 4 blocks an SM (the
-// kernels' ~125 registers allow 4 of 128 threads) instead of 2 of up to
-// kStreamSmemPerBlock: twice the warps to issue from, for kernels that
-// wait on their own instructions' latency (ncu: 2 warps a scheduler, each
-// issuing every 6.3 cycles).
+// A streamed launch whose input and 3 or 4 stages fit kStreamSmallKb KB a
+// block (SLUICE_CUDA_STREAM_SMALL_KB=K overrides it, 0 off) runs up to 4
+// blocks an SM (the kernels' ~125 registers allow 4 of 128 threads)
+// instead of 2 of up to kStreamSmemPerBlock: twice the warps to issue
+// from, for kernels that wait on their own instructions' latency (ncu: 2
+// warps a scheduler, each issuing every 6.3 cycles). H100, run 18
+// (docs/BENCHMARKS.md): bench35's DeltaNet input projections 136.0 -> 127.5
+// us a step, the attention's 39.4 -> 36.0; 80 KB was slower.
+constexpr int64_t kStreamSmallKb = 56;
 int64_t g_stream_small_bytes = 0;
 int g_stream_small_grid = 0;
 int DecodeBlocks(int row_blocks) {
@@ -1610,7 +1613,7 @@ void PrepareDecodeKernels() {
   g_stream_grid = sms * (per_sm_stream >= 1 && per_sm_stream <= 3 ? per_sm_stream
                                                                   : kStreamBlocksPerSm);
   const char* small = std::getenv("SLUICE_CUDA_STREAM_SMALL_KB");
-  g_stream_small_bytes = small != nullptr ? std::atoll(small) * 1024 : 0;
+  g_stream_small_bytes = (small != nullptr ? std::atoll(small) : kStreamSmallKb) * 1024;
   g_stream_small_grid = 4 * sms;
   AllowSmem(GateUpKernel);
   AllowSmem(PrepareKernel);
@@ -1672,9 +1675,11 @@ bool PlanProject(const DecodeProjection& p, ProjectLaunch* out, int64_t* rows_pe
   return true;
 }
 
+// Whether an unstreamed launch of too few row blocks takes one row a lane
+// group (on unless SLUICE_CUDA_PROJECT_ONE_ROW is "0"; read at every call).
 bool ProjectOneRow() {
   const char* env = std::getenv("SLUICE_CUDA_PROJECT_ONE_ROW");
-  return env != nullptr && std::string(env) == "1";
+  return !(env != nullptr && std::string(env) == "0");
 }
 
 bool StreamingOn() {
@@ -1746,7 +1751,8 @@ void DecodeProject(const DecodeProjection& p, Stream stream) {
     // Too few row blocks to fill the GPU twice over (bench35's route launch:
     // an F32 router, which is not streamed, beside the shared pair, 97 blocks
     // of 4 warps on 132 SMs): rows of one lane group a block, twice the
-    // blocks (SLUICE_CUDA_PROJECT_ONE_ROW=1; off until measured).
+    // blocks (SLUICE_CUDA_PROJECT_ONE_ROW=0 turns it off). H100, run 18:
+    // bench35's route launches 145.8 -> 128.1 us a step.
     if (blocks < g_stream_grid && ProjectOneRow()) {
       PlanProject(p, &a, &rows_per_block, &smem, 1);
       Launch(DecodeProjectKernel<1>, a.block_start[p.n_matrices], kProjThreads, smem, stream, a);
@@ -1862,14 +1868,16 @@ bool StreamGroupedQ8(const RawGroupedMatMul& g, int lanes, Stream stream) {
 
 namespace {
 
-// Rows per lane group of the down launch: SLUICE_CUDA_DOWN_ROWS (2 or 4;
-// off until measured: more blocks of fewer rows, each paying the prologue
-// unless the hidden rows are prepared once; read at every call, so a test
-// can compare them), else kDownR.
+// Rows per lane group of the down launch: 4, or SLUICE_CUDA_DOWN_ROWS (2, 4
+// or 8; read at every call, so a test can compare them). H100, run 18:
+// bench35's down launches took 140.5 us a step at 4 (two blocks an SM),
+// 148.6 at 2, 158.5 at 8 (one block an SM); preparing the hidden rows once
+// (SLUICE_CUDA_PREPARE=8) made the step slower at 2 and at 4.
+constexpr int kDownRowsDefault = 4;
 int DownRows() {
   const char* env = std::getenv("SLUICE_CUDA_DOWN_ROWS");
-  const int r = env != nullptr ? std::atoi(env) : kDownR;
-  return r == 2 || r == 4 ? r : kDownR;
+  const int r = env != nullptr ? std::atoi(env) : kDownRowsDefault;
+  return r == 2 || r == 4 || r == 8 ? r : kDownRowsDefault;
 }
 
 }  // namespace

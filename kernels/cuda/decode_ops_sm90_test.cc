@@ -158,6 +158,11 @@ class DecodeProjectSm90Test : public ::testing::Test {
     Compare(c, blocks, launch(true), "streamed");
     Compare(c, blocks, launch(false, true), "prepared");
     Compare(c, blocks, launch(true, true), "prepared, streamed");
+    // Unstreamed launches of few row blocks take one row a lane group by
+    // default; two (SLUICE_CUDA_PROJECT_ONE_ROW=0) give the same bits.
+    setenv("SLUICE_CUDA_PROJECT_ONE_ROW", "0", 1);
+    Compare(c, blocks, launch(false), "two rows a lane group");
+    unsetenv("SLUICE_CUDA_PROJECT_ONE_ROW");
   }
 
   // The launch's routing (its epilogue, after the blocks' count) has the
@@ -352,7 +357,7 @@ TEST_F(DecodeProjectSm90Test, RoutedGateUpStreamedAsUnstreamed) {
 // The down products (8 routed slots of Q4_K rows, a Q8_0 shared expert, the
 // host's rows added) read the same bits from their hidden rows quantized
 // once (DecodeExpertsPrepareDown) as quantized in every block, and at 2 and
-// 4 rows a lane group (SLUICE_CUDA_DOWN_ROWS) as at 8.
+// 8 rows a lane group (SLUICE_CUDA_DOWN_ROWS) as at the default 4.
 // With Q6_K routed rows (420 bytes: blocks of every alignment), the same
 // bits with funnel loads (the default) as without (SLUICE_CUDA_FUNNEL_LOADS=0).
 void CheckDown(GgmlType down_type) {
@@ -415,7 +420,7 @@ void CheckDown(GgmlType down_type) {
   const std::vector<float> prepared = launch();
   ASSERT_EQ(std::memcmp(floats.data(), prepared.data(), n * 4), 0);
   // Fewer rows a block (more blocks): the same bits, prepared or not.
-  for (const char* rows : {"2", "4"}) {
+  for (const char* rows : {"2", "8"}) {
     setenv("SLUICE_CUDA_DOWN_ROWS", rows, 1);
     EXPECT_EQ(std::memcmp(floats.data(), launch().data(), n * 4), 0) << rows << " rows, prepared";
     const DecodeQ8 q8 = e.h_q8;

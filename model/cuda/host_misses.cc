@@ -21,7 +21,13 @@ absl::StatusOr<std::unique_ptr<HostMisses>> HostMisses::Create(int64_t n_embd,
   const int n = threads > 0
                     ? threads
                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  h->pool_ = std::make_unique<ThreadPool>(n);
+  // Its loops come once a layer (a few hundred microseconds apart at 25% of
+  // bench35's experts), past the default poll before the workers sleep, so
+  // every call paid a wake-up: on the H100 (run 18, docs/BENCHMARKS.md) the
+  // cost policy, whose host took one miss a layer now and then, measured
+  // the host at 6.4 GB/s; the host policy, calling every layer, at 62.8. A
+  // poll 16 times as long keeps the workers awake across a step.
+  h->pool_ = std::make_unique<ThreadPool>(n, /*poll_scale=*/16);
   const uint64_t row = n_embd * sizeof(float);
   ASSIGN_OR_RETURN(h->x_, cuda::PinnedBuffer::Create(row));
   ASSIGN_OR_RETURN(h->y_, cuda::PinnedBuffer::Create(k * row));
