@@ -312,6 +312,13 @@ def flags_from_cmake_cache(path):
     return " ".join(f"-D{k}={found[k]}" for k in CMAKE_FLAGS if k in found)
 
 
+def kernel_switches(environ):
+    """The SLUICE_CUDA_* kernel switches set in `environ` (docs/CUDA_KERNELS.md,
+    "Switches"), sorted by name: generate inherits them, so a run's figures
+    say which launch shapes they measured."""
+    return {k: environ[k] for k in sorted(environ) if k.startswith("SLUICE_CUDA_")}
+
+
 def llama_flags(args):
     """--llama-flags, else the FLAGS file build_llama.sh leaves beside
     llama-bench, else the build's CMakeCache.txt (the folder above bin/)."""
@@ -388,7 +395,8 @@ def main():
     args.llama_flags = llama_flags(args)
     llama_locs = args.llama_localities if args.llama_localities is not None else args.locality[:1]
     results = {"format": 1, "machine": machine_info(args),
-               "settings": {k: v for k, v in vars(args).items()}, "models": [],
+               "settings": {**vars(args), "kernel_switches": kernel_switches(os.environ)},
+               "models": [],
                "sluice": [], "llama": [], "batched": {"sluice": [], "llama": []}}
     path = os.path.join(args.out, "results.json")
     for spec in model_specs(args):

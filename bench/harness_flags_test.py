@@ -48,5 +48,14 @@ class LlamaFlagsTest(unittest.TestCase):
         self.assertEqual(harness.llama_flags(self.args()), "")
 
 
+class KernelSwitchesTest(unittest.TestCase):
+    def test_only_the_cuda_switches_are_recorded_sorted(self):
+        env = {"SLUICE_CUDA_DOWN_ROWS": "8", "PATH": "/bin", "SLUICE_API_KEY": "secret",
+               "SLUICE_CUDA_PROJECT_ONE_ROW": "0"}
+        self.assertEqual(list(harness.kernel_switches(env).items()),
+                         [("SLUICE_CUDA_DOWN_ROWS", "8"), ("SLUICE_CUDA_PROJECT_ONE_ROW", "0")])
+        self.assertEqual(harness.kernel_switches({"PATH": "/bin"}), {})
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -377,6 +377,9 @@ def markdown(results, gbs):
                      + (f", depths {','.join(map(str, s['depths']))}" if s.get("depths", [0]) != [0] else ""))
         if s.get("llama_flags"):
             lines.append(f"- llama.cpp build flags: {s['llama_flags']}")
+        if s.get("kernel_switches"):
+            lines.append("- Sluice kernel switches: " +
+                         " ".join(f"{k}={v}" for k, v in s["kernel_switches"].items()))
     commits = {r.get("build_commit") for r in results["llama"] if r.get("build_commit")}
     if commits:
         lines.append(f"- llama.cpp build: {', '.join(sorted(commits))}")

@@ -65,6 +65,14 @@ class ReportTest(unittest.TestCase):
         self.assertIn("| 5% | cache | failed: rc=1: generate: RESOURCE_EXHAUSTED", self.md)
         self.assertIn("| 0 | cpu | 0 | 0 | 0% | 150.0 | 80.0 |", self.md)
 
+    def test_kernel_switches_are_listed_with_the_settings(self):
+        self.assertNotIn("kernel switches", self.md)  # the fixture sets none
+        results = report.load([FIXTURE])
+        results["settings"][0]["kernel_switches"] = {"SLUICE_CUDA_DOWN_ROWS": "8",
+                                                     "SLUICE_CUDA_PDL": "1"}
+        self.assertIn("- Sluice kernel switches: SLUICE_CUDA_DOWN_ROWS=8 SLUICE_CUDA_PDL=1",
+                      report.markdown(results, 55.2))
+
     def test_a_miss_policy_run_gets_its_own_row_and_targets(self):
         results = report.load([FIXTURE])
         base = next(r for r in results["sluice"] if r.get("ok") and r["fraction"] == 0.25
