@@ -20,6 +20,7 @@
 #include "base/testing/skip.h"
 #include "format/ggml_type.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/dequant.h"
 #include "kernels/cpu/test_util.h"
 #include "kernels/cuda/decode_ops.h"
 #include "kernels/cuda/device.h"
@@ -449,6 +450,85 @@ void CheckDown(GgmlType down_type) {
 TEST_F(DecodeProjectSm90Test, DownFromPreparedRowsAsFromFloats) {
   CheckDown(GgmlType::kQ4_K);
   CheckDown(GgmlType::kQ6_K);
+}
+
+// A shared expert whose down type has no 8-bit product (F16) beside Q4_K
+// routed rows: its warp reads its hidden row as floats while the routed
+// warps quantize theirs, and the launch agrees with a double-precision sum
+// over the dequantized weights (to the 8-bit activations' rounding), the
+// same bits at 2, 4 and 8 rows a lane group.
+TEST_F(DecodeProjectSm90Test, DownWithAFloatSharedExpert) {
+  std::mt19937 rng(31);
+  const int64_t n = 1024, ff = 512;
+  const int n_expert = 3, k = 4;
+  const GgmlType routed = GgmlType::kQ4_K, shared = GgmlType::kF16;
+  std::vector<std::vector<uint8_t>> host_downs;
+  std::vector<DeviceBuffer> downs;
+  std::vector<const void*> table;
+  for (int x = 0; x < n_expert; ++x) {
+    host_downs.push_back(kernels::testing_util::RandomWeights(routed, n, ff, rng));
+    downs.push_back(Upload(host_downs.back()));
+    table.push_back(downs.back().data());
+  }
+  const std::vector<uint8_t> host_shared = kernels::testing_util::RandomWeights(shared, n, ff, rng);
+  std::uniform_real_distribution<float> val(-1.f, 1.f);
+  std::vector<float> h(k * ff), sh(ff), w(k);
+  for (float& v : h) v = val(rng);
+  for (float& v : sh) v = val(rng);
+  for (float& v : w) v = 0.5f + 0.5f * val(rng);
+  const float logit = -0.4f;
+  const std::vector<int32_t> ids = {2, 0, 2, 1};
+  DeviceBuffer d_table = Upload(table), d_shared = Upload(host_shared), d_h = Upload(h);
+  DeviceBuffer d_sh = Upload(sh), d_w = Upload(w), d_logit = Upload(std::vector<float>{logit});
+  DeviceBuffer d_ids = Upload(ids), d_out = Upload(std::vector<float>(n, 0.0f));
+  DecodeExperts e;
+  e.k = k;
+  e.ids = d_ids.as<const int32_t>();
+  e.weights = d_w.as<const float>();
+  e.down = d_table.as<const void* const>();
+  e.gate_type = e.up_type = e.down_type = static_cast<int>(routed);
+  e.n_embd = n;
+  e.ff = ff;
+  e.h = d_h.as<float>();
+  e.shared_ff = ff;
+  e.shared_h = d_sh.as<const float>();
+  e.shared_down = d_shared.data();
+  e.shared_down_type = static_cast<int>(shared);
+  e.shared_logit = d_logit.as<const float>();
+  e.out = d_out.as<float>();
+  ASSERT_TRUE(DecodeExpertsSupported(k, true, ff, n));
+  auto launch = [&](const char* rows) {
+    setenv("SLUICE_CUDA_DOWN_ROWS", rows, 1);
+    EXPECT_TRUE(Memset(d_out.data(), 0xFF, n * 4, nullptr).ok());
+    DecodeExpertsDown(e, nullptr);
+    EXPECT_TRUE(LastLaunchError("DecodeExpertsDown").ok());
+    EXPECT_TRUE(Synchronize(nullptr).ok());
+    unsetenv("SLUICE_CUDA_DOWN_ROWS");
+    return Read(d_out, n);
+  };
+  const std::vector<float> out = launch("4");
+  // The reference: every row dequantized, summed in double.
+  auto dot = [&](GgmlType t, const std::vector<uint8_t>& m, int64_t row, const float* x) {
+    std::vector<float> r(ff);
+    const int64_t row_bytes = static_cast<int64_t>(m.size()) / n;
+    EXPECT_TRUE(kernels::DequantizeRow(t, m.data() + row * row_bytes, ff, r.data()).ok());
+    double sum = 0;
+    for (int64_t i = 0; i < ff; ++i) sum += static_cast<double>(r[i]) * x[i];
+    return sum;
+  };
+  const double gate = 1.0 / (1.0 + std::exp(-static_cast<double>(logit)));
+  double worst = 0, scale = 0;
+  for (int64_t row = 0; row < n; ++row) {
+    double want = gate * dot(shared, host_shared, row, sh.data());
+    for (int x = 0; x < k; ++x) want += w[x] * dot(routed, host_downs[ids[x]], row, &h[x * ff]);
+    worst = std::max(worst, std::fabs(want - out[row]));
+    scale = std::max(scale, std::fabs(want));
+  }
+  EXPECT_GT(scale, 0.0);
+  EXPECT_LE(worst, 0.02 * scale);
+  for (const char* rows : {"2", "8"}) {
+    EXPECT_EQ(std::memcmp(out.data(), launch(rows).data(), n * 4), 0) << rows << " rows";
+  }
 }
 
 // AttendDecode against Attend (ops.h) for one gated token of bench35's
