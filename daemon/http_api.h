@@ -43,6 +43,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "daemon/http_front.h"
 #include "daemon/metrics.h"
 #include "daemon/supervisor.h"
@@ -70,6 +71,10 @@ struct HttpApiOptions {
   int threads = 8;
   HttpLimits limits;
   HttpAuthorizer authorize;  // empty: every request is allowed
+  // A generation's deadline from its arrival (queue wait included), which
+  // travels to the worker as a gRPC client's deadline does: 504 before the
+  // first token, an error event in a stream. Infinite: none.
+  absl::Duration request_timeout = absl::InfiniteDuration();
 };
 
 class HttpApiServer {

@@ -32,6 +32,10 @@ ABSL_FLAG(std::string, http_memory_budget, "256M",
 ABSL_FLAG(int, http_header_timeout_s, 10,
           "Seconds a client has to send a whole request's headers (HTTP and metrics ports).");
 ABSL_FLAG(int, http_body_timeout_s, 60, "Seconds a client has to send a whole request body.");
+ABSL_FLAG(int, http_request_timeout_s, 0,
+          "Seconds an HTTP generation may take in all, its wait in the queue included; past "
+          "them the worker ends it (504 before the first token, an error event in a stream). "
+          "0: no limit (a client that leaves still cancels its request).");
 ABSL_FLAG(int, http_max_connections, 512, "Open connections the HTTP port accepts at once.");
 ABSL_FLAG(int, http_max_connections_per_client, 128,
           "Open connections the HTTP port accepts from one client address.");
@@ -210,6 +214,15 @@ absl::StatusOr<HttpLimits> HttpLimitsFromFlags() {
 }
 
 std::vector<std::string> ModelDirsFromFlags() { return absl::GetFlag(FLAGS_model_dir); }
+
+absl::StatusOr<absl::Duration> HttpRequestTimeoutFromFlags() {
+  const int s = absl::GetFlag(FLAGS_http_request_timeout_s);
+  if (s < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--http_request_timeout_s=", s, ": seconds must be 0 (no limit) or more"));
+  }
+  return s == 0 ? absl::InfiniteDuration() : absl::Seconds(s);
+}
 
 absl::Duration HttpHeaderTimeoutFromFlags() {
   return absl::Seconds(absl::GetFlag(FLAGS_http_header_timeout_s));

@@ -36,6 +36,10 @@ std::vector<std::string> ModelDirsFromFlags();
 // --http_header_timeout_s.
 absl::Duration HttpHeaderTimeoutFromFlags();
 
+// --http_request_timeout_s: an HTTP generation's whole time (infinite for
+// 0). InvalidArgument naming the flag for a negative value.
+absl::StatusOr<absl::Duration> HttpRequestTimeoutFromFlags();
+
 }  // namespace sluice::daemon
 
 #endif  // SLUICE_DAEMON_SLUICED_FLAGS_H_

@@ -71,5 +71,19 @@ TEST(SluicedFlagsTest, ABadBackendIsNamedByTheFlagItCameIn) {
   }
 }
 
+TEST(SluicedFlagsTest, TheHttpRequestTimeoutIsNoneAtZeroAndNeverNegative) {
+  absl::FlagSaver saver;
+  auto none = HttpRequestTimeoutFromFlags();
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(*none, absl::InfiniteDuration());
+  Parse({{"http_request_timeout_s", "90"}});
+  auto set = HttpRequestTimeoutFromFlags();
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(*set, absl::Seconds(90));
+  Parse({{"http_request_timeout_s", "-1"}});
+  EXPECT_EQ(HttpRequestTimeoutFromFlags().status().message(),
+            "--http_request_timeout_s=-1: seconds must be 0 (no limit) or more");
+}
+
 }  // namespace
 }  // namespace sluice::daemon

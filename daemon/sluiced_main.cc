@@ -131,6 +131,9 @@ absl::Status StartHttpApi(const Config& config, Supervisor* supervisor, Metrics*
   auto limits = HttpLimitsFromFlags();
   if (!limits.ok()) return limits.status();
   options.limits = *limits;
+  auto request_timeout = HttpRequestTimeoutFromFlags();
+  if (!request_timeout.ok()) return request_timeout.status();
+  options.request_timeout = *request_timeout;
   auto started = HttpApiServer::Start(std::move(options), supervisor, metrics);
   if (!started.ok()) return started.status();
   absl::MutexLock lock(server_mu);

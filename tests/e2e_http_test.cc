@@ -277,6 +277,50 @@ TEST_F(E2eHttpTest, ErrorsHaveOpenAiShapesAndStatuses) {
   waiting.join();
 }
 
+// --http_request_timeout_s: a generation past it ends in the worker, as a
+// gRPC client's deadline ends one: 504 without a stream, an error event
+// with one, and the worker is free at once; one within it is answered.
+TEST(E2eHttpDeadlineTest, AGenerationPastTheRequestTimeoutEndsThere) {
+  auto path = WriteMicroModel(MakeTempDir("e2e-http-deadline"));
+  ASSERT_TRUE(path.ok()) << path.status();
+  DaemonOptions options;
+  options.model_path = *path;
+  options.context_length = 4096;
+  options.flags = {"--http_request_timeout_s=1", "--max_sequences=1"};
+  options.worker_test_flags = {"--test_step_delay_ms=10"};
+  auto d = Daemon::Start(options);
+  ASSERT_TRUE(d.ok()) << d.status();
+  const std::string url = absl::StrCat("http://127.0.0.1:", (*d)->http_port(), "/v1/completions");
+  auto post = [&url](const std::string& body) {
+    return RunCommand({"/usr/bin/curl", "-sS", "-N", "--max-time", "30", "-w", "\n%{http_code}",
+                       "-H", "Content-Type: application/json", "--data-raw", body, url});
+  };
+  // 1,000 tokens at >= 10 ms each would take >= 10 s.
+  absl::Time t0 = absl::Now();
+  CommandResult plain = post(R"({"prompt": "long", "max_tokens": 1000, "ignore_eos": true})");
+  EXPECT_EQ(plain.exit_code, 0) << plain.err;
+  const size_t nl = plain.out.rfind('\n');
+  ASSERT_NE(nl, std::string::npos) << plain.out;
+  EXPECT_EQ(plain.out.substr(nl + 1), "504") << plain.out;
+  EXPECT_EQ(Json::parse(plain.out.substr(0, nl))["error"]["code"], "deadline_exceeded")
+      << plain.out;
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(6));
+  t0 = absl::Now();
+  CommandResult stream =
+      post(R"({"prompt": "long", "max_tokens": 1000, "ignore_eos": true, "stream": true})");
+  EXPECT_EQ(stream.exit_code, 0) << stream.err;
+  EXPECT_EQ(stream.out.rfind("data: {", 0), 0u) << stream.out;  // tokens came first
+  EXPECT_NE(stream.out.find("\"code\":\"deadline_exceeded\""), std::string::npos) << stream.out;
+  EXPECT_EQ(stream.out.find("[DONE]"), std::string::npos) << stream.out;
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(6));
+  // Within the limit: answered whole (5 tokens, ~50 ms).
+  CommandResult quick = post(R"({"prompt": "quick", "max_tokens": 5, "ignore_eos": true})");
+  EXPECT_EQ(quick.exit_code, 0) << quick.err;
+  EXPECT_NE(quick.out.find("\"finish_reason\":\"length\""), std::string::npos) << quick.out;
+  EXPECT_EQ(quick.out.substr(quick.out.size() - 3), "200") << quick.out;
+  EXPECT_EQ((*d)->Stop(), 0) << (*d)->Log();
+}
+
 // The HTTP port takes the gRPC port's TLS files: HTTPS with them, no
 // plaintext beside it.
 TEST(E2eHttpTlsTest, HttpsWithTheGrpcCertificateAndNoPlaintext) {
