@@ -10,6 +10,8 @@
 
 #include <fstream>
 #include <iostream>
+#include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -27,18 +29,26 @@ namespace {
 using Json = nlohmann::json;
 constexpr char kModel[] = "micro-qwen35moe";
 
+// sluiced serving the micro model (context 4,096) with `flags`, its worker
+// taking at least `step_delay_ms` a step (the worker's test flag).
+absl::StatusOr<std::unique_ptr<Daemon>> StartMicroDaemon(const std::string& dir_name,
+                                                         std::vector<std::string> flags,
+                                                         int step_delay_ms) {
+  auto path = WriteMicroModel(MakeTempDir(dir_name));
+  if (!path.ok()) return path.status();
+  DaemonOptions options;
+  options.model_path = *path;
+  options.context_length = 4096;
+  options.flags = std::move(flags);
+  options.worker_test_flags = {absl::StrCat("--test_step_delay_ms=", step_delay_ms)};
+  return Daemon::Start(options);
+}
+
 class E2eHttpTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto path = WriteMicroModel(MakeTempDir("e2e-http"));
-    ASSERT_TRUE(path.ok()) << path.status();
-    DaemonOptions options;
-    options.model_path = *path;
-    options.context_length = 4096;
     // One generation at a time, so that one waits behind it.
-    options.flags = {"--queue_limit=1", "--max_sequences=1"};
-    options.worker_test_flags = {"--test_step_delay_ms=5"};
-    auto d = Daemon::Start(options);
+    auto d = StartMicroDaemon("e2e-http", {"--queue_limit=1", "--max_sequences=1"}, 5);
     ASSERT_TRUE(d.ok()) << d.status();
     daemon_ = d->release();
   }
@@ -281,14 +291,8 @@ TEST_F(E2eHttpTest, ErrorsHaveOpenAiShapesAndStatuses) {
 // gRPC client's deadline ends one: 504 without a stream, an error event
 // with one, and the worker is free at once; one within it is answered.
 TEST(E2eHttpDeadlineTest, AGenerationPastTheRequestTimeoutEndsThere) {
-  auto path = WriteMicroModel(MakeTempDir("e2e-http-deadline"));
-  ASSERT_TRUE(path.ok()) << path.status();
-  DaemonOptions options;
-  options.model_path = *path;
-  options.context_length = 4096;
-  options.flags = {"--http_request_timeout_s=1", "--max_sequences=1"};
-  options.worker_test_flags = {"--test_step_delay_ms=10"};
-  auto d = Daemon::Start(options);
+  auto d = StartMicroDaemon("e2e-http-deadline",
+                            {"--http_request_timeout_s=1", "--max_sequences=1"}, 10);
   ASSERT_TRUE(d.ok()) << d.status();
   const std::string url = absl::StrCat("http://127.0.0.1:", (*d)->http_port(), "/v1/completions");
   auto post = [&url](const std::string& body) {

@@ -355,6 +355,36 @@ TEST_F(DecodeProjectSm90Test, RoutedGateUpStreamedAsUnstreamed) {
   EXPECT_EQ(unwritten, 0) << "rows left unwritten";
 }
 
+// Device buffers of a down launch: the routed slots' ids, routing weights,
+// expert table and hidden rows, the shared expert's hidden row, matrix and
+// gate logit, and the output.
+struct DownBuffers {
+  DeviceBuffer ids, weights, table, h, shared_h, shared_down, logit, out;
+};
+
+// The down launch's arguments over `b`: k slots of routed rows of
+// `down_type` beside a shared expert of `shared_type`, n outputs of ff.
+DecodeExperts DownArgs(int k, GgmlType down_type, GgmlType shared_type, int64_t n, int64_t ff,
+                       DownBuffers& b) {
+  DecodeExperts e;
+  e.k = k;
+  e.ids = b.ids.as<const int32_t>();
+  e.weights = b.weights.as<const float>();
+  e.down = b.table.as<const void* const>();
+  e.gate_type = e.up_type = static_cast<int>(GgmlType::kQ4_K);
+  e.down_type = static_cast<int>(down_type);
+  e.n_embd = n;
+  e.ff = ff;
+  e.h = b.h.as<float>();
+  e.shared_ff = ff;
+  e.shared_h = b.shared_h.as<const float>();
+  e.shared_down = b.shared_down.data();
+  e.shared_down_type = static_cast<int>(shared_type);
+  e.shared_logit = b.logit.as<const float>();
+  e.out = b.out.as<float>();
+  return e;
+}
+
 // The down products (8 routed slots of Q4_K rows, a Q8_0 shared expert, the
 // host's rows added) read the same bits from their hidden rows quantized
 // once (DecodeExpertsPrepareDown) as quantized in every block, and at 2 and
@@ -383,27 +413,13 @@ void CheckDown(GgmlType down_type) {
   for (float& v : host) v = 0.1f * val(rng);
   for (float& v : w) v = 0.5f + 0.5f * val(rng);
   const float logit = 0.3f;
-  DeviceBuffer d_table = Upload(table), d_h = Upload(h), d_sh = Upload(sh), d_host = Upload(host);
-  DeviceBuffer d_w = Upload(w), d_logit = Upload(std::vector<float>{logit});
-  DeviceBuffer d_ids = Upload(std::vector<int32_t>{2, 0, 4, 1, 1, 3, 0, 2});
-  DeviceBuffer d_out = Upload(std::vector<float>(n, 0.0f));
-  DecodeExperts e;
-  e.k = k;
-  e.ids = d_ids.as<const int32_t>();
-  e.weights = d_w.as<const float>();
-  e.down = d_table.as<const void* const>();
-  e.gate_type = e.up_type = static_cast<int>(GgmlType::kQ4_K);
-  e.down_type = static_cast<int>(down_type);
-  e.n_embd = n;
-  e.ff = ff;
-  e.h = d_h.as<float>();
-  e.shared_ff = ff;
-  e.shared_h = d_sh.as<const float>();
-  e.shared_down = d_shared.data();
-  e.shared_down_type = static_cast<int>(GgmlType::kQ8_0);
-  e.shared_logit = d_logit.as<const float>();
+  DownBuffers b{Upload(std::vector<int32_t>{2, 0, 4, 1, 1, 3, 0, 2}), Upload(w), Upload(table),
+                Upload(h), Upload(sh), std::move(d_shared),
+                Upload(std::vector<float>{logit}), Upload(std::vector<float>(n, 0.0f))};
+  DeviceBuffer d_host = Upload(host);
+  DeviceBuffer& d_out = b.out;
+  DecodeExperts e = DownArgs(k, down_type, GgmlType::kQ8_0, n, ff, b);
   e.host_y = d_host.as<const float>();
-  e.out = d_out.as<float>();
   auto launch = [&]() {
     EXPECT_TRUE(Memset(d_out.data(), 0xFF, n * 4, nullptr).ok());
     DecodeExpertsDown(e, nullptr);
@@ -478,24 +494,10 @@ TEST_F(DecodeProjectSm90Test, DownWithAFloatSharedExpert) {
   for (float& v : w) v = 0.5f + 0.5f * val(rng);
   const float logit = -0.4f;
   const std::vector<int32_t> ids = {2, 0, 2, 1};
-  DeviceBuffer d_table = Upload(table), d_shared = Upload(host_shared), d_h = Upload(h);
-  DeviceBuffer d_sh = Upload(sh), d_w = Upload(w), d_logit = Upload(std::vector<float>{logit});
-  DeviceBuffer d_ids = Upload(ids), d_out = Upload(std::vector<float>(n, 0.0f));
-  DecodeExperts e;
-  e.k = k;
-  e.ids = d_ids.as<const int32_t>();
-  e.weights = d_w.as<const float>();
-  e.down = d_table.as<const void* const>();
-  e.gate_type = e.up_type = e.down_type = static_cast<int>(routed);
-  e.n_embd = n;
-  e.ff = ff;
-  e.h = d_h.as<float>();
-  e.shared_ff = ff;
-  e.shared_h = d_sh.as<const float>();
-  e.shared_down = d_shared.data();
-  e.shared_down_type = static_cast<int>(shared);
-  e.shared_logit = d_logit.as<const float>();
-  e.out = d_out.as<float>();
+  DownBuffers b{Upload(ids), Upload(w), Upload(table), Upload(h), Upload(sh), Upload(host_shared),
+                Upload(std::vector<float>{logit}), Upload(std::vector<float>(n, 0.0f))};
+  DeviceBuffer& d_out = b.out;
+  const DecodeExperts e = DownArgs(k, routed, shared, n, ff, b);
   ASSERT_TRUE(DecodeExpertsSupported(k, true, ff, n));
   auto launch = [&](const char* rows) {
     setenv("SLUICE_CUDA_DOWN_ROWS", rows, 1);
