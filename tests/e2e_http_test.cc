@@ -198,7 +198,9 @@ TEST_F(E2eHttpTest, CurlSeesServerSentEventsFraming) {
     ASSERT_EQ(events[i].find('\n'), std::string::npos) << events[i];
     Json chunk = Json::parse(events[i].substr(6));
     EXPECT_EQ(chunk["object"], "chat.completion.chunk");
-    if (i == 0) EXPECT_EQ(chunk["choices"][0]["delta"]["role"], "assistant");
+    if (i == 0) {
+      EXPECT_EQ(chunk["choices"][0]["delta"]["role"], "assistant");
+    }
     if (chunk["choices"].empty()) {
       usage = chunk["usage"];
       continue;
