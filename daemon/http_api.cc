@@ -300,10 +300,9 @@ void HttpApiServer::Route() {
       // The response's x-request-id (set before routing) names the generation
       // in the daemon's log too.
       parsed->generate.set_request_id(res.get_header_value("x-request-id"));
-      const absl::Time deadline = options_.request_timeout == absl::InfiniteDuration()
-                                      ? absl::InfiniteFuture()
-                                      : absl::Now() + options_.request_timeout;
-      auto handle = supervisor_->SubmitGenerate(parsed->generate, deadline);
+      // Now() + an infinite timeout is InfiniteFuture(): no deadline.
+      auto handle =
+          supervisor_->SubmitGenerate(parsed->generate, absl::Now() + options_.request_timeout);
       if (!handle.ok()) return SendError(res, handle.status());
       auto gen = std::make_shared<Generation>();
       gen->supervisor = supervisor_;

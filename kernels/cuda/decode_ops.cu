@@ -661,7 +661,7 @@ __device__ __forceinline__ TileRef ExpertTile(const StreamExperts& s, int t) {
   const DecodeExperts& e = s.e;
   const int j = static_cast<int>(s.by_row_blocks.Div(t));
   const int64_t rb = RowBytesOf(e.gate_type, e.n_embd);
-  const int64_t r0 = static_cast<int64_t>(t - j * s.row_blocks) * s.st.rows_per_tile;
+  const int64_t r0 = static_cast<int64_t>(s.by_row_blocks.Mod(t)) * s.st.rows_per_tile;
   const int64_t nr = e.ff - r0 < s.st.rows_per_tile ? e.ff - r0 : s.st.rows_per_tile;
   const int32_t id = e.ids[j];
   return {static_cast<const uint8_t*>(e.gate[id]) + r0 * rb,
@@ -859,7 +859,7 @@ struct StreamGroups {
 __device__ __forceinline__ TileRef GroupTile(const StreamGroups& s, int t) {
   const RawGroupedMatMul& g = s.g;
   const int gi = static_cast<int>(s.by_row_blocks.Div(t));
-  const int64_t r0 = static_cast<int64_t>(t - gi * s.row_blocks) * s.st.rows_per_tile;
+  const int64_t r0 = static_cast<int64_t>(s.by_row_blocks.Mod(t)) * s.st.rows_per_tile;
   const int64_t nr = g.rows - r0 < s.st.rows_per_tile ? g.rows - r0 : s.st.rows_per_tile;
   const void* w = g.single_weight != nullptr
                       ? g.single_weight
@@ -1676,7 +1676,8 @@ bool PlanProject(const DecodeProjection& p, ProjectLaunch* out, int64_t* rows_pe
 }
 
 // Whether an unstreamed launch of too few row blocks takes one row a lane
-// group (on unless SLUICE_CUDA_PROJECT_ONE_ROW is "0"; read at every call).
+// group (on unless SLUICE_CUDA_PROJECT_ONE_ROW is "0"; read at every call,
+// as StreamingOn, so a test can compare both).
 bool ProjectOneRow() {
   const char* env = std::getenv("SLUICE_CUDA_PROJECT_ONE_ROW");
   return !(env != nullptr && std::string(env) == "0");
