@@ -36,7 +36,9 @@ TEST(GgmlTypeTest, NamesRoundTripAndIdsAreSorted) {
     auto by_name = LookupGgmlTypeByName(all[i].name);
     ASSERT_TRUE(by_name.has_value()) << all[i].name;
     EXPECT_EQ(by_name->type, all[i].type);
-    if (i > 0) EXPECT_LT(static_cast<uint32_t>(all[i - 1].type), static_cast<uint32_t>(all[i].type));
+    if (i > 0) {
+      EXPECT_LT(static_cast<uint32_t>(all[i - 1].type), static_cast<uint32_t>(all[i].type));
+    }
   }
   EXPECT_EQ(LookupGgmlTypeByName("Q4_K")->bytes_per_block, 144u);
 }

@@ -191,7 +191,9 @@ class Fuzz {
     // Preemption: newest first, never the oldest; the victims hold nothing.
     std::set<SeqId> preempted(plan->preempted.begin(), plan->preempted.end());
     EXPECT_EQ(preempted.size(), plan->preempted.size()) << Where();
-    if (have_oldest) EXPECT_EQ(preempted.count(oldest), 0u) << Where() << "oldest preempted";
+    if (have_oldest) {
+      EXPECT_EQ(preempted.count(oldest), 0u) << Where() << "oldest preempted";
+    }
     for (SeqId id : plan->preempted) {
       Shadow& sh = shadow_.at(id);
       EXPECT_TRUE(sh.running) << Where();
@@ -216,7 +218,9 @@ class Fuzz {
       EXPECT_TRUE(c.samples) << Where();
     }
     for (SeqId id : decoding) {
-      if (preempted.count(id) == 0) EXPECT_EQ(decoded.count(id), 1u) << Where() << id;
+      if (preempted.count(id) == 0) {
+        EXPECT_EQ(decoded.count(id), 1u) << Where() << id;
+      }
     }
 
     // Budget, batch bound, one chunk per sequence, distinct slots.

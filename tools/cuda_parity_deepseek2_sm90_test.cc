@@ -292,7 +292,9 @@ TEST(CudaParityDeepseek2Test, DecodeReplaysTheCapturedPass) {
     arms.push_back(RunGreedy(dir + "/" + kModel + ".gguf", profile));
     const BackendStats& stats = arms.back().stats;
     EXPECT_EQ(stats.decode_graph, !profile);
-    if (!profile) EXPECT_GT(stats.launches_per_decode, 20);
+    if (!profile) {
+      EXPECT_GT(stats.launches_per_decode, 20);
+    }
     std::printf("deepseek2 decode, profile=%d: decode_graph=%d launches_per_decode=%lld\n",
                 profile ? 1 : 0, stats.decode_graph ? 1 : 0,
                 static_cast<long long>(stats.launches_per_decode));

@@ -62,7 +62,9 @@ class HostTierTest : public ::testing::TestWithParam<Reader> {
     o.reader = GetParam();
     auto t = HostTier::Create(*files_, layers_, o);
     EXPECT_TRUE(t.ok()) << t.status();
-    if (t.ok()) EXPECT_EQ((*t)->uring(), GetParam() == Reader::kUring);
+    if (t.ok()) {
+      EXPECT_EQ((*t)->uring(), GetParam() == Reader::kUring);
+    }
     return t.ok() ? *std::move(t) : nullptr;
   }
 
