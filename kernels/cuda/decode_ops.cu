@@ -499,6 +499,22 @@ __device__ __forceinline__ bool LastRouterBlock(int32_t* counter, int blocks, in
   return *last != 0;
 }
 
+// The same for work counted in units: the block whose `units` (added once
+// per block, after a barrier that follows its writes) bring *counter to
+// `total` is the last, and sees every other block's writes.
+__device__ __forceinline__ bool LastToFinish(int32_t* counter, int units, int total, int* last) {
+  if (threadIdx.x == 0) {
+    int32_t old;
+    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;"
+                 : "=r"(old)
+                 : "l"(counter), "r"(units)
+                 : "memory");
+    *last = old + units == total;
+  }
+  __syncthreads();
+  return *last != 0;
+}
+
 // The router's epilogue (every thread of the block calls it after a
 // barrier that follows the block's router rows): the last router block's first warp
 // routes the token and resets the counter for the next launch. (A
@@ -629,6 +645,9 @@ struct StreamExperts {
   int row_blocks, lanes, q8;
   FastDiv by_row_blocks;
   int prepared;  // e.xn_q8 holds q8's formats and gate and up read it
+  // e.h_q8's formats when this launch quantizes the down launch's rows as
+  // it completes them (DecodeExpertsGateUpQuantizes); 0: it does not.
+  int quantize_down;
 };
 
 // One tile: rows [0, nr) of its matrix (and of up, for a pair) from w
@@ -827,12 +846,33 @@ __global__ void __launch_bounds__(kProjThreads, kStreamBlocksPerSm)
       prologue, after);
 }
 
+// Row `item` of the down launch's 8-bit rows (DecodeExpertsPrepareDown's
+// layout in e.h_q8, formats f) from src, by every thread of the block with
+// DecodeExpertsPrepareDown's chunk-to-lane order, so its bits. src was
+// written by other blocks of this launch (or by the launch before): read
+// from L2.
+__device__ __forceinline__ void QuantizeDownRow(const DecodeExperts& e, int item,
+                                                const float* src, int f) {
+  const int items = e.k + (e.shared_ff > 0 ? 1 : 0);
+  uint8_t* q8 = const_cast<uint8_t*>(e.h_q8.q8);
+  uint8_t* kq = (f & kFormatQ8K) ? q8 + item * Q8KBytes(e.ff) : nullptr;
+  uint8_t* zq = (f & kFormatQ8Z) ? Q8ZBase(q8, items, e.ff, f) + item * Q8ZBytes(e.ff) : nullptr;
+  QuantizeQ8([src](int, int64_t i) { return __ldcg(src + i); }, 1, e.ff, kq, zq,
+             static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x));
+}
+
 template <int kStages>
 __global__ void __launch_bounds__(kProjThreads, kStreamBlocksPerSm)
     StreamGateUpKernel(const __grid_constant__ StreamExperts s) {
   extern __shared__ __align__(16) float xs[];
+  __shared__ int last;
   const DecodeExperts& e = s.e;
   auto prologue = [&] {
+    // The shared expert's hidden row came from the launch before: the
+    // grid's last block quantizes it for the down launch.
+    if (s.quantize_down != 0 && e.shared_ff > 0 && blockIdx.x == gridDim.x - 1) {
+      QuantizeDownRow(e, e.k, e.shared_h, s.quantize_down);
+    }
     if (s.prepared) return PreparedInput(e.xn_q8, 1, 0, e.n_embd);
     LoadRows(e.xn, 1, e.n_embd, xs, 0);
     __syncthreads();
@@ -841,10 +881,22 @@ __global__ void __launch_bounds__(kProjThreads, kStreamBlocksPerSm)
     __syncthreads();
     return Q8InputAt(q8, 1, 0, e.n_embd, s.q8);
   };
+  // Past the barrier that ends tile t: the block that completes a slot's
+  // ff rows quantizes them for the down launch and resets the slot's
+  // counter for the next launch.
+  auto after = [&](int t) {
+    if (s.quantize_down == 0) return;
+    const int j = static_cast<int>(s.by_row_blocks.Div(t));
+    const int64_t r0 = static_cast<int64_t>(s.by_row_blocks.Mod(t)) * s.st.rows_per_tile;
+    const int nr = static_cast<int>(e.ff - r0 < s.st.rows_per_tile ? e.ff - r0 : s.st.rows_per_tile);
+    if (!LastToFinish(e.h_counters + j, nr, static_cast<int>(e.ff), &last)) return;
+    QuantizeDownRow(e, j, e.h + j * e.ff, s.quantize_down);
+    if (threadIdx.x == 0) e.h_counters[j] = 0;
+  };
   StreamTiles<kStages, false>(
       s.row_blocks * e.k, s.st, e.n_embd, s.lanes,
       reinterpret_cast<uint8_t*>(xs) + s.st.vec_bytes, [&](int t) { return ExpertTile(s, t); },
-      prologue, [](int) {});
+      prologue, after);
 }
 
 // StreamGroupedQ8's launch: tile t is row block t % row_blocks of group
@@ -1785,6 +1837,27 @@ bool DecodeExpertsSupported(int k, bool shared, int64_t ff, int64_t n_embd) {
 
 namespace {
 
+// The 8-bit formats the down launch reads when every item's down type has
+// an 8-bit product (and the shared expert's rows are as wide as the routed
+// ones); 0 otherwise.
+int DownFormats(const DecodeExperts& e) {
+  const bool shared = e.shared_ff > 0;
+  if (Q8FormatOf(e.down_type, e.ff) == 0 ||
+      (shared && (e.shared_ff != e.ff || Q8FormatOf(e.shared_down_type, e.ff) == 0))) {
+    return 0;
+  }
+  const int types[2] = {e.down_type, shared ? e.shared_down_type : e.down_type};
+  return Q8Formats(types, 2, e.ff);
+}
+
+// Whether the streamed gate/up launch quantizes the down launch's rows (off
+// unless SLUICE_CUDA_GATE_UP_Q8 is "1" until measured on the GPU machine;
+// read at every call, as StreamingOn, so a test can compare both).
+bool GateUpQuantizesOn() {
+  const char* env = std::getenv("SLUICE_CUDA_GATE_UP_Q8");
+  return env != nullptr && std::string(env) == "1";
+}
+
 // GateUpKernel's launch of e (lanes, row blocks, 8-bit formats, shared
 // bytes) and, when gate and up share a type with an 8-bit product whose
 // rows are a multiple of 16 bytes and the stages fit, the streamed one in
@@ -1804,12 +1877,19 @@ int PlanGateUp(const DecodeExperts& e, StreamExperts* s, size_t* smem) {
                 Q8FormatOf(e.up_type, e.n_embd) != 0 && (s->q8 & ~e.xn_q8.formats) == 0;
   *smem = s->q8 != 0 ? Q8Offset(PaddedFloats(e.n_embd)) * sizeof(float) + Q8Bytes(s->q8, e.n_embd)
                      : PaddedFloats(e.n_embd) * sizeof(float);
+  s->quantize_down = 0;
   const int64_t rb = RowBytesOf(e.gate_type, e.n_embd);
   if (!StreamingOn() || e.gate_type != e.up_type || Q8FormatOf(e.gate_type, e.n_embd) == 0 ||
       rb % 16 != 0) {
     return 0;
   }
-  return PlanStages(rows_per_block, static_cast<int64_t>(*smem), 2 * rows_per_block * rb, &s->st);
+  const int stages =
+      PlanStages(rows_per_block, static_cast<int64_t>(*smem), 2 * rows_per_block * rb, &s->st);
+  if (stages != 0 && GateUpQuantizesOn() && e.h_counters != nullptr && e.h_q8.q8 != nullptr &&
+      e.h_q8.formats == DownFormats(e)) {
+    s->quantize_down = e.h_q8.formats;
+  }
+  return stages;
 }
 
 }  // namespace
@@ -1818,6 +1898,14 @@ bool DecodeExpertsGateUpStreamed(const DecodeExperts& e) {
   StreamExperts s;
   size_t smem = 0;
   return PlanGateUp(e, &s, &smem) != 0;
+}
+
+int DecodeExpertsDownFormats(const DecodeExperts& e) { return DownFormats(e); }
+
+bool DecodeExpertsGateUpQuantizes(const DecodeExperts& e) {
+  StreamExperts s;
+  size_t smem = 0;
+  return PlanGateUp(e, &s, &smem) != 0 && s.quantize_down != 0;
 }
 
 void DecodeExpertsGateUp(const DecodeExperts& e, Stream stream) {

@@ -157,6 +157,12 @@ struct DecodeExperts {
   // The k rows of h, then shared_h, prepared (DecodeExpertsPrepareDown),
   // or none.
   DecodeQ8 h_q8;
+  // With h_q8 in DecodeExpertsDownFormats(*this): k arrival counters (zero
+  // before the launch, left zero after it) by which the streamed gate/up
+  // launch quantizes the rows into h_q8 itself as it completes them
+  // (DecodeExpertsGateUpQuantizes), so no launch between gate/up and down
+  // prepares them and no down block quantizes them again. Null: it does not.
+  int32_t* h_counters = nullptr;
   // Rows the host computed ([k][n_embd], zero for the device's experts,
   // whose entries then point at zeroed slots), or null.
   const float* host_y = nullptr;
@@ -176,6 +182,14 @@ void DecodeExpertsGateUp(const DecodeExperts& e, Stream stream);
 // of 16 bytes; SLUICE_CUDA_STREAM_PROJECT=0: never), with the same bits.
 bool DecodeExpertsGateUpStreamed(const DecodeExperts& e);
 void DecodeExpertsDown(const DecodeExperts& e, Stream stream);
+// The 8-bit formats of the rows DecodeExpertsDown reads (0: some item's
+// down type has no 8-bit product, or the shared rows are not ff wide).
+int DecodeExpertsDownFormats(const DecodeExperts& e);
+// Whether DecodeExpertsGateUp(e) fills e.h_q8 for the down launch: it is
+// streamed, e.h_counters and e.h_q8 are set, h_q8's formats are
+// DecodeExpertsDownFormats(e), and SLUICE_CUDA_GATE_UP_Q8 is "1" (read at
+// every call; off by default). The rows' bits are DecodeExpertsPrepareDown's.
+bool DecodeExpertsGateUpQuantizes(const DecodeExperts& e);
 // Quantizes the rows DecodeExpertsDown reads (h, then shared_h) into q8 in
 // `formats` (DecodeQ8Bytes(formats, ff, k + shared)), for e.h_q8.
 void DecodeExpertsPrepareDown(const DecodeExperts& e, uint8_t* q8, int formats, Stream stream);

@@ -287,7 +287,9 @@ TEST_F(DecodeProjectSm90Test, RouterTiesGoToTheLowerId) {
       EXPECT_EQ(Read<int32_t>(d_counter, 1)[0], 0) << name;
       // Runs of equal logits are taken whole, lowest id first.
       for (int s = 1; s < k; ++s) {
-        if (logits[o.ids[s]] == logits[o.ids[s - 1]]) EXPECT_GT(o.ids[s], o.ids[s - 1]) << name;
+        if (logits[o.ids[s]] == logits[o.ids[s - 1]]) {
+          EXPECT_GT(o.ids[s], o.ids[s - 1]) << name;
+        }
       }
     }
   }
@@ -295,34 +297,52 @@ TEST_F(DecodeProjectSm90Test, RouterTiesGoToTheLowerId) {
 
 // The routed experts' gate/up: 8 slots of 5 experts' Q4_K rows (ff ending
 // inside a row block), streamed against GateUpKernel.
-TEST_F(DecodeProjectSm90Test, RoutedGateUpStreamedAsUnstreamed) {
-  std::mt19937 rng(9);
-  const int64_t n = 2048, ff = 512 + 3;
-  const int n_expert = 5, k = 8;
+// Device buffers of a routed gate/up launch: n_expert experts' Q4_K gate
+// and up rows (ff x n), their tables, a random input, the slots' ids and
+// the hidden rows.
+struct GateUpBuffers {
   std::vector<DeviceBuffer> gates, ups;
+  DeviceBuffer gate_table, up_table, xn, ids, h;
+};
+
+DecodeExperts GateUpArgs(int64_t n, int64_t ff, int n_expert, const std::vector<int32_t>& ids,
+                         std::mt19937& rng, GateUpBuffers& b) {
   std::vector<const void*> gate_table, up_table;
   for (int x = 0; x < n_expert; ++x) {
-    gates.push_back(Upload(kernels::testing_util::RandomWeights(GgmlType::kQ4_K, ff, n, rng)));
-    ups.push_back(Upload(kernels::testing_util::RandomWeights(GgmlType::kQ4_K, ff, n, rng)));
-    gate_table.push_back(gates.back().data());
-    up_table.push_back(ups.back().data());
+    b.gates.push_back(Upload(kernels::testing_util::RandomWeights(GgmlType::kQ4_K, ff, n, rng)));
+    b.ups.push_back(Upload(kernels::testing_util::RandomWeights(GgmlType::kQ4_K, ff, n, rng)));
+    gate_table.push_back(b.gates.back().data());
+    up_table.push_back(b.ups.back().data());
   }
   std::uniform_real_distribution<float> val(-1.f, 1.f);
   std::vector<float> xn(n);
   for (float& v : xn) v = val(rng);
-  DeviceBuffer d_gt = Upload(gate_table), d_ut = Upload(up_table), d_xn = Upload(xn);
-  DeviceBuffer d_ids = Upload(std::vector<int32_t>{3, 0, 4, 1, 1, 2, 0, 3});
-  DeviceBuffer d_h = Upload(std::vector<float>(k * ff, 0.0f));
+  const int k = static_cast<int>(ids.size());
+  b.gate_table = Upload(gate_table);
+  b.up_table = Upload(up_table);
+  b.xn = Upload(xn);
+  b.ids = Upload(ids);
+  b.h = Upload(std::vector<float>(k * ff, 0.0f));
   DecodeExperts e;
   e.k = k;
-  e.ids = d_ids.as<const int32_t>();
-  e.gate = d_gt.as<const void* const>();
-  e.up = d_ut.as<const void* const>();
+  e.ids = b.ids.as<const int32_t>();
+  e.gate = b.gate_table.as<const void* const>();
+  e.up = b.up_table.as<const void* const>();
   e.gate_type = e.up_type = static_cast<int>(GgmlType::kQ4_K);
   e.n_embd = n;
   e.ff = ff;
-  e.xn = d_xn.as<const float>();
-  e.h = d_h.as<float>();
+  e.xn = b.xn.as<const float>();
+  e.h = b.h.as<float>();
+  return e;
+}
+
+TEST_F(DecodeProjectSm90Test, RoutedGateUpStreamedAsUnstreamed) {
+  std::mt19937 rng(9);
+  const int64_t n = 2048, ff = 512 + 3;
+  const int k = 8;
+  GateUpBuffers b;
+  DecodeExperts e = GateUpArgs(n, ff, 5, {3, 0, 4, 1, 1, 2, 0, 3}, rng, b);
+  DeviceBuffer& d_h = b.h;
   auto launch = [&](bool streamed) {
     setenv("SLUICE_CUDA_STREAM_PROJECT", streamed ? "1" : "0", 1);
     EXPECT_EQ(DecodeExpertsGateUpStreamed(e), streamed);
@@ -533,6 +553,60 @@ TEST_F(DecodeProjectSm90Test, DownWithAFloatSharedExpert) {
   }
 }
 
+// The streamed gate/up launch that quantizes the down launch's rows as it
+// completes them (bench35's shape: 8 slots of Q4_K gate/up, ff 512, Q6_K
+// routed down beside a Q8_0 shared one, so both 8-bit formats) writes the
+// bytes DecodeExpertsPrepareDown writes from the same rows, the same h,
+// and leaves its counters zero, twice in a row (the second launch finds
+// the counters the first left). Only with SLUICE_CUDA_GATE_UP_Q8=1 (off by
+// default) and counters.
+TEST_F(DecodeProjectSm90Test, GateUpQuantizesTheDownRowsAsPrepareDown) {
+  std::mt19937 rng(41);
+  const int64_t n = 2048, ff = 512;
+  const int k = 8;
+  GateUpBuffers b;
+  DecodeExperts e = GateUpArgs(n, ff, 6, {3, 0, 5, 1, 1, 2, 4, 3}, rng, b);
+  std::uniform_real_distribution<float> val(-1.f, 1.f);
+  std::vector<float> sh(ff);
+  for (float& v : sh) v = val(rng);
+  DeviceBuffer d_sh = Upload(sh);
+  e.down_type = static_cast<int>(GgmlType::kQ6_K);
+  e.shared_ff = ff;
+  e.shared_h = d_sh.as<const float>();
+  e.shared_down_type = static_cast<int>(GgmlType::kQ8_0);
+  const int formats = DecodeExpertsDownFormats(e);
+  ASSERT_EQ(formats, DecodeQ8Formats(std::vector<int>{e.down_type, e.shared_down_type}.data(), 2, ff));
+  const int64_t q8_bytes = DecodeQ8Bytes(formats, ff, k + 1);
+  DeviceBuffer d_fused = Upload(std::vector<uint8_t>(q8_bytes, 0));
+  DeviceBuffer d_prepared = Upload(std::vector<uint8_t>(q8_bytes, 0));
+  DeviceBuffer d_counters = Upload(std::vector<int32_t>(k, 0));
+  e.h_q8 = {d_fused.as<const uint8_t>(), formats};
+  e.h_counters = d_counters.as<int32_t>();
+  ASSERT_TRUE(DecodeExpertsGateUpStreamed(e));
+  EXPECT_FALSE(DecodeExpertsGateUpQuantizes(e)) << "off by default";
+  setenv("SLUICE_CUDA_GATE_UP_Q8", "1", 1);
+  ASSERT_TRUE(DecodeExpertsGateUpQuantizes(e));
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round);
+    ASSERT_TRUE(Memset(d_fused.data(), 0, q8_bytes, nullptr).ok());
+    DecodeExpertsGateUp(e, nullptr);
+    ASSERT_TRUE(LastLaunchError("DecodeExpertsGateUp").ok());
+    DecodeExpertsPrepareDown(e, d_prepared.as<uint8_t>(), formats, nullptr);
+    ASSERT_TRUE(LastLaunchError("DecodeExpertsPrepareDown").ok());
+    ASSERT_TRUE(Synchronize(nullptr).ok());
+    const std::vector<uint8_t> fused = Read<uint8_t>(d_fused, q8_bytes);
+    const std::vector<uint8_t> prepared = Read<uint8_t>(d_prepared, q8_bytes);
+    EXPECT_EQ(std::memcmp(fused.data(), prepared.data(), q8_bytes), 0);
+    int nonzero = 0;
+    for (uint8_t b : fused) nonzero += b != 0;
+    EXPECT_GT(nonzero, q8_bytes / 2);
+    for (int32_t c : Read<int32_t>(d_counters, k)) EXPECT_EQ(c, 0);
+  }
+  e.h_counters = nullptr;
+  EXPECT_FALSE(DecodeExpertsGateUpQuantizes(e));
+  unsetenv("SLUICE_CUDA_GATE_UP_Q8");
+}
+
 // AttendDecode against Attend (ops.h) for one gated token of bench35's
 // attention (16 q heads over 2 KV heads of 256) at several positions: a
 // short cache (its q heads spread over blocks of two) and one over 16 MiB
@@ -690,7 +764,8 @@ TEST_F(DecodeProjectSm90Test, RowsOfF32AreNotStreamed) {
 // F32 router with its top-k beside the shared pair and the shared gate,
 // the routed gate/up, the down products, each layer's input the last one's
 // output plus the residual) captured as one graph and replayed 20 times,
-// with SLUICE_CUDA_PDL=0 and with the default. A kernel that read its
+// with SLUICE_CUDA_PDL=0 and with the default, and with the gate/up launch
+// quantizing the down launch's rows both ways. A kernel that read its
 // predecessor's output before waiting for it would give other bits.
 TEST_F(DecodeProjectSm90Test, ProgrammaticLaunchesGiveThePlainBits) {
   std::mt19937 rng(31);
@@ -732,8 +807,11 @@ TEST_F(DecodeProjectSm90Test, ProgrammaticLaunchesGiveThePlainBits) {
   DeviceBuffer d_paired = Upload(std::vector<int32_t>(2 * k, 0));
   DeviceBuffer d_w = Upload(std::vector<float>(k, 0.0f));
   DeviceBuffer d_counter = Upload(std::vector<int32_t>(1, 0));
+  DeviceBuffer d_h_q8 = Upload(std::vector<uint8_t>(DecodeQ8MaxBytes(ff, k + 1), 0));
+  DeviceBuffer d_h_counters = Upload(std::vector<int32_t>(k, 0));
   // out = the last layer's MoE output; x alternates between the two buffers.
-  auto enqueue = [&](Stream stream) {
+  // fused: the gate/up launch quantizes the down launch's rows.
+  auto enqueue = [&](Stream stream, bool fused) {
     for (int l = 0; l < layers; ++l) {
       DecodeProjection p;
       p.in.x = d_x[l % 2].as<const float>();
@@ -772,6 +850,11 @@ TEST_F(DecodeProjectSm90Test, ProgrammaticLaunchesGiveThePlainBits) {
       e.shared_down_type = static_cast<int>(GgmlType::kQ4_K);
       e.shared_logit = d_sh_logit.as<const float>();
       e.out = d_out.as<float>();
+      if (fused) {
+        e.h_q8 = {d_h_q8.as<const uint8_t>(), DecodeExpertsDownFormats(e)};
+        e.h_counters = d_h_counters.as<int32_t>();
+        EXPECT_TRUE(DecodeExpertsGateUpQuantizes(e));
+      }
       DecodeExpertsGateUp(e, stream);
       DecodeExpertsDown(e, stream);
     }
@@ -779,11 +862,12 @@ TEST_F(DecodeProjectSm90Test, ProgrammaticLaunchesGiveThePlainBits) {
   absl::StatusOr<Stream> stream = CreateStream();
   ASSERT_TRUE(stream.ok()) << stream.status();
   // The final residual stream and MoE output of each replay.
-  auto replays = [&](const char* pdl) {
+  auto replays = [&](const char* pdl, bool fused) {
     setenv("SLUICE_CUDA_PDL", pdl, 1);
+    setenv("SLUICE_CUDA_GATE_UP_Q8", fused ? "1" : "0", 1);
     PrepareDecodeKernels();
     EXPECT_TRUE(Graph::BeginCapture(*stream).ok());
-    enqueue(*stream);
+    enqueue(*stream, fused);
     absl::StatusOr<Graph> graph = Graph::EndCapture(*stream);
     EXPECT_TRUE(graph.ok()) << graph.status();
     EXPECT_EQ(graph->kernels(), 3 * layers);
@@ -798,12 +882,16 @@ TEST_F(DecodeProjectSm90Test, ProgrammaticLaunchesGiveThePlainBits) {
       outs.push_back(std::move(o));
     }
     unsetenv("SLUICE_CUDA_PDL");
+    unsetenv("SLUICE_CUDA_GATE_UP_Q8");
     PrepareDecodeKernels();
     return outs;
   };
-  const std::vector<std::vector<float>> plain = replays("0"), pdl = replays("1");
+  const std::vector<std::vector<float>> plain = replays("0", false), pdl = replays("1", false);
+  const std::vector<std::vector<float>> fused = replays("0", true), fused_pdl = replays("1", true);
   ASSERT_EQ(plain.size(), 20u);
   ASSERT_EQ(pdl.size(), 20u);
+  ASSERT_EQ(fused.size(), 20u);
+  ASSERT_EQ(fused_pdl.size(), 20u);
   double sum = 0;
   int nans = 0;
   for (float v : plain[0]) {
@@ -815,7 +903,12 @@ TEST_F(DecodeProjectSm90Test, ProgrammaticLaunchesGiveThePlainBits) {
   for (int r = 0; r < 20; ++r) {
     ASSERT_EQ(std::memcmp(plain[0].data(), plain[r].data(), 2 * n * 4), 0) << "plain replay " << r;
     ASSERT_EQ(std::memcmp(plain[0].data(), pdl[r].data(), 2 * n * 4), 0) << "PDL replay " << r;
+    ASSERT_EQ(std::memcmp(plain[0].data(), fused[r].data(), 2 * n * 4), 0)
+        << "replay " << r << ", rows quantized by the gate/up launch";
+    ASSERT_EQ(std::memcmp(plain[0].data(), fused_pdl[r].data(), 2 * n * 4), 0)
+        << "PDL replay " << r << ", rows quantized by the gate/up launch";
   }
+  for (int32_t c : Read<int32_t>(d_h_counters, k)) EXPECT_EQ(c, 0);
   DestroyStream(*stream);
 }
 

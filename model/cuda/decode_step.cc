@@ -311,6 +311,14 @@ void Builder::Moe(int il) {
       k * (cuda::RowBytes(m.gate_type, e_) + cuda::RowBytes(m.up_type, e_)) * mc.expert_ff;
   const uint64_t down = k * cuda::RowBytes(m.down_type, mc.expert_ff) * e_ +
                         (sff > 0 ? Bytes(m.shared_down) : 0);
+  // The streamed gate/up launch quantizes the down launch's rows as it
+  // completes them (no launch between them; cuda::DecodeExpertsGateUpQuantizes).
+  if (const int f = cuda::DecodeExpertsDownFormats(x); f != 0 && (prepare_ & kPrepareDown) == 0) {
+    cuda::DecodeExperts fused = x;
+    fused.h_q8 = {w.decode_q8_h, f};
+    fused.h_counters = w.decode_counters + Workspace::GateUpCountersAt(*c_.desc);
+    if (cuda::DecodeExpertsGateUpQuantizes(fused)) x = fused;
+  }
   Kernels(L(il, "moe.gate_up"), gate_up, [x](cuda::Stream s) { cuda::DecodeExpertsGateUp(x, s); });
   if (host_ != nullptr) p_.Cut({HostAction::kHostExperts, il});
   const int down_types[2] = {x.down_type, sff > 0 ? x.shared_down_type : x.down_type};

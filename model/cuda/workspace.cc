@@ -146,7 +146,11 @@ void Carve(const ArchDesc& d, int64_t n, int64_t logits_rows, Carver& c,
 
 }  // namespace
 
-int64_t Workspace::DecodeCounters(const ArchDesc& d) { return 1 + d.attn.n_head; }
+int64_t Workspace::DecodeCounters(const ArchDesc& d) {
+  return GateUpCountersAt(d) + d.moe.n_expert_used;
+}
+
+int64_t Workspace::GateUpCountersAt(const ArchDesc& d) { return 1 + d.attn.n_head; }
 
 int64_t Workspace::AttendScratchFloats(const ArchDesc& d) {
   // AttendDecode's partials at its most splits.

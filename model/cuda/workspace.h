@@ -77,7 +77,8 @@ struct Workspace {
   float *dense_g = nullptr, *dense_u = nullptr;  // [tokens][dense ff]
   float* logits = nullptr;                         // [logits_rows][n_vocab]
   // Decode (decode_ops.h): arrival counters (the route's top-k, then the
-  // attention's per KV head; zero between launches), the attention's
+  // attention's per KV head, then the routed gate/up's per slot from
+  // GateUpCountersAt; zero between launches), the attention's
   // partial results and the shared expert's gate logit.
   int32_t* decode_counters = nullptr;
   float* attn_scratch = nullptr;
@@ -92,6 +93,7 @@ struct Workspace {
   uint8_t* xn_q8[2] = {nullptr, nullptr};  // [tokens][<= Q8 bytes of n_embd]
   uint8_t* act_q8 = nullptr;               // [the widest other input]
   static int64_t DecodeCounters(const ArchDesc& d);
+  static int64_t GateUpCountersAt(const ArchDesc& d);
   static int64_t AttendScratchFloats(const ArchDesc& d);
 };
 
