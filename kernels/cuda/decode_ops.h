@@ -187,8 +187,9 @@ void DecodeExpertsDown(const DecodeExperts& e, Stream stream);
 int DecodeExpertsDownFormats(const DecodeExperts& e);
 // Whether DecodeExpertsGateUp(e) fills e.h_q8 for the down launch: it is
 // streamed, e.h_counters and e.h_q8 are set, h_q8's formats are
-// DecodeExpertsDownFormats(e), and SLUICE_CUDA_GATE_UP_Q8 is "1" (read at
-// every call; off by default). The rows' bits are DecodeExpertsPrepareDown's.
+// DecodeExpertsDownFormats(e), and e.ff >= 1,024 or SLUICE_CUDA_GATE_UP_Q8
+// is "1" ("0": never; read at every call). The rows' bits are
+// DecodeExpertsPrepareDown's.
 bool DecodeExpertsGateUpQuantizes(const DecodeExperts& e);
 // Quantizes the rows DecodeExpertsDown reads (h, then shared_h) into q8 in
 // `formats` (DecodeQ8Bytes(formats, ff, k + shared)), for e.h_q8.

@@ -558,8 +558,8 @@ TEST_F(DecodeProjectSm90Test, DownWithAFloatSharedExpert) {
 // routed down beside a Q8_0 shared one, so both 8-bit formats) writes the
 // bytes DecodeExpertsPrepareDown writes from the same rows, the same h,
 // and leaves its counters zero, twice in a row (the second launch finds
-// the counters the first left). Only with SLUICE_CUDA_GATE_UP_Q8=1 (off by
-// default) and counters.
+// the counters the first left). Only with counters, and at this ff (512)
+// only with SLUICE_CUDA_GATE_UP_Q8=1 (by default from 1,024 rows).
 TEST_F(DecodeProjectSm90Test, GateUpQuantizesTheDownRowsAsPrepareDown) {
   std::mt19937 rng(41);
   const int64_t n = 2048, ff = 512;
@@ -583,7 +583,7 @@ TEST_F(DecodeProjectSm90Test, GateUpQuantizesTheDownRowsAsPrepareDown) {
   e.h_q8 = {d_fused.as<const uint8_t>(), formats};
   e.h_counters = d_counters.as<int32_t>();
   ASSERT_TRUE(DecodeExpertsGateUpStreamed(e));
-  EXPECT_FALSE(DecodeExpertsGateUpQuantizes(e)) << "off by default";
+  EXPECT_FALSE(DecodeExpertsGateUpQuantizes(e)) << "off by default below 1,024 rows";
   setenv("SLUICE_CUDA_GATE_UP_Q8", "1", 1);
   ASSERT_TRUE(DecodeExpertsGateUpQuantizes(e));
   for (int round = 0; round < 2; ++round) {
@@ -597,9 +597,11 @@ TEST_F(DecodeProjectSm90Test, GateUpQuantizesTheDownRowsAsPrepareDown) {
     const std::vector<uint8_t> fused = Read<uint8_t>(d_fused, q8_bytes);
     const std::vector<uint8_t> prepared = Read<uint8_t>(d_prepared, q8_bytes);
     EXPECT_EQ(std::memcmp(fused.data(), prepared.data(), q8_bytes), 0);
+    // Something was written (SiLU(g) u quantizes to many zero bytes: 4,167
+    // of 11,664 nonzero on the H100, run 19).
     int nonzero = 0;
     for (uint8_t b : fused) nonzero += b != 0;
-    EXPECT_GT(nonzero, q8_bytes / 2);
+    EXPECT_GT(nonzero, q8_bytes / 8);
     for (int32_t c : Read<int32_t>(d_counters, k)) EXPECT_EQ(c, 0);
   }
   e.h_counters = nullptr;
