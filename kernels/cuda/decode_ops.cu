@@ -480,28 +480,13 @@ __device__ __forceinline__ void ProjectRows(const DecodeMatrix& m, int64_t cols,
   }
 }
 
-// Whether this block is the last of the router's `blocks` to finish (every
-// thread calls it after a barrier that follows the block's stores of its
-// logits). The count is one acquire-release add at device scope by thread
-// 0: it releases the block's logits and acquires every earlier block's, and
-// the barrier after it passes that on to the block's threads, in place of a
-// __threadfence on either side of a plain add.
-__device__ __forceinline__ bool LastRouterBlock(int32_t* counter, int blocks, int* last) {
-  if (threadIdx.x == 0) {
-    int32_t old;
-    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;"
-                 : "=r"(old)
-                 : "l"(counter)
-                 : "memory");
-    *last = old == blocks - 1;
-  }
-  __syncthreads();
-  return *last != 0;
-}
-
-// The same for work counted in units: the block whose `units` (added once
-// per block, after a barrier that follows its writes) bring *counter to
-// `total` is the last, and sees every other block's writes.
+// Whether this block is the last to finish a launch's counted work: each
+// block adds its `units` (after a barrier that follows its stores) and the
+// one whose add brings *counter to `total` is the last (the router: one
+// unit a block). The count is one acquire-release add at device scope by
+// thread 0: it releases the block's stores and acquires every earlier
+// block's, and the barrier after it passes that on to the block's threads,
+// in place of a __threadfence on either side of a plain add.
 __device__ __forceinline__ bool LastToFinish(int32_t* counter, int units, int total, int* last) {
   if (threadIdx.x == 0) {
     int32_t old;
@@ -523,7 +508,7 @@ __device__ __forceinline__ bool LastToFinish(int32_t* counter, int units, int to
 // against 20 on the H200, 2026-12-03: dropped.)
 __device__ void RouteIfLast(const DecodeProjection& p, int router_blocks, float* probs,
                             int* last) {
-  if (!LastRouterBlock(p.topk.counter, router_blocks, last)) return;
+  if (!LastToFinish(p.topk.counter, 1, router_blocks, last)) return;
   if (threadIdx.x < 32) {
     RouteOneToken(p.m[0].y, static_cast<int>(p.m[0].rows), p.topk.k, p.topk.ids, p.topk.weights,
                   p.topk.paired_ids, probs);
@@ -676,16 +661,28 @@ __device__ __forceinline__ TileRef ProjectTile(const StreamLaunch& s, int t) {
           rb, static_cast<int>(nr), m.type, m.y + r0};
 }
 
+// Tile t's slot and its rows [r0, r0 + nr) of ff.
+struct SlotRows {
+  int j;
+  int64_t r0;
+  int nr;
+};
+
+__device__ __forceinline__ SlotRows SlotRowsOf(const StreamExperts& s, int t) {
+  const int64_t r0 = static_cast<int64_t>(s.by_row_blocks.Mod(t)) * s.st.rows_per_tile;
+  const int64_t ff = s.e.ff;
+  return {static_cast<int>(s.by_row_blocks.Div(t)), r0,
+          static_cast<int>(ff - r0 < s.st.rows_per_tile ? ff - r0 : s.st.rows_per_tile)};
+}
+
 __device__ __forceinline__ TileRef ExpertTile(const StreamExperts& s, int t) {
   const DecodeExperts& e = s.e;
-  const int j = static_cast<int>(s.by_row_blocks.Div(t));
+  const SlotRows x = SlotRowsOf(s, t);
   const int64_t rb = RowBytesOf(e.gate_type, e.n_embd);
-  const int64_t r0 = static_cast<int64_t>(s.by_row_blocks.Mod(t)) * s.st.rows_per_tile;
-  const int64_t nr = e.ff - r0 < s.st.rows_per_tile ? e.ff - r0 : s.st.rows_per_tile;
-  const int32_t id = e.ids[j];
-  return {static_cast<const uint8_t*>(e.gate[id]) + r0 * rb,
-          static_cast<const uint8_t*>(e.up[id]) + r0 * rb, rb, static_cast<int>(nr),
-          e.gate_type, e.h + j * e.ff + r0};
+  const int32_t id = e.ids[x.j];
+  return {static_cast<const uint8_t*>(e.gate[id]) + x.r0 * rb,
+          static_cast<const uint8_t*>(e.up[id]) + x.r0 * rb, rb, x.nr, e.gate_type,
+          e.h + x.j * e.ff + x.r0};
 }
 
 // Rows of one tile (in shared memory at w, and up for a pair) of type T
@@ -886,12 +883,10 @@ __global__ void __launch_bounds__(kProjThreads, kStreamBlocksPerSm)
   // counter for the next launch.
   auto after = [&](int t) {
     if (s.quantize_down == 0) return;
-    const int j = static_cast<int>(s.by_row_blocks.Div(t));
-    const int64_t r0 = static_cast<int64_t>(s.by_row_blocks.Mod(t)) * s.st.rows_per_tile;
-    const int nr = static_cast<int>(e.ff - r0 < s.st.rows_per_tile ? e.ff - r0 : s.st.rows_per_tile);
-    if (!LastToFinish(e.h_counters + j, nr, static_cast<int>(e.ff), &last)) return;
-    QuantizeDownRow(e, j, e.h + j * e.ff, s.quantize_down);
-    if (threadIdx.x == 0) e.h_counters[j] = 0;
+    const SlotRows x = SlotRowsOf(s, t);
+    if (!LastToFinish(e.h_counters + x.j, x.nr, static_cast<int>(e.ff), &last)) return;
+    QuantizeDownRow(e, x.j, e.h + x.j * e.ff, s.quantize_down);
+    if (threadIdx.x == 0) e.h_counters[x.j] = 0;
   };
   StreamTiles<kStages, false>(
       s.row_blocks * e.k, s.st, e.n_embd, s.lanes,
@@ -1999,10 +1994,8 @@ void DecodeExpertsDown(const DecodeExperts& e, Stream stream) {
   const int q8 = q8_smem <= static_cast<size_t>(kMaxDynamicSmem) ? formats : 0;
   const size_t smem = q8 != 0 ? q8_smem : floats * sizeof(float);
   const unsigned blocks = static_cast<unsigned>((e.n_embd + rows_per_block - 1) / rows_per_block);
-  const bool shared = e.shared_ff > 0;
-  const int prepared = e.h_q8.q8 != nullptr && Q8FormatOf(e.down_type, e.ff) != 0 &&
-                       (!shared || Q8FormatOf(e.shared_down_type, e.ff) != 0) && formats != 0 &&
-                       (formats & ~e.h_q8.formats) == 0;
+  const int prepared =
+      e.h_q8.q8 != nullptr && DownFormats(e) != 0 && (formats & ~e.h_q8.formats) == 0;
   Launch(R == 2 ? DownKernel<2> : (R == 4 ? DownKernel<4> : DownKernel<kDownR>), blocks,
          32 * items, smem, stream, e, L, q8, prepared, float_warps);
 }
