@@ -125,6 +125,24 @@ struct ExpertStreamStats {
   // path runs when it exceeds 1.5x its cost; docs/SLOT_CACHE.md).
   double host_fixed_s = 0;
   double host_path_saving_s = 0;
+  // --expert_prefetch: batches that had landed / were still copying when
+  // their layer's routing came back (memory/prefetch_budget.h).
+  int64_t prefetch_batches_landed = 0;
+  int64_t prefetch_batches_late = 0;
+};
+
+// Where the host's time went in a backend's replayed decode steps (CUDA
+// decode programs; zero elsewhere): the steps, their whole time on the
+// host, the graph launches, the routing actions (reading a layer's routing
+// back, of which routing_wait_s waiting for it, then acquiring its experts)
+// and the host's share of the misses. Sums; divide by steps.
+struct DecodeHostTimes {
+  int64_t steps = 0;
+  double step_s = 0;
+  double launch_s = 0;
+  double routing_s = 0;
+  double routing_wait_s = 0;
+  double host_experts_s = 0;
 };
 
 // What a backend reports about itself (tools/generate, worker metrics).
@@ -150,6 +168,7 @@ struct BackendStats {
   // (EngineOptions::expert_warm), and how many the profile's plan named.
   int64_t experts_warmed = 0;
   int64_t experts_warm_planned = 0;
+  DecodeHostTimes decode_host;
 };
 
 // One launch group of a decode step timed alone (Model::TimeDecodeKernels).

@@ -129,6 +129,8 @@ std::string ExpertsJson(const GenerateReport& r) {
       .Num("host_bytes_per_s_estimate", e.host_bytes_per_s)
       .Num("host_fixed_s_estimate", e.host_fixed_s)
       .Num("host_path_saving_s", e.host_path_saving_s)
+      .Int("prefetch_batches_landed", e.prefetch_batches_landed)
+      .Int("prefetch_batches_late", e.prefetch_batches_late)
       .Int("slots_capacity", e.slots_capacity)
       // The key's old name, kept for readers of earlier results.json files.
       .Int("slots", e.slots_capacity)
@@ -152,6 +154,21 @@ std::string ExpertsJson(const GenerateReport& r) {
       .Raw("decode", CountersJson(e.counters.Minus(r.after_prefill), decode_steps,
                                   decode_s))
       .Raw("since_load", CountersJson(e.counters, 0, 0))
+      .Json();
+}
+
+// Per replayed decode step, in microseconds: where the host's time went
+// (model.h DecodeHostTimes); acquire is the routing actions less their
+// waits.
+std::string DecodeHostJson(const DecodeHostTimes& t) {
+  const double per = t.steps > 0 ? 1e6 / static_cast<double>(t.steps) : 0;
+  return Object()
+      .Int("steps", t.steps)
+      .Num("step", t.step_s * per)
+      .Num("launch", t.launch_s * per)
+      .Num("routing_wait", t.routing_wait_s * per)
+      .Num("acquire", (t.routing_s - t.routing_wait_s) * per)
+      .Num("host_experts", t.host_experts_s * per)
       .Json();
 }
 
@@ -180,6 +197,7 @@ std::string DeviceJson(const GenerateReport& r) {
       .UInt("peak_bytes", std::max(accounted, r.stats.device_in_use_measured))
       .Int("launches_per_decode", r.stats.launches_per_decode)
       .Bool("decode_graph", r.stats.decode_graph)
+      .Raw("decode_host_us", DecodeHostJson(r.stats.decode_host))
       .Json();
 }
 

@@ -1,6 +1,7 @@
 #include "model/cuda/cuda_model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -60,13 +61,16 @@ BackendStats CudaModel::Stats() const {
   }
   s.experts_warmed = experts_warmed_;
   s.experts_warm_planned = experts_warm_planned_;
+  s.decode_host = decode_host_;
   return s;
 }
 
 absl::Status CudaModel::Run(const HostAction& action) {
   if (action.kind == HostAction::kHostExperts) return host_->Run(*experts_, stream_);
   // The program recorded routed_ once the layer's routing was back.
+  const auto t0 = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(cuda::WaitEvent(routed_));
+  step_wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return AcquireRouted(Batch(), action.layer, 1, {}, options_.experts.prefetch,
                        host_path_ && host_ != nullptr ? host_->experts() : nullptr);
 }
@@ -93,7 +97,12 @@ absl::Status CudaModel::DecodeStep(DeviceState& st) const {
   // Run is const towards callers (Forward is); the host actions change
   // only the expert stream and the host share's buffers.
   auto* self = const_cast<CudaModel*>(this);
-  RETURN_IF_ERROR(p->Run(stream_, options_.decode_graph, *self));
+  // The capturing step is not timed (its host times hold the capture's).
+  const bool replay = p->captured() || !options_.decode_graph;
+  self->step_wait_s_ = 0;
+  RETURN_IF_ERROR(p->Run(stream_, options_.decode_graph, *self,
+                         replay ? &decode_host_ : nullptr));
+  if (replay) decode_host_.routing_wait_s += step_wait_s_;
   if (p->captured()) launches_per_decode_ = p->launches();
   if (experts_ != nullptr && host_ != nullptr) host_path_ = experts_->EndDecodeStep();
   return absl::OkStatus();

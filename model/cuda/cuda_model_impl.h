@@ -185,6 +185,10 @@ class CudaModel final : public Model, private DecodeProgram::Host {
   mutable std::vector<BatchGraph> batch_graphs_;
   cuda::Event routed_ = nullptr;
   mutable int64_t launches_per_decode_ = 0;
+  // Host time of the replayed decode steps (BackendStats::decode_host);
+  // step_wait_s_ the step in flight's routing waits.
+  mutable DecodeHostTimes decode_host_;
+  double step_wait_s_ = 0;
   int64_t experts_warmed_ = 0, experts_warm_planned_ = 0;
   uint64_t free_at_start_ = 0;
   mutable std::unique_ptr<PassProfiler> profiler_;

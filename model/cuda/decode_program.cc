@@ -1,5 +1,6 @@
 #include "model/cuda/decode_program.h"
 
+#include <chrono>
 #include <utility>
 
 #include "base/status_macros.h"
@@ -15,16 +16,36 @@ void DecodeProgram::Cut(HostAction action) {
   segments_.emplace_back();
 }
 
-absl::Status DecodeProgram::Run(cuda::Stream stream, bool graph, Host& host) {
+absl::Status DecodeProgram::Run(cuda::Stream stream, bool graph, Host& host,
+                                DecodeHostTimes* times) {
   if (graph && graphs_.empty()) return Capture(stream, host);
+  using Clock = std::chrono::steady_clock;
+  const auto seconds = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  };
+  DecodeHostTimes t;
+  const Clock::time_point start = Clock::now();
   for (size_t i = 0; i < segments_.size(); ++i) {
     const Segment& s = segments_[i];
+    const Clock::time_point t0 = Clock::now();
     if (graph) {
       RETURN_IF_ERROR(graphs_[i].Launch(stream));
     } else {
       for (const DecodeOp& op : s.ops) RETURN_IF_ERROR(op.enqueue(stream));
     }
-    if (s.after.has_value()) RETURN_IF_ERROR(host.Run(*s.after));
+    const Clock::time_point t1 = Clock::now();
+    t.launch_s += seconds(t0, t1);
+    if (!s.after.has_value()) continue;
+    RETURN_IF_ERROR(host.Run(*s.after));
+    (s.after->kind == HostAction::kRouting ? t.routing_s : t.host_experts_s) +=
+        seconds(t1, Clock::now());
+  }
+  if (times != nullptr) {
+    ++times->steps;
+    times->step_s += seconds(start, Clock::now());
+    times->launch_s += t.launch_s;
+    times->routing_s += t.routing_s;
+    times->host_experts_s += t.host_experts_s;
   }
   return absl::OkStatus();
 }

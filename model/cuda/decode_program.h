@@ -28,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kernels/cuda/device.h"
+#include "model/model.h"
 
 namespace sluice {
 
@@ -71,7 +72,10 @@ class DecodeProgram {
 
   // One step. With `graph` false, eagerly; else captured at the first call
   // and replayed after. A failed capture leaves the program uncaptured.
-  absl::Status Run(cuda::Stream stream, bool graph, Host& host);
+  // A replayed step adds its host times to `times` when given (all but
+  // routing_wait_s, which the host counts itself).
+  absl::Status Run(cuda::Stream stream, bool graph, Host& host,
+                   DecodeHostTimes* times = nullptr);
 
   // Kernel launches per step, counted from the captured segments (0 before
   // the first graph run).

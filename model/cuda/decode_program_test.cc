@@ -5,7 +5,9 @@
 // (tools:cuda_parity_sm90_test, every decode row of it).
 #include "model/cuda/decode_program.h"
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -91,6 +93,33 @@ TEST(DecodeProgramTest, AFailingHostActionEndsTheStepThere) {
   EXPECT_EQ(s.message(), "acquire failed");
   EXPECT_EQ(log.back(), "route1");
   EXPECT_EQ(log.size(), 8u);  // "head" never ran
+}
+
+// Host actions that take known times: the runner files each under its
+// kind, and a step's whole time holds them.
+class SlowHost : public DecodeProgram::Host {
+ public:
+  absl::Status Run(const HostAction& a) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(a.kind == HostAction::kRouting ? 3 : 1));
+    return absl::OkStatus();
+  }
+};
+
+TEST(DecodeProgramTest, StepsAddTheirHostTimesByKind) {
+  std::vector<std::string> log;
+  DecodeProgram p = TwoLayers(&log);
+  SlowHost host;
+  DecodeHostTimes t;
+  ASSERT_TRUE(p.Run(nullptr, false, host, &t).ok());
+  ASSERT_TRUE(p.Run(nullptr, false, host).ok());  // not counted
+  ASSERT_TRUE(p.Run(nullptr, false, host, &t).ok());
+  EXPECT_EQ(t.steps, 2);
+  // Two routing actions (3 ms each) and one host share (1 ms) a step.
+  EXPECT_GE(t.routing_s, 2 * 2 * 0.003);
+  EXPECT_GE(t.host_experts_s, 2 * 0.001);
+  EXPECT_LT(t.host_experts_s, t.routing_s);
+  EXPECT_GE(t.step_s, t.routing_s + t.host_experts_s + t.launch_s);
+  EXPECT_EQ(t.routing_wait_s, 0);  // the host's own measure
 }
 
 }  // namespace

@@ -8,11 +8,16 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "base/env_switch.h"
 #include "base/status_macros.h"
 #include "memory/dense_residency.h"
 
 namespace sluice {
 namespace {
+
+// Prefetches at most the learnt budget (memory/prefetch_budget.h); off:
+// every predicted expert, as before it (A/B runs).
+EnvSwitch prefetch_budget("SLUICE_CUDA_PREFETCH_BUDGET", true);
 
 uint64_t PageSize() { return static_cast<uint64_t>(sysconf(_SC_PAGESIZE)); }
 
@@ -161,6 +166,7 @@ absl::StatusOr<std::unique_ptr<ExpertStream>> ExpertStream::Create(
   ASSIGN_OR_RETURN(s->copy_started_, cuda::CreateEvent(/*timing=*/true));
   ASSIGN_OR_RETURN(s->prefetch_, cuda::CreateStream(/*priority=*/0));
   ASSIGN_OR_RETURN(s->prefetched_, cuda::CreateEvent());
+  s->budget_ = memory::PrefetchBudget(n_layer, {.min = 1, .max = s->n_expert_, .start = 1});
   return s;
 }
 
@@ -393,14 +399,22 @@ absl::Status ExpertStream::Upload(const std::vector<int>& layers, int now,
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> ExpertStream::SettlePrefetches() {
+absl::StatusOr<bool> ExpertStream::SettlePrefetches(int layer) {
+  bool done = true;
+  if (!in_flight_.empty()) {
+    ASSIGN_OR_RETURN(done, cuda::EventDone(prefetched_));
+    if (!prefetch_observed_ && layer == prefetch_layer_) {
+      budget_.Observe(layer, static_cast<int>(in_flight_.size()), done);
+      prefetch_observed_ = true;
+    }
+  }
   if (host_ != nullptr) {
     // Host slots are reused below: copies out of them must be done.
     RETURN_IF_ERROR(cuda::Synchronize(copy_));
     RETURN_IF_ERROR(cuda::Synchronize(prefetch_));
+    done = true;
   }
   if (in_flight_.empty()) return false;
-  ASSIGN_OR_RETURN(const bool done, cuda::EventDone(prefetched_));
   if (!done) return true;
   CompletePrefetches();
   return false;
@@ -531,7 +545,7 @@ absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> all,
   // Prefetches whose copies already landed are plain residents now; those
   // still running stay protected through this step and count as late if
   // demanded.
-  ASSIGN_OR_RETURN(const bool wait_prefetch, SettlePrefetches());
+  ASSIGN_OR_RETURN(const bool prefetch_running, SettlePrefetches(layer));
   SlotClass& c = classes_[class_of_[layer]];
   c.cache->BeginStep();
   // Layers whose mirror changed (an eviction may touch another layer).
@@ -573,7 +587,11 @@ absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> all,
     }
     copy_bytes_pending_ = copied;
   }
-  if (wait_prefetch) {
+  // A demanded expert still being prefetched: the products wait for the
+  // batch. Otherwise it stays in flight (its slots protected) until an
+  // Acquire finds it landed or needs it.
+  if (prefetch_running &&
+      std::any_of(got.begin(), got.end(), [](const memory::SlotAssignment& a) { return a.pending; })) {
     RETURN_IF_ERROR(cuda::StreamWaitEvent(compute, prefetched_));
     CompletePrefetches();
   }
@@ -629,7 +647,9 @@ absl::Status ExpertStream::Prefetch(int layer, absl::Span<const int32_t> experts
   if (!in_flight_.empty()) return absl::OkStatus();  // one batch at a time
   SlotClass& c = classes_[class_of_[layer]];
   std::vector<int> dirty;
+  const size_t budget = prefetch_budget.on() ? budget_.Experts(layer) : experts.size();
   for (const int32_t e : experts) {
+    if (in_flight_.size() >= budget) break;
     // With a host tier only what it already holds is prefetched: a disk
     // read would stall this thread, which is the decode loop.
     HostTier::Slices src = InMapping(layer, e);
@@ -654,6 +674,8 @@ absl::Status ExpertStream::Prefetch(int layer, absl::Span<const int32_t> experts
                          c.expert_bytes());
   }
   if (in_flight_.empty()) return Upload(dirty, /*now=*/-1, compute);
+  prefetch_layer_ = layer;
+  prefetch_observed_ = false;
   // Behind this step's demand copies, never beside them: the link is the
   // limit, and a prefetch that shares it delays the layer waiting now.
   if (copy_bytes_pending_ > 0) {
@@ -698,6 +720,8 @@ ExpertStreamStats ExpertStream::Stats() const {
     s.counters.Add(c.cache->Snapshot());
   }
   s.counters.skipped = skipped_;
+  s.prefetch_batches_landed = budget_.landed();
+  s.prefetch_batches_late = budget_.late();
   return s;
 }
 

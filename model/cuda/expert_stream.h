@@ -34,6 +34,7 @@
 #include "absl/types/span.h"
 #include "kernels/cuda/device.h"
 #include "memory/miss_split.h"
+#include "memory/prefetch_budget.h"
 #include "memory/slot_cache.h"
 #include "model/cuda/host_tier.h"
 #include "model/expert_skip.h"
@@ -152,12 +153,14 @@ class ExpertStream {
   bool host_path() const { return splitter_.host_path(); }
 
 
-  // Brings layer `layer`'s predicted experts into slots ahead of demand, on
-  // a low-priority stream that waits for this step's demand copies first.
-  // Only experts that are not resident and find an evictable slot move (the
-  // step in flight stays protected). The next Acquire makes the compute
-  // stream wait for these copies; a prefetched expert demanded while its
-  // copy is still running counts as late. Same precondition as Acquire.
+  // Brings layer `layer`'s predicted experts (most likely first) into slots
+  // ahead of demand, on a low-priority stream that waits for this step's
+  // demand copies first. Only experts that are not resident and find an
+  // evictable slot move (the step in flight stays protected), at most the
+  // layer's learnt budget of them (memory/prefetch_budget.h;
+  // SLUICE_CUDA_PREFETCH_BUDGET=0: all). The layer's Acquire makes the
+  // compute stream wait for these copies when it demands one still in
+  // flight (a late prefetch). Same precondition as Acquire.
   absl::Status Prefetch(int layer, absl::Span<const int32_t> experts,
                         cuda::Stream compute);
 
@@ -231,8 +234,9 @@ class ExpertStream {
                           const HostTier::Slices& from) const;
   // Waits for copies out of host slots (with a host tier) and completes the
   // prefetches whose copies landed: true when some are still in flight
-  // (the compute stream must wait for them).
-  absl::StatusOr<bool> SettlePrefetches();
+  // (a kernel reading one must wait for them). Tells the budget, once a
+  // batch, whether it had landed when `layer`'s Acquire came.
+  absl::StatusOr<bool> SettlePrefetches(int layer);
   void CompletePrefetches();
   // `all` split into the device's `experts` and the miss policy's
   // `host_ids` (listed in on_host), none for copy or without on_host.
@@ -334,6 +338,10 @@ class ExpertStream {
   cuda::Stream prefetch_ = nullptr;
   cuda::Event prefetched_ = nullptr;
   std::vector<memory::ExpertKey> in_flight_;
+  // The layer of the batch in flight and whether its landing was observed.
+  int prefetch_layer_ = -1;
+  bool prefetch_observed_ = true;
+  memory::PrefetchBudget budget_{0, {}};
   // Set when the experts do not live in registered host memory.
   std::unique_ptr<HostTier> host_;
   uint64_t skipped_ = 0;  // experts skipped since creation (Acquire)
