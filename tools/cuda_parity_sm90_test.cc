@@ -13,6 +13,7 @@
 #include "base/testing/skip.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/device.h"
+#include "model/cuda/decode_step.h"
 #include "tools/cuda_parity_testing.h"
 #include "tools/parity_lib.h"
 
@@ -110,6 +111,34 @@ TEST_P(CudaParityTest, CopyPolicyThroughExclusiveTiersIsBitIdentical) {
   SLUICE_REQUIRE_GOLDENS(dir);
   SLUICE_REQUIRE_DEVICE();
   ExpectIdenticalThroughTheHostTier(dir, GetParam(), config::TierMode::kExclusive);
+}
+
+// The host computing every miss it can reach at 25% (the host policy; its
+// CPU kernels round differently, so not the resident bits): the golden
+// gates, with the host's rows added by the down launch and after it in a
+// launch of their own (SetHostRowsLateEnabled).
+TEST_P(CudaParityTest, HostMissesAtAQuarterPassTheGates) {
+  SLUICE_REQUIRE_GOLDENS(dir);
+  SLUICE_REQUIRE_DEVICE();
+  const bool was = HostRowsLateEnabled();
+  for (const bool late : {false, true}) {
+    SetHostRowsLateEnabled(late);
+    Options options;
+    options.backend = Backend::kCuda;
+    options.experts.arena_fraction = 0.25;
+    options.experts.miss_policy = config::MissPolicy::kHost;
+    auto report = RunParity(dir + "/" + GetParam() + ".gguf", dir, options);
+    ASSERT_TRUE(report.ok()) << report.status();
+    std::printf("host misses, rows added %s:\n", late ? "late" : "by the down launch");
+    std::fputs(FormatReport({*report}).c_str(), stdout);
+    EXPECT_GT(report->experts.counters.host_computed, 0u);
+    ASSERT_EQ(report->prompts.size(), 3u);
+    for (const PromptReport& p : report->prompts) {
+      EXPECT_TRUE(p.passed) << p.name << " late=" << late << ": max=" << p.max
+                            << " rms=" << p.rms << " top1=" << p.top1 << "/" << p.rows;
+    }
+  }
+  SetHostRowsLateEnabled(was);
 }
 
 // --expert_skip on the device: ExpectSkipsOnlyOffMemory.

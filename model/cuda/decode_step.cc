@@ -7,8 +7,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/env_switch.h"
 #include "base/status_macros.h"
 #include "kernels/cuda/decode_ops.h"
+#include "kernels/cuda/host_rows.h"
 #include "kernels/cuda/quant_matmul.h"
 #include "model/cuda/host_misses.h"
 
@@ -16,6 +18,12 @@ namespace sluice {
 namespace {
 
 int TypeId(GgmlType t) { return static_cast<int>(t); }
+
+// The host path's rows added after the down launch, which then does not
+// wait for the host's share (the host computes while the device's own
+// products run); off: the down launch adds them. Read when a program is
+// built.
+EnvSwitch host_rows_late("SLUICE_CUDA_HOST_ROWS_LATE", false);
 
 // Which decode inputs are quantized once, by an op of their own
 // (DecodePrepare), rather than by every block of the launches that read
@@ -305,7 +313,10 @@ void Builder::Moe(int il) {
     x.shared_down_type = TypeId(m.shared_down.type);
     x.shared_logit = w.shared_logit;
   }
-  x.host_y = host_ != nullptr ? host_->device_y() : nullptr;
+  // The host's rows: added by the down launch (which then waits for the
+  // host's share), or after it in a launch of their own (HostRowsLate).
+  const bool late_rows = host_ != nullptr && host_rows_late.on();
+  x.host_y = host_ != nullptr && !late_rows ? host_->device_y() : nullptr;
   x.out = w.y;
   const uint64_t gate_up =
       k * (cuda::RowBytes(m.gate_type, e_) + cuda::RowBytes(m.up_type, e_)) * mc.expert_ff;
@@ -320,7 +331,7 @@ void Builder::Moe(int il) {
     if (cuda::DecodeExpertsGateUpQuantizes(fused)) x = fused;
   }
   Kernels(L(il, "moe.gate_up"), gate_up, [x](cuda::Stream s) { cuda::DecodeExpertsGateUp(x, s); });
-  if (host_ != nullptr) p_.Cut({HostAction::kHostExperts, il});
+  if (host_ != nullptr && !late_rows) p_.Cut({HostAction::kHostExperts, il});
   const int down_types[2] = {x.down_type, sff > 0 ? x.shared_down_type : x.down_type};
   if (const int f = (prepare_ & kPrepareDown) != 0 ? cuda::DecodeQ8Formats(down_types, 2, x.ff) : 0;
       f != 0) {
@@ -330,6 +341,16 @@ void Builder::Moe(int il) {
     x.h_q8 = {q8, f};
   }
   Kernels(L(il, "moe.down"), down, [x](cuda::Stream s) { cuda::DecodeExpertsDown(x, s); });
+  if (late_rows) {
+    p_.Cut({HostAction::kHostExperts, il});
+    const float* rows = host_->device_y();
+    const float* weights = w.weights;
+    float* y = w.y;
+    const int64_t e = e_;
+    Kernels(L(il, "moe.host_rows"), 0, [rows, weights, k, e, y](cuda::Stream s) {
+      cuda::AddWeightedRows(rows, weights, k, e, y, s);
+    });
+  }
   add_ = w.y;
 }
 
@@ -410,6 +431,10 @@ absl::Status DecodeStepSupported(const DecodeContext& c) {
   }
   return absl::OkStatus();
 }
+
+bool HostRowsLateEnabled() { return host_rows_late.on(); }
+
+void SetHostRowsLateEnabled(bool enabled) { host_rows_late.Set(enabled); }
 
 absl::StatusOr<DecodeProgram> BuildDecodeProgram(const DecodeContext& c, DeviceState& st,
                                                  HostMisses* host) {

@@ -14,7 +14,9 @@
 // must see a layer's routing (streaming experts, a routing observer) the
 // program is cut after the route op; with the host's share of the misses
 // it is cut again after gate_up (the host computes while the device runs
-// gate_up, and the down product adds the host's rows).
+// gate_up, and the down product adds the host's rows), or, with
+// HostRowsLateEnabled, after down (the host computes while the device runs
+// gate_up and down, and a launch of its own adds the host's rows).
 #ifndef SLUICE_MODEL_CUDA_DECODE_STEP_H_
 #define SLUICE_MODEL_CUDA_DECODE_STEP_H_
 
@@ -59,6 +61,12 @@ absl::Status DecodeStepSupported(const DecodeContext& c);
 absl::StatusOr<DecodeProgram> BuildDecodeProgram(const DecodeContext& c,
                                                  DeviceState& st,
                                                  HostMisses* host);
+
+// Where the host's rows are added (above): SLUICE_CUDA_HOST_ROWS_LATE=1
+// turns the late add on (read once), SetHostRowsLateEnabled at any time
+// (tests; programs built after it follow it).
+bool HostRowsLateEnabled();
+void SetHostRowsLateEnabled(bool enabled);
 
 }  // namespace sluice
 
