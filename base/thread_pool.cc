@@ -75,7 +75,7 @@ void ThreadPool::RunShare(int index) {
 }
 
 void ThreadPool::WorkerLoop(int index) {
-  uint64_t seen = 0;
+  uint64_t seen = 0, woken = 0;
   for (;;) {
     bool started = false;
     for (int i = 0; i < poll_iterations_ && !started; ++i) {
@@ -85,7 +85,14 @@ void ThreadPool::WorkerLoop(int index) {
     }
     if (!started) {
       std::unique_lock<std::mutex> lock(mu_);
-      start_cv_.wait(lock, [&] { return stop_ || generation_.load() != seen; });
+      // A Wake since the last look counts only once it happens while asleep.
+      woken = wake_.load();
+      start_cv_.wait(lock, [&] {
+        return stop_ || generation_.load() != seen || wake_.load() != woken;
+      });
+      wakeups_.fetch_add(1, std::memory_order_relaxed);
+      woken = wake_.load();
+      if (!stop_ && generation_.load() == seen) continue;  // woken to poll
     }
     if (stopping_.load()) return;
     seen = generation_.load(std::memory_order_acquire);
@@ -98,6 +105,15 @@ void ThreadPool::WorkerLoop(int index) {
       done_cv_.notify_one();
     }
   }
+}
+
+void ThreadPool::Wake() {
+  if (num_threads_ == 1) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    wake_.fetch_add(1, std::memory_order_relaxed);
+  }
+  start_cv_.notify_all();
 }
 
 void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)> fn) {

@@ -54,6 +54,15 @@ class ThreadPool {
   // so results do not depend on scheduling.
   void ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)> fn);
 
+  // Wakes sleeping workers into their polling without giving them work,
+  // and returns at once: a caller that knows a loop is coming (the host's
+  // share of a decode layer, once the device's routing is back) calls it
+  // ahead, so the loop does not pay the wake-up. Workers woken so poll as
+  // after a loop, then sleep again. No-op for one thread.
+  void Wake();
+  // How many times workers woke from sleep (for a loop or a Wake).
+  int64_t wakeups() const { return wakeups_.load(std::memory_order_relaxed); }
+
   // Like ParallelFor, but the range boundaries are multiples of `grain`
   // (except the final end == n), so each range holds whole groups of
   // `grain` items. grain < 1 is treated as 1.
@@ -77,6 +86,8 @@ class ThreadPool {
   std::condition_variable start_cv_;
   std::condition_variable done_cv_;
   std::atomic<uint64_t> generation_{0};  // bumped under mu_ per loop
+  std::atomic<uint64_t> wake_{0};        // bumped under mu_ per Wake
+  std::atomic<int64_t> wakeups_{0};
   std::atomic<int> pending_{0};          // workers still in the current loop
   bool stop_ = false;                    // guarded by mu_
   std::atomic<bool> stopping_{false};    // stop_ for spinning readers

@@ -105,6 +105,28 @@ TEST(ThreadPoolTest, UsesSeveralThreadsAndEveryItemOnce) {
   EXPECT_EQ(threads.size(), 3u);
 }
 
+TEST(ThreadPoolTest, WakeRousesSleepingWorkersWithoutWork) {
+  ThreadPool one(1);
+  one.Wake();
+  EXPECT_EQ(one.wakeups(), 0);
+
+  ThreadPool pool(3);
+  std::atomic<int> calls{0};
+  pool.ParallelFor(3, [&](int64_t, int64_t) { calls.fetch_add(1); });
+  // Past the poll (a few milliseconds): both workers asleep.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const int64_t before = pool.wakeups();
+  pool.Wake();
+  for (int i = 0; i < 200 && pool.wakeups() < before + 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(pool.wakeups(), before + 2);
+  EXPECT_EQ(calls.load(), 3);  // no work ran
+  // And loops after it still tile their range.
+  const auto r = Ranges(pool, 9, 1);
+  EXPECT_EQ(r, (std::vector<std::pair<int64_t, int64_t>>{{0, 3}, {3, 6}, {6, 9}}));
+}
+
 TEST(ThreadPoolTest, ManyShortLoopsBackToBack) {
   // Decode-style use: thousands of tiny loops; every one must see exactly
   // its own items (a worker must never run a stale or skipped loop).

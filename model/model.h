@@ -129,6 +129,10 @@ struct ExpertStreamStats {
   // their layer's routing came back (memory/prefetch_budget.h).
   int64_t prefetch_batches_landed = 0;
   int64_t prefetch_batches_late = 0;
+  // Host seconds spent issuing the copies into slots and the table uploads
+  // (CUDA; since the model was built).
+  double copy_issue_s = 0;
+  double table_upload_s = 0;
 };
 
 // Where the host's time went in a backend's replayed decode steps (CUDA

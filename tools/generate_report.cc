@@ -131,6 +131,8 @@ std::string ExpertsJson(const GenerateReport& r) {
       .Num("host_path_saving_s", e.host_path_saving_s)
       .Int("prefetch_batches_landed", e.prefetch_batches_landed)
       .Int("prefetch_batches_late", e.prefetch_batches_late)
+      .Num("copy_issue_s", e.copy_issue_s)
+      .Num("table_upload_s", e.table_upload_s)
       .Int("slots_capacity", e.slots_capacity)
       // The key's old name, kept for readers of earlier results.json files.
       .Int("slots", e.slots_capacity)

@@ -67,6 +67,11 @@ BackendStats CudaModel::Stats() const {
 
 absl::Status CudaModel::Run(const HostAction& action) {
   if (action.kind == HostAction::kHostExperts) return host_->Run(*experts_, stream_);
+  // The host path: the pool wakes while the device computes up to the
+  // routing (measured on the H100, run 21: the cost policy's rare host
+  // calls found the threads asleep, took milliseconds each, and its host
+  // estimate sank to 1-2 GB/s against ~50 with the threads awake).
+  if (host_path_ && host_ != nullptr) host_->Wake();
   // The program recorded routed_ once the layer's routing was back.
   const auto t0 = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(cuda::WaitEvent(routed_));

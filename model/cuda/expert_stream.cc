@@ -3,9 +3,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "base/env_switch.h"
@@ -375,16 +377,22 @@ absl::Status ExpertStream::Demote(const SlotClass& c, int32_t slot,
 }
 
 absl::Status ExpertStream::Flush(cuda::Stream stream) {
+  const auto t0 = std::chrono::steady_clock::now();
   // Stream order puts every copy out of a slot before the copy into it.
   absl::Status s = cuda::CopyBatch(demote_.dst, demote_.src, demote_.size, stream);
   if (s.ok()) s = cuda::CopyBatch(batch_.dst, batch_.src, batch_.size, stream);
   demote_.Clear();
   batch_.Clear();  // keeps the capacity: a batch is built every step
+  issue_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return s;
 }
 
 absl::Status ExpertStream::Upload(const std::vector<int>& layers, int now,
                                   cuda::Stream compute) {
+  const auto t0 = std::chrono::steady_clock::now();
+  absl::Cleanup timed = [&] {
+    upload_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
   for (int l : layers) {
     if (l != now) {
       stale_[l] = true;
@@ -720,6 +728,8 @@ ExpertStreamStats ExpertStream::Stats() const {
     s.counters.Add(c.cache->Snapshot());
   }
   s.counters.skipped = skipped_;
+  s.copy_issue_s = issue_s_;
+  s.table_upload_s = upload_s_;
   s.prefetch_batches_landed = budget_.landed();
   s.prefetch_batches_late = budget_.late();
   return s;

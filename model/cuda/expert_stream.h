@@ -342,6 +342,8 @@ class ExpertStream {
   int prefetch_layer_ = -1;
   bool prefetch_observed_ = true;
   memory::PrefetchBudget budget_{0, {}};
+  // Host seconds spent issuing copies (Flush) and table uploads (Upload).
+  double issue_s_ = 0, upload_s_ = 0;
   // Set when the experts do not live in registered host memory.
   std::unique_ptr<HostTier> host_;
   uint64_t skipped_ = 0;  // experts skipped since creation (Acquire)

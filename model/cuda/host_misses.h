@@ -34,6 +34,11 @@ class HostMisses {
   // The rows the device adds: [k][n_embd], zero for the device's experts.
   const float* device_y() const { return device_y_.as<float>(); }
 
+  // The host's share of this layer is coming (the device is computing up
+  // to the routing): wakes the pool's sleeping threads now, so that the
+  // share does not pay their wake-up, nor does the cost model measure it.
+  void Wake() { pool_->Wake(); }
+
   // Computes experts() from x() into the pinned rows (zeros elsewhere),
   // tells `stream` how long it took, and enqueues the rows' copy to
   // device_y() on `compute` (none when device_y() already holds them).
