@@ -147,6 +147,8 @@ def sluice_run(args, spec, frac, policy, depth, routing="router"):
             mode = f"cache, {policy} misses"
     if args.prefetch:
         cmd.append("--expert_prefetch")
+    if args.no_prefetch:
+        cmd.append("--expert_prefetch=false")
     if args.host_tier_bytes:
         cmd += ["--host_tier_bytes", str(args.host_tier_bytes)]
     if routing != "router":
@@ -363,6 +365,8 @@ def main():
                     help="sampling temperature of the generated tokens (default: "
                     "nearly uniform random tokens, the cache's honest case; 0: greedy)")
     ap.add_argument("--prefetch", action="store_true")
+    ap.add_argument("--no-prefetch", action="store_true",
+                    help="--expert_prefetch=false (it is on by default)")
     ap.add_argument("--miss-policies", type=csv, default=["copy"],
                     help="where decode misses are computed, one run each: copy, host, cost")
     ap.add_argument("--host-tier-bytes", type=int, default=0)
