@@ -41,7 +41,7 @@ absl::StatusOr<ExpertConfig> FromWorkerConfig(const sluice::worker::v1::WorkerCo
     e.policy = *policy;
   }
   e.host_tier_bytes = in.host_tier_bytes();
-  e.prefetch = in.expert_prefetch();
+  if (in.has_expert_prefetch()) e.prefetch = in.expert_prefetch();
   if (!in.expert_miss_policy().empty()) {
     absl::StatusOr<MissPolicy> miss = ParseMissPolicy(in.expert_miss_policy());
     if (!miss.ok()) return InField("expert_miss_policy", miss.status());
