@@ -366,7 +366,7 @@ def main():
                     "nearly uniform random tokens, the cache's honest case; 0: greedy)")
     ap.add_argument("--prefetch", action="store_true")
     ap.add_argument("--no-prefetch", action="store_true",
-                    help="--expert_prefetch=false (it is on by default)")
+                    help="--expert_prefetch=false")
     ap.add_argument("--miss-policies", type=csv, default=["copy"],
                     help="where decode misses are computed, one run each: copy, host, cost")
     ap.add_argument("--host-tier-bytes", type=int, default=0)

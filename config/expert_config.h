@@ -75,10 +75,11 @@ struct ExpertConfig {
   TierMode tiers = TierMode::kExclusive;
   // --expert_prefetch: fetch the next layer's predicted experts ahead of
   // demand (streaming decode), at most a learnt budget a layer
-  // (memory/prefetch_budget.h). On since run 21 on the H100 (2026-12-07,
-  // docs/BENCHMARKS.md): bench35 at 25% +17.5% with copy, bench397 +6.4%
-  // with cost, locality 0.2 +7.5%.
-  bool prefetch = true;
+  // (memory/prefetch_budget.h), and not in steps that run the host path.
+  // Off: on the H100 (runs 21-22, 2026-12-07, docs/BENCHMARKS.md) the same
+  // command with it on decoded 416.7 and 339.8 tok/s at 25% of bench35
+  // (copy; 361.0 off), the budget settling high in the slower run.
+  bool prefetch = false;
   // --expert_miss_policy: copy, host or cost. With every expert resident
   // nothing misses and the plan sets copy.
   MissPolicy miss_policy = MissPolicy::kCopy;
@@ -125,7 +126,7 @@ absl::StatusOr<MissPolicy> ParseMissPolicy(absl::string_view name);
 // naming the flag and the value.
 absl::Status ValidateExpertConfig(const ExpertConfig& config);
 
-// "slots=-1 arena_fraction=0 policy=lru host_tier_bytes=0 prefetch=true
+// "slots=-1 arena_fraction=0 policy=lru host_tier_bytes=0 prefetch=false
 // miss_policy=copy host_threads=0" (then " profile=FILE" and
 // " skip=0.05" when set), for logs and test failures.
 std::string ExpertConfigString(const ExpertConfig& config);

@@ -15,7 +15,7 @@ TEST(ExpertConfigTest, DefaultsAreValidAndLeaveThePlannerToChoose) {
   const ExpertConfig d;
   EXPECT_TRUE(ValidateExpertConfig(d).ok());
   EXPECT_EQ(ExpertConfigString(d),
-            "slots=-1 arena_fraction=0 policy=lru host_tier_bytes=0 prefetch=true "
+            "slots=-1 arena_fraction=0 policy=lru host_tier_bytes=0 prefetch=false "
             "miss_policy=copy host_threads=0");
 }
 
@@ -45,7 +45,7 @@ TEST(ExpertConfigTest, ValidationNamesTheFlag) {
   c.skip_threshold = 0.05;
   EXPECT_TRUE(ValidateExpertConfig(c).ok());
   EXPECT_EQ(ExpertConfigString(c),
-            "slots=-1 arena_fraction=0.25 policy=lru host_tier_bytes=0 prefetch=true "
+            "slots=-1 arena_fraction=0.25 policy=lru host_tier_bytes=0 prefetch=false "
             "miss_policy=copy host_threads=16 skip=0.05");
   c.host_tier_policy = "fifo";
   EXPECT_EQ(ValidateExpertConfig(c).message(),
@@ -54,7 +54,7 @@ TEST(ExpertConfigTest, ValidationNamesTheFlag) {
   c.tiers = TierMode::kInclusive;  // not the default: named
   EXPECT_TRUE(ValidateExpertConfig(c).ok());
   EXPECT_EQ(ExpertConfigString(c),
-            "slots=-1 arena_fraction=0.25 policy=lru host_tier_bytes=0 prefetch=true "
+            "slots=-1 arena_fraction=0.25 policy=lru host_tier_bytes=0 prefetch=false "
             "miss_policy=copy host_threads=16 host_tier_policy=lru tiers=inclusive skip=0.05");
 }
 
@@ -87,7 +87,7 @@ TEST(ExpertConfigProtoTest, RoundTripsEveryField) {
   c.slots = 12;
   c.policy = EvictionPolicy::kLfu;
   c.host_tier_bytes = 64ull << 30;
-  c.prefetch = false;  // not the default
+  c.prefetch = true;  // not the default
   c.miss_policy = MissPolicy::kCost;
   c.host_threads = 7;
   c.profile = "/var/lib/sluice/experts.profile";

@@ -147,6 +147,10 @@ struct DecodeHostTimes {
   double routing_s = 0;
   double routing_wait_s = 0;
   double host_experts_s = 0;
+  // The host's products alone (the miss policy's measure), by how many
+  // experts a call computed: 1, 2-3, 4 or more. Counted in every step.
+  int64_t host_calls[3] = {0, 0, 0};
+  double host_call_s[3] = {0, 0, 0};
 };
 
 // What a backend reports about itself (tools/generate, worker metrics).

@@ -162,6 +162,8 @@ std::string ExpertsJson(const GenerateReport& r) {
 // Per replayed decode step, in microseconds: where the host's time went
 // (model.h DecodeHostTimes); acquire is the routing actions less their
 // waits.
+double Mean(double seconds, int64_t calls) { return calls > 0 ? seconds * 1e6 / calls : 0; }
+
 std::string DecodeHostJson(const DecodeHostTimes& t) {
   const double per = t.steps > 0 ? 1e6 / static_cast<double>(t.steps) : 0;
   return Object()
@@ -171,6 +173,16 @@ std::string DecodeHostJson(const DecodeHostTimes& t) {
       .Num("routing_wait", t.routing_wait_s * per)
       .Num("acquire", (t.routing_s - t.routing_wait_s) * per)
       .Num("host_experts", t.host_experts_s * per)
+      .Raw("host_calls", Object()
+                             .Int("one", t.host_calls[0])
+                             .Int("two_three", t.host_calls[1])
+                             .Int("four_up", t.host_calls[2])
+                             .Json())
+      .Raw("host_call_us_mean", Object()
+                                    .Num("one", Mean(t.host_call_s[0], t.host_calls[0]))
+                                    .Num("two_three", Mean(t.host_call_s[1], t.host_calls[1]))
+                                    .Num("four_up", Mean(t.host_call_s[2], t.host_calls[2]))
+                                    .Json())
       .Json();
 }
 

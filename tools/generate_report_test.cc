@@ -71,5 +71,29 @@ TEST(GenerateReportTest, ExpertsReportTheMissPolicysEstimates) {
       << json;
 }
 
+// Where the host's time went, per replayed decode step in microseconds,
+// and the host's product calls by size (their mean microseconds).
+TEST(GenerateReportTest, DecodeHostTimesArePerStep) {
+  GenerateReport r = CudaReport();
+  DecodeHostTimes& t = r.stats.decode_host;
+  t.steps = 4;
+  t.step_s = 0.008;
+  t.launch_s = 0.0002;
+  t.routing_s = 0.006;
+  t.routing_wait_s = 0.005;
+  t.host_experts_s = 0.0012;
+  t.host_calls[0] = 2;
+  t.host_call_s[0] = 0.001;
+  t.host_calls[2] = 4;
+  t.host_call_s[2] = 0.0008;
+  const std::string json = GenerateReportJson(r);
+  EXPECT_NE(json.find("\"decode_host_us\":{\"steps\":4,\"step\":2000,\"launch\":50,"
+                      "\"routing_wait\":1250,\"acquire\":250,\"host_experts\":300,"
+                      "\"host_calls\":{\"one\":2,\"two_three\":0,\"four_up\":4},"
+                      "\"host_call_us_mean\":{\"one\":500,\"two_three\":0,\"four_up\":200}}"),
+            std::string::npos)
+      << json;
+}
+
 }  // namespace
 }  // namespace sluice::tools

@@ -62,29 +62,39 @@ BackendStats CudaModel::Stats() const {
   s.experts_warmed = experts_warmed_;
   s.experts_warm_planned = experts_warm_planned_;
   s.decode_host = decode_host_;
+  if (host_ != nullptr) {
+    for (int i = 0; i < 3; ++i) {
+      s.decode_host.host_calls[i] = host_->calls()[i];
+      s.decode_host.host_call_s[i] = host_->call_seconds()[i];
+    }
+  }
   return s;
 }
 
 absl::Status CudaModel::Run(const HostAction& action) {
   if (action.kind == HostAction::kHostExperts) return host_->Run(*experts_, stream_);
+  const bool host = host_path_ && host_ != nullptr;
   // The host path: the pool wakes while the device computes up to the
-  // routing (measured on the H100, run 21: the cost policy's rare host
-  // calls found the threads asleep, took milliseconds each, and its host
-  // estimate sank to 1-2 GB/s against ~50 with the threads awake).
-  if (host_path_ && host_ != nullptr) host_->Wake();
+  // routing, so the host's share does not pay the threads' wake-up (run 21
+  // on the H100: the cost policy's host estimate had sunk to 1-2 GB/s with
+  // its rare calls; run 22 with the wake: bench35's host took 47% of the
+  // misses at 56 GB/s, bench397's still starved).
+  if (host) host_->Wake();
   // The program recorded routed_ once the layer's routing was back.
   const auto t0 = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(cuda::WaitEvent(routed_));
   step_wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return AcquireRouted(Batch(), action.layer, 1, {}, options_.experts.prefetch,
-                       host_path_ && host_ != nullptr ? host_->experts() : nullptr);
+  return AcquireRouted(Batch(), action.layer, 1, {}, PrefetchesWith(host),
+                       host ? host_->experts() : nullptr);
 }
 
 absl::StatusOr<DecodeProgram*> CudaModel::Program(DeviceState& st) const {
   const bool host = host_path_ && host_ != nullptr;
   std::unique_ptr<DecodeProgram>& p = st.decode_program(host ? 1 : 0);
   if (p == nullptr) {
-    ASSIGN_OR_RETURN(DecodeProgram built, BuildDecodeProgram(Decode(), st, host ? host_.get() : nullptr));
+    DecodeContext c = Decode();
+    c.prefetch = c.prefetch && PrefetchesWith(host);
+    ASSIGN_OR_RETURN(DecodeProgram built, BuildDecodeProgram(c, st, host ? host_.get() : nullptr));
     p = std::make_unique<DecodeProgram>(std::move(built));
   }
   return p.get();

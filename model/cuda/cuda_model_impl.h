@@ -185,6 +185,16 @@ class CudaModel final : public Model, private DecodeProgram::Host {
   mutable std::vector<BatchGraph> batch_graphs_;
   cuda::Event routed_ = nullptr;
   mutable int64_t launches_per_decode_ = 0;
+  // Whether a decode step prefetches (--expert_prefetch) when it runs the
+  // host path or not: not with it. Measured on the H100 (run 22, 25% of the
+  // experts): where the cost policy's host worked (bench35 uniform, 47% of
+  // the misses) prefetching took its share onto the link, 334.4 against
+  // 417.2 tok/s; where the host path was off, prefetching won (bench397
+  // 318.5 against 240.0, locality 0.2 665.1 against 472.4, copy 416.7
+  // against 361.0).
+  bool PrefetchesWith(bool host_path) const {
+    return options_.experts.prefetch && !host_path;
+  }
   // Host time of the replayed decode steps (BackendStats::decode_host);
   // step_wait_s_ the step in flight's routing waits.
   mutable DecodeHostTimes decode_host_;

@@ -58,6 +58,10 @@ absl::Status HostMisses::Run(ExpertStream& stream, cuda::Stream compute) {
     RETURN_IF_ERROR(ExpertsOneToken(weights_, x_.as<float>(), out_.data(), pool_.get()));
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - t0;
     stream.ObserveHost(bytes, took.count());
+    const size_t n = experts_.size();
+    const int bucket = n == 1 ? 0 : n < 4 ? 1 : 2;
+    ++calls_[bucket];
+    call_s_[bucket] += took.count();
     for (size_t i = 0; i < experts_.size(); ++i) {
       std::memcpy(y + experts_[i].index * n_embd_, out_.data() + i * n_embd_,
                   n_embd_ * sizeof(float));

@@ -39,6 +39,11 @@ class HostMisses {
   // share does not pay their wake-up, nor does the cost model measure it.
   void Wake() { pool_->Wake(); }
 
+  // Calls of Run that computed something and their product seconds, by
+  // how many experts: 1, 2-3, 4 or more.
+  const int64_t* calls() const { return calls_; }
+  const double* call_seconds() const { return call_s_; }
+
   // Computes experts() from x() into the pinned rows (zeros elsewhere),
   // tells `stream` how long it took, and enqueues the rows' copy to
   // device_y() on `compute` (none when device_y() already holds them).
@@ -53,6 +58,8 @@ class HostMisses {
   cuda::PinnedBuffer x_, y_;
   cuda::DeviceBuffer device_y_;
   std::vector<HostExpert> experts_;
+  int64_t calls_[3] = {0, 0, 0};
+  double call_s_[3] = {0, 0, 0};
   bool y_dirty_ = false;      // y_ holds rows of an earlier step
   bool device_zero_ = false;  // device_y_ holds zeros (after a copy of them)
   // Scratch kept between layers (Run runs once per layer).
