@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cuda/device.h"
 #include "model/cuda/decode_step.h"
+#include "model/cuda/expert_stream.h"
 #include "tools/cuda_parity_testing.h"
 #include "tools/parity_lib.h"
 
@@ -47,6 +48,18 @@ TEST_P(CudaParityTest, CopyPolicyAtAQuarterIsBitIdentical) {
   config::ExpertConfig experts;
   experts.arena_fraction = 0.25;
   ExpectIdentical(dir, GetParam(), experts);
+}
+
+// The same with each layer's copies issued expert by expert
+// (SLUICE_CUDA_COPY_PER_EXPERT).
+TEST_P(CudaParityTest, CopyPolicyAtAQuarterIssuedPerExpertIsBitIdentical) {
+  SLUICE_REQUIRE_GOLDENS(dir);
+  SLUICE_REQUIRE_DEVICE();
+  SetCopyPerExpertEnabled(true);
+  config::ExpertConfig experts;
+  experts.arena_fraction = 0.25;
+  ExpectIdentical(dir, GetParam(), experts);
+  SetCopyPerExpertEnabled(false);
 }
 
 TEST_P(CudaParityTest, CopyPolicyAtOneSlotIsBitIdentical) {

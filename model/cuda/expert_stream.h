@@ -351,6 +351,10 @@ class ExpertStream {
   uint64_t host_tier_min_bytes_ = 0;
 };
 
+// SLUICE_CUDA_COPY_PER_EXPERT (expert_stream.cc): a layer's demand copies
+// issued expert by expert; settable at any time (tests).
+void SetCopyPerExpertEnabled(bool enabled);
+
 // --expert_skip's residency on the device path (model/expert_skip.h): the
 // layers it is asked about are the stream's layers.
 class StreamResidency final : public ExpertResidency {
