@@ -75,7 +75,7 @@ void ThreadPool::RunShare(int index) {
 }
 
 void ThreadPool::WorkerLoop(int index) {
-  uint64_t seen = 0, woken = 0;
+  uint64_t seen = 0;
   for (;;) {
     bool started = false;
     for (int i = 0; i < poll_iterations_ && !started; ++i) {
@@ -85,13 +85,12 @@ void ThreadPool::WorkerLoop(int index) {
     }
     if (!started) {
       std::unique_lock<std::mutex> lock(mu_);
-      // A Wake since the last look counts only once it happens while asleep.
-      woken = wake_.load();
+      // Only a Wake that comes while asleep counts (one while polling is moot).
+      const uint64_t woken = wake_.load();
       start_cv_.wait(lock, [&] {
         return stop_ || generation_.load() != seen || wake_.load() != woken;
       });
       wakeups_.fetch_add(1, std::memory_order_relaxed);
-      woken = wake_.load();
       if (!stop_ && generation_.load() == seen) continue;  // woken to poll
     }
     if (stopping_.load()) return;
