@@ -22,6 +22,8 @@
 // prints one JSON object on stdout instead of the text (tools/generate_report.h,
 // fields in docs/BENCHMARKS.md); --routing trace:FILE | realistic | uniform | ...
 // forces which experts each token uses (tools/routing_flag.h).
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -90,6 +92,13 @@ long StatusKb(const std::string& key) {
     if (line.rfind(key + ":", 0) == 0) return std::stol(line.substr(key.size() + 1));
   }
   return -1;
+}
+
+// The process's page faults so far.
+sluice::tools::GenerateReport::Faults Faults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return {u.ru_minflt, u.ru_majflt};
 }
 
 // absl flags take '_' in names; accept the '-' spelling too.
@@ -250,6 +259,8 @@ int main(int argc, char** argv) {
   report.after_prefill = report.before_prefill;
   long anon_decoding_kb = -1;
   int calls = 0;
+  const sluice::tools::GenerateReport::Faults start_faults = Faults();
+  sluice::tools::GenerateReport::Faults first_token_faults = start_faults;
   auto result = sluice::Generate(
       *session, *params, [&](int32_t, std::string_view piece) {
         if (json) {
@@ -257,6 +268,7 @@ int main(int argc, char** argv) {
           // the expert counters (read once, so decode timing barely moves).
           if (calls == 0) {
             report.after_prefill = (*engine)->model().ExpertStats().counters;
+            first_token_faults = Faults();
           }
         } else {
           std::fwrite(piece.data(), 1, piece.size(), stdout);
@@ -268,6 +280,11 @@ int main(int argc, char** argv) {
         }
         return true;
       });
+  const sluice::tools::GenerateReport::Faults end_faults = Faults();
+  report.prefill_faults = {first_token_faults.minor - start_faults.minor,
+                           first_token_faults.major - start_faults.major};
+  report.decode_faults = {end_faults.minor - first_token_faults.minor,
+                          end_faults.major - first_token_faults.major};
   if (!json) std::printf("\n");
   if (!result.ok()) return Fail(result.status());
   if (recorder != nullptr) {

@@ -38,6 +38,13 @@ struct GenerateReport {
   // sampled token); stats.experts.counters is the third, after decoding.
   memory::SlotCacheCounters before_prefill;
   memory::SlotCacheCounters after_prefill;
+  // The process's page faults (getrusage) in prefill and in decode (split at
+  // the first token, as the counters): a first touch of a mapped page the
+  // page cache holds is a minor fault, one read from disk a major fault.
+  struct Faults {
+    long minor = 0, major = 0;
+  };
+  Faults prefill_faults, decode_faults;
 };
 
 // One line of JSON (no trailing newline). Ratios of empty counters are 0;

@@ -95,5 +95,17 @@ TEST(GenerateReportTest, DecodeHostTimesArePerStep) {
       << json;
 }
 
+// Page faults of prefill and decode, as measured.
+TEST(GenerateReportTest, PageFaultsOfPrefillAndDecode) {
+  GenerateReport r = CudaReport();
+  r.prefill_faults = {1200, 3};
+  r.decode_faults = {431, 0};
+  const std::string json = GenerateReportJson(r);
+  EXPECT_NE(json.find("\"page_faults\":{\"prefill\":{\"minor\":1200,\"major\":3},"
+                      "\"decode\":{\"minor\":431,\"major\":0}},"),
+            std::string::npos)
+      << json;
+}
+
 }  // namespace
 }  // namespace sluice::tools

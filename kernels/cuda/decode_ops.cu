@@ -1026,15 +1026,21 @@ __global__ void __launch_bounds__(kProjThreads, 3)
 // rows a block, more blocks, give the same bits (SLUICE_CUDA_DOWN_ROWS);
 // with fewer rows unrolled a thread needs fewer registers, so more blocks
 // fit an SM (at 8 rows, 168 registers: one block of up to 12 warps).
+// passes: a block's lane groups take `passes` rounds of R rows each (the
+// same lanes and order for every row, so the same bits), which spreads a
+// warp's prologue (vector, ids, slot table) over more rows and the grid
+// over fewer blocks.
 template <int R>
 __global__ void __launch_bounds__(32 * kMaxDownItems, R >= 8 ? 1 : (R == 4 ? 2 : 3))
-    DownKernel(const DecodeExperts e, int L, int q8_formats, int prepared, int float_warps) {
+    DownKernel(const DecodeExperts e, int L, int q8_formats, int prepared, int float_warps,
+               int passes) {
   extern __shared__ float smem[];
   const bool shared = e.shared_ff > 0;
   const int items = e.k + (shared ? 1 : 0);
   const int64_t stride = PaddedFloats(e.ff);
   const int groups = 32 / L;
-  const int rows_per_block = groups * R;
+  const int rows_per_pass = groups * R;
+  const int rows_per_block = rows_per_pass * passes;
   const int64_t block_row0 = static_cast<int64_t>(blockIdx.x) * rows_per_block;
   // The block's rows of every item's down matrix. The routing that names
   // the experts is two launches back: this launch starts only once the
@@ -1087,28 +1093,38 @@ __global__ void __launch_bounds__(32 * kMaxDownItems, R >= 8 ? 1 : (R == 4 ? 2 :
     xvs = Q8InputAt(nullptr, items, s, e.ff, 0);
   }
   const int sub = lane & (L - 1);
-  const int64_t row0 = block_row0 + (lane / L) * R;
   const bool routed = s < e.k;
   const int type = routed ? e.down_type : e.shared_down_type;
   const uint8_t* base[1] = {static_cast<const uint8_t*>(routed ? e.down[e.ids[s]] : e.shared_down)};
-  float acc[1][R];
-  RowSums<1, R>(type, base, e.n_embd, row0, e.ff, hs + s * stride, xvs, sub, L, acc);
+  // The type's switch outside the passes' loop (see RowSums).
+  WithType(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+#pragma unroll 1
+    for (int pass = 0; pass < passes; ++pass) {
+      const int pass_row0 = pass * rows_per_pass;
+      if (block_row0 + pass_row0 >= e.n_embd) break;  // the same for the whole block
+      float acc[1][R];
+      RowSumsT<T, 1, R>(base, e.n_embd, block_row0 + pass_row0 + (lane / L) * R, e.ff,
+                        hs + s * stride, xvs, sub, L, acc);
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
-    if (sub == r % L) partial[s * rows_per_block + (lane / L) * R + r] = acc[0][r];
-  }
+      for (int r = 0; r < R; ++r) {
+        if (sub == r % L) partial[s * rows_per_block + pass_row0 + (lane / L) * R + r] = acc[0][r];
+      }
+    }
+  });
   __syncthreads();
-  const int t = threadIdx.x;
-  const int64_t row = block_row0 + t;
-  if (t >= rows_per_block || row >= e.n_embd) return;
-  float out = 0.0f;
-  for (int x = 0; x < e.k; ++x) {
-    float y = partial[x * rows_per_block + t];
-    if (e.host_y != nullptr) y += e.host_y[x * e.n_embd + row];
-    out = x == 0 ? y * e.weights[0] : out + y * e.weights[x];
+  for (int t = threadIdx.x; t < rows_per_block; t += blockDim.x) {
+    const int64_t row = block_row0 + t;
+    if (row >= e.n_embd) return;
+    float out = 0.0f;
+    for (int x = 0; x < e.k; ++x) {
+      float y = partial[x * rows_per_block + t];
+      if (e.host_y != nullptr) y += e.host_y[x * e.n_embd + row];
+      out = x == 0 ? y * e.weights[0] : out + y * e.weights[x];
+    }
+    if (shared) out += partial[e.k * rows_per_block + t] * SigmoidF(*e.shared_logit);
+    e.out[row] = out;
   }
-  if (shared) out += partial[e.k * rows_per_block + t] * SigmoidF(*e.shared_logit);
-  e.out[row] = out;
 }
 
 // ---- vectors prepared once ---------------------------------------------------
@@ -1973,13 +1989,23 @@ int DownRows() {
   return r == 2 || r == 4 || r == 8 ? r : kDownRowsDefault;
 }
 
+// Passes of R rows per lane group a down block takes: SLUICE_CUDA_DOWN_PASSES
+// (1 to 16), else 1. Read at every call, so a test can compare them.
+int DownPasses() {
+  const char* env = std::getenv("SLUICE_CUDA_DOWN_PASSES");
+  const int p = env != nullptr ? std::atoi(env) : 1;
+  return p >= 1 && p <= 16 ? p : 1;
+}
+
 }  // namespace
 
 void DecodeExpertsDown(const DecodeExperts& e, Stream stream) {
   int L = LanesFor(e.ff, e.down_type);
   if (e.shared_ff > 0 && LanesFor(e.ff, e.shared_down_type) < L) L = LanesFor(e.ff, e.shared_down_type);
   const int R = DownRows();
-  const int rows_per_block = (32 / L) * R;
+  // At most DecodeExpertsSupported's rows a block.
+  const int passes = std::min(DownPasses(), std::max(1, 32 * kDownR / ((32 / L) * R)));
+  const int rows_per_block = (32 / L) * R * passes;
   const int items = e.k + (e.shared_ff > 0 ? 1 : 0);
   const int types[2] = {e.down_type, e.shared_ff > 0 ? e.shared_down_type : e.down_type};
   // Shared memory: the partial sums, the float rows where a warp's type
@@ -1997,7 +2023,7 @@ void DecodeExpertsDown(const DecodeExperts& e, Stream stream) {
   const int prepared =
       e.h_q8.q8 != nullptr && DownFormats(e) != 0 && (formats & ~e.h_q8.formats) == 0;
   Launch(R == 2 ? DownKernel<2> : (R == 4 ? DownKernel<4> : DownKernel<kDownR>), blocks,
-         32 * items, smem, stream, e, L, q8, prepared, float_warps);
+         32 * items, smem, stream, e, L, q8, prepared, float_warps, passes);
 }
 
 int DecodeQ8Formats(const int* types, int n_types, int64_t n) { return Q8Formats(types, n_types, n); }

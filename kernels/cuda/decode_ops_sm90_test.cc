@@ -408,9 +408,11 @@ DecodeExperts DownArgs(int k, GgmlType down_type, GgmlType shared_type, int64_t 
 // The down products (8 routed slots of Q4_K rows, a Q8_0 shared expert, the
 // host's rows added) read the same bits from their hidden rows quantized
 // once (DecodeExpertsPrepareDown) as quantized in every block, and at 2 and
-// 8 rows a lane group (SLUICE_CUDA_DOWN_ROWS) as at the default 4.
-// With Q6_K routed rows (420 bytes: blocks of every alignment), the same
-// bits with funnel loads (the default) as without (SLUICE_CUDA_FUNNEL_LOADS=0).
+// 8 rows a lane group (SLUICE_CUDA_DOWN_ROWS) as at the default 4, and in
+// 3 or 8 passes a block (SLUICE_CUDA_DOWN_PASSES) as in one. With Q6_K
+// routed rows (420 bytes: blocks of every alignment), the same bits with
+// funnel loads (the default) as without (SLUICE_CUDA_FUNNEL_LOADS=0); and
+// with Q1_0 rows (bench397's routed down type).
 void CheckDown(GgmlType down_type) {
   SCOPED_TRACE(static_cast<int>(down_type));
   setenv("SLUICE_CUDA_FUNNEL_LOADS", "0", 1);
@@ -466,6 +468,16 @@ void CheckDown(GgmlType down_type) {
     e.h_q8 = q8;
   }
   unsetenv("SLUICE_CUDA_DOWN_ROWS");
+  // Several passes of rows a block (3: a last block cut short): the same bits.
+  for (const char* passes : {"3", "8"}) {
+    setenv("SLUICE_CUDA_DOWN_PASSES", passes, 1);
+    EXPECT_EQ(std::memcmp(floats.data(), launch().data(), n * 4), 0) << passes << " passes, prepared";
+    const DecodeQ8 q8 = e.h_q8;
+    e.h_q8 = {};
+    EXPECT_EQ(std::memcmp(floats.data(), launch().data(), n * 4), 0) << passes << " passes";
+    e.h_q8 = q8;
+  }
+  unsetenv("SLUICE_CUDA_DOWN_PASSES");
   unsetenv("SLUICE_CUDA_FUNNEL_LOADS");  // the default: on
   PrepareDecodeKernels();
   const std::vector<float> funnel = launch();
@@ -486,6 +498,7 @@ void CheckDown(GgmlType down_type) {
 TEST_F(DecodeProjectSm90Test, DownFromPreparedRowsAsFromFloats) {
   CheckDown(GgmlType::kQ4_K);
   CheckDown(GgmlType::kQ6_K);
+  CheckDown(GgmlType::kQ1_0);
 }
 
 // A shared expert whose down type has no 8-bit product (F16) beside Q4_K

@@ -14,8 +14,95 @@
 
 namespace sluice::cuda::internal {
 
+// Experts a lane holds in registers on RouteOneToken's fast path (n_expert
+// up to 32 times this: every current model's router).
+constexpr int kRouteRegsPerLane = 16;
+
+// The fast path: each lane keeps its experts' probabilities (e = lane + 32 j)
+// and its own best in registers, so a round is one warp arg-max of the lanes'
+// bests and a rescan by the one lane whose best was taken, instead of a scan
+// of all n_expert in shared memory per round. The same sums in the same
+// order, the same ties (the lower id), so the same ids and weights.
+__device__ inline void RouteOneTokenInRegisters(const float* logits, int n_expert, int k,
+                                                int32_t* ids, float* weights, int32_t* paired) {
+  const int lane = threadIdx.x & 31;
+  float v[kRouteRegsPerLane];
+  float m = -INFINITY;
+#pragma unroll
+  for (int j = 0; j < kRouteRegsPerLane; ++j) {
+    const int e = lane + 32 * j;
+    v[j] = e < n_expert ? __ldcg(logits + e) : -INFINITY;
+    m = fmaxf(m, v[j]);
+  }
+  m = WarpMax(m);
+  double sum = 0.0;
+#pragma unroll
+  for (int j = 0; j < kRouteRegsPerLane; ++j) {
+    if (lane + 32 * j < n_expert) {
+      v[j] = expf(v[j] - m);
+      sum += v[j];
+    }
+  }
+  sum = WarpSum(sum);
+  const float inv = static_cast<float>(1.0 / sum);
+#pragma unroll
+  for (int j = 0; j < kRouteRegsPerLane; ++j) v[j] = lane + 32 * j < n_expert ? v[j] * inv : -3.0f;
+  // This lane's best (floor -2: taken experts hold -1, absent ones -3).
+  float lane_v;
+  int lane_i;
+  auto rescan = [&]() {
+    lane_v = -2.0f;
+    lane_i = n_expert;
+#pragma unroll
+    for (int j = 0; j < kRouteRegsPerLane; ++j) {
+      if (v[j] > lane_v) {
+        lane_v = v[j];
+        lane_i = lane + 32 * j;
+      }
+    }
+  };
+  rescan();
+  float total = 0.0f;
+  for (int slot = 0; slot < k; ++slot) {
+    float bv = lane_v;
+    int bi = lane_i;
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (ov > bv || (ov == bv && oi < bi)) {
+        bv = ov;
+        bi = oi;
+      }
+    }
+    if (lane == 0) {
+      ids[slot] = bi;
+      if (paired != nullptr) {
+        paired[slot] = bi;
+        paired[k + slot] = bi + n_expert;
+      }
+      weights[slot] = bv;
+      total += bv;
+    }
+    if (bi == lane_i) {
+#pragma unroll
+      for (int j = 0; j < kRouteRegsPerLane; ++j) {
+        if (lane + 32 * j == bi) v[j] = -1.0f;
+      }
+      rescan();
+    }
+  }
+  if (lane == 0) {
+    total = fmaxf(total, 6.103515625e-5f);
+    for (int slot = 0; slot < k; ++slot) weights[slot] /= total;
+  }
+}
+
 __device__ inline void RouteOneToken(const float* logits, int n_expert, int k, int32_t* ids,
                                      float* weights, int32_t* paired, float* p) {
+  if (n_expert <= 32 * kRouteRegsPerLane) {
+    RouteOneTokenInRegisters(logits, n_expert, k, ids, weights, paired);
+    return;
+  }
   const int lane = threadIdx.x & 31;
   float m = -INFINITY;
   for (int e = lane; e < n_expert; e += 32) m = fmaxf(m, __ldcg(logits + e));

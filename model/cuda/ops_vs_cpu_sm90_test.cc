@@ -72,27 +72,32 @@ TEST_F(OpsVsCpuSm90Test, AddRmsNormMatchesTheCpu) {
   EXPECT_LT(exn, kMaxRelErr);
 }
 
+// 256 and 512 experts take the registers path of the routing, 640 the
+// shared-memory one.
 TEST_F(OpsVsCpuSm90Test, TopKChoosesTheCpuExpertsAndWeights) {
-  const int n_tok = 7, n_expert = 256, k = 8;
-  auto logits = Random(n_tok * n_expert, 4, 2.0f);
-  Dev d;
-  float* dl = d.Put(logits);
-  int32_t* ids = d.Zeros<int32_t>(n_tok * k);
-  float* weights = d.Zeros<float>(n_tok * k);
-  cuda::TopK(dl, n_tok, n_expert, k, ids, weights, nullptr);
-  auto gid = d.Get(ids, n_tok * k);
-  auto gw = d.Get(weights, n_tok * k);
-  double max_w = 0;
-  for (int t = 0; t < n_tok; ++t) {
-    Routing r;
-    RouteToken(logits.data() + t * n_expert, n_expert, k, &r);
-    for (int s = 0; s < k; ++s) {
-      EXPECT_EQ(gid[t * k + s], r.expert[s]) << "token " << t << " slot " << s;
-      max_w = std::max(max_w, std::fabs(static_cast<double>(gw[t * k + s]) - r.weight[s]));
+  for (const int n_expert : {256, 512, 640}) {
+    SCOPED_TRACE(n_expert);
+    const int n_tok = 7, k = n_expert == 512 ? 10 : 8;
+    auto logits = Random(n_tok * n_expert, 4, 2.0f);
+    Dev d;
+    float* dl = d.Put(logits);
+    int32_t* ids = d.Zeros<int32_t>(n_tok * k);
+    float* weights = d.Zeros<float>(n_tok * k);
+    cuda::TopK(dl, n_tok, n_expert, k, ids, weights, nullptr);
+    auto gid = d.Get(ids, n_tok * k);
+    auto gw = d.Get(weights, n_tok * k);
+    double max_w = 0;
+    for (int t = 0; t < n_tok; ++t) {
+      Routing r;
+      RouteToken(logits.data() + t * n_expert, n_expert, k, &r);
+      for (int s = 0; s < k; ++s) {
+        EXPECT_EQ(gid[t * k + s], r.expert[s]) << "token " << t << " slot " << s;
+        max_w = std::max(max_w, std::fabs(static_cast<double>(gw[t * k + s]) - r.weight[s]));
+      }
     }
+    std::printf("TopK %d experts: ids equal, max |weight diff| %.3g\n", n_expert, max_w);
+    EXPECT_LT(max_w, 1e-6);
   }
-  std::printf("TopK: ids equal, max |weight diff| %.3g\n", max_w);
-  EXPECT_LT(max_w, 1e-6);
 }
 
 // A gated attention block with sectioned RoPE, evaluated as a 6-token batch
