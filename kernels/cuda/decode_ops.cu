@@ -1026,14 +1026,15 @@ __global__ void __launch_bounds__(kProjThreads, 3)
 // rows a block, more blocks, give the same bits (SLUICE_CUDA_DOWN_ROWS);
 // with fewer rows unrolled a thread needs fewer registers, so more blocks
 // fit an SM (at 8 rows, 168 registers: one block of up to 12 warps).
-// passes: a block's lane groups take `passes` rounds of R rows each (the
+// kPasses: a block's lane groups take kPasses rounds of R rows each (the
 // same lanes and order for every row, so the same bits), which spreads a
 // warp's prologue (vector, ids, slot table) over more rows and the grid
-// over fewer blocks.
-template <int R>
+// over fewer blocks. A compile-time count: with a run-time one the
+// one-pass launch, bench35's, took 27% longer (H100, run 23).
+template <int R, int kPasses = 1>
 __global__ void __launch_bounds__(32 * kMaxDownItems, R >= 8 ? 1 : (R == 4 ? 2 : 3))
-    DownKernel(const DecodeExperts e, int L, int q8_formats, int prepared, int float_warps,
-               int passes) {
+    DownKernel(const DecodeExperts e, int L, int q8_formats, int prepared, int float_warps) {
+  constexpr int passes = kPasses;
   extern __shared__ float smem[];
   const bool shared = e.shared_ff > 0;
   const int items = e.k + (shared ? 1 : 0);
@@ -1096,22 +1097,34 @@ __global__ void __launch_bounds__(32 * kMaxDownItems, R >= 8 ? 1 : (R == 4 ? 2 :
   const bool routed = s < e.k;
   const int type = routed ? e.down_type : e.shared_down_type;
   const uint8_t* base[1] = {static_cast<const uint8_t*>(routed ? e.down[e.ids[s]] : e.shared_down)};
-  // The type's switch outside the passes' loop (see RowSums).
-  WithType(type, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-#pragma unroll 1
-    for (int pass = 0; pass < passes; ++pass) {
-      const int pass_row0 = pass * rows_per_pass;
-      if (block_row0 + pass_row0 >= e.n_embd) break;  // the same for the whole block
-      float acc[1][R];
-      RowSumsT<T, 1, R>(base, e.n_embd, block_row0 + pass_row0 + (lane / L) * R, e.ff,
-                        hs + s * stride, xvs, sub, L, acc);
+  if constexpr (kPasses == 1) {
+    float acc[1][R];
+    RowSums<1, R>(type, base, e.n_embd, block_row0 + (lane / L) * R, e.ff, hs + s * stride, xvs,
+                  sub, L, acc);
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        if (sub == r % L) partial[s * rows_per_block + pass_row0 + (lane / L) * R + r] = acc[0][r];
-      }
+    for (int r = 0; r < R; ++r) {
+      if (sub == r % L) partial[s * rows_per_block + (lane / L) * R + r] = acc[0][r];
     }
-  });
+  } else {
+    // The type's switch outside the passes' loop (see RowSums).
+    WithType(type, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+#pragma unroll 1
+      for (int pass = 0; pass < kPasses; ++pass) {
+        const int pass_row0 = pass * rows_per_pass;
+        if (block_row0 + pass_row0 >= e.n_embd) break;  // the same for the whole block
+        float acc[1][R];
+        RowSumsT<T, 1, R>(base, e.n_embd, block_row0 + pass_row0 + (lane / L) * R, e.ff,
+                          hs + s * stride, xvs, sub, L, acc);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          if (sub == r % L) {
+            partial[s * rows_per_block + pass_row0 + (lane / L) * R + r] = acc[0][r];
+          }
+        }
+      }
+    });
+  }
   __syncthreads();
   for (int t = threadIdx.x; t < rows_per_block; t += blockDim.x) {
     const int64_t row = block_row0 + t;
@@ -1682,6 +1695,8 @@ void PrepareDecodeKernels() {
   AllowSmem(PrepareKernel);
   AllowSmem(DownKernel<2>);
   AllowSmem(DownKernel<4>);
+  AllowSmem(DownKernel<4, 2>);
+  AllowSmem(DownKernel<4, 4>);
   AllowSmem(DownKernel<kDownR>);
   AllowSmem(AttendSplitKernel<2, kAttnFewHeads>);
   AllowSmem(AttendSplitKernel<4, kAttnFewHeads>);
@@ -1989,12 +2004,22 @@ int DownRows() {
   return r == 2 || r == 4 || r == 8 ? r : kDownRowsDefault;
 }
 
-// Passes of R rows per lane group a down block takes: SLUICE_CUDA_DOWN_PASSES
-// (1 to 16), else 1. Read at every call, so a test can compare them.
-int DownPasses() {
+// Passes of R rows per lane group a down block takes (1, 2 or 4; R = 4
+// only): SLUICE_CUDA_DOWN_PASSES (read at every call, so a test can compare
+// them; other values round down), else as many as bring the grid nearest
+// to one wave of resident blocks (`blocks`: the grid at one pass):
+// bench397's 1,024 blocks to 256 (4 passes), bench35's 256 stay. H100, run
+// 23, bench397's down launches a step: 373.1 us at 1 pass, 355.2 at 2,
+// 332.2 at 4, 576.7 at 8; bench35's 177.3 at 1, 193.9 at 2.
+int DownPasses(int64_t blocks) {
   const char* env = std::getenv("SLUICE_CUDA_DOWN_PASSES");
-  const int p = env != nullptr ? std::atoi(env) : 1;
-  return p >= 1 && p <= 16 ? p : 1;
+  int64_t p = 1;
+  if (env != nullptr) {
+    p = std::atoi(env);
+  } else if (g_resident_blocks > 0) {
+    p = (blocks + g_resident_blocks / 2) / g_resident_blocks;
+  }
+  return p >= 4 ? 4 : (p >= 2 ? 2 : 1);
 }
 
 }  // namespace
@@ -2003,8 +2028,9 @@ void DecodeExpertsDown(const DecodeExperts& e, Stream stream) {
   int L = LanesFor(e.ff, e.down_type);
   if (e.shared_ff > 0 && LanesFor(e.ff, e.shared_down_type) < L) L = LanesFor(e.ff, e.shared_down_type);
   const int R = DownRows();
-  // At most DecodeExpertsSupported's rows a block.
-  const int passes = std::min(DownPasses(), std::max(1, 32 * kDownR / ((32 / L) * R)));
+  // Passes with 4 rows a lane group only; at most DecodeExpertsSupported's
+  // rows a block (32 * kDownR: 4 passes of 4 rows at any L).
+  const int passes = R == 4 ? DownPasses((e.n_embd + (32 / L) * R - 1) / ((32 / L) * R)) : 1;
   const int rows_per_block = (32 / L) * R * passes;
   const int items = e.k + (e.shared_ff > 0 ? 1 : 0);
   const int types[2] = {e.down_type, e.shared_ff > 0 ? e.shared_down_type : e.down_type};
@@ -2022,8 +2048,10 @@ void DecodeExpertsDown(const DecodeExperts& e, Stream stream) {
   const unsigned blocks = static_cast<unsigned>((e.n_embd + rows_per_block - 1) / rows_per_block);
   const int prepared =
       e.h_q8.q8 != nullptr && DownFormats(e) != 0 && (formats & ~e.h_q8.formats) == 0;
-  Launch(R == 2 ? DownKernel<2> : (R == 4 ? DownKernel<4> : DownKernel<kDownR>), blocks,
-         32 * items, smem, stream, e, L, q8, prepared, float_warps, passes);
+  auto* kernel = R == 2 ? DownKernel<2> : (R == 8 ? DownKernel<kDownR> : DownKernel<4>);
+  if (passes == 2) kernel = DownKernel<4, 2>;
+  if (passes == 4) kernel = DownKernel<4, 4>;
+  Launch(kernel, blocks, 32 * items, smem, stream, e, L, q8, prepared, float_warps);
 }
 
 int DecodeQ8Formats(const int* types, int n_types, int64_t n) { return Q8Formats(types, n_types, n); }

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/testing/skip.h"
@@ -409,7 +410,7 @@ DecodeExperts DownArgs(int k, GgmlType down_type, GgmlType shared_type, int64_t 
 // host's rows added) read the same bits from their hidden rows quantized
 // once (DecodeExpertsPrepareDown) as quantized in every block, and at 2 and
 // 8 rows a lane group (SLUICE_CUDA_DOWN_ROWS) as at the default 4, and in
-// 3 or 8 passes a block (SLUICE_CUDA_DOWN_PASSES) as in one. With Q6_K
+// 2 or 4 passes a block (SLUICE_CUDA_DOWN_PASSES) as in one. With Q6_K
 // routed rows (420 bytes: blocks of every alignment), the same bits with
 // funnel loads (the default) as without (SLUICE_CUDA_FUNNEL_LOADS=0); and
 // with Q1_0 rows (bench397's routed down type).
@@ -458,26 +459,22 @@ void CheckDown(GgmlType down_type) {
   e.h_q8 = {d_q8.as<const uint8_t>(), formats};
   const std::vector<float> prepared = launch();
   ASSERT_EQ(std::memcmp(floats.data(), prepared.data(), n * 4), 0);
-  // Fewer rows a block (more blocks): the same bits, prepared or not.
-  for (const char* rows : {"2", "8"}) {
-    setenv("SLUICE_CUDA_DOWN_ROWS", rows, 1);
-    EXPECT_EQ(std::memcmp(floats.data(), launch().data(), n * 4), 0) << rows << " rows, prepared";
+  // Fewer rows a block (more blocks), or several passes of rows a block:
+  // the same bits, prepared or not.
+  const std::pair<const char*, const char*> shapes[] = {{"SLUICE_CUDA_DOWN_ROWS", "2"},
+                                                        {"SLUICE_CUDA_DOWN_ROWS", "8"},
+                                                        {"SLUICE_CUDA_DOWN_PASSES", "2"},
+                                                        {"SLUICE_CUDA_DOWN_PASSES", "4"}};
+  for (const auto& [name, value] : shapes) {
+    setenv(name, value, 1);
+    EXPECT_EQ(std::memcmp(floats.data(), launch().data(), n * 4), 0) << name << "=" << value
+                                                                     << ", prepared";
     const DecodeQ8 q8 = e.h_q8;
     e.h_q8 = {};
-    EXPECT_EQ(std::memcmp(floats.data(), launch().data(), n * 4), 0) << rows << " rows";
+    EXPECT_EQ(std::memcmp(floats.data(), launch().data(), n * 4), 0) << name << "=" << value;
     e.h_q8 = q8;
+    unsetenv(name);
   }
-  unsetenv("SLUICE_CUDA_DOWN_ROWS");
-  // Several passes of rows a block (3: a last block cut short): the same bits.
-  for (const char* passes : {"3", "8"}) {
-    setenv("SLUICE_CUDA_DOWN_PASSES", passes, 1);
-    EXPECT_EQ(std::memcmp(floats.data(), launch().data(), n * 4), 0) << passes << " passes, prepared";
-    const DecodeQ8 q8 = e.h_q8;
-    e.h_q8 = {};
-    EXPECT_EQ(std::memcmp(floats.data(), launch().data(), n * 4), 0) << passes << " passes";
-    e.h_q8 = q8;
-  }
-  unsetenv("SLUICE_CUDA_DOWN_PASSES");
   unsetenv("SLUICE_CUDA_FUNNEL_LOADS");  // the default: on
   PrepareDecodeKernels();
   const std::vector<float> funnel = launch();

@@ -14,6 +14,18 @@
 
 namespace sluice::cuda::internal {
 
+// Slot `slot`'s expert and (not yet renormalised) weight; returns the weight.
+__device__ __forceinline__ float StoreRouteSlot(int slot, int id, float w, int n_expert, int k,
+                                                int32_t* ids, float* weights, int32_t* paired) {
+  ids[slot] = id;
+  if (paired != nullptr) {
+    paired[slot] = id;
+    paired[k + slot] = id + n_expert;
+  }
+  weights[slot] = w;
+  return w;
+}
+
 // Experts a lane holds in registers on RouteOneToken's fast path (n_expert
 // up to 32 times this: every current model's router).
 constexpr int kRouteRegsPerLane = 16;
@@ -66,23 +78,8 @@ __device__ inline void RouteOneTokenInRegisters(const float* logits, int n_exper
   for (int slot = 0; slot < k; ++slot) {
     float bv = lane_v;
     int bi = lane_i;
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-      if (ov > bv || (ov == bv && oi < bi)) {
-        bv = ov;
-        bi = oi;
-      }
-    }
-    if (lane == 0) {
-      ids[slot] = bi;
-      if (paired != nullptr) {
-        paired[slot] = bi;
-        paired[k + slot] = bi + n_expert;
-      }
-      weights[slot] = bv;
-      total += bv;
-    }
+    WarpArgMaxOfLanes(bv, bi);
+    if (lane == 0) total += StoreRouteSlot(slot, bi, bv, n_expert, k, ids, weights, paired);
     if (bi == lane_i) {
 #pragma unroll
       for (int j = 0; j < kRouteRegsPerLane; ++j) {
@@ -124,13 +121,7 @@ __device__ inline void RouteOneToken(const float* logits, int n_expert, int k, i
     int bi;
     WarpArgMax(p, n_expert, -2.0f, &bv, &bi);
     if (lane == 0) {
-      ids[slot] = bi;
-      if (paired != nullptr) {
-        paired[slot] = bi;
-        paired[k + slot] = bi + n_expert;
-      }
-      weights[slot] = bv;
-      total += bv;
+      total += StoreRouteSlot(slot, bi, bv, n_expert, k, ids, weights, paired);
       p[bi] = -1.0f;
     }
     __syncwarp();

@@ -19,6 +19,19 @@ __device__ __forceinline__ float WarpMax(float v) {
   return v;
 }
 
+// The largest of the lanes' (bv, bi) pairs in every lane, ties to the lower
+// index.
+__device__ __forceinline__ void WarpArgMaxOfLanes(float& bv, int& bi) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+    if (ov > bv || (ov == bv && oi < bi)) {
+      bv = ov;
+      bi = oi;
+    }
+  }
+}
+
 // The warp's arg-max of v[0, n): every lane gets the largest value and its
 // index, ties to the lower index; `floor` is below every value that may be
 // picked (index n and `floor` when none is above it).
@@ -33,14 +46,7 @@ __device__ __forceinline__ void WarpArgMax(const float* v, int n, float floor, f
       bi = e;
     }
   }
-  for (int o = 16; o > 0; o >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-    const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-    if (ov > bv || (ov == bv && oi < bi)) {
-      bv = ov;
-      bi = oi;
-    }
-  }
+  WarpArgMaxOfLanes(bv, bi);
   *best = bv;
   *index = bi;
 }
