@@ -281,10 +281,8 @@ int main(int argc, char** argv) {
         return true;
       });
   const sluice::tools::GenerateReport::Faults end_faults = Faults();
-  report.prefill_faults = {first_token_faults.minor - start_faults.minor,
-                           first_token_faults.major - start_faults.major};
-  report.decode_faults = {end_faults.minor - first_token_faults.minor,
-                          end_faults.major - first_token_faults.major};
+  report.prefill_faults = first_token_faults.Minus(start_faults);
+  report.decode_faults = end_faults.Minus(first_token_faults);
   if (!json) std::printf("\n");
   if (!result.ok()) return Fail(result.status());
   if (recorder != nullptr) {

@@ -159,10 +159,16 @@ std::string ExpertsJson(const GenerateReport& r) {
       .Json();
 }
 
+// Microseconds a call (0 without calls).
+double Mean(double seconds, int64_t calls) { return calls > 0 ? seconds * 1e6 / calls : 0; }
+
+std::string FaultsJson(const GenerateReport::Faults& f) {
+  return Object().Int("minor", f.minor).Int("major", f.major).Json();
+}
+
 // Per replayed decode step, in microseconds: where the host's time went
 // (model.h DecodeHostTimes); acquire is the routing actions less their
 // waits.
-double Mean(double seconds, int64_t calls) { return calls > 0 ? seconds * 1e6 / calls : 0; }
 
 std::string DecodeHostJson(const DecodeHostTimes& t) {
   const double per = t.steps > 0 ? 1e6 / static_cast<double>(t.steps) : 0;
@@ -246,17 +252,10 @@ std::string GenerateReportJson(const GenerateReport& r) {
       .Num("ttft_ms", g.ttft_s * 1e3)
       .Num("prefill_tok_s", g.prefill_tok_per_s)
       .Num("decode_tok_s", g.decode_tok_per_s)
-      .Raw("page_faults",
-           Object()
-               .Raw("prefill", Object()
-                                   .Int("minor", r.prefill_faults.minor)
-                                   .Int("major", r.prefill_faults.major)
-                                   .Json())
-               .Raw("decode", Object()
-                                  .Int("minor", r.decode_faults.minor)
-                                  .Int("major", r.decode_faults.major)
-                                  .Json())
-               .Json())
+      .Raw("page_faults", Object()
+                              .Raw("prefill", FaultsJson(r.prefill_faults))
+                              .Raw("decode", FaultsJson(r.decode_faults))
+                              .Json())
       .Raw("rss", Object()
                       .Int("peak_bytes", KbToBytes(r.peak_rss_kb))
                       .Int("anon_bytes", KbToBytes(r.rss_anon_kb))

@@ -43,6 +43,9 @@ struct GenerateReport {
   // page cache holds is a minor fault, one read from disk a major fault.
   struct Faults {
     long minor = 0, major = 0;
+    Faults Minus(const Faults& earlier) const {
+      return {minor - earlier.minor, major - earlier.major};
+    }
   };
   Faults prefill_faults, decode_faults;
 };

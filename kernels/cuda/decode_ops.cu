@@ -1034,14 +1034,13 @@ __global__ void __launch_bounds__(kProjThreads, 3)
 template <int R, int kPasses = 1>
 __global__ void __launch_bounds__(32 * kMaxDownItems, R >= 8 ? 1 : (R == 4 ? 2 : 3))
     DownKernel(const DecodeExperts e, int L, int q8_formats, int prepared, int float_warps) {
-  constexpr int passes = kPasses;
   extern __shared__ float smem[];
   const bool shared = e.shared_ff > 0;
   const int items = e.k + (shared ? 1 : 0);
   const int64_t stride = PaddedFloats(e.ff);
   const int groups = 32 / L;
   const int rows_per_pass = groups * R;
-  const int rows_per_block = rows_per_pass * passes;
+  const int rows_per_block = rows_per_pass * kPasses;
   const int64_t block_row0 = static_cast<int64_t>(blockIdx.x) * rows_per_block;
   // The block's rows of every item's down matrix. The routing that names
   // the experts is two launches back: this launch starts only once the

@@ -73,7 +73,7 @@ BackendStats CudaModel::Stats() const {
 
 absl::Status CudaModel::Run(const HostAction& action) {
   if (action.kind == HostAction::kHostExperts) return host_->Run(*experts_, stream_);
-  const bool host = host_path_ && host_ != nullptr;
+  const bool host = HostPathOn();
   // The host path: the pool wakes while the device computes up to the
   // routing, so the host's share does not pay the threads' wake-up (run 21
   // on the H100: the cost policy's host estimate had sunk to 1-2 GB/s with
@@ -89,7 +89,7 @@ absl::Status CudaModel::Run(const HostAction& action) {
 }
 
 absl::StatusOr<DecodeProgram*> CudaModel::Program(DeviceState& st) const {
-  const bool host = host_path_ && host_ != nullptr;
+  const bool host = HostPathOn();
   std::unique_ptr<DecodeProgram>& p = st.decode_program(host ? 1 : 0);
   if (p == nullptr) {
     DecodeContext c = Decode();

@@ -192,6 +192,9 @@ class CudaModel final : public Model, private DecodeProgram::Host {
   // 417.2 tok/s; where the host path was off, prefetching won (bench397
   // 318.5 against 240.0, locality 0.2 665.1 against 472.4, copy 416.7
   // against 361.0).
+  // Whether the next decode step runs the host path (the miss policy's
+  // per-step choice, where there is a host share at all).
+  bool HostPathOn() const { return host_path_ && host_ != nullptr; }
   bool PrefetchesWith(bool host_path) const {
     return options_.experts.prefetch && !host_path;
   }
