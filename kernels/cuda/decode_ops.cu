@@ -218,13 +218,6 @@ __device__ __forceinline__ void DotRows(const uint8_t* const (&rp)[NM][R], int64
   }
 }
 
-// Chunk steps whose weight loads a lane issues together in DotRowsQ8. One,
-// but for Q1_0 (6 bytes a row's chunk) at up to 4 rows: a step's loads are
-// too few bytes to cover the memory's latency, and bench397's routed
-// gate/up products (4 chunks a lane) waited on them one step after another.
-template <class T, int NM, int R>
-inline constexpr int kQ8Steps = std::is_same_v<T, Q1_0Weights> && NM * R <= 4 ? 4 : 1;
-
 // DotRows against the 8-bit vector (decode_q8.h): one chunk per step, its
 // NM x R raw blocks loaded before any is used, the chunk's part of the
 // vector read once for all of them. The loop is not unrolled: a decode
@@ -232,38 +225,25 @@ inline constexpr int kQ8Steps = std::is_same_v<T, Q1_0Weights> && NM * R <= 4 ? 
 // arithmetic, is what an unrolled body costs (instruction fetch was a third
 // of the float path's stalls under ncu). Measured on the H200: two chunk
 // steps per round made bench35's products 10-60% slower (2026-12-02).
-// Types of kQ8Steps > 1 load that many steps' blocks first, then add them
-// in the same order (the same bits).
 template <class T, int NM, int R, class M = GlobalMem>
 __device__ __forceinline__ void DotRowsQ8(const uint8_t* const (&rp)[NM][R], int64_t cols,
                                           const Q8Vector& xv, int sub, int L,
                                           float (&acc)[NM][R]) {
-  constexpr int kU = kQ8Steps<T, NM, R>;
   const int n_chunks = static_cast<int>(cols / T::kChunk);
 #pragma unroll 1
-  for (int c0 = sub; c0 < n_chunks; c0 += kU * L) {
-    typename T::Raw raw[kU][NM][R];
+  for (int c = sub; c < n_chunks; c += L) {
+    typename T::Raw raw[NM][R];
 #pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      if (c0 + u * L < n_chunks) {
+    for (int m = 0; m < NM; ++m) {
 #pragma unroll
-        for (int m = 0; m < NM; ++m) {
-#pragma unroll
-          for (int r = 0; r < R; ++r) T::template Load<M>(rp[m][r], c0 + u * L, raw[u][m][r]);
-        }
-      }
+      for (int r = 0; r < R; ++r) T::template Load<M>(rp[m][r], c, raw[m][r]);
     }
+    typename Q8Dot<T>::X x;
+    Q8Dot<T>::Load(xv, c, x);
 #pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      const int c = c0 + u * L;
-      if (c >= n_chunks) break;
-      typename Q8Dot<T>::X x;
-      Q8Dot<T>::Load(xv, c, x);
+    for (int m = 0; m < NM; ++m) {
 #pragma unroll
-      for (int m = 0; m < NM; ++m) {
-#pragma unroll
-        for (int r = 0; r < R; ++r) acc[m][r] += Q8Dot<T>::Dot(raw[u][m][r], x);
-      }
+      for (int r = 0; r < R; ++r) acc[m][r] += Q8Dot<T>::Dot(raw[m][r], x);
     }
   }
 }
