@@ -1036,7 +1036,12 @@ __global__ void __launch_bounds__(32 * kMaxDownItems, R >= 8 ? 1 : (R == 4 ? 2 :
     DownKernel(const DecodeExperts e, int L, int q8_formats, int prepared, int float_warps) {
   extern __shared__ float smem[];
   const bool shared = e.shared_ff > 0;
-  const int items = e.k + (shared ? 1 : 0);
+  // A warp an item: the routed experts, then the shared one unless an
+  // earlier launch computed its product (shared_y). The prepared rows keep
+  // the shared row either way (DecodeExpertsDownFormats' layout).
+  const bool shared_warp = shared && e.shared_y == nullptr;
+  const int items = e.k + (shared_warp ? 1 : 0);
+  const int q8_rows = e.k + (shared ? 1 : 0);
   const int64_t stride = PaddedFloats(e.ff);
   const int groups = 32 / L;
   const int rows_per_pass = groups * R;
@@ -1063,7 +1068,7 @@ __global__ void __launch_bounds__(32 * kMaxDownItems, R >= 8 ? 1 : (R == 4 ? 2 :
   const int lane = threadIdx.x & 31, s = threadIdx.x >> 5;
   Q8Input xvs;
   if (prepared) {
-    xvs = PreparedInput(e.h_q8, items, s, e.ff);
+    xvs = PreparedInput(e.h_q8, q8_rows, s, e.ff);
   } else if (q8_formats != 0) {
     // Each warp reads only its own item's row: it quantizes that row alone,
     // straight from global memory, with no block barrier (the same bytes as
@@ -1088,7 +1093,7 @@ __global__ void __launch_bounds__(32 * kMaxDownItems, R >= 8 ? 1 : (R == 4 ? 2 :
     __syncwarp();
   } else {
     LoadRows(e.h, e.k, e.ff, hs, stride);
-    if (shared) LoadRows(e.shared_h, 1, e.ff, hs + e.k * stride, 0);
+    if (shared_warp) LoadRows(e.shared_h, 1, e.ff, hs + e.k * stride, 0);
     __syncthreads();
     xvs = Q8InputAt(nullptr, items, s, e.ff, 0);
   }
@@ -1134,7 +1139,10 @@ __global__ void __launch_bounds__(32 * kMaxDownItems, R >= 8 ? 1 : (R == 4 ? 2 :
       if (e.host_y != nullptr) y += e.host_y[x * e.n_embd + row];
       out = x == 0 ? y * e.weights[0] : out + y * e.weights[x];
     }
-    if (shared) out += partial[e.k * rows_per_block + t] * SigmoidF(*e.shared_logit);
+    if (shared) {
+      out += (shared_warp ? partial[e.k * rows_per_block + t] : e.shared_y[row]) *
+             SigmoidF(*e.shared_logit);
+    }
     e.out[row] = out;
   }
 }
@@ -1936,6 +1944,15 @@ bool DecodeExpertsGateUpStreamed(const DecodeExperts& e) {
 
 int DecodeExpertsDownFormats(const DecodeExperts& e) { return DownFormats(e); }
 
+bool DecodeExpertsSharedApart(const DecodeExperts& e) {
+  if (e.shared_ff <= 0) return false;
+  const char* env = std::getenv("SLUICE_CUDA_SHARED_APART");
+  if (env != nullptr && (std::string(env) == "0" || std::string(env) == "1")) {
+    return std::string(env) == "1";
+  }
+  return RowBytesOf(e.shared_down_type, e.shared_ff) >= 2 * RowBytesOf(e.down_type, e.ff);
+}
+
 bool DecodeExpertsGateUpQuantizes(const DecodeExperts& e) {
   StreamExperts s;
   size_t smem = 0;
@@ -2024,21 +2041,22 @@ int DownPasses(int64_t blocks) {
 }  // namespace
 
 void DecodeExpertsDown(const DecodeExperts& e, Stream stream) {
+  const bool shared_warp = e.shared_ff > 0 && e.shared_y == nullptr;
   int L = LanesFor(e.ff, e.down_type);
-  if (e.shared_ff > 0 && LanesFor(e.ff, e.shared_down_type) < L) L = LanesFor(e.ff, e.shared_down_type);
+  if (shared_warp && LanesFor(e.ff, e.shared_down_type) < L) L = LanesFor(e.ff, e.shared_down_type);
   const int R = DownRows();
   // Passes with 4 rows a lane group only; at most DecodeExpertsSupported's
   // rows a block (32 * kDownR: 4 passes of 4 rows at any L).
   const int passes = R == 4 ? DownPasses((e.n_embd + (32 / L) * R - 1) / ((32 / L) * R)) : 1;
   const int rows_per_block = (32 / L) * R * passes;
-  const int items = e.k + (e.shared_ff > 0 ? 1 : 0);
-  const int types[2] = {e.down_type, e.shared_ff > 0 ? e.shared_down_type : e.down_type};
+  const int items = e.k + (shared_warp ? 1 : 0);
+  const int types[2] = {e.down_type, shared_warp ? e.shared_down_type : e.down_type};
   // Shared memory: the partial sums, the float rows where a warp's type
   // has no 8-bit product (or on the float path), then the 8-bit vectors.
   const int64_t floats = items * rows_per_block + items * PaddedFloats(e.ff);
   const int formats = Q8Formats(types, 2, e.ff);
   const int float_warps = (Q8FormatOf(e.down_type, e.ff) == 0 ? 1 : 0) |
-                          (e.shared_ff > 0 && Q8FormatOf(e.shared_down_type, e.ff) == 0 ? 2 : 0);
+                          (shared_warp && Q8FormatOf(e.shared_down_type, e.ff) == 0 ? 2 : 0);
   const size_t q8_smem =
       Q8Offset(float_warps != 0 ? floats : items * rows_per_block) * sizeof(float) +
       items * Q8Bytes(formats, e.ff);

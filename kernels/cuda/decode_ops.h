@@ -154,6 +154,9 @@ struct DecodeExperts {
   const void* shared_down = nullptr;
   int shared_down_type = 0;
   const float* shared_logit = nullptr;
+  // Where set, shared_down shared_h (n_embd), computed by an earlier launch
+  // (DecodeExpertsSharedApart): the down launch then only adds it.
+  const float* shared_y = nullptr;
   // The k rows of h, then shared_h, prepared (DecodeExpertsPrepareDown),
   // or none.
   DecodeQ8 h_q8;
@@ -182,6 +185,15 @@ void DecodeExpertsGateUp(const DecodeExperts& e, Stream stream);
 // of 16 bytes; SLUICE_CUDA_STREAM_PROJECT=0: never), with the same bits.
 bool DecodeExpertsGateUpStreamed(const DecodeExperts& e);
 void DecodeExpertsDown(const DecodeExperts& e, Stream stream);
+// Whether the shared expert's down product runs better as a projection of
+// its own before the down launch (its rows then go in as shared_y):
+// SLUICE_CUDA_SHARED_APART "1" always, "0" never (read at every call),
+// else where a shared row is at least twice a routed row's bytes. In the
+// down launch the shared expert is one warp of each block beside the k
+// routed ones, which wait for it at the block's barrier: on bench397 (Q6_K
+// shared rows of 840 bytes beside Q1_0 ones of 144) those waits were 46.5%
+// of the launch's stall cycles under ncu (H100, 2026-12-07).
+bool DecodeExpertsSharedApart(const DecodeExperts& e);
 // The 8-bit formats of the rows DecodeExpertsDown reads (0: some item's
 // down type has no 8-bit product, or the shared rows are not ff wide).
 int DecodeExpertsDownFormats(const DecodeExperts& e);

@@ -409,8 +409,9 @@ DecodeExperts DownArgs(int k, GgmlType down_type, GgmlType shared_type, int64_t 
 // The down products (8 routed slots of Q4_K rows, a Q8_0 shared expert, the
 // host's rows added) read the same bits from their hidden rows quantized
 // once (DecodeExpertsPrepareDown) as quantized in every block, and at 2 and
-// 8 rows a lane group (SLUICE_CUDA_DOWN_ROWS) as at the default 4, and in
-// 2 or 4 passes a block (SLUICE_CUDA_DOWN_PASSES) as in one. With Q6_K
+// 8 rows a lane group (SLUICE_CUDA_DOWN_ROWS) as at the default 4, in
+// 2 or 4 passes a block (SLUICE_CUDA_DOWN_PASSES) as in one, and with the
+// shared expert's product from a projection of its own (shared_y). With Q6_K
 // routed rows (420 bytes: blocks of every alignment), the same bits with
 // funnel loads (the default) as without (SLUICE_CUDA_FUNNEL_LOADS=0); and
 // with Q1_0 rows (bench397's routed down type).
@@ -475,6 +476,26 @@ void CheckDown(GgmlType down_type) {
     e.h_q8 = q8;
     unsetenv(name);
   }
+  // The shared expert's product from a projection of its own (shared_y):
+  // the same bits, prepared or not. Apart by default only beside Q1_0's
+  // routed rows (72 bytes against the Q8_0 shared row's 544).
+  EXPECT_EQ(DecodeExpertsSharedApart(e), down_type == GgmlType::kQ1_0);
+  DeviceBuffer d_shared_y = Upload(std::vector<float>(n, 0.0f));
+  DecodeProjection shared_down;
+  shared_down.in.x = b.shared_h.as<const float>();
+  shared_down.in.n = ff;
+  shared_down.m[0] = {static_cast<int>(GgmlType::kQ8_0), e.shared_down, nullptr, n,
+                      d_shared_y.as<float>()};
+  shared_down.n_matrices = 1;
+  DecodeProject(shared_down, nullptr);
+  ASSERT_TRUE(LastLaunchError("DecodeProject").ok());
+  e.shared_y = d_shared_y.as<const float>();
+  EXPECT_EQ(std::memcmp(floats.data(), launch().data(), n * 4), 0) << "shared apart, prepared";
+  const DecodeQ8 q8 = e.h_q8;
+  e.h_q8 = {};
+  EXPECT_EQ(std::memcmp(floats.data(), launch().data(), n * 4), 0) << "shared apart";
+  e.h_q8 = q8;
+  e.shared_y = nullptr;
   unsetenv("SLUICE_CUDA_FUNNEL_LOADS");  // the default: on
   PrepareDecodeKernels();
   const std::vector<float> funnel = launch();

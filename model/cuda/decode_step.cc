@@ -320,8 +320,19 @@ void Builder::Moe(int il) {
   x.out = w.y;
   const uint64_t gate_up =
       k * (cuda::RowBytes(m.gate_type, e_) + cuda::RowBytes(m.up_type, e_)) * mc.expert_ff;
-  const uint64_t down = k * cuda::RowBytes(m.down_type, mc.expert_ff) * e_ +
-                        (sff > 0 ? Bytes(m.shared_down) : 0);
+  uint64_t down = k * cuda::RowBytes(m.down_type, mc.expert_ff) * e_ +
+                  (sff > 0 ? Bytes(m.shared_down) : 0);
+  if (cuda::DecodeExpertsSharedApart(x)) {
+    // The shared expert's down product as a projection of its own (its
+    // hidden row is final since moe.route); the down launch adds it.
+    cuda::DecodeProjection sd;
+    sd.in = Raw(w.shared_g, sff);
+    sd.m[0] = Mat(m.shared_down, w.shared_y);
+    sd.n_matrices = 1;
+    Project(L(il, "moe.shared_down"), sd, kPrepareDown);
+    x.shared_y = w.shared_y;
+    down -= Bytes(m.shared_down);
+  }
   // The streamed gate/up launch quantizes the down launch's rows as it
   // completes them (no launch between them; cuda::DecodeExpertsGateUpQuantizes).
   if (const int f = cuda::DecodeExpertsDownFormats(x); f != 0 && (prepare_ & kPrepareDown) == 0) {
