@@ -8,7 +8,6 @@
 // all rows) each prompt passes the same gates, all resident and streaming.
 #include <cstdio>
 #include <string>
-#include <vector>
 
 #include "base/testing/goldens.h"
 #include "base/testing/skip.h"
@@ -160,32 +159,6 @@ TEST_P(CudaParityTest, HostMissesAtAQuarterPassTheGates) {
     }
   }
   SetHostRowsLateEnabled(was);
-}
-
-// The host starting on its share at the split, on a helper thread, while
-// the decode thread issues the copies (SLUICE_CUDA_HOST_EARLY): the same
-// kernels in the same order, so the same logits as computing it after the
-// acquire (each prompt's distances to the goldens equal, to the bit).
-TEST_P(CudaParityTest, HostMissesStartedEarlyGiveTheSameLogits) {
-  SLUICE_REQUIRE_GOLDENS(dir);
-  SLUICE_REQUIRE_DEVICE();
-  const bool was = HostEarlyEnabled();
-  std::vector<ModelReport> reports;
-  for (const bool early : {false, true}) {
-    SetHostEarlyEnabled(early);
-    auto report = HostMissesAtAQuarter(dir, GetParam());
-    ASSERT_TRUE(report.ok()) << "early=" << early << ": " << report.status();
-    reports.push_back(*std::move(report));
-  }
-  SetHostEarlyEnabled(was);
-  ASSERT_EQ(reports[0].prompts.size(), reports[1].prompts.size());
-  for (size_t i = 0; i < reports[0].prompts.size(); ++i) {
-    const PromptReport &a = reports[0].prompts[i], &b = reports[1].prompts[i];
-    EXPECT_TRUE(b.passed) << b.name;
-    EXPECT_EQ(a.max, b.max) << a.name;
-    EXPECT_EQ(a.rms, b.rms) << a.name;
-    EXPECT_EQ(a.top1, b.top1) << a.name;
-  }
 }
 
 // --expert_skip on the device: ExpectSkipsOnlyOffMemory.

@@ -131,11 +131,6 @@ absl::Status CudaModel::CreateExperts(const ModelFiles& files, int64_t slots) {
   if (miss.policy == memory::MissPolicy::kCopy) return absl::OkStatus();
   ASSIGN_OR_RETURN(host_, HostMisses::Create(d.moe.n_embd, static_cast<int>(d.moe.n_expert_used),
                                              options_.experts.host_threads));
-  // SLUICE_CUDA_HOST_EARLY=1: the host starts on its share as soon as the
-  // split is known, on a helper thread, while the decode thread issues the
-  // device's copies and uploads the tables (H100, run 23: those took ~36 us
-  // a layer of bench35's 25% step with the host idle).
-  if (HostEarlyEnabled()) experts_->OnHostShare([h = host_.get()] { h->StartEarly(); });
   host_path_ = true;
   return absl::OkStatus();
 }

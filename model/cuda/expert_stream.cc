@@ -25,7 +25,6 @@ EnvSwitch prefetch_budget("SLUICE_CUDA_PREFETCH_BUDGET", true);
 // bench35 layer's ~18 slice copies, before which the link idles. Off until
 // measured.
 EnvSwitch copy_per_expert("SLUICE_CUDA_COPY_PER_EXPERT", false);
-EnvSwitch host_early("SLUICE_CUDA_HOST_EARLY", false);
 
 uint64_t PageSize() { return static_cast<uint64_t>(sysconf(_SC_PAGESIZE)); }
 
@@ -591,7 +590,6 @@ absl::Status ExpertStream::Acquire(int layer, absl::Span<const int32_t> all,
     PointAtZero(layer, host_ids[j]);
     Mark(dirty, layer);
   }
-  if (!host_ids.empty() && host_share_ready_) host_share_ready_();
   ASSIGN_OR_RETURN(const uint64_t copied, PlaceMisses(layer, c, experts, got, src, dirty));
   if (copied > 0) {
     RETURN_IF_ERROR(Flush(copy_));
@@ -708,10 +706,6 @@ absl::Status ExpertStream::Prefetch(int layer, absl::Span<const int32_t> experts
 }
 
 void SetCopyPerExpertEnabled(bool enabled) { copy_per_expert.Set(enabled); }
-
-bool HostEarlyEnabled() { return host_early.on(); }
-
-void SetHostEarlyEnabled(bool enabled) { host_early.Set(enabled); }
 
 uint64_t ExpertStream::arena_bytes() const {
   uint64_t b = 0;

@@ -26,7 +26,6 @@
 #define SLUICE_MODEL_CUDA_EXPERT_STREAM_H_
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -135,11 +134,6 @@ class ExpertStream {
   absl::Status WaitForCopies(cuda::Stream compute) const {
     return cuda::StreamWaitEvent(compute, copied_);
   }
-
-  // Called by Acquire once a layer's host share (on_host) is known and not
-  // empty, before the device's copies are issued: the host can start on it
-  // while they are (SLUICE_CUDA_HOST_EARLY). Empty: none.
-  void OnHostShare(std::function<void()> ready) { host_share_ready_ = std::move(ready); }
 
   // The host computed experts totalling `bytes` in `seconds` (feeds the
   // miss policy's cost model).
@@ -355,18 +349,11 @@ class ExpertStream {
   uint64_t skipped_ = 0;  // experts skipped since creation (Acquire)
   // The fewest bytes an inclusive host tier takes (HostTier::MinBytes).
   uint64_t host_tier_min_bytes_ = 0;
-  std::function<void()> host_share_ready_;
 };
 
 // SLUICE_CUDA_COPY_PER_EXPERT (expert_stream.cc): a layer's demand copies
 // issued expert by expert; settable at any time (tests).
 void SetCopyPerExpertEnabled(bool enabled);
-
-// SLUICE_CUDA_HOST_EARLY (off): a CUDA model made while it is on has its
-// host path start on a layer's share as soon as the split is known
-// (OnHostShare, HostMisses::StartEarly); settable at any time (tests).
-bool HostEarlyEnabled();
-void SetHostEarlyEnabled(bool enabled);
 
 // --expert_skip's residency on the device path (model/expert_skip.h): the
 // layers it is asked about are the stream's layers.

@@ -17,7 +17,8 @@ absl::StatusOr<std::unique_ptr<HostMisses>> HostMisses::Create(int64_t n_embd,
   h->k_ = k;
   // Measured on the H200 (docs/STATUS.md): handing the share to another
   // thread as soon as the split was known, to overlap it with issuing the
-  // copies, was slower (228 vs 289 tok/s, all misses on the host).
+  // copies, was slower (228 vs 289 tok/s, all misses on the host), and
+  // again on the H100 with `cost` (run 25, bench35 at 25%: 438 against 485).
   const int n = threads > 0
                     ? threads
                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -36,16 +37,6 @@ absl::StatusOr<std::unique_ptr<HostMisses>> HostMisses::Create(int64_t n_embd,
   return h;
 }
 
-HostMisses::~HostMisses() {
-  if (!helper_.joinable()) return;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_one();
-  helper_.join();
-}
-
 absl::Status HostMisses::Compute(uint64_t* bytes, double* seconds) {
   weights_.clear();
   *bytes = 0;
@@ -62,59 +53,18 @@ absl::Status HostMisses::Compute(uint64_t* bytes, double* seconds) {
   return absl::OkStatus();
 }
 
-namespace {
-// How long the helper polls for the next request before it sleeps.
-constexpr double kHelperPollS = 2e-3;
-}  // namespace
-
-void HostMisses::HelperLoop() {
-  for (;;) {
-    const auto polled = std::chrono::steady_clock::now();
-    while (phase_.load(std::memory_order_acquire) != 1 &&
-           std::chrono::duration<double>(std::chrono::steady_clock::now() - polled).count() <
-               kHelperPollS) {
-      std::this_thread::yield();
-    }
-    if (phase_.load(std::memory_order_acquire) != 1) {
-      std::unique_lock<std::mutex> lock(mu_);
-      sleeping_ = true;
-      cv_.wait(lock, [this] { return stop_ || phase_.load(std::memory_order_acquire) == 1; });
-      sleeping_ = false;
-      if (stop_) return;
-    }
-    early_status_ = Compute(&early_bytes_, &early_s_);
-    phase_.store(2, std::memory_order_release);
-  }
-}
-
-void HostMisses::StartEarly() {
-  if (!helper_.joinable()) helper_ = std::thread([this] { HelperLoop(); });
-  phase_.store(1, std::memory_order_release);
-  std::lock_guard<std::mutex> lock(mu_);
-  if (sleeping_) cv_.notify_one();
-}
-
 absl::Status HostMisses::Run(ExpertStream& stream, cuda::Stream compute) {
   float* y = y_.as<float>();
-  const bool early = phase_.load(std::memory_order_acquire) != 0;
   // Nothing to compute and the device's rows already zero: no copy either
   // (most layers of a step whose split gave the host nothing).
-  if (experts_.empty() && !y_dirty_ && device_zero_ && !early) return absl::OkStatus();
+  if (experts_.empty() && !y_dirty_ && device_zero_) return absl::OkStatus();
   if (y_dirty_) std::memset(y, 0, y_.bytes());
   y_dirty_ = !experts_.empty();
   device_zero_ = experts_.empty();
   if (!experts_.empty()) {
     uint64_t bytes = 0;
     double took = 0;
-    if (early) {
-      while (phase_.load(std::memory_order_acquire) != 2) std::this_thread::yield();
-      phase_.store(0, std::memory_order_relaxed);
-      RETURN_IF_ERROR(early_status_);
-      bytes = early_bytes_;
-      took = early_s_;
-    } else {
-      RETURN_IF_ERROR(Compute(&bytes, &took));
-    }
+    RETURN_IF_ERROR(Compute(&bytes, &took));
     stream.ObserveHost(bytes, took);
     const size_t n = experts_.size();
     const int bucket = n == 1 ? 0 : n < 4 ? 1 : 2;

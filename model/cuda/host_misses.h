@@ -8,12 +8,8 @@
 #ifndef SLUICE_MODEL_CUDA_HOST_MISSES_H_
 #define SLUICE_MODEL_CUDA_HOST_MISSES_H_
 
-#include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
-#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -48,26 +44,15 @@ class HostMisses {
   const int64_t* calls() const { return calls_; }
   const double* call_seconds() const { return call_s_; }
 
-  // Starts computing experts() from x() on the helper thread, so that the
-  // decode thread can issue the device's copies meanwhile; the next Run
-  // waits for it instead of computing. Precondition: x() holds the layer's
-  // input and experts() its host share (ExpertStream::OnHostShare's call).
-  // The first call starts the helper.
-  void StartEarly();
-
-  // Computes experts() from x() into the pinned rows (zeros elsewhere), or
-  // takes what StartEarly computed, tells `stream` how long it took, and
-  // enqueues the rows' copy to device_y() on `compute` (none when
-  // device_y() already holds them).
+  // Computes experts() from x() into the pinned rows (zeros elsewhere),
+  // tells `stream` how long it took, and enqueues the rows' copy to
+  // device_y() on `compute` (none when device_y() already holds them).
   absl::Status Run(ExpertStream& stream, cuda::Stream compute);
-
-  ~HostMisses();
 
  private:
   HostMisses() = default;
   // experts() into out_: the bytes read and the seconds taken.
   absl::Status Compute(uint64_t* bytes, double* seconds);
-  void HelperLoop();
 
   int64_t n_embd_ = 0;
   int k_ = 0;
@@ -82,20 +67,6 @@ class HostMisses {
   // Scratch kept between layers (Run runs once per layer).
   std::vector<ExpertWeights> weights_;
   std::vector<float> out_;
-
-  // StartEarly's helper: phase_ 0 idle, 1 asked, 2 done (Compute's result
-  // in early_*). It polls for the next request for kHelperPollS after each
-  // (the next layer's comes a few hundred microseconds later), then sleeps
-  // on cv_.
-  std::thread helper_;
-  std::atomic<int> phase_{0};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool sleeping_ = false;  // guarded by mu_
-  bool stop_ = false;      // guarded by mu_
-  absl::Status early_status_;
-  uint64_t early_bytes_ = 0;
-  double early_s_ = 0;
 };
 
 }  // namespace sluice
