@@ -126,32 +126,25 @@ TEST_P(CudaParityTest, CopyPolicyThroughExclusiveTiersIsBitIdentical) {
   ExpectIdenticalThroughTheHostTier(dir, GetParam(), config::TierMode::kExclusive);
 }
 
-// A parity run with the host computing every miss it can reach at 25% (the
-// host policy); the host computed some.
-absl::StatusOr<ModelReport> HostMissesAtAQuarter(const std::string& dir, const std::string& name) {
-  Options options;
-  options.backend = Backend::kCuda;
-  options.experts.arena_fraction = 0.25;
-  options.experts.miss_policy = config::MissPolicy::kHost;
-  auto report = RunParity(dir + "/" + name + ".gguf", dir, options);
-  if (report.ok()) EXPECT_GT(report->experts.counters.host_computed, 0u);
-  return report;
-}
-
-// The host computing every miss it can reach at 25% (its CPU kernels round
-// differently, so not the resident bits): the golden gates, with the host's
-// rows added by the down launch and after it in a launch of their own
-// (SetHostRowsLateEnabled).
+// The host computing every miss it can reach at 25% (the host policy; its
+// CPU kernels round differently, so not the resident bits): the golden
+// gates, with the host's rows added by the down launch and after it in a
+// launch of their own (SetHostRowsLateEnabled).
 TEST_P(CudaParityTest, HostMissesAtAQuarterPassTheGates) {
   SLUICE_REQUIRE_GOLDENS(dir);
   SLUICE_REQUIRE_DEVICE();
   const bool was = HostRowsLateEnabled();
   for (const bool late : {false, true}) {
     SetHostRowsLateEnabled(late);
-    auto report = HostMissesAtAQuarter(dir, GetParam());
+    Options options;
+    options.backend = Backend::kCuda;
+    options.experts.arena_fraction = 0.25;
+    options.experts.miss_policy = config::MissPolicy::kHost;
+    auto report = RunParity(dir + "/" + GetParam() + ".gguf", dir, options);
     ASSERT_TRUE(report.ok()) << report.status();
     std::printf("host misses, rows added %s:\n", late ? "late" : "by the down launch");
     std::fputs(FormatReport({*report}).c_str(), stdout);
+    EXPECT_GT(report->experts.counters.host_computed, 0u);
     ASSERT_EQ(report->prompts.size(), 3u);
     for (const PromptReport& p : report->prompts) {
       EXPECT_TRUE(p.passed) << p.name << " late=" << late << ": max=" << p.max

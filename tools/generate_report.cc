@@ -169,7 +169,6 @@ std::string FaultsJson(const GenerateReport::Faults& f) {
 // Per replayed decode step, in microseconds: where the host's time went
 // (model.h DecodeHostTimes); acquire is the routing actions less their
 // waits.
-
 std::string DecodeHostJson(const DecodeHostTimes& t) {
   const double per = t.steps > 0 ? 1e6 / static_cast<double>(t.steps) : 0;
   return Object()

@@ -1893,11 +1893,17 @@ int DownFormats(const DecodeExperts& e) {
 // a step against 120.9, its down launches 120.0 against 139.5): the down
 // launch's redundant quantizing, which this saves, grows with ff, the count
 // and the last block's quantizing it costs hardly at all.
-bool GateUpQuantizesOn(int64_t ff) {
-  const char* env = std::getenv("SLUICE_CUDA_GATE_UP_Q8");
+// Environment variable `name` read now: "1" true, "0" false, else
+// `otherwise` (a default a test can override either way).
+bool EnvForcedOr(const char* name, bool otherwise) {
+  const char* env = std::getenv(name);
   if (env != nullptr && std::string(env) == "1") return true;
   if (env != nullptr && std::string(env) == "0") return false;
-  return ff >= kGateUpQuantizesFromFf;
+  return otherwise;
+}
+
+bool GateUpQuantizesOn(int64_t ff) {
+  return EnvForcedOr("SLUICE_CUDA_GATE_UP_Q8", ff >= kGateUpQuantizesFromFf);
 }
 
 // GateUpKernel's launch of e (lanes, row blocks, 8-bit formats, shared
@@ -1945,12 +1951,9 @@ bool DecodeExpertsGateUpStreamed(const DecodeExperts& e) {
 int DecodeExpertsDownFormats(const DecodeExperts& e) { return DownFormats(e); }
 
 bool DecodeExpertsSharedApart(const DecodeExperts& e) {
-  if (e.shared_ff <= 0) return false;
-  const char* env = std::getenv("SLUICE_CUDA_SHARED_APART");
-  if (env != nullptr && (std::string(env) == "0" || std::string(env) == "1")) {
-    return std::string(env) == "1";
-  }
-  return RowBytesOf(e.shared_down_type, e.shared_ff) >= 2 * RowBytesOf(e.down_type, e.ff);
+  return e.shared_ff > 0 &&
+         EnvForcedOr("SLUICE_CUDA_SHARED_APART", RowBytesOf(e.shared_down_type, e.shared_ff) >=
+                                                     2 * RowBytesOf(e.down_type, e.ff));
 }
 
 bool DecodeExpertsGateUpQuantizes(const DecodeExperts& e) {

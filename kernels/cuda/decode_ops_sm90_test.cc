@@ -460,25 +460,27 @@ void CheckDown(GgmlType down_type) {
   e.h_q8 = {d_q8.as<const uint8_t>(), formats};
   const std::vector<float> prepared = launch();
   ASSERT_EQ(std::memcmp(floats.data(), prepared.data(), n * 4), 0);
-  // Fewer rows a block (more blocks), or several passes of rows a block:
-  // the same bits, prepared or not.
+  // The same bits as `floats`, from the prepared rows and from the floats.
+  auto expect_same_bits = [&](const std::string& what) {
+    EXPECT_EQ(std::memcmp(floats.data(), launch().data(), n * 4), 0) << what << ", prepared";
+    const DecodeQ8 q8 = e.h_q8;
+    e.h_q8 = {};
+    EXPECT_EQ(std::memcmp(floats.data(), launch().data(), n * 4), 0) << what;
+    e.h_q8 = q8;
+  };
+  // Fewer rows a block (more blocks), or several passes of rows a block.
   const std::pair<const char*, const char*> shapes[] = {{"SLUICE_CUDA_DOWN_ROWS", "2"},
                                                         {"SLUICE_CUDA_DOWN_ROWS", "8"},
                                                         {"SLUICE_CUDA_DOWN_PASSES", "2"},
                                                         {"SLUICE_CUDA_DOWN_PASSES", "4"}};
   for (const auto& [name, value] : shapes) {
     setenv(name, value, 1);
-    EXPECT_EQ(std::memcmp(floats.data(), launch().data(), n * 4), 0) << name << "=" << value
-                                                                     << ", prepared";
-    const DecodeQ8 q8 = e.h_q8;
-    e.h_q8 = {};
-    EXPECT_EQ(std::memcmp(floats.data(), launch().data(), n * 4), 0) << name << "=" << value;
-    e.h_q8 = q8;
+    expect_same_bits(std::string(name) + "=" + value);
     unsetenv(name);
   }
-  // The shared expert's product from a projection of its own (shared_y):
-  // the same bits, prepared or not. Apart by default only beside Q1_0's
-  // routed rows (72 bytes against the Q8_0 shared row's 544).
+  // The shared expert's product from a projection of its own (shared_y).
+  // Apart by default only beside Q1_0's routed rows (72 bytes against the
+  // Q8_0 shared row's 544).
   EXPECT_EQ(DecodeExpertsSharedApart(e), down_type == GgmlType::kQ1_0);
   DeviceBuffer d_shared_y = Upload(std::vector<float>(n, 0.0f));
   DecodeProjection shared_down;
@@ -490,11 +492,7 @@ void CheckDown(GgmlType down_type) {
   DecodeProject(shared_down, nullptr);
   ASSERT_TRUE(LastLaunchError("DecodeProject").ok());
   e.shared_y = d_shared_y.as<const float>();
-  EXPECT_EQ(std::memcmp(floats.data(), launch().data(), n * 4), 0) << "shared apart, prepared";
-  const DecodeQ8 q8 = e.h_q8;
-  e.h_q8 = {};
-  EXPECT_EQ(std::memcmp(floats.data(), launch().data(), n * 4), 0) << "shared apart";
-  e.h_q8 = q8;
+  expect_same_bits("shared apart");
   e.shared_y = nullptr;
   unsetenv("SLUICE_CUDA_FUNNEL_LOADS");  // the default: on
   PrepareDecodeKernels();

@@ -51,8 +51,6 @@ class HostMisses {
 
  private:
   HostMisses() = default;
-  // experts() into out_: the bytes read and the seconds taken.
-  absl::Status Compute(uint64_t* bytes, double* seconds);
 
   int64_t n_embd_ = 0;
   int k_ = 0;
