@@ -3,7 +3,7 @@
 // 2048->512 gate/up and 512->2048 down, 8 routed per token, a dense
 // 2048->8192 projection, the LM head 2048->248320).
 //
-//   bazel run -c opt //bench:cuda_matmul_bench [--kimi]   (needs a GPU)
+//   bazel run -c opt //bench:cuda_matmul_bench [--kimi|--batch]   (needs a GPU)
 //
 // Decode lines report weight bytes read per second: every launch touches a
 // different copy of the weights (several hundred MB in all, more than L2),
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "format/ggml_type.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/test_util.h"
@@ -224,6 +225,121 @@ void KimiDecode() {
   SetStreamGroupedEnabled(was);
 }
 
+// A decode batch of n_tok rows (one token each of n_tok sequences) rounded
+// to 8 bits once, as the CUDA batch pass multiplies them: through a dense
+// rows x cols matrix (experts == 0; cold copies in turn), or through the
+// routed experts, each row to `routed` of `experts` at random, one grouped
+// launch over the distinct experts (a different draw each call). Prints
+// the grouped kernel's time and the streamed one's (SLUICE_CUDA_STREAM_ENTRIES)
+// and the bytes of the distinct matrices read per second.
+void FewRows(GgmlType t, int64_t rows, int64_t cols, int n_tok, const std::string& shape,
+             int experts = 0, int routed = 0) {
+  const uint64_t one = RowBytes(t, cols) * rows;
+  const int copies = experts > 0 ? experts
+                                 : static_cast<int>(std::max<uint64_t>(2, kColdBytes / one));
+  Matrices m = MakeMatrices(t, rows, cols, copies);
+  const int64_t entries = experts > 0 ? static_cast<int64_t>(n_tok) * routed : n_tok;
+  DeviceBuffer x = Activations(n_tok * cols), y = Unwrap(DeviceBuffer::Create(entries * rows * 4));
+  DeviceBuffer xq =
+      Unwrap(DeviceBuffer::Create(n_tok * Q8ActivationRowBytes(t, cols) + 256));
+  CHECK_OK(RoundActivationsQ8(t, x.as<float>(), n_tok, cols, cols, xq.as<uint8_t>(), nullptr));
+  // Routing draws: per draw the distinct experts (group_weight), their
+  // entry bounds and each entry's row, as GroupByExpert lays them out.
+  constexpr int kDraws = 32;
+  std::vector<int32_t> gw, begin, xrow;
+  std::vector<int> n_groups, most;
+  double distinct = 0;
+  std::mt19937 rng(9);
+  for (int d = 0; d < kDraws && experts > 0; ++d) {
+    std::vector<std::vector<int32_t>> rows_of(experts);
+    std::vector<int32_t> ids(experts);
+    for (int tok = 0; tok < n_tok; ++tok) {
+      for (int e = 0; e < experts; ++e) ids[e] = e;
+      std::shuffle(ids.begin(), ids.end(), rng);
+      for (int k = 0; k < routed; ++k) rows_of[ids[k]].push_back(tok);
+    }
+    int groups = 0, largest = 0, at = 0;
+    for (int e = 0; e < experts; ++e) {
+      if (rows_of[e].empty()) continue;
+      gw.push_back(e);
+      begin.push_back(at);
+      for (int32_t r : rows_of[e]) xrow.push_back(r);
+      at += static_cast<int>(rows_of[e].size());
+      largest = std::max(largest, static_cast<int>(rows_of[e].size()));
+      ++groups;
+    }
+    begin.push_back(at);
+    // Pad to the draw's fixed stride in the tables.
+    for (int g = groups; g < experts; ++g) gw.push_back(0);
+    for (int g = groups + 1; g <= experts; ++g) begin.push_back(at);
+    n_groups.push_back(groups);
+    most.push_back(largest);
+    distinct += groups;
+  }
+  const DeviceBuffer d_gw = Ints(gw), d_begin = Ints(begin), d_xrow = Ints(xrow);
+  const uint64_t slot = (m.bytes + 255) / 256 * 256;
+  auto launch = [&](int i) {
+    if (experts == 0) {
+      return MatMul(t, m.data.as<uint8_t>() + slot * (i % copies), rows, cols, x.as<float>(),
+                    n_tok, y.as<float>(), nullptr, /*tensor_cores=*/false,
+                    /*q8_activations=*/true, xq.as<uint8_t>());
+    }
+    const int d = i % kDraws;
+    GroupedMatMul a;
+    a.type = t;
+    a.rows = rows;
+    a.cols = cols;
+    a.n_groups = n_groups[d];
+    a.max_entries_per_group = most[d];
+    a.d_weights = m.table.as<const void* const>();
+    a.d_group_weight = d_gw.as<const int32_t>() + d * experts;
+    a.d_group_begin = d_begin.as<const int32_t>() + d * (experts + 1);
+    a.d_x_row = d_xrow.as<const int32_t>() + d * entries;
+    a.d_x = x.as<float>();
+    a.x_stride = cols;
+    a.d_y = y.as<float>();
+    a.y_stride = rows;
+    a.tensor_cores = false;
+    a.q8_activations = true;
+    a.d_x_q8 = xq.as<uint8_t>();
+    return LaunchGroupedMatMul(a, nullptr);
+  };
+  const double matrices = experts > 0 ? distinct / kDraws : 1.0;
+  const bool was = StreamEntriesEnabled();
+  double ms[2];
+  for (const bool on : {false, true}) {
+    SetStreamEntriesEnabled(on);
+    const uint64_t before = StreamedEntryLaunches();
+    ms[on] = TimeMs(200, launch);
+    if (on && StreamedEntryLaunches() == before) ms[on] = 0;  // not streamed
+  }
+  SetStreamEntriesEnabled(was);
+  const double bytes = matrices * static_cast<double>(one);
+  std::printf("%-8s %-5s %-44s grouped %8.2f us %7.1f GB/s | streamed ", "rows8", Name(t).c_str(),
+              shape.c_str(), ms[0] * 1e3, bytes / (ms[0] * 1e-3) / 1e9);
+  if (ms[1] > 0) {
+    std::printf("%8.2f us %7.1f GB/s | x%.2f\n", ms[1] * 1e3, bytes / (ms[1] * 1e-3) / 1e9,
+                ms[0] / ms[1]);
+  } else {
+    std::printf("(not taken)\n");
+  }
+}
+
+// bench35's decode-batch products at 1-32 rows: the DeltaNet input
+// projection's shape (2048 -> 8192), the shared expert's (2048 -> 512, and
+// back), the routed experts' gate/up and down.
+void BatchDecode() {
+  for (const int n : {1, 2, 4, 8, 16, 32}) {
+    const std::string rows = absl::StrCat(" x ", n, " rows");
+    for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ1_0}) {
+      FewRows(t, kDenseFf, kHidden, n, "dense 2048->8192" + rows);
+      FewRows(t, kExpertFf, kHidden, n, "dense 2048->512" + rows);
+      FewRows(t, kExpertFf, kHidden, n, "experts 8/256 2048->512" + rows, kExperts, kRouted);
+      FewRows(t, kHidden, kExpertFf, n, "experts 8/256 512->2048" + rows, kExperts, kRouted);
+    }
+  }
+}
+
 // A batch's products on both kernels: `groups` distinct matrices of rows x
 // cols (experts), each multiplied by `per_group` activation rows in one
 // grouped launch; `dense` instead runs MatMul of per_group tokens through one
@@ -288,7 +404,8 @@ void CopyBaseline() {
               "device to device, 256 MiB", ms * 1e3, 2.0 * bytes / (ms * 1e-3) / 1e9);
 }
 
-int Main(bool only_kimi) {
+int Main(const std::string& mode) {
+  const bool only_kimi = mode == "--kimi";
   if (absl::Status s = SetDevice(0); !s.ok()) {
     std::fprintf(stderr, "no CUDA device: %s\n", s.ToString().c_str());
     return 1;
@@ -297,6 +414,10 @@ int Main(bool only_kimi) {
   std::printf("%-8s %-5s %-36s %12s %13s %15s\n", "phase", "type", "shape", "time", "weights",
               "F32 MACs");
   CopyBaseline();
+  if (mode == "--batch") {
+    BatchDecode();
+    return 0;
+  }
   KimiDecode();
   if (only_kimi) return 0;
   const GgmlType all[] = {GgmlType::kQ4_K, GgmlType::kQ1_0, GgmlType::kQ5_K, GgmlType::kQ6_K,
@@ -335,7 +456,6 @@ int Main(bool only_kimi) {
 }  // namespace
 }  // namespace sluice::cuda
 
-// --kimi: the copy baseline and the Kimi-K2 shapes only.
-int main(int argc, char** argv) {
-  return sluice::cuda::Main(argc > 1 && std::string(argv[1]) == "--kimi");
-}
+// --kimi: the copy baseline and the Kimi-K2 shapes only; --batch: the
+// copy baseline and the decode-batch products (FewRows).
+int main(int argc, char** argv) { return sluice::cuda::Main(argc > 1 ? argv[1] : ""); }

@@ -764,15 +764,37 @@ __device__ __forceinline__ void CopyTile(uint8_t* dst, const uint8_t* src, int64
   }
 }
 
+// A staged tile's rows against one 8-bit vector: the tile's own (r.in) or
+// the prologue's (xv). The body of StreamTiles's rounds unless it is given
+// another.
+__device__ __forceinline__ void SumTile(const TileRef& r, int64_t cols, int L, const uint8_t* w,
+                                        const uint8_t* up, const Q8Input& xv) {
+  WithQ8Type(r.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    StreamRows<T>(r.y, cols, L, r.nr, w, up, Q8For<T>(r.in.n > 0 ? r.in : xv));
+  });
+}
+
+struct SumOneVector {
+  __device__ __forceinline__ void operator()(int, const TileRef& r, int64_t cols, int L,
+                                             const uint8_t* w, const uint8_t* up,
+                                             const Q8Input& xv) const {
+    SumTile(r, cols, L, w, up, xv);
+  }
+};
+
 // The block's tiles blockIdx.x, + gridDim.x, ... of `count`, each
 // tile(t) streamed through kStages stages at `stages`: the first
 // kStages - 1 are asked for before prologue() (which fills and quantizes
 // the input vector, returning where it is), then each round asks for one
-// more, waits for the oldest, sums its rows and calls after(t).
-template <int kStages, bool kStaticTiles, class TileFn, class Prologue, class After>
+// more, waits for the oldest, sums its rows (sum(t, tile, cols, L, w, up,
+// xv), w and up in the stage) and calls after(t).
+template <int kStages, bool kStaticTiles, class TileFn, class Prologue, class After,
+          class Sum = SumOneVector>
 __device__ __forceinline__ void StreamTiles(int count, const StreamStages& st, int64_t cols,
                                             int L, uint8_t* stages, TileFn&& tile,
-                                            Prologue&& prologue, After&& after) {
+                                            Prologue&& prologue, After&& after,
+                                            Sum&& sum = Sum{}) {
   const uint64_t policy = EvictFirstPolicy();
   // The block's i-th tile into stage i % kStages (a group either way, so
   // that the waits below count whole tiles).
@@ -804,10 +826,7 @@ __device__ __forceinline__ void StreamTiles(int count, const StreamStages& st, i
     const TileRef r = tile(t);
     const uint8_t* w = stages + (i % kStages) * st.stage_bytes;
     const uint8_t* up = r.up != nullptr ? w + r.nr * r.row_bytes : nullptr;
-    WithQ8Type(r.type, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      StreamRows<T>(r.y, cols, L, r.nr, w, up, Q8For<T>(r.in.n > 0 ? r.in : xv));
-    });
+    sum(t, r, cols, L, w, up, xv);
     __syncthreads();  // the stage is refilled by the next round's issue
     after(t);
   }
@@ -895,22 +914,49 @@ __global__ void __launch_bounds__(kProjThreads, kStreamBlocksPerSm)
 }
 
 // StreamGroupedQ8's launch: tile t is row block t % row_blocks of group
-// t / row_blocks.
+// t / row_blocks. entries: the groups hold any number of entries (group
+// bounds from GroupBounds), each staged tile summed against every entry's
+// row; otherwise entry g of group g.
 struct StreamGroups {
   RawGroupedMatMul g;
   StreamStages st;
   int lanes, row_blocks, q8;
   FastDiv by_row_blocks;
+  bool entries;
 };
+
+// The entries [begin, end) of group gi (quant_matmul.h's GroupedMatMul).
+__device__ __forceinline__ void GroupBounds(const RawGroupedMatMul& g, int gi, int64_t* begin,
+                                            int64_t* end) {
+  if (g.group_begin != nullptr) {
+    *begin = g.group_begin[gi];
+    *end = g.group_begin[gi + 1];
+  } else if (g.single_group_entries > 0) {
+    *begin = 0;
+    *end = g.single_group_entries;
+  } else {
+    *begin = gi;
+    *end = gi + 1;
+  }
+}
 
 __device__ __forceinline__ TileRef GroupTile(const StreamGroups& s, int t) {
   const RawGroupedMatMul& g = s.g;
   const int gi = static_cast<int>(s.by_row_blocks.Div(t));
   const int64_t r0 = static_cast<int64_t>(s.by_row_blocks.Mod(t)) * s.st.rows_per_tile;
-  const int64_t nr = g.rows - r0 < s.st.rows_per_tile ? g.rows - r0 : s.st.rows_per_tile;
+  int64_t nr = g.rows - r0 < s.st.rows_per_tile ? g.rows - r0 : s.st.rows_per_tile;
   const void* w = g.single_weight != nullptr
                       ? g.single_weight
                       : g.weights[g.group_weight != nullptr ? g.group_weight[gi] : gi];
+  if (s.entries) {
+    // An empty group (the launch sized for the largest there can be)
+    // stages and sums nothing.
+    int64_t begin, end;
+    GroupBounds(g, gi, &begin, &end);
+    if (begin >= end) nr = 0;
+    return {static_cast<const uint8_t*>(w) + r0 * static_cast<int64_t>(g.row_bytes), nullptr,
+            static_cast<int64_t>(g.row_bytes), static_cast<int>(nr), g.type, g.y + r0};
+  }
   const int64_t xr = g.x_row != nullptr ? g.x_row[gi] : gi;
   const uint8_t* x = g.x_q8 + xr * Q8Bytes(s.q8, g.cols);
   TileRef r{static_cast<const uint8_t*>(w) + r0 * static_cast<int64_t>(g.row_bytes), nullptr,
@@ -920,15 +966,95 @@ __device__ __forceinline__ TileRef GroupTile(const StreamGroups& s, int t) {
   return r;
 }
 
-template <int kStages>
+// Entries a staged tile is summed against in one round.
+constexpr int kTileEntries = 8;
+
+// The rows of one staged tile of type T (nr rows at w; y: the tile's first
+// row of entry 0's output) against the rounded rows of entries [e0, e0 +
+// ne) of g, ne <= kTileEntries: each weight chunk is read from the stage
+// once for all of them. Each row's sum takes the lanes and order of
+// StreamRows, so each entry gets the grouped kernel's bits.
+template <class T>
+__device__ __forceinline__ void StreamEntryRows(const RawGroupedMatMul& g, int64_t e0, int ne,
+                                                float* y, int L, int nr, const uint8_t* w) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int groups = 32 / L, sub = lane & (L - 1);
+  const int warp_row0 = warp * groups * kR;
+  if (warp_row0 >= nr) return;
+  const int row0 = warp_row0 + (lane / L) * kR;
+  const int64_t cols = g.cols;
+  const uint8_t* rp[kR];
+#pragma unroll
+  for (int r = 0; r < kR; ++r) rp[r] = w + (row0 + r < nr ? row0 + r : nr - 1) * g.row_bytes;
+  const int64_t q8_bytes = kReadsQ8K<T> ? Q8KBytes(cols) : Q8ZBytes(cols);
+  const uint8_t* xq[kTileEntries];
+  float acc[kTileEntries][kR];
+#pragma unroll
+  for (int e = 0; e < kTileEntries; ++e) {
+    const int64_t entry = e0 + (e < ne ? e : ne - 1);
+    xq[e] = g.x_q8 + (g.x_row != nullptr ? g.x_row[entry] : entry) * q8_bytes;
+#pragma unroll
+    for (int r = 0; r < kR; ++r) acc[e][r] = 0.0f;
+  }
+  using M = std::conditional_t<std::is_same_v<T, KWeights<false>> ||
+                                   std::is_same_v<T, KWeights<true>>,
+                               SharedAligned16, SharedMem>;
+  const int n_chunks = static_cast<int>(cols / T::kChunk);
+#pragma unroll 1
+  for (int c = sub; c < n_chunks; c += L) {
+    typename T::Raw raw[kR];
+#pragma unroll
+    for (int r = 0; r < kR; ++r) T::template Load<M>(rp[r], c, raw[r]);
+#pragma unroll
+    for (int e = 0; e < kTileEntries; ++e) {
+      if (e < ne) {
+        typename Q8Dot<T>::X x;
+        Q8Dot<T>::Load(kReadsQ8K<T> ? Q8KAt(xq[e], cols) : Q8ZAt(xq[e], cols), c, x);
+#pragma unroll
+        for (int r = 0; r < kR; ++r) acc[e][r] += Q8Dot<T>::Dot(raw[r], x);
+      }
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < kTileEntries; ++e) {
+    if (e >= ne) break;  // ne is the block's: the whole warp leaves together
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      const float v = GroupSum(acc[e][r], L);
+      if (sub == r % L && row0 + r < nr) y[(e0 + e) * g.y_stride + row0 + r] = v;
+    }
+  }
+}
+
+template <int kStages, bool kEntries>
 __global__ void __launch_bounds__(kProjThreads, kStreamBlocksPerSm)
     StreamGroupsKernel(const __grid_constant__ StreamGroups s) {
   extern __shared__ __align__(16) float xs[];
-  // Every tile reads its own rounded row: no prologue.
-  StreamTiles<kStages, false>(
-      s.row_blocks * s.g.n_groups, s.st, s.g.cols, s.lanes,
-      reinterpret_cast<uint8_t*>(xs) + s.st.vec_bytes, [&](int t) { return GroupTile(s, t); },
-      [] { return Q8Input{nullptr, nullptr, 0}; }, [](int) {});
+  auto tile = [&](int t) { return GroupTile(s, t); };
+  auto none = [] { return Q8Input{nullptr, nullptr, 0}; };
+  auto after = [](int) {};
+  uint8_t* stages = reinterpret_cast<uint8_t*>(xs) + s.st.vec_bytes;
+  const int count = s.row_blocks * s.g.n_groups;
+  if constexpr (!kEntries) {
+    // Every tile reads its own rounded row: no prologue.
+    StreamTiles<kStages, false>(count, s.st, s.g.cols, s.lanes, stages, tile, none, after);
+  } else {
+    auto sum = [&](int t, const TileRef& r, int64_t, int L, const uint8_t* w, const uint8_t*,
+                   const Q8Input&) {
+      if (r.nr == 0) return;
+      int64_t begin, end;
+      GroupBounds(s.g, static_cast<int>(s.by_row_blocks.Div(t)), &begin, &end);
+      WithQ8Type(r.type, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+#pragma unroll 1
+        for (int64_t e0 = begin; e0 < end; e0 += kTileEntries) {
+          const int ne = static_cast<int>(end - e0 < kTileEntries ? end - e0 : kTileEntries);
+          StreamEntryRows<T>(s.g, e0, ne, r.y, L, r.nr, w);
+        }
+      });
+    };
+    StreamTiles<kStages, false>(count, s.st, s.g.cols, s.lanes, stages, tile, none, after, sum);
+  }
 }
 
 // One expert slot's gate and up rows row0.. (types G and U).
@@ -1687,8 +1813,10 @@ void PrepareDecodeKernels() {
   AllowSmem(StreamProjectKernel<4>);
   AllowSmem(StreamGateUpKernel<3>);
   AllowSmem(StreamGateUpKernel<4>);
-  AllowSmem(StreamGroupsKernel<3>);
-  AllowSmem(StreamGroupsKernel<4>);
+  AllowSmem(StreamGroupsKernel<3, false>);
+  AllowSmem(StreamGroupsKernel<4, false>);
+  AllowSmem(StreamGroupsKernel<3, true>);
+  AllowSmem(StreamGroupsKernel<4, true>);
   // SLUICE_CUDA_STREAM_BLOCKS_PER_SM (1..3) overrides kStreamBlocksPerSm for
   // measurements (the kernels' registers allow 3 of 128 threads per SM).
   const char* stream_per_sm = std::getenv("SLUICE_CUDA_STREAM_BLOCKS_PER_SM");
@@ -1975,25 +2103,19 @@ void DecodeExpertsGateUp(const DecodeExperts& e, Stream stream) {
   LaunchStreamed(StreamGateUpKernel<4>, StreamGateUpKernel<3>, stages, tiles, s.st, s, stream);
 }
 
-// Chunks a lane sums of each row, at least, for StreamGroupedQ8 to stream:
-// with fewer a tile's rows are short work between its barriers. H100, run
-// 15 (cuda_matmul_bench --kimi): 7 a lane (7,168 columns) took the routed
-// Q4_K gate+up from 77.1 to 61.7 us and q_a, kv_a and the shared expert
-// 10-30% faster; 2 a lane (the down products' 2,048) went from 48.8 to
-// 58.9 us, 1.5 (q_b's 1,536) no faster.
-constexpr int64_t kStreamMinChunksPerLane = 4;
-
 namespace internal {
 
-bool StreamGroupedQ8(const RawGroupedMatMul& g, int lanes, Stream stream) {
+bool StreamGroupedQ8(const RawGroupedMatMul& g, int lanes, int min_chunks_per_lane,
+                     Stream stream) {
   StreamGroups s;
   s.g = g;
   s.lanes = lanes;
   s.q8 = Q8FormatOf(g.type, g.cols);
+  s.entries = g.group_begin != nullptr || g.single_group_entries > 1;
   const int L = lanes;
-  if (!StreamingOn() || s.q8 == 0 || g.row_bytes % 16 != 0 || g.n_groups <= 0 || g.rows <= 0 ||
-      (L != 8 && L != 16 && L != 32) ||
-      g.cols / ChunkOf(g.type) < kStreamMinChunksPerLane * L) {
+  if (!StreamingOn() || s.q8 == 0 || g.x_q8 == nullptr || g.row_bytes % 16 != 0 ||
+      g.n_groups <= 0 || g.rows <= 0 || (L != 8 && L != 16 && L != 32) ||
+      g.cols / ChunkOf(g.type) < static_cast<int64_t>(min_chunks_per_lane) * L) {
     return false;
   }
   const int64_t rows_per_tile = ProjectRowsPerBlock(L);
@@ -2002,8 +2124,14 @@ bool StreamGroupedQ8(const RawGroupedMatMul& g, int lanes, Stream stream) {
   const int stages =
       PlanStages(rows_per_tile, 0, rows_per_tile * static_cast<int64_t>(g.row_bytes), &s.st);
   if (stages == 0) return false;
-  LaunchStreamed(StreamGroupsKernel<4>, StreamGroupsKernel<3>, stages, s.row_blocks * g.n_groups,
-                 s.st, s, stream);
+  const int tiles = s.row_blocks * g.n_groups;
+  if (s.entries) {
+    LaunchStreamed(StreamGroupsKernel<4, true>, StreamGroupsKernel<3, true>, stages, tiles, s.st,
+                   s, stream);
+  } else {
+    LaunchStreamed(StreamGroupsKernel<4, false>, StreamGroupsKernel<3, false>, stages, tiles,
+                   s.st, s, stream);
+  }
   return true;
 }
 

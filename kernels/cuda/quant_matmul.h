@@ -151,6 +151,16 @@ bool StreamGroupedEnabled();
 void SetStreamGroupedEnabled(bool enabled);
 // Launches that took the streamed kernel in this process so far.
 uint64_t StreamedOneRowLaunches();
+// The same for launches whose groups hold several entries, rounded by the
+// caller (a decode batch's products: one group of B rows for a dense
+// matrix, the experts' groups of the rows routed to each): each tile of
+// weight rows is staged once and summed against every entry of its group,
+// with the grouped kernel's bits. Unless the environment variable
+// SLUICE_CUDA_STREAM_ENTRIES is "0" when first asked, or
+// SetStreamEntriesEnabled said otherwise.
+bool StreamEntriesEnabled();
+void SetStreamEntriesEnabled(bool enabled);
+uint64_t StreamedEntryLaunches();
 
 // Whether the CUDA batch pass rounds each product input once
 // (RoundActivationsQ8, GroupedMatMul::d_x_q8) rather than in every block:

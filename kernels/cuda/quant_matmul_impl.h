@@ -50,18 +50,22 @@ bool KernelSupportsType(int type);
 // cudaGetLastError() as an int (after a launch made elsewhere).
 int LastLaunchCode();
 
-// Launches a's products (one entry per group, entry g of group g, its rows
-// rounded by the caller at x_q8) streamed through shared memory as the
-// decode projections are (decode_ops.cu: a few resident blocks a SM, each
-// asking for its next tiles' weight bytes with cp.async while it sums the
-// current one) and returns true. Each row is summed by `lanes` lanes
+// Launches a's products (their rows rounded by the caller at x_q8)
+// streamed through shared memory as the decode projections are
+// (decode_ops.cu: a few resident blocks a SM, each asking for its next
+// tiles' weight bytes with cp.async while it sums the current one) and
+// returns true. One entry per group (entry g of group g), or with
+// group_begin or single_group_entries > 1 any number a group: each staged
+// tile is then summed against every entry of its group, and empty groups
+// stage nothing. Each row is summed by `lanes` lanes
 // (GroupedGeometry::lanes_per_row) in the grouped kernel's order, so the
-// bits are the grouped kernel's. False, launching nothing, where the type
-// has no 8-bit product, a row is not a multiple of 16 bytes, a lane would
-// sum fewer than 4 chunks of a row (short rows: the grouped kernel is
-// faster there), the tiles do not fit the stages or the streamed kernels
-// are off (SLUICE_CUDA_STREAM_PROJECT=0 or PrepareDecodeKernels not run).
-bool StreamGroupedQ8(const RawGroupedMatMul& a, int lanes, CUstream_st* stream);
+// bits are the grouped kernel's. False, launching nothing, where x_q8 is
+// null, the type has no 8-bit product, a row is not a multiple of 16 bytes,
+// a lane would sum fewer than min_chunks_per_lane chunks of a row, the
+// tiles do not fit the stages or the streamed kernels are off
+// (SLUICE_CUDA_STREAM_PROJECT=0 or PrepareDecodeKernels not run).
+bool StreamGroupedQ8(const RawGroupedMatMul& a, int lanes, int min_chunks_per_lane,
+                     CUstream_st* stream);
 
 // The launch geometry LaunchGrouped will use (exposed so the host side can
 // check it against CUDA's grid limits before launching, and tests can pin it).

@@ -424,6 +424,41 @@ TEST_P(QuantMatMulQ8Sm90Test, StreamedOneRowGroupsAreTheGroupedKernelsBits) {
   EXPECT_EQ(differ, 0);
 }
 
+// Groups of several entries rounded once (a decode batch's products:
+// experts through the table with empty groups and repeated rows, one dense
+// group of 19 misaligned rows, rows of 512 where a lane sums one chunk)
+// streamed (SLUICE_CUDA_STREAM_ENTRIES, StreamGroupedQ8) pass the grouped
+// kernel's gate and are its bits; rows that are no multiple of 16 bytes
+// keep the grouped kernel.
+TEST_P(QuantMatMulQ8Sm90Test, StreamedEntriesAreTheGroupedKernelsBits) {
+  PrepareDecodeKernels();
+  const bool was = StreamEntriesEnabled();
+  using internal::grouped_testing::ExpertsThroughTable;
+  using internal::grouped_testing::GroupOf19Misaligned;
+  const Case cases[] = {Named(ExpertsThroughTable(700, 4096), "experts, 700 rows of 4096"),
+                        Named(ExpertsThroughTable(300, 512), "experts, 300 rows of 512"),
+                        Named(GroupOf19Misaligned(300, 4096), "19 misaligned rows of 4096")};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const bool streams = RowBytes(GetParam(), c.cols) % 16 == 0;
+    std::vector<float> y[2];
+    for (const bool on : {false, true}) {
+      SetStreamEntriesEnabled(on);
+      const uint64_t before = StreamedEntryLaunches();
+      RunCase(c, true, true);
+      EXPECT_EQ(StreamedEntryLaunches() - before, on && streams ? 1u : 0u);
+      y[on] = last_y_;
+    }
+    ASSERT_EQ(y[0].size(), y[1].size());
+    int differ = 0;
+    for (size_t i = 0; i < y[0].size(); ++i) {
+      differ += std::memcmp(&y[0][i], &y[1][i], sizeof(float)) != 0;
+    }
+    EXPECT_EQ(differ, 0);
+  }
+  SetStreamEntriesEnabled(was);
+}
+
 constexpr GgmlType kQ8Types[] = {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K,
                                  GgmlType::kQ6_K, GgmlType::kQ1_0};
 INSTANTIATE_TEST_SUITE_P(QuantizedTypes, QuantMatMulQ8Sm90Test, ::testing::ValuesIn(kQ8Types),
