@@ -923,6 +923,12 @@ struct StreamGroups {
   int lanes, row_blocks, q8;
   FastDiv by_row_blocks;
   bool entries;
+  // entries: a group's tiles are its row blocks times `rounds` rounds of
+  // kTileEntries entries (the largest group's), round fastest, so the
+  // tiles of one row block run side by side and its bytes come from HBM
+  // once and from L2 after.
+  int rounds;
+  FastDiv by_rounds, by_group_tiles;
 };
 
 // The entries [begin, end) of group gi (quant_matmul.h's GroupedMatMul).
@@ -940,34 +946,154 @@ __device__ __forceinline__ void GroupBounds(const RawGroupedMatMul& g, int gi, i
   }
 }
 
+// Entries a staged tile is summed against in one round.
+constexpr int kTileEntries = 8;
+
+// Tile t of an entries launch: its group, row block and the entries
+// [e0, e0 + ne) of its round (ne 0: none).
+struct EntryTile {
+  int gi;
+  int64_t r0, e0;
+  int ne;
+};
+
+__device__ __forceinline__ EntryTile EntryTileOf(const StreamGroups& s, int t) {
+  EntryTile x;
+  x.gi = static_cast<int>(s.by_group_tiles.Div(t));
+  const uint32_t in_group = s.by_group_tiles.Mod(t);
+  x.r0 = static_cast<int64_t>(s.by_rounds.Div(in_group)) * s.st.rows_per_tile;
+  int64_t begin, end;
+  GroupBounds(s.g, x.gi, &begin, &end);
+  x.e0 = begin + static_cast<int64_t>(s.by_rounds.Mod(in_group)) * kTileEntries;
+  x.ne = static_cast<int>(end - x.e0 <= 0 ? 0 : (end - x.e0 < kTileEntries ? end - x.e0 : kTileEntries));
+  return x;
+}
+
 __device__ __forceinline__ TileRef GroupTile(const StreamGroups& s, int t) {
   const RawGroupedMatMul& g = s.g;
+  const int64_t rb = static_cast<int64_t>(g.row_bytes);
+  auto matrix = [&](int gi) {
+    return static_cast<const uint8_t*>(
+        g.single_weight != nullptr ? g.single_weight
+                                   : g.weights[g.group_weight != nullptr ? g.group_weight[gi] : gi]);
+  };
+  if (s.entries) {
+    // A round without entries (an empty group, or a group smaller than the
+    // largest) stages and sums nothing.
+    const EntryTile x = EntryTileOf(s, t);
+    const int64_t nr = g.rows - x.r0 < s.st.rows_per_tile ? g.rows - x.r0 : s.st.rows_per_tile;
+    return {matrix(x.gi) + x.r0 * rb, nullptr, rb, x.ne > 0 ? static_cast<int>(nr) : 0, g.type,
+            g.y + x.r0};
+  }
   const int gi = static_cast<int>(s.by_row_blocks.Div(t));
   const int64_t r0 = static_cast<int64_t>(s.by_row_blocks.Mod(t)) * s.st.rows_per_tile;
-  int64_t nr = g.rows - r0 < s.st.rows_per_tile ? g.rows - r0 : s.st.rows_per_tile;
-  const void* w = g.single_weight != nullptr
-                      ? g.single_weight
-                      : g.weights[g.group_weight != nullptr ? g.group_weight[gi] : gi];
-  if (s.entries) {
-    // An empty group (the launch sized for the largest there can be)
-    // stages and sums nothing.
-    int64_t begin, end;
-    GroupBounds(g, gi, &begin, &end);
-    if (begin >= end) nr = 0;
-    return {static_cast<const uint8_t*>(w) + r0 * static_cast<int64_t>(g.row_bytes), nullptr,
-            static_cast<int64_t>(g.row_bytes), static_cast<int>(nr), g.type, g.y + r0};
-  }
+  const int64_t nr = g.rows - r0 < s.st.rows_per_tile ? g.rows - r0 : s.st.rows_per_tile;
   const int64_t xr = g.x_row != nullptr ? g.x_row[gi] : gi;
   const uint8_t* x = g.x_q8 + xr * Q8Bytes(s.q8, g.cols);
-  TileRef r{static_cast<const uint8_t*>(w) + r0 * static_cast<int64_t>(g.row_bytes), nullptr,
-            static_cast<int64_t>(g.row_bytes), static_cast<int>(nr), g.type,
+  TileRef r{matrix(gi) + r0 * rb, nullptr, rb, static_cast<int>(nr), g.type,
             g.y + gi * g.y_stride + r0};
   r.in = {(s.q8 & kFormatQ8K) ? x : nullptr, (s.q8 & kFormatQ8Z) ? x : nullptr, g.cols};
   return r;
 }
 
-// Entries a staged tile is summed against in one round.
-constexpr int kTileEntries = 8;
+// A weight chunk decoded once for the products of several entries: the
+// integer lanes and scales Q8Dot<T>::Dot derives from the raw chunk, then
+// Dot's arithmetic in Dot's order (the same bits). Q8_0 has nothing to
+// decode.
+template <class T>
+struct DecodedQ8 {
+  using W = typename T::Raw;
+  __device__ static void Decode(const typename T::Raw& r, W& w) { w = r; }
+  __device__ static float Dot(const W& w, const typename Q8Dot<T>::X& x) {
+    return Q8Dot<T>::Dot(w, x);
+  }
+};
+
+template <bool kQ5>
+struct DecodedQ8<KWeights<kQ5>> {
+  struct W {
+    uint32_t lo[4], hi[4];
+    float d0, m0, d1, m1;
+  };
+  __device__ static void Decode(const typename KWeights<kQ5>::Raw& r, W& w) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      uint32_t ql = r.q[i] & 0x0F0F0F0Fu, qh = (r.q[i] >> 4) & 0x0F0F0F0Fu;
+      if constexpr (kQ5) {
+        ql |= ((r.h[i] >> r.sub0) & 0x01010101u) << 4;
+        qh |= ((r.h[i] >> (r.sub0 + 1)) & 0x01010101u) << 4;
+      }
+      w.lo[i] = ql;
+      w.hi[i] = qh;
+    }
+    w.d0 = r.d0;
+    w.m0 = r.m0;
+    w.d1 = r.d1;
+    w.m1 = r.m1;
+  }
+  __device__ static float Dot(const W& w, const typename Q8Dot<KWeights<kQ5>>::X& x) {
+    const uint32_t xl[4] = {x.lo.x, x.lo.y, x.lo.z, x.lo.w};
+    const uint32_t xh[4] = {x.hi.x, x.hi.y, x.hi.z, x.hi.w};
+    int lo = 0, hi = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      lo = __dp4a(static_cast<int>(w.lo[i]), static_cast<int>(xl[i]), lo);
+      hi = __dp4a(static_cast<int>(w.hi[i]), static_cast<int>(xh[i]), hi);
+    }
+    return (w.d0 * x.d_lo) * static_cast<float>(lo) - w.m0 * x.s_lo +
+           (w.d1 * x.d_hi) * static_cast<float>(hi) - w.m1 * x.s_hi;
+  }
+};
+
+template <>
+struct DecodedQ8<Q6KWeights> {
+  struct W {
+    uint32_t q[4][2];
+    float ds[4];
+  };
+  __device__ static void Decode(const Q6KWeights::Raw& r, W& w) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+#pragma unroll
+      for (int s = 0; s < 2; ++s) {
+        const uint32_t lo = (k & 1) ? r.lo_b[s] : r.lo_a[s];
+        const uint32_t q = ((k < 2 ? lo : lo >> 4) & 0x0F0F0F0Fu) |
+                           (((r.hi[s] >> (2 * k)) & 0x03030303u) << 4);
+        w.q[k][s] = __vsub4(q, 0x20202020u);
+      }
+      w.ds[k] = r.ds[k];
+    }
+  }
+  __device__ static float Dot(const W& w, const Q8Dot<Q6KWeights>::X& x) {
+    float acc = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      int sum = __dp4a(static_cast<int>(w.q[k][0]), static_cast<int>(x.q[k].x), 0);
+      sum = __dp4a(static_cast<int>(w.q[k][1]), static_cast<int>(x.q[k].y), sum);
+      acc += (w.ds[k] * x.d[k]) * static_cast<float>(sum);
+    }
+    return acc;
+  }
+};
+
+template <>
+struct DecodedQ8<Q1_0Weights> {
+  struct W {
+    uint32_t ones[8];
+    float d;
+  };
+  __device__ static void Decode(const Q1_0Weights::Raw& r, W& w) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) w.ones[i] = (r.bits[0] >> i) & 0x01010101u;
+    w.d = r.d;
+  }
+  __device__ static float Dot(const W& w, const Q8Dot<Q1_0Weights>::X& x) {
+    int set = 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) set = __dp4a(static_cast<int>(w.ones[i]), static_cast<int>(x.t[i]), set);
+    return (w.d * x.d) * (2.0f * static_cast<float>(set) - x.s);
+  }
+};
 
 // The rows of one staged tile of type T (nr rows at w; y: the tile's first
 // row of entry 0's output) against the rounded rows of entries [e0, e0 +
@@ -1002,16 +1128,20 @@ __device__ __forceinline__ void StreamEntryRows(const RawGroupedMatMul& g, int64
   const int n_chunks = static_cast<int>(cols / T::kChunk);
 #pragma unroll 1
   for (int c = sub; c < n_chunks; c += L) {
-    typename T::Raw raw[kR];
+    typename DecodedQ8<T>::W dw[kR];
 #pragma unroll
-    for (int r = 0; r < kR; ++r) T::template Load<M>(rp[r], c, raw[r]);
+    for (int r = 0; r < kR; ++r) {
+      typename T::Raw raw;
+      T::template Load<M>(rp[r], c, raw);
+      DecodedQ8<T>::Decode(raw, dw[r]);
+    }
 #pragma unroll
     for (int e = 0; e < kTileEntries; ++e) {
       if (e < ne) {
         typename Q8Dot<T>::X x;
         Q8Dot<T>::Load(kReadsQ8K<T> ? Q8KAt(xq[e], cols) : Q8ZAt(xq[e], cols), c, x);
 #pragma unroll
-        for (int r = 0; r < kR; ++r) acc[e][r] += Q8Dot<T>::Dot(raw[r], x);
+        for (int r = 0; r < kR; ++r) acc[e][r] += DecodedQ8<T>::Dot(dw[r], x);
       }
     }
   }
@@ -1026,15 +1156,17 @@ __device__ __forceinline__ void StreamEntryRows(const RawGroupedMatMul& g, int64
   }
 }
 
+// Entries launches take the small grid (4 blocks an SM) where their tiles
+// fit it: their registers are kept within what 4 blocks allow.
 template <int kStages, bool kEntries>
-__global__ void __launch_bounds__(kProjThreads, kStreamBlocksPerSm)
+__global__ void __launch_bounds__(kProjThreads, kEntries ? 4 : kStreamBlocksPerSm)
     StreamGroupsKernel(const __grid_constant__ StreamGroups s) {
   extern __shared__ __align__(16) float xs[];
   auto tile = [&](int t) { return GroupTile(s, t); };
   auto none = [] { return Q8Input{nullptr, nullptr, 0}; };
   auto after = [](int) {};
   uint8_t* stages = reinterpret_cast<uint8_t*>(xs) + s.st.vec_bytes;
-  const int count = s.row_blocks * s.g.n_groups;
+  const int count = s.row_blocks * s.rounds * s.g.n_groups;
   if constexpr (!kEntries) {
     // Every tile reads its own rounded row: no prologue.
     StreamTiles<kStages, false>(count, s.st, s.g.cols, s.lanes, stages, tile, none, after);
@@ -1042,15 +1174,9 @@ __global__ void __launch_bounds__(kProjThreads, kStreamBlocksPerSm)
     auto sum = [&](int t, const TileRef& r, int64_t, int L, const uint8_t* w, const uint8_t*,
                    const Q8Input&) {
       if (r.nr == 0) return;
-      int64_t begin, end;
-      GroupBounds(s.g, static_cast<int>(s.by_row_blocks.Div(t)), &begin, &end);
+      const EntryTile x = EntryTileOf(s, t);
       WithQ8Type(r.type, [&](auto tag) {
-        using T = typename decltype(tag)::type;
-#pragma unroll 1
-        for (int64_t e0 = begin; e0 < end; e0 += kTileEntries) {
-          const int ne = static_cast<int>(end - e0 < kTileEntries ? end - e0 : kTileEntries);
-          StreamEntryRows<T>(s.g, e0, ne, r.y, L, r.nr, w);
-        }
+        StreamEntryRows<typename decltype(tag)::type>(s.g, x.e0, x.ne, r.y, L, r.nr, w);
       });
     };
     StreamTiles<kStages, false>(count, s.st, s.g.cols, s.lanes, stages, tile, none, after, sum);
@@ -2113,18 +2239,27 @@ bool StreamGroupedQ8(const RawGroupedMatMul& g, int lanes, int min_chunks_per_la
   s.q8 = Q8FormatOf(g.type, g.cols);
   s.entries = g.group_begin != nullptr || g.single_group_entries > 1;
   const int L = lanes;
-  if (!StreamingOn() || s.q8 == 0 || g.x_q8 == nullptr || g.row_bytes % 16 != 0 ||
-      g.n_groups <= 0 || g.rows <= 0 || (L != 8 && L != 16 && L != 32) ||
+  const int64_t rows_per_tile = ProjectRowsPerBlock(L);
+  // A tile is copied in 16-byte pieces: its bytes, and the last tile's,
+  // multiples of 16 (rows of 420 or 72 bytes make whole tiles of 16 rows).
+  const int64_t rb = static_cast<int64_t>(g.row_bytes);
+  if (!StreamingOn() || s.q8 == 0 || g.x_q8 == nullptr || rows_per_tile * rb % 16 != 0 ||
+      g.rows % rows_per_tile * rb % 16 != 0 || g.n_groups <= 0 || g.rows <= 0 ||
+      (L != 8 && L != 16 && L != 32) ||
       g.cols / ChunkOf(g.type) < static_cast<int64_t>(min_chunks_per_lane) * L) {
     return false;
   }
-  const int64_t rows_per_tile = ProjectRowsPerBlock(L);
   s.row_blocks = static_cast<int>((g.rows + rows_per_tile - 1) / rows_per_tile);
   s.by_row_blocks = FastDiv::Of(static_cast<uint32_t>(s.row_blocks));
-  const int stages =
-      PlanStages(rows_per_tile, 0, rows_per_tile * static_cast<int64_t>(g.row_bytes), &s.st);
+  s.rounds = s.entries ? static_cast<int>((g.max_entries_per_group + kTileEntries - 1) /
+                                          kTileEntries)
+                       : 1;
+  if (s.rounds < 1) s.rounds = 1;
+  s.by_rounds = FastDiv::Of(static_cast<uint32_t>(s.rounds));
+  s.by_group_tiles = FastDiv::Of(static_cast<uint32_t>(s.row_blocks * s.rounds));
+  const int stages = PlanStages(rows_per_tile, 0, rows_per_tile * rb, &s.st);
   if (stages == 0) return false;
-  const int tiles = s.row_blocks * g.n_groups;
+  const int tiles = s.row_blocks * s.rounds * g.n_groups;
   if (s.entries) {
     LaunchStreamed(StreamGroupsKernel<4, true>, StreamGroupsKernel<3, true>, stages, tiles, s.st,
                    s, stream);

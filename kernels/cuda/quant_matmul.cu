@@ -27,6 +27,8 @@ int Launch(const RawGroupedMatMul& a, const GroupedGeometry& geo, cudaStream_t s
     GroupedKernel<T, 1, false, 1><<<grid, kThreads, 0, stream>>>(a, geo.lanes_per_row);
   } else if (a.max_entries_per_group == 1) {
     GroupedKernel<T, 1><<<grid, kThreads, 0, stream>>>(a, geo.lanes_per_row);
+  } else if (geo.rows_per_lane == 1) {
+    GroupedKernel<T, kEntryTile, false, 1><<<grid, kThreads, 0, stream>>>(a, geo.lanes_per_row);
   } else {
     GroupedKernel<T, kEntryTile><<<grid, kThreads, 0, stream>>>(a, geo.lanes_per_row);
   }
@@ -43,6 +45,9 @@ int LaunchQ8(const RawGroupedMatMul& a, const GroupedGeometry& geo, cudaStream_t
     GroupedKernel<T, 1, true, 1><<<grid, kThreads, row_bytes, stream>>>(a, geo.lanes_per_row);
   } else if (a.max_entries_per_group == 1) {
     GroupedKernel<T, 1, true><<<grid, kThreads, row_bytes, stream>>>(a, geo.lanes_per_row);
+  } else if (geo.rows_per_lane == 1) {
+    GroupedKernel<T, kEntryTile, true, 1>
+        <<<grid, kThreads, kEntryTile * row_bytes, stream>>>(a, geo.lanes_per_row);
   } else {
     GroupedKernel<T, kEntryTile, true>
         <<<grid, kThreads, kEntryTile * row_bytes, stream>>>(a, geo.lanes_per_row);

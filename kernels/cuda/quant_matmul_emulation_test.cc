@@ -50,6 +50,9 @@ void Emulate(const RawGroupedMatMul& a) {
     emulation::Launch(grid, kThreads, [&] { GroupedKernel<T, 1, kQ8, 1>(a, geo.lanes_per_row); });
   } else if (a.max_entries_per_group == 1) {
     emulation::Launch(grid, kThreads, [&] { GroupedKernel<T, 1, kQ8>(a, geo.lanes_per_row); });
+  } else if (geo.rows_per_lane == 1) {
+    emulation::Launch(grid, kThreads,
+                      [&] { GroupedKernel<T, kEntryTile, kQ8, 1>(a, geo.lanes_per_row); });
   } else {
     emulation::Launch(grid, kThreads,
                       [&] { GroupedKernel<T, kEntryTile, kQ8>(a, geo.lanes_per_row); });
@@ -446,8 +449,9 @@ TEST(QuantMatMulGeometryTest, LanesPerRowFollowTheRowLength) {
   EXPECT_EQ(ComputeGeometry(a).entry_tiles, 1);
 }
 
-// spread_rows: one row per lane group only for one-entry launches of long
-// rows whose grid would hold fewer than kFewBlocks blocks.
+// spread_rows: one row per lane group only for launches of one tile of
+// entries (a decode batch's router) over long rows whose grid would hold
+// fewer than kFewBlocks blocks.
 TEST(QuantMatMulGeometryTest, RowsSpreadOnlyWhereTheGridIsSmall) {
   RawGroupedMatMul a;
   a.type = static_cast<int>(GgmlType::kQ4_K);
@@ -462,7 +466,10 @@ TEST(QuantMatMulGeometryTest, RowsSpreadOnlyWhereTheGridIsSmall) {
   EXPECT_EQ(ComputeGeometry(a).rows_per_lane, kRows);
   EXPECT_EQ(ComputeGeometry(a).row_blocks, 36);
   a.n_groups = 1;
-  a.max_entries_per_group = 4;  // tiles of entries: never spread
+  a.max_entries_per_group = kEntryTile;  // one tile of entries: spread too
+  EXPECT_EQ(ComputeGeometry(a).rows_per_lane, 1);
+  EXPECT_EQ(ComputeGeometry(a).entry_tiles, 1);
+  a.max_entries_per_group = kEntryTile + 1;  // several tiles: never spread
   EXPECT_EQ(ComputeGeometry(a).rows_per_lane, kRows);
   a.max_entries_per_group = 1;
   a.cols = 256;  // 8 lanes a row: never spread

@@ -37,9 +37,10 @@ struct RawGroupedMatMul {
   int64_t x_stride = 0;
   float* y = nullptr;
   int64_t y_stride = 0;
-  // One entry per group and too few blocks to fill the GPU with kRows rows
-  // per lane group: one row each instead (ComputeGeometry), the same sums.
-  // spread_all: every one-entry launch of long rows so (a measurement).
+  // At most one tile of entries per group (kEntryTile) and too few blocks
+  // to fill the GPU with kRows rows per lane group: one row each instead
+  // (ComputeGeometry), the same sums. spread_all: every such launch of long
+  // rows so (a measurement).
   bool spread_rows = false;
   bool spread_all = false;
 };

@@ -327,8 +327,10 @@ inline int ChunkElems(int type) {
   return VisitWeights(type, 0, [](auto t) { return decltype(t)::type::kChunk; });
 }
 
-// Below this many blocks a one-entry launch spreads its rows (spread_rows):
-// about two waves of the H100's and H200's 132 SMs.
+// Below this many blocks a launch of one tile of entries spreads its rows
+// (spread_rows): about two waves of the H100's and H200's 132 SMs. A
+// decode batch's F32 router (256 rows of 2,048, 8 entries) had 16 blocks
+// and took 32 us a layer on the H100 (2026-12-07).
 constexpr int64_t kFewBlocks = 256;
 
 inline GroupedGeometry ComputeGeometry(const RawGroupedMatMul& a) {
@@ -339,7 +341,7 @@ inline GroupedGeometry ComputeGeometry(const RawGroupedMatMul& a) {
   geo.rows_per_lane = kRows;
   geo.rows_per_block = static_cast<int64_t>(kWarps) * (32 / geo.lanes_per_row) * kRows;
   geo.row_blocks = (a.rows + geo.rows_per_block - 1) / geo.rows_per_block;
-  if (a.spread_rows && a.max_entries_per_group == 1 && geo.lanes_per_row == 32 &&
+  if (a.spread_rows && a.max_entries_per_group <= kEntryTile && geo.lanes_per_row == 32 &&
       (a.spread_all || geo.row_blocks * a.n_groups < kFewBlocks)) {
     geo.rows_per_lane = 1;
     geo.rows_per_block = kWarps;

@@ -424,23 +424,41 @@ TEST_P(QuantMatMulQ8Sm90Test, StreamedOneRowGroupsAreTheGroupedKernelsBits) {
   EXPECT_EQ(differ, 0);
 }
 
+// Whether StreamGroupedQ8 can stage rows of `cols` of the test's type:
+// its tiles (4 warps of 32 / L lane groups of 2 rows, L lanes a row) and
+// the last one whole multiples of 16 bytes.
+bool TilesOf16Bytes(GgmlType t, int64_t rows, int64_t cols) {
+  const int64_t chunks = cols / 32, lanes = chunks >= 32 ? 32 : (chunks >= 16 ? 16 : 8);
+  const int64_t tile = 4 * (32 / lanes) * 2, rb = static_cast<int64_t>(RowBytes(t, cols));
+  return tile * rb % 16 == 0 && rows % tile * rb % 16 == 0;
+}
+
 // Groups of several entries rounded once (a decode batch's products:
-// experts through the table with empty groups and repeated rows, one dense
-// group of 19 misaligned rows, rows of 512 where a lane sums one chunk)
-// streamed (SLUICE_CUDA_STREAM_ENTRIES, StreamGroupedQ8) pass the grouped
-// kernel's gate and are its bits; rows that are no multiple of 16 bytes
-// keep the grouped kernel.
+// experts through the table with empty groups and repeated rows; groups
+// of up to 17 entries, in rounds of 8 a tile, some rounds empty; one
+// dense group of 19 misaligned rows; rows of 512 where a lane sums one
+// chunk, their row counts whole tiles or not) streamed
+// (SLUICE_CUDA_STREAM_ENTRIES, StreamGroupedQ8) pass the grouped kernel's
+// gate and are its bits; tiles that are no multiple of 16 bytes keep the
+// grouped kernel.
 TEST_P(QuantMatMulQ8Sm90Test, StreamedEntriesAreTheGroupedKernelsBits) {
   PrepareDecodeKernels();
   const bool was = StreamEntriesEnabled();
   using internal::grouped_testing::ExpertsThroughTable;
   using internal::grouped_testing::GroupOf19Misaligned;
+  Case rounds = Named(ExpertsThroughTable(200, 4096), "experts, groups of up to 17 entries");
+  rounds.group_begin = {0, 11, 11, 14, 31, 32, 32};  // sizes 11, 0, 3, 17, 1, 0
+  rounds.max_entries = 17;
+  rounds.x_row.clear();
+  for (int e = 0; e < 32; ++e) rounds.x_row.push_back((e * 5) % 7);
   const Case cases[] = {Named(ExpertsThroughTable(700, 4096), "experts, 700 rows of 4096"),
+                        rounds,
                         Named(ExpertsThroughTable(300, 512), "experts, 300 rows of 512"),
+                        Named(ExpertsThroughTable(301, 512), "experts, 301 rows of 512"),
                         Named(GroupOf19Misaligned(300, 4096), "19 misaligned rows of 4096")};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    const bool streams = RowBytes(GetParam(), c.cols) % 16 == 0;
+    const bool streams = TilesOf16Bytes(GetParam(), c.rows, c.cols);
     std::vector<float> y[2];
     for (const bool on : {false, true}) {
       SetStreamEntriesEnabled(on);
