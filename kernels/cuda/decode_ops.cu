@@ -820,10 +820,14 @@ __device__ __forceinline__ void StreamTiles(int count, const StreamStages& st, i
 #pragma unroll 1
   for (int i = 0; blockIdx.x + i * gridDim.x < count; ++i) {
     issue(i + kStages - 1);
-    WaitAsync<kStages - 1>();
-    __syncthreads();
     const int t = blockIdx.x + i * gridDim.x;
     const TileRef r = tile(t);
+    // A tile without rows (an entries launch's empty round) was never
+    // staged: nothing to wait for, and its stage, refilled next round, is
+    // read by no one.
+    if (r.nr == 0) continue;
+    WaitAsync<kStages - 1>();
+    __syncthreads();
     const uint8_t* w = stages + (i % kStages) * st.stage_bytes;
     const uint8_t* up = r.up != nullptr ? w + r.nr * r.row_bytes : nullptr;
     sum(t, r, cols, L, w, up, xv);
@@ -923,10 +927,15 @@ struct StreamGroups {
   int lanes, row_blocks, q8;
   FastDiv by_row_blocks;
   bool entries;
-  // entries: a group's tiles are its row blocks times `rounds` rounds of
-  // kTileEntries entries (the largest group's), round fastest, so the
-  // tiles of one row block run side by side and its bytes come from HBM
-  // once and from L2 after.
+  // entries: a group's tiles are its row blocks times `rounds`, round
+  // fastest (so the tiles of one row block run side by side and its bytes
+  // come from HBM once and from L2 after); round j of a tile sums the
+  // group's entries in runs of kTileEntries, runs j, j + rounds, ... One
+  // group of many entries (a dense product) takes a round per run; groups
+  // through group_begin (the experts) take one: most of them hold a run or
+  // less, and a round without entries still costs its block a tile's
+  // bounds (bench35 at 32 sequences: rounds for the largest group made
+  // the experts' launches 2.3x slower, H100 2026-12-07).
   int rounds;
   FastDiv by_rounds, by_group_tiles;
 };
@@ -949,12 +958,11 @@ __device__ __forceinline__ void GroupBounds(const RawGroupedMatMul& g, int gi, i
 // Entries a staged tile is summed against in one round.
 constexpr int kTileEntries = 8;
 
-// Tile t of an entries launch: its group, row block and the entries
-// [e0, e0 + ne) of its round (ne 0: none).
+// Tile t of an entries launch: its group, row block, the first entry of
+// its round's first run (e0) and the group's end; e0 >= end: none.
 struct EntryTile {
   int gi;
-  int64_t r0, e0;
-  int ne;
+  int64_t r0, e0, end;
 };
 
 __device__ __forceinline__ EntryTile EntryTileOf(const StreamGroups& s, int t) {
@@ -962,10 +970,9 @@ __device__ __forceinline__ EntryTile EntryTileOf(const StreamGroups& s, int t) {
   x.gi = static_cast<int>(s.by_group_tiles.Div(t));
   const uint32_t in_group = s.by_group_tiles.Mod(t);
   x.r0 = static_cast<int64_t>(s.by_rounds.Div(in_group)) * s.st.rows_per_tile;
-  int64_t begin, end;
-  GroupBounds(s.g, x.gi, &begin, &end);
+  int64_t begin;
+  GroupBounds(s.g, x.gi, &begin, &x.end);
   x.e0 = begin + static_cast<int64_t>(s.by_rounds.Mod(in_group)) * kTileEntries;
-  x.ne = static_cast<int>(end - x.e0 <= 0 ? 0 : (end - x.e0 < kTileEntries ? end - x.e0 : kTileEntries));
   return x;
 }
 
@@ -981,9 +988,9 @@ __device__ __forceinline__ TileRef GroupTile(const StreamGroups& s, int t) {
     // A round without entries (an empty group, or a group smaller than the
     // largest) stages and sums nothing.
     const EntryTile x = EntryTileOf(s, t);
+    if (x.e0 >= x.end) return {nullptr, nullptr, rb, 0, g.type, nullptr};
     const int64_t nr = g.rows - x.r0 < s.st.rows_per_tile ? g.rows - x.r0 : s.st.rows_per_tile;
-    return {matrix(x.gi) + x.r0 * rb, nullptr, rb, x.ne > 0 ? static_cast<int>(nr) : 0, g.type,
-            g.y + x.r0};
+    return {matrix(x.gi) + x.r0 * rb, nullptr, rb, static_cast<int>(nr), g.type, g.y + x.r0};
   }
   const int gi = static_cast<int>(s.by_row_blocks.Div(t));
   const int64_t r0 = static_cast<int64_t>(s.by_row_blocks.Mod(t)) * s.st.rows_per_tile;
@@ -1173,10 +1180,13 @@ __global__ void __launch_bounds__(kProjThreads, kEntries ? 4 : kStreamBlocksPerS
   } else {
     auto sum = [&](int t, const TileRef& r, int64_t, int L, const uint8_t* w, const uint8_t*,
                    const Q8Input&) {
-      if (r.nr == 0) return;
       const EntryTile x = EntryTileOf(s, t);
       WithQ8Type(r.type, [&](auto tag) {
-        StreamEntryRows<typename decltype(tag)::type>(s.g, x.e0, x.ne, r.y, L, r.nr, w);
+#pragma unroll 1
+        for (int64_t e0 = x.e0; e0 < x.end; e0 += kTileEntries * s.rounds) {
+          const int ne = static_cast<int>(x.end - e0 < kTileEntries ? x.end - e0 : kTileEntries);
+          StreamEntryRows<typename decltype(tag)::type>(s.g, e0, ne, r.y, L, r.nr, w);
+        }
       });
     };
     StreamTiles<kStages, false>(count, s.st, s.g.cols, s.lanes, stages, tile, none, after, sum);
@@ -2251,9 +2261,9 @@ bool StreamGroupedQ8(const RawGroupedMatMul& g, int lanes, int min_chunks_per_la
   }
   s.row_blocks = static_cast<int>((g.rows + rows_per_tile - 1) / rows_per_tile);
   s.by_row_blocks = FastDiv::Of(static_cast<uint32_t>(s.row_blocks));
-  s.rounds = s.entries ? static_cast<int>((g.max_entries_per_group + kTileEntries - 1) /
-                                          kTileEntries)
-                       : 1;
+  s.rounds = s.entries && g.group_begin == nullptr
+                 ? static_cast<int>((g.max_entries_per_group + kTileEntries - 1) / kTileEntries)
+                 : 1;
   if (s.rounds < 1) s.rounds = 1;
   s.by_rounds = FastDiv::Of(static_cast<uint32_t>(s.rounds));
   s.by_group_tiles = FastDiv::Of(static_cast<uint32_t>(s.row_blocks * s.rounds));

@@ -474,6 +474,36 @@ TEST_P(QuantMatMulQ8Sm90Test, StreamedEntriesAreTheGroupedKernelsBits) {
     }
     EXPECT_EQ(differ, 0);
   }
+  // A dense product of 19 rows (MatMul: one group of single_group_entries,
+  // its runs of 8 entries on tiles of their own) gives the same bits.
+  const GgmlType t = GetParam();
+  constexpr int64_t kRows = 300, kCols = 4096, kTok = 19;
+  std::mt19937 rng(77);
+  DeviceBuffer d_w = Upload(kernels::testing_util::RandomWeights(t, kRows, kCols, rng));
+  std::vector<float> x(kTok * kCols);
+  std::uniform_real_distribution<float> val(-1.f, 1.f);
+  for (float& v : x) v = val(rng);
+  DeviceBuffer d_x = Upload(x);
+  DeviceBuffer d_q8 = Upload(std::vector<uint8_t>(kTok * Q8ActivationRowBytes(t, kCols)));
+  ASSERT_TRUE(RoundActivationsQ8(t, d_x.as<float>(), kTok, kCols, kCols, d_q8.as<uint8_t>(),
+                                 nullptr).ok());
+  std::vector<float> dense[2];
+  for (const bool on : {false, true}) {
+    SetStreamEntriesEnabled(on);
+    const uint64_t before = StreamedEntryLaunches();
+    DeviceBuffer d_y = Upload(std::vector<float>(kTok * kRows, 0.0f));
+    ASSERT_TRUE(MatMul(t, d_w.data(), kRows, kCols, d_x.as<float>(), kTok, d_y.as<float>(),
+                       nullptr, /*tensor_cores=*/false, /*q8_activations=*/true,
+                       d_q8.as<uint8_t>())
+                    .ok());
+    dense[on].resize(kTok * kRows);
+    ASSERT_TRUE(Synchronize(nullptr).ok());
+    ASSERT_TRUE(CopyToHost(dense[on].data(), d_y.data(), dense[on].size() * sizeof(float),
+                           nullptr).ok());
+    EXPECT_EQ(StreamedEntryLaunches() - before,
+              on && TilesOf16Bytes(t, kRows, kCols) ? 1u : 0u);
+  }
+  EXPECT_EQ(std::memcmp(dense[0].data(), dense[1].data(), dense[0].size() * sizeof(float)), 0);
   SetStreamEntriesEnabled(was);
 }
 
