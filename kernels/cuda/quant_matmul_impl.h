@@ -61,8 +61,9 @@ int LastLaunchCode();
 // stage nothing. Each row is summed by `lanes` lanes
 // (GroupedGeometry::lanes_per_row) in the grouped kernel's order, so the
 // bits are the grouped kernel's. False, launching nothing, where x_q8 is
-// null, the type has no 8-bit product, a row is not a multiple of 16 bytes,
-// a lane would sum fewer than min_chunks_per_lane chunks of a row, the
+// null, the type has no 8-bit product, a tile of rows (or the last one) is
+// not a multiple of 16 bytes, a lane would sum fewer than
+// min_chunks_per_lane chunks of a row, the
 // tiles do not fit the stages or the streamed kernels are off
 // (SLUICE_CUDA_STREAM_PROJECT=0 or PrepareDecodeKernels not run).
 bool StreamGroupedQ8(const RawGroupedMatMul& a, int lanes, int min_chunks_per_lane,
