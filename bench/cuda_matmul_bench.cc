@@ -327,7 +327,8 @@ void FewRows(GgmlType t, int64_t rows, int64_t cols, int n_tok, const std::strin
 
 // bench35's decode-batch products at 1-32 rows: the DeltaNet input
 // projection's shape (2048 -> 8192), the shared expert's (2048 -> 512, and
-// back), the routed experts' gate/up and down.
+// back), the routed experts' gate/up and down; then bench397's (hidden
+// 4096, Q4_K dense matrices, 10 of 512 Q1_0 experts of 1024).
 void BatchDecode() {
   for (const int n : {1, 2, 4, 8, 16, 32}) {
     const std::string rows = absl::StrCat(" x ", n, " rows");
@@ -337,6 +338,13 @@ void BatchDecode() {
       FewRows(t, kExpertFf, kHidden, n, "experts 8/256 2048->512" + rows, kExperts, kRouted);
       FewRows(t, kHidden, kExpertFf, n, "experts 8/256 512->2048" + rows, kExperts, kRouted);
     }
+  }
+  for (const int n : {4, 8, 16, 32}) {
+    const std::string rows = absl::StrCat(" x ", n, " rows");
+    FewRows(GgmlType::kQ4_K, 16384, 4096, n, "bench397 dense 4096->16384" + rows);
+    FewRows(GgmlType::kQ4_K, 1024, 4096, n, "bench397 dense 4096->1024" + rows);
+    FewRows(GgmlType::kQ1_0, 1024, 4096, n, "bench397 experts 10/512 4096->1024" + rows, 512, 10);
+    FewRows(GgmlType::kQ1_0, 4096, 1024, n, "bench397 experts 10/512 1024->4096" + rows, 512, 10);
   }
 }
 
