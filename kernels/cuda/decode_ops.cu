@@ -646,6 +646,8 @@ struct TileRef {
   // The tile's own 8-bit input (StreamGroupedQ8's rows); n = 0: the
   // prologue's.
   Q8Input in = {nullptr, nullptr, 0};
+  // An entries launch's tile: its round's first entry and its group's end.
+  int64_t e0 = 0, end = 0;
 };
 
 __device__ __forceinline__ TileRef ProjectTile(const StreamLaunch& s, int t) {
@@ -767,19 +769,14 @@ __device__ __forceinline__ void CopyTile(uint8_t* dst, const uint8_t* src, int64
 // A staged tile's rows against one 8-bit vector: the tile's own (r.in) or
 // the prologue's (xv). The body of StreamTiles's rounds unless it is given
 // another.
-__device__ __forceinline__ void SumTile(const TileRef& r, int64_t cols, int L, const uint8_t* w,
-                                        const uint8_t* up, const Q8Input& xv) {
-  WithQ8Type(r.type, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    StreamRows<T>(r.y, cols, L, r.nr, w, up, Q8For<T>(r.in.n > 0 ? r.in : xv));
-  });
-}
-
 struct SumOneVector {
   __device__ __forceinline__ void operator()(int, const TileRef& r, int64_t cols, int L,
                                              const uint8_t* w, const uint8_t* up,
                                              const Q8Input& xv) const {
-    SumTile(r, cols, L, w, up, xv);
+    WithQ8Type(r.type, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      StreamRows<T>(r.y, cols, L, r.nr, w, up, Q8For<T>(r.in.n > 0 ? r.in : xv));
+    });
   }
 };
 
@@ -918,16 +915,15 @@ __global__ void __launch_bounds__(kProjThreads, kStreamBlocksPerSm)
 }
 
 // StreamGroupedQ8's launch: tile t is row block t % row_blocks of group
-// t / row_blocks. entries: the groups hold any number of entries (group
-// bounds from GroupBounds), each staged tile summed against every entry's
-// row; otherwise entry g of group g.
+// t / row_blocks, entry g of group g; with several entries a group
+// (HasSeveralEntries, StreamGroupsKernel<.., true>) each staged tile is
+// summed against every entry of its group (GroupEntries).
 struct StreamGroups {
   RawGroupedMatMul g;
   StreamStages st;
   int lanes, row_blocks, q8;
   FastDiv by_row_blocks;
-  bool entries;
-  // entries: a group's tiles are its row blocks times `rounds`, round
+  // Several entries: a group's tiles are its row blocks times `rounds`, round
   // fastest (so the tiles of one row block run side by side and its bytes
   // come from HBM once and from L2 after); round j of a tile sums the
   // group's entries in runs of kTileEntries, runs j, j + rounds, ... One
@@ -940,42 +936,10 @@ struct StreamGroups {
   FastDiv by_rounds, by_group_tiles;
 };
 
-// The entries [begin, end) of group gi (quant_matmul.h's GroupedMatMul).
-__device__ __forceinline__ void GroupBounds(const RawGroupedMatMul& g, int gi, int64_t* begin,
-                                            int64_t* end) {
-  if (g.group_begin != nullptr) {
-    *begin = g.group_begin[gi];
-    *end = g.group_begin[gi + 1];
-  } else if (g.single_group_entries > 0) {
-    *begin = 0;
-    *end = g.single_group_entries;
-  } else {
-    *begin = gi;
-    *end = gi + 1;
-  }
-}
-
 // Entries a staged tile is summed against in one round.
 constexpr int kTileEntries = 8;
 
-// Tile t of an entries launch: its group, row block, the first entry of
-// its round's first run (e0) and the group's end; e0 >= end: none.
-struct EntryTile {
-  int gi;
-  int64_t r0, e0, end;
-};
-
-__device__ __forceinline__ EntryTile EntryTileOf(const StreamGroups& s, int t) {
-  EntryTile x;
-  x.gi = static_cast<int>(s.by_group_tiles.Div(t));
-  const uint32_t in_group = s.by_group_tiles.Mod(t);
-  x.r0 = static_cast<int64_t>(s.by_rounds.Div(in_group)) * s.st.rows_per_tile;
-  int64_t begin;
-  GroupBounds(s.g, x.gi, &begin, &x.end);
-  x.e0 = begin + static_cast<int64_t>(s.by_rounds.Mod(in_group)) * kTileEntries;
-  return x;
-}
-
+template <bool kEntries>
 __device__ __forceinline__ TileRef GroupTile(const StreamGroups& s, int t) {
   const RawGroupedMatMul& g = s.g;
   const int64_t rb = static_cast<int64_t>(g.row_bytes);
@@ -984,13 +948,22 @@ __device__ __forceinline__ TileRef GroupTile(const StreamGroups& s, int t) {
         g.single_weight != nullptr ? g.single_weight
                                    : g.weights[g.group_weight != nullptr ? g.group_weight[gi] : gi]);
   };
-  if (s.entries) {
-    // A round without entries (an empty group, or a group smaller than the
+  if constexpr (kEntries) {
+    // Group, row block and round of tile t; its round's first entry. A
+    // round without entries (an empty group, or a group smaller than the
     // largest) stages and sums nothing.
-    const EntryTile x = EntryTileOf(s, t);
-    if (x.e0 >= x.end) return {nullptr, nullptr, rb, 0, g.type, nullptr};
-    const int64_t nr = g.rows - x.r0 < s.st.rows_per_tile ? g.rows - x.r0 : s.st.rows_per_tile;
-    return {matrix(x.gi) + x.r0 * rb, nullptr, rb, static_cast<int>(nr), g.type, g.y + x.r0};
+    const int gi = static_cast<int>(s.by_group_tiles.Div(t));
+    const uint32_t in_group = s.by_group_tiles.Mod(t);
+    const int64_t r0 = static_cast<int64_t>(s.by_rounds.Div(in_group)) * s.st.rows_per_tile;
+    int64_t begin, end;
+    GroupEntries(g, gi, begin, end);
+    const int64_t e0 = begin + static_cast<int64_t>(s.by_rounds.Mod(in_group)) * kTileEntries;
+    if (e0 >= end) return {nullptr, nullptr, rb, 0, g.type, nullptr};
+    const int64_t nr = g.rows - r0 < s.st.rows_per_tile ? g.rows - r0 : s.st.rows_per_tile;
+    TileRef r{matrix(gi) + r0 * rb, nullptr, rb, static_cast<int>(nr), g.type, g.y + r0};
+    r.e0 = e0;
+    r.end = end;
+    return r;
   }
   const int gi = static_cast<int>(s.by_row_blocks.Div(t));
   const int64_t r0 = static_cast<int64_t>(s.by_row_blocks.Mod(t)) * s.st.rows_per_tile;
@@ -1169,7 +1142,7 @@ template <int kStages, bool kEntries>
 __global__ void __launch_bounds__(kProjThreads, kEntries ? 4 : kStreamBlocksPerSm)
     StreamGroupsKernel(const __grid_constant__ StreamGroups s) {
   extern __shared__ __align__(16) float xs[];
-  auto tile = [&](int t) { return GroupTile(s, t); };
+  auto tile = [&](int t) { return GroupTile<kEntries>(s, t); };
   auto none = [] { return Q8Input{nullptr, nullptr, 0}; };
   auto after = [](int) {};
   uint8_t* stages = reinterpret_cast<uint8_t*>(xs) + s.st.vec_bytes;
@@ -1178,13 +1151,12 @@ __global__ void __launch_bounds__(kProjThreads, kEntries ? 4 : kStreamBlocksPerS
     // Every tile reads its own rounded row: no prologue.
     StreamTiles<kStages, false>(count, s.st, s.g.cols, s.lanes, stages, tile, none, after);
   } else {
-    auto sum = [&](int t, const TileRef& r, int64_t, int L, const uint8_t* w, const uint8_t*,
+    auto sum = [&](int, const TileRef& r, int64_t, int L, const uint8_t* w, const uint8_t*,
                    const Q8Input&) {
-      const EntryTile x = EntryTileOf(s, t);
       WithQ8Type(r.type, [&](auto tag) {
 #pragma unroll 1
-        for (int64_t e0 = x.e0; e0 < x.end; e0 += kTileEntries * s.rounds) {
-          const int ne = static_cast<int>(x.end - e0 < kTileEntries ? x.end - e0 : kTileEntries);
+        for (int64_t e0 = r.e0; e0 < r.end; e0 += kTileEntries * s.rounds) {
+          const int ne = static_cast<int>(r.end - e0 < kTileEntries ? r.end - e0 : kTileEntries);
           StreamEntryRows<typename decltype(tag)::type>(s.g, e0, ne, r.y, L, r.nr, w);
         }
       });
@@ -2247,7 +2219,7 @@ bool StreamGroupedQ8(const RawGroupedMatMul& g, int lanes, int min_chunks_per_la
   s.g = g;
   s.lanes = lanes;
   s.q8 = Q8FormatOf(g.type, g.cols);
-  s.entries = g.group_begin != nullptr || g.single_group_entries > 1;
+  const bool entries = HasSeveralEntries(g);
   const int L = lanes;
   const int64_t rows_per_tile = ProjectRowsPerBlock(L);
   // A tile is copied in 16-byte pieces: its bytes, and the last tile's,
@@ -2261,16 +2233,15 @@ bool StreamGroupedQ8(const RawGroupedMatMul& g, int lanes, int min_chunks_per_la
   }
   s.row_blocks = static_cast<int>((g.rows + rows_per_tile - 1) / rows_per_tile);
   s.by_row_blocks = FastDiv::Of(static_cast<uint32_t>(s.row_blocks));
-  s.rounds = s.entries && g.group_begin == nullptr
+  s.rounds = entries && g.group_begin == nullptr
                  ? static_cast<int>((g.max_entries_per_group + kTileEntries - 1) / kTileEntries)
                  : 1;
-  if (s.rounds < 1) s.rounds = 1;
   s.by_rounds = FastDiv::Of(static_cast<uint32_t>(s.rounds));
   s.by_group_tiles = FastDiv::Of(static_cast<uint32_t>(s.row_blocks * s.rounds));
   const int stages = PlanStages(rows_per_tile, 0, rows_per_tile * rb, &s.st);
   if (stages == 0) return false;
   const int tiles = s.row_blocks * s.rounds * g.n_groups;
-  if (s.entries) {
+  if (entries) {
     LaunchStreamed(StreamGroupsKernel<4, true>, StreamGroupsKernel<3, true>, stages, tiles, s.st,
                    s, stream);
   } else {

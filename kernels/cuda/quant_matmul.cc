@@ -88,9 +88,8 @@ std::atomic<uint64_t> streamed_entry_launches{0};
 // (SLUICE_CUDA_STREAM_GROUPED) or several (SLUICE_CUDA_STREAM_ENTRIES);
 // false: nothing launched.
 bool StreamRounded(const internal::RawGroupedMatMul& raw, CUstream_st* stream) {
-  const bool entries = raw.group_begin != nullptr || raw.single_group_entries > 1;
-  if (raw.x_q8 == nullptr || !(entries ? stream_entries_switch : stream_grouped_switch).on() ||
-      (!entries && raw.max_entries_per_group != 1)) {
+  const bool entries = internal::HasSeveralEntries(raw);
+  if (raw.x_q8 == nullptr || !(entries ? stream_entries_switch : stream_grouped_switch).on()) {
     return false;
   }
   if (!internal::StreamGroupedQ8(

@@ -45,6 +45,35 @@ struct RawGroupedMatMul {
   bool spread_all = false;
 };
 
+#if defined(__CUDACC__)
+#define SLUICE_GROUPED_HD __host__ __device__
+#else
+#define SLUICE_GROUPED_HD
+#endif
+
+// The entries [begin, end) of group g: from group_begin, or the one group of
+// single_group_entries, or one entry per group (host and device: the
+// grouped, tensor-core and streamed kernels read them alike).
+SLUICE_GROUPED_HD inline void GroupEntries(const RawGroupedMatMul& a, int g, int64_t& begin,
+                                           int64_t& end) {
+  if (a.group_begin != nullptr) {
+    begin = a.group_begin[g];
+    end = a.group_begin[g + 1];
+  } else if (a.single_group_entries > 0) {
+    begin = 0;
+    end = a.single_group_entries;
+  } else {
+    begin = g;
+    end = g + 1;
+  }
+}
+
+// Whether a's groups may hold several entries (through group_begin, or one
+// group of several), rather than entry g of group g.
+inline bool HasSeveralEntries(const RawGroupedMatMul& a) {
+  return a.group_begin != nullptr || a.single_group_entries > 1;
+}
+
 // Whether the kernels below handle type id `type`.
 bool KernelSupportsType(int type);
 

@@ -63,22 +63,6 @@ __device__ __forceinline__ float Dot4(float4 w, float4 x, float acc) {
   return fmaf(w.w, x.w, acc);
 }
 
-// The entries [begin, end) of group g: from group_begin, or the one group of
-// single_group_entries, or one entry per group.
-__device__ __forceinline__ void GroupEntries(const RawGroupedMatMul& a, int g,
-                                             int64_t& begin, int64_t& end) {
-  if (a.group_begin != nullptr) {
-    begin = a.group_begin[g];
-    end = a.group_begin[g + 1];
-  } else if (a.single_group_entries > 0) {
-    begin = 0;
-    end = a.single_group_entries;
-  } else {
-    begin = g;
-    end = g + 1;
-  }
-}
-
 // Bytes of one activation row rounded to the 8-bit format T's products read.
 template <class T>
 __host__ __device__ inline int64_t Q8RowBytes(int64_t cols) {
