@@ -81,7 +81,22 @@ constexpr int kStreamMinChunksPerLane = 4;
 constexpr int kStreamEntriesMinChunksPerLane = 1;
 
 EnvSwitch stream_entries_switch("SLUICE_CUDA_STREAM_ENTRIES", true);
+// Every dense product of several entries streamed, not only where
+// DenseEntriesStream says (measurements).
+EnvSwitch stream_dense_all_switch("SLUICE_CUDA_STREAM_DENSE_ALL", false);
 std::atomic<uint64_t> streamed_entry_launches{0};
+
+// Whether a dense product (one group) of several rounded rows streams.
+// cuda_matmul_bench --batch, H100 (2026-12-07): the streamed kernel is
+// 1.1-2.7x the grouped one up to 4 rows, for Q6_K at any count, and for
+// matrices of fewer than 4,096 rows (2,048 -> 512 at 8-32 rows: 1.1-1.4x),
+// where the grouped kernel's grid is small; from 8 rows on a 2,048 ->
+// 8,192 Q4_K or Q1_0 matrix it is 0.87-0.94x: there the work is the
+// entries' products, and the grouped kernel has more warps to hide them.
+bool DenseEntriesStream(const internal::RawGroupedMatMul& raw) {
+  return stream_dense_all_switch.on() || raw.single_group_entries <= 4 ||
+         raw.type == static_cast<int>(GgmlType::kQ6_K) || raw.rows < 4096;
+}
 
 // Launches raw streamed (internal::StreamGroupedQ8) where its rows were
 // rounded by the caller and its switch is on: one entry a group
@@ -89,7 +104,8 @@ std::atomic<uint64_t> streamed_entry_launches{0};
 // false: nothing launched.
 bool StreamRounded(const internal::RawGroupedMatMul& raw, CUstream_st* stream) {
   const bool entries = internal::HasSeveralEntries(raw);
-  if (raw.x_q8 == nullptr || !(entries ? stream_entries_switch : stream_grouped_switch).on()) {
+  if (raw.x_q8 == nullptr || !(entries ? stream_entries_switch : stream_grouped_switch).on() ||
+      (entries && raw.group_begin == nullptr && !DenseEntriesStream(raw))) {
     return false;
   }
   if (!internal::StreamGroupedQ8(
@@ -148,6 +164,8 @@ uint64_t StreamedOneRowLaunches() { return streamed_launches.load(std::memory_or
 bool StreamEntriesEnabled() { return stream_entries_switch.on(); }
 
 void SetStreamEntriesEnabled(bool enabled) { stream_entries_switch.Set(enabled); }
+
+void SetStreamDenseEntriesAll(bool all) { stream_dense_all_switch.Set(all); }
 
 uint64_t StreamedEntryLaunches() {
   return streamed_entry_launches.load(std::memory_order_relaxed);

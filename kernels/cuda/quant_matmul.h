@@ -158,8 +158,13 @@ uint64_t StreamedOneRowLaunches();
 // with the grouped kernel's bits. Unless the environment variable
 // SLUICE_CUDA_STREAM_ENTRIES is "0" when first asked, or
 // SetStreamEntriesEnabled said otherwise.
+// A dense product (one group of several rows) streams only where that
+// measured faster (up to 4 rows, Q6_K, matrices under 4,096 rows), unless
+// SLUICE_CUDA_STREAM_DENSE_ALL is "1" when first asked or
+// SetStreamDenseEntriesAll(true) said so (measurements).
 bool StreamEntriesEnabled();
 void SetStreamEntriesEnabled(bool enabled);
+void SetStreamDenseEntriesAll(bool all);
 uint64_t StreamedEntryLaunches();
 
 // Whether the CUDA batch pass rounds each product input once
