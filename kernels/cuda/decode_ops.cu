@@ -943,10 +943,10 @@ template <bool kEntries>
 __device__ __forceinline__ TileRef GroupTile(const StreamGroups& s, int t) {
   const RawGroupedMatMul& g = s.g;
   const int64_t rb = static_cast<int64_t>(g.row_bytes);
+  auto index = [&](int gi) { return g.group_weight != nullptr ? g.group_weight[gi] : gi; };
   auto matrix = [&](int gi) {
-    return static_cast<const uint8_t*>(
-        g.single_weight != nullptr ? g.single_weight
-                                   : g.weights[g.group_weight != nullptr ? g.group_weight[gi] : gi]);
+    return static_cast<const uint8_t*>(g.single_weight != nullptr ? g.single_weight
+                                                                  : g.weights[index(gi)]);
   };
   if constexpr (kEntries) {
     // Group, row block and round of tile t; its round's first entry. A
@@ -960,7 +960,12 @@ __device__ __forceinline__ TileRef GroupTile(const StreamGroups& s, int t) {
     const int64_t e0 = begin + static_cast<int64_t>(s.by_rounds.Mod(in_group)) * kTileEntries;
     if (e0 >= end) return {nullptr, nullptr, rb, 0, g.type, nullptr};
     const int64_t nr = g.rows - r0 < s.st.rows_per_tile ? g.rows - r0 : s.st.rows_per_tile;
-    TileRef r{matrix(gi) + r0 * rb, nullptr, rb, static_cast<int>(nr), g.type, g.y + r0};
+    // A pair's second rows are staged after the first (StreamTiles).
+    const uint8_t* up = g.up_offset != 0
+                            ? static_cast<const uint8_t*>(g.weights[index(gi) + g.up_offset]) +
+                                  r0 * rb
+                            : nullptr;
+    TileRef r{matrix(gi) + r0 * rb, up, rb, static_cast<int>(nr), g.type, g.y + r0};
     r.e0 = e0;
     r.end = end;
     return r;
@@ -1151,13 +1156,17 @@ __global__ void __launch_bounds__(kProjThreads, kEntries ? 4 : kStreamBlocksPerS
     // Every tile reads its own rounded row: no prologue.
     StreamTiles<kStages, false>(count, s.st, s.g.cols, s.lanes, stages, tile, none, after);
   } else {
-    auto sum = [&](int, const TileRef& r, int64_t, int L, const uint8_t* w, const uint8_t*,
+    auto sum = [&](int, const TileRef& r, int64_t, int L, const uint8_t* w, const uint8_t* up,
                    const Q8Input&) {
+      // A pair's second matrix sums into y_up where the first sums into y.
+      float* y_up = up != nullptr ? s.g.y_up + (r.y - s.g.y) : nullptr;
       WithQ8Type(r.type, [&](auto tag) {
+        using T = typename decltype(tag)::type;
 #pragma unroll 1
         for (int64_t e0 = r.e0; e0 < r.end; e0 += kTileEntries * s.rounds) {
           const int ne = static_cast<int>(r.end - e0 < kTileEntries ? r.end - e0 : kTileEntries);
-          StreamEntryRows<typename decltype(tag)::type>(s.g, e0, ne, r.y, L, r.nr, w);
+          StreamEntryRows<T>(s.g, e0, ne, r.y, L, r.nr, w);
+          if (up != nullptr) StreamEntryRows<T>(s.g, e0, ne, y_up, L, r.nr, up);
         }
       });
     };
@@ -2238,7 +2247,10 @@ bool StreamGroupedQ8(const RawGroupedMatMul& g, int lanes, int min_chunks_per_la
                  : 1;
   s.by_rounds = FastDiv::Of(static_cast<uint32_t>(s.rounds));
   s.by_group_tiles = FastDiv::Of(static_cast<uint32_t>(s.row_blocks * s.rounds));
-  const int stages = PlanStages(rows_per_tile, 0, rows_per_tile * rb, &s.st);
+  // A pair stages both matrices' rows of a tile: entries launches only.
+  const int halves = g.up_offset != 0 ? 2 : 1;
+  if (halves == 2 && (!entries || g.weights == nullptr || g.y_up == nullptr)) return false;
+  const int stages = PlanStages(rows_per_tile, 0, halves * rows_per_tile * rb, &s.st);
   if (stages == 0) return false;
   const int tiles = s.row_blocks * s.rounds * g.n_groups;
   if (entries) {

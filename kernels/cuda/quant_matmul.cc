@@ -85,6 +85,8 @@ EnvSwitch stream_entries_switch("SLUICE_CUDA_STREAM_ENTRIES", true);
 // DenseEntriesStream says (measurements).
 EnvSwitch stream_dense_all_switch("SLUICE_CUDA_STREAM_DENSE_ALL", false);
 std::atomic<uint64_t> streamed_entry_launches{0};
+EnvSwitch paired_entries_switch("SLUICE_CUDA_PAIR_ENTRIES", true);
+std::atomic<uint64_t> paired_entry_launches{0};
 
 // Whether a dense product (one group) of several rounded rows streams.
 // cuda_matmul_bench --batch, H100 (2026-12-07): the streamed kernel is
@@ -138,6 +140,22 @@ absl::Status LaunchEither(const internal::RawGroupedMatMul& raw, bool tensor_cor
   return LaunchError(internal::LaunchGrouped(raw, stream), what);  // F32 reads no x_q8
 }
 
+// A pair (raw.up_offset) in one launch of the streamed entries kernel
+// where it takes both; false: nothing launched.
+bool LaunchPaired(const internal::RawGroupedMatMul& raw, bool tensor_cores, bool q8,
+                  CUstream_st* stream) {
+  if (!paired_entries_switch.on() || !q8 || !Q8ActivationsEnabled() ||
+      (tensor_cores &&
+       UsesTensorCores(static_cast<GgmlType>(raw.type), raw.cols, raw.max_entries_per_group)) ||
+      !internal::Q8KernelSupports(raw.type, raw.cols, raw.max_entries_per_group,
+                                  raw.x_q8 != nullptr) ||
+      !StreamRounded(raw, stream)) {
+    return false;
+  }
+  paired_entry_launches.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 EnvSwitch q8_switch("SLUICE_CUDA_Q8", true);
 // One-entry launches too small to fill the GPU take one row per lane group
 // (RawGroupedMatMul::spread_rows): the same sums, more blocks.
@@ -170,6 +188,12 @@ void SetStreamDenseEntriesAll(bool all) { stream_dense_all_switch.Set(all); }
 uint64_t StreamedEntryLaunches() {
   return streamed_entry_launches.load(std::memory_order_relaxed);
 }
+
+bool PairedEntriesEnabled() { return paired_entries_switch.on(); }
+
+void SetPairedEntriesEnabled(bool enabled) { paired_entries_switch.Set(enabled); }
+
+uint64_t PairedEntryLaunches() { return paired_entry_launches.load(std::memory_order_relaxed); }
 
 bool Q8RoundOnceEnabled() { return q8_round_once_switch.on(); }
 
@@ -211,8 +235,19 @@ absl::Status LaunchGroupedMatMul(const GroupedMatMul& args, CUstream_st* stream)
   raw.cols = args.cols;
   raw.row_bytes = RowBytes(args.type, args.cols);
   raw.n_groups = args.n_groups;
-  // Without group_begin every group is one entry, whatever the bound says.
-  raw.max_entries_per_group = args.d_group_begin == nullptr ? 1 : args.max_entries_per_group;
+  if (args.one_group_entries != 0 &&
+      (args.d_group_begin != nullptr || args.n_groups != 1 || args.one_group_entries < 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kWhat, ": one_group_entries=", args.one_group_entries,
+        " needs n_groups=1 and no d_group_begin"));
+  }
+  // Without group_begin every group is one entry, whatever the bound says
+  // (or the one group of one_group_entries).
+  raw.max_entries_per_group =
+      args.d_group_begin != nullptr
+          ? args.max_entries_per_group
+          : (args.one_group_entries > 0 ? args.one_group_entries : 1);
+  raw.single_group_entries = args.one_group_entries;
   raw.weights = args.d_weights;
   raw.group_weight = args.d_group_weight;
   raw.group_begin = args.d_group_begin;
@@ -225,6 +260,24 @@ absl::Status LaunchGroupedMatMul(const GroupedMatMul& args, CUstream_st* stream)
   raw.spread_rows = spread_rows_switch.on();
   raw.spread_all = spread_all_switch.on();
   RETURN_IF_ERROR(CheckGeometry(raw, kWhat));
+  if (args.pair_offset == 0) {
+    return LaunchEither(raw, args.tensor_cores, args.q8_activations, stream, kWhat);
+  }
+  if (args.pair_offset < 0 || args.d_y_up == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kWhat, ": pair_offset=", args.pair_offset, " needs to be positive and d_y_up set"));
+  }
+  raw.up_offset = args.pair_offset;
+  raw.y_up = args.d_y_up;
+  if (LaunchPaired(raw, args.tensor_cores, args.q8_activations, stream)) {
+    return LaunchError(internal::LastLaunchCode(), kWhat);
+  }
+  // Two launches: the first matrices, then the second into d_y_up.
+  raw.up_offset = 0;
+  raw.y_up = nullptr;
+  RETURN_IF_ERROR(LaunchEither(raw, args.tensor_cores, args.q8_activations, stream, kWhat));
+  raw.weights = args.d_weights + args.pair_offset;
+  raw.y = args.d_y_up;
   return LaunchEither(raw, args.tensor_cores, args.q8_activations, stream, kWhat);
 }
 

@@ -74,6 +74,9 @@ struct GroupedMatMul {
   const int32_t* d_group_weight = nullptr;  // [n_groups] or nullptr
   const int32_t* d_group_begin = nullptr;   // [n_groups + 1]; nullptr: one
                                             // entry per group (e = g)
+  // With d_group_begin null and n_groups 1: that group's entries [0, this)
+  // (a dense product of several rows through a table); 0: one entry.
+  int64_t one_group_entries = 0;
   const int32_t* d_x_row = nullptr;         // [entries] or nullptr
   const float* d_x = nullptr;
   int64_t x_stride = 0;  // floats between activation rows (>= cols)
@@ -96,6 +99,14 @@ struct GroupedMatMul {
   // round it once; the kernel reads them in place. Null: each block rounds
   // its own tile. Ignored where the product keeps F32 activations.
   const uint8_t* d_x_q8 = nullptr;
+  // A pair of products over the same entries, e.g. the experts' gate and
+  // up: group g's second matrix is d_weights[w + pair_offset] (w the index
+  // of its first, d_group_weight[g] or g), of the same type and shape,
+  // summed into d_y_up as the first into d_y. One launch where the
+  // streamed entries kernel takes both (PairedEntriesEnabled), else two,
+  // with the same sums either way. 0: no pair.
+  int pair_offset = 0;
+  float* d_y_up = nullptr;
 };
 
 // Bytes of one row of `cols` activations rounded for 8-bit products with
@@ -166,6 +177,13 @@ bool StreamEntriesEnabled();
 void SetStreamEntriesEnabled(bool enabled);
 void SetStreamDenseEntriesAll(bool all);
 uint64_t StreamedEntryLaunches();
+
+// Whether a pair (GroupedMatMul::pair_offset) streamed with several entries
+// a group takes one launch (on unless SLUICE_CUDA_PAIR_ENTRIES is "0" when
+// first asked) rather than two; the same sums. Paired launches counted.
+bool PairedEntriesEnabled();
+void SetPairedEntriesEnabled(bool enabled);
+uint64_t PairedEntryLaunches();
 
 // Whether the CUDA batch pass rounds each product input once
 // (RoundActivationsQ8, GroupedMatMul::d_x_q8) rather than in every block:

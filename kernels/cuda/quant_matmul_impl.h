@@ -43,6 +43,11 @@ struct RawGroupedMatMul {
   // rows so (a measurement).
   bool spread_rows = false;
   bool spread_all = false;
+  // A pair (the streamed entries kernel only, StreamGroupedQ8): group g's
+  // second matrix is weights[w + up_offset] (w the index of its first),
+  // its sums written to y_up as the first's to y. 0: no pair.
+  int up_offset = 0;
+  float* y_up = nullptr;
 };
 
 #if defined(__CUDACC__)

@@ -507,6 +507,104 @@ TEST_P(QuantMatMulQ8Sm90Test, StreamedEntriesAreTheGroupedKernelsBits) {
   SetStreamEntriesEnabled(was);
 }
 
+// A pair (GroupedMatMul::pair_offset: the experts' gate and up through one
+// table, a dense pair over one group of rows) gives each matrix's outputs
+// the bits of its own launch, in one streamed launch where its tiles
+// stream (PairedEntryLaunches) and in two where pairs are off.
+TEST_P(QuantMatMulQ8Sm90Test, PairedEntriesAreEachMatrixsOwnBits) {
+  PrepareDecodeKernels();
+  const GgmlType t = GetParam();
+  constexpr int64_t kRows = 300, kCols = 4096, kXRows = 19;
+  constexpr int kExperts = 5;
+  std::mt19937 rng(91);
+  // Table: the first matrices (gate) 0..4, the second (up) 5..9.
+  std::vector<DeviceBuffer> mats;
+  std::vector<const void*> table;
+  for (int i = 0; i < 2 * kExperts; ++i) {
+    mats.push_back(Upload(kernels::testing_util::RandomWeights(t, kRows, kCols, rng)));
+    table.push_back(mats.back().data());
+  }
+  DeviceBuffer d_table = Upload(table);
+  std::vector<float> x(kXRows * kCols);
+  std::uniform_real_distribution<float> val(-1.f, 1.f);
+  for (float& v : x) v = val(rng);
+  DeviceBuffer d_x = Upload(x);
+  DeviceBuffer d_q8 = Upload(std::vector<uint8_t>(kXRows * Q8ActivationRowBytes(t, kCols)));
+  ASSERT_TRUE(RoundActivationsQ8(t, d_x.as<float>(), kXRows, kCols, kCols, d_q8.as<uint8_t>(),
+                                 nullptr).ok());
+  // Groups of 3, 0, 11 and 2 entries (some rows repeated).
+  DeviceBuffer d_gw = Upload(std::vector<int32_t>{4, 1, 0, 2});
+  DeviceBuffer d_begin = Upload(std::vector<int32_t>{0, 3, 3, 14, 16});
+  std::vector<int32_t> x_row;
+  for (int e = 0; e < 16; ++e) x_row.push_back((e * 7) % kXRows);
+  DeviceBuffer d_x_row = Upload(x_row);
+  const bool streams = TilesOf16Bytes(t, kRows, kCols);
+  const bool was = PairedEntriesEnabled();
+  for (const bool dense : {false, true}) {
+    SCOPED_TRACE(dense ? "a dense pair over 19 rows" : "experts through the table");
+    const int64_t entries = dense ? kXRows : 16;
+    GroupedMatMul a;
+    a.type = t;
+    a.rows = kRows;
+    a.cols = kCols;
+    a.d_weights = d_table.as<const void* const>();
+    a.d_x = d_x.as<float>();
+    a.x_stride = kCols;
+    a.y_stride = kRows;
+    a.tensor_cores = false;
+    a.q8_activations = true;
+    a.d_x_q8 = d_q8.as<uint8_t>();
+    if (dense) {
+      a.n_groups = 1;
+      a.max_entries_per_group = kXRows;
+      a.one_group_entries = kXRows;
+    } else {
+      a.n_groups = 4;
+      a.max_entries_per_group = 11;
+      a.d_group_weight = d_gw.as<const int32_t>();
+      a.d_group_begin = d_begin.as<const int32_t>();
+      a.d_x_row = d_x_row.as<const int32_t>();
+    }
+    auto run = [&](const GroupedMatMul& g, float* y0, float* y1) {
+      DeviceBuffer d_y = Upload(std::vector<float>(2 * entries * kRows, 0.0f));
+      GroupedMatMul b = g;
+      b.d_y = d_y.as<float>();
+      if (b.pair_offset != 0) b.d_y_up = d_y.as<float>() + entries * kRows;
+      ASSERT_TRUE(LaunchGroupedMatMul(b, nullptr).ok());
+      ASSERT_TRUE(Synchronize(nullptr).ok());
+      ASSERT_TRUE(CopyToHost(y0, d_y.data(), entries * kRows * sizeof(float), nullptr).ok());
+      if (y1 != nullptr) {
+        ASSERT_TRUE(CopyToHost(y1, d_y.as<float>() + entries * kRows,
+                               entries * kRows * sizeof(float), nullptr).ok());
+      }
+    };
+    // Each matrix alone: the first through the table, the second through
+    // the table from its half.
+    std::vector<float> alone[2] = {std::vector<float>(entries * kRows),
+                                   std::vector<float>(entries * kRows)};
+    run(a, alone[0].data(), nullptr);
+    GroupedMatMul second = a;
+    second.d_weights = d_table.as<const void* const>() + (dense ? 1 : kExperts);
+    run(second, alone[1].data(), nullptr);
+    for (const bool on : {false, true}) {
+      SCOPED_TRACE(on ? "one launch" : "two launches");
+      SetPairedEntriesEnabled(on);
+      GroupedMatMul pair = a;
+      pair.pair_offset = dense ? 1 : kExperts;
+      std::vector<float> y[2] = {std::vector<float>(entries * kRows),
+                                 std::vector<float>(entries * kRows)};
+      const uint64_t before = PairedEntryLaunches();
+      run(pair, y[0].data(), y[1].data());
+      EXPECT_EQ(PairedEntryLaunches() - before, on && streams ? 1u : 0u);
+      for (int m = 0; m < 2; ++m) {
+        EXPECT_EQ(std::memcmp(y[m].data(), alone[m].data(), y[m].size() * sizeof(float)), 0)
+            << "matrix " << m;
+      }
+    }
+  }
+  SetPairedEntriesEnabled(was);
+}
+
 constexpr GgmlType kQ8Types[] = {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K,
                                  GgmlType::kQ6_K, GgmlType::kQ1_0};
 INSTANTIATE_TEST_SUITE_P(QuantizedTypes, QuantMatMulQ8Sm90Test, ::testing::ValuesIn(kQ8Types),
@@ -635,6 +733,10 @@ TEST(QuantMatMulArgsTest, RejectsBadArgumentsNamingTheField) {
       {[](GroupedMatMul& a) { a.d_y = nullptr; }, "not null"},
       {[](GroupedMatMul& a) { a.rows = 70000LL * 64; a.y_stride = a.rows; }, "row blocks"},
       {[](GroupedMatMul& a) { a.n_groups = 70000; }, "n_groups=70000"},
+      {[](GroupedMatMul& a) { a.pair_offset = 1; }, "pair_offset=1 needs to be positive and d_y_up"},
+      {[](GroupedMatMul& a) { a.pair_offset = -2; a.d_y_up = a.d_y; }, "pair_offset=-2"},
+      {[](GroupedMatMul& a) { a.n_groups = 2; a.one_group_entries = 4; },
+       "one_group_entries=4 needs n_groups=1"},
   };
   for (const Bad& b : cases) {
     GroupedMatMul a = ValidArgs();

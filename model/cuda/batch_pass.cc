@@ -255,25 +255,38 @@ absl::StatusOr<const uint8_t*> Pass::SwiGluRounded(GgmlType type, float* g, cons
 absl::Status Pass::ProjectPair(const DeviceMatrix& a, const DeviceMatrix& b,
                                const cuda::DeviceBuffer& table, const float* x, float* ya,
                                float* yb) const {
-  if (n_ != 1 || a.type != b.type || a.rows != b.rows || a.cols != b.cols) {
+  if (a.type != b.type || a.rows != b.rows || a.cols != b.cols ||
+      (n_ != 1 && (tensor_cores_ || short_rows_ > 0))) {
     RETURN_IF_ERROR(Project(a, x, ya));
     return Project(b, x, yb);
   }
-  // One token, one shape: one launch of both through {a, b} on the device.
   cuda::GroupedMatMul g;
   g.type = a.type;
   g.rows = a.rows;
   g.cols = a.cols;
-  g.n_groups = 2;
-  g.max_entries_per_group = 1;
   g.d_weights = table.as<const void*>();
-  g.d_x_row = w_.zeros;  // both entries read activation row 0
   g.d_x = x;
   g.x_stride = a.cols;
   g.d_y = ya;
-  g.y_stride = yb - ya;
   g.q8_activations = q8_;
-  ASSIGN_OR_RETURN(g.d_x_q8, Rounded(a.type, x, 1, a.cols));
+  ASSIGN_OR_RETURN(g.d_x_q8, Rounded(a.type, x, n_, a.cols));
+  if (n_ == 1) {
+    // One token: one launch of both through {a, b} on the device.
+    g.n_groups = 2;
+    g.max_entries_per_group = 1;
+    g.d_x_row = w_.zeros;  // both entries read activation row 0
+    g.y_stride = yb - ya;
+    return cuda::LaunchGroupedMatMul(g, c_.stream);
+  }
+  // Several rows of one kind: {a, b} as a pair over one group of them
+  // (one launch where the streamed kernel takes it).
+  g.n_groups = 1;
+  g.max_entries_per_group = static_cast<int>(n_);
+  g.one_group_entries = n_;
+  g.tensor_cores = false;  // none in this pass (above)
+  g.y_stride = a.rows;
+  g.pair_offset = 1;
+  g.d_y_up = yb;
   return cuda::LaunchGroupedMatMul(g, c_.stream);
 }
 
@@ -619,12 +632,21 @@ absl::Status Pass::ExpertsOver(const DeviceMoe& m, const RowKind& rows, const Gr
   g.d_weights = m.gate_table();
   g.d_y = w_.expert_g;
   ASSIGN_OR_RETURN(g.d_x_q8, Rounded(g.type, xn, n, mc.n_embd, rows.q8));
-  RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(g, c_.stream));
-  g.type = m.up_type;
-  g.d_weights = m.up_table();
-  g.d_y = w_.expert_u;
-  ASSIGN_OR_RETURN(g.d_x_q8, Rounded(g.type, xn, n, mc.n_embd, rows.q8));
-  RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(g, c_.stream));
+  if (m.gate_type == m.up_type) {
+    // Gate and up as a pair: the up experts are the table's second half.
+    g.pair_offset = static_cast<int>(mc.n_expert);
+    g.d_y_up = w_.expert_u;
+    RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(g, c_.stream));
+    g.pair_offset = 0;
+    g.d_y_up = nullptr;
+  } else {
+    RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(g, c_.stream));
+    g.type = m.up_type;
+    g.d_weights = m.up_table();
+    g.d_y = w_.expert_u;
+    ASSIGN_OR_RETURN(g.d_x_q8, Rounded(g.type, xn, n, mc.n_embd, rows.q8));
+    RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(g, c_.stream));
+  }
   Mark("moe.gate_up");
   ASSIGN_OR_RETURN(const uint8_t* xq, SwiGluRounded(m.down_type, w_.expert_g, w_.expert_u,
                                                    n * k, mc.expert_ff, rows.q8));
