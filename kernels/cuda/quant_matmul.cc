@@ -85,7 +85,7 @@ EnvSwitch stream_entries_switch("SLUICE_CUDA_STREAM_ENTRIES", true);
 // DenseEntriesStream says (measurements).
 EnvSwitch stream_dense_all_switch("SLUICE_CUDA_STREAM_DENSE_ALL", false);
 std::atomic<uint64_t> streamed_entry_launches{0};
-EnvSwitch paired_entries_switch("SLUICE_CUDA_PAIR_ENTRIES", true);
+EnvSwitch paired_entries_switch("SLUICE_CUDA_PAIR_ENTRIES", false);
 std::atomic<uint64_t> paired_entry_launches{0};
 
 // Whether a dense product (one group) of several rounded rows streams.

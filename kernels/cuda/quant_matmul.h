@@ -179,8 +179,9 @@ void SetStreamDenseEntriesAll(bool all);
 uint64_t StreamedEntryLaunches();
 
 // Whether a pair (GroupedMatMul::pair_offset) streamed with several entries
-// a group takes one launch (on unless SLUICE_CUDA_PAIR_ENTRIES is "0" when
-// first asked) rather than two; the same sums. Paired launches counted.
+// a group takes one launch (off unless SLUICE_CUDA_PAIR_ENTRIES is "1" when
+// first asked: not yet measured on a GPU) rather than two; the same sums.
+// Paired launches counted.
 bool PairedEntriesEnabled();
 void SetPairedEntriesEnabled(bool enabled);
 uint64_t PairedEntryLaunches();
