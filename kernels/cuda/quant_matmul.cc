@@ -85,19 +85,22 @@ EnvSwitch stream_entries_switch("SLUICE_CUDA_STREAM_ENTRIES", true);
 // DenseEntriesStream says (measurements).
 EnvSwitch stream_dense_all_switch("SLUICE_CUDA_STREAM_DENSE_ALL", false);
 std::atomic<uint64_t> streamed_entry_launches{0};
-EnvSwitch paired_entries_switch("SLUICE_CUDA_PAIR_ENTRIES", false);
+// On since 2026-12-07 (H100, 0b070fa, same call, two alternations):
+// bench35 +4-6% at 4 and 8 sequences, 0-1% at 16 and 32; bench397 +2%.
+EnvSwitch paired_entries_switch("SLUICE_CUDA_PAIR_ENTRIES", true);
 std::atomic<uint64_t> paired_entry_launches{0};
 
-// Whether a dense product (one group) of several rounded rows streams.
-// cuda_matmul_bench --batch, H100 (2026-12-07): the streamed kernel is
-// 1.1-2.7x the grouped one up to 4 rows, for Q6_K at any count, and for
-// matrices of fewer than 4,096 rows (2,048 -> 512 at 8-32 rows: 1.1-1.4x),
-// where the grouped kernel's grid is small; from 8 rows on a 2,048 ->
-// 8,192 Q4_K or Q1_0 matrix it is 0.87-0.94x: there the work is the
-// entries' products, and the grouped kernel has more warps to hide them.
+// Whether a dense product (one group) of several rounded rows streams:
+// up to 4 rows, Q6_K, matrices of fewer than 4,096 rows, or rows of fewer
+// than 4,096 columns. H100, 2026-12-07 (0b070fa, same call): streaming
+// every dense product gave bench397 (Q4_K 4,096 -> 16,384) 3.6% / 7.0% /
+// 8.5% less at 8 / 16 / 32 sequences than this rule without the columns
+// term, and cuda_matmul_bench --batch has that shape at 0.80-0.84x of the
+// grouped kernel from 8 rows; bench35's 2,048 -> 8,192 Q4_K products,
+// 0.92-0.95x there alone, gave the step 1-5% more streamed.
 bool DenseEntriesStream(const internal::RawGroupedMatMul& raw) {
   return stream_dense_all_switch.on() || raw.single_group_entries <= 4 ||
-         raw.type == static_cast<int>(GgmlType::kQ6_K) || raw.rows < 4096;
+         raw.type == static_cast<int>(GgmlType::kQ6_K) || raw.rows < 4096 || raw.cols < 4096;
 }
 
 // Launches raw streamed (internal::StreamGroupedQ8) where its rows were

@@ -170,7 +170,8 @@ uint64_t StreamedOneRowLaunches();
 // SLUICE_CUDA_STREAM_ENTRIES is "0" when first asked, or
 // SetStreamEntriesEnabled said otherwise.
 // A dense product (one group of several rows) streams only where that
-// measured faster (up to 4 rows, Q6_K, matrices under 4,096 rows), unless
+// measured faster (up to 4 rows, Q6_K, matrices under 4,096 rows or rows
+// under 4,096 columns), unless
 // SLUICE_CUDA_STREAM_DENSE_ALL is "1" when first asked or
 // SetStreamDenseEntriesAll(true) said so (measurements).
 bool StreamEntriesEnabled();
@@ -179,9 +180,9 @@ void SetStreamDenseEntriesAll(bool all);
 uint64_t StreamedEntryLaunches();
 
 // Whether a pair (GroupedMatMul::pair_offset) streamed with several entries
-// a group takes one launch (off unless SLUICE_CUDA_PAIR_ENTRIES is "1" when
-// first asked: not yet measured on a GPU) rather than two; the same sums.
-// Paired launches counted.
+// a group takes one launch (on unless SLUICE_CUDA_PAIR_ENTRIES is "0" when
+// first asked) rather than two, where both matrices' tiles fit the stages;
+// the same sums. Paired launches counted.
 bool PairedEntriesEnabled();
 void SetPairedEntriesEnabled(bool enabled);
 uint64_t PairedEntryLaunches();

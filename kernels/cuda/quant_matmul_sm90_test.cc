@@ -514,7 +514,8 @@ TEST_P(QuantMatMulQ8Sm90Test, StreamedEntriesAreTheGroupedKernelsBits) {
 TEST_P(QuantMatMulQ8Sm90Test, PairedEntriesAreEachMatrixsOwnBits) {
   PrepareDecodeKernels();
   const GgmlType t = GetParam();
-  constexpr int64_t kRows = 300, kCols = 4096, kXRows = 19;
+  // Rows of 2,048: both matrices' tiles of every type fit the stages.
+  constexpr int64_t kRows = 300, kCols = 2048, kXRows = 19;
   constexpr int kExperts = 5;
   std::mt19937 rng(91);
   // Table: the first matrices (gate) 0..4, the second (up) 5..9.
