@@ -433,6 +433,21 @@ bool TilesOf16Bytes(GgmlType t, int64_t rows, int64_t cols) {
   return tile * rb % 16 == 0 && rows % tile * rb % 16 == 0;
 }
 
+// n random activation rows of cols on the device and the same rows
+// rounded to 8 bits for products with weights of type t.
+struct RoundedRows {
+  DeviceBuffer x, q8;
+};
+RoundedRows RandomRoundedRows(GgmlType t, int64_t n, int64_t cols, std::mt19937& rng) {
+  std::vector<float> x(n * cols);
+  std::uniform_real_distribution<float> val(-1.f, 1.f);
+  for (float& v : x) v = val(rng);
+  RoundedRows r{Upload(x), Upload(std::vector<uint8_t>(n * Q8ActivationRowBytes(t, cols)))};
+  EXPECT_TRUE(
+      RoundActivationsQ8(t, r.x.as<float>(), n, cols, cols, r.q8.as<uint8_t>(), nullptr).ok());
+  return r;
+}
+
 // Groups of several entries rounded once (a decode batch's products:
 // experts through the table with empty groups and repeated rows; groups
 // of up to 17 entries, in rounds of 8 a tile, some rounds empty; one
@@ -480,13 +495,8 @@ TEST_P(QuantMatMulQ8Sm90Test, StreamedEntriesAreTheGroupedKernelsBits) {
   constexpr int64_t kRows = 300, kCols = 4096, kTok = 19;
   std::mt19937 rng(77);
   DeviceBuffer d_w = Upload(kernels::testing_util::RandomWeights(t, kRows, kCols, rng));
-  std::vector<float> x(kTok * kCols);
-  std::uniform_real_distribution<float> val(-1.f, 1.f);
-  for (float& v : x) v = val(rng);
-  DeviceBuffer d_x = Upload(x);
-  DeviceBuffer d_q8 = Upload(std::vector<uint8_t>(kTok * Q8ActivationRowBytes(t, kCols)));
-  ASSERT_TRUE(RoundActivationsQ8(t, d_x.as<float>(), kTok, kCols, kCols, d_q8.as<uint8_t>(),
-                                 nullptr).ok());
+  const RoundedRows in = RandomRoundedRows(t, kTok, kCols, rng);
+  const DeviceBuffer &d_x = in.x, &d_q8 = in.q8;
   std::vector<float> dense[2];
   for (const bool on : {false, true}) {
     SetStreamEntriesEnabled(on);
@@ -526,13 +536,8 @@ TEST_P(QuantMatMulQ8Sm90Test, PairedEntriesAreEachMatrixsOwnBits) {
     table.push_back(mats.back().data());
   }
   DeviceBuffer d_table = Upload(table);
-  std::vector<float> x(kXRows * kCols);
-  std::uniform_real_distribution<float> val(-1.f, 1.f);
-  for (float& v : x) v = val(rng);
-  DeviceBuffer d_x = Upload(x);
-  DeviceBuffer d_q8 = Upload(std::vector<uint8_t>(kXRows * Q8ActivationRowBytes(t, kCols)));
-  ASSERT_TRUE(RoundActivationsQ8(t, d_x.as<float>(), kXRows, kCols, kCols, d_q8.as<uint8_t>(),
-                                 nullptr).ok());
+  const RoundedRows in = RandomRoundedRows(t, kXRows, kCols, rng);
+  const DeviceBuffer &d_x = in.x, &d_q8 = in.q8;
   // Groups of 3, 0, 11 and 2 entries (some rows repeated).
   DeviceBuffer d_gw = Upload(std::vector<int32_t>{4, 1, 0, 2});
   DeviceBuffer d_begin = Upload(std::vector<int32_t>{0, 3, 3, 14, 16});
