@@ -167,6 +167,37 @@ TEST_P(QuantMatMulEmulationTest, DecodeOneEntryPerGroupFullWarpRows) {
   Check(DecodeOneEntryPerGroup(Cols(2304)), "decode, 3 groups of one entry, 37 rows");
 }
 
+// One group of entries named by single_group_entries (a batch pass's dense
+// pair through its table, GroupedMatMul::one_group_entries) gives the bits
+// of the same group through group_begin, with F32 and, where the type has
+// them, 8-bit activations.
+TEST_P(QuantMatMulEmulationTest, OneGroupOfEntriesWithoutBoundsGivesTheSameBits) {
+  const GgmlType t = GetParam();
+  const Case c = GroupOf19Misaligned(9, Cols(512));
+  for (const bool q8 : {false, true}) {
+    const bool has_q8 = VisitWeights(static_cast<int>(t), false, [](auto w) {
+      return kHasQ8Dot<typename decltype(w)::type>;
+    });
+    if (q8 && !has_q8) continue;
+    GroupedProblem p(t, c, 5 + static_cast<int>(t));
+    EmulateType(p.args(), q8);
+    const std::vector<float> bounded = p.outputs();
+    p.ClearOutputs();
+    p.mutable_args().group_begin = nullptr;
+    p.mutable_args().single_group_entries = 19;
+    EmulateType(p.args(), q8);
+    const std::vector<float> single = p.outputs();
+    int64_t mismatches = 0, written = 0;
+    for (size_t i = 0; i < bounded.size(); ++i) {
+      if (std::isnan(bounded[i]) && std::isnan(single[i])) continue;  // y_stride gaps
+      ++written;
+      mismatches += __float_as_uint(bounded[i]) != __float_as_uint(single[i]);
+    }
+    EXPECT_EQ(written, 19 * c.rows) << (q8 ? "q8" : "f32");
+    EXPECT_EQ(mismatches, 0) << (q8 ? "q8" : "f32");
+  }
+}
+
 // A one-entry launch of few blocks spread one row per lane group gives the
 // bits of kRows rows per lane group (each row's chunks go to the same lanes
 // in the same order), with F32 and, where the type has them, 8-bit
