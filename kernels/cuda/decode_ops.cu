@@ -981,105 +981,6 @@ __device__ __forceinline__ TileRef GroupTile(const StreamGroups& s, int t) {
   return r;
 }
 
-// A weight chunk decoded once for the products of several entries: the
-// integer lanes and scales Q8Dot<T>::Dot derives from the raw chunk, then
-// Dot's arithmetic in Dot's order (the same bits). Q8_0 has nothing to
-// decode.
-template <class T>
-struct DecodedQ8 {
-  using W = typename T::Raw;
-  __device__ static void Decode(const typename T::Raw& r, W& w) { w = r; }
-  __device__ static float Dot(const W& w, const typename Q8Dot<T>::X& x) {
-    return Q8Dot<T>::Dot(w, x);
-  }
-};
-
-template <bool kQ5>
-struct DecodedQ8<KWeights<kQ5>> {
-  struct W {
-    uint32_t lo[4], hi[4];
-    float d0, m0, d1, m1;
-  };
-  __device__ static void Decode(const typename KWeights<kQ5>::Raw& r, W& w) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      uint32_t ql = r.q[i] & 0x0F0F0F0Fu, qh = (r.q[i] >> 4) & 0x0F0F0F0Fu;
-      if constexpr (kQ5) {
-        ql |= ((r.h[i] >> r.sub0) & 0x01010101u) << 4;
-        qh |= ((r.h[i] >> (r.sub0 + 1)) & 0x01010101u) << 4;
-      }
-      w.lo[i] = ql;
-      w.hi[i] = qh;
-    }
-    w.d0 = r.d0;
-    w.m0 = r.m0;
-    w.d1 = r.d1;
-    w.m1 = r.m1;
-  }
-  __device__ static float Dot(const W& w, const typename Q8Dot<KWeights<kQ5>>::X& x) {
-    const uint32_t xl[4] = {x.lo.x, x.lo.y, x.lo.z, x.lo.w};
-    const uint32_t xh[4] = {x.hi.x, x.hi.y, x.hi.z, x.hi.w};
-    int lo = 0, hi = 0;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      lo = __dp4a(static_cast<int>(w.lo[i]), static_cast<int>(xl[i]), lo);
-      hi = __dp4a(static_cast<int>(w.hi[i]), static_cast<int>(xh[i]), hi);
-    }
-    return (w.d0 * x.d_lo) * static_cast<float>(lo) - w.m0 * x.s_lo +
-           (w.d1 * x.d_hi) * static_cast<float>(hi) - w.m1 * x.s_hi;
-  }
-};
-
-template <>
-struct DecodedQ8<Q6KWeights> {
-  struct W {
-    uint32_t q[4][2];
-    float ds[4];
-  };
-  __device__ static void Decode(const Q6KWeights::Raw& r, W& w) {
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-#pragma unroll
-      for (int s = 0; s < 2; ++s) {
-        const uint32_t lo = (k & 1) ? r.lo_b[s] : r.lo_a[s];
-        const uint32_t q = ((k < 2 ? lo : lo >> 4) & 0x0F0F0F0Fu) |
-                           (((r.hi[s] >> (2 * k)) & 0x03030303u) << 4);
-        w.q[k][s] = __vsub4(q, 0x20202020u);
-      }
-      w.ds[k] = r.ds[k];
-    }
-  }
-  __device__ static float Dot(const W& w, const Q8Dot<Q6KWeights>::X& x) {
-    float acc = 0.0f;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      int sum = __dp4a(static_cast<int>(w.q[k][0]), static_cast<int>(x.q[k].x), 0);
-      sum = __dp4a(static_cast<int>(w.q[k][1]), static_cast<int>(x.q[k].y), sum);
-      acc += (w.ds[k] * x.d[k]) * static_cast<float>(sum);
-    }
-    return acc;
-  }
-};
-
-template <>
-struct DecodedQ8<Q1_0Weights> {
-  struct W {
-    uint32_t ones[8];
-    float d;
-  };
-  __device__ static void Decode(const Q1_0Weights::Raw& r, W& w) {
-#pragma unroll
-    for (int i = 0; i < 8; ++i) w.ones[i] = (r.bits[0] >> i) & 0x01010101u;
-    w.d = r.d;
-  }
-  __device__ static float Dot(const W& w, const Q8Dot<Q1_0Weights>::X& x) {
-    int set = 0;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) set = __dp4a(static_cast<int>(w.ones[i]), static_cast<int>(x.t[i]), set);
-    return (w.d * x.d) * (2.0f * static_cast<float>(set) - x.s);
-  }
-};
-
 // The rows of one staged tile of type T (nr rows at w; y: the tile's first
 // row of entry 0's output) against the rounded rows of entries [e0, e0 +
 // ne) of g, ne <= kTileEntries: each weight chunk is read from the stage
@@ -1113,12 +1014,13 @@ __device__ __forceinline__ void StreamEntryRows(const RawGroupedMatMul& g, int64
   const int n_chunks = static_cast<int>(cols / T::kChunk);
 #pragma unroll 1
   for (int c = sub; c < n_chunks; c += L) {
-    typename DecodedQ8<T>::W dw[kR];
+    // Each row's chunk decoded once for every entry (Q8Dot<T>::W).
+    typename Q8Dot<T>::W dw[kR];
 #pragma unroll
     for (int r = 0; r < kR; ++r) {
       typename T::Raw raw;
       T::template Load<M>(rp[r], c, raw);
-      DecodedQ8<T>::Decode(raw, dw[r]);
+      Q8Dot<T>::Decode(raw, dw[r]);
     }
 #pragma unroll
     for (int e = 0; e < kTileEntries; ++e) {
@@ -1126,7 +1028,7 @@ __device__ __forceinline__ void StreamEntryRows(const RawGroupedMatMul& g, int64
         typename Q8Dot<T>::X x;
         Q8Dot<T>::Load(kReadsQ8K<T> ? Q8KAt(xq[e], cols) : Q8ZAt(xq[e], cols), c, x);
 #pragma unroll
-        for (int r = 0; r < kR; ++r) acc[e][r] += DecodedQ8<T>::Dot(dw[r], x);
+        for (int r = 0; r < kR; ++r) acc[e][r] += Q8Dot<T>::Dot(dw[r], x);
       }
     }
   }

@@ -284,22 +284,44 @@ struct Q8Dot<KWeights<kQ5>> {
     x.s_lo = v.s[e >> 4];
     x.s_hi = v.s[(e >> 4) + 2];
   }
-  __device__ static float Dot(const typename KWeights<kQ5>::Raw& r, const X& x) {
+  // A raw chunk's integer lanes (low and high nibbles as bytes, Q5_K's fifth
+  // bit in) and scales: decoded once where several vectors meet the chunk.
+  struct W {
+    uint32_t lo[4], hi[4];
+    float d0, m0, d1, m1;
+  };
+  __device__ static void Decode(const typename KWeights<kQ5>::Raw& r, W& w) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      uint32_t ql = r.q[i] & 0x0F0F0F0Fu, qh = (r.q[i] >> 4) & 0x0F0F0F0Fu;
+      if constexpr (kQ5) {
+        ql |= ((r.h[i] >> r.sub0) & 0x01010101u) << 4;
+        qh |= ((r.h[i] >> (r.sub0 + 1)) & 0x01010101u) << 4;
+      }
+      w.lo[i] = ql;
+      w.hi[i] = qh;
+    }
+    w.d0 = r.d0;
+    w.m0 = r.m0;
+    w.d1 = r.d1;
+    w.m1 = r.m1;
+  }
+  __device__ static float Dot(const W& w, const X& x) {
     const uint32_t xl[4] = {x.lo.x, x.lo.y, x.lo.z, x.lo.w};
     const uint32_t xh[4] = {x.hi.x, x.hi.y, x.hi.z, x.hi.w};
     int lo = 0, hi = 0;
 #pragma unroll
-    for (int w = 0; w < 4; ++w) {
-      uint32_t ql = r.q[w] & 0x0F0F0F0Fu, qh = (r.q[w] >> 4) & 0x0F0F0F0Fu;
-      if constexpr (kQ5) {
-        ql |= ((r.h[w] >> r.sub0) & 0x01010101u) << 4;
-        qh |= ((r.h[w] >> (r.sub0 + 1)) & 0x01010101u) << 4;
-      }
-      lo = __dp4a(static_cast<int>(ql), static_cast<int>(xl[w]), lo);
-      hi = __dp4a(static_cast<int>(qh), static_cast<int>(xh[w]), hi);
+    for (int i = 0; i < 4; ++i) {
+      lo = __dp4a(static_cast<int>(w.lo[i]), static_cast<int>(xl[i]), lo);
+      hi = __dp4a(static_cast<int>(w.hi[i]), static_cast<int>(xh[i]), hi);
     }
-    return (r.d0 * x.d_lo) * static_cast<float>(lo) - r.m0 * x.s_lo +
-           (r.d1 * x.d_hi) * static_cast<float>(hi) - r.m1 * x.s_hi;
+    return (w.d0 * x.d_lo) * static_cast<float>(lo) - w.m0 * x.s_lo +
+           (w.d1 * x.d_hi) * static_cast<float>(hi) - w.m1 * x.s_hi;
+  }
+  __device__ static float Dot(const typename KWeights<kQ5>::Raw& r, const X& x) {
+    W w;
+    Decode(r, w);
+    return Dot(w, x);
   }
 };
 template <>
@@ -325,23 +347,39 @@ struct Q8Dot<Q6KWeights> {
       x.d[j] = v.d[(e + 32 * j) >> kQ8KShift];
     }
   }
-  __device__ static float Dot(const Q6KWeights::Raw& r, const X& x) {
-    float acc = 0.0f;
+  // A raw chunk's signed bytes (q - 32) and scales, decoded once where
+  // several vectors meet the chunk.
+  struct W {
+    uint32_t q[4][2];
+    float ds[4];
+  };
+  __device__ static void Decode(const Q6KWeights::Raw& r, W& w) {
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      int sum = 0;
 #pragma unroll
       for (int s = 0; s < 2; ++s) {
         const uint32_t lo = (k & 1) ? r.lo_b[s] : r.lo_a[s];
         const uint32_t q = ((k < 2 ? lo : lo >> 4) & 0x0F0F0F0Fu) |
                            (((r.hi[s] >> (2 * k)) & 0x03030303u) << 4);
-        const uint32_t signed_q = __vsub4(q, 0x20202020u);  // each byte q - 32
-        sum = __dp4a(static_cast<int>(signed_q), static_cast<int>(s == 0 ? x.q[k].x : x.q[k].y),
-                     sum);
+        w.q[k][s] = __vsub4(q, 0x20202020u);  // each byte q - 32
       }
-      acc += (r.ds[k] * x.d[k]) * static_cast<float>(sum);
+      w.ds[k] = r.ds[k];
+    }
+  }
+  __device__ static float Dot(const W& w, const X& x) {
+    float acc = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      int sum = __dp4a(static_cast<int>(w.q[k][0]), static_cast<int>(x.q[k].x), 0);
+      sum = __dp4a(static_cast<int>(w.q[k][1]), static_cast<int>(x.q[k].y), sum);
+      acc += (w.ds[k] * x.d[k]) * static_cast<float>(sum);
     }
     return acc;
+  }
+  __device__ static float Dot(const Q6KWeights::Raw& r, const X& x) {
+    W w;
+    Decode(r, w);
+    return Dot(w, x);
   }
 };
 template <>
@@ -359,6 +397,9 @@ struct Q8Dot<Q8_0Weights> {
     x.b = LoadQ16(v.q + 32 * c + 16);
     x.d = v.d[c];
   }
+  // Nothing to decode: the raw chunk's bytes are the lanes.
+  using W = Q8_0Weights::Raw;
+  __device__ static void Decode(const Q8_0Weights::Raw& r, W& w) { w = r; }
   __device__ static float Dot(const Q8_0Weights::Raw& r, const X& x) {
     const uint32_t xs[8] = {x.a.x, x.a.y, x.a.z, x.a.w, x.b.x, x.b.y, x.b.z, x.b.w};
     int sum = 0;
@@ -413,14 +454,30 @@ struct Q8Dot<Q1_0Weights> {
     x.d = v.d[c];
     x.s = v.s[c];
   }
-  __device__ static float Dot(const Q1_0Weights::Raw& r, const X& x) {
+  // A raw chunk's bits as eight words of 0/1 bytes (word w: bits w, w + 8,
+  // w + 16, w + 24, as t's words) and its scale, decoded once where several
+  // vectors meet the chunk.
+  struct W {
+    uint32_t ones[8];
+    float d;
+  };
+  __device__ static void Decode(const Q1_0Weights::Raw& r, W& w) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) w.ones[i] = (r.bits[0] >> i) & 0x01010101u;
+    w.d = r.d;
+  }
+  __device__ static float Dot(const W& w, const X& x) {
     int set = 0;
 #pragma unroll
-    for (int w = 0; w < 8; ++w) {
-      const uint32_t ones = (r.bits[0] >> w) & 0x01010101u;
-      set = __dp4a(static_cast<int>(ones), static_cast<int>(x.t[w]), set);
+    for (int i = 0; i < 8; ++i) {
+      set = __dp4a(static_cast<int>(w.ones[i]), static_cast<int>(x.t[i]), set);
     }
-    return (r.d * x.d) * (2.0f * static_cast<float>(set) - x.s);
+    return (w.d * x.d) * (2.0f * static_cast<float>(set) - x.s);
+  }
+  __device__ static float Dot(const Q1_0Weights::Raw& r, const X& x) {
+    W w;
+    Decode(r, w);
+    return Dot(w, x);
   }
 };
 template <>

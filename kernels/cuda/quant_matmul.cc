@@ -122,36 +122,48 @@ bool StreamRounded(const internal::RawGroupedMatMul& raw, CUstream_st* stream) {
   return true;
 }
 
-// Launches `raw` on the tensor-core kernel when the caller and UsesTensorCores allow it for
-// its largest group, else on the FP32 kernel, with 8-bit activations when
-// the caller asks and the kernel takes the shape. CheckGeometry has bounded
-// the FP32 kernel's grid (the 8-bit variant's is the same), which is never
-// smaller than the tensor-core kernel's (128 rows and 32 entries per block
-// against at most 64 and 8).
-absl::Status LaunchEither(const internal::RawGroupedMatMul& raw, bool tensor_cores, bool q8,
-                          CUstream_st* stream, const char* what) {
+// The kernel `raw` takes: the tensor-core kernel when the caller and
+// UsesTensorCores allow it for its largest group, else the FP32 kernel,
+// with 8-bit activations when the caller asks and the kernel takes the
+// shape.
+enum class GroupedKernel { kTensorCores, kQ8, kF32 };
+GroupedKernel KernelFor(const internal::RawGroupedMatMul& raw, bool tensor_cores, bool q8) {
   if (tensor_cores &&
       UsesTensorCores(static_cast<GgmlType>(raw.type), raw.cols, raw.max_entries_per_group)) {
-    return LaunchError(internal::LaunchGroupedMma(raw, stream), what);
+    return GroupedKernel::kTensorCores;
   }
   if (q8 && Q8ActivationsEnabled() &&
       internal::Q8KernelSupports(raw.type, raw.cols, raw.max_entries_per_group,
                                  raw.x_q8 != nullptr)) {
-    if (StreamRounded(raw, stream)) return LaunchError(internal::LastLaunchCode(), what);
-    return LaunchError(internal::LaunchGroupedQ8(raw, stream), what);
+    return GroupedKernel::kQ8;
+  }
+  return GroupedKernel::kF32;
+}
+
+// Launches `raw` on KernelFor's kernel (the 8-bit one streamed where
+// StreamRounded takes it). CheckGeometry has bounded the FP32 kernel's
+// grid (the 8-bit variant's is the same), which is never smaller than the
+// tensor-core kernel's (128 rows and 32 entries per block against at most
+// 64 and 8).
+absl::Status LaunchEither(const internal::RawGroupedMatMul& raw, bool tensor_cores, bool q8,
+                          CUstream_st* stream, const char* what) {
+  switch (KernelFor(raw, tensor_cores, q8)) {
+    case GroupedKernel::kTensorCores:
+      return LaunchError(internal::LaunchGroupedMma(raw, stream), what);
+    case GroupedKernel::kQ8:
+      if (StreamRounded(raw, stream)) return LaunchError(internal::LastLaunchCode(), what);
+      return LaunchError(internal::LaunchGroupedQ8(raw, stream), what);
+    case GroupedKernel::kF32:
+      break;
   }
   return LaunchError(internal::LaunchGrouped(raw, stream), what);  // F32 reads no x_q8
 }
 
 // A pair (raw.up_offset) in one launch of the streamed entries kernel
-// where it takes both; false: nothing launched.
+// where its switch is on and it takes both; false: nothing launched.
 bool LaunchPaired(const internal::RawGroupedMatMul& raw, bool tensor_cores, bool q8,
                   CUstream_st* stream) {
-  if (!paired_entries_switch.on() || !q8 || !Q8ActivationsEnabled() ||
-      (tensor_cores &&
-       UsesTensorCores(static_cast<GgmlType>(raw.type), raw.cols, raw.max_entries_per_group)) ||
-      !internal::Q8KernelSupports(raw.type, raw.cols, raw.max_entries_per_group,
-                                  raw.x_q8 != nullptr) ||
+  if (!paired_entries_switch.on() || KernelFor(raw, tensor_cores, q8) != GroupedKernel::kQ8 ||
       !StreamRounded(raw, stream)) {
     return false;
   }

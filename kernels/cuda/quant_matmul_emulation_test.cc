@@ -167,6 +167,28 @@ TEST_P(QuantMatMulEmulationTest, DecodeOneEntryPerGroupFullWarpRows) {
   Check(DecodeOneEntryPerGroup(Cols(2304)), "decode, 3 groups of one entry, 37 rows");
 }
 
+// Whether weights of type t have products with 8-bit activations.
+bool HasQ8(GgmlType t) {
+  return VisitWeights(static_cast<int>(t), false,
+                      [](auto w) { return kHasQ8Dot<typename decltype(w)::type>; });
+}
+
+// Two runs' outputs: how many either wrote (the y_stride gaps stay NaN in
+// both) and how many of those differ in their bits.
+struct BitDiff {
+  int64_t written = 0, mismatches = 0;
+};
+BitDiff CompareBits(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  BitDiff d;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    ++d.written;
+    d.mismatches += __float_as_uint(a[i]) != __float_as_uint(b[i]);
+  }
+  return d;
+}
+
 // One group of entries named by single_group_entries (a batch pass's dense
 // pair through its table, GroupedMatMul::one_group_entries) gives the bits
 // of the same group through group_begin, with F32 and, where the type has
@@ -175,10 +197,7 @@ TEST_P(QuantMatMulEmulationTest, OneGroupOfEntriesWithoutBoundsGivesTheSameBits)
   const GgmlType t = GetParam();
   const Case c = GroupOf19Misaligned(9, Cols(512));
   for (const bool q8 : {false, true}) {
-    const bool has_q8 = VisitWeights(static_cast<int>(t), false, [](auto w) {
-      return kHasQ8Dot<typename decltype(w)::type>;
-    });
-    if (q8 && !has_q8) continue;
+    if (q8 && !HasQ8(t)) continue;
     GroupedProblem p(t, c, 5 + static_cast<int>(t));
     EmulateType(p.args(), q8);
     const std::vector<float> bounded = p.outputs();
@@ -186,15 +205,9 @@ TEST_P(QuantMatMulEmulationTest, OneGroupOfEntriesWithoutBoundsGivesTheSameBits)
     p.mutable_args().group_begin = nullptr;
     p.mutable_args().single_group_entries = 19;
     EmulateType(p.args(), q8);
-    const std::vector<float> single = p.outputs();
-    int64_t mismatches = 0, written = 0;
-    for (size_t i = 0; i < bounded.size(); ++i) {
-      if (std::isnan(bounded[i]) && std::isnan(single[i])) continue;  // y_stride gaps
-      ++written;
-      mismatches += __float_as_uint(bounded[i]) != __float_as_uint(single[i]);
-    }
-    EXPECT_EQ(written, 19 * c.rows) << (q8 ? "q8" : "f32");
-    EXPECT_EQ(mismatches, 0) << (q8 ? "q8" : "f32");
+    const BitDiff d = CompareBits(bounded, p.outputs());
+    EXPECT_EQ(d.written, 19 * c.rows) << (q8 ? "q8" : "f32");
+    EXPECT_EQ(d.mismatches, 0) << (q8 ? "q8" : "f32");
   }
 }
 
@@ -206,10 +219,7 @@ TEST_P(QuantMatMulEmulationTest, SpreadRowsGiveTheSameBits) {
   const GgmlType t = GetParam();
   const Case c = DecodeOneEntryPerGroup(Cols(2304));
   for (const bool q8 : {false, true}) {
-    const bool has_q8 = VisitWeights(static_cast<int>(t), false, [](auto w) {
-      return kHasQ8Dot<typename decltype(w)::type>;
-    });
-    if (q8 && !has_q8) continue;
+    if (q8 && !HasQ8(t)) continue;
     GroupedProblem p(t, c, 11 + static_cast<int>(t));
     EmulateType(p.args(), q8);
     const std::vector<float> packed = p.outputs();
@@ -218,16 +228,9 @@ TEST_P(QuantMatMulEmulationTest, SpreadRowsGiveTheSameBits) {
     ASSERT_EQ(ComputeGeometry(p.args()).rows_per_lane, 1);
     EXPECT_EQ(ComputeGeometry(p.args()).row_blocks, 10);  // 37 rows, 4 a block
     EmulateType(p.args(), q8);
-    const std::vector<float> spread = p.outputs();
-    ASSERT_EQ(packed.size(), spread.size());
-    int64_t mismatches = 0, written = 0;
-    for (size_t i = 0; i < packed.size(); ++i) {
-      if (std::isnan(packed[i]) && std::isnan(spread[i])) continue;  // y_stride gaps
-      ++written;
-      mismatches += __float_as_uint(packed[i]) != __float_as_uint(spread[i]);
-    }
-    EXPECT_EQ(written, 3 * c.rows) << (q8 ? "q8" : "f32");
-    EXPECT_EQ(mismatches, 0) << (q8 ? "q8" : "f32");
+    const BitDiff d = CompareBits(packed, p.outputs());
+    EXPECT_EQ(d.written, 3 * c.rows) << (q8 ? "q8" : "f32");
+    EXPECT_EQ(d.mismatches, 0) << (q8 ? "q8" : "f32");
   }
 }
 

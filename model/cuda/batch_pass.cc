@@ -634,11 +634,10 @@ absl::Status Pass::ExpertsOver(const DeviceMoe& m, const RowKind& rows, const Gr
   ASSIGN_OR_RETURN(g.d_x_q8, Rounded(g.type, xn, n, mc.n_embd, rows.q8));
   if (m.gate_type == m.up_type) {
     // Gate and up as a pair: the up experts are the table's second half.
-    g.pair_offset = static_cast<int>(mc.n_expert);
-    g.d_y_up = w_.expert_u;
-    RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(g, c_.stream));
-    g.pair_offset = 0;
-    g.d_y_up = nullptr;
+    cuda::GroupedMatMul pair = g;
+    pair.pair_offset = static_cast<int>(mc.n_expert);
+    pair.d_y_up = w_.expert_u;
+    RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(pair, c_.stream));
   } else {
     RETURN_IF_ERROR(cuda::LaunchGroupedMatMul(g, c_.stream));
     g.type = m.up_type;
