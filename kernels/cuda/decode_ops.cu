@@ -926,18 +926,19 @@ struct StreamGroups {
   // Several entries: a group's tiles are its row blocks times `rounds`, round
   // fastest (so the tiles of one row block run side by side and its bytes
   // come from HBM once and from L2 after); round j of a tile sums the
-  // group's entries in runs of kTileEntries, runs j, j + rounds, ... One
+  // group's entries in runs of `run` (kTileEntries or fewer,
+  // StreamEntriesPerRound), runs j, j + rounds, ... One
   // group of many entries (a dense product) takes a round per run; groups
   // through group_begin (the experts) take one: most of them hold a run or
   // less, and a round without entries still costs its block a tile's
   // bounds (bench35 at 32 sequences: rounds for the largest group made
   // the experts' launches 2.3x slower, H100 2026-12-07).
-  int rounds;
+  int rounds, run;
   FastDiv by_rounds, by_group_tiles;
 };
 
-// Entries a staged tile is summed against in one round.
-constexpr int kTileEntries = 8;
+// Entries a staged tile is summed against in one round at most.
+constexpr int kTileEntries = kStreamTileEntries;
 
 template <bool kEntries>
 __device__ __forceinline__ TileRef GroupTile(const StreamGroups& s, int t) {
@@ -957,7 +958,7 @@ __device__ __forceinline__ TileRef GroupTile(const StreamGroups& s, int t) {
     const int64_t r0 = static_cast<int64_t>(s.by_rounds.Div(in_group)) * s.st.rows_per_tile;
     int64_t begin, end;
     GroupEntries(g, gi, begin, end);
-    const int64_t e0 = begin + static_cast<int64_t>(s.by_rounds.Mod(in_group)) * kTileEntries;
+    const int64_t e0 = begin + static_cast<int64_t>(s.by_rounds.Mod(in_group)) * s.run;
     if (e0 >= end) return {nullptr, nullptr, rb, 0, g.type, nullptr};
     const int64_t nr = g.rows - r0 < s.st.rows_per_tile ? g.rows - r0 : s.st.rows_per_tile;
     // A pair's second rows are staged after the first (StreamTiles).
@@ -1065,8 +1066,8 @@ __global__ void __launch_bounds__(kProjThreads, kEntries ? 4 : kStreamBlocksPerS
       WithQ8Type(r.type, [&](auto tag) {
         using T = typename decltype(tag)::type;
 #pragma unroll 1
-        for (int64_t e0 = r.e0; e0 < r.end; e0 += kTileEntries * s.rounds) {
-          const int ne = static_cast<int>(r.end - e0 < kTileEntries ? r.end - e0 : kTileEntries);
+        for (int64_t e0 = r.e0; e0 < r.end; e0 += s.run * s.rounds) {
+          const int ne = static_cast<int>(r.end - e0 < s.run ? r.end - e0 : s.run);
           StreamEntryRows<T>(s.g, e0, ne, r.y, L, r.nr, w);
           if (up != nullptr) StreamEntryRows<T>(s.g, e0, ne, y_up, L, r.nr, up);
         }
@@ -1740,6 +1741,7 @@ int g_stream_grid = 0;
 constexpr int64_t kStreamSmallKb = 56;
 int64_t g_stream_small_bytes = 0;
 int g_stream_small_grid = 0;
+int g_sms = 0;  // the device's multiprocessors (PrepareDecodeKernels)
 int DecodeBlocks(int row_blocks) {
   return g_resident_blocks > 0 && row_blocks > g_resident_blocks ? g_resident_blocks : row_blocks;
 }
@@ -1845,6 +1847,7 @@ void PrepareDecodeKernels() {
   const char* small = std::getenv("SLUICE_CUDA_STREAM_SMALL_KB");
   g_stream_small_bytes = (small != nullptr ? std::atoll(small) : kStreamSmallKb) * 1024;
   g_stream_small_grid = 4 * sms;
+  g_sms = sms;
   AllowSmem(GateUpKernel);
   AllowSmem(PrepareKernel);
   AllowSmem(DownKernel<2>);
@@ -1918,6 +1921,17 @@ bool ProjectOneRow() {
 bool StreamingOn() {
   const char* env = std::getenv("SLUICE_CUDA_STREAM_PROJECT");
   return !(env != nullptr && std::string(env) == "0") && g_stream_grid != 0;
+}
+
+// Tiles a streamed entries launch of dense groups should reach before its
+// rounds take fewer entries each (StreamEntriesPerRound):
+// kEntryTilesPerSm blocks an SM, or SLUICE_CUDA_ENTRY_TILES_PER_SM (0:
+// always kTileEntries; read at every call, so a test can compare them).
+constexpr int kEntryTilesPerSm = 2;
+int64_t EntryTilesTarget() {
+  const char* env = std::getenv("SLUICE_CUDA_ENTRY_TILES_PER_SM");
+  const int64_t per_sm = env != nullptr ? std::atoll(env) : kEntryTilesPerSm;
+  return per_sm * g_sms;
 }
 
 // Stages of `tile` bytes after `vec_bytes`: 4 or 3 within
@@ -2144,8 +2158,9 @@ bool StreamGroupedQ8(const RawGroupedMatMul& g, int lanes, int min_chunks_per_la
   }
   s.row_blocks = static_cast<int>((g.rows + rows_per_tile - 1) / rows_per_tile);
   s.by_row_blocks = FastDiv::Of(static_cast<uint32_t>(s.row_blocks));
+  s.run = entries ? StreamEntriesPerRound(g, s.row_blocks, EntryTilesTarget()) : kTileEntries;
   s.rounds = entries && g.group_begin == nullptr
-                 ? static_cast<int>((g.max_entries_per_group + kTileEntries - 1) / kTileEntries)
+                 ? static_cast<int>((g.max_entries_per_group + s.run - 1) / s.run)
                  : 1;
   s.by_rounds = FastDiv::Of(static_cast<uint32_t>(s.rounds));
   s.by_group_tiles = FastDiv::Of(static_cast<uint32_t>(s.row_blocks * s.rounds));

@@ -513,5 +513,28 @@ TEST(QuantMatMulGeometryTest, RowsSpreadOnlyWhereTheGridIsSmall) {
   EXPECT_EQ(ComputeGeometry(a).rows_per_lane, kRows);
 }
 
+// StreamEntriesPerRound: dense groups halve their runs until their tiles
+// reach the target (or runs are single entries); experts keep 8.
+TEST(QuantMatMulGeometryTest, DenseRoundsTakeFewerEntriesWhereTilesAreFew) {
+  RawGroupedMatMul a;
+  a.n_groups = 1;
+  a.max_entries_per_group = 8;
+  a.single_group_entries = 8;
+  EXPECT_EQ(StreamEntriesPerRound(a, 64, 0), kStreamTileEntries);
+  EXPECT_EQ(StreamEntriesPerRound(a, 64, 64), 8);    // 64 tiles of one round
+  EXPECT_EQ(StreamEntriesPerRound(a, 64, 65), 4);    // 128
+  EXPECT_EQ(StreamEntriesPerRound(a, 64, 256), 2);   // 256
+  EXPECT_EQ(StreamEntriesPerRound(a, 64, 264), 1);   // 512
+  EXPECT_EQ(StreamEntriesPerRound(a, 4, 264), 1);    // 32: as few as runs of 1 give
+  a.max_entries_per_group = a.single_group_entries = 32;
+  EXPECT_EQ(StreamEntriesPerRound(a, 64, 264), 4);   // 512 tiles, 8 rounds
+  EXPECT_EQ(StreamEntriesPerRound(a, 256, 264), 8);  // 1,024 tiles already
+  const int32_t begin[3] = {0, 3, 5};
+  a.group_begin = begin;  // experts: one round of 8 a tile
+  a.n_groups = 2;
+  a.single_group_entries = 0;
+  EXPECT_EQ(StreamEntriesPerRound(a, 4, 264), 8);
+}
+
 }  // namespace
 }  // namespace sluice::cuda::internal

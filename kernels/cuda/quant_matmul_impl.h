@@ -79,6 +79,30 @@ inline bool HasSeveralEntries(const RawGroupedMatMul& a) {
   return a.group_begin != nullptr || a.single_group_entries > 1;
 }
 
+// Entries a tile of the streamed entries kernel (StreamGroupedQ8) sums in
+// one round.
+inline constexpr int kStreamTileEntries = 8;
+
+// Entries a round of that kernel's tiles takes for `a` whose rows make
+// row_blocks tiles: kStreamTileEntries, or, for dense groups (no
+// group_begin) whose tiles would number fewer than target_tiles, the
+// largest of 4, 2 and 1 that reaches it (else 1). A dense group takes
+// ceil(max_entries_per_group / run) rounds a row block, each its own
+// block summing the same staged rows against other entries, each entry's
+// sums unchanged: a small product (a decode batch's beta and alpha, the
+// shared expert) spreads over more of the GPU. Experts keep one round a
+// tile: most of their groups hold a run or less.
+inline int StreamEntriesPerRound(const RawGroupedMatMul& a, int64_t row_blocks,
+                                 int64_t target_tiles) {
+  int run = kStreamTileEntries;
+  if (a.group_begin != nullptr) return run;
+  auto tiles = [&](int r) {
+    return row_blocks * a.n_groups * ((a.max_entries_per_group + r - 1) / r);
+  };
+  while (run > 1 && tiles(run) < target_tiles) run /= 2;
+  return run;
+}
+
 // Whether the kernels below handle type id `type`.
 bool KernelSupportsType(int type);
 

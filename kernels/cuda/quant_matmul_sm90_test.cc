@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -490,30 +491,39 @@ TEST_P(QuantMatMulQ8Sm90Test, StreamedEntriesAreTheGroupedKernelsBits) {
     EXPECT_EQ(differ, 0);
   }
   // A dense product of 19 rows (MatMul: one group of single_group_entries,
-  // its runs of 8 entries on tiles of their own) gives the same bits.
+  // its runs of entries on tiles of their own) gives the same bits, with
+  // runs of 8 (SLUICE_CUDA_ENTRY_TILES_PER_SM=0) and of 1 (a target no
+  // launch reaches: 19 rounds a row block, StreamEntriesPerRound).
   const GgmlType t = GetParam();
   constexpr int64_t kRows = 300, kCols = 4096, kTok = 19;
   std::mt19937 rng(77);
   DeviceBuffer d_w = Upload(kernels::testing_util::RandomWeights(t, kRows, kCols, rng));
   const RoundedRows in = RandomRoundedRows(t, kTok, kCols, rng);
   const DeviceBuffer &d_x = in.x, &d_q8 = in.q8;
-  std::vector<float> dense[2];
-  for (const bool on : {false, true}) {
+  std::vector<float> dense[3];
+  for (const int arm : {0, 1, 2}) {
+    const bool on = arm != 0;
     SetStreamEntriesEnabled(on);
+    if (arm == 1) setenv("SLUICE_CUDA_ENTRY_TILES_PER_SM", "0", 1);
+    if (arm == 2) setenv("SLUICE_CUDA_ENTRY_TILES_PER_SM", "1000000", 1);
     const uint64_t before = StreamedEntryLaunches();
     DeviceBuffer d_y = Upload(std::vector<float>(kTok * kRows, 0.0f));
     ASSERT_TRUE(MatMul(t, d_w.data(), kRows, kCols, d_x.as<float>(), kTok, d_y.as<float>(),
                        nullptr, /*tensor_cores=*/false, /*q8_activations=*/true,
                        d_q8.as<uint8_t>())
                     .ok());
-    dense[on].resize(kTok * kRows);
+    unsetenv("SLUICE_CUDA_ENTRY_TILES_PER_SM");
+    dense[arm].resize(kTok * kRows);
     ASSERT_TRUE(Synchronize(nullptr).ok());
-    ASSERT_TRUE(CopyToHost(dense[on].data(), d_y.data(), dense[on].size() * sizeof(float),
+    ASSERT_TRUE(CopyToHost(dense[arm].data(), d_y.data(), dense[arm].size() * sizeof(float),
                            nullptr).ok());
     EXPECT_EQ(StreamedEntryLaunches() - before,
               on && TilesOf16Bytes(t, kRows, kCols) ? 1u : 0u);
   }
-  EXPECT_EQ(std::memcmp(dense[0].data(), dense[1].data(), dense[0].size() * sizeof(float)), 0);
+  for (const int arm : {1, 2}) {
+    SCOPED_TRACE(arm == 1 ? "runs of 8" : "runs of 1");
+    EXPECT_EQ(std::memcmp(dense[0].data(), dense[arm].data(), dense[0].size() * sizeof(float)), 0);
+  }
   SetStreamEntriesEnabled(was);
 }
 
