@@ -177,6 +177,9 @@ EnvSwitch q8_switch("SLUICE_CUDA_Q8", true);
 EnvSwitch spread_rows_switch("SLUICE_CUDA_SPREAD_ROWS", true);
 // Every one-entry launch of long rows so: measured against the above.
 EnvSwitch spread_all_switch("SLUICE_CUDA_SPREAD_ALL", false);
+// Launches of several entries too short of blocks spread rows and entries
+// too (RawGroupedMatMul::spread_entries): the same sums, more blocks.
+EnvSwitch spread_entries_switch("SLUICE_CUDA_SPREAD_ENTRIES", true);
 EnvSwitch q8_round_once_switch("SLUICE_CUDA_Q8_ROUND_ONCE", true);
 EnvSwitch fuse_rounding_switch("SLUICE_CUDA_FUSE_ROUNDING", false);
 
@@ -274,6 +277,7 @@ absl::Status LaunchGroupedMatMul(const GroupedMatMul& args, CUstream_st* stream)
   raw.y_stride = args.y_stride;
   raw.spread_rows = spread_rows_switch.on();
   raw.spread_all = spread_all_switch.on();
+  raw.spread_entries = spread_entries_switch.on();
   RETURN_IF_ERROR(CheckGeometry(raw, kWhat));
   if (args.pair_offset == 0) {
     return LaunchEither(raw, args.tensor_cores, args.q8_activations, stream, kWhat);
@@ -325,6 +329,7 @@ absl::Status MatMul(GgmlType type, const void* d_w, int64_t rows, int64_t cols, 
   raw.y_stride = rows;
   raw.spread_rows = spread_rows_switch.on();
   raw.spread_all = spread_all_switch.on();
+  raw.spread_entries = spread_entries_switch.on();
   RETURN_IF_ERROR(CheckGeometry(raw, kWhat));
   return LaunchEither(raw, tensor_cores, q8_activations, stream, kWhat);
 }

@@ -23,9 +23,9 @@ template <class T>
 int Launch(const RawGroupedMatMul& a, const GroupedGeometry& geo, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(geo.entry_tiles), static_cast<unsigned>(geo.row_blocks),
                   static_cast<unsigned>(a.n_groups));
-  if (a.max_entries_per_group == 1 && geo.rows_per_lane == 1) {
+  if (geo.entries_per_tile == 1 && geo.rows_per_lane == 1) {
     GroupedKernel<T, 1, false, 1><<<grid, kThreads, 0, stream>>>(a, geo.lanes_per_row);
-  } else if (a.max_entries_per_group == 1) {
+  } else if (geo.entries_per_tile == 1) {
     GroupedKernel<T, 1><<<grid, kThreads, 0, stream>>>(a, geo.lanes_per_row);
   } else if (geo.rows_per_lane == 1) {
     GroupedKernel<T, kEntryTile, false, 1><<<grid, kThreads, 0, stream>>>(a, geo.lanes_per_row);
@@ -41,9 +41,9 @@ int LaunchQ8(const RawGroupedMatMul& a, const GroupedGeometry& geo, cudaStream_t
                   static_cast<unsigned>(a.n_groups));
   // Rows rounded by the caller are read in place: no shared tile.
   const size_t row_bytes = a.x_q8 != nullptr ? 0 : static_cast<size_t>(Q8RowBytes<T>(a.cols));
-  if (a.max_entries_per_group == 1 && geo.rows_per_lane == 1) {
+  if (geo.entries_per_tile == 1 && geo.rows_per_lane == 1) {
     GroupedKernel<T, 1, true, 1><<<grid, kThreads, row_bytes, stream>>>(a, geo.lanes_per_row);
-  } else if (a.max_entries_per_group == 1) {
+  } else if (geo.entries_per_tile == 1) {
     GroupedKernel<T, 1, true><<<grid, kThreads, row_bytes, stream>>>(a, geo.lanes_per_row);
   } else if (geo.rows_per_lane == 1) {
     GroupedKernel<T, kEntryTile, true, 1>

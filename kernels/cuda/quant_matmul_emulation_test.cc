@@ -46,9 +46,9 @@ void Emulate(const RawGroupedMatMul& a) {
   const GroupedGeometry geo = ComputeGeometry(a);
   const dim3 grid{static_cast<unsigned>(geo.entry_tiles), static_cast<unsigned>(geo.row_blocks),
                   static_cast<unsigned>(a.n_groups)};
-  if (a.max_entries_per_group == 1 && geo.rows_per_lane == 1) {
+  if (geo.entries_per_tile == 1 && geo.rows_per_lane == 1) {
     emulation::Launch(grid, kThreads, [&] { GroupedKernel<T, 1, kQ8, 1>(a, geo.lanes_per_row); });
-  } else if (a.max_entries_per_group == 1) {
+  } else if (geo.entries_per_tile == 1) {
     emulation::Launch(grid, kThreads, [&] { GroupedKernel<T, 1, kQ8>(a, geo.lanes_per_row); });
   } else if (geo.rows_per_lane == 1) {
     emulation::Launch(grid, kThreads,
@@ -230,6 +230,31 @@ TEST_P(QuantMatMulEmulationTest, SpreadRowsGiveTheSameBits) {
     EmulateType(p.args(), q8);
     const BitDiff d = CompareBits(packed, p.outputs());
     EXPECT_EQ(d.written, 3 * c.rows) << (q8 ? "q8" : "f32");
+    EXPECT_EQ(d.mismatches, 0) << (q8 ? "q8" : "f32");
+  }
+}
+
+// A launch of several entries short of blocks (a decode batch's router)
+// spread one row per lane group and one entry a block (spread_entries)
+// gives the bits of kRows rows per lane group and tiles of 8 entries.
+TEST_P(QuantMatMulEmulationTest, SpreadEntriesGiveTheSameBits) {
+  const GgmlType t = GetParam();
+  const Case c = GroupOf19Misaligned(37, Cols(2304));
+  for (const bool q8 : {false, true}) {
+    if (q8 && !HasQ8(t)) continue;
+    GroupedProblem p(t, c, 13 + static_cast<int>(t));
+    EmulateType(p.args(), q8);
+    const std::vector<float> packed = p.outputs();
+    p.ClearOutputs();
+    p.mutable_args().spread_rows = true;
+    p.mutable_args().spread_entries = true;
+    const GroupedGeometry geo = ComputeGeometry(p.args());
+    ASSERT_EQ(geo.rows_per_lane, 1);
+    EXPECT_EQ(geo.entries_per_tile, 1);
+    EXPECT_EQ(geo.entry_tiles, 19);
+    EmulateType(p.args(), q8);
+    const BitDiff d = CompareBits(packed, p.outputs());
+    EXPECT_EQ(d.written, 19 * c.rows) << (q8 ? "q8" : "f32");
     EXPECT_EQ(d.mismatches, 0) << (q8 ? "q8" : "f32");
   }
 }
@@ -511,6 +536,39 @@ TEST(QuantMatMulGeometryTest, RowsSpreadOnlyWhereTheGridIsSmall) {
   a.cols = 7168;
   a.spread_rows = false;
   EXPECT_EQ(ComputeGeometry(a).rows_per_lane, kRows);
+}
+
+// spread_entries: several tiles of entries spread rows where the grid is
+// small, and a spread grid still short of kFewBlocks takes one entry a
+// block. A decode batch's F32 router (256 rows of 2,048) at 8 and 32 rows.
+TEST(QuantMatMulGeometryTest, EntriesSpreadWhereTheSpreadGridIsStillSmall) {
+  RawGroupedMatMul a;
+  a.type = static_cast<int>(GgmlType::kF32);
+  a.cols = 2048;
+  a.rows = 256;  // 16 blocks of 16 rows
+  a.n_groups = 1;
+  a.max_entries_per_group = 8;
+  a.spread_rows = true;
+  EXPECT_EQ(ComputeGeometry(a).row_blocks, 64);  // spread: 64 blocks of 4 rows
+  EXPECT_EQ(ComputeGeometry(a).entries_per_tile, kEntryTile);
+  a.spread_entries = true;
+  EXPECT_EQ(ComputeGeometry(a).row_blocks, 64);
+  EXPECT_EQ(ComputeGeometry(a).entries_per_tile, 1);
+  EXPECT_EQ(ComputeGeometry(a).entry_tiles, 8);  // 512 blocks
+  a.max_entries_per_group = 32;  // 16 x 4 blocks: spread to 64 x 4, enough
+  EXPECT_EQ(ComputeGeometry(a).rows_per_lane, 1);
+  EXPECT_EQ(ComputeGeometry(a).entries_per_tile, kEntryTile);
+  EXPECT_EQ(ComputeGeometry(a).entry_tiles, 4);
+  a.spread_entries = false;  // several tiles: not spread
+  EXPECT_EQ(ComputeGeometry(a).rows_per_lane, kRows);
+  a.spread_entries = true;
+  a.rows = 4096;  // 256 x 4 blocks: enough as they are
+  EXPECT_EQ(ComputeGeometry(a).rows_per_lane, kRows);
+  EXPECT_EQ(ComputeGeometry(a).entries_per_tile, kEntryTile);
+  a.max_entries_per_group = 1;  // one entry: a tile of one, as always
+  a.rows = 256;
+  EXPECT_EQ(ComputeGeometry(a).entries_per_tile, 1);
+  EXPECT_EQ(ComputeGeometry(a).entry_tiles, 1);
 }
 
 // StreamEntriesPerRound: dense groups halve their runs until their tiles

@@ -43,6 +43,10 @@ struct RawGroupedMatMul {
   // rows so (a measurement).
   bool spread_rows = false;
   bool spread_all = false;
+  // With spread_rows: a launch of several tiles of entries spreads its
+  // rows too where its blocks are few, and one whose spread grid still
+  // falls short takes one entry a block (ComputeGeometry), the same sums.
+  bool spread_entries = false;
   // A pair (the streamed entries kernel only, StreamGroupedQ8): group g's
   // second matrix is weights[w + up_offset] (w the index of its first),
   // its sums written to y_up as the first's to y. 0: no pair.
@@ -135,6 +139,7 @@ struct GroupedGeometry {
   int64_t rows_per_block = 0;   // rows one thread block covers
   int64_t row_blocks = 0;       // grid.y
   int64_t entry_tiles = 0;      // grid.x: entries in tiles of 1 or 8
+  int entries_per_tile = 8;     // 1 or 8 (kEntryTile)
 };
 GroupedGeometry GeometryFor(const RawGroupedMatMul& a);
 

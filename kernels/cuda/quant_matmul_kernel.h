@@ -314,7 +314,10 @@ inline int ChunkElems(int type) {
 // Below this many blocks a launch of one tile of entries spreads its rows
 // (spread_rows): about two waves of the H100's and H200's 132 SMs. A
 // decode batch's F32 router (256 rows of 2,048, 8 entries) had 16 blocks
-// and took 32 us a layer on the H100 (2026-12-07).
+// and took 32 us a layer on the H100 (2026-12-07). With spread_entries a
+// launch of several tiles of entries spreads too, and one still short of
+// this many blocks spread takes one entry a block: the router spread took
+// 24.8 us a layer at 8 entries in 64 blocks (ncu, H100, 2026-12-07).
 constexpr int64_t kFewBlocks = 256;
 
 inline GroupedGeometry ComputeGeometry(const RawGroupedMatMul& a) {
@@ -325,14 +328,20 @@ inline GroupedGeometry ComputeGeometry(const RawGroupedMatMul& a) {
   geo.rows_per_lane = kRows;
   geo.rows_per_block = static_cast<int64_t>(kWarps) * (32 / geo.lanes_per_row) * kRows;
   geo.row_blocks = (a.rows + geo.rows_per_block - 1) / geo.rows_per_block;
-  if (a.spread_rows && a.max_entries_per_group <= kEntryTile && geo.lanes_per_row == 32 &&
-      (a.spread_all || geo.row_blocks * a.n_groups < kFewBlocks)) {
+  geo.entries_per_tile = a.max_entries_per_group == 1 ? 1 : kEntryTile;
+  geo.entry_tiles = (a.max_entries_per_group + geo.entries_per_tile - 1) / geo.entries_per_tile;
+  const bool tiles_ok = a.max_entries_per_group <= kEntryTile || a.spread_entries;
+  if (a.spread_rows && tiles_ok && geo.lanes_per_row == 32 &&
+      (a.spread_all || geo.row_blocks * a.n_groups * geo.entry_tiles < kFewBlocks)) {
     geo.rows_per_lane = 1;
     geo.rows_per_block = kWarps;
     geo.row_blocks = (a.rows + geo.rows_per_block - 1) / geo.rows_per_block;
+    if (a.spread_entries && geo.entries_per_tile > 1 &&
+        geo.row_blocks * a.n_groups * geo.entry_tiles < kFewBlocks) {
+      geo.entries_per_tile = 1;
+      geo.entry_tiles = a.max_entries_per_group;
+    }
   }
-  const int64_t tile = a.max_entries_per_group == 1 ? 1 : kEntryTile;
-  geo.entry_tiles = (a.max_entries_per_group + tile - 1) / tile;
   return geo;
 }
 

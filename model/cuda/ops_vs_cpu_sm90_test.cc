@@ -11,6 +11,7 @@
 // order differs, so agreement is to F32 rounding, not bit for bit).
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -274,6 +275,34 @@ void ExpectSame(Dev& d, const float* a, const float* b, size_t n, const char* wh
   size_t diff = 0;
   for (size_t i = 0; i < n; ++i) diff += x[i] != y[i] ? 1 : 0;
   EXPECT_EQ(diff, 0u) << what << ": " << diff << " of " << n << " values differ";
+}
+
+// The gated shared expert's add (out += shared * sigmoid(gate_inp . x)
+// a row) against double arithmetic, and its rows in parts of several
+// blocks (the default at 2,048 columns) against one block a row: the
+// same bits.
+TEST_F(OpsVsCpuSm90Test, AddGatedSharedMatchesTheCpuInParts) {
+  const int64_t n_tok = 3, n = 2048 + 40;
+  auto gate = Random(n, 4), x = Random(n_tok * n, 5), shared = Random(n_tok * n, 6),
+       out = Random(n_tok * n, 7);
+  std::vector<float> want(n_tok * n);
+  for (int64_t t = 0; t < n_tok; ++t) {
+    double dot = 0;
+    for (int64_t i = 0; i < n; ++i) dot += static_cast<double>(gate[i]) * x[t * n + i];
+    const double g = 1.0 / (1.0 + std::exp(-dot));
+    for (int64_t i = 0; i < n; ++i) want[t * n + i] = out[t * n + i] + shared[t * n + i] * g;
+  }
+  Dev d;
+  float *dg = d.Put(gate), *dx = d.Put(x), *ds = d.Put(shared);
+  float *parts = d.Put(out), *one = d.Put(out);
+  cuda::AddGatedShared(dg, dx, ds, n_tok, n, parts, nullptr);
+  setenv("SLUICE_CUDA_GATED_SHARED_PARTS", "1", 1);
+  cuda::AddGatedShared(dg, dx, ds, n_tok, n, one, nullptr);
+  unsetenv("SLUICE_CUDA_GATED_SHARED_PARTS");
+  const double err = RelErr(d.Get(parts, n_tok * n), want);
+  std::printf("AddGatedShared: rel err %.3g\n", err);
+  EXPECT_LT(err, kMaxRelErr);
+  ExpectSame(d, parts, one, n_tok * n, "parts against one block a row");
 }
 
 TEST_F(OpsVsCpuSm90Test, AttentionOverSeveralSequencesEqualsEachAlone) {
