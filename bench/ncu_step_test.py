@@ -60,6 +60,53 @@ class NcuStepTest(unittest.TestCase):
             ncu_step.main([f.name])
         os.unlink(f.name)
 
+    def test_time_only_step_from_its_first_kernel_by_kernel(self):
+        # Two steps of a batch pass, each from its embedding; only the time
+        # metric, in ns as ncu prints it.
+        def timed(kid, name, grid, ns):
+            return [f'"{kid}","1","batch_decode","h","{name}","1","13","(128, 1, 1)","{grid}",'
+                    f'"0","9.0","Command line profiler metrics","gpu__time_duration.sum","ns",'
+                    f'"{ns:,}"']
+        lines = ["==PROF== Connected to process 1", HEADER]
+        kid = 0
+        for step in range(2):
+            for name, grid, ns in [("void ns::DequantRowsKernel(int)", "(8, 8, 1)", 3400),
+                                   ("void ns::StreamGroupsKernel<4, 1>(ns::S)", "(528, 1, 1)",
+                                    40000 + step),
+                                   ("void ns::TopKKernel(int)", "(8, 1, 1)", 6400),
+                                   ("void ns::StreamGroupsKernel<4, 1>(ns::S)", "(528, 1, 1)",
+                                    41000),
+                                   ("void ns::StreamGroupsKernel<4, 1>(ns::S)", "(512, 1, 1)",
+                                    11000)]:
+                lines += timed(kid, name, grid, ns)
+                kid += 1
+        out = self.run_on_args(lines, ["--from-last", "DequantRowsKernel", "--by-kernel"])
+        self.assertEqual(len(out), 6)  # header, four kernel-and-grid rows, total
+        first = out[1].split()
+        self.assertEqual(first[:3], ["StreamGroupsKernel<4,", "1>", "(528,"])
+        self.assertEqual(first[-3:], ["2", "81.0", "40.50"])  # the second step's 40,001 + 41,000 ns
+        self.assertEqual(out[2].split()[-3:], ["1", "11.0", "11.00"])
+        self.assertEqual(out[3].split()[-3:], ["1", "6.4", "6.40"])
+        self.assertEqual(out[-1], "total 5 launches 101.8 us")
+        # Launch by launch: the metrics ncu was not asked for print "-".
+        out = self.run_on_args(lines, ["--from-last", "DequantRowsKernel"])
+        self.assertEqual(len(out), 7)
+        self.assertEqual(out[1].split()[-6:], ["3.40", "-", "-", "-", "-", "-"])
+        self.assertEqual(out[-1], "total 5 launches 101.8 us 0.0 MB")
+        with self.assertRaises(ValueError):
+            self.run_on_args(lines, ["--from-last", "NoSuchKernel"])
+
+    def run_on_args(self, lines, args):
+        with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
+            f.write("\n".join(lines) + "\n")
+        out = io.StringIO()
+        try:
+            with redirect_stdout(out):
+                self.assertEqual(ncu_step.main([f.name] + args), 0)
+        finally:
+            os.unlink(f.name)
+        return out.getvalue().splitlines()
+
 
 if __name__ == "__main__":
     unittest.main()
