@@ -189,49 +189,50 @@ BitDiff CompareBits(const std::vector<float>& a, const std::vector<float>& b) {
   return d;
 }
 
+// Case c of type t run as it is, then again after change(args) (which
+// checks the geometry it expects), with F32 and, where the type has them,
+// 8-bit activations: `written` outputs, every one the same bits.
+template <class Change>
+void ExpectTheSameBitsAfter(GgmlType t, const Case& c, uint32_t seed, int64_t written,
+                            Change&& change) {
+  for (const bool q8 : {false, true}) {
+    if (q8 && !HasQ8(t)) continue;
+    SCOPED_TRACE(q8 ? "q8" : "f32");
+    GroupedProblem p(t, c, seed);
+    EmulateType(p.args(), q8);
+    const std::vector<float> before = p.outputs();
+    p.ClearOutputs();
+    change(p.mutable_args());
+    EmulateType(p.args(), q8);
+    const BitDiff d = CompareBits(before, p.outputs());
+    EXPECT_EQ(d.written, written);
+    EXPECT_EQ(d.mismatches, 0);
+  }
+}
+
 // One group of entries named by single_group_entries (a batch pass's dense
 // pair through its table, GroupedMatMul::one_group_entries) gives the bits
-// of the same group through group_begin, with F32 and, where the type has
-// them, 8-bit activations.
+// of the same group through group_begin.
 TEST_P(QuantMatMulEmulationTest, OneGroupOfEntriesWithoutBoundsGivesTheSameBits) {
   const GgmlType t = GetParam();
   const Case c = GroupOf19Misaligned(9, Cols(512));
-  for (const bool q8 : {false, true}) {
-    if (q8 && !HasQ8(t)) continue;
-    GroupedProblem p(t, c, 5 + static_cast<int>(t));
-    EmulateType(p.args(), q8);
-    const std::vector<float> bounded = p.outputs();
-    p.ClearOutputs();
-    p.mutable_args().group_begin = nullptr;
-    p.mutable_args().single_group_entries = 19;
-    EmulateType(p.args(), q8);
-    const BitDiff d = CompareBits(bounded, p.outputs());
-    EXPECT_EQ(d.written, 19 * c.rows) << (q8 ? "q8" : "f32");
-    EXPECT_EQ(d.mismatches, 0) << (q8 ? "q8" : "f32");
-  }
+  ExpectTheSameBitsAfter(t, c, 5 + static_cast<int>(t), 19 * c.rows, [](RawGroupedMatMul& a) {
+    a.group_begin = nullptr;
+    a.single_group_entries = 19;
+  });
 }
 
 // A one-entry launch of few blocks spread one row per lane group gives the
 // bits of kRows rows per lane group (each row's chunks go to the same lanes
-// in the same order), with F32 and, where the type has them, 8-bit
-// activations.
+// in the same order).
 TEST_P(QuantMatMulEmulationTest, SpreadRowsGiveTheSameBits) {
   const GgmlType t = GetParam();
   const Case c = DecodeOneEntryPerGroup(Cols(2304));
-  for (const bool q8 : {false, true}) {
-    if (q8 && !HasQ8(t)) continue;
-    GroupedProblem p(t, c, 11 + static_cast<int>(t));
-    EmulateType(p.args(), q8);
-    const std::vector<float> packed = p.outputs();
-    p.ClearOutputs();
-    p.mutable_args().spread_rows = true;
-    ASSERT_EQ(ComputeGeometry(p.args()).rows_per_lane, 1);
-    EXPECT_EQ(ComputeGeometry(p.args()).row_blocks, 10);  // 37 rows, 4 a block
-    EmulateType(p.args(), q8);
-    const BitDiff d = CompareBits(packed, p.outputs());
-    EXPECT_EQ(d.written, 3 * c.rows) << (q8 ? "q8" : "f32");
-    EXPECT_EQ(d.mismatches, 0) << (q8 ? "q8" : "f32");
-  }
+  ExpectTheSameBitsAfter(t, c, 11 + static_cast<int>(t), 3 * c.rows, [](RawGroupedMatMul& a) {
+    a.spread_rows = true;
+    EXPECT_EQ(ComputeGeometry(a).rows_per_lane, 1);
+    EXPECT_EQ(ComputeGeometry(a).row_blocks, 10);  // 37 rows, 4 a block
+  });
 }
 
 // A launch of several entries short of blocks (a decode batch's router)
@@ -240,23 +241,14 @@ TEST_P(QuantMatMulEmulationTest, SpreadRowsGiveTheSameBits) {
 TEST_P(QuantMatMulEmulationTest, SpreadEntriesGiveTheSameBits) {
   const GgmlType t = GetParam();
   const Case c = GroupOf19Misaligned(37, Cols(2304));
-  for (const bool q8 : {false, true}) {
-    if (q8 && !HasQ8(t)) continue;
-    GroupedProblem p(t, c, 13 + static_cast<int>(t));
-    EmulateType(p.args(), q8);
-    const std::vector<float> packed = p.outputs();
-    p.ClearOutputs();
-    p.mutable_args().spread_rows = true;
-    p.mutable_args().spread_entries = true;
-    const GroupedGeometry geo = ComputeGeometry(p.args());
-    ASSERT_EQ(geo.rows_per_lane, 1);
+  ExpectTheSameBitsAfter(t, c, 13 + static_cast<int>(t), 19 * c.rows, [](RawGroupedMatMul& a) {
+    a.spread_rows = true;
+    a.spread_entries = true;
+    const GroupedGeometry geo = ComputeGeometry(a);
+    EXPECT_EQ(geo.rows_per_lane, 1);
     EXPECT_EQ(geo.entries_per_tile, 1);
     EXPECT_EQ(geo.entry_tiles, 19);
-    EmulateType(p.args(), q8);
-    const BitDiff d = CompareBits(packed, p.outputs());
-    EXPECT_EQ(d.written, 19 * c.rows) << (q8 ? "q8" : "f32");
-    EXPECT_EQ(d.mismatches, 0) << (q8 ? "q8" : "f32");
-  }
+  });
 }
 
 TEST_P(QuantMatMulEmulationTest, DequantElementIsBitExact) {
