@@ -20,8 +20,9 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
+
+from harness_common import csv, run
 
 
 def parse_arm(text):
@@ -51,13 +52,11 @@ def rates(stdout):
 
 
 def run_arm(binary, model, env, flags, timeout):
-    full_env = dict(os.environ)
-    full_env.update(env)
-    done = subprocess.run([binary, "--model", model, "--json"] + flags, env=full_env,
-                          capture_output=True, text=True, timeout=timeout)
-    if done.returncode != 0:
-        raise RuntimeError(f"batch_decode failed ({done.returncode}): {done.stderr[-400:]}")
-    return rates(done.stdout)
+    rc, out, err, _ = run([binary, "--model", model, "--json"] + flags, timeout,
+                          env={**os.environ, **env})
+    if rc != 0:
+        raise RuntimeError(f"batch_decode failed ({rc}): {err[-400:]}")
+    return rates(out)
 
 
 def table(arms, results, sequences):
@@ -94,7 +93,7 @@ def main(argv):
     arms = [parse_arm(a) for a in args.arm]
     if len({name for name, _ in arms}) != len(arms):
         raise ValueError("two arms share a name")
-    sequences = [int(s) for s in args.sequences.split(",")]
+    sequences = csv(args.sequences, int)
     flags = ["--backend", "cuda", "--prompt_tokens", "128", "--decode_tokens", "32",
              "--sequences", args.sequences] + extra
     results = {name: [] for name, _ in arms}

@@ -181,6 +181,13 @@ EnvSwitch spread_all_switch("SLUICE_CUDA_SPREAD_ALL", false);
 // too (RawGroupedMatMul::spread_entries): the same sums, more blocks.
 EnvSwitch spread_entries_switch("SLUICE_CUDA_SPREAD_ENTRIES", true);
 EnvSwitch q8_round_once_switch("SLUICE_CUDA_Q8_ROUND_ONCE", true);
+
+// raw's spread_rows, spread_all and spread_entries as their switches say.
+void SpreadBySwitches(internal::RawGroupedMatMul& raw) {
+  raw.spread_rows = spread_rows_switch.on();
+  raw.spread_all = spread_all_switch.on();
+  raw.spread_entries = spread_entries_switch.on();
+}
 EnvSwitch fuse_rounding_switch("SLUICE_CUDA_FUSE_ROUNDING", false);
 
 }  // namespace
@@ -275,9 +282,7 @@ absl::Status LaunchGroupedMatMul(const GroupedMatMul& args, CUstream_st* stream)
   raw.x_stride = args.x_stride;
   raw.y = args.d_y;
   raw.y_stride = args.y_stride;
-  raw.spread_rows = spread_rows_switch.on();
-  raw.spread_all = spread_all_switch.on();
-  raw.spread_entries = spread_entries_switch.on();
+  SpreadBySwitches(raw);
   RETURN_IF_ERROR(CheckGeometry(raw, kWhat));
   if (args.pair_offset == 0) {
     return LaunchEither(raw, args.tensor_cores, args.q8_activations, stream, kWhat);
@@ -327,9 +332,7 @@ absl::Status MatMul(GgmlType type, const void* d_w, int64_t rows, int64_t cols, 
   raw.x_stride = cols;
   raw.y = d_y;
   raw.y_stride = rows;
-  raw.spread_rows = spread_rows_switch.on();
-  raw.spread_all = spread_all_switch.on();
-  raw.spread_entries = spread_entries_switch.on();
+  SpreadBySwitches(raw);
   RETURN_IF_ERROR(CheckGeometry(raw, kWhat));
   return LaunchEither(raw, tensor_cores, q8_activations, stream, kWhat);
 }

@@ -500,17 +500,23 @@ TEST(QuantMatMulGeometryTest, LanesPerRowFollowTheRowLength) {
   EXPECT_EQ(ComputeGeometry(a).entry_tiles, 1);
 }
 
+// One group of `entries` over rows x cols of type t, spread_rows on.
+RawGroupedMatMul SpreadOneGroup(GgmlType t, int64_t rows, int64_t cols, int64_t entries) {
+  RawGroupedMatMul a;
+  a.type = static_cast<int>(t);
+  a.cols = cols;
+  a.rows = rows;
+  a.n_groups = 1;
+  a.max_entries_per_group = entries;
+  a.spread_rows = true;
+  return a;
+}
+
 // spread_rows: one row per lane group only for launches of one tile of
 // entries (a decode batch's router) over long rows whose grid would hold
 // fewer than kFewBlocks blocks.
 TEST(QuantMatMulGeometryTest, RowsSpreadOnlyWhereTheGridIsSmall) {
-  RawGroupedMatMul a;
-  a.type = static_cast<int>(GgmlType::kQ4_K);
-  a.cols = 7168;
-  a.rows = 576;  // 36 blocks of 16 rows
-  a.n_groups = 1;
-  a.max_entries_per_group = 1;
-  a.spread_rows = true;
+  RawGroupedMatMul a = SpreadOneGroup(GgmlType::kQ4_K, 576, 7168, 1);  // 36 blocks of 16 rows
   EXPECT_EQ(ComputeGeometry(a).rows_per_lane, 1);
   EXPECT_EQ(ComputeGeometry(a).row_blocks, 144);
   a.n_groups = 8;  // 288 blocks of 16 rows: enough
@@ -534,13 +540,7 @@ TEST(QuantMatMulGeometryTest, RowsSpreadOnlyWhereTheGridIsSmall) {
 // small, and a spread grid still short of kFewBlocks takes one entry a
 // block. A decode batch's F32 router (256 rows of 2,048) at 8 and 32 rows.
 TEST(QuantMatMulGeometryTest, EntriesSpreadWhereTheSpreadGridIsStillSmall) {
-  RawGroupedMatMul a;
-  a.type = static_cast<int>(GgmlType::kF32);
-  a.cols = 2048;
-  a.rows = 256;  // 16 blocks of 16 rows
-  a.n_groups = 1;
-  a.max_entries_per_group = 8;
-  a.spread_rows = true;
+  RawGroupedMatMul a = SpreadOneGroup(GgmlType::kF32, 256, 2048, 8);  // 16 blocks of 16 rows
   EXPECT_EQ(ComputeGeometry(a).row_blocks, 64);  // spread: 64 blocks of 4 rows
   EXPECT_EQ(ComputeGeometry(a).entries_per_tile, kEntryTile);
   a.spread_entries = true;
