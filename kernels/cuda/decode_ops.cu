@@ -248,12 +248,6 @@ __device__ __forceinline__ void DotRowsQ8(const uint8_t* const (&rp)[NM][R], int
   }
 }
 
-// The sum over the L lanes of a group (every lane of the warp takes part).
-__device__ __forceinline__ float GroupSum(float v, int L) {
-  for (int off = L >> 1; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-  return v;
-}
-
 // Rows row0.. of one matrix (or a pair) of type T against xs: the R sums
 // per matrix, complete in every lane of the group.
 template <class T, int NM, int R, class M = GlobalMem>
@@ -935,6 +929,9 @@ struct StreamGroups {
   // the experts' launches 2.3x slower, H100 2026-12-07).
   int rounds, run;
   FastDiv by_rounds, by_group_tiles;
+  // Rounds of more than kTileEntries / 2 entries sum their lanes scattered
+  // (GroupSumScattered); 0: one GroupSum a sum.
+  int scatter;
 };
 
 // Entries a staged tile is summed against in one round at most.
@@ -989,7 +986,8 @@ __device__ __forceinline__ TileRef GroupTile(const StreamGroups& s, int t) {
 // StreamRows, so each entry gets the grouped kernel's bits.
 template <class T>
 __device__ __forceinline__ void StreamEntryRows(const RawGroupedMatMul& g, int64_t e0, int ne,
-                                                float* y, int L, int nr, const uint8_t* w) {
+                                                float* y, int L, int nr, const uint8_t* w,
+                                                bool scatter) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int groups = 32 / L, sub = lane & (L - 1);
   const int warp_row0 = warp * groups * kR;
@@ -1033,6 +1031,28 @@ __device__ __forceinline__ void StreamEntryRows(const RawGroupedMatMul& g, int64
       }
     }
   }
+  if (scatter && ne > kTileEntries / 2) {
+    // Most entries of a round: the sums scattered over the group's lanes
+    // (the same bits as GroupSum's); the first lane holding a sum stores
+    // it.
+    constexpr int kN = kTileEntries * kR;
+    float v[kN];  // entry e's row r at e * kR + r
+#pragma unroll
+    for (int e = 0; e < kTileEntries; ++e) {
+#pragma unroll
+      for (int r = 0; r < kR; ++r) v[e * kR + r] = acc[e][r];
+    }
+    const int base = GroupSumScattered(v, L);
+    const int held = ScatteredHeld(kN, L), copies = L / kN > 1 ? L / kN : 1;
+#pragma unroll
+    for (int i = 0; i < kN / 8; ++i) {  // L >= 8: at most kN / 8 held
+      const int idx = base + i, e = idx / kR, r = idx % kR;
+      if (i < held && e < ne && row0 + r < nr && (lane & (copies - 1)) == 0) {
+        y[(e0 + e) * g.y_stride + row0 + r] = v[i];
+      }
+    }
+    return;
+  }
 #pragma unroll
   for (int e = 0; e < kTileEntries; ++e) {
     if (e >= ne) break;  // ne is the block's: the whole warp leaves together
@@ -1068,8 +1088,8 @@ __global__ void __launch_bounds__(kProjThreads, kEntries ? 4 : kStreamBlocksPerS
 #pragma unroll 1
         for (int64_t e0 = r.e0; e0 < r.end; e0 += s.run * s.rounds) {
           const int ne = static_cast<int>(r.end - e0 < s.run ? r.end - e0 : s.run);
-          StreamEntryRows<T>(s.g, e0, ne, r.y, L, r.nr, w);
-          if (up != nullptr) StreamEntryRows<T>(s.g, e0, ne, y_up, L, r.nr, up);
+          StreamEntryRows<T>(s.g, e0, ne, r.y, L, r.nr, w, s.scatter != 0);
+          if (up != nullptr) StreamEntryRows<T>(s.g, e0, ne, y_up, L, r.nr, up, s.scatter != 0);
         }
       });
     };
@@ -1927,6 +1947,14 @@ bool StreamingOn() {
 // rounds take fewer entries each (StreamEntriesPerRound):
 // kEntryTilesPerSm blocks an SM, or SLUICE_CUDA_ENTRY_TILES_PER_SM (0:
 // always kTileEntries; read at every call, so a test can compare them).
+// Whether the streamed entries kernel sums its rounds' lanes scattered
+// (StreamGroups::scatter): on unless SLUICE_CUDA_SCATTER_SUMS is "0" (read
+// at every call, so a test can compare both).
+bool ScatteredSumsOn() {
+  const char* env = std::getenv("SLUICE_CUDA_SCATTER_SUMS");
+  return env == nullptr || std::string_view(env) != "0";
+}
+
 constexpr int kEntryTilesPerSm = 2;
 int64_t EntryTilesTarget() {
   const char* env = std::getenv("SLUICE_CUDA_ENTRY_TILES_PER_SM");
@@ -2164,6 +2192,7 @@ bool StreamGroupedQ8(const RawGroupedMatMul& g, int lanes, int min_chunks_per_la
                  : 1;
   s.by_rounds = FastDiv::Of(static_cast<uint32_t>(s.rounds));
   s.by_group_tiles = FastDiv::Of(static_cast<uint32_t>(s.row_blocks * s.rounds));
+  s.scatter = ScatteredSumsOn() ? 1 : 0;
   // A pair stages both matrices' rows of a tile: entries launches only.
   const int halves = g.up_offset != 0 ? 2 : 1;
   if (halves == 2 && (!entries || g.weights == nullptr || g.y_up == nullptr)) return false;

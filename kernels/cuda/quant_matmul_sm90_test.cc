@@ -467,8 +467,13 @@ TEST_P(QuantMatMulQ8Sm90Test, StreamedEntriesAreTheGroupedKernelsBits) {
   rounds.max_entries = 17;
   rounds.x_row.clear();
   for (int e = 0; e < 32; ++e) rounds.x_row.push_back((e * 5) % 7);
+  // Rows of 256 (8 lanes a row, GroupSumScattered leaving each lane two
+  // sums) in the same groups.
+  Case rounds256 = rounds;
+  rounds256.cols = 256;
+  rounds256.name = "groups of up to 17 entries, rows of 256";
   const Case cases[] = {Named(ExpertsThroughTable(700, 4096), "experts, 700 rows of 4096"),
-                        rounds,
+                        rounds, rounds256,
                         Named(ExpertsThroughTable(300, 512), "experts, 300 rows of 512"),
                         Named(ExpertsThroughTable(301, 512), "experts, 301 rows of 512"),
                         Named(GroupOf19Misaligned(300, 4096), "19 misaligned rows of 4096")};

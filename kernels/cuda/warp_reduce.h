@@ -19,6 +19,55 @@ __device__ __forceinline__ float WarpMax(float v) {
   return v;
 }
 
+// The sum over the L lanes of a group (every lane of the warp takes part).
+__device__ __forceinline__ float GroupSum(float v, int L) {
+  for (int off = L >> 1; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+// GroupSumScattered's level kLevel (off = L >> (kLevel + 1)) and those
+// after it: the lane holds max(N >> kLevel, 1) values, keeps the half that
+// (lane & off) selects and adds lane ^ off's copy of that half; with one
+// value left, the remaining levels add it as GroupSum does.
+template <int N, int kLevel = 0>
+__device__ __forceinline__ void GroupSumLevels(float (&v)[N], int off, int lane, int& base) {
+  if constexpr (kLevel < 5) {
+    if (off == 0) return;
+    constexpr int n = (N >> kLevel) > 1 ? (N >> kLevel) : 1;
+    if constexpr (n == 1) {
+      for (; off > 0; off >>= 1) v[0] += __shfl_xor_sync(0xffffffffu, v[0], off);
+    } else {
+      constexpr int h = n / 2;
+      const bool upper = (lane & off) != 0;
+#pragma unroll
+      for (int i = 0; i < h; ++i) {
+        const float send = upper ? v[i] : v[i + h];
+        const float keep = upper ? v[i + h] : v[i];
+        v[i] = keep + __shfl_xor_sync(0xffffffffu, send, off);
+      }
+      if (upper) base += h;
+      GroupSumLevels<N, kLevel + 1>(v, off >> 1, lane, base);
+    }
+  }
+}
+
+// GroupSum of N values at once (N a power of two; L 2 .. 32): at level off
+// = L / 2 .. 1 a lane keeps the half of its values that (lane & off)
+// selects and adds lane ^ off's copy of that half, so each kept value is
+// v_lane + v_{lane ^ off}, GroupSum's sum at that level, for about 2N
+// shuffles and adds a lane instead of N log2(L). The lane ends with
+// v[0, ScatteredHeld(N, L)) holding the group's sums of values base + i
+// (returned); where N < L, L / N adjacent lanes hold the same ones.
+template <int N>
+__device__ __forceinline__ int GroupSumScattered(float (&v)[N], int L) {
+  int base = 0;
+  GroupSumLevels<N>(v, L >> 1, static_cast<int>(threadIdx.x & 31), base);
+  return base;
+}
+__host__ __device__ constexpr int ScatteredHeld(int n, int lanes) {
+  return n > lanes ? n / lanes : 1;
+}
+
 // The largest of the lanes' (bv, bi) pairs in every lane, ties to the lower
 // index.
 __device__ __forceinline__ void WarpArgMaxOfLanes(float& bv, int& bi) {
