@@ -120,12 +120,13 @@ namespace sluice::cuda::emulation {
 // result (so a lane that moves on cannot disturb another's inputs). A
 // barrier completes once every thread of the block waits at it.
 struct LaneSlot {
-  enum Kind { kNone, kShuffle, kMma } kind = kNone;
+  enum Kind { kNone, kShuffle, kMma, kMmaS8 } kind = kNone;
   double value = 0.0;  // shuffle: posted value (a float's exactly), then the result
   int offset = 0;
   uint32_t a[4] = {}, b[2] = {};
   float c[4] = {};  // MMA: accumulators in, then D out
   bool f16 = false;  // MMA: half inputs (else BF16)
+  int32_t ci[4] = {};  // s8 MMA: accumulators in, then D out
 };
 
 struct Block {
@@ -212,6 +213,45 @@ inline void ResolveMma(LaneSlot* lanes) {
   }
 }
 
+// D = A * B + C of mma.m16n8k32.row.col.s32.s8.s8.s32 from the 32 lanes'
+// fragments (PTX ISA, "Matrix Fragments for mma.m16n8k32"; g = lane / 4,
+// t = lane % 4, byte i of a register is element 4t + i of its run):
+//   A: a[0] = (g, 4t..4t+3), a[1] = (g+8, 4t..), a[2] = (g, 16+4t..),
+//      a[3] = (g+8, 16+4t..)      B: b[0] = (4t..4t+3, g), b[1] = (16+4t.., g)
+//   C/D: as the floating-point shapes. Exact in 32-bit integers (wrapping
+// as the hardware's two's complement sums do).
+inline void ResolveMmaS8(LaneSlot* lanes) {
+  int A[16][32], B[32][8], C[16][8];
+  const auto Byte = [](uint32_t w, int i) { return static_cast<int>(static_cast<int8_t>(w >> (8 * i))); };
+  for (int l = 0; l < 32; ++l) {
+    const int g = l >> 2, t = l & 3;
+    const LaneSlot& s = lanes[l];
+    for (int i = 0; i < 4; ++i) {
+      A[g][4 * t + i] = Byte(s.a[0], i);
+      A[g + 8][4 * t + i] = Byte(s.a[1], i);
+      A[g][16 + 4 * t + i] = Byte(s.a[2], i);
+      A[g + 8][16 + 4 * t + i] = Byte(s.a[3], i);
+      B[4 * t + i][g] = Byte(s.b[0], i);
+      B[16 + 4 * t + i][g] = Byte(s.b[1], i);
+    }
+    C[g][2 * t] = s.ci[0];
+    C[g][2 * t + 1] = s.ci[1];
+    C[g + 8][2 * t] = s.ci[2];
+    C[g + 8][2 * t + 1] = s.ci[3];
+  }
+  for (int l = 0; l < 32; ++l) {
+    const int g = l >> 2, t = l & 3;
+    const int rows[4] = {g, g, g + 8, g + 8}, cols[4] = {2 * t, 2 * t + 1, 2 * t, 2 * t + 1};
+    for (int i = 0; i < 4; ++i) {
+      uint32_t d = static_cast<uint32_t>(C[rows[i]][cols[i]]);
+      for (int k = 0; k < 32; ++k) {
+        d += static_cast<uint32_t>(A[rows[i]][k] * B[k][cols[i]]);
+      }
+      lanes[l].ci[i] = static_cast<int32_t>(d);
+    }
+  }
+}
+
 // Completes the collective all 32 lanes of `warp` wait at, if they do.
 // Returns whether it did.
 inline bool ResolveWarp(Block& b, unsigned warp) {
@@ -231,6 +271,8 @@ inline bool ResolveWarp(Block& b, unsigned warp) {
     double posted[32];
     for (int l = 0; l < 32; ++l) posted[l] = lanes[l].value;
     for (int l = 0; l < 32; ++l) lanes[l].value = posted[l ^ lanes[l].offset];
+  } else if (lanes[0].kind == LaneSlot::kMmaS8) {
+    ResolveMmaS8(lanes);
   } else {
     ResolveMma(lanes);
   }
@@ -295,6 +337,14 @@ inline void MmaM16N8K16(float (&acc)[4], const uint32_t (&a)[4], const uint32_t 
   std::memcpy(s.c, acc, sizeof(s.c));
   WaitCollective(LaneSlot::kMma);
   std::memcpy(acc, s.c, sizeof(s.c));
+}
+inline void MmaM16N8K32S8(int32_t (&acc)[4], const uint32_t (&a)[4], const uint32_t (&bf)[2]) {
+  LaneSlot& s = current_block->slot[current_block->running];
+  std::memcpy(s.a, a, sizeof(s.a));
+  std::memcpy(s.b, bf, sizeof(s.b));
+  std::memcpy(s.ci, acc, sizeof(s.ci));
+  WaitCollective(LaneSlot::kMmaS8);
+  std::memcpy(acc, s.ci, sizeof(s.ci));
 }
 inline void MmaM16N8K16Bf16(float (&acc)[4], const uint32_t (&a)[4], const uint32_t (&bf)[2]) {
   MmaM16N8K16(acc, a, bf, false);

@@ -44,6 +44,25 @@ __device__ __forceinline__ void MmaF16(float (&acc)[4], const uint32_t (&a)[4],
 #endif
 }
 
+// acc += A * B for one m16n8k32 tile of signed bytes, exact in 32-bit
+// integers: A 16x32 row-major and B 32x8 column-major, each register four
+// consecutive k (the lowest in its low byte), with g = lane / 4, t = lane % 4:
+//   a[0] = A[g][4t..4t+3]     a[1] = A[g+8][4t..4t+3]
+//   a[2] = A[g][16+4t..+3]    a[3] = A[g+8][16+4t..+3]
+//   b[0] = B[4t..4t+3][g]     b[1] = B[16+4t..+3][g]
+//   acc  = D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1]
+__device__ __forceinline__ void MmaS8(int32_t (&acc)[4], const uint32_t (&a)[4],
+                                      const uint32_t (&b)[2]) {
+#if defined(__CUDACC__)
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+      : "+r"(acc[0]), "+r"(acc[1]), "+r"(acc[2]), "+r"(acc[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+  emulation::MmaM16N8K32S8(acc, a, b);
+#endif
+}
+
 // Row (within the m16 tile) and entry (within the n8 tile) of accumulator i.
 __device__ __forceinline__ int AccRow(int lane, int i) { return (lane >> 2) + (i >= 2 ? 8 : 0); }
 __device__ __forceinline__ int AccCol(int lane, int i) { return 2 * (lane & 3) + (i & 1); }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/env_switch.h"
 #include "base/status_macros.h"
+#include "kernels/cuda/kquant_mma.h"
 #include "kernels/cuda/quant_matmul_impl.h"
 
 namespace sluice::cuda {
@@ -122,6 +123,17 @@ bool StreamRounded(const internal::RawGroupedMatMul& raw, CUstream_st* stream) {
   return true;
 }
 
+EnvSwitch int8_mma_switch("SLUICE_CUDA_INT8_MMA", false);
+std::atomic<uint64_t> int8_mma_launches{0};
+
+// Whether raw takes the integer tensor cores: their switch is on, its
+// groups may hold several entries (a batch's products; a one-entry launch
+// keeps the decode program's sums) and LaunchKQuantMma takes it.
+bool TakesInt8Mma(const internal::RawGroupedMatMul& raw) {
+  return int8_mma_switch.on() && internal::HasSeveralEntries(raw) &&
+         internal::KQuantMmaTakes(raw);
+}
+
 // The kernel `raw` takes: the tensor-core kernel when the caller and
 // UsesTensorCores allow it for its largest group, else the FP32 kernel,
 // with 8-bit activations when the caller asks and the kernel takes the
@@ -151,6 +163,10 @@ absl::Status LaunchEither(const internal::RawGroupedMatMul& raw, bool tensor_cor
     case GroupedKernel::kTensorCores:
       return LaunchError(internal::LaunchGroupedMma(raw, stream), what);
     case GroupedKernel::kQ8:
+      if (TakesInt8Mma(raw)) {
+        int8_mma_launches.fetch_add(1, std::memory_order_relaxed);
+        return LaunchError(internal::LaunchKQuantMma(raw, stream), what);
+      }
       if (StreamRounded(raw, stream)) return LaunchError(internal::LastLaunchCode(), what);
       return LaunchError(internal::LaunchGroupedQ8(raw, stream), what);
     case GroupedKernel::kF32:
@@ -164,7 +180,7 @@ absl::Status LaunchEither(const internal::RawGroupedMatMul& raw, bool tensor_cor
 bool LaunchPaired(const internal::RawGroupedMatMul& raw, bool tensor_cores, bool q8,
                   CUstream_st* stream) {
   if (!paired_entries_switch.on() || KernelFor(raw, tensor_cores, q8) != GroupedKernel::kQ8 ||
-      !StreamRounded(raw, stream)) {
+      TakesInt8Mma(raw) || !StreamRounded(raw, stream)) {
     return false;
   }
   paired_entry_launches.fetch_add(1, std::memory_order_relaxed);
@@ -221,6 +237,12 @@ void SetPairedEntriesEnabled(bool enabled) { paired_entries_switch.Set(enabled);
 uint64_t PairedEntryLaunches() { return paired_entry_launches.load(std::memory_order_relaxed); }
 
 bool Q8RoundOnceEnabled() { return q8_round_once_switch.on(); }
+
+bool Int8MmaEnabled() { return int8_mma_switch.on(); }
+
+void SetInt8MmaEnabled(bool enabled) { int8_mma_switch.Set(enabled); }
+
+uint64_t Int8MmaLaunches() { return int8_mma_launches.load(std::memory_order_relaxed); }
 
 bool UsesTensorCores(GgmlType type, int64_t cols, int64_t max_entries) {
   return max_entries >= kTensorCoreMinEntries &&

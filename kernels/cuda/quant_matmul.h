@@ -187,6 +187,16 @@ bool PairedEntriesEnabled();
 void SetPairedEntriesEnabled(bool enabled);
 uint64_t PairedEntryLaunches();
 
+// Whether products of several entries a group with Q4_K or Q5_K weights and
+// rows rounded once (d_x_q8) take the integer tensor cores, summing each
+// super-block in integers (kquant_mma_device.h): off unless
+// SLUICE_CUDA_INT8_MMA is "1" when first asked or SetInt8MmaEnabled(true)
+// said so. Their bits then differ from the decode program's: a sequence in
+// such a batch is held to the parity gates. Not yet run on a GPU.
+bool Int8MmaEnabled();
+void SetInt8MmaEnabled(bool enabled);
+uint64_t Int8MmaLaunches();
+
 // Whether the CUDA batch pass rounds each product input once
 // (RoundActivationsQ8, GroupedMatMul::d_x_q8) rather than in every block:
 // unless the environment variable SLUICE_CUDA_Q8_ROUND_ONCE is "0" when

@@ -532,6 +532,36 @@ TEST_P(QuantMatMulQ8Sm90Test, StreamedEntriesAreTheGroupedKernelsBits) {
   SetStreamEntriesEnabled(was);
 }
 
+// Products of several entries a group on the integer tensor cores
+// (SLUICE_CUDA_INT8_MMA, kquant_mma_device.h: Q4_K and Q5_K, summing each
+// super-block in integers as the CPU backend does) pass the same gate
+// against the CPU: experts through the table with empty groups and groups
+// of up to 17 entries, and one dense group of 19 rows with weights 2 bytes
+// off their alignment. Other types keep their kernels (no such launch).
+TEST_P(QuantMatMulQ8Sm90Test, Int8MmaProductsPassTheGate) {
+  PrepareDecodeKernels();
+  const bool was = Int8MmaEnabled();
+  SetInt8MmaEnabled(true);
+  const GgmlType t = GetParam();
+  const bool takes = t == GgmlType::kQ4_K || t == GgmlType::kQ5_K;
+  using internal::grouped_testing::ExpertsThroughTable;
+  using internal::grouped_testing::GroupOf19Misaligned;
+  Case rounds = Named(ExpertsThroughTable(200, 4096), "int8 mma: groups of up to 17 entries");
+  rounds.group_begin = {0, 11, 11, 14, 31, 32, 32};
+  rounds.max_entries = 17;
+  rounds.x_row.clear();
+  for (int e = 0; e < 32; ++e) rounds.x_row.push_back((e * 5) % 7);
+  const Case cases[] = {Named(ExpertsThroughTable(700, 4096), "int8 mma: experts"), rounds,
+                        Named(GroupOf19Misaligned(300, 2048), "int8 mma: 19 misaligned rows")};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const uint64_t before = Int8MmaLaunches();
+    RunCase(c, true, true);
+    EXPECT_EQ(Int8MmaLaunches() - before, takes ? 1u : 0u);
+  }
+  SetInt8MmaEnabled(was);
+}
+
 // A pair (GroupedMatMul::pair_offset: the experts' gate and up through one
 // table, a dense pair over one group of rows) gives each matrix's outputs
 // the bits of its own launch, in one streamed launch where its tiles

@@ -1,0 +1,43 @@
+// The Q4_K / Q5_K integer tensor-core products' launch (kquant_mma.h).
+#include "kernels/cuda/kquant_mma.h"
+
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/kquant_mma_device.h"
+
+namespace sluice::cuda::internal {
+namespace {
+
+constexpr int kQ4K = 12, kQ5K = 13;  // ggml type ids
+
+template <bool kQ5>
+__global__ void __launch_bounds__(32 * kKQuantMmaWarps)
+    KQuantMmaKernel(const __grid_constant__ RawGroupedMatMul a) {
+  __shared__ float part[(kKQuantMmaWarps - 1) * 32 * 4];
+  KQuantMmaBlock<kQ5>(a, part);
+}
+
+}  // namespace
+
+bool KQuantMmaTakes(const RawGroupedMatMul& a) {
+  const int64_t row_tiles = (a.rows + kKQuantMmaRows - 1) / kKQuantMmaRows;
+  const int64_t entry_tiles = (a.max_entries_per_group + kKQuantMmaEntries - 1) / kKQuantMmaEntries;
+  return (a.type == kQ4K || a.type == kQ5K) && a.x_q8 != nullptr && a.cols > 0 &&
+         a.cols % 256 == 0 && a.up_offset == 0 && a.rows > 0 && a.n_groups > 0 &&
+         row_tiles <= 2147483647 && entry_tiles <= 65535 && a.n_groups <= 65535;
+}
+
+int LaunchKQuantMma(const RawGroupedMatMul& a, CUstream_st* stream) {
+  const dim3 grid(static_cast<unsigned>((a.rows + kKQuantMmaRows - 1) / kKQuantMmaRows),
+                  static_cast<unsigned>((a.max_entries_per_group + kKQuantMmaEntries - 1) /
+                                        kKQuantMmaEntries),
+                  static_cast<unsigned>(a.n_groups));
+  if (a.type == kQ5K) {
+    KQuantMmaKernel<true><<<grid, 32 * kKQuantMmaWarps, 0, stream>>>(a);
+  } else {
+    KQuantMmaKernel<false><<<grid, 32 * kKQuantMmaWarps, 0, stream>>>(a);
+  }
+  return static_cast<int>(cudaGetLastError());
+}
+
+}  // namespace sluice::cuda::internal

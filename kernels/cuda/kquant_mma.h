@@ -1,0 +1,23 @@
+// Launches of the Q4_K / Q5_K integer tensor-core products
+// (kquant_mma_device.h): a decode batch's grouped products summed in
+// integers across each super-block. Off unless SLUICE_CUDA_INT8_MMA=1
+// (quant_matmul.cc): not yet run on a GPU (docs/CUDA_KERNELS.md).
+#ifndef SLUICE_KERNELS_CUDA_KQUANT_MMA_H_
+#define SLUICE_KERNELS_CUDA_KQUANT_MMA_H_
+
+#include "kernels/cuda/quant_matmul_impl.h"
+
+namespace sluice::cuda::internal {
+
+// Whether LaunchKQuantMma takes a: Q4_K or Q5_K weights, rows already
+// rounded to Q8_K at x_q8, whole super-blocks, no pair, a grid within
+// CUDA's limits.
+bool KQuantMmaTakes(const RawGroupedMatMul& a);
+
+// Launches a's products (KQuantMmaTakes(a)) and returns cudaGetLastError()
+// as an int.
+int LaunchKQuantMma(const RawGroupedMatMul& a, CUstream_st* stream);
+
+}  // namespace sluice::cuda::internal
+
+#endif  // SLUICE_KERNELS_CUDA_KQUANT_MMA_H_

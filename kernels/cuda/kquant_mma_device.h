@@ -1,0 +1,198 @@
+// Q4_K / Q5_K products against rows rounded to Q8_K on the integer tensor
+// cores, summing in integers across each 256-element super-block as the
+// CPU backend's vec_dot for these types does (issue 19; docs/CUDA_KERNELS.md,
+// "Integer sums across a super-block"). Sub-block j (32 elements, 6-bit
+// scale sc_j and min m_j) of weight block (d, dmin) meets the rounded row
+// (q_x, scale dx per 256) as
+//   I_j = sum q_w q_x          (one mma.m16n8k32 s8 for 16 rows x 8 entries)
+//   M_j = m_j * sum q_x        (one more, A holding m_j in every byte)
+//   block = (d dx) * float(sum_j sc_j I_j) - (dmin dx) * float(sum_j M_j)
+// with the integer sums exact, so a row's sum is the float sum of its
+// blocks in order. These bits differ from Q8Dot's (decode_q8.h), which
+// rounds every chunk to float: a sequence decoded in such a batch is held
+// to the parity gates, not to its own bits alone.
+//
+// Device code that g++ also compiles through host_emulation.h (include that
+// first there), which computes mma.sync from the 32 lanes' registers.
+#ifndef SLUICE_KERNELS_CUDA_KQUANT_MMA_DEVICE_H_
+#define SLUICE_KERNELS_CUDA_KQUANT_MMA_DEVICE_H_
+
+#include <cstdint>
+
+#include "kernels/cuda/decode_q8.h"
+#include "kernels/cuda/mma_fragments.h"
+#include "kernels/cuda/quant_blocks_device.h"
+#include "kernels/cuda/quant_matmul_impl.h"
+
+namespace sluice::cuda::internal {
+
+// One lane's view of an m16 x n8 tile: rows g and g + 8 of the tile
+// (their weight rows; a missing row may repeat another, its sums unused),
+// entry g's 8-bit row (null: no such entry, zeros) and the scales of
+// entries 2t and 2t + 1 (null: zero), with g = lane / 4, t = lane % 4.
+struct KQuantMmaLane {
+  const uint8_t* w[2];
+  const int8_t* xq;
+  const float* xd[2];
+};
+
+// 4 little-endian bytes at p: one load where p is 4-byte aligned (rows in
+// cudaMalloc'd or GGUF-aligned memory), else two aligned ones shifted into
+// place (a file whose tensors are only 2-byte aligned).
+__device__ __forceinline__ uint32_t Word(const uint8_t* p) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  if ((a & 3) == 0) return *reinterpret_cast<const uint32_t*>(p);
+  const uint32_t* q = reinterpret_cast<const uint32_t*>(a & ~static_cast<uintptr_t>(3));
+  return __funnelshift_r(q[0], q[1], static_cast<uint32_t>(8 * (a & 3)));
+}
+
+// acc[i] (the tile's D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1], as
+// MmaS8 lays them out) += the blocks b0, b0 + step, ... < b1 of the lane's
+// rows against its entries, in that order. Every lane of the warp calls it
+// with the same blocks.
+template <bool kQ5>
+__device__ __forceinline__ void KQuantMmaSums(const KQuantMmaLane& l, int b0, int b1, int step,
+                                              float (&acc)[4]) {
+  using W = KWeights<kQ5>;
+  const int lane = threadIdx.x & 31, t = lane & 3;
+#pragma unroll 1
+  for (int b = b0; b < b1; b += step) {
+    // Each row's block: d, dmin and the 6-bit scales and mins of its 8
+    // sub-blocks, as four words of bytes (sub-blocks 0..3, then 4..7).
+    float d[2], dmin[2];
+    uint32_t sc[2][2], mn[2][2], qh[2][2] = {{0, 0}, {0, 0}};
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const uint8_t* blk = l.w[r] + static_cast<int64_t>(b) * W::kBlockBytes;
+      const uint32_t h0 = Word(blk), s0 = Word(blk + 4), s1 = Word(blk + 8), s2 = Word(blk + 12);
+      d[r] = HalfBits(h0);
+      dmin[r] = HalfBits(h0 >> 16);
+      sc[r][0] = s0 & 0x3F3F3F3Fu;
+      mn[r][0] = s1 & 0x3F3F3F3Fu;
+      sc[r][1] = (s2 & 0x0F0F0F0Fu) | ((s0 >> 2) & 0x30303030u);
+      mn[r][1] = ((s2 >> 4) & 0x0F0F0F0Fu) | ((s1 >> 2) & 0x30303030u);
+      if constexpr (kQ5) {
+        qh[r][0] = Word(blk + 16 + 4 * t);
+        qh[r][1] = Word(blk + 32 + 4 * t);
+      }
+    }
+    const int8_t* xb = l.xq != nullptr ? l.xq + static_cast<int64_t>(b) * 256 : nullptr;
+    int32_t si[4] = {0, 0, 0, 0}, mi[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+      // Words t and t + 4 of the 32 bytes of sub-blocks 2p (low nibbles)
+      // and 2p + 1 (high nibbles), for both rows.
+      uint32_t q[2][2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const uint8_t* qs = l.w[r] + static_cast<int64_t>(b) * W::kBlockBytes + W::kQsOffset + 32 * p;
+        q[r][0] = Word(qs + 4 * t);
+        q[r][1] = Word(qs + 16 + 4 * t);
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int j = 2 * p + h;
+        uint32_t a[4];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+#pragma unroll
+          for (int k = 0; k < 2; ++k) {
+            uint32_t v = (q[r][k] >> (4 * h)) & 0x0F0F0F0Fu;
+            if constexpr (kQ5) v |= ((qh[r][k] >> j) & 0x01010101u) << 4;
+            a[2 * k + r] = v;  // a[0], a[2]: row g; a[1], a[3]: row g + 8
+          }
+        }
+        uint32_t bx[2] = {0, 0};
+        if (xb != nullptr) {
+          bx[0] = Word(reinterpret_cast<const uint8_t*>(xb + 32 * j + 4 * t));
+          bx[1] = Word(reinterpret_cast<const uint8_t*>(xb + 32 * j + 16 + 4 * t));
+        }
+        int32_t dot[4] = {0, 0, 0, 0};
+        MmaS8(dot, a, bx);
+        // The rows' scale of sub-block j (zero-extended byte j % 4 of its
+        // word) and their min in every byte.
+        const uint32_t sel = static_cast<uint32_t>(j & 3);
+        const int32_t s_g = static_cast<int32_t>(__byte_perm(sc[0][j >> 2], 0, 0x4440u | sel));
+        const int32_t s_g8 = static_cast<int32_t>(__byte_perm(sc[1][j >> 2], 0, 0x4440u | sel));
+        si[0] += s_g * dot[0];
+        si[1] += s_g * dot[1];
+        si[2] += s_g8 * dot[2];
+        si[3] += s_g8 * dot[3];
+        const uint32_t m_g = __byte_perm(mn[0][j >> 2], 0, sel * 0x1111u);
+        const uint32_t m_g8 = __byte_perm(mn[1][j >> 2], 0, sel * 0x1111u);
+        const uint32_t am[4] = {m_g, m_g8, m_g, m_g8};
+        MmaS8(mi, am, bx);
+      }
+    }
+    const float dx[2] = {l.xd[0] != nullptr ? l.xd[0][b] : 0.0f,
+                         l.xd[1] != nullptr ? l.xd[1][b] : 0.0f};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = i >> 1, e = i & 1;
+      acc[i] += (d[r] * dx[e]) * static_cast<float>(si[i]) -
+                (dmin[r] * dx[e]) * static_cast<float>(mi[i]);
+    }
+  }
+}
+
+// The launch's shape: a block of kKQuantMmaWarps warps sums rows
+// [16 x, 16 x + 16) of group z against its entries [8 y, 8 y + 8); warp w
+// takes super-blocks w, w + kKQuantMmaWarps, ... and warp 0 adds the
+// others' sums in warp order (the same bits at any grid).
+inline constexpr int kKQuantMmaWarps = 4;
+inline constexpr int kKQuantMmaRows = 16;
+inline constexpr int kKQuantMmaEntries = 8;
+
+// One block of that launch over a (Q4_K or Q5_K weights, rows rounded to
+// Q8_K at a.x_q8; a.cols a multiple of 256; no pair). `part` holds
+// (kKQuantMmaWarps - 1) * 32 * 4 floats of shared memory.
+template <bool kQ5>
+__device__ __forceinline__ void KQuantMmaBlock(const RawGroupedMatMul& a, float* part) {
+  const int gi = static_cast<int>(blockIdx.z);
+  int64_t begin, end;
+  GroupEntries(a, gi, begin, end);
+  const int64_t e0 = begin + static_cast<int64_t>(blockIdx.y) * kKQuantMmaEntries;
+  if (e0 >= end) return;  // the whole block: before any barrier
+  const int ne = static_cast<int>(end - e0 < kKQuantMmaEntries ? end - e0 : kKQuantMmaEntries);
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kKQuantMmaRows;
+  const int nr = static_cast<int>(a.rows - r0 < kKQuantMmaRows ? a.rows - r0 : kKQuantMmaRows);
+  const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
+  const int g = lane >> 2, t = lane & 3;
+  const uint8_t* w = static_cast<const uint8_t*>(
+      a.single_weight != nullptr
+          ? a.single_weight
+          : a.weights[a.group_weight != nullptr ? a.group_weight[gi] : gi]);
+  const int64_t rb = static_cast<int64_t>(a.row_bytes), xb = Q8KBytes(a.cols);
+  auto x_of = [&](int e) {
+    const int64_t entry = e0 + e;
+    return a.x_q8 + (a.x_row != nullptr ? a.x_row[entry] : entry) * xb;
+  };
+  KQuantMmaLane l;
+  l.w[0] = w + (r0 + (g < nr ? g : nr - 1)) * rb;
+  l.w[1] = w + (r0 + (g + 8 < nr ? g + 8 : nr - 1)) * rb;
+  l.xq = g < ne ? reinterpret_cast<const int8_t*>(x_of(g)) : nullptr;
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    const int e = 2 * t + k;
+    l.xd[k] = e < ne ? reinterpret_cast<const float*>(x_of(e) + a.cols) : nullptr;
+  }
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  KQuantMmaSums<kQ5>(l, warp, static_cast<int>(a.cols / 256), kKQuantMmaWarps, acc);
+  if (warp > 0) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) part[((warp - 1) * 32 + lane) * 4 + i] = acc[i];
+  }
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float v = acc[i];
+    for (int o = 0; o < kKQuantMmaWarps - 1; ++o) v += part[(o * 32 + lane) * 4 + i];
+    const int row = AccRow(lane, i), e = AccCol(lane, i);
+    if (row < nr && e < ne) a.y[(e0 + e) * a.y_stride + r0 + row] = v;
+  }
+}
+
+}  // namespace sluice::cuda::internal
+
+#endif  // SLUICE_KERNELS_CUDA_KQUANT_MMA_DEVICE_H_

@@ -1,0 +1,203 @@
+// The Q4_K / Q5_K integer tensor-core products (kquant_mma_device.h) run on
+// the CPU through host_emulation.h: every sum has the bits of a plain
+// reference that decodes the blocks byte by byte and sums each super-block
+// in integers in the same float order, and lies within 2e-5 of sum |w x| of
+// the double-precision product of the dequantized weights and the rounded
+// rows; through a table of experts with empty groups, repeated rows, a last
+// tile of rows and of entries that is short, rows of one to five
+// super-blocks (fewer blocks than warps, and more) and weights only 2-byte
+// aligned.
+#include "kernels/cuda/host_emulation.h"  // first: stands in for CUDA
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "format/ggml_type.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/dequant.h"
+#include "kernels/cpu/test_util.h"
+#include "kernels/cuda/kquant_mma_device.h"
+
+namespace sluice::cuda::internal {
+namespace {
+
+// Rows of n values rounded to Q8_K in the layout the kernels read (q, d,
+// sums; decode_q8.h), by the one-group reference.
+std::vector<uint8_t> RoundRows(const std::vector<float>& x, int64_t rows, int64_t n) {
+  const int64_t bytes = Q8KBytes(n);
+  std::vector<uint8_t> out(rows * bytes, 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    uint8_t* base = out.data() + r * bytes;
+    auto at = [&](int64_t i) { return x[r * n + i]; };
+    for (int64_t g = 0; g < n / 256; ++g) {
+      QuantizeGroupQ8K(at, static_cast<int>(g), reinterpret_cast<int8_t*>(base),
+                       reinterpret_cast<float*>(base + n), Q8KSums(base, n));
+    }
+  }
+  return out;
+}
+
+float Half(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return kernels::Fp16ToF32(h);
+}
+
+// The sum the kernel computes for one weight row and one rounded row,
+// written from the block layout: per super-block the integer sums over its
+// sub-blocks, then (d dx) SI - (dmin dx) MI added in block order by each
+// of kKQuantMmaWarps warps (warp w: blocks w, w + warps, ...), and the
+// warps' sums added in warp order.
+float Reference(bool q5, const uint8_t* w, const uint8_t* x, int64_t n) {
+  float part[kKQuantMmaWarps] = {};
+  const int block_bytes = q5 ? 176 : 144, qs_off = q5 ? 48 : 16;
+  const int8_t* q = reinterpret_cast<const int8_t*>(x);
+  const float* xd = reinterpret_cast<const float*>(x + n);
+  for (int64_t b = 0; b < n / 256; ++b) {
+    float& acc = part[b % kKQuantMmaWarps];
+    const uint8_t* blk = w + b * block_bytes;
+    const uint8_t* s = blk + 4;
+    int32_t si = 0, mi = 0;
+    for (int j = 0; j < 8; ++j) {
+      const int sc = j < 4 ? (s[j] & 63) : ((s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4));
+      const int m = j < 4 ? (s[j + 4] & 63) : ((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+      int32_t dot = 0, sum = 0;
+      for (int l = 0; l < 32; ++l) {
+        int v = (blk[qs_off + 32 * (j / 2) + l] >> (4 * (j % 2))) & 0x0F;
+        if (q5) v |= ((blk[16 + l] >> j) & 1) << 4;
+        const int xq = q[256 * b + 32 * j + l];
+        dot += v * xq;
+        sum += xq;
+      }
+      si += sc * dot;
+      mi += m * sum;
+    }
+    const float d = Half(blk), dmin = Half(blk + 2), dx = xd[b];
+    acc += (d * dx) * static_cast<float>(si) - (dmin * dx) * static_cast<float>(mi);
+  }
+  float sum = part[0];
+  for (int k = 1; k < kKQuantMmaWarps; ++k) sum += part[k];
+  return sum;
+}
+
+struct Problem {
+  GgmlType type;
+  int64_t rows, cols;
+  int n_weights;
+  std::vector<int32_t> group_weight, group_begin, x_row;
+  int64_t x_rows;
+  int weight_offset = 0;
+};
+
+void ExpectMatches(const Problem& p, uint32_t seed) {
+  SCOPED_TRACE(::testing::Message() << (p.type == GgmlType::kQ5_K ? "Q5_K " : "Q4_K ")
+                                    << p.rows << " x " << p.cols);
+  std::mt19937 rng(seed);
+  std::vector<std::vector<uint8_t>> w, held;
+  std::vector<const void*> table;
+  for (int i = 0; i < p.n_weights; ++i) {
+    w.push_back(kernels::testing_util::RandomWeights(p.type, p.rows, p.cols, rng));
+  }
+  // Each matrix `weight_offset` bytes past a 16-byte boundary.
+  for (const auto& m : w) {
+    held.emplace_back(m.size() + 32);
+    uint8_t* at = held.back().data();
+    at += (16 - reinterpret_cast<uintptr_t>(at) % 16) % 16 + p.weight_offset;
+    std::memcpy(at, m.data(), m.size());
+    table.push_back(at);
+  }
+  std::vector<float> x(p.x_rows * p.cols);
+  std::normal_distribution<float> val(0.f, 1.f);
+  for (float& v : x) v = val(rng);
+  const std::vector<uint8_t> xq = RoundRows(x, p.x_rows, p.cols);
+  const int n_groups = static_cast<int>(p.group_begin.size()) - 1;
+  const int64_t entries = p.group_begin.back(), y_stride = p.rows + 3;
+  std::vector<float> y(entries * y_stride, -7.0f);
+
+  RawGroupedMatMul a;
+  a.type = static_cast<int>(p.type);
+  a.rows = p.rows;
+  a.cols = p.cols;
+  a.row_bytes = p.cols / 256 * (p.type == GgmlType::kQ5_K ? 176 : 144);
+  a.n_groups = n_groups;
+  a.weights = table.data();
+  a.group_weight = p.group_weight.data();
+  a.group_begin = p.group_begin.data();
+  a.x_row = p.x_row.data();
+  a.x_q8 = xq.data();
+  a.y = y.data();
+  a.y_stride = y_stride;
+  int64_t max_entries = 0;
+  for (int gi = 0; gi < n_groups; ++gi) {
+    max_entries = std::max<int64_t>(max_entries, p.group_begin[gi + 1] - p.group_begin[gi]);
+  }
+  const dim3 grid(static_cast<unsigned>((p.rows + kKQuantMmaRows - 1) / kKQuantMmaRows),
+                  static_cast<unsigned>((max_entries + kKQuantMmaEntries - 1) / kKQuantMmaEntries),
+                  static_cast<unsigned>(n_groups));
+  std::vector<float> part((kKQuantMmaWarps - 1) * 32 * 4);
+  emulation::Launch(grid, 32 * kKQuantMmaWarps, [&] {
+    if (p.type == GgmlType::kQ5_K) {
+      KQuantMmaBlock<true>(a, part.data());
+    } else {
+      KQuantMmaBlock<false>(a, part.data());
+    }
+  });
+
+  std::vector<float> deq(p.cols);
+  int checked = 0;
+  for (int gi = 0; gi < n_groups; ++gi) {
+    const uint8_t* m = w[p.group_weight[gi]].data();
+    for (int64_t e = p.group_begin[gi]; e < p.group_begin[gi + 1]; ++e) {
+      const uint8_t* xr = xq.data() + p.x_row[e] * Q8KBytes(p.cols);
+      const int8_t* q = reinterpret_cast<const int8_t*>(xr);
+      const float* xd = reinterpret_cast<const float*>(xr + p.cols);
+      for (int64_t r = 0; r < p.rows; ++r) {
+        const uint8_t* wr = m + r * a.row_bytes;
+        const float got = y[e * y_stride + r];
+        const float want = Reference(p.type == GgmlType::kQ5_K, wr, xr, p.cols);
+        ASSERT_EQ(std::memcmp(&got, &want, sizeof(float)), 0)
+            << "entry " << e << " row " << r << ": " << got << " against " << want;
+        ASSERT_TRUE(kernels::DequantizeRow(p.type, wr, p.cols, deq.data()).ok());
+        double exact = 0.0, mag = 0.0;
+        for (int64_t c = 0; c < p.cols; ++c) {
+          const double xv = static_cast<double>(xd[c / 256]) * q[c];
+          exact += deq[c] * xv;
+          mag += std::fabs(deq[c] * xv);
+        }
+        ASSERT_LE(std::fabs(got - exact), 2e-5 * mag + 1e-30) << "entry " << e << " row " << r;
+        ++checked;
+      }
+      for (int64_t r = p.rows; r < y_stride; ++r) {
+        ASSERT_EQ(y[e * y_stride + r], -7.0f) << "padding of entry " << e;  // untouched
+      }
+    }
+  }
+  EXPECT_EQ(checked, entries * p.rows);
+}
+
+TEST(KQuantMmaEmulationTest, SumsAreTheReferencesBits) {
+  // Experts through a table: groups of 3, 0, 11, 1, 0 and 9 entries
+  // (tiles of 8 and short ones), rows repeated, 37 rows (a short last
+  // tile of 16).
+  Problem experts{GgmlType::kQ4_K, 37, 1280, 3, {2, 0, 1, 1, 2, 0}, {0, 3, 3, 14, 15, 15, 24}, {},
+                  6};
+  for (int e = 0; e < 24; ++e) experts.x_row.push_back((e * 5) % 6);
+  for (const GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ5_K}) {
+    for (const int64_t cols : {256, 768, 1280}) {
+      Problem p = experts;
+      p.type = t;
+      p.cols = cols;
+      ExpectMatches(p, 7u + static_cast<uint32_t>(cols) + (t == GgmlType::kQ5_K ? 1000u : 0u));
+    }
+    // Weights only 2-byte aligned (two loads a word, shifted).
+    Problem p = experts;
+    p.type = t;
+    p.weight_offset = 2;
+    ExpectMatches(p, 99u);
+  }
+}
+
+}  // namespace
+}  // namespace sluice::cuda::internal
