@@ -170,6 +170,15 @@ inline float Bf16Value(uint32_t bits) {
   return f;
 }
 
+// Row and column of accumulator i of `lane` in an m16n8 tile (C and D of
+// every mma shape here): (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1).
+struct AccCell {
+  int row, col;
+};
+inline AccCell CellOf(int lane, int i) {
+  return {(lane >> 2) + (i >= 2 ? 8 : 0), 2 * (lane & 3) + (i & 1)};
+}
+
 // D = A * B + C of mma.m16n8k16.row.col.f32.bf16.bf16.f32 (.f16.f16 with
 // `f16` set) from the 32
 // lanes' fragments, laid out as the PTX ISA's "Matrix Fragments for
@@ -197,17 +206,13 @@ inline void ResolveMma(LaneSlot* lanes) {
       B[2 * t + h][g] = Value(s.b[0] >> (16 * h));
       B[2 * t + 8 + h][g] = Value(s.b[1] >> (16 * h));
     }
-    C[g][2 * t] = s.c[0];
-    C[g][2 * t + 1] = s.c[1];
-    C[g + 8][2 * t] = s.c[2];
-    C[g + 8][2 * t + 1] = s.c[3];
+    for (int i = 0; i < 4; ++i) C[CellOf(l, i).row][CellOf(l, i).col] = s.c[i];
   }
   for (int l = 0; l < 32; ++l) {
-    const int g = l >> 2, t = l & 3;
-    const int rows[4] = {g, g, g + 8, g + 8}, cols[4] = {2 * t, 2 * t + 1, 2 * t, 2 * t + 1};
     for (int i = 0; i < 4; ++i) {
-      double d = C[rows[i]][cols[i]];
-      for (int k = 0; k < 16; ++k) d += static_cast<double>(A[rows[i]][k]) * B[k][cols[i]];
+      const AccCell p = CellOf(l, i);
+      double d = C[p.row][p.col];
+      for (int k = 0; k < 16; ++k) d += static_cast<double>(A[p.row][k]) * B[k][p.col];
       lanes[l].c[i] = static_cast<float>(d);
     }
   }
@@ -222,7 +227,9 @@ inline void ResolveMma(LaneSlot* lanes) {
 // as the hardware's two's complement sums do).
 inline void ResolveMmaS8(LaneSlot* lanes) {
   int A[16][32], B[32][8], C[16][8];
-  const auto Byte = [](uint32_t w, int i) { return static_cast<int>(static_cast<int8_t>(w >> (8 * i))); };
+  const auto Byte = [](uint32_t w, int i) {
+    return static_cast<int>(static_cast<int8_t>(w >> (8 * i)));
+  };
   for (int l = 0; l < 32; ++l) {
     const int g = l >> 2, t = l & 3;
     const LaneSlot& s = lanes[l];
@@ -234,19 +241,13 @@ inline void ResolveMmaS8(LaneSlot* lanes) {
       B[4 * t + i][g] = Byte(s.b[0], i);
       B[16 + 4 * t + i][g] = Byte(s.b[1], i);
     }
-    C[g][2 * t] = s.ci[0];
-    C[g][2 * t + 1] = s.ci[1];
-    C[g + 8][2 * t] = s.ci[2];
-    C[g + 8][2 * t + 1] = s.ci[3];
+    for (int i = 0; i < 4; ++i) C[CellOf(l, i).row][CellOf(l, i).col] = s.ci[i];
   }
   for (int l = 0; l < 32; ++l) {
-    const int g = l >> 2, t = l & 3;
-    const int rows[4] = {g, g, g + 8, g + 8}, cols[4] = {2 * t, 2 * t + 1, 2 * t, 2 * t + 1};
     for (int i = 0; i < 4; ++i) {
-      uint32_t d = static_cast<uint32_t>(C[rows[i]][cols[i]]);
-      for (int k = 0; k < 32; ++k) {
-        d += static_cast<uint32_t>(A[rows[i]][k] * B[k][cols[i]]);
-      }
+      const AccCell p = CellOf(l, i);
+      uint32_t d = static_cast<uint32_t>(C[p.row][p.col]);
+      for (int k = 0; k < 32; ++k) d += static_cast<uint32_t>(A[p.row][k] * B[k][p.col]);
       lanes[l].ci[i] = static_cast<int32_t>(d);
     }
   }
