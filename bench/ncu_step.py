@@ -6,7 +6,8 @@ rows before the CSV header, ncu's own lines, are skipped) and prints the
 step's kernel launches: the last --launches of them (bench35's decode step
 is 52), or with --from-last NAME those from the last launch whose kernel
 name contains NAME on (a batch step begins with DequantRowsKernel, the
-embedding), each with its time, DRAM bytes read, GB/s, achieved warps per
+embedding; the step before it where ncu's window cut the last one short),
+each with its time, DRAM bytes read, GB/s, achieved warps per
 SM, issue-active share and warp instructions ("-" for a metric ncu was not
 asked for), then their sum. --by-kernel sums them by kernel and grid
 instead, largest first (docs/BENCHMARKS.md, runs 29 and 30: `--metrics
@@ -72,13 +73,23 @@ def cell(value, width, digits):
 
 def step(ks, launches, from_last):
     """The step's launches: from the last whose name holds from_last, or
-    the last `launches`."""
+    the last `launches`. A last step with fewer launches than the one
+    before it was cut by ncu's window (--launch-count): the one before is
+    taken, with a note on stderr."""
     kl = list(ks.values())
     if from_last:
         starts = [i for i, k in enumerate(kl) if from_last in k["name"]]
         if not starts:
             raise ValueError(f"no kernel named like {from_last!r}")
-        return kl[starts[-1]:]
+        last = kl[starts[-1]:]
+        if len(starts) >= 2:
+            before = kl[starts[-2]:starts[-1]]
+            if len(last) < len(before):
+                print(f"note: the last step holds {len(last)} launches, the one before "
+                      f"{len(before)}: ncu's window cut it; summing the one before",
+                      file=sys.stderr)
+                return before
+        return last
     return kl[-launches:]
 
 

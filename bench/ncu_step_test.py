@@ -5,7 +5,7 @@ import os
 import sys
 import tempfile
 import unittest
-from contextlib import redirect_stdout
+from contextlib import redirect_stderr, redirect_stdout
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ncu_step  # noqa: E402
@@ -95,6 +95,27 @@ class NcuStepTest(unittest.TestCase):
         self.assertEqual(out[-1], "total 5 launches 101.8 us 0.0 MB")
         with self.assertRaises(ValueError):
             self.run_on_args(lines, ["--from-last", "NoSuchKernel"])
+
+    def test_a_step_cut_by_the_window_gives_the_one_before(self):
+        # Two whole steps of three launches, then a third cut after its
+        # first two (ncu's --launch-count): the second step is summed.
+        def timed(kid, name, ns):
+            return [f'"{kid}","1","batch_decode","h","{name}","1","13","(128, 1, 1)",'
+                    f'"(8, 1, 1)","0","9.0","Command line profiler metrics",'
+                    f'"gpu__time_duration.sum","ns","{ns:,}"']
+        lines = ["==PROF== Connected to process 1", HEADER]
+        kid = 0
+        for step, count in [(0, 3), (1, 3), (2, 2)]:
+            for name, ns in [("void ns::DequantRowsKernel(int)", 3000),
+                             ("void ns::StreamGroupsKernel<4, 1>(ns::S)", 40000 + 1000 * step),
+                             ("void ns::TopKKernel(int)", 6000)][:count]:
+                lines += timed(kid, name, ns)
+                kid += 1
+        err = io.StringIO()
+        with redirect_stderr(err):
+            out = self.run_on_args(lines, ["--from-last", "DequantRowsKernel", "--by-kernel"])
+        self.assertEqual(out[-1], "total 3 launches 50.0 us")  # 3 + 41 + 6, not 3 + 42
+        self.assertIn("cut", err.getvalue())
 
     def run_on_args(self, lines, args):
         with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
