@@ -1,7 +1,8 @@
 // Launches of the Q4_K / Q5_K integer tensor-core products
 // (kquant_mma_device.h): a decode batch's grouped products summed in
 // integers across each super-block. Off unless SLUICE_CUDA_INT8_MMA=1
-// (quant_matmul.cc): not yet run on a GPU (docs/CUDA_KERNELS.md).
+// (quant_matmul.cc): correct on the H100 and still slower than the streamed
+// kernel (run 32, docs/CUDA_KERNELS.md).
 #ifndef SLUICE_KERNELS_CUDA_KQUANT_MMA_H_
 #define SLUICE_KERNELS_CUDA_KQUANT_MMA_H_
 

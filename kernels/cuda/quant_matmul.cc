@@ -179,8 +179,10 @@ absl::Status LaunchEither(const internal::RawGroupedMatMul& raw, bool tensor_cor
 // where its switch is on and it takes both; false: nothing launched.
 bool LaunchPaired(const internal::RawGroupedMatMul& raw, bool tensor_cores, bool q8,
                   CUstream_st* stream) {
+  // A pair keeps the streamed kernel even with SLUICE_CUDA_INT8_MMA on
+  // (KQuantMmaTakes takes no pair), as run 32 measured it.
   if (!paired_entries_switch.on() || KernelFor(raw, tensor_cores, q8) != GroupedKernel::kQ8 ||
-      TakesInt8Mma(raw) || !StreamRounded(raw, stream)) {
+      !StreamRounded(raw, stream)) {
     return false;
   }
   paired_entry_launches.fetch_add(1, std::memory_order_relaxed);
