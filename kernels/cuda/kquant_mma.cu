@@ -13,14 +13,16 @@ constexpr int kQ4K = 12, kQ5K = 13;  // ggml type ids
 template <bool kQ5>
 __global__ void __launch_bounds__(32 * kKQuantMmaWarps)
     KQuantMmaKernel(const __grid_constant__ RawGroupedMatMul a) {
-  __shared__ float part[(kKQuantMmaWarps - 1) * 32 * 4];
+  __shared__ float part[kKQuantMmaWarps * 32 * 4];
   KQuantMmaBlock<kQ5>(a, part);
 }
 
 }  // namespace
 
 bool KQuantMmaTakes(const RawGroupedMatMul& a) {
-  const int64_t row_tiles = (a.rows + kKQuantMmaRows - 1) / kKQuantMmaRows;
+  if (a.cols <= 0) return false;
+  const int64_t block_rows = KQuantMmaBlockRows(a.cols);
+  const int64_t row_tiles = (a.rows + block_rows - 1) / block_rows;
   const int64_t entry_tiles = (a.max_entries_per_group + kKQuantMmaEntries - 1) / kKQuantMmaEntries;
   return (a.type == kQ4K || a.type == kQ5K) && a.x_q8 != nullptr && a.cols > 0 &&
          a.cols % 256 == 0 && a.up_offset == 0 && a.rows > 0 && a.n_groups > 0 &&
@@ -28,7 +30,8 @@ bool KQuantMmaTakes(const RawGroupedMatMul& a) {
 }
 
 int LaunchKQuantMma(const RawGroupedMatMul& a, CUstream_st* stream) {
-  const dim3 grid(static_cast<unsigned>((a.rows + kKQuantMmaRows - 1) / kKQuantMmaRows),
+  const int64_t block_rows = KQuantMmaBlockRows(a.cols);
+  const dim3 grid(static_cast<unsigned>((a.rows + block_rows - 1) / block_rows),
                   static_cast<unsigned>((a.max_entries_per_group + kKQuantMmaEntries - 1) /
                                         kKQuantMmaEntries),
                   static_cast<unsigned>(a.n_groups));

@@ -135,17 +135,29 @@ __device__ __forceinline__ void KQuantMmaSums(const KQuantMmaLane& l, int b0, in
   }
 }
 
-// The launch's shape: a block of kKQuantMmaWarps warps sums rows
-// [16 x, 16 x + 16) of group z against its entries [8 y, 8 y + 8); warp w
-// takes super-blocks w, w + kKQuantMmaWarps, ... and warp 0 adds the
-// others' sums in warp order (the same bits at any grid).
+// The launch's shape: a block of kKQuantMmaWarps warps covers
+// KQuantMmaBlockRows(cols) rows of group z against its entries [8 y, 8 y +
+// 8). Rows of fewer super-blocks than warps would leave warps idle, so the
+// warps split a row's super-blocks KQuantMmaSplit(cols) ways (4, 2 or 1)
+// and the block takes 4 / split tiles of 16 rows: warp w sums tile w /
+// split, super-blocks w % split, + split, ...; the tile's first warp adds
+// the others' sums in warp order. The split depends on cols alone, so a
+// product has the same bits at any grid and batch.
 inline constexpr int kKQuantMmaWarps = 4;
 inline constexpr int kKQuantMmaRows = 16;
 inline constexpr int kKQuantMmaEntries = 8;
 
+SLUICE_GROUPED_HD inline int KQuantMmaSplit(int64_t cols) {
+  const int64_t blocks = cols / 256;
+  return blocks >= 4 ? 4 : (blocks >= 2 ? 2 : 1);
+}
+SLUICE_GROUPED_HD inline int64_t KQuantMmaBlockRows(int64_t cols) {
+  return kKQuantMmaRows * (kKQuantMmaWarps / KQuantMmaSplit(cols));
+}
+
 // One block of that launch over a (Q4_K or Q5_K weights, rows rounded to
 // Q8_K at a.x_q8; a.cols a multiple of 256; no pair). `part` holds
-// (kKQuantMmaWarps - 1) * 32 * 4 floats of shared memory.
+// kKQuantMmaWarps * 32 * 4 floats of shared memory.
 template <bool kQ5>
 __device__ __forceinline__ void KQuantMmaBlock(const RawGroupedMatMul& a, float* part) {
   const int gi = static_cast<int>(blockIdx.z);
@@ -154,40 +166,47 @@ __device__ __forceinline__ void KQuantMmaBlock(const RawGroupedMatMul& a, float*
   const int64_t e0 = begin + static_cast<int64_t>(blockIdx.y) * kKQuantMmaEntries;
   if (e0 >= end) return;  // the whole block: before any barrier
   const int ne = static_cast<int>(end - e0 < kKQuantMmaEntries ? end - e0 : kKQuantMmaEntries);
-  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kKQuantMmaRows;
-  const int nr = static_cast<int>(a.rows - r0 < kKQuantMmaRows ? a.rows - r0 : kKQuantMmaRows);
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
+  const int split = KQuantMmaSplit(a.cols), kpart = warp % split;
+  const int64_t r0 =
+      static_cast<int64_t>(blockIdx.x) * KQuantMmaBlockRows(a.cols) + (warp / split) * kKQuantMmaRows;
+  // A tile past the matrix's rows still takes part in the barrier.
+  const int nr = static_cast<int>(a.rows - r0 < kKQuantMmaRows ? a.rows - r0 : kKQuantMmaRows);
   const int g = lane >> 2, t = lane & 3;
-  const uint8_t* w = static_cast<const uint8_t*>(
-      a.single_weight != nullptr
-          ? a.single_weight
-          : a.weights[a.group_weight != nullptr ? a.group_weight[gi] : gi]);
-  const int64_t rb = static_cast<int64_t>(a.row_bytes), xb = Q8KBytes(a.cols);
-  auto x_of = [&](int e) {
-    const int64_t entry = e0 + e;
-    return a.x_q8 + (a.x_row != nullptr ? a.x_row[entry] : entry) * xb;
-  };
-  KQuantMmaLane l;
-  l.w[0] = w + (r0 + (g < nr ? g : nr - 1)) * rb;
-  l.w[1] = w + (r0 + (g + 8 < nr ? g + 8 : nr - 1)) * rb;
-  l.xq = g < ne ? reinterpret_cast<const int8_t*>(x_of(g)) : nullptr;
-#pragma unroll
-  for (int k = 0; k < 2; ++k) {
-    const int e = 2 * t + k;
-    l.xd[k] = e < ne ? reinterpret_cast<const float*>(x_of(e) + a.cols) : nullptr;
-  }
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  KQuantMmaSums<kQ5>(l, warp, static_cast<int>(a.cols / 256), kKQuantMmaWarps, acc);
-  if (warp > 0) {
+  if (nr > 0) {
+    const uint8_t* w = static_cast<const uint8_t*>(
+        a.single_weight != nullptr
+            ? a.single_weight
+            : a.weights[a.group_weight != nullptr ? a.group_weight[gi] : gi]);
+    const int64_t rb = static_cast<int64_t>(a.row_bytes), xb = Q8KBytes(a.cols);
+    auto x_of = [&](int e) {
+      const int64_t entry = e0 + e;
+      return a.x_q8 + (a.x_row != nullptr ? a.x_row[entry] : entry) * xb;
+    };
+    KQuantMmaLane l;
+    l.w[0] = w + (r0 + (g < nr ? g : nr - 1)) * rb;
+    l.w[1] = w + (r0 + (g + 8 < nr ? g + 8 : nr - 1)) * rb;
+    l.xq = g < ne ? reinterpret_cast<const int8_t*>(x_of(g)) : nullptr;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) part[((warp - 1) * 32 + lane) * 4 + i] = acc[i];
+    for (int k = 0; k < 2; ++k) {
+      const int e = 2 * t + k;
+      l.xd[k] = e < ne ? reinterpret_cast<const float*>(x_of(e) + a.cols) : nullptr;
+    }
+    KQuantMmaSums<kQ5>(l, kpart, static_cast<int>(a.cols / 256), split, acc);
   }
-  __syncthreads();
-  if (warp != 0) return;
+  if (split > 1) {
+    if (kpart > 0) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) part[(warp * 32 + lane) * 4 + i] = acc[i];
+    }
+    __syncthreads();
+    if (kpart != 0) return;
+  }
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     float v = acc[i];
-    for (int o = 0; o < kKQuantMmaWarps - 1; ++o) v += part[(o * 32 + lane) * 4 + i];
+    for (int o = 1; o < split; ++o) v += part[((warp + o) * 32 + lane) * 4 + i];
     const int row = AccRow(lane, i), e = AccCol(lane, i);
     if (row < nr && e < ne) a.y[(e0 + e) * a.y_stride + r0 + row] = v;
   }

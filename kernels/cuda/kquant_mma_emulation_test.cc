@@ -5,8 +5,8 @@
 // the double-precision product of the dequantized weights and the rounded
 // rows; through a table of experts with empty groups, repeated rows, a last
 // tile of rows and of entries that is short, rows of one to five
-// super-blocks (fewer blocks than warps, and more) and weights only 2-byte
-// aligned.
+// super-blocks (split 1, 2 and 4 ways over a block's warps, 64, 32 and 16
+// rows a block) and weights only 2-byte aligned.
 #include "kernels/cuda/host_emulation.h"  // first: stands in for CUDA
 
 #include <cmath>
@@ -48,15 +48,17 @@ float Half(const uint8_t* p) {
 // The sum the kernel computes for one weight row and one rounded row,
 // written from the block layout: per super-block the integer sums over its
 // sub-blocks, then (d dx) SI - (dmin dx) MI added in block order by each
-// of kKQuantMmaWarps warps (warp w: blocks w, w + warps, ...), and the
-// warps' sums added in warp order.
+// of the split's warps (4 for rows of 4 super-blocks or more, 2 for 2 or
+// 3, else 1; warp k: blocks k, k + split, ...), and the warps' sums added
+// in warp order.
 float Reference(bool q5, const uint8_t* w, const uint8_t* x, int64_t n) {
-  float part[kKQuantMmaWarps] = {};
+  const int split = n / 256 >= 4 ? 4 : (n / 256 >= 2 ? 2 : 1);
+  float part[4] = {};
   const int block_bytes = q5 ? 176 : 144, qs_off = q5 ? 48 : 16;
   const int8_t* q = reinterpret_cast<const int8_t*>(x);
   const float* xd = reinterpret_cast<const float*>(x + n);
   for (int64_t b = 0; b < n / 256; ++b) {
-    float& acc = part[b % kKQuantMmaWarps];
+    float& acc = part[b % split];
     const uint8_t* blk = w + b * block_bytes;
     const uint8_t* s = blk + 4;
     int32_t si = 0, mi = 0;
@@ -78,7 +80,7 @@ float Reference(bool q5, const uint8_t* w, const uint8_t* x, int64_t n) {
     acc += (d * dx) * static_cast<float>(si) - (dmin * dx) * static_cast<float>(mi);
   }
   float sum = part[0];
-  for (int k = 1; k < kKQuantMmaWarps; ++k) sum += part[k];
+  for (int k = 1; k < split; ++k) sum += part[k];
   return sum;
 }
 
@@ -133,10 +135,11 @@ void ExpectMatches(const Problem& p, uint32_t seed) {
   for (int gi = 0; gi < n_groups; ++gi) {
     max_entries = std::max<int64_t>(max_entries, p.group_begin[gi + 1] - p.group_begin[gi]);
   }
-  const dim3 grid(static_cast<unsigned>((p.rows + kKQuantMmaRows - 1) / kKQuantMmaRows),
+  const int64_t block_rows = KQuantMmaBlockRows(p.cols);
+  const dim3 grid(static_cast<unsigned>((p.rows + block_rows - 1) / block_rows),
                   static_cast<unsigned>((max_entries + kKQuantMmaEntries - 1) / kKQuantMmaEntries),
                   static_cast<unsigned>(n_groups));
-  std::vector<float> part((kKQuantMmaWarps - 1) * 32 * 4);
+  std::vector<float> part(kKQuantMmaWarps * 32 * 4);
   emulation::Launch(grid, 32 * kKQuantMmaWarps, [&] {
     if (p.type == GgmlType::kQ5_K) {
       KQuantMmaBlock<true>(a, part.data());
@@ -185,7 +188,7 @@ TEST(KQuantMmaEmulationTest, SumsAreTheReferencesBits) {
                   6};
   for (int e = 0; e < 24; ++e) experts.x_row.push_back((e * 5) % 6);
   for (const GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ5_K}) {
-    for (const int64_t cols : {256, 768, 1280}) {
+    for (const int64_t cols : {256, 512, 768, 1280}) {
       Problem p = experts;
       p.type = t;
       p.cols = cols;

@@ -536,8 +536,9 @@ TEST_P(QuantMatMulQ8Sm90Test, StreamedEntriesAreTheGroupedKernelsBits) {
 // (SLUICE_CUDA_INT8_MMA, kquant_mma_device.h: Q4_K and Q5_K, summing each
 // super-block in integers as the CPU backend does) pass the same gate
 // against the CPU: experts through the table with empty groups and groups
-// of up to 17 entries, and one dense group of 19 rows with weights 2 bytes
-// off their alignment. Other types keep their kernels (no such launch).
+// of up to 17 entries (rows of 16, 2 and 1 super-blocks: each block's
+// warps split 4, 2 and 1 ways), and one dense group of 19 rows with
+// weights 2 bytes off their alignment. Other types keep their kernels (no such launch).
 TEST_P(QuantMatMulQ8Sm90Test, Int8MmaProductsPassTheGate) {
   PrepareDecodeKernels();
   const bool was = Int8MmaEnabled();
@@ -552,6 +553,8 @@ TEST_P(QuantMatMulQ8Sm90Test, Int8MmaProductsPassTheGate) {
   rounds.x_row.clear();
   for (int e = 0; e < 32; ++e) rounds.x_row.push_back((e * 5) % 7);
   const Case cases[] = {Named(ExpertsThroughTable(700, 4096), "int8 mma: experts"), rounds,
+                        Named(ExpertsThroughTable(301, 512), "int8 mma: rows of 2 blocks"),
+                        Named(ExpertsThroughTable(77, 256), "int8 mma: rows of 1 block"),
                         Named(GroupOf19Misaligned(300, 2048), "int8 mma: 19 misaligned rows")};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
