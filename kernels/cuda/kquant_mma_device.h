@@ -26,14 +26,16 @@
 
 namespace sluice::cuda::internal {
 
-// One lane's view of an m16 x n8 tile: rows g and g + 8 of the tile
-// (their weight rows; a missing row may repeat another, its sums unused),
-// entry g's 8-bit row (null: no such entry, zeros) and the scales of
+// One lane's view of NT m16 x n8 tiles side by side (entries 8 n ..
+// 8 n + 8 of tile n): rows g and g + 8 of the tile (their weight rows; a
+// missing row may repeat another, its sums unused), entry g of each n8
+// tile's 8-bit row (null: no such entry, zeros) and the scales of its
 // entries 2t and 2t + 1 (null: zero), with g = lane / 4, t = lane % 4.
+template <int NT>
 struct KQuantMmaLane {
   const uint8_t* w[2];
-  const int8_t* xq;
-  const float* xd[2];
+  const int8_t* xq[NT];
+  const float* xd[NT][2];
 };
 
 // 4 little-endian bytes at p: one load where p is 4-byte aligned (rows in
@@ -46,13 +48,14 @@ __device__ __forceinline__ uint32_t Word(const uint8_t* p) {
   return __funnelshift_r(q[0], q[1], static_cast<uint32_t>(8 * (a & 3)));
 }
 
-// acc[i] (the tile's D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1], as
+// acc[n][i] (n8 tile n's D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1], as
 // MmaS8 lays them out) += the blocks b0, b0 + step, ... < b1 of the lane's
-// rows against its entries, in that order. Every lane of the warp calls it
-// with the same blocks.
-template <bool kQ5>
-__device__ __forceinline__ void KQuantMmaSums(const KQuantMmaLane& l, int b0, int b1, int step,
-                                              float (&acc)[4]) {
+// rows against tile n's entries, in that order. Every lane of the warp
+// calls it with the same blocks. Each (row, entry) sum is the same at any
+// NT: the tiles share only the weights' words and scales.
+template <bool kQ5, int NT>
+__device__ __forceinline__ void KQuantMmaSums(const KQuantMmaLane<NT>& l, int b0, int b1,
+                                              int step, float (&acc)[NT][4]) {
   using W = KWeights<kQ5>;
   const int lane = threadIdx.x & 31, t = lane & 3;
 #pragma unroll 1
@@ -76,8 +79,12 @@ __device__ __forceinline__ void KQuantMmaSums(const KQuantMmaLane& l, int b0, in
         qh[r][1] = Word(blk + 32 + 4 * t);
       }
     }
-    const int8_t* xb = l.xq != nullptr ? l.xq + static_cast<int64_t>(b) * 256 : nullptr;
-    int32_t si[4] = {0, 0, 0, 0}, mi[4] = {0, 0, 0, 0};
+    int32_t si[NT][4], mi[NT][4];
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) si[n][i] = mi[n][i] = 0;
+    }
 #pragma unroll
     for (int p = 0; p < 4; ++p) {
       // Words t and t + 4 of the 32 bytes of sub-blocks 2p (low nibbles)
@@ -102,50 +109,61 @@ __device__ __forceinline__ void KQuantMmaSums(const KQuantMmaLane& l, int b0, in
             a[2 * k + r] = v;  // a[0], a[2]: row g; a[1], a[3]: row g + 8
           }
         }
-        uint32_t bx[2] = {0, 0};
-        if (xb != nullptr) {
-          bx[0] = Word(reinterpret_cast<const uint8_t*>(xb + 32 * j + 4 * t));
-          bx[1] = Word(reinterpret_cast<const uint8_t*>(xb + 32 * j + 16 + 4 * t));
-        }
-        int32_t dot[4] = {0, 0, 0, 0};
-        MmaS8(dot, a, bx);
         // The rows' scale of sub-block j (zero-extended byte j % 4 of its
         // word) and their min in every byte.
         const uint32_t sel = static_cast<uint32_t>(j & 3);
         const int32_t s_g = static_cast<int32_t>(__byte_perm(sc[0][j >> 2], 0, 0x4440u | sel));
         const int32_t s_g8 = static_cast<int32_t>(__byte_perm(sc[1][j >> 2], 0, 0x4440u | sel));
-        si[0] += s_g * dot[0];
-        si[1] += s_g * dot[1];
-        si[2] += s_g8 * dot[2];
-        si[3] += s_g8 * dot[3];
         const uint32_t m_g = __byte_perm(mn[0][j >> 2], 0, sel * 0x1111u);
         const uint32_t m_g8 = __byte_perm(mn[1][j >> 2], 0, sel * 0x1111u);
         const uint32_t am[4] = {m_g, m_g8, m_g, m_g8};
-        MmaS8(mi, am, bx);
+#pragma unroll
+        for (int n = 0; n < NT; ++n) {
+          uint32_t bx[2] = {0, 0};
+          if (l.xq[n] != nullptr) {
+            const int8_t* xb = l.xq[n] + static_cast<int64_t>(b) * 256 + 32 * j + 4 * t;
+            bx[0] = Word(reinterpret_cast<const uint8_t*>(xb));
+            bx[1] = Word(reinterpret_cast<const uint8_t*>(xb + 16));
+          }
+          int32_t dot[4] = {0, 0, 0, 0};
+          MmaS8(dot, a, bx);
+          si[n][0] += s_g * dot[0];
+          si[n][1] += s_g * dot[1];
+          si[n][2] += s_g8 * dot[2];
+          si[n][3] += s_g8 * dot[3];
+          MmaS8(mi[n], am, bx);
+        }
       }
     }
-    const float dx[2] = {l.xd[0] != nullptr ? l.xd[0][b] : 0.0f,
-                         l.xd[1] != nullptr ? l.xd[1][b] : 0.0f};
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int r = i >> 1, e = i & 1;
-      acc[i] += (d[r] * dx[e]) * static_cast<float>(si[i]) -
-                (dmin[r] * dx[e]) * static_cast<float>(mi[i]);
+    for (int n = 0; n < NT; ++n) {
+      const float dx[2] = {l.xd[n][0] != nullptr ? l.xd[n][0][b] : 0.0f,
+                           l.xd[n][1] != nullptr ? l.xd[n][1][b] : 0.0f};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = i >> 1, e = i & 1;
+        acc[n][i] += (d[r] * dx[e]) * static_cast<float>(si[n][i]) -
+                     (dmin[r] * dx[e]) * static_cast<float>(mi[n][i]);
+      }
     }
   }
 }
 
 // The launch's shape: a block of kKQuantMmaWarps warps covers
-// KQuantMmaBlockRows(cols) rows of group z against its entries [8 y, 8 y +
-// 8). Rows of fewer super-blocks than warps would leave warps idle, so the
-// warps split a row's super-blocks KQuantMmaSplit(cols) ways (4, 2 or 1)
-// and the block takes 4 / split tiles of 16 rows: warp w sums tile w /
-// split, super-blocks w % split, + split, ...; the tile's first warp adds
-// the others' sums in warp order. The split depends on cols alone, so a
-// product has the same bits at any grid and batch.
+// KQuantMmaBlockRows(cols) rows of group z against 8 NT of its entries
+// (block y: entries [8 NT y, 8 NT y + 8 NT); NT = 2, a warp holding two n8
+// tiles that share each weight word and scale, where the launch's largest
+// group has 16 entries or more, KQuantMmaTiles). Rows of fewer
+// super-blocks than warps would leave warps idle, so the warps split a
+// row's super-blocks KQuantMmaSplit(cols) ways (4, 2 or 1) and the block
+// takes 4 / split tiles of 16 rows: warp w sums tile w / split,
+// super-blocks w % split, + split, ...; the tile's first warp adds the
+// others' sums in warp order. The split depends on cols alone and each
+// (row, entry) sum is the same at any NT, so a product has the same bits
+// at any grid and batch.
 inline constexpr int kKQuantMmaWarps = 4;
 inline constexpr int kKQuantMmaRows = 16;
-inline constexpr int kKQuantMmaEntries = 8;
+inline constexpr int kKQuantMmaEntries = 8;  // one n8 tile
 
 SLUICE_GROUPED_HD inline int KQuantMmaSplit(int64_t cols) {
   const int64_t blocks = cols / 256;
@@ -154,18 +172,22 @@ SLUICE_GROUPED_HD inline int KQuantMmaSplit(int64_t cols) {
 SLUICE_GROUPED_HD inline int64_t KQuantMmaBlockRows(int64_t cols) {
   return kKQuantMmaRows * (kKQuantMmaWarps / KQuantMmaSplit(cols));
 }
+SLUICE_GROUPED_HD inline int KQuantMmaTiles(int64_t max_entries_per_group) {
+  return max_entries_per_group >= 2 * kKQuantMmaEntries ? 2 : 1;
+}
 
 // One block of that launch over a (Q4_K or Q5_K weights, rows rounded to
 // Q8_K at a.x_q8; a.cols a multiple of 256; no pair). `part` holds
-// kKQuantMmaWarps * 32 * 4 floats of shared memory.
-template <bool kQ5>
+// kKQuantMmaWarps * 32 * 4 * NT floats of shared memory.
+template <bool kQ5, int NT>
 __device__ __forceinline__ void KQuantMmaBlock(const RawGroupedMatMul& a, float* part) {
+  constexpr int kEntries = kKQuantMmaEntries * NT;
   const int gi = static_cast<int>(blockIdx.z);
   int64_t begin, end;
   GroupEntries(a, gi, begin, end);
-  const int64_t e0 = begin + static_cast<int64_t>(blockIdx.y) * kKQuantMmaEntries;
+  const int64_t e0 = begin + static_cast<int64_t>(blockIdx.y) * kEntries;
   if (e0 >= end) return;  // the whole block: before any barrier
-  const int ne = static_cast<int>(end - e0 < kKQuantMmaEntries ? end - e0 : kKQuantMmaEntries);
+  const int ne = static_cast<int>(end - e0 < kEntries ? end - e0 : kEntries);
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
   const int split = KQuantMmaSplit(a.cols), kpart = warp % split;
   const int64_t r0 =
@@ -173,7 +195,12 @@ __device__ __forceinline__ void KQuantMmaBlock(const RawGroupedMatMul& a, float*
   // A tile past the matrix's rows still takes part in the barrier.
   const int nr = static_cast<int>(a.rows - r0 < kKQuantMmaRows ? a.rows - r0 : kKQuantMmaRows);
   const int g = lane >> 2, t = lane & 3;
-  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  float acc[NT][4];
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[n][i] = 0.0f;
+  }
   if (nr > 0) {
     const uint8_t* w = static_cast<const uint8_t*>(
         a.single_weight != nullptr
@@ -184,31 +211,41 @@ __device__ __forceinline__ void KQuantMmaBlock(const RawGroupedMatMul& a, float*
       const int64_t entry = e0 + e;
       return a.x_q8 + (a.x_row != nullptr ? a.x_row[entry] : entry) * xb;
     };
-    KQuantMmaLane l;
+    KQuantMmaLane<NT> l;
     l.w[0] = w + (r0 + (g < nr ? g : nr - 1)) * rb;
     l.w[1] = w + (r0 + (g + 8 < nr ? g + 8 : nr - 1)) * rb;
-    l.xq = g < ne ? reinterpret_cast<const int8_t*>(x_of(g)) : nullptr;
 #pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      const int e = 2 * t + k;
-      l.xd[k] = e < ne ? reinterpret_cast<const float*>(x_of(e) + a.cols) : nullptr;
+    for (int n = 0; n < NT; ++n) {
+      const int e_g = kKQuantMmaEntries * n + g;
+      l.xq[n] = e_g < ne ? reinterpret_cast<const int8_t*>(x_of(e_g)) : nullptr;
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        const int e = kKQuantMmaEntries * n + 2 * t + k;
+        l.xd[n][k] = e < ne ? reinterpret_cast<const float*>(x_of(e) + a.cols) : nullptr;
+      }
     }
-    KQuantMmaSums<kQ5>(l, kpart, static_cast<int>(a.cols / 256), split, acc);
+    KQuantMmaSums<kQ5, NT>(l, kpart, static_cast<int>(a.cols / 256), split, acc);
   }
   if (split > 1) {
     if (kpart > 0) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) part[(warp * 32 + lane) * 4 + i] = acc[i];
+      for (int n = 0; n < NT; ++n) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) part[((warp * 32 + lane) * NT + n) * 4 + i] = acc[n][i];
+      }
     }
     __syncthreads();
     if (kpart != 0) return;
   }
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float v = acc[i];
-    for (int o = 1; o < split; ++o) v += part[((warp + o) * 32 + lane) * 4 + i];
-    const int row = AccRow(lane, i), e = AccCol(lane, i);
-    if (row < nr && e < ne) a.y[(e0 + e) * a.y_stride + r0 + row] = v;
+  for (int n = 0; n < NT; ++n) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float v = acc[n][i];
+      for (int o = 1; o < split; ++o) v += part[(((warp + o) * 32 + lane) * NT + n) * 4 + i];
+      const int row = AccRow(lane, i), e = kKQuantMmaEntries * n + AccCol(lane, i);
+      if (row < nr && e < ne) a.y[(e0 + e) * a.y_stride + r0 + row] = v;
+    }
   }
 }
 

@@ -6,9 +6,11 @@
 // rows; through a table of experts with empty groups, repeated rows, a last
 // tile of rows and of entries that is short, rows of one to five
 // super-blocks (split 1, 2 and 4 ways over a block's warps, 64, 32 and 16
-// rows a block) and weights only 2-byte aligned.
+// rows a block) and weights only 2-byte aligned; with one n8 tile of
+// entries a warp and with two, the same bits.
 #include "kernels/cuda/host_emulation.h"  // first: stands in for CUDA
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -135,18 +137,36 @@ void ExpectMatches(const Problem& p, uint32_t seed) {
   for (int gi = 0; gi < n_groups; ++gi) {
     max_entries = std::max<int64_t>(max_entries, p.group_begin[gi + 1] - p.group_begin[gi]);
   }
+  // One n8 tile a warp (blocks of 8 entries) and two (blocks of 16): the
+  // same sums, so y is written twice with the same bits.
   const int64_t block_rows = KQuantMmaBlockRows(p.cols);
-  const dim3 grid(static_cast<unsigned>((p.rows + block_rows - 1) / block_rows),
-                  static_cast<unsigned>((max_entries + kKQuantMmaEntries - 1) / kKQuantMmaEntries),
-                  static_cast<unsigned>(n_groups));
-  std::vector<float> part(kKQuantMmaWarps * 32 * 4);
-  emulation::Launch(grid, 32 * kKQuantMmaWarps, [&] {
-    if (p.type == GgmlType::kQ5_K) {
-      KQuantMmaBlock<true>(a, part.data());
+  std::vector<float> y_one;
+  for (const int tiles : {1, 2}) {
+    const int64_t block_entries = kKQuantMmaEntries * tiles;
+    const dim3 grid(static_cast<unsigned>((p.rows + block_rows - 1) / block_rows),
+                    static_cast<unsigned>((max_entries + block_entries - 1) / block_entries),
+                    static_cast<unsigned>(n_groups));
+    std::vector<float> part(kKQuantMmaWarps * 32 * 4 * tiles);
+    std::fill(y.begin(), y.end(), -7.0f);
+    emulation::Launch(grid, 32 * kKQuantMmaWarps, [&] {
+      const bool q5 = p.type == GgmlType::kQ5_K;
+      if (q5 && tiles == 2) {
+        KQuantMmaBlock<true, 2>(a, part.data());
+      } else if (q5) {
+        KQuantMmaBlock<true, 1>(a, part.data());
+      } else if (tiles == 2) {
+        KQuantMmaBlock<false, 2>(a, part.data());
+      } else {
+        KQuantMmaBlock<false, 1>(a, part.data());
+      }
+    });
+    if (tiles == 1) {
+      y_one = y;
     } else {
-      KQuantMmaBlock<false>(a, part.data());
+      ASSERT_EQ(std::memcmp(y.data(), y_one.data(), y.size() * sizeof(float)), 0)
+          << "two n8 tiles a warp gave other bits than one";
     }
-  });
+  }
 
   std::vector<float> deq(p.cols);
   int checked = 0;

@@ -536,9 +536,9 @@ TEST_P(QuantMatMulQ8Sm90Test, StreamedEntriesAreTheGroupedKernelsBits) {
 // (SLUICE_CUDA_INT8_MMA, kquant_mma_device.h: Q4_K and Q5_K, summing each
 // super-block in integers as the CPU backend does) pass the same gate
 // against the CPU: experts through the table with empty groups and groups
-// of up to 17 entries (rows of 16, 2 and 1 super-blocks: each block's
-// warps split 4, 2 and 1 ways), and one dense group of 19 rows with
-// weights 2 bytes off their alignment. Other types keep their kernels (no such launch).
+// of up to 17 entries (two n8 tiles a warp from 16; rows of 16, 2 and 1
+// super-blocks: each block's warps split 4, 2 and 1 ways), and one dense
+// group of 19 rows with weights 2 bytes off their alignment. Other types keep their kernels (no such launch).
 TEST_P(QuantMatMulQ8Sm90Test, Int8MmaProductsPassTheGate) {
   PrepareDecodeKernels();
   const bool was = Int8MmaEnabled();
