@@ -1043,7 +1043,7 @@ __device__ __forceinline__ void StreamEntryRows(const RawGroupedMatMul& g, int64
       for (int r = 0; r < kR; ++r) v[e * kR + r] = acc[e][r];
     }
     const int base = GroupSumScattered(v, L);
-    const int held = ScatteredHeld(kN, L), copies = L / kN > 1 ? L / kN : 1;
+    const int held = ScatteredHeld(kN, L), copies = ScatteredCopies(kN, L);
 #pragma unroll
     for (int i = 0; i < kN / 8; ++i) {  // L >= 8: at most kN / 8 held
       const int idx = base + i, e = idx / kR, r = idx % kR;
@@ -1947,19 +1947,19 @@ bool StreamingOn() {
 // rounds take fewer entries each (StreamEntriesPerRound):
 // kEntryTilesPerSm blocks an SM, or SLUICE_CUDA_ENTRY_TILES_PER_SM (0:
 // always kTileEntries; read at every call, so a test can compare them).
+constexpr int kEntryTilesPerSm = 2;
+int64_t EntryTilesTarget() {
+  const char* env = std::getenv("SLUICE_CUDA_ENTRY_TILES_PER_SM");
+  const int64_t per_sm = env != nullptr ? std::atoll(env) : kEntryTilesPerSm;
+  return per_sm * g_sms;
+}
+
 // Whether the streamed entries kernel sums its rounds' lanes scattered
 // (StreamGroups::scatter): on unless SLUICE_CUDA_SCATTER_SUMS is "0" (read
 // at every call, so a test can compare both).
 bool ScatteredSumsOn() {
   const char* env = std::getenv("SLUICE_CUDA_SCATTER_SUMS");
   return env == nullptr || std::string_view(env) != "0";
-}
-
-constexpr int kEntryTilesPerSm = 2;
-int64_t EntryTilesTarget() {
-  const char* env = std::getenv("SLUICE_CUDA_ENTRY_TILES_PER_SM");
-  const int64_t per_sm = env != nullptr ? std::atoll(env) : kEntryTilesPerSm;
-  return per_sm * g_sms;
 }
 
 // Stages of `tile` bytes after `vec_bytes`: 4 or 3 within

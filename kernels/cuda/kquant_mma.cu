@@ -17,29 +17,35 @@ __global__ void __launch_bounds__(32 * kKQuantMmaWarps)
   KQuantMmaBlock<kQ5, NT>(a, part);
 }
 
-// Entries a block covers for a: 8 KQuantMmaTiles.
-int64_t BlockEntries(const RawGroupedMatMul& a) {
-  return static_cast<int64_t>(kKQuantMmaEntries) * KQuantMmaTiles(a.max_entries_per_group);
+// The launch's grid for a: row blocks, entry blocks (8 KQuantMmaTiles
+// entries each) and groups.
+struct Grid {
+  int64_t x, y, z;
+};
+Grid GridOf(const RawGroupedMatMul& a) {
+  const int64_t rows = KQuantMmaBlockRows(a.cols);
+  const int64_t entries =
+      static_cast<int64_t>(kKQuantMmaEntries) * KQuantMmaTiles(a.max_entries_per_group);
+  return {(a.rows + rows - 1) / rows, (a.max_entries_per_group + entries - 1) / entries,
+          a.n_groups};
 }
 
 }  // namespace
 
 bool KQuantMmaTakes(const RawGroupedMatMul& a) {
-  if (a.cols <= 0 || a.max_entries_per_group <= 0) return false;
-  const int64_t block_rows = KQuantMmaBlockRows(a.cols);
-  const int64_t row_tiles = (a.rows + block_rows - 1) / block_rows;
-  const int64_t entry_tiles = (a.max_entries_per_group + BlockEntries(a) - 1) / BlockEntries(a);
-  return (a.type == kQ4K || a.type == kQ5K) && a.x_q8 != nullptr && a.cols % 256 == 0 &&
-         a.up_offset == 0 && a.rows > 0 && a.n_groups > 0 && row_tiles <= 2147483647 &&
-         entry_tiles <= 65535 && a.n_groups <= 65535;
+  if ((a.type != kQ4K && a.type != kQ5K) || a.x_q8 == nullptr || a.cols <= 0 ||
+      a.cols % 256 != 0 || a.up_offset != 0 || a.rows <= 0 || a.n_groups <= 0 ||
+      a.max_entries_per_group <= 0) {
+    return false;
+  }
+  const Grid g = GridOf(a);
+  return g.x <= 2147483647 && g.y <= 65535 && g.z <= 65535;
 }
 
 int LaunchKQuantMma(const RawGroupedMatMul& a, CUstream_st* stream) {
-  const int64_t block_rows = KQuantMmaBlockRows(a.cols);
-  const dim3 grid(static_cast<unsigned>((a.rows + block_rows - 1) / block_rows),
-                  static_cast<unsigned>((a.max_entries_per_group + BlockEntries(a) - 1) /
-                                        BlockEntries(a)),
-                  static_cast<unsigned>(a.n_groups));
+  const Grid g = GridOf(a);
+  const dim3 grid(static_cast<unsigned>(g.x), static_cast<unsigned>(g.y),
+                  static_cast<unsigned>(g.z));
   const bool q5 = a.type == kQ5K, two = KQuantMmaTiles(a.max_entries_per_group) == 2;
   const int threads = 32 * kKQuantMmaWarps;
   if (q5 && two) {

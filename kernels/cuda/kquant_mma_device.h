@@ -40,7 +40,9 @@ struct KQuantMmaLane {
 
 // 4 little-endian bytes at p: one load where p is 4-byte aligned (rows in
 // cudaMalloc'd or GGUF-aligned memory), else two aligned ones shifted into
-// place (a file whose tensors are only 2-byte aligned).
+// place (a file whose tensors are only 2-byte aligned). Not the readers'
+// LoadWords<1> / <4>: with them ptxas gave the two-tile kernels 13-25 more
+// registers (sm_90a, 2026-12-07).
 __device__ __forceinline__ uint32_t Word(const uint8_t* p) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   if ((a & 3) == 0) return *reinterpret_cast<const uint32_t*>(p);
@@ -92,7 +94,8 @@ __device__ __forceinline__ void KQuantMmaSums(const KQuantMmaLane<NT>& l, int b0
       uint32_t q[2][2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const uint8_t* qs = l.w[r] + static_cast<int64_t>(b) * W::kBlockBytes + W::kQsOffset + 32 * p;
+        const uint8_t* qs =
+            l.w[r] + static_cast<int64_t>(b) * W::kBlockBytes + W::kQsOffset + 32 * p;
         q[r][0] = Word(qs + 4 * t);
         q[r][1] = Word(qs + 16 + 4 * t);
       }
@@ -190,8 +193,8 @@ __device__ __forceinline__ void KQuantMmaBlock(const RawGroupedMatMul& a, float*
   const int ne = static_cast<int>(end - e0 < kEntries ? end - e0 : kEntries);
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
   const int split = KQuantMmaSplit(a.cols), kpart = warp % split;
-  const int64_t r0 =
-      static_cast<int64_t>(blockIdx.x) * KQuantMmaBlockRows(a.cols) + (warp / split) * kKQuantMmaRows;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * KQuantMmaBlockRows(a.cols) +
+                     (warp / split) * kKQuantMmaRows;
   // A tile past the matrix's rows still takes part in the barrier.
   const int nr = static_cast<int>(a.rows - r0 < kKQuantMmaRows ? a.rows - r0 : kKQuantMmaRows);
   const int g = lane >> 2, t = lane & 3;

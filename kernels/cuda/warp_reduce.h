@@ -67,6 +67,10 @@ __device__ __forceinline__ int GroupSumScattered(float (&v)[N], int L) {
 __host__ __device__ constexpr int ScatteredHeld(int n, int lanes) {
   return n > lanes ? n / lanes : 1;
 }
+// The adjacent lanes that hold each of those sums (L / N where N < L).
+__host__ __device__ constexpr int ScatteredCopies(int n, int lanes) {
+  return lanes > n ? lanes / n : 1;
+}
 
 // The largest of the lanes' (bv, bi) pairs in every lane, ties to the lower
 // index.

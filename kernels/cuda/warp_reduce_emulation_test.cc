@@ -49,7 +49,7 @@ void ExpectScatteredIsGroupSum(int L, uint32_t seed) {
       ++holders[lane / L * N + idx];
     }
   }
-  const int copies = L > N ? L / N : 1;
+  const int copies = internal::ScatteredCopies(N, L);
   for (size_t k = 0; k < holders.size(); ++k) EXPECT_EQ(holders[k], copies) << k;
 }
 
