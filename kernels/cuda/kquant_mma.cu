@@ -1,4 +1,4 @@
-// The Q4_K / Q5_K integer tensor-core products' launch (kquant_mma.h).
+// The Q4_K / Q5_K / Q6_K integer tensor-core products' launch (kquant_mma.h).
 #include "kernels/cuda/kquant_mma.h"
 
 #include <cuda_runtime.h>
@@ -8,34 +8,43 @@
 namespace sluice::cuda::internal {
 namespace {
 
-constexpr int kQ4K = 12, kQ5K = 13;  // ggml type ids
-
-template <bool kQ5, int NT>
+template <int kType, int NT>
 __global__ void __launch_bounds__(32 * kKQuantMmaWarps)
     KQuantMmaKernel(const __grid_constant__ RawGroupedMatMul a) {
   __shared__ float part[kKQuantMmaWarps * 32 * 4 * NT];
-  KQuantMmaBlock<kQ5, NT>(a, part);
+  KQuantMmaBlock<kType, NT>(a, part);
 }
 
-// The launch's grid for a: row blocks, entry blocks (8 KQuantMmaTiles
-// entries each) and groups.
+// The launch's grid for a: row blocks (twice over for a pair), entry
+// blocks (8 KQuantMmaTiles entries each) and groups.
 struct Grid {
   int64_t x, y, z;
 };
 Grid GridOf(const RawGroupedMatMul& a) {
-  const int64_t rows = KQuantMmaBlockRows(a.cols);
   const int64_t entries =
       static_cast<int64_t>(kKQuantMmaEntries) * KQuantMmaTiles(a.max_entries_per_group);
-  return {(a.rows + rows - 1) / rows, (a.max_entries_per_group + entries - 1) / entries,
-          a.n_groups};
+  return {KQuantMmaRowBlocks(a), (a.max_entries_per_group + entries - 1) / entries, a.n_groups};
+}
+
+template <int kType>
+void Launch(const RawGroupedMatMul& a, dim3 grid, CUstream_st* stream) {
+  if (KQuantMmaTiles(a.max_entries_per_group) == 2) {
+    KQuantMmaKernel<kType, 2><<<grid, 32 * kKQuantMmaWarps, 0, stream>>>(a);
+  } else {
+    KQuantMmaKernel<kType, 1><<<grid, 32 * kKQuantMmaWarps, 0, stream>>>(a);
+  }
 }
 
 }  // namespace
 
 bool KQuantMmaTakes(const RawGroupedMatMul& a) {
-  if ((a.type != kQ4K && a.type != kQ5K) || a.x_q8 == nullptr || a.cols <= 0 ||
-      a.cols % 256 != 0 || a.up_offset != 0 || a.rows <= 0 || a.n_groups <= 0 ||
-      a.max_entries_per_group <= 0) {
+  if ((a.type != kKQuantMmaQ4K && a.type != kKQuantMmaQ5K && a.type != kKQuantMmaQ6K) ||
+      a.x_q8 == nullptr || a.cols <= 0 || a.cols % 256 != 0 || a.rows <= 0 ||
+      a.n_groups <= 0 || a.max_entries_per_group <= 0) {
+    return false;
+  }
+  if (a.up_offset != 0 && (a.single_weight != nullptr || a.weights == nullptr ||
+                           a.y_up == nullptr)) {
     return false;
   }
   const Grid g = GridOf(a);
@@ -46,16 +55,12 @@ int LaunchKQuantMma(const RawGroupedMatMul& a, CUstream_st* stream) {
   const Grid g = GridOf(a);
   const dim3 grid(static_cast<unsigned>(g.x), static_cast<unsigned>(g.y),
                   static_cast<unsigned>(g.z));
-  const bool q5 = a.type == kQ5K, two = KQuantMmaTiles(a.max_entries_per_group) == 2;
-  const int threads = 32 * kKQuantMmaWarps;
-  if (q5 && two) {
-    KQuantMmaKernel<true, 2><<<grid, threads, 0, stream>>>(a);
-  } else if (q5) {
-    KQuantMmaKernel<true, 1><<<grid, threads, 0, stream>>>(a);
-  } else if (two) {
-    KQuantMmaKernel<false, 2><<<grid, threads, 0, stream>>>(a);
+  if (a.type == kKQuantMmaQ6K) {
+    Launch<kKQuantMmaQ6K>(a, grid, stream);
+  } else if (a.type == kKQuantMmaQ5K) {
+    Launch<kKQuantMmaQ5K>(a, grid, stream);
   } else {
-    KQuantMmaKernel<false, 1><<<grid, threads, 0, stream>>>(a);
+    Launch<kKQuantMmaQ4K>(a, grid, stream);
   }
   return static_cast<int>(cudaGetLastError());
 }

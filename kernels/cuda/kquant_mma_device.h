@@ -1,12 +1,14 @@
-// Q4_K / Q5_K products against rows rounded to Q8_K on the integer tensor
-// cores, summing in integers across each 256-element super-block as the
-// CPU backend's vec_dot for these types does (issue 19; docs/CUDA_KERNELS.md,
-// "Integer sums across a super-block"). Sub-block j (32 elements, 6-bit
-// scale sc_j and min m_j) of weight block (d, dmin) meets the rounded row
-// (q_x, scale dx per 256) as
+// Q4_K / Q5_K / Q6_K products against rows rounded to Q8_K on the integer
+// tensor cores, summing in integers across each 256-element super-block as
+// the CPU backend's vec_dot for these types does (issue 19;
+// docs/CUDA_KERNELS.md, "Integer sums across a super-block"). Sub-block j
+// (32 elements, 6-bit scale sc_j and min m_j) of a Q4_K / Q5_K block (d,
+// dmin) meets the rounded row (q_x, scale dx per 256) as
 //   I_j = sum q_w q_x          (one mma.m16n8k32 s8 for 16 rows x 8 entries)
 //   M_j = m_j * sum q_x        (one more, A holding m_j in every byte)
 //   block = (d dx) * float(sum_j sc_j I_j) - (dmin dx) * float(sum_j M_j)
+// and sub-block j of a Q6_K block (16 elements q_w - 32, signed 8-bit scale
+// sc_j) as I_j on mma.m16n8k16 and block = (d dx) * float(sum_j sc_j I_j),
 // with the integer sums exact, so a row's sum is the float sum of its
 // blocks in order. These bits differ from Q8Dot's (decode_q8.h), which
 // rounds every chunk to float: a sequence decoded in such a batch is held
@@ -25,6 +27,9 @@
 #include "kernels/cuda/quant_matmul_impl.h"
 
 namespace sluice::cuda::internal {
+
+// The weight types the kernel takes (ggml type ids).
+inline constexpr int kKQuantMmaQ4K = 12, kKQuantMmaQ5K = 13, kKQuantMmaQ6K = 14;
 
 // One lane's view of NT m16 x n8 tiles side by side (entries 8 n ..
 // 8 n + 8 of tile n): rows g and g + 8 of the tile (their weight rows; a
@@ -152,6 +157,103 @@ __device__ __forceinline__ void KQuantMmaSums(const KQuantMmaLane<NT>& l, int b0
   }
 }
 
+// Q6_K's 6-bit values q (four to a word) as the signed bytes q - 32: q ^ 32
+// is right where q >= 32; below, bits 6 and 7 must be set too, and there
+// bit 5 of q ^ 32 is set (times 6 puts it in both, no carry between bytes).
+__device__ __forceinline__ uint32_t CenteredQ6(uint32_t q) {
+  const uint32_t r = q ^ 0x20202020u;
+  return r | ((r & 0x20202020u) * 6u);
+}
+
+// As KQuantMmaSums, for Q6_K weights (210-byte blocks: ql[128], qh[64],
+// scales[16], d). Element 128 n + 32 s + l of a block (s < 4, l < 32) is
+// nibble s / 2 of ql[64 n + 32 (s % 2) + l] with bits 2 s.. of qh[32 n + l]
+// above it, minus 32; sub-block 8 n + 2 s + l / 16 scales it. Lane t's
+// k-run 4t..4t+3 of a sub-block is 4 consecutive l, so one word of ql and
+// one of qh.
+template <int NT>
+__device__ __forceinline__ void Q6KMmaSums(const KQuantMmaLane<NT>& l, int b0, int b1,
+                                           int step, float (&acc)[NT][4]) {
+  constexpr int kBlockBytes = 210;
+  const int lane = threadIdx.x & 31, t = lane & 3;
+#pragma unroll 1
+  for (int b = b0; b < b1; b += step) {
+    const uint8_t* blk[2] = {l.w[0] + static_cast<int64_t>(b) * kBlockBytes,
+                             l.w[1] + static_cast<int64_t>(b) * kBlockBytes};
+    float d[2];
+    uint32_t sc[2][4];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      d[r] = HalfBits(Word(blk[r] + 206) >> 16);  // bytes 208..209, not past the block
+#pragma unroll
+      for (int i = 0; i < 4; ++i) sc[r][i] = Word(blk[r] + 192 + 4 * i);
+    }
+    int32_t si[NT][4];
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) si[n][i] = 0;
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      uint32_t qh[2][2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) qh[r][hh] = Word(blk[r] + 128 + 32 * half + 16 * hh + 4 * t);
+      }
+#pragma unroll
+      for (int s2 = 0; s2 < 2; ++s2) {
+        uint32_t ql[2][2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh) {
+            ql[r][hh] = Word(blk[r] + 64 * half + 32 * s2 + 16 * hh + 4 * t);
+          }
+        }
+#pragma unroll
+        for (int nib = 0; nib < 2; ++nib) {
+          const int s = s2 + 2 * nib;
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh) {
+            const int j = 8 * half + 2 * s + hh;
+            uint32_t a[2];
+            int32_t scale[2];
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+              a[r] = CenteredQ6(((ql[r][hh] >> (4 * nib)) & 0x0F0F0F0Fu) |
+                                (((qh[r][hh] >> (2 * s)) & 0x03030303u) << 4));
+              scale[r] = static_cast<int32_t>(sc[r][j >> 2] << (24 - 8 * (j & 3))) >> 24;
+            }
+#pragma unroll
+            for (int n = 0; n < NT; ++n) {
+              const int8_t* xb = l.xq[n] + static_cast<int64_t>(b) * 256 + 16 * j + 4 * t;
+              const uint32_t bx =
+                  l.xq[n] != nullptr ? Word(reinterpret_cast<const uint8_t*>(xb)) : 0u;
+              int32_t dot[4] = {0, 0, 0, 0};
+              MmaS8K16(dot, a[0], a[1], bx);
+              si[n][0] += scale[0] * dot[0];
+              si[n][1] += scale[0] * dot[1];
+              si[n][2] += scale[1] * dot[2];
+              si[n][3] += scale[1] * dot[3];
+            }
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      const float dx[2] = {l.xd[n][0] != nullptr ? l.xd[n][0][b] : 0.0f,
+                           l.xd[n][1] != nullptr ? l.xd[n][1][b] : 0.0f};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        acc[n][i] += (d[i >> 1] * dx[i & 1]) * static_cast<float>(si[n][i]);
+      }
+    }
+  }
+}
+
 // The launch's shape: a block of kKQuantMmaWarps warps covers
 // KQuantMmaBlockRows(cols) rows of group z against 8 NT of its entries
 // (block y: entries [8 NT y, 8 NT y + 8 NT); NT = 2, a warp holding two n8
@@ -179,10 +281,18 @@ SLUICE_GROUPED_HD inline int KQuantMmaTiles(int64_t max_entries_per_group) {
   return max_entries_per_group >= 2 * kKQuantMmaEntries ? 2 : 1;
 }
 
-// One block of that launch over a (Q4_K or Q5_K weights, rows rounded to
-// Q8_K at a.x_q8; a.cols a multiple of 256; no pair). `part` holds
-// kKQuantMmaWarps * 32 * 4 * NT floats of shared memory.
-template <bool kQ5, int NT>
+// The grid's x: the row blocks, twice over for a pair (a.up_offset: block
+// 2 i the first matrix's row block i, 2 i + 1 the second's).
+SLUICE_GROUPED_HD inline int64_t KQuantMmaRowBlocks(const RawGroupedMatMul& a) {
+  const int64_t rows = KQuantMmaBlockRows(a.cols);
+  return (a.rows + rows - 1) / rows * (a.up_offset != 0 ? 2 : 1);
+}
+
+// One block of that launch over a (Q4_K, Q5_K or Q6_K weights as kType,
+// rows rounded to Q8_K at a.x_q8; a.cols a multiple of 256; a pair through
+// a table of weights). `part` holds kKQuantMmaWarps * 32 * 4 * NT floats of
+// shared memory.
+template <int kType, int NT>
 __device__ __forceinline__ void KQuantMmaBlock(const RawGroupedMatMul& a, float* part) {
   constexpr int kEntries = kKQuantMmaEntries * NT;
   const int gi = static_cast<int>(blockIdx.z);
@@ -193,8 +303,10 @@ __device__ __forceinline__ void KQuantMmaBlock(const RawGroupedMatMul& a, float*
   const int ne = static_cast<int>(end - e0 < kEntries ? end - e0 : kEntries);
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
   const int split = KQuantMmaSplit(a.cols), kpart = warp % split;
-  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * KQuantMmaBlockRows(a.cols) +
-                     (warp / split) * kKQuantMmaRows;
+  const bool second = a.up_offset != 0 && (blockIdx.x & 1) != 0;
+  const int64_t row_block = a.up_offset != 0 ? blockIdx.x >> 1 : blockIdx.x;
+  float* const y = second ? a.y_up : a.y;
+  const int64_t r0 = row_block * KQuantMmaBlockRows(a.cols) + (warp / split) * kKQuantMmaRows;
   // A tile past the matrix's rows still takes part in the barrier.
   const int nr = static_cast<int>(a.rows - r0 < kKQuantMmaRows ? a.rows - r0 : kKQuantMmaRows);
   const int g = lane >> 2, t = lane & 3;
@@ -208,7 +320,8 @@ __device__ __forceinline__ void KQuantMmaBlock(const RawGroupedMatMul& a, float*
     const uint8_t* w = static_cast<const uint8_t*>(
         a.single_weight != nullptr
             ? a.single_weight
-            : a.weights[a.group_weight != nullptr ? a.group_weight[gi] : gi]);
+            : a.weights[(a.group_weight != nullptr ? a.group_weight[gi] : gi) +
+                        (second ? a.up_offset : 0)]);
     const int64_t rb = static_cast<int64_t>(a.row_bytes), xb = Q8KBytes(a.cols);
     auto x_of = [&](int e) {
       const int64_t entry = e0 + e;
@@ -227,7 +340,12 @@ __device__ __forceinline__ void KQuantMmaBlock(const RawGroupedMatMul& a, float*
         l.xd[n][k] = e < ne ? reinterpret_cast<const float*>(x_of(e) + a.cols) : nullptr;
       }
     }
-    KQuantMmaSums<kQ5, NT>(l, kpart, static_cast<int>(a.cols / 256), split, acc);
+    if constexpr (kType == kKQuantMmaQ6K) {
+      Q6KMmaSums<NT>(l, kpart, static_cast<int>(a.cols / 256), split, acc);
+    } else {
+      KQuantMmaSums<kType == kKQuantMmaQ5K, NT>(l, kpart, static_cast<int>(a.cols / 256), split,
+                                                acc);
+    }
   }
   if (split > 1) {
     if (kpart > 0) {
@@ -247,7 +365,7 @@ __device__ __forceinline__ void KQuantMmaBlock(const RawGroupedMatMul& a, float*
       float v = acc[n][i];
       for (int o = 1; o < split; ++o) v += part[(((warp + o) * 32 + lane) * NT + n) * 4 + i];
       const int row = AccRow(lane, i), e = kKQuantMmaEntries * n + AccCol(lane, i);
-      if (row < nr && e < ne) a.y[(e0 + e) * a.y_stride + r0 + row] = v;
+      if (row < nr && e < ne) y[(e0 + e) * a.y_stride + r0 + row] = v;
     }
   }
 }

@@ -1,4 +1,4 @@
-// The Q4_K / Q5_K integer tensor-core products (kquant_mma_device.h) run on
+// The Q4_K / Q5_K / Q6_K integer tensor-core products (kquant_mma_device.h) run on
 // the CPU through host_emulation.h: every sum has the bits of a plain
 // reference that decodes the blocks byte by byte and sums each super-block
 // in integers in the same float order, and lies within 2e-5 of sum |w x| of
@@ -7,7 +7,8 @@
 // tile of rows and of entries that is short, rows of one to five
 // super-blocks (split 1, 2 and 4 ways over a block's warps, 64, 32 and 16
 // rows a block) and weights only 2-byte aligned; with one n8 tile of
-// entries a warp and with two, the same bits.
+// entries a warp and with two, the same bits; a pair's second matrices
+// through the table's second half into y_up.
 #include "kernels/cuda/host_emulation.h"  // first: stands in for CUDA
 
 #include <algorithm>
@@ -47,39 +48,67 @@ float Half(const uint8_t* p) {
   return kernels::Fp16ToF32(h);
 }
 
+int BlockBytes(GgmlType t) {
+  return t == GgmlType::kQ6_K ? 210 : (t == GgmlType::kQ5_K ? 176 : 144);
+}
+
+// Block b's integer sum over its sub-blocks, sum_j sc_j sum (q_w q_x), and
+// for Q4_K / Q5_K its mins' sum_j m_j sum q_x, from the bytes as the
+// formats lay them out.
+void BlockSums(GgmlType t, const uint8_t* blk, const int8_t* q, int32_t& si, int32_t& mi) {
+  si = mi = 0;
+  if (t == GgmlType::kQ6_K) {
+    const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
+    for (int e = 0; e < 256; ++e) {
+      const int half = e / 128, s = (e % 128) / 32, l = e % 32;
+      const int lo = (blk[64 * half + 32 * (s % 2) + l] >> (4 * (s / 2))) & 0x0F;
+      const int hi = (blk[128 + 32 * half + l] >> (2 * s)) & 3;
+      si += sc[e / 16] * ((lo | (hi << 4)) - 32) * q[e];
+    }
+    return;
+  }
+  const bool q5 = t == GgmlType::kQ5_K;
+  const int qs_off = q5 ? 48 : 16;
+  const uint8_t* s = blk + 4;
+  for (int j = 0; j < 8; ++j) {
+    const int sc = j < 4 ? (s[j] & 63) : ((s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4));
+    const int m = j < 4 ? (s[j + 4] & 63) : ((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+    int32_t dot = 0, sum = 0;
+    for (int l = 0; l < 32; ++l) {
+      int v = (blk[qs_off + 32 * (j / 2) + l] >> (4 * (j % 2))) & 0x0F;
+      if (q5) v |= ((blk[16 + l] >> j) & 1) << 4;
+      const int xq = q[32 * j + l];
+      dot += v * xq;
+      sum += xq;
+    }
+    si += sc * dot;
+    mi += m * sum;
+  }
+}
+
 // The sum the kernel computes for one weight row and one rounded row,
-// written from the block layout: per super-block the integer sums over its
-// sub-blocks, then (d dx) SI - (dmin dx) MI added in block order by each
+// written from the block layout: per super-block its integer sums, then
+// (d dx) SI - (dmin dx) MI (Q6_K: (d dx) SI) added in block order by each
 // of the split's warps (4 for rows of 4 super-blocks or more, 2 for 2 or
 // 3, else 1; warp k: blocks k, k + split, ...), and the warps' sums added
 // in warp order.
-float Reference(bool q5, const uint8_t* w, const uint8_t* x, int64_t n) {
+float Reference(GgmlType t, const uint8_t* w, const uint8_t* x, int64_t n) {
   const int split = n / 256 >= 4 ? 4 : (n / 256 >= 2 ? 2 : 1);
   float part[4] = {};
-  const int block_bytes = q5 ? 176 : 144, qs_off = q5 ? 48 : 16;
   const int8_t* q = reinterpret_cast<const int8_t*>(x);
   const float* xd = reinterpret_cast<const float*>(x + n);
   for (int64_t b = 0; b < n / 256; ++b) {
     float& acc = part[b % split];
-    const uint8_t* blk = w + b * block_bytes;
-    const uint8_t* s = blk + 4;
-    int32_t si = 0, mi = 0;
-    for (int j = 0; j < 8; ++j) {
-      const int sc = j < 4 ? (s[j] & 63) : ((s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4));
-      const int m = j < 4 ? (s[j + 4] & 63) : ((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
-      int32_t dot = 0, sum = 0;
-      for (int l = 0; l < 32; ++l) {
-        int v = (blk[qs_off + 32 * (j / 2) + l] >> (4 * (j % 2))) & 0x0F;
-        if (q5) v |= ((blk[16 + l] >> j) & 1) << 4;
-        const int xq = q[256 * b + 32 * j + l];
-        dot += v * xq;
-        sum += xq;
-      }
-      si += sc * dot;
-      mi += m * sum;
+    const uint8_t* blk = w + b * BlockBytes(t);
+    int32_t si, mi;
+    BlockSums(t, blk, q + 256 * b, si, mi);
+    const float dx = xd[b];
+    if (t == GgmlType::kQ6_K) {
+      acc += (Half(blk + 208) * dx) * static_cast<float>(si);
+    } else {
+      acc += (Half(blk) * dx) * static_cast<float>(si) -
+             (Half(blk + 2) * dx) * static_cast<float>(mi);
     }
-    const float d = Half(blk), dmin = Half(blk + 2), dx = xd[b];
-    acc += (d * dx) * static_cast<float>(si) - (dmin * dx) * static_cast<float>(mi);
   }
   float sum = part[0];
   for (int k = 1; k < split; ++k) sum += part[k];
@@ -93,15 +122,28 @@ struct Problem {
   std::vector<int32_t> group_weight, group_begin, x_row;
   int64_t x_rows;
   int weight_offset = 0;
+  // A pair: table entries n_weights.. are the second matrices (up_offset
+  // n_weights), their sums in y_up.
+  bool pair = false;
 };
 
+template <int kType>
+void RunBlock(const RawGroupedMatMul& a, int tiles, float* part) {
+  if (tiles == 2) {
+    KQuantMmaBlock<kType, 2>(a, part);
+  } else {
+    KQuantMmaBlock<kType, 1>(a, part);
+  }
+}
+
 void ExpectMatches(const Problem& p, uint32_t seed) {
-  SCOPED_TRACE(::testing::Message() << (p.type == GgmlType::kQ5_K ? "Q5_K " : "Q4_K ")
-                                    << p.rows << " x " << p.cols);
+  SCOPED_TRACE(::testing::Message() << TraitsOf(p.type).name << " " << p.rows << " x " << p.cols
+                                    << (p.pair ? " pair" : ""));
   std::mt19937 rng(seed);
   std::vector<std::vector<uint8_t>> w, held;
   std::vector<const void*> table;
-  for (int i = 0; i < p.n_weights; ++i) {
+  const int n_matrices = p.n_weights * (p.pair ? 2 : 1);
+  for (int i = 0; i < n_matrices; ++i) {
     w.push_back(kernels::testing_util::RandomWeights(p.type, p.rows, p.cols, rng));
   }
   // Each matrix `weight_offset` bytes past a 16-byte boundary.
@@ -118,13 +160,13 @@ void ExpectMatches(const Problem& p, uint32_t seed) {
   const std::vector<uint8_t> xq = RoundRows(x, p.x_rows, p.cols);
   const int n_groups = static_cast<int>(p.group_begin.size()) - 1;
   const int64_t entries = p.group_begin.back(), y_stride = p.rows + 3;
-  std::vector<float> y(entries * y_stride, -7.0f);
+  std::vector<float> y(entries * y_stride, -7.0f), y_up(entries * y_stride, -7.0f);
 
   RawGroupedMatMul a;
   a.type = static_cast<int>(p.type);
   a.rows = p.rows;
   a.cols = p.cols;
-  a.row_bytes = p.cols / 256 * (p.type == GgmlType::kQ5_K ? 176 : 144);
+  a.row_bytes = p.cols / 256 * BlockBytes(p.type);
   a.n_groups = n_groups;
   a.weights = table.data();
   a.group_weight = p.group_weight.data();
@@ -133,71 +175,83 @@ void ExpectMatches(const Problem& p, uint32_t seed) {
   a.x_q8 = xq.data();
   a.y = y.data();
   a.y_stride = y_stride;
+  if (p.pair) {
+    a.up_offset = p.n_weights;
+    a.y_up = y_up.data();
+  }
   int64_t max_entries = 0;
   for (int gi = 0; gi < n_groups; ++gi) {
     max_entries = std::max<int64_t>(max_entries, p.group_begin[gi + 1] - p.group_begin[gi]);
   }
   // One n8 tile a warp (blocks of 8 entries) and two (blocks of 16): the
   // same sums, so y is written twice with the same bits.
-  const int64_t block_rows = KQuantMmaBlockRows(p.cols);
-  std::vector<float> y_one;
+  std::vector<float> y_one, y_up_one;
   for (const int tiles : {1, 2}) {
     const int64_t block_entries = kKQuantMmaEntries * tiles;
-    const dim3 grid(static_cast<unsigned>((p.rows + block_rows - 1) / block_rows),
+    const dim3 grid(static_cast<unsigned>(KQuantMmaRowBlocks(a)),
                     static_cast<unsigned>((max_entries + block_entries - 1) / block_entries),
                     static_cast<unsigned>(n_groups));
     std::vector<float> part(kKQuantMmaWarps * 32 * 4 * tiles);
     std::fill(y.begin(), y.end(), -7.0f);
+    std::fill(y_up.begin(), y_up.end(), -7.0f);
     emulation::Launch(grid, 32 * kKQuantMmaWarps, [&] {
-      const bool q5 = p.type == GgmlType::kQ5_K;
-      if (q5 && tiles == 2) {
-        KQuantMmaBlock<true, 2>(a, part.data());
-      } else if (q5) {
-        KQuantMmaBlock<true, 1>(a, part.data());
-      } else if (tiles == 2) {
-        KQuantMmaBlock<false, 2>(a, part.data());
+      if (p.type == GgmlType::kQ6_K) {
+        RunBlock<kKQuantMmaQ6K>(a, tiles, part.data());
+      } else if (p.type == GgmlType::kQ5_K) {
+        RunBlock<kKQuantMmaQ5K>(a, tiles, part.data());
       } else {
-        KQuantMmaBlock<false, 1>(a, part.data());
+        RunBlock<kKQuantMmaQ4K>(a, tiles, part.data());
       }
     });
     if (tiles == 1) {
       y_one = y;
+      y_up_one = y_up;
     } else {
       ASSERT_EQ(std::memcmp(y.data(), y_one.data(), y.size() * sizeof(float)), 0)
           << "two n8 tiles a warp gave other bits than one";
+      ASSERT_EQ(std::memcmp(y_up.data(), y_up_one.data(), y.size() * sizeof(float)), 0)
+          << "two n8 tiles a warp gave other bits than one (second matrices)";
     }
   }
 
   std::vector<float> deq(p.cols);
   int checked = 0;
-  for (int gi = 0; gi < n_groups; ++gi) {
-    const uint8_t* m = w[p.group_weight[gi]].data();
-    for (int64_t e = p.group_begin[gi]; e < p.group_begin[gi + 1]; ++e) {
-      const uint8_t* xr = xq.data() + p.x_row[e] * Q8KBytes(p.cols);
-      const int8_t* q = reinterpret_cast<const int8_t*>(xr);
-      const float* xd = reinterpret_cast<const float*>(xr + p.cols);
-      for (int64_t r = 0; r < p.rows; ++r) {
-        const uint8_t* wr = m + r * a.row_bytes;
-        const float got = y[e * y_stride + r];
-        const float want = Reference(p.type == GgmlType::kQ5_K, wr, xr, p.cols);
-        ASSERT_EQ(std::memcmp(&got, &want, sizeof(float)), 0)
-            << "entry " << e << " row " << r << ": " << got << " against " << want;
-        ASSERT_TRUE(kernels::DequantizeRow(p.type, wr, p.cols, deq.data()).ok());
-        double exact = 0.0, mag = 0.0;
-        for (int64_t c = 0; c < p.cols; ++c) {
-          const double xv = static_cast<double>(xd[c / 256]) * q[c];
-          exact += deq[c] * xv;
-          mag += std::fabs(deq[c] * xv);
+  for (int m = 0; m < (p.pair ? 2 : 1); ++m) {
+    const std::vector<float>& out = m == 0 ? y : y_up;
+    for (int gi = 0; gi < n_groups; ++gi) {
+      const uint8_t* mat = w[p.group_weight[gi] + m * p.n_weights].data();
+      for (int64_t e = p.group_begin[gi]; e < p.group_begin[gi + 1]; ++e) {
+        const uint8_t* xr = xq.data() + p.x_row[e] * Q8KBytes(p.cols);
+        const int8_t* q = reinterpret_cast<const int8_t*>(xr);
+        const float* xd = reinterpret_cast<const float*>(xr + p.cols);
+        for (int64_t r = 0; r < p.rows; ++r) {
+          const uint8_t* wr = mat + r * a.row_bytes;
+          const float got = out[e * y_stride + r];
+          const float want = Reference(p.type, wr, xr, p.cols);
+          ASSERT_EQ(std::memcmp(&got, &want, sizeof(float)), 0)
+              << "matrix " << m << " entry " << e << " row " << r << ": " << got << " against "
+              << want;
+          ASSERT_TRUE(kernels::DequantizeRow(p.type, wr, p.cols, deq.data()).ok());
+          double exact = 0.0, mag = 0.0;
+          for (int64_t c = 0; c < p.cols; ++c) {
+            const double xv = static_cast<double>(xd[c / 256]) * q[c];
+            exact += deq[c] * xv;
+            mag += std::fabs(deq[c] * xv);
+          }
+          ASSERT_LE(std::fabs(got - exact), 2e-5 * mag + 1e-30)
+              << "matrix " << m << " entry " << e << " row " << r;
+          ++checked;
         }
-        ASSERT_LE(std::fabs(got - exact), 2e-5 * mag + 1e-30) << "entry " << e << " row " << r;
-        ++checked;
-      }
-      for (int64_t r = p.rows; r < y_stride; ++r) {
-        ASSERT_EQ(y[e * y_stride + r], -7.0f) << "padding of entry " << e;  // untouched
+        for (int64_t r = p.rows; r < y_stride; ++r) {
+          ASSERT_EQ(out[e * y_stride + r], -7.0f) << "padding of entry " << e;  // untouched
+        }
       }
     }
   }
-  EXPECT_EQ(checked, entries * p.rows);
+  if (!p.pair) {
+    for (const float v : y_up) ASSERT_EQ(v, -7.0f) << "no pair, yet y_up written";
+  }
+  EXPECT_EQ(checked, entries * p.rows * (p.pair ? 2 : 1));
 }
 
 TEST(KQuantMmaEmulationTest, SumsAreTheReferencesBits) {
@@ -207,18 +261,24 @@ TEST(KQuantMmaEmulationTest, SumsAreTheReferencesBits) {
   Problem experts{GgmlType::kQ4_K, 37, 1280, 3, {2, 0, 1, 1, 2, 0}, {0, 3, 3, 14, 15, 15, 24}, {},
                   6};
   for (int e = 0; e < 24; ++e) experts.x_row.push_back((e * 5) % 6);
-  for (const GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ5_K}) {
+  for (const GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+    const uint32_t type_seed = 1000u * static_cast<uint32_t>(t);
     for (const int64_t cols : {256, 512, 768, 1280}) {
       Problem p = experts;
       p.type = t;
       p.cols = cols;
-      ExpectMatches(p, 7u + static_cast<uint32_t>(cols) + (t == GgmlType::kQ5_K ? 1000u : 0u));
+      ExpectMatches(p, 7u + static_cast<uint32_t>(cols) + type_seed);
     }
     // Weights only 2-byte aligned (two loads a word, shifted).
     Problem p = experts;
     p.type = t;
     p.weight_offset = 2;
-    ExpectMatches(p, 99u);
+    ExpectMatches(p, 99u + type_seed);
+    // A pair: each matrix's sums as its own launch's, the second's in y_up.
+    p.weight_offset = 0;
+    p.pair = true;
+    p.cols = 512;
+    ExpectMatches(p, 5u + type_seed);
   }
 }
 

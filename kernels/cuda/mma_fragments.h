@@ -63,6 +63,23 @@ __device__ __forceinline__ void MmaS8(int32_t (&acc)[4], const uint32_t (&a)[4],
 #endif
 }
 
+// acc += A * B for one m16n8k16 tile of signed bytes (A 16x16, B 16x8): the
+// first half of MmaS8's fragments, a[0] = A[g][4t..4t+3], a[1] =
+// A[g+8][4t..4t+3], b = B[4t..4t+3][g]; exact in 32-bit integers.
+__device__ __forceinline__ void MmaS8K16(int32_t (&acc)[4], uint32_t a0, uint32_t a1,
+                                         uint32_t b) {
+#if defined(__CUDACC__)
+  asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 "
+      "{%0, %1, %2, %3}, {%4, %5}, {%6}, {%0, %1, %2, %3};"
+      : "+r"(acc[0]), "+r"(acc[1]), "+r"(acc[2]), "+r"(acc[3])
+      : "r"(a0), "r"(a1), "r"(b));
+#else
+  // The k32 shape with zeros in k 16..31 sums the same.
+  const uint32_t a[4] = {a0, a1, 0u, 0u}, bb[2] = {b, 0u};
+  emulation::MmaM16N8K32S8(acc, a, bb);
+#endif
+}
+
 // Row (within the m16 tile) and entry (within the n8 tile) of accumulator i.
 __device__ __forceinline__ int AccRow(int lane, int i) { return (lane >> 2) + (i >= 2 ? 8 : 0); }
 __device__ __forceinline__ int AccCol(int lane, int i) { return 2 * (lane & 3) + (i & 1); }

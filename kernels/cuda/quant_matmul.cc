@@ -175,14 +175,21 @@ absl::Status LaunchEither(const internal::RawGroupedMatMul& raw, bool tensor_cor
   return LaunchError(internal::LaunchGrouped(raw, stream), what);  // F32 reads no x_q8
 }
 
-// A pair (raw.up_offset) in one launch of the streamed entries kernel
-// where its switch is on and it takes both; false: nothing launched.
+// A pair (raw.up_offset) in one launch, of the integer tensor cores where
+// TakesInt8Mma, else of the streamed entries kernel where it takes both,
+// while the pairs' switch is on, with the launch's error code in *code;
+// false: nothing launched.
 bool LaunchPaired(const internal::RawGroupedMatMul& raw, bool tensor_cores, bool q8,
-                  CUstream_st* stream) {
-  // A pair keeps the streamed kernel even with SLUICE_CUDA_INT8_MMA on
-  // (KQuantMmaTakes takes no pair), as run 32 measured it.
-  if (!paired_entries_switch.on() || KernelFor(raw, tensor_cores, q8) != GroupedKernel::kQ8 ||
-      !StreamRounded(raw, stream)) {
+                  CUstream_st* stream, int* code) {
+  if (!paired_entries_switch.on() || KernelFor(raw, tensor_cores, q8) != GroupedKernel::kQ8) {
+    return false;
+  }
+  if (TakesInt8Mma(raw)) {
+    int8_mma_launches.fetch_add(1, std::memory_order_relaxed);
+    *code = internal::LaunchKQuantMma(raw, stream);
+  } else if (StreamRounded(raw, stream)) {
+    *code = internal::LastLaunchCode();
+  } else {
     return false;
   }
   paired_entry_launches.fetch_add(1, std::memory_order_relaxed);
@@ -317,8 +324,8 @@ absl::Status LaunchGroupedMatMul(const GroupedMatMul& args, CUstream_st* stream)
   }
   raw.up_offset = args.pair_offset;
   raw.y_up = args.d_y_up;
-  if (LaunchPaired(raw, args.tensor_cores, args.q8_activations, stream)) {
-    return LaunchError(internal::LastLaunchCode(), kWhat);
+  if (int code = 0; LaunchPaired(raw, args.tensor_cores, args.q8_activations, stream, &code)) {
+    return LaunchError(code, kWhat);
   }
   // Two launches: the first matrices, then the second into d_y_up.
   raw.up_offset = 0;

@@ -187,13 +187,15 @@ bool PairedEntriesEnabled();
 void SetPairedEntriesEnabled(bool enabled);
 uint64_t PairedEntryLaunches();
 
-// Whether products of several entries a group with Q4_K or Q5_K weights and
-// rows rounded once (d_x_q8) take the integer tensor cores, summing each
-// super-block in integers (kquant_mma_device.h): off unless
+// Whether products of several entries a group with Q4_K, Q5_K or Q6_K
+// weights and rows rounded once (d_x_q8) take the integer tensor cores,
+// summing each super-block in integers (kquant_mma_device.h): off unless
 // SLUICE_CUDA_INT8_MMA is "1" when first asked or SetInt8MmaEnabled(true)
 // said so. Their bits then differ from the decode program's: a sequence in
-// such a batch is held to the parity gates. A pair (pair_offset) keeps the
-// streamed kernel. 3-5% slower than that kernel (H100, run 32).
+// such a batch is held to the parity gates. A pair (pair_offset, through a
+// table) is one such launch where pairs are on (counted in both counters).
+// Q4_K / Q5_K alone, unpaired, were 3-5% slower than the streamed kernel
+// (H100, run 32).
 bool Int8MmaEnabled();
 void SetInt8MmaEnabled(bool enabled);
 uint64_t Int8MmaLaunches();

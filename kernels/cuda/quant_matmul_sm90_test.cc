@@ -533,7 +533,7 @@ TEST_P(QuantMatMulQ8Sm90Test, StreamedEntriesAreTheGroupedKernelsBits) {
 }
 
 // Products of several entries a group on the integer tensor cores
-// (SLUICE_CUDA_INT8_MMA, kquant_mma_device.h: Q4_K and Q5_K, summing each
+// (SLUICE_CUDA_INT8_MMA, kquant_mma_device.h: Q4_K, Q5_K and Q6_K, summing each
 // super-block in integers as the CPU backend does) pass the same gate
 // against the CPU: experts through the table with empty groups and groups
 // of up to 17 entries (two n8 tiles a warp from 16; rows of 16, 2 and 1
@@ -544,7 +544,7 @@ TEST_P(QuantMatMulQ8Sm90Test, Int8MmaProductsPassTheGate) {
   const bool was = Int8MmaEnabled();
   SetInt8MmaEnabled(true);
   const GgmlType t = GetParam();
-  const bool takes = t == GgmlType::kQ4_K || t == GgmlType::kQ5_K;
+  const bool takes = t == GgmlType::kQ4_K || t == GgmlType::kQ5_K || t == GgmlType::kQ6_K;
   using internal::grouped_testing::ExpertsThroughTable;
   using internal::grouped_testing::GroupOf19Misaligned;
   Case rounds = Named(ExpertsThroughTable(200, 4096), "int8 mma: groups of up to 17 entries");
@@ -568,7 +568,9 @@ TEST_P(QuantMatMulQ8Sm90Test, Int8MmaProductsPassTheGate) {
 // A pair (GroupedMatMul::pair_offset: the experts' gate and up through one
 // table, a dense pair over one group of rows) gives each matrix's outputs
 // the bits of its own launch, in one streamed launch where its tiles
-// stream (PairedEntryLaunches) and in two where pairs are off.
+// stream (PairedEntryLaunches) and in two where pairs are off; with the
+// integer tensor cores on (SLUICE_CUDA_INT8_MMA), in one of theirs where
+// they take the type.
 TEST_P(QuantMatMulQ8Sm90Test, PairedEntriesAreEachMatrixsOwnBits) {
   PrepareDecodeKernels();
   const GgmlType t = GetParam();
@@ -593,70 +595,79 @@ TEST_P(QuantMatMulQ8Sm90Test, PairedEntriesAreEachMatrixsOwnBits) {
   for (int e = 0; e < 16; ++e) x_row.push_back((e * 7) % kXRows);
   DeviceBuffer d_x_row = Upload(x_row);
   const bool streams = TilesOf16Bytes(t, kRows, kCols);
-  const bool was = PairedEntriesEnabled();
-  for (const bool dense : {false, true}) {
-    SCOPED_TRACE(dense ? "a dense pair over 19 rows" : "experts through the table");
-    const int64_t entries = dense ? kXRows : 16;
-    GroupedMatMul a;
-    a.type = t;
-    a.rows = kRows;
-    a.cols = kCols;
-    a.d_weights = d_table.as<const void* const>();
-    a.d_x = d_x.as<float>();
-    a.x_stride = kCols;
-    a.y_stride = kRows;
-    a.tensor_cores = false;
-    a.q8_activations = true;
-    a.d_x_q8 = d_q8.as<uint8_t>();
-    if (dense) {
-      a.n_groups = 1;
-      a.max_entries_per_group = kXRows;
-      a.one_group_entries = kXRows;
-    } else {
-      a.n_groups = 4;
-      a.max_entries_per_group = 11;
-      a.d_group_weight = d_gw.as<const int32_t>();
-      a.d_group_begin = d_begin.as<const int32_t>();
-      a.d_x_row = d_x_row.as<const int32_t>();
-    }
-    auto run = [&](const GroupedMatMul& g, float* y0, float* y1) {
-      DeviceBuffer d_y = Upload(std::vector<float>(2 * entries * kRows, 0.0f));
-      GroupedMatMul b = g;
-      b.d_y = d_y.as<float>();
-      if (b.pair_offset != 0) b.d_y_up = d_y.as<float>() + entries * kRows;
-      ASSERT_TRUE(LaunchGroupedMatMul(b, nullptr).ok());
-      ASSERT_TRUE(Synchronize(nullptr).ok());
-      ASSERT_TRUE(CopyToHost(y0, d_y.data(), entries * kRows * sizeof(float), nullptr).ok());
-      if (y1 != nullptr) {
-        ASSERT_TRUE(CopyToHost(y1, d_y.as<float>() + entries * kRows,
-                               entries * kRows * sizeof(float), nullptr).ok());
+  const bool int8_takes = t == GgmlType::kQ4_K || t == GgmlType::kQ5_K || t == GgmlType::kQ6_K;
+  const bool was = PairedEntriesEnabled(), int8_was = Int8MmaEnabled();
+  for (const bool int8 : {false, true}) {
+    SetInt8MmaEnabled(int8);
+    for (const bool dense : {false, true}) {
+      SCOPED_TRACE(::testing::Message()
+                   << (dense ? "a dense pair over 19 rows" : "experts through the table")
+                   << (int8 ? ", int8 mma on" : ""));
+      const int64_t entries = dense ? kXRows : 16;
+      GroupedMatMul a;
+      a.type = t;
+      a.rows = kRows;
+      a.cols = kCols;
+      a.d_weights = d_table.as<const void* const>();
+      a.d_x = d_x.as<float>();
+      a.x_stride = kCols;
+      a.y_stride = kRows;
+      a.tensor_cores = false;
+      a.q8_activations = true;
+      a.d_x_q8 = d_q8.as<uint8_t>();
+      if (dense) {
+        a.n_groups = 1;
+        a.max_entries_per_group = kXRows;
+        a.one_group_entries = kXRows;
+      } else {
+        a.n_groups = 4;
+        a.max_entries_per_group = 11;
+        a.d_group_weight = d_gw.as<const int32_t>();
+        a.d_group_begin = d_begin.as<const int32_t>();
+        a.d_x_row = d_x_row.as<const int32_t>();
       }
-    };
-    // Each matrix alone: the first through the table, the second through
-    // the table from its half.
-    std::vector<float> alone[2] = {std::vector<float>(entries * kRows),
+      auto run = [&](const GroupedMatMul& g, float* y0, float* y1) {
+        DeviceBuffer d_y = Upload(std::vector<float>(2 * entries * kRows, 0.0f));
+        GroupedMatMul b = g;
+        b.d_y = d_y.as<float>();
+        if (b.pair_offset != 0) b.d_y_up = d_y.as<float>() + entries * kRows;
+        ASSERT_TRUE(LaunchGroupedMatMul(b, nullptr).ok());
+        ASSERT_TRUE(Synchronize(nullptr).ok());
+        ASSERT_TRUE(CopyToHost(y0, d_y.data(), entries * kRows * sizeof(float), nullptr).ok());
+        if (y1 != nullptr) {
+          ASSERT_TRUE(CopyToHost(y1, d_y.as<float>() + entries * kRows,
+                                 entries * kRows * sizeof(float), nullptr).ok());
+        }
+      };
+      // Each matrix alone: the first through the table, the second through
+      // the table from its half.
+      std::vector<float> alone[2] = {std::vector<float>(entries * kRows),
+                                     std::vector<float>(entries * kRows)};
+      run(a, alone[0].data(), nullptr);
+      GroupedMatMul second = a;
+      second.d_weights = d_table.as<const void* const>() + (dense ? 1 : kExperts);
+      run(second, alone[1].data(), nullptr);
+      for (const bool on : {false, true}) {
+        SCOPED_TRACE(on ? "one launch" : "two launches");
+        SetPairedEntriesEnabled(on);
+        GroupedMatMul pair = a;
+        pair.pair_offset = dense ? 1 : kExperts;
+        std::vector<float> y[2] = {std::vector<float>(entries * kRows),
                                    std::vector<float>(entries * kRows)};
-    run(a, alone[0].data(), nullptr);
-    GroupedMatMul second = a;
-    second.d_weights = d_table.as<const void* const>() + (dense ? 1 : kExperts);
-    run(second, alone[1].data(), nullptr);
-    for (const bool on : {false, true}) {
-      SCOPED_TRACE(on ? "one launch" : "two launches");
-      SetPairedEntriesEnabled(on);
-      GroupedMatMul pair = a;
-      pair.pair_offset = dense ? 1 : kExperts;
-      std::vector<float> y[2] = {std::vector<float>(entries * kRows),
-                                 std::vector<float>(entries * kRows)};
-      const uint64_t before = PairedEntryLaunches();
-      run(pair, y[0].data(), y[1].data());
-      EXPECT_EQ(PairedEntryLaunches() - before, on && streams ? 1u : 0u);
-      for (int m = 0; m < 2; ++m) {
-        EXPECT_EQ(std::memcmp(y[m].data(), alone[m].data(), y[m].size() * sizeof(float)), 0)
-            << "matrix " << m;
+        const uint64_t before = PairedEntryLaunches(), int8_before = Int8MmaLaunches();
+        run(pair, y[0].data(), y[1].data());
+        const bool int8_pair = int8 && int8_takes;
+        EXPECT_EQ(PairedEntryLaunches() - before, on && (int8_pair || streams) ? 1u : 0u);
+        EXPECT_EQ(Int8MmaLaunches() - int8_before, int8_pair ? (on ? 1u : 2u) : 0u);
+        for (int m = 0; m < 2; ++m) {
+          EXPECT_EQ(std::memcmp(y[m].data(), alone[m].data(), y[m].size() * sizeof(float)), 0)
+              << "matrix " << m;
+        }
       }
     }
   }
   SetPairedEntriesEnabled(was);
+  SetInt8MmaEnabled(int8_was);
 }
 
 constexpr GgmlType kQ8Types[] = {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K,
