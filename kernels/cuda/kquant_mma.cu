@@ -1,4 +1,4 @@
-// The Q4_K / Q5_K / Q6_K integer tensor-core products' launch (kquant_mma.h).
+// The Q4_K / Q5_K / Q6_K / Q1_0 integer tensor-core products' launch (kquant_mma.h).
 #include "kernels/cuda/kquant_mma.h"
 
 #include <cuda_runtime.h>
@@ -38,8 +38,9 @@ void Launch(const RawGroupedMatMul& a, dim3 grid, CUstream_st* stream) {
 }  // namespace
 
 bool KQuantMmaTakes(const RawGroupedMatMul& a) {
-  if ((a.type != kKQuantMmaQ4K && a.type != kKQuantMmaQ5K && a.type != kKQuantMmaQ6K) ||
-      a.x_q8 == nullptr || a.cols <= 0 || a.cols % 256 != 0 || a.rows <= 0 ||
+  if ((a.type != kKQuantMmaQ4K && a.type != kKQuantMmaQ5K && a.type != kKQuantMmaQ6K &&
+       a.type != kKQuantMmaQ1_0) ||
+      a.x_q8 == nullptr || a.cols <= 0 || a.cols % KQuantMmaUnitCols(a.type) != 0 || a.rows <= 0 ||
       a.n_groups <= 0 || a.max_entries_per_group <= 0) {
     return false;
   }
@@ -55,7 +56,9 @@ int LaunchKQuantMma(const RawGroupedMatMul& a, CUstream_st* stream) {
   const Grid g = GridOf(a);
   const dim3 grid(static_cast<unsigned>(g.x), static_cast<unsigned>(g.y),
                   static_cast<unsigned>(g.z));
-  if (a.type == kKQuantMmaQ6K) {
+  if (a.type == kKQuantMmaQ1_0) {
+    Launch<kKQuantMmaQ1_0>(a, grid, stream);
+  } else if (a.type == kKQuantMmaQ6K) {
     Launch<kKQuantMmaQ6K>(a, grid, stream);
   } else if (a.type == kKQuantMmaQ5K) {
     Launch<kKQuantMmaQ5K>(a, grid, stream);

@@ -1,4 +1,4 @@
-// Launches of the Q4_K / Q5_K / Q6_K integer tensor-core products
+// Launches of the Q4_K / Q5_K / Q6_K / Q1_0 integer tensor-core products
 // (kquant_mma_device.h): a decode batch's grouped products summed in
 // integers across each super-block. Off unless SLUICE_CUDA_INT8_MMA=1
 // (quant_matmul.cc): correct on the H100 and still slower than the streamed
@@ -10,9 +10,9 @@
 
 namespace sluice::cuda::internal {
 
-// Whether LaunchKQuantMma takes a: Q4_K, Q5_K or Q6_K weights, rows
-// already rounded to Q8_K at x_q8, whole super-blocks, a pair only through
-// a table of weights, a grid within CUDA's limits.
+// Whether LaunchKQuantMma takes a: Q4_K, Q5_K, Q6_K or Q1_0 weights, rows
+// already rounded at x_q8 (Q8_K; Q1_0's to groups of 32), whole blocks, a
+// pair only through a table of weights, a grid within CUDA's limits.
 bool KQuantMmaTakes(const RawGroupedMatMul& a);
 
 // Launches a's products (KQuantMmaTakes(a)) and returns cudaGetLastError()

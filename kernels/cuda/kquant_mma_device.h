@@ -29,7 +29,15 @@
 namespace sluice::cuda::internal {
 
 // The weight types the kernel takes (ggml type ids).
-inline constexpr int kKQuantMmaQ4K = 12, kKQuantMmaQ5K = 13, kKQuantMmaQ6K = 14;
+inline constexpr int kKQuantMmaQ4K = 12, kKQuantMmaQ5K = 13, kKQuantMmaQ6K = 14,
+                     kKQuantMmaQ1_0 = 41;
+
+// The columns of a weight block the kernel steps over: a super-block of
+// 256, or Q1_0's block of 128 (its rows rounded to Q8_0-like groups of 32,
+// decode_q8.h's Q8Z, the others' to Q8_K).
+SLUICE_GROUPED_HD inline int64_t KQuantMmaUnitCols(int type) {
+  return type == kKQuantMmaQ1_0 ? 128 : 256;
+}
 
 // One lane's view of NT m16 x n8 tiles side by side (entries 8 n ..
 // 8 n + 8 of tile n): rows g and g + 8 of the tile (their weight rows; a
@@ -254,28 +262,85 @@ __device__ __forceinline__ void Q6KMmaSums(const KQuantMmaLane<NT>& l, int b0, i
   }
 }
 
+// Q1_0's sign bits (the low 4 of v) as 4 signed bytes, +1 for a set bit
+// and -1 for a clear one: the multiply moves bit i to bit 8 i (no two
+// shifted copies overlap), and 0xFF ^ 0xFE is 1.
+__device__ __forceinline__ uint32_t SignBytes(uint32_t v) {
+  const uint32_t ones = ((v & 0xFu) * 0x00204081u) & 0x01010101u;
+  return 0xFFFFFFFFu ^ (ones * 0xFEu);
+}
+
+// As KQuantMmaSums, for Q1_0 weights (18-byte blocks of 128: an f16 scale
+// d, then 128 sign bits, bit j of word c giving element 32 c + j) against
+// rows rounded to groups of 32 (Q8Z: q_x, then a float scale dx a group):
+// per 32-element chunk c one mma.m16n8k32 gives I_c = sum s_w q_x, and
+// acc += (d dx_c) float(I_c), chunk by chunk in order.
+template <int NT>
+__device__ __forceinline__ void Q1MmaSums(const KQuantMmaLane<NT>& l, int b0, int b1, int step,
+                                          float (&acc)[NT][4]) {
+  constexpr int kBlockBytes = 18;
+  const int lane = threadIdx.x & 31, t = lane & 3;
+#pragma unroll 1
+  for (int b = b0; b < b1; b += step) {
+    float d[2];
+    uint32_t bits[2][4];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const uint8_t* blk = l.w[r] + static_cast<int64_t>(b) * kBlockBytes;
+      d[r] = HalfBits(Word(blk));
+#pragma unroll
+      for (int c = 0; c < 4; ++c) bits[r][c] = Word(blk + 2 + 4 * c);
+    }
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      // a[0], a[2]: row g's k-runs 4t.. and 16 + 4t..; a[1], a[3]: row g + 8's.
+      const uint32_t a[4] = {SignBytes(bits[0][c] >> (4 * t)), SignBytes(bits[1][c] >> (4 * t)),
+                             SignBytes(bits[0][c] >> (16 + 4 * t)),
+                             SignBytes(bits[1][c] >> (16 + 4 * t))};
+      const int chunk = 4 * b + c;
+#pragma unroll
+      for (int n = 0; n < NT; ++n) {
+        uint32_t bx[2] = {0, 0};
+        if (l.xq[n] != nullptr) {
+          const int8_t* xb = l.xq[n] + 32 * static_cast<int64_t>(chunk) + 4 * t;
+          bx[0] = Word(reinterpret_cast<const uint8_t*>(xb));
+          bx[1] = Word(reinterpret_cast<const uint8_t*>(xb + 16));
+        }
+        int32_t dot[4] = {0, 0, 0, 0};
+        MmaS8(dot, a, bx);
+        const float dx[2] = {l.xd[n][0] != nullptr ? l.xd[n][0][chunk] : 0.0f,
+                             l.xd[n][1] != nullptr ? l.xd[n][1][chunk] : 0.0f};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          acc[n][i] += (d[i >> 1] * dx[i & 1]) * static_cast<float>(dot[i]);
+        }
+      }
+    }
+  }
+}
+
 // The launch's shape: a block of kKQuantMmaWarps warps covers
-// KQuantMmaBlockRows(cols) rows of group z against 8 NT of its entries
-// (block y: entries [8 NT y, 8 NT y + 8 NT); NT = 2, a warp holding two n8
-// tiles that share each weight word and scale, where the launch's largest
-// group has 16 entries or more, KQuantMmaTiles). Rows of fewer
-// super-blocks than warps would leave warps idle, so the warps split a
-// row's super-blocks KQuantMmaSplit(cols) ways (4, 2 or 1) and the block
-// takes 4 / split tiles of 16 rows: warp w sums tile w / split,
-// super-blocks w % split, + split, ...; the tile's first warp adds the
-// others' sums in warp order. The split depends on cols alone and each
-// (row, entry) sum is the same at any NT, so a product has the same bits
-// at any grid and batch.
+// KQuantMmaBlockRows(type, cols) rows of group z against 8 NT of its
+// entries (block y: entries [8 NT y, 8 NT y + 8 NT); NT = 2, a warp holding
+// two n8 tiles that share each weight word and scale, where the launch's
+// largest group has 16 entries or more, KQuantMmaTiles). Rows of fewer
+// blocks (KQuantMmaUnitCols) than warps would leave warps idle, so the
+// warps split a row's blocks KQuantMmaSplit(type, cols) ways (4, 2 or 1)
+// and the block takes 4 / split tiles of 16 rows: warp w sums tile w /
+// split, blocks w % split, + split, ...; the tile's first warp adds the
+// others' sums in warp order. The split depends on the type and cols
+// alone and each (row, entry) sum is the same at any NT, so a product has
+// the same bits at any grid and batch.
 inline constexpr int kKQuantMmaWarps = 4;
 inline constexpr int kKQuantMmaRows = 16;
 inline constexpr int kKQuantMmaEntries = 8;  // one n8 tile
 
-SLUICE_GROUPED_HD inline int KQuantMmaSplit(int64_t cols) {
-  const int64_t blocks = cols / 256;
+SLUICE_GROUPED_HD inline int KQuantMmaSplit(int type, int64_t cols) {
+  const int64_t blocks = cols / KQuantMmaUnitCols(type);
   return blocks >= 4 ? 4 : (blocks >= 2 ? 2 : 1);
 }
-SLUICE_GROUPED_HD inline int64_t KQuantMmaBlockRows(int64_t cols) {
-  return kKQuantMmaRows * (kKQuantMmaWarps / KQuantMmaSplit(cols));
+SLUICE_GROUPED_HD inline int64_t KQuantMmaBlockRows(int type, int64_t cols) {
+  return kKQuantMmaRows * (kKQuantMmaWarps / KQuantMmaSplit(type, cols));
 }
 SLUICE_GROUPED_HD inline int KQuantMmaTiles(int64_t max_entries_per_group) {
   return max_entries_per_group >= 2 * kKQuantMmaEntries ? 2 : 1;
@@ -284,13 +349,13 @@ SLUICE_GROUPED_HD inline int KQuantMmaTiles(int64_t max_entries_per_group) {
 // The grid's x: the row blocks, twice over for a pair (a.up_offset: block
 // 2 i the first matrix's row block i, 2 i + 1 the second's).
 SLUICE_GROUPED_HD inline int64_t KQuantMmaRowBlocks(const RawGroupedMatMul& a) {
-  const int64_t rows = KQuantMmaBlockRows(a.cols);
+  const int64_t rows = KQuantMmaBlockRows(a.type, a.cols);
   return (a.rows + rows - 1) / rows * (a.up_offset != 0 ? 2 : 1);
 }
 
-// One block of that launch over a (Q4_K, Q5_K or Q6_K weights as kType,
-// rows rounded to Q8_K at a.x_q8; a.cols a multiple of 256; a pair through
-// a table of weights). `part` holds kKQuantMmaWarps * 32 * 4 * NT floats of
+// One block of that launch over a (Q4_K, Q5_K, Q6_K or Q1_0 weights as
+// kType, rows rounded at a.x_q8 as KQuantMmaUnitCols says; a.cols a
+// multiple of that unit; a pair through a table of weights). `part` holds kKQuantMmaWarps * 32 * 4 * NT floats of
 // shared memory.
 template <int kType, int NT>
 __device__ __forceinline__ void KQuantMmaBlock(const RawGroupedMatMul& a, float* part) {
@@ -302,11 +367,12 @@ __device__ __forceinline__ void KQuantMmaBlock(const RawGroupedMatMul& a, float*
   if (e0 >= end) return;  // the whole block: before any barrier
   const int ne = static_cast<int>(end - e0 < kEntries ? end - e0 : kEntries);
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
-  const int split = KQuantMmaSplit(a.cols), kpart = warp % split;
+  const int split = KQuantMmaSplit(a.type, a.cols), kpart = warp % split;
   const bool second = a.up_offset != 0 && (blockIdx.x & 1) != 0;
   const int64_t row_block = a.up_offset != 0 ? blockIdx.x >> 1 : blockIdx.x;
   float* const y = second ? a.y_up : a.y;
-  const int64_t r0 = row_block * KQuantMmaBlockRows(a.cols) + (warp / split) * kKQuantMmaRows;
+  const int64_t r0 =
+      row_block * KQuantMmaBlockRows(a.type, a.cols) + (warp / split) * kKQuantMmaRows;
   // A tile past the matrix's rows still takes part in the barrier.
   const int nr = static_cast<int>(a.rows - r0 < kKQuantMmaRows ? a.rows - r0 : kKQuantMmaRows);
   const int g = lane >> 2, t = lane & 3;
@@ -322,7 +388,8 @@ __device__ __forceinline__ void KQuantMmaBlock(const RawGroupedMatMul& a, float*
             ? a.single_weight
             : a.weights[(a.group_weight != nullptr ? a.group_weight[gi] : gi) +
                         (second ? a.up_offset : 0)]);
-    const int64_t rb = static_cast<int64_t>(a.row_bytes), xb = Q8KBytes(a.cols);
+    const int64_t rb = static_cast<int64_t>(a.row_bytes),
+                  xb = kType == kKQuantMmaQ1_0 ? Q8ZBytes(a.cols) : Q8KBytes(a.cols);
     auto x_of = [&](int e) {
       const int64_t entry = e0 + e;
       return a.x_q8 + (a.x_row != nullptr ? a.x_row[entry] : entry) * xb;
@@ -340,11 +407,13 @@ __device__ __forceinline__ void KQuantMmaBlock(const RawGroupedMatMul& a, float*
         l.xd[n][k] = e < ne ? reinterpret_cast<const float*>(x_of(e) + a.cols) : nullptr;
       }
     }
-    if constexpr (kType == kKQuantMmaQ6K) {
-      Q6KMmaSums<NT>(l, kpart, static_cast<int>(a.cols / 256), split, acc);
+    const int units = static_cast<int>(a.cols / KQuantMmaUnitCols(kType));
+    if constexpr (kType == kKQuantMmaQ1_0) {
+      Q1MmaSums<NT>(l, kpart, units, split, acc);
+    } else if constexpr (kType == kKQuantMmaQ6K) {
+      Q6KMmaSums<NT>(l, kpart, units, split, acc);
     } else {
-      KQuantMmaSums<kType == kKQuantMmaQ5K, NT>(l, kpart, static_cast<int>(a.cols / 256), split,
-                                                acc);
+      KQuantMmaSums<kType == kKQuantMmaQ5K, NT>(l, kpart, units, split, acc);
     }
   }
   if (split > 1) {

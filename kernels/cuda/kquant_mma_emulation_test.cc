@@ -1,14 +1,14 @@
-// The Q4_K / Q5_K / Q6_K integer tensor-core products (kquant_mma_device.h) run on
-// the CPU through host_emulation.h: every sum has the bits of a plain
-// reference that decodes the blocks byte by byte and sums each super-block
-// in integers in the same float order, and lies within 2e-5 of sum |w x| of
-// the double-precision product of the dequantized weights and the rounded
-// rows; through a table of experts with empty groups, repeated rows, a last
-// tile of rows and of entries that is short, rows of one to five
-// super-blocks (split 1, 2 and 4 ways over a block's warps, 64, 32 and 16
-// rows a block) and weights only 2-byte aligned; with one n8 tile of
-// entries a warp and with two, the same bits; a pair's second matrices
-// through the table's second half into y_up.
+// The integer tensor-core products (kquant_mma_device.h: Q4_K, Q5_K, Q6_K
+// and Q1_0) run on the CPU through host_emulation.h: every sum has the bits
+// of a plain reference that decodes the blocks byte by byte and sums each
+// block in integers (Q1_0: each 32-element chunk) in the same float order,
+// and lies within 2e-5 of sum |w x| of the double-precision product of the
+// dequantized weights and the rounded rows; through a table of experts with
+// empty groups, repeated rows, a last tile of rows and of entries that is
+// short, rows of one to ten blocks (split 1, 2 and 4 ways over a block's
+// warps, 64, 32 and 16 rows a block) and weights only 2-byte aligned; with
+// one n8 tile of entries a warp and with two, the same bits; a pair's
+// second matrices through the table's second half into y_up.
 #include "kernels/cuda/host_emulation.h"  // first: stands in for CUDA
 
 #include <algorithm>
@@ -26,14 +26,24 @@
 namespace sluice::cuda::internal {
 namespace {
 
-// Rows of n values rounded to Q8_K in the layout the kernels read (q, d,
-// sums; decode_q8.h), by the one-group reference.
-std::vector<uint8_t> RoundRows(const std::vector<float>& x, int64_t rows, int64_t n) {
-  const int64_t bytes = Q8KBytes(n);
+// Rows of n values rounded as the kernel reads them for type t (Q8_K;
+// Q1_0: Q8Z's groups of 32; decode_q8.h), by the one-group references.
+int64_t RoundedBytes(GgmlType t, int64_t n) {
+  return t == GgmlType::kQ1_0 ? Q8ZBytes(n) : Q8KBytes(n);
+}
+std::vector<uint8_t> RoundRows(GgmlType t, const std::vector<float>& x, int64_t rows, int64_t n) {
+  const int64_t bytes = RoundedBytes(t, n);
   std::vector<uint8_t> out(rows * bytes, 0);
   for (int64_t r = 0; r < rows; ++r) {
     uint8_t* base = out.data() + r * bytes;
     auto at = [&](int64_t i) { return x[r * n + i]; };
+    if (t == GgmlType::kQ1_0) {
+      for (int64_t g = 0; g < n / 32; ++g) {
+        QuantizeGroupQ8Z(at, static_cast<int>(g), reinterpret_cast<int8_t*>(base),
+                         reinterpret_cast<float*>(base + n), Q8ZSums(base, n));
+      }
+      continue;
+    }
     for (int64_t g = 0; g < n / 256; ++g) {
       QuantizeGroupQ8K(at, static_cast<int>(g), reinterpret_cast<int8_t*>(base),
                        reinterpret_cast<float*>(base + n), Q8KSums(base, n));
@@ -49,8 +59,14 @@ float Half(const uint8_t* p) {
 }
 
 int BlockBytes(GgmlType t) {
-  return t == GgmlType::kQ6_K ? 210 : (t == GgmlType::kQ5_K ? 176 : 144);
+  switch (t) {
+    case GgmlType::kQ1_0: return 18;
+    case GgmlType::kQ6_K: return 210;
+    case GgmlType::kQ5_K: return 176;
+    default: return 144;
+  }
 }
+int BlockCols(GgmlType t) { return t == GgmlType::kQ1_0 ? 128 : 256; }
 
 // Block b's integer sum over its sub-blocks, sum_j sc_j sum (q_w q_x), and
 // for Q4_K / Q5_K its mins' sum_j m_j sum q_x, from the bytes as the
@@ -93,13 +109,26 @@ void BlockSums(GgmlType t, const uint8_t* blk, const int8_t* q, int32_t& si, int
 // 3, else 1; warp k: blocks k, k + split, ...), and the warps' sums added
 // in warp order.
 float Reference(GgmlType t, const uint8_t* w, const uint8_t* x, int64_t n) {
-  const int split = n / 256 >= 4 ? 4 : (n / 256 >= 2 ? 2 : 1);
+  const int64_t blocks = n / BlockCols(t);
+  const int split = blocks >= 4 ? 4 : (blocks >= 2 ? 2 : 1);
   float part[4] = {};
   const int8_t* q = reinterpret_cast<const int8_t*>(x);
   const float* xd = reinterpret_cast<const float*>(x + n);
-  for (int64_t b = 0; b < n / 256; ++b) {
+  for (int64_t b = 0; b < blocks; ++b) {
     float& acc = part[b % split];
     const uint8_t* blk = w + b * BlockBytes(t);
+    if (t == GgmlType::kQ1_0) {
+      // Chunk by chunk: (d dx_c) times the chunk's integer sum of signs times q.
+      for (int c = 0; c < 4; ++c) {
+        int32_t dot = 0;
+        for (int j = 0; j < 32; ++j) {
+          const bool set = (blk[2 + 4 * c + j / 8] >> (j % 8)) & 1;
+          dot += (set ? 1 : -1) * q[128 * b + 32 * c + j];
+        }
+        acc += (Half(blk) * xd[4 * b + c]) * static_cast<float>(dot);
+      }
+      continue;
+    }
     int32_t si, mi;
     BlockSums(t, blk, q + 256 * b, si, mi);
     const float dx = xd[b];
@@ -157,7 +186,7 @@ void ExpectMatches(const Problem& p, uint32_t seed) {
   std::vector<float> x(p.x_rows * p.cols);
   std::normal_distribution<float> val(0.f, 1.f);
   for (float& v : x) v = val(rng);
-  const std::vector<uint8_t> xq = RoundRows(x, p.x_rows, p.cols);
+  const std::vector<uint8_t> xq = RoundRows(p.type, x, p.x_rows, p.cols);
   const int n_groups = static_cast<int>(p.group_begin.size()) - 1;
   const int64_t entries = p.group_begin.back(), y_stride = p.rows + 3;
   std::vector<float> y(entries * y_stride, -7.0f), y_up(entries * y_stride, -7.0f);
@@ -166,7 +195,7 @@ void ExpectMatches(const Problem& p, uint32_t seed) {
   a.type = static_cast<int>(p.type);
   a.rows = p.rows;
   a.cols = p.cols;
-  a.row_bytes = p.cols / 256 * BlockBytes(p.type);
+  a.row_bytes = p.cols / BlockCols(p.type) * BlockBytes(p.type);
   a.n_groups = n_groups;
   a.weights = table.data();
   a.group_weight = p.group_weight.data();
@@ -195,7 +224,9 @@ void ExpectMatches(const Problem& p, uint32_t seed) {
     std::fill(y.begin(), y.end(), -7.0f);
     std::fill(y_up.begin(), y_up.end(), -7.0f);
     emulation::Launch(grid, 32 * kKQuantMmaWarps, [&] {
-      if (p.type == GgmlType::kQ6_K) {
+      if (p.type == GgmlType::kQ1_0) {
+        RunBlock<kKQuantMmaQ1_0>(a, tiles, part.data());
+      } else if (p.type == GgmlType::kQ6_K) {
         RunBlock<kKQuantMmaQ6K>(a, tiles, part.data());
       } else if (p.type == GgmlType::kQ5_K) {
         RunBlock<kKQuantMmaQ5K>(a, tiles, part.data());
@@ -221,7 +252,7 @@ void ExpectMatches(const Problem& p, uint32_t seed) {
     for (int gi = 0; gi < n_groups; ++gi) {
       const uint8_t* mat = w[p.group_weight[gi] + m * p.n_weights].data();
       for (int64_t e = p.group_begin[gi]; e < p.group_begin[gi + 1]; ++e) {
-        const uint8_t* xr = xq.data() + p.x_row[e] * Q8KBytes(p.cols);
+        const uint8_t* xr = xq.data() + p.x_row[e] * RoundedBytes(p.type, p.cols);
         const int8_t* q = reinterpret_cast<const int8_t*>(xr);
         const float* xd = reinterpret_cast<const float*>(xr + p.cols);
         for (int64_t r = 0; r < p.rows; ++r) {
@@ -234,7 +265,8 @@ void ExpectMatches(const Problem& p, uint32_t seed) {
           ASSERT_TRUE(kernels::DequantizeRow(p.type, wr, p.cols, deq.data()).ok());
           double exact = 0.0, mag = 0.0;
           for (int64_t c = 0; c < p.cols; ++c) {
-            const double xv = static_cast<double>(xd[c / 256]) * q[c];
+            const int64_t group = p.type == GgmlType::kQ1_0 ? c / 32 : c / 256;
+            const double xv = static_cast<double>(xd[group]) * q[c];
             exact += deq[c] * xv;
             mag += std::fabs(deq[c] * xv);
           }
@@ -261,9 +293,10 @@ TEST(KQuantMmaEmulationTest, SumsAreTheReferencesBits) {
   Problem experts{GgmlType::kQ4_K, 37, 1280, 3, {2, 0, 1, 1, 2, 0}, {0, 3, 3, 14, 15, 15, 24}, {},
                   6};
   for (int e = 0; e < 24; ++e) experts.x_row.push_back((e * 5) % 6);
-  for (const GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+  for (const GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kQ1_0}) {
     const uint32_t type_seed = 1000u * static_cast<uint32_t>(t);
-    for (const int64_t cols : {256, 512, 768, 1280}) {
+    // Q1_0's blocks are 128 columns: rows of 1, 4, 6 and 10 blocks.
+    for (const int64_t cols : {t == GgmlType::kQ1_0 ? 128 : 256, 512, 768, 1280}) {
       Problem p = experts;
       p.type = t;
       p.cols = cols;

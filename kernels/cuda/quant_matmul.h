@@ -187,7 +187,7 @@ bool PairedEntriesEnabled();
 void SetPairedEntriesEnabled(bool enabled);
 uint64_t PairedEntryLaunches();
 
-// Whether products of several entries a group with Q4_K, Q5_K or Q6_K
+// Whether products of several entries a group with Q4_K, Q5_K, Q6_K or Q1_0
 // weights and rows rounded once (d_x_q8) take the integer tensor cores,
 // summing each super-block in integers (kquant_mma_device.h): off unless
 // SLUICE_CUDA_INT8_MMA is "1" when first asked or SetInt8MmaEnabled(true)

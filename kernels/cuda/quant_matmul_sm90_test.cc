@@ -533,7 +533,7 @@ TEST_P(QuantMatMulQ8Sm90Test, StreamedEntriesAreTheGroupedKernelsBits) {
 }
 
 // Products of several entries a group on the integer tensor cores
-// (SLUICE_CUDA_INT8_MMA, kquant_mma_device.h: Q4_K, Q5_K and Q6_K, summing each
+// (SLUICE_CUDA_INT8_MMA, kquant_mma_device.h: Q4_K, Q5_K, Q6_K and Q1_0, summing each
 // super-block in integers as the CPU backend does) pass the same gate
 // against the CPU: experts through the table with empty groups and groups
 // of up to 17 entries (two n8 tiles a warp from 16; rows of 16, 2 and 1
@@ -544,7 +544,7 @@ TEST_P(QuantMatMulQ8Sm90Test, Int8MmaProductsPassTheGate) {
   const bool was = Int8MmaEnabled();
   SetInt8MmaEnabled(true);
   const GgmlType t = GetParam();
-  const bool takes = t == GgmlType::kQ4_K || t == GgmlType::kQ5_K || t == GgmlType::kQ6_K;
+  const bool takes = t != GgmlType::kQ8_0;  // Q4_K, Q5_K, Q6_K and Q1_0
   using internal::grouped_testing::ExpertsThroughTable;
   using internal::grouped_testing::GroupOf19Misaligned;
   Case rounds = Named(ExpertsThroughTable(200, 4096), "int8 mma: groups of up to 17 entries");
@@ -595,7 +595,7 @@ TEST_P(QuantMatMulQ8Sm90Test, PairedEntriesAreEachMatrixsOwnBits) {
   for (int e = 0; e < 16; ++e) x_row.push_back((e * 7) % kXRows);
   DeviceBuffer d_x_row = Upload(x_row);
   const bool streams = TilesOf16Bytes(t, kRows, kCols);
-  const bool int8_takes = t == GgmlType::kQ4_K || t == GgmlType::kQ5_K || t == GgmlType::kQ6_K;
+  const bool int8_takes = t != GgmlType::kQ8_0;  // Q4_K, Q5_K, Q6_K and Q1_0
   const bool was = PairedEntriesEnabled(), int8_was = Int8MmaEnabled();
   for (const bool int8 : {false, true}) {
     SetInt8MmaEnabled(int8);
