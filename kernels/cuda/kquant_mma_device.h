@@ -42,8 +42,10 @@ SLUICE_GROUPED_HD inline int64_t KQuantMmaUnitCols(int type) {
 // One lane's view of NT m16 x n8 tiles side by side (entries 8 n ..
 // 8 n + 8 of tile n): rows g and g + 8 of the tile (their weight rows; a
 // missing row may repeat another, its sums unused), entry g of each n8
-// tile's 8-bit row (null: no such entry, zeros) and the scales of its
-// entries 2t and 2t + 1 (null: zero), with g = lane / 4, t = lane % 4.
+// tile's 8-bit row and the scales of its entries 2t and 2t + 1, with g =
+// lane / 4, t = lane % 4. A missing entry repeats another's row (its sums
+// are never stored), so every load is of real bytes and none waits on a
+// branch.
 template <int NT>
 struct KQuantMmaLane {
   const uint8_t* w[2];
@@ -51,48 +53,104 @@ struct KQuantMmaLane {
   const float* xd[NT][2];
 };
 
-// 4 little-endian bytes at p: one load where p is 4-byte aligned (rows in
-// cudaMalloc'd or GGUF-aligned memory), else two aligned ones shifted into
-// place (a file whose tensors are only 2-byte aligned). Not the readers'
-// LoadWords<1> / <4>: with them ptxas gave the two-tile kernels 13-25 more
-// registers (sm_90a, 2026-12-07).
+// 4 little-endian bytes at p, p kAlign-aligned modulo 4 as the caller
+// knows for the whole warp: 4, one load; 2, two aligned loads shifted
+// into place (Q6_K's and Q1_0's odd blocks; it reads up to 2 bytes past
+// the word, as every such reader here); 0, either, by p (a file whose
+// tensors are only 2-byte aligned). Known alignments keep the loads free of
+// branches, so a lane issues all of a block's loads before it waits on
+// one. Not the readers' LoadWords: with them ptxas gave the two-tile
+// kernels 13-25 more registers (sm_90a, 2026-12-07).
+// Aligned loads: on the CPU (host_emulation.h) a load the GPU could not
+// make aborts, so the emulation test proves each fast path's alignment.
+template <class T>
+__device__ __forceinline__ T Aligned(const void* p) {
+#if !defined(__CUDACC__)
+  if (reinterpret_cast<uintptr_t>(p) % sizeof(T) != 0) __builtin_trap();
+#endif
+  return *reinterpret_cast<const T*>(p);
+}
+
+template <int kAlign>
 __device__ __forceinline__ uint32_t Word(const uint8_t* p) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-  if ((a & 3) == 0) return *reinterpret_cast<const uint32_t*>(p);
+  if constexpr (kAlign == 4) return Aligned<uint32_t>(p);
+  if (kAlign == 0 && (a & 3) == 0) return *reinterpret_cast<const uint32_t*>(p);
   const uint32_t* q = reinterpret_cast<const uint32_t*>(a & ~static_cast<uintptr_t>(3));
-  return __funnelshift_r(q[0], q[1], static_cast<uint32_t>(8 * (a & 3)));
+  return __funnelshift_r(q[0], q[1], kAlign == 2 ? 16u : static_cast<uint32_t>(8 * (a & 3)));
 }
+
+// 8 bytes at p as two words: one vector load where kAlign is 16 (p then
+// 8-byte aligned), else Word<0>'s.
+template <int kAlign>
+__device__ __forceinline__ uint2 Words2(const uint8_t* p) {
+  if constexpr (kAlign == 16) return Aligned<uint2>(p);
+  return uint2{Word<0>(p), Word<0>(p + 4)};
+}
+
+// A rounded row's 8 bytes at p (rows of 8-byte multiples from an aligned
+// buffer: decode_q8.h).
+__device__ __forceinline__ uint2 XWords(const int8_t* p) { return Aligned<uint2>(p); }
 
 // acc[n][i] (n8 tile n's D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1], as
 // MmaS8 lays them out) += the blocks b0, b0 + step, ... < b1 of the lane's
 // rows against tile n's entries, in that order. Every lane of the warp
 // calls it with the same blocks. Each (row, entry) sum is the same at any
-// NT: the tiles share only the weights' words and scales.
-template <bool kQ5, int NT>
+// NT: the tiles share only the weights' words and scales. The k order
+// inside a sub-block is the mma's to choose (integer sums): lane t holds
+// elements 8t..8t+7 of each, the weights' and the row's, one 8-byte load
+// each. kAlign 16: both rows' blocks 16-byte aligned (the header one
+// load), else 0.
+template <bool kQ5, int NT, int kAlign>
 __device__ __forceinline__ void KQuantMmaSums(const KQuantMmaLane<NT>& l, int b0, int b1,
                                               int step, float (&acc)[NT][4]) {
   using W = KWeights<kQ5>;
-  const int lane = threadIdx.x & 31, t = lane & 3;
+  const int t = threadIdx.x & 3;
 #pragma unroll 1
   for (int b = b0; b < b1; b += step) {
-    // Each row's block: d, dmin and the 6-bit scales and mins of its 8
-    // sub-blocks, as four words of bytes (sub-blocks 0..3, then 4..7).
-    float d[2], dmin[2];
-    uint32_t sc[2][2], mn[2][2], qh[2][2] = {{0, 0}, {0, 0}};
+    // Every load of the block first: each row's header (d, dmin, the 6-bit
+    // scales and mins as three words), its quants (and Q5_K's high bits),
+    // then each tile's row bytes and scale.
+    uint4 head[2];
+    uint2 qs[2][4], qh[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const uint8_t* blk = l.w[r] + static_cast<int64_t>(b) * W::kBlockBytes;
-      const uint32_t h0 = Word(blk), s0 = Word(blk + 4), s1 = Word(blk + 8), s2 = Word(blk + 12);
-      d[r] = HalfBits(h0);
-      dmin[r] = HalfBits(h0 >> 16);
+      if constexpr (kAlign == 16) {
+        head[r] = Aligned<uint4>(blk);
+      } else {
+        head[r] = uint4{Word<0>(blk), Word<0>(blk + 4), Word<0>(blk + 8), Word<0>(blk + 12)};
+      }
+#pragma unroll
+      for (int p = 0; p < 4; ++p) qs[r][p] = Words2<kAlign>(blk + W::kQsOffset + 32 * p + 8 * t);
+      if constexpr (kQ5) {
+        qh[r] = Words2<kAlign>(blk + 16 + 8 * t);
+      } else {
+        qh[r] = uint2{0u, 0u};
+      }
+    }
+    uint2 xw[NT][8];
+    float dx[NT][2];
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        xw[n][j] = XWords(l.xq[n] + static_cast<int64_t>(b) * 256 + 32 * j + 8 * t);
+      }
+      dx[n][0] = l.xd[n][0][b];
+      dx[n][1] = l.xd[n][1][b];
+    }
+    float d[2], dmin[2];
+    uint32_t sc[2][2], mn[2][2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const uint32_t s0 = head[r].y, s1 = head[r].z, s2 = head[r].w;
+      d[r] = HalfBits(head[r].x);
+      dmin[r] = HalfBits(head[r].x >> 16);
       sc[r][0] = s0 & 0x3F3F3F3Fu;
       mn[r][0] = s1 & 0x3F3F3F3Fu;
       sc[r][1] = (s2 & 0x0F0F0F0Fu) | ((s0 >> 2) & 0x30303030u);
       mn[r][1] = ((s2 >> 4) & 0x0F0F0F0Fu) | ((s1 >> 2) & 0x30303030u);
-      if constexpr (kQ5) {
-        qh[r][0] = Word(blk + 16 + 4 * t);
-        qh[r][1] = Word(blk + 32 + 4 * t);
-      }
     }
     int32_t si[NT][4], mi[NT][4];
 #pragma unroll
@@ -101,65 +159,48 @@ __device__ __forceinline__ void KQuantMmaSums(const KQuantMmaLane<NT>& l, int b0
       for (int i = 0; i < 4; ++i) si[n][i] = mi[n][i] = 0;
     }
 #pragma unroll
-    for (int p = 0; p < 4; ++p) {
-      // Words t and t + 4 of the 32 bytes of sub-blocks 2p (low nibbles)
-      // and 2p + 1 (high nibbles), for both rows.
-      uint32_t q[2][2];
+    for (int j = 0; j < 8; ++j) {
+      // Sub-block j: nibble j % 2 of quant run j / 2 (and Q5_K's bit j).
+      const int p = j >> 1, h = j & 1;
+      uint32_t a[4];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const uint8_t* qs =
-            l.w[r] + static_cast<int64_t>(b) * W::kBlockBytes + W::kQsOffset + 32 * p;
-        q[r][0] = Word(qs + 4 * t);
-        q[r][1] = Word(qs + 16 + 4 * t);
+        uint32_t lo = (qs[r][p].x >> (4 * h)) & 0x0F0F0F0Fu;
+        uint32_t hi = (qs[r][p].y >> (4 * h)) & 0x0F0F0F0Fu;
+        if constexpr (kQ5) {
+          lo |= ((qh[r].x >> j) & 0x01010101u) << 4;
+          hi |= ((qh[r].y >> j) & 0x01010101u) << 4;
+        }
+        a[r] = lo;      // a[0]: row g, a[1]: row g + 8 (elements 8t..8t+3)
+        a[2 + r] = hi;  // a[2], a[3]: elements 8t+4..8t+7
       }
+      // The rows' scale of sub-block j (zero-extended byte j % 4 of its
+      // word) and their min in every byte.
+      const uint32_t sel = static_cast<uint32_t>(j & 3);
+      const int32_t s_g = static_cast<int32_t>(__byte_perm(sc[0][j >> 2], 0, 0x4440u | sel));
+      const int32_t s_g8 = static_cast<int32_t>(__byte_perm(sc[1][j >> 2], 0, 0x4440u | sel));
+      const uint32_t m_g = __byte_perm(mn[0][j >> 2], 0, sel * 0x1111u);
+      const uint32_t m_g8 = __byte_perm(mn[1][j >> 2], 0, sel * 0x1111u);
+      const uint32_t am[4] = {m_g, m_g8, m_g, m_g8};
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int j = 2 * p + h;
-        uint32_t a[4];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-#pragma unroll
-          for (int k = 0; k < 2; ++k) {
-            uint32_t v = (q[r][k] >> (4 * h)) & 0x0F0F0F0Fu;
-            if constexpr (kQ5) v |= ((qh[r][k] >> j) & 0x01010101u) << 4;
-            a[2 * k + r] = v;  // a[0], a[2]: row g; a[1], a[3]: row g + 8
-          }
-        }
-        // The rows' scale of sub-block j (zero-extended byte j % 4 of its
-        // word) and their min in every byte.
-        const uint32_t sel = static_cast<uint32_t>(j & 3);
-        const int32_t s_g = static_cast<int32_t>(__byte_perm(sc[0][j >> 2], 0, 0x4440u | sel));
-        const int32_t s_g8 = static_cast<int32_t>(__byte_perm(sc[1][j >> 2], 0, 0x4440u | sel));
-        const uint32_t m_g = __byte_perm(mn[0][j >> 2], 0, sel * 0x1111u);
-        const uint32_t m_g8 = __byte_perm(mn[1][j >> 2], 0, sel * 0x1111u);
-        const uint32_t am[4] = {m_g, m_g8, m_g, m_g8};
-#pragma unroll
-        for (int n = 0; n < NT; ++n) {
-          uint32_t bx[2] = {0, 0};
-          if (l.xq[n] != nullptr) {
-            const int8_t* xb = l.xq[n] + static_cast<int64_t>(b) * 256 + 32 * j + 4 * t;
-            bx[0] = Word(reinterpret_cast<const uint8_t*>(xb));
-            bx[1] = Word(reinterpret_cast<const uint8_t*>(xb + 16));
-          }
-          int32_t dot[4] = {0, 0, 0, 0};
-          MmaS8(dot, a, bx);
-          si[n][0] += s_g * dot[0];
-          si[n][1] += s_g * dot[1];
-          si[n][2] += s_g8 * dot[2];
-          si[n][3] += s_g8 * dot[3];
-          MmaS8(mi[n], am, bx);
-        }
+      for (int n = 0; n < NT; ++n) {
+        const uint32_t bx[2] = {xw[n][j].x, xw[n][j].y};
+        int32_t dot[4] = {0, 0, 0, 0};
+        MmaS8(dot, a, bx);
+        si[n][0] += s_g * dot[0];
+        si[n][1] += s_g * dot[1];
+        si[n][2] += s_g8 * dot[2];
+        si[n][3] += s_g8 * dot[3];
+        MmaS8(mi[n], am, bx);
       }
     }
 #pragma unroll
     for (int n = 0; n < NT; ++n) {
-      const float dx[2] = {l.xd[n][0] != nullptr ? l.xd[n][0][b] : 0.0f,
-                           l.xd[n][1] != nullptr ? l.xd[n][1][b] : 0.0f};
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int r = i >> 1, e = i & 1;
-        acc[n][i] += (d[r] * dx[e]) * static_cast<float>(si[n][i]) -
-                     (dmin[r] * dx[e]) * static_cast<float>(mi[n][i]);
+        acc[n][i] += (d[r] * dx[n][e]) * static_cast<float>(si[n][i]) -
+                     (dmin[r] * dx[n][e]) * static_cast<float>(mi[n][i]);
       }
     }
   }
@@ -173,91 +214,101 @@ __device__ __forceinline__ uint32_t CenteredQ6(uint32_t q) {
   return r | ((r & 0x20202020u) * 6u);
 }
 
+// One Q6_K block b's sums (Q6KMmaSums), its words read as kAlign says.
+template <int NT, int kAlign>
+__device__ __forceinline__ void Q6KBlock(const KQuantMmaLane<NT>& l, int b, float (&acc)[NT][4]) {
+  constexpr int kBlockBytes = 210;
+  const int t = threadIdx.x & 3;
+  const uint8_t* blk[2] = {l.w[0] + static_cast<int64_t>(b) * kBlockBytes,
+                           l.w[1] + static_cast<int64_t>(b) * kBlockBytes};
+  // Every load of the block first: per row d, the 16 scales, and the ql
+  // and qh words of lane t's k-runs; then each tile's row words and scale.
+  float d[2];
+  uint32_t sc[2][4], ql[2][2][2][2], qh[2][2][2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    d[r] = HalfBits(Aligned<uint16_t>(blk[r] + 208));
+#pragma unroll
+    for (int i = 0; i < 4; ++i) sc[r][i] = Word<kAlign>(blk[r] + 192 + 4 * i);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        qh[r][half][hh] = Word<kAlign>(blk[r] + 128 + 32 * half + 16 * hh + 4 * t);
+#pragma unroll
+        for (int s2 = 0; s2 < 2; ++s2) {
+          ql[r][half][s2][hh] = Word<kAlign>(blk[r] + 64 * half + 32 * s2 + 16 * hh + 4 * t);
+        }
+      }
+    }
+  }
+  uint32_t xw[NT][16];
+  float dx[NT][2];
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      xw[n][j] = Aligned<uint32_t>(l.xq[n] + static_cast<int64_t>(b) * 256 + 16 * j + 4 * t);
+    }
+    dx[n][0] = l.xd[n][0][b];
+    dx[n][1] = l.xd[n][1][b];
+  }
+  int32_t si[NT][4];
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) si[n][i] = 0;
+  }
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    // Sub-block j = 8 half + 2 s + hh: nibble s / 2 of ql run (half, s % 2,
+    // hh), bits 2 s.. of qh run (half, hh).
+    const int half = j >> 3, s = (j >> 1) & 3, hh = j & 1;
+    uint32_t a[2];
+    int32_t scale[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      a[r] = CenteredQ6(((ql[r][half][s & 1][hh] >> (4 * (s >> 1))) & 0x0F0F0F0Fu) |
+                        (((qh[r][half][hh] >> (2 * s)) & 0x03030303u) << 4));
+      scale[r] = static_cast<int32_t>(sc[r][j >> 2] << (24 - 8 * (j & 3))) >> 24;
+    }
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      int32_t dot[4] = {0, 0, 0, 0};
+      MmaS8K16(dot, a[0], a[1], xw[n][j]);
+      si[n][0] += scale[0] * dot[0];
+      si[n][1] += scale[0] * dot[1];
+      si[n][2] += scale[1] * dot[2];
+      si[n][3] += scale[1] * dot[3];
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      acc[n][i] += (d[i >> 1] * dx[n][i & 1]) * static_cast<float>(si[n][i]);
+    }
+  }
+}
+
 // As KQuantMmaSums, for Q6_K weights (210-byte blocks: ql[128], qh[64],
 // scales[16], d). Element 128 n + 32 s + l of a block (s < 4, l < 32) is
 // nibble s / 2 of ql[64 n + 32 (s % 2) + l] with bits 2 s.. of qh[32 n + l]
 // above it, minus 32; sub-block 8 n + 2 s + l / 16 scales it. Lane t's
 // k-run 4t..4t+3 of a sub-block is 4 consecutive l, so one word of ql and
-// one of qh.
-template <int NT>
+// one of qh. kRowsAligned: both rows start 4-byte aligned, so block b is
+// as 210 b is (odd blocks 2 off); else each word finds its own way.
+template <int NT, bool kRowsAligned>
 __device__ __forceinline__ void Q6KMmaSums(const KQuantMmaLane<NT>& l, int b0, int b1,
                                            int step, float (&acc)[NT][4]) {
-  constexpr int kBlockBytes = 210;
-  const int lane = threadIdx.x & 31, t = lane & 3;
 #pragma unroll 1
   for (int b = b0; b < b1; b += step) {
-    const uint8_t* blk[2] = {l.w[0] + static_cast<int64_t>(b) * kBlockBytes,
-                             l.w[1] + static_cast<int64_t>(b) * kBlockBytes};
-    float d[2];
-    uint32_t sc[2][4];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      d[r] = HalfBits(Word(blk[r] + 206) >> 16);  // bytes 208..209, not past the block
-#pragma unroll
-      for (int i = 0; i < 4; ++i) sc[r][i] = Word(blk[r] + 192 + 4 * i);
-    }
-    int32_t si[NT][4];
-#pragma unroll
-    for (int n = 0; n < NT; ++n) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) si[n][i] = 0;
-    }
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      uint32_t qh[2][2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) qh[r][hh] = Word(blk[r] + 128 + 32 * half + 16 * hh + 4 * t);
-      }
-#pragma unroll
-      for (int s2 = 0; s2 < 2; ++s2) {
-        uint32_t ql[2][2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-#pragma unroll
-          for (int hh = 0; hh < 2; ++hh) {
-            ql[r][hh] = Word(blk[r] + 64 * half + 32 * s2 + 16 * hh + 4 * t);
-          }
-        }
-#pragma unroll
-        for (int nib = 0; nib < 2; ++nib) {
-          const int s = s2 + 2 * nib;
-#pragma unroll
-          for (int hh = 0; hh < 2; ++hh) {
-            const int j = 8 * half + 2 * s + hh;
-            uint32_t a[2];
-            int32_t scale[2];
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-              a[r] = CenteredQ6(((ql[r][hh] >> (4 * nib)) & 0x0F0F0F0Fu) |
-                                (((qh[r][hh] >> (2 * s)) & 0x03030303u) << 4));
-              scale[r] = static_cast<int32_t>(sc[r][j >> 2] << (24 - 8 * (j & 3))) >> 24;
-            }
-#pragma unroll
-            for (int n = 0; n < NT; ++n) {
-              const int8_t* xb = l.xq[n] + static_cast<int64_t>(b) * 256 + 16 * j + 4 * t;
-              const uint32_t bx =
-                  l.xq[n] != nullptr ? Word(reinterpret_cast<const uint8_t*>(xb)) : 0u;
-              int32_t dot[4] = {0, 0, 0, 0};
-              MmaS8K16(dot, a[0], a[1], bx);
-              si[n][0] += scale[0] * dot[0];
-              si[n][1] += scale[0] * dot[1];
-              si[n][2] += scale[1] * dot[2];
-              si[n][3] += scale[1] * dot[3];
-            }
-          }
-        }
-      }
-    }
-#pragma unroll
-    for (int n = 0; n < NT; ++n) {
-      const float dx[2] = {l.xd[n][0] != nullptr ? l.xd[n][0][b] : 0.0f,
-                           l.xd[n][1] != nullptr ? l.xd[n][1][b] : 0.0f};
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        acc[n][i] += (d[i >> 1] * dx[i & 1]) * static_cast<float>(si[n][i]);
-      }
+    if (!kRowsAligned) {
+      Q6KBlock<NT, 0>(l, b, acc);
+    } else if ((b & 1) == 0) {
+      Q6KBlock<NT, 4>(l, b, acc);
+    } else {
+      Q6KBlock<NT, 2>(l, b, acc);
     }
   }
 }
@@ -270,51 +321,69 @@ __device__ __forceinline__ uint32_t SignBytes(uint32_t v) {
   return 0xFFFFFFFFu ^ (ones * 0xFEu);
 }
 
+// One Q1_0 block b's sums (Q1MmaSums), its sign words (2 bytes past the
+// block's start) read as kAlign says.
+template <int NT, int kAlign>
+__device__ __forceinline__ void Q1Block(const KQuantMmaLane<NT>& l, int b, float (&acc)[NT][4]) {
+  constexpr int kBlockBytes = 18;
+  const int t = threadIdx.x & 3;
+  float d[2];
+  uint32_t bits[2][4];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const uint8_t* blk = l.w[r] + static_cast<int64_t>(b) * kBlockBytes;
+    d[r] = HalfBits(Aligned<uint16_t>(blk));
+#pragma unroll
+    for (int c = 0; c < 4; ++c) bits[r][c] = Word<kAlign>(blk + 2 + 4 * c);
+  }
+  uint2 xw[NT][4];
+  float dx[NT][2][4];
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      xw[n][c] = XWords(l.xq[n] + 32 * static_cast<int64_t>(4 * b + c) + 8 * t);
+      dx[n][0][c] = l.xd[n][0][4 * b + c];
+      dx[n][1][c] = l.xd[n][1][4 * b + c];
+    }
+  }
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    // Lane t's elements 8t..8t+3 (a[0] row g, a[1] row g + 8) and
+    // 8t+4..8t+7 (a[2], a[3]) of chunk c.
+    const uint32_t a[4] = {SignBytes(bits[0][c] >> (8 * t)), SignBytes(bits[1][c] >> (8 * t)),
+                           SignBytes(bits[0][c] >> (8 * t + 4)),
+                           SignBytes(bits[1][c] >> (8 * t + 4))};
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      const uint32_t bx[2] = {xw[n][c].x, xw[n][c].y};
+      int32_t dot[4] = {0, 0, 0, 0};
+      MmaS8(dot, a, bx);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        acc[n][i] += (d[i >> 1] * dx[n][i & 1][c]) * static_cast<float>(dot[i]);
+      }
+    }
+  }
+}
+
 // As KQuantMmaSums, for Q1_0 weights (18-byte blocks of 128: an f16 scale
 // d, then 128 sign bits, bit j of word c giving element 32 c + j) against
 // rows rounded to groups of 32 (Q8Z: q_x, then a float scale dx a group):
 // per 32-element chunk c one mma.m16n8k32 gives I_c = sum s_w q_x, and
-// acc += (d dx_c) float(I_c), chunk by chunk in order.
-template <int NT>
+// acc += (d dx_c) float(I_c), chunk by chunk in order. kRowsAligned as
+// Q6KMmaSums's (odd blocks 2 off, so their sign words aligned).
+template <int NT, bool kRowsAligned>
 __device__ __forceinline__ void Q1MmaSums(const KQuantMmaLane<NT>& l, int b0, int b1, int step,
                                           float (&acc)[NT][4]) {
-  constexpr int kBlockBytes = 18;
-  const int lane = threadIdx.x & 31, t = lane & 3;
 #pragma unroll 1
   for (int b = b0; b < b1; b += step) {
-    float d[2];
-    uint32_t bits[2][4];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const uint8_t* blk = l.w[r] + static_cast<int64_t>(b) * kBlockBytes;
-      d[r] = HalfBits(Word(blk));
-#pragma unroll
-      for (int c = 0; c < 4; ++c) bits[r][c] = Word(blk + 2 + 4 * c);
-    }
-#pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      // a[0], a[2]: row g's k-runs 4t.. and 16 + 4t..; a[1], a[3]: row g + 8's.
-      const uint32_t a[4] = {SignBytes(bits[0][c] >> (4 * t)), SignBytes(bits[1][c] >> (4 * t)),
-                             SignBytes(bits[0][c] >> (16 + 4 * t)),
-                             SignBytes(bits[1][c] >> (16 + 4 * t))};
-      const int chunk = 4 * b + c;
-#pragma unroll
-      for (int n = 0; n < NT; ++n) {
-        uint32_t bx[2] = {0, 0};
-        if (l.xq[n] != nullptr) {
-          const int8_t* xb = l.xq[n] + 32 * static_cast<int64_t>(chunk) + 4 * t;
-          bx[0] = Word(reinterpret_cast<const uint8_t*>(xb));
-          bx[1] = Word(reinterpret_cast<const uint8_t*>(xb + 16));
-        }
-        int32_t dot[4] = {0, 0, 0, 0};
-        MmaS8(dot, a, bx);
-        const float dx[2] = {l.xd[n][0] != nullptr ? l.xd[n][0][chunk] : 0.0f,
-                             l.xd[n][1] != nullptr ? l.xd[n][1][chunk] : 0.0f};
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          acc[n][i] += (d[i >> 1] * dx[i & 1]) * static_cast<float>(dot[i]);
-        }
-      }
+    if (!kRowsAligned) {
+      Q1Block<NT, 0>(l, b, acc);
+    } else if ((b & 1) == 0) {
+      Q1Block<NT, 2>(l, b, acc);
+    } else {
+      Q1Block<NT, 4>(l, b, acc);
     }
   }
 }
@@ -355,8 +424,8 @@ SLUICE_GROUPED_HD inline int64_t KQuantMmaRowBlocks(const RawGroupedMatMul& a) {
 
 // One block of that launch over a (Q4_K, Q5_K, Q6_K or Q1_0 weights as
 // kType, rows rounded at a.x_q8 as KQuantMmaUnitCols says; a.cols a
-// multiple of that unit; a pair through a table of weights). `part` holds kKQuantMmaWarps * 32 * 4 * NT floats of
-// shared memory.
+// multiple of that unit; a pair through a table of weights). `part` holds
+// kKQuantMmaWarps * 32 * 4 * NT floats of shared memory.
 template <int kType, int NT>
 __device__ __forceinline__ void KQuantMmaBlock(const RawGroupedMatMul& a, float* part) {
   constexpr int kEntries = kKQuantMmaEntries * NT;
@@ -397,23 +466,36 @@ __device__ __forceinline__ void KQuantMmaBlock(const RawGroupedMatMul& a, float*
     KQuantMmaLane<NT> l;
     l.w[0] = w + (r0 + (g < nr ? g : nr - 1)) * rb;
     l.w[1] = w + (r0 + (g + 8 < nr ? g + 8 : nr - 1)) * rb;
+    // A missing entry reads the last one's row.
+    auto entry = [&](int e) { return e < ne ? e : ne - 1; };
 #pragma unroll
     for (int n = 0; n < NT; ++n) {
-      const int e_g = kKQuantMmaEntries * n + g;
-      l.xq[n] = e_g < ne ? reinterpret_cast<const int8_t*>(x_of(e_g)) : nullptr;
+      l.xq[n] = reinterpret_cast<const int8_t*>(x_of(entry(kKQuantMmaEntries * n + g)));
 #pragma unroll
       for (int k = 0; k < 2; ++k) {
-        const int e = kKQuantMmaEntries * n + 2 * t + k;
-        l.xd[n][k] = e < ne ? reinterpret_cast<const float*>(x_of(e) + a.cols) : nullptr;
+        l.xd[n][k] = reinterpret_cast<const float*>(
+            x_of(entry(kKQuantMmaEntries * n + 2 * t + k)) + a.cols);
       }
     }
+    // The matrix's alignment, the same for every lane of the block.
+    const uintptr_t align = reinterpret_cast<uintptr_t>(w) | static_cast<uintptr_t>(rb);
     const int units = static_cast<int>(a.cols / KQuantMmaUnitCols(kType));
     if constexpr (kType == kKQuantMmaQ1_0) {
-      Q1MmaSums<NT>(l, kpart, units, split, acc);
+      if ((align & 3) == 0) {
+        Q1MmaSums<NT, true>(l, kpart, units, split, acc);
+      } else {
+        Q1MmaSums<NT, false>(l, kpart, units, split, acc);
+      }
     } else if constexpr (kType == kKQuantMmaQ6K) {
-      Q6KMmaSums<NT>(l, kpart, units, split, acc);
+      if ((align & 3) == 0) {
+        Q6KMmaSums<NT, true>(l, kpart, units, split, acc);
+      } else {
+        Q6KMmaSums<NT, false>(l, kpart, units, split, acc);
+      }
+    } else if ((align & 15) == 0) {
+      KQuantMmaSums<kType == kKQuantMmaQ5K, NT, 16>(l, kpart, units, split, acc);
     } else {
-      KQuantMmaSums<kType == kKQuantMmaQ5K, NT>(l, kpart, units, split, acc);
+      KQuantMmaSums<kType == kKQuantMmaQ5K, NT, 0>(l, kpart, units, split, acc);
     }
   }
   if (split > 1) {
