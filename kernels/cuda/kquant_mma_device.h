@@ -214,7 +214,7 @@ __device__ __forceinline__ uint32_t CenteredQ6(uint32_t q) {
   return r | ((r & 0x20202020u) * 6u);
 }
 
-// One Q6_K block b's sums (Q6KMmaSums), its words read as kAlign says.
+// One Q6_K block b's sums (Q6KMma), its words read as kAlign says.
 template <int NT, int kAlign>
 __device__ __forceinline__ void Q6KBlock(const KQuantMmaLane<NT>& l, int b, float (&acc)[NT][4]) {
   constexpr int kBlockBytes = 210;
@@ -291,27 +291,37 @@ __device__ __forceinline__ void Q6KBlock(const KQuantMmaLane<NT>& l, int b, floa
   }
 }
 
+// Blocks b0, b0 + step, ... < b1 of a type whose blocks are 2 bytes off 4
+// (Q6_K's 210, Q1_0's 18) through Block::Sums<kAlign>: with both rows 4-byte
+// aligned (kRowsAligned) even blocks are read with kEven's alignment and
+// odd ones with the other (4 or 2); else each word finds its own way (0).
+template <class Block, int kEven, bool kRowsAligned, int NT>
+__device__ __forceinline__ void SumsByParity(const KQuantMmaLane<NT>& l, int b0, int b1,
+                                             int step, float (&acc)[NT][4]) {
+#pragma unroll 1
+  for (int b = b0; b < b1; b += step) {
+    if (!kRowsAligned) {
+      Block::template Sums<NT, 0>(l, b, acc);
+    } else if ((b & 1) == 0) {
+      Block::template Sums<NT, kEven>(l, b, acc);
+    } else {
+      Block::template Sums<NT, 6 - kEven>(l, b, acc);
+    }
+  }
+}
+
 // As KQuantMmaSums, for Q6_K weights (210-byte blocks: ql[128], qh[64],
 // scales[16], d). Element 128 n + 32 s + l of a block (s < 4, l < 32) is
 // nibble s / 2 of ql[64 n + 32 (s % 2) + l] with bits 2 s.. of qh[32 n + l]
 // above it, minus 32; sub-block 8 n + 2 s + l / 16 scales it. Lane t's
 // k-run 4t..4t+3 of a sub-block is 4 consecutive l, so one word of ql and
-// one of qh. kRowsAligned: both rows start 4-byte aligned, so block b is
-// as 210 b is (odd blocks 2 off); else each word finds its own way.
-template <int NT, bool kRowsAligned>
-__device__ __forceinline__ void Q6KMmaSums(const KQuantMmaLane<NT>& l, int b0, int b1,
-                                           int step, float (&acc)[NT][4]) {
-#pragma unroll 1
-  for (int b = b0; b < b1; b += step) {
-    if (!kRowsAligned) {
-      Q6KBlock<NT, 0>(l, b, acc);
-    } else if ((b & 1) == 0) {
-      Q6KBlock<NT, 4>(l, b, acc);
-    } else {
-      Q6KBlock<NT, 2>(l, b, acc);
-    }
+// one of qh. Even blocks of aligned rows are aligned (210 b).
+struct Q6KMma {
+  template <int NT, int kAlign>
+  __device__ static void Sums(const KQuantMmaLane<NT>& l, int b, float (&acc)[NT][4]) {
+    Q6KBlock<NT, kAlign>(l, b, acc);
   }
-}
+};
 
 // Q1_0's sign bits (the low 4 of v) as 4 signed bytes, +1 for a set bit
 // and -1 for a clear one: the multiply moves bit i to bit 8 i (no two
@@ -321,7 +331,7 @@ __device__ __forceinline__ uint32_t SignBytes(uint32_t v) {
   return 0xFFFFFFFFu ^ (ones * 0xFEu);
 }
 
-// One Q1_0 block b's sums (Q1MmaSums), its sign words (2 bytes past the
+// One Q1_0 block b's sums (Q1Mma), its sign words (2 bytes past the
 // block's start) read as kAlign says.
 template <int NT, int kAlign>
 __device__ __forceinline__ void Q1Block(const KQuantMmaLane<NT>& l, int b, float (&acc)[NT][4]) {
@@ -371,22 +381,14 @@ __device__ __forceinline__ void Q1Block(const KQuantMmaLane<NT>& l, int b, float
 // d, then 128 sign bits, bit j of word c giving element 32 c + j) against
 // rows rounded to groups of 32 (Q8Z: q_x, then a float scale dx a group):
 // per 32-element chunk c one mma.m16n8k32 gives I_c = sum s_w q_x, and
-// acc += (d dx_c) float(I_c), chunk by chunk in order. kRowsAligned as
-// Q6KMmaSums's (odd blocks 2 off, so their sign words aligned).
-template <int NT, bool kRowsAligned>
-__device__ __forceinline__ void Q1MmaSums(const KQuantMmaLane<NT>& l, int b0, int b1, int step,
-                                          float (&acc)[NT][4]) {
-#pragma unroll 1
-  for (int b = b0; b < b1; b += step) {
-    if (!kRowsAligned) {
-      Q1Block<NT, 0>(l, b, acc);
-    } else if ((b & 1) == 0) {
-      Q1Block<NT, 2>(l, b, acc);
-    } else {
-      Q1Block<NT, 4>(l, b, acc);
-    }
+// acc += (d dx_c) float(I_c), chunk by chunk in order. The sign words of
+// even blocks of aligned rows are 2 off (18 b + 2).
+struct Q1Mma {
+  template <int NT, int kAlign>
+  __device__ static void Sums(const KQuantMmaLane<NT>& l, int b, float (&acc)[NT][4]) {
+    Q1Block<NT, kAlign>(l, b, acc);
   }
-}
+};
 
 // The launch's shape: a block of kKQuantMmaWarps warps covers
 // KQuantMmaBlockRows(type, cols) rows of group z against 8 NT of its
@@ -482,15 +484,15 @@ __device__ __forceinline__ void KQuantMmaBlock(const RawGroupedMatMul& a, float*
     const int units = static_cast<int>(a.cols / KQuantMmaUnitCols(kType));
     if constexpr (kType == kKQuantMmaQ1_0) {
       if ((align & 3) == 0) {
-        Q1MmaSums<NT, true>(l, kpart, units, split, acc);
+        SumsByParity<Q1Mma, 2, true>(l, kpart, units, split, acc);
       } else {
-        Q1MmaSums<NT, false>(l, kpart, units, split, acc);
+        SumsByParity<Q1Mma, 2, false>(l, kpart, units, split, acc);
       }
     } else if constexpr (kType == kKQuantMmaQ6K) {
       if ((align & 3) == 0) {
-        Q6KMmaSums<NT, true>(l, kpart, units, split, acc);
+        SumsByParity<Q6KMma, 4, true>(l, kpart, units, split, acc);
       } else {
-        Q6KMmaSums<NT, false>(l, kpart, units, split, acc);
+        SumsByParity<Q6KMma, 4, false>(l, kpart, units, split, acc);
       }
     } else if ((align & 15) == 0) {
       KQuantMmaSums<kType == kKQuantMmaQ5K, NT, 16>(l, kpart, units, split, acc);
