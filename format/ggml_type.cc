@@ -75,6 +75,29 @@ std::optional<GgmlTypeTraits> LookupGgmlTypeByName(std::string_view name) {
   return std::nullopt;
 }
 
+std::optional<uint64_t> GgmlTypeSet(std::string_view names, std::string* unknown) {
+  uint64_t set = 0;
+  while (!names.empty()) {
+    const size_t comma = names.find(',');
+    std::string_view name = names.substr(0, comma);
+    names = comma == std::string_view::npos ? std::string_view() : names.substr(comma + 1);
+    while (!name.empty() && std::isspace(static_cast<unsigned char>(name.front()))) {
+      name.remove_prefix(1);
+    }
+    while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) {
+      name.remove_suffix(1);
+    }
+    if (name.empty()) continue;
+    const std::optional<GgmlTypeTraits> t = LookupGgmlTypeByName(name);
+    if (!t.has_value()) {
+      if (unknown != nullptr) *unknown = std::string(name);
+      return std::nullopt;
+    }
+    set |= uint64_t{1} << static_cast<uint32_t>(t->type);
+  }
+  return set;
+}
+
 const GgmlTypeTraits* AllGgmlTypes(int* count) {
   *count = static_cast<int>(sizeof(kTypes) / sizeof(kTypes[0]));
   return kTypes;

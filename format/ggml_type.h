@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace sluice {
@@ -72,6 +73,11 @@ std::optional<GgmlTypeTraits> LookupGgmlTypeByName(std::string_view name);
 
 // Every declared type, in id order.
 const GgmlTypeTraits* AllGgmlTypes(int* count);
+
+// The set of types a comma-separated list of names gives ("q4_k,Q6_K";
+// spaces around a name and empty items ignored), bit id set for each, or
+// nullopt naming the first unknown name in *unknown. Every id is below 64.
+std::optional<uint64_t> GgmlTypeSet(std::string_view names, std::string* unknown);
 
 }  // namespace sluice
 

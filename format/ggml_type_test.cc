@@ -43,5 +43,17 @@ TEST(GgmlTypeTest, NamesRoundTripAndIdsAreSorted) {
   EXPECT_EQ(LookupGgmlTypeByName("Q4_K")->bytes_per_block, 144u);
 }
 
+TEST(GgmlTypeTest, TypeSetsFromNames) {
+  std::string unknown;
+  const auto bit = [](GgmlType t) { return uint64_t{1} << static_cast<uint32_t>(t); };
+  EXPECT_EQ(GgmlTypeSet("q4_k, Q6_K,,q1_0 ", &unknown),
+            bit(GgmlType::kQ4_K) | bit(GgmlType::kQ6_K) | bit(GgmlType::kQ1_0));
+  EXPECT_EQ(GgmlTypeSet("", &unknown), uint64_t{0});
+  EXPECT_EQ(GgmlTypeSet(" , ", &unknown), uint64_t{0});
+  EXPECT_FALSE(GgmlTypeSet("q4_k,q9_k,q5_k", &unknown).has_value());
+  EXPECT_EQ(unknown, "q9_k");
+  EXPECT_FALSE(GgmlTypeSet("q4_k,q4_2", nullptr).has_value());  // retired: no name
+}
+
 }  // namespace
 }  // namespace sluice

@@ -4,11 +4,16 @@
 #include "kernels/cuda/quant_matmul.h"
 
 #include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "base/env_switch.h"
 #include "base/status_macros.h"
+#include "format/ggml_type.h"
 #include "kernels/cuda/kquant_mma.h"
 #include "kernels/cuda/quant_matmul_impl.h"
 
@@ -126,11 +131,32 @@ bool StreamRounded(const internal::RawGroupedMatMul& raw, CUstream_st* stream) {
 EnvSwitch int8_mma_switch("SLUICE_CUDA_INT8_MMA", false);
 std::atomic<uint64_t> int8_mma_launches{0};
 
-// Whether raw takes the integer tensor cores: their switch is on, its
-// groups may hold several entries (a batch's products; a one-entry launch
-// keeps the decode program's sums) and LaunchKQuantMma takes it.
+// The weight types the integer tensor cores take while on:
+// SLUICE_CUDA_INT8_MMA_TYPES names them ("q4_k,q6_k"; an A/B per type),
+// unset or empty every one LaunchKQuantMma supports. An unknown name is
+// said once on stderr and the variable ignored.
+bool Int8MmaTypeOn(int type) {
+  static const uint64_t types = [] {
+    const char* env = std::getenv("SLUICE_CUDA_INT8_MMA_TYPES");
+    if (env == nullptr || *env == '\0') return ~uint64_t{0};
+    std::string unknown;
+    const std::optional<uint64_t> set = GgmlTypeSet(env, &unknown);
+    if (!set.has_value()) {
+      std::fprintf(stderr, "SLUICE_CUDA_INT8_MMA_TYPES: no type '%s'; ignored\n",
+                   unknown.c_str());
+      return ~uint64_t{0};
+    }
+    return *set;
+  }();
+  return type >= 0 && type < 64 && ((types >> type) & 1) != 0;
+}
+
+// Whether raw takes the integer tensor cores: their switch is on for its
+// type, its groups may hold several entries (a batch's products; a
+// one-entry launch keeps the decode program's sums) and LaunchKQuantMma
+// takes it.
 bool TakesInt8Mma(const internal::RawGroupedMatMul& raw) {
-  return int8_mma_switch.on() && internal::HasSeveralEntries(raw) &&
+  return int8_mma_switch.on() && Int8MmaTypeOn(raw.type) && internal::HasSeveralEntries(raw) &&
          internal::KQuantMmaTakes(raw);
 }
 

@@ -191,7 +191,8 @@ uint64_t PairedEntryLaunches();
 // weights and rows rounded once (d_x_q8) take the integer tensor cores,
 // summing each super-block in integers (kquant_mma_device.h): off unless
 // SLUICE_CUDA_INT8_MMA is "1" when first asked or SetInt8MmaEnabled(true)
-// said so. Their bits then differ from the decode program's: a sequence in
+// said so; SLUICE_CUDA_INT8_MMA_TYPES ("q4_k,q6_k") narrows the types.
+// Their bits then differ from the decode program's: a sequence in
 // such a batch is held to the parity gates. A pair (pair_offset, through a
 // table) is one such launch where pairs are on (counted in both counters).
 // Q4_K / Q5_K alone, unpaired, were 3-5% slower than the streamed kernel
