@@ -1955,11 +1955,14 @@ int64_t EntryTilesTarget() {
 }
 
 // Whether the streamed entries kernel sums its rounds' lanes scattered
-// (StreamGroups::scatter): on unless SLUICE_CUDA_SCATTER_SUMS is "0" (read
-// at every call, so a test can compare both).
+// (StreamGroups::scatter): on unless SLUICE_CUDA_SCATTER_SUMS is "0", read
+// once (an A/B between processes; no test switches it).
 bool ScatteredSumsOn() {
-  const char* env = std::getenv("SLUICE_CUDA_SCATTER_SUMS");
-  return env == nullptr || std::string_view(env) != "0";
+  static const bool on = [] {
+    const char* env = std::getenv("SLUICE_CUDA_SCATTER_SUMS");
+    return env == nullptr || std::string_view(env) != "0";
+  }();
+  return on;
 }
 
 // Stages of `tile` bytes after `vec_bytes`: 4 or 3 within

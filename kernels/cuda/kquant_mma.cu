@@ -38,10 +38,9 @@ void Launch(const RawGroupedMatMul& a, dim3 grid, CUstream_st* stream) {
 }  // namespace
 
 bool KQuantMmaTakes(const RawGroupedMatMul& a) {
-  if ((a.type != kKQuantMmaQ4K && a.type != kKQuantMmaQ5K && a.type != kKQuantMmaQ6K &&
-       a.type != kKQuantMmaQ1_0) ||
-      a.x_q8 == nullptr || a.cols <= 0 || a.cols % KQuantMmaUnitCols(a.type) != 0 || a.rows <= 0 ||
-      a.n_groups <= 0 || a.max_entries_per_group <= 0) {
+  if (!KQuantMmaTypeSupported(a.type) || a.x_q8 == nullptr || a.cols <= 0 ||
+      a.cols % KQuantMmaUnitCols(a.type) != 0 || a.rows <= 0 || a.n_groups <= 0 ||
+      a.max_entries_per_group <= 0) {
     return false;
   }
   if (a.up_offset != 0 && (a.single_weight != nullptr || a.weights == nullptr ||

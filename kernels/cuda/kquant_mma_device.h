@@ -20,6 +20,7 @@
 #define SLUICE_KERNELS_CUDA_KQUANT_MMA_DEVICE_H_
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/decode_q8.h"
 #include "kernels/cuda/mma_fragments.h"
@@ -31,6 +32,12 @@ namespace sluice::cuda::internal {
 // The weight types the kernel takes (ggml type ids).
 inline constexpr int kKQuantMmaQ4K = 12, kKQuantMmaQ5K = 13, kKQuantMmaQ6K = 14,
                      kKQuantMmaQ1_0 = 41;
+
+// Whether the kernel takes weights of ggml type `type`.
+SLUICE_GROUPED_HD inline bool KQuantMmaTypeSupported(int type) {
+  return type == kKQuantMmaQ4K || type == kKQuantMmaQ5K || type == kKQuantMmaQ6K ||
+         type == kKQuantMmaQ1_0;
+}
 
 // The columns of a weight block the kernel steps over: a super-block of
 // 256, or Q1_0's block of 128 (its rows rounded to Q8_0-like groups of 32,
@@ -293,11 +300,12 @@ __device__ __forceinline__ void Q6KBlock(const KQuantMmaLane<NT>& l, int b, floa
 
 // Blocks b0, b0 + step, ... < b1 of a type whose blocks are 2 bytes off 4
 // (Q6_K's 210, Q1_0's 18) through Block::Sums<kAlign>: with both rows 4-byte
-// aligned (kRowsAligned) even blocks are read with kEven's alignment and
+// aligned (kRowsAligned) even blocks are read with Block::kEvenAlign and
 // odd ones with the other (4 or 2); else each word finds its own way (0).
-template <class Block, int kEven, bool kRowsAligned, int NT>
+template <class Block, bool kRowsAligned, int NT>
 __device__ __forceinline__ void SumsByParity(const KQuantMmaLane<NT>& l, int b0, int b1,
                                              int step, float (&acc)[NT][4]) {
+  constexpr int kEven = Block::kEvenAlign;
 #pragma unroll 1
   for (int b = b0; b < b1; b += step) {
     if (!kRowsAligned) {
@@ -317,6 +325,7 @@ __device__ __forceinline__ void SumsByParity(const KQuantMmaLane<NT>& l, int b0,
 // k-run 4t..4t+3 of a sub-block is 4 consecutive l, so one word of ql and
 // one of qh. Even blocks of aligned rows are aligned (210 b).
 struct Q6KMma {
+  static constexpr int kEvenAlign = 4;
   template <int NT, int kAlign>
   __device__ static void Sums(const KQuantMmaLane<NT>& l, int b, float (&acc)[NT][4]) {
     Q6KBlock<NT, kAlign>(l, b, acc);
@@ -384,6 +393,7 @@ __device__ __forceinline__ void Q1Block(const KQuantMmaLane<NT>& l, int b, float
 // acc += (d dx_c) float(I_c), chunk by chunk in order. The sign words of
 // even blocks of aligned rows are 2 off (18 b + 2).
 struct Q1Mma {
+  static constexpr int kEvenAlign = 2;
   template <int NT, int kAlign>
   __device__ static void Sums(const KQuantMmaLane<NT>& l, int b, float (&acc)[NT][4]) {
     Q1Block<NT, kAlign>(l, b, acc);
@@ -482,17 +492,12 @@ __device__ __forceinline__ void KQuantMmaBlock(const RawGroupedMatMul& a, float*
     // The matrix's alignment, the same for every lane of the block.
     const uintptr_t align = reinterpret_cast<uintptr_t>(w) | static_cast<uintptr_t>(rb);
     const int units = static_cast<int>(a.cols / KQuantMmaUnitCols(kType));
-    if constexpr (kType == kKQuantMmaQ1_0) {
+    if constexpr (kType == kKQuantMmaQ1_0 || kType == kKQuantMmaQ6K) {
+      using Block = std::conditional_t<kType == kKQuantMmaQ1_0, Q1Mma, Q6KMma>;
       if ((align & 3) == 0) {
-        SumsByParity<Q1Mma, 2, true>(l, kpart, units, split, acc);
+        SumsByParity<Block, true>(l, kpart, units, split, acc);
       } else {
-        SumsByParity<Q1Mma, 2, false>(l, kpart, units, split, acc);
-      }
-    } else if constexpr (kType == kKQuantMmaQ6K) {
-      if ((align & 3) == 0) {
-        SumsByParity<Q6KMma, 4, true>(l, kpart, units, split, acc);
-      } else {
-        SumsByParity<Q6KMma, 4, false>(l, kpart, units, split, acc);
+        SumsByParity<Block, false>(l, kpart, units, split, acc);
       }
     } else if ((align & 15) == 0) {
       KQuantMmaSums<kType == kKQuantMmaQ5K, NT, 16>(l, kpart, units, split, acc);

@@ -160,6 +160,12 @@ bool TakesInt8Mma(const internal::RawGroupedMatMul& raw) {
          internal::KQuantMmaTakes(raw);
 }
 
+// LaunchKQuantMma, counted; its error code.
+int LaunchInt8Mma(const internal::RawGroupedMatMul& raw, CUstream_st* stream) {
+  int8_mma_launches.fetch_add(1, std::memory_order_relaxed);
+  return internal::LaunchKQuantMma(raw, stream);
+}
+
 // The kernel `raw` takes: the tensor-core kernel when the caller and
 // UsesTensorCores allow it for its largest group, else the FP32 kernel,
 // with 8-bit activations when the caller asks and the kernel takes the
@@ -189,10 +195,7 @@ absl::Status LaunchEither(const internal::RawGroupedMatMul& raw, bool tensor_cor
     case GroupedKernel::kTensorCores:
       return LaunchError(internal::LaunchGroupedMma(raw, stream), what);
     case GroupedKernel::kQ8:
-      if (TakesInt8Mma(raw)) {
-        int8_mma_launches.fetch_add(1, std::memory_order_relaxed);
-        return LaunchError(internal::LaunchKQuantMma(raw, stream), what);
-      }
+      if (TakesInt8Mma(raw)) return LaunchError(LaunchInt8Mma(raw, stream), what);
       if (StreamRounded(raw, stream)) return LaunchError(internal::LastLaunchCode(), what);
       return LaunchError(internal::LaunchGroupedQ8(raw, stream), what);
     case GroupedKernel::kF32:
@@ -211,8 +214,7 @@ bool LaunchPaired(const internal::RawGroupedMatMul& raw, bool tensor_cores, bool
     return false;
   }
   if (TakesInt8Mma(raw)) {
-    int8_mma_launches.fetch_add(1, std::memory_order_relaxed);
-    *code = internal::LaunchKQuantMma(raw, stream);
+    *code = LaunchInt8Mma(raw, stream);
   } else if (StreamRounded(raw, stream)) {
     *code = internal::LastLaunchCode();
   } else {
