@@ -1,8 +1,7 @@
 // Launches of the Q4_K / Q5_K / Q6_K / Q1_0 integer tensor-core products
 // (kquant_mma_device.h): a decode batch's grouped products summed in
-// integers across each super-block. Off unless SLUICE_CUDA_INT8_MMA=1
-// (quant_matmul.cc): correct on the H100 and still slower than the streamed
-// kernel (run 32, docs/CUDA_KERNELS.md).
+// integers across each super-block. On unless SLUICE_CUDA_INT8_MMA=0
+// (quant_matmul.cc; run 33, docs/CUDA_KERNELS.md).
 #ifndef SLUICE_KERNELS_CUDA_KQUANT_MMA_H_
 #define SLUICE_KERNELS_CUDA_KQUANT_MMA_H_
 

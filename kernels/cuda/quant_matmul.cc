@@ -128,7 +128,7 @@ bool StreamRounded(const internal::RawGroupedMatMul& raw, CUstream_st* stream) {
   return true;
 }
 
-EnvSwitch int8_mma_switch("SLUICE_CUDA_INT8_MMA", false);
+EnvSwitch int8_mma_switch("SLUICE_CUDA_INT8_MMA", true);
 std::atomic<uint64_t> int8_mma_launches{0};
 
 // The weight types the integer tensor cores take while on:

@@ -189,14 +189,14 @@ uint64_t PairedEntryLaunches();
 
 // Whether products of several entries a group with Q4_K, Q5_K, Q6_K or Q1_0
 // weights and rows rounded once (d_x_q8) take the integer tensor cores,
-// summing each super-block in integers (kquant_mma_device.h): off unless
-// SLUICE_CUDA_INT8_MMA is "1" when first asked or SetInt8MmaEnabled(true)
+// summing each super-block in integers (kquant_mma_device.h): on unless
+// SLUICE_CUDA_INT8_MMA is "0" when first asked or SetInt8MmaEnabled(false)
 // said so; SLUICE_CUDA_INT8_MMA_TYPES ("q4_k,q6_k") narrows the types.
 // Their bits then differ from the decode program's: a sequence in
 // such a batch is held to the parity gates. A pair (pair_offset, through a
 // table) is one such launch where pairs are on (counted in both counters).
-// Q4_K / Q5_K alone, unpaired, were 3-5% slower than the streamed kernel
-// (H100, run 32).
+// Against the streamed kernel (H100, run 33): +22% to +48% aggregate
+// decode on bench35 at 4 to 32 sequences, +54% / +64% on bench397 at 8 / 32.
 bool Int8MmaEnabled();
 void SetInt8MmaEnabled(bool enabled);
 uint64_t Int8MmaLaunches();

@@ -460,6 +460,10 @@ RoundedRows RandomRoundedRows(GgmlType t, int64_t n, int64_t cols, std::mt19937&
 TEST_P(QuantMatMulQ8Sm90Test, StreamedEntriesAreTheGroupedKernelsBits) {
   PrepareDecodeKernels();
   const bool was = StreamEntriesEnabled();
+  // The streamed kernel itself: the integer tensor cores (on by default)
+  // would take these products first.
+  const bool int8_was = Int8MmaEnabled();
+  SetInt8MmaEnabled(false);
   using internal::grouped_testing::ExpertsThroughTable;
   using internal::grouped_testing::GroupOf19Misaligned;
   Case rounds = Named(ExpertsThroughTable(200, 4096), "experts, groups of up to 17 entries");
@@ -530,6 +534,7 @@ TEST_P(QuantMatMulQ8Sm90Test, StreamedEntriesAreTheGroupedKernelsBits) {
     EXPECT_EQ(std::memcmp(dense[0].data(), dense[arm].data(), dense[0].size() * sizeof(float)), 0);
   }
   SetStreamEntriesEnabled(was);
+  SetInt8MmaEnabled(int8_was);
 }
 
 // Products of several entries a group on the integer tensor cores
