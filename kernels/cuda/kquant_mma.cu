@@ -3,16 +3,35 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+#include <cstring>
+
 #include "kernels/cuda/kquant_mma_device.h"
 
 namespace sluice::cuda::internal {
 namespace {
 
-template <int kType, int NT>
+// kShrink: a block of a two-tile launch with 8 entries or fewer takes one
+// tile (KQuantMmaShrinkingBlock).
+template <int kType, int NT, bool kShrink = false>
 __global__ void __launch_bounds__(32 * kKQuantMmaWarps)
     KQuantMmaKernel(const __grid_constant__ RawGroupedMatMul a) {
   __shared__ float part[kKQuantMmaWarps * 32 * 4 * NT];
-  KQuantMmaBlock<kType, NT>(a, part);
+  if constexpr (kShrink) {
+    KQuantMmaShrinkingBlock<kType>(a, part);
+  } else {
+    KQuantMmaBlock<kType, NT>(a, part);
+  }
+}
+
+// SLUICE_CUDA_INT8_MMA_SHRINK=0 keeps every block of a two-tile launch at
+// two tiles; read once.
+bool ShrinkSmallBlocks() {
+  static const bool on = [] {
+    const char* env = std::getenv("SLUICE_CUDA_INT8_MMA_SHRINK");
+    return env == nullptr || std::strcmp(env, "0") != 0;
+  }();
+  return on;
 }
 
 // The launch's grid for a: row blocks (twice over for a pair), entry
@@ -29,7 +48,11 @@ Grid GridOf(const RawGroupedMatMul& a) {
 template <int kType>
 void Launch(const RawGroupedMatMul& a, dim3 grid, CUstream_st* stream) {
   if (KQuantMmaTiles(a.max_entries_per_group) == 2) {
-    KQuantMmaKernel<kType, 2><<<grid, 32 * kKQuantMmaWarps, 0, stream>>>(a);
+    if (ShrinkSmallBlocks()) {
+      KQuantMmaKernel<kType, 2, true><<<grid, 32 * kKQuantMmaWarps, 0, stream>>>(a);
+    } else {
+      KQuantMmaKernel<kType, 2><<<grid, 32 * kKQuantMmaWarps, 0, stream>>>(a);
+    }
   } else {
     KQuantMmaKernel<kType, 1><<<grid, 32 * kKQuantMmaWarps, 0, stream>>>(a);
   }

@@ -436,15 +436,19 @@ SLUICE_GROUPED_HD inline int64_t KQuantMmaRowBlocks(const RawGroupedMatMul& a) {
 
 // One block of that launch over a (Q4_K, Q5_K, Q6_K or Q1_0 weights as
 // kType, rows rounded at a.x_q8 as KQuantMmaUnitCols says; a.cols a
-// multiple of that unit; a pair through a table of weights). `part` holds
-// kKQuantMmaWarps * 32 * 4 * NT floats of shared memory.
-template <int kType, int NT>
+// multiple of that unit; a pair through a table of weights), NT n8 tiles a
+// warp, in a launch of kLaunchNT tiles a block (blockIdx.y steps 8
+// kLaunchNT entries; NT < kLaunchNT only where the block's entries fit NT
+// tiles). `part` holds kKQuantMmaWarps * 32 * 4 * kLaunchNT floats of
+// shared memory.
+template <int kType, int NT, int kLaunchNT = NT>
 __device__ __forceinline__ void KQuantMmaBlock(const RawGroupedMatMul& a, float* part) {
   constexpr int kEntries = kKQuantMmaEntries * NT;
   const int gi = static_cast<int>(blockIdx.z);
   int64_t begin, end;
   GroupEntries(a, gi, begin, end);
-  const int64_t e0 = begin + static_cast<int64_t>(blockIdx.y) * kEntries;
+  const int64_t e0 =
+      begin + static_cast<int64_t>(blockIdx.y) * (kKQuantMmaEntries * kLaunchNT);
   if (e0 >= end) return;  // the whole block: before any barrier
   const int ne = static_cast<int>(end - e0 < kEntries ? end - e0 : kEntries);
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
@@ -525,6 +529,23 @@ __device__ __forceinline__ void KQuantMmaBlock(const RawGroupedMatMul& a, float*
       const int row = AccRow(lane, i), e = kKQuantMmaEntries * n + AccCol(lane, i);
       if (row < nr && e < ne) y[(e0 + e) * a.y_stride + r0 + row] = v;
     }
+  }
+}
+
+// A block of a two-tile launch (KQuantMmaTiles 2: the launch's largest
+// group has 16 entries or more) whose own entries number 8 or fewer (most
+// groups of a decode batch: 32 sequences over ~70 experts hold ~4 each)
+// takes one tile: half the mma and row loads, the same sums (each (row,
+// entry) sum is the same at any NT).
+template <int kType>
+__device__ __forceinline__ void KQuantMmaShrinkingBlock(const RawGroupedMatMul& a, float* part) {
+  int64_t begin, end;
+  GroupEntries(a, static_cast<int>(blockIdx.z), begin, end);
+  const int64_t e0 = begin + static_cast<int64_t>(blockIdx.y) * (2 * kKQuantMmaEntries);
+  if (end - e0 <= kKQuantMmaEntries) {
+    KQuantMmaBlock<kType, 1, 2>(a, part);
+  } else {
+    KQuantMmaBlock<kType, 2>(a, part);
   }
 }
 

@@ -156,9 +156,13 @@ struct Problem {
   bool pair = false;
 };
 
+// tiles 3: a two-tile launch whose blocks of 8 entries or fewer take one
+// (KQuantMmaShrinkingBlock).
 template <int kType>
 void RunBlock(const RawGroupedMatMul& a, int tiles, float* part) {
-  if (tiles == 2) {
+  if (tiles == 3) {
+    KQuantMmaShrinkingBlock<kType>(a, part);
+  } else if (tiles == 2) {
     KQuantMmaBlock<kType, 2>(a, part);
   } else {
     KQuantMmaBlock<kType, 1>(a, part);
@@ -212,15 +216,16 @@ void ExpectMatches(const Problem& p, uint32_t seed) {
   for (int gi = 0; gi < n_groups; ++gi) {
     max_entries = std::max<int64_t>(max_entries, p.group_begin[gi + 1] - p.group_begin[gi]);
   }
-  // One n8 tile a warp (blocks of 8 entries) and two (blocks of 16): the
-  // same sums, so y is written twice with the same bits.
+  // One n8 tile a warp (blocks of 8 entries), two (blocks of 16), and two
+  // whose blocks of 8 entries or fewer take one: the same sums, so y is
+  // written three times with the same bits.
   std::vector<float> y_one, y_up_one;
-  for (const int tiles : {1, 2}) {
-    const int64_t block_entries = kKQuantMmaEntries * tiles;
+  for (const int tiles : {1, 2, 3}) {
+    const int64_t block_entries = kKQuantMmaEntries * (tiles == 1 ? 1 : 2);
     const dim3 grid(static_cast<unsigned>(KQuantMmaRowBlocks(a)),
                     static_cast<unsigned>((max_entries + block_entries - 1) / block_entries),
                     static_cast<unsigned>(n_groups));
-    std::vector<float> part(kKQuantMmaWarps * 32 * 4 * tiles);
+    std::vector<float> part(kKQuantMmaWarps * 32 * 4 * 2);
     std::fill(y.begin(), y.end(), -7.0f);
     std::fill(y_up.begin(), y_up.end(), -7.0f);
     emulation::Launch(grid, 32 * kKQuantMmaWarps, [&] {
@@ -239,9 +244,9 @@ void ExpectMatches(const Problem& p, uint32_t seed) {
       y_up_one = y_up;
     } else {
       ASSERT_EQ(std::memcmp(y.data(), y_one.data(), y.size() * sizeof(float)), 0)
-          << "two n8 tiles a warp gave other bits than one";
+          << tiles << ": two n8 tiles a warp gave other bits than one";
       ASSERT_EQ(std::memcmp(y_up.data(), y_up_one.data(), y.size() * sizeof(float)), 0)
-          << "two n8 tiles a warp gave other bits than one (second matrices)";
+          << tiles << ": two n8 tiles a warp gave other bits than one (second matrices)";
     }
   }
 
@@ -287,12 +292,13 @@ void ExpectMatches(const Problem& p, uint32_t seed) {
 }
 
 TEST(KQuantMmaEmulationTest, SumsAreTheReferencesBits) {
-  // Experts through a table: groups of 3, 0, 11, 1, 0 and 9 entries
-  // (tiles of 8 and short ones), rows repeated, 37 rows (a short last
-  // tile of 16).
-  Problem experts{GgmlType::kQ4_K, 37, 1280, 3, {2, 0, 1, 1, 2, 0}, {0, 3, 3, 14, 15, 15, 24}, {},
-                  6};
-  for (int e = 0; e < 24; ++e) experts.x_row.push_back((e * 5) % 6);
+  // Experts through a table: groups of 3, 0, 11, 1, 0, 9 and 19 entries
+  // (tiles of 8 and short ones; 19: a second block of entries, of 3, which
+  // a two-tile launch's shrinking block takes with one tile), rows
+  // repeated, 37 rows (a short last tile of 16).
+  Problem experts{GgmlType::kQ4_K, 37, 1280, 3, {2, 0, 1, 1, 2, 0, 1},
+                  {0, 3, 3, 14, 15, 15, 24, 43}, {}, 6};
+  for (int e = 0; e < 43; ++e) experts.x_row.push_back((e * 5) % 6);
   for (const GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kQ1_0}) {
     const uint32_t type_seed = 1000u * static_cast<uint32_t>(t);
     // Q1_0's blocks are 128 columns: rows of 1, 4, 6 and 10 blocks.
