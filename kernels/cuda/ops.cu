@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 
 #include "kernels/cuda/delta_device.h"
 #include "kernels/cuda/group_device.h"
@@ -447,13 +446,12 @@ constexpr int kScanMaxState = 128;
 // them with shuffles. n x P threads per block (512 for n = 128) instead of
 // n, and no shared-memory traffic for the state: a prefill step is several
 // times shorter. Sums are grouped differently from the row-per-thread
-// kernel, so results may differ from it in the last bits. kMinBlocks 2 asks
-// the compiler for two 512-thread blocks an SM (at most 64 registers a
-// thread): at 103 registers one block ran an SM, 25% occupancy, each block
-// loading, stepping and storing its state in turn (ncu, H100, 32 sequences,
-// 2026-12-07: 105 us a layer at 33% of DRAM bandwidth). Same arithmetic.
-template <int kParts, int kMinBlocks, typename Loc>
-__global__ void __launch_bounds__(kScanCols * kParts * kParts, kMinBlocks)
+// kernel, so results may differ from it in the last bits. At 103 registers
+// one 512-thread block runs an SM; asking for two (64 registers, 136 bytes
+// spilt) was slower over 32 sequences: 111 against 105 us a layer, -2% to
+// -3% aggregate at 16 and 32 sequences (H100, runs 33 and 34).
+template <int kParts, typename Loc>
+__global__ void __launch_bounds__(kScanCols * kParts * kParts)
 DeltaScanRegKernel(DeltaNetShape s, const float* qkv,
                                    const float* beta, const float* g,
                                    const float* z, const float* norm,
@@ -617,22 +615,6 @@ void LaunchDeltaNetConv(const DeltaNetShape& s, const float* kernel, float* qkv,
                                                                    q_scale);
 }
 
-// Whether a scan of `blocks` blocks of state size 128 runs two an SM
-// (DeltaScanRegKernel's kMinBlocks 2, which spills a little): where there
-// are at least two blocks an SM to fill them. SLUICE_CUDA_SCAN_TWO_BLOCKS=0
-// keeps one, read once.
-bool ScanTwoBlocksAnSm(int64_t blocks) {
-  static const int sms = [] {
-    const char* env = std::getenv("SLUICE_CUDA_SCAN_TWO_BLOCKS");
-    if (env != nullptr && std::strcmp(env, "0") == 0) return -1;
-    int device = 0, n = 0;
-    cudaGetDevice(&device);
-    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device);
-    return n;
-  }();
-  return sms > 0 && blocks >= 2 * static_cast<int64_t>(sms);
-}
-
 template <typename Loc>
 void LaunchDeltaNetScan(const DeltaNetShape& s, const float* qkv, const float* beta,
                         const float* g, const float* z, const float* norm, Loc loc,
@@ -640,19 +622,15 @@ void LaunchDeltaNetScan(const DeltaNetShape& s, const float* qkv, const float* b
   const int n = s.state_size;
   const dim3 grid(s.n_v_heads, n_seqs);
   if (n == kScanCols) {
-    DeltaScanRegKernel<1, 1><<<grid, n, 0, stream>>>(s, qkv, beta, g, z, norm, loc, o);
+    DeltaScanRegKernel<1><<<grid, n, 0, stream>>>(s, qkv, beta, g, z, norm, loc, o);
     return;
   }
   if (n == 2 * kScanCols) {
-    DeltaScanRegKernel<2, 1><<<grid, 2 * n, 0, stream>>>(s, qkv, beta, g, z, norm, loc, o);
+    DeltaScanRegKernel<2><<<grid, 2 * n, 0, stream>>>(s, qkv, beta, g, z, norm, loc, o);
     return;
   }
   if (n == 4 * kScanCols) {
-    if (ScanTwoBlocksAnSm(static_cast<int64_t>(grid.x) * grid.y)) {
-      DeltaScanRegKernel<4, 2><<<grid, 4 * n, 0, stream>>>(s, qkv, beta, g, z, norm, loc, o);
-    } else {
-      DeltaScanRegKernel<4, 1><<<grid, 4 * n, 0, stream>>>(s, qkv, beta, g, z, norm, loc, o);
-    }
+    DeltaScanRegKernel<4><<<grid, 4 * n, 0, stream>>>(s, qkv, beta, g, z, norm, loc, o);
     return;
   }
   const size_t smem = (static_cast<size_t>(n) * (n + 1) + 2 * n) * sizeof(float);
