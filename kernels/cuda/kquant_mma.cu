@@ -12,31 +12,19 @@ namespace sluice::cuda::internal {
 namespace {
 
 // kShrink: a block of a two-tile launch with 8 entries or fewer takes one
-// tile (KQuantMmaShrinkingBlock).
-template <int kType, int NT, bool kShrink>
-__device__ __forceinline__ void KQuantMmaKernelBody(const RawGroupedMatMul& a) {
+// tile (KQuantMmaShrinkingBlock). No minimum of blocks an SM: asking for 8
+// / 5 at one / two tiles (64 / 96 registers, 76-256 bytes spilt) was 1-5%
+// slower at 4-32 sequences (H100, run 35); naming a minimum of 1 lets the
+// compiler take up to 167 registers.
+template <int kType, int NT, bool kShrink = false>
+__global__ void __launch_bounds__(32 * kKQuantMmaWarps)
+    KQuantMmaKernel(const __grid_constant__ RawGroupedMatMul a) {
   __shared__ float part[kKQuantMmaWarps * 32 * 4 * NT];
   if constexpr (kShrink) {
     KQuantMmaShrinkingBlock<kType>(a, part);
   } else {
     KQuantMmaBlock<kType, NT>(a, part);
   }
-}
-
-// (No minimum of blocks: the compiler's own register budget, 78-86
-// registers at one tile and 128-138 at two; naming a minimum of 1 lets it
-// take more, up to 167.)
-template <int kType, int NT, bool kShrink>
-__global__ void __launch_bounds__(32 * kKQuantMmaWarps)
-    KQuantMmaKernel(const __grid_constant__ RawGroupedMatMul a) {
-  KQuantMmaKernelBody<kType, NT, kShrink>(a);
-}
-
-// At least kMinBlocks blocks an SM: fewer registers, some spilt.
-template <int kType, int NT, bool kShrink, int kMinBlocks>
-__global__ void __launch_bounds__(32 * kKQuantMmaWarps, kMinBlocks)
-    KQuantMmaOccupiedKernel(const __grid_constant__ RawGroupedMatMul a) {
-  KQuantMmaKernelBody<kType, NT, kShrink>(a);
 }
 
 // SLUICE_CUDA_INT8_MMA_SHRINK=0 keeps every block of a two-tile launch at
@@ -60,43 +48,16 @@ Grid GridOf(const RawGroupedMatMul& a) {
   return {KQuantMmaRowBlocks(a), (a.max_entries_per_group + entries - 1) / entries, a.n_groups};
 }
 
-// SLUICE_CUDA_INT8_MMA_BLOCKS=1 asks the compiler for kOccupiedNT1 /
-// kOccupiedNT2 blocks an SM (fewer registers, more warps to hide the
-// loads' latency: 20% occupancy at 128 registers, run 33); read once.
-constexpr int kOccupiedNT1 = 8, kOccupiedNT2 = 5;
-bool MoreBlocks() {
-  static const bool on = [] {
-    const char* env = std::getenv("SLUICE_CUDA_INT8_MMA_BLOCKS");
-    return env != nullptr && std::strcmp(env, "1") == 0;
-  }();
-  return on;
-}
-
-// kMinBlocks 0: KQuantMmaKernel.
-template <int kType, int NT, bool kShrink, int kMinBlocks>
-void LaunchKernel(const RawGroupedMatMul& a, dim3 grid, CUstream_st* stream) {
-  if constexpr (kMinBlocks == 0) {
-    KQuantMmaKernel<kType, NT, kShrink><<<grid, 32 * kKQuantMmaWarps, 0, stream>>>(a);
-  } else {
-    KQuantMmaOccupiedKernel<kType, NT, kShrink, kMinBlocks>
-        <<<grid, 32 * kKQuantMmaWarps, 0, stream>>>(a);
-  }
-}
-
 template <int kType>
 void Launch(const RawGroupedMatMul& a, dim3 grid, CUstream_st* stream) {
-  const bool more = MoreBlocks();
   if (KQuantMmaTiles(a.max_entries_per_group) == 2) {
     if (ShrinkSmallBlocks()) {
-      more ? LaunchKernel<kType, 2, true, kOccupiedNT2>(a, grid, stream)
-           : LaunchKernel<kType, 2, true, 0>(a, grid, stream);
+      KQuantMmaKernel<kType, 2, true><<<grid, 32 * kKQuantMmaWarps, 0, stream>>>(a);
     } else {
-      more ? LaunchKernel<kType, 2, false, kOccupiedNT2>(a, grid, stream)
-           : LaunchKernel<kType, 2, false, 0>(a, grid, stream);
+      KQuantMmaKernel<kType, 2><<<grid, 32 * kKQuantMmaWarps, 0, stream>>>(a);
     }
   } else {
-    more ? LaunchKernel<kType, 1, false, kOccupiedNT1>(a, grid, stream)
-         : LaunchKernel<kType, 1, false, 0>(a, grid, stream);
+    KQuantMmaKernel<kType, 1><<<grid, 32 * kKQuantMmaWarps, 0, stream>>>(a);
   }
 }
 
