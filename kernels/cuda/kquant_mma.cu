@@ -16,14 +16,16 @@ namespace {
 // / 5 at one / two tiles (64 / 96 registers, 76-256 bytes spilt) was 1-5%
 // slower at 4-32 sequences (H100, run 35); naming a minimum of 1 lets the
 // compiler take up to 167 registers.
-template <int kType, int NT, bool kShrink = false>
+// kAhead: Q4_K / Q5_K blocks load the next block's weight words before
+// their sums (KQuantMmaSums).
+template <int kType, int NT, bool kShrink = false, bool kAhead = false>
 __global__ void __launch_bounds__(32 * kKQuantMmaWarps)
     KQuantMmaKernel(const __grid_constant__ RawGroupedMatMul a) {
   __shared__ float part[kKQuantMmaWarps * 32 * 4 * NT];
   if constexpr (kShrink) {
-    KQuantMmaShrinkingBlock<kType>(a, part);
+    KQuantMmaShrinkingBlock<kType, kAhead>(a, part);
   } else {
-    KQuantMmaBlock<kType, NT>(a, part);
+    KQuantMmaBlock<kType, NT, NT, kAhead>(a, part);
   }
 }
 
@@ -48,16 +50,36 @@ Grid GridOf(const RawGroupedMatMul& a) {
   return {KQuantMmaRowBlocks(a), (a.max_entries_per_group + entries - 1) / entries, a.n_groups};
 }
 
-template <int kType>
-void Launch(const RawGroupedMatMul& a, dim3 grid, CUstream_st* stream) {
+// SLUICE_CUDA_INT8_MMA_AHEAD=1: Q4_K / Q5_K blocks load the next block's
+// weight words first (off until measured); read once.
+bool LoadAhead() {
+  static const bool on = [] {
+    const char* env = std::getenv("SLUICE_CUDA_INT8_MMA_AHEAD");
+    return env != nullptr && std::strcmp(env, "1") == 0;
+  }();
+  return on;
+}
+
+template <int kType, bool kAhead>
+void LaunchAs(const RawGroupedMatMul& a, dim3 grid, CUstream_st* stream) {
   if (KQuantMmaTiles(a.max_entries_per_group) == 2) {
     if (ShrinkSmallBlocks()) {
-      KQuantMmaKernel<kType, 2, true><<<grid, 32 * kKQuantMmaWarps, 0, stream>>>(a);
+      KQuantMmaKernel<kType, 2, true, kAhead><<<grid, 32 * kKQuantMmaWarps, 0, stream>>>(a);
     } else {
-      KQuantMmaKernel<kType, 2><<<grid, 32 * kKQuantMmaWarps, 0, stream>>>(a);
+      KQuantMmaKernel<kType, 2, false, kAhead><<<grid, 32 * kKQuantMmaWarps, 0, stream>>>(a);
     }
   } else {
-    KQuantMmaKernel<kType, 1><<<grid, 32 * kKQuantMmaWarps, 0, stream>>>(a);
+    KQuantMmaKernel<kType, 1, false, kAhead><<<grid, 32 * kKQuantMmaWarps, 0, stream>>>(a);
+  }
+}
+
+template <int kType>
+void Launch(const RawGroupedMatMul& a, dim3 grid, CUstream_st* stream) {
+  constexpr bool kKQuant = kType == kKQuantMmaQ4K || kType == kKQuantMmaQ5K;
+  if (kKQuant && LoadAhead()) {
+    LaunchAs<kType, kKQuant>(a, grid, stream);
+  } else {
+    LaunchAs<kType, false>(a, grid, stream);
   }
 }
 

@@ -108,34 +108,60 @@ __device__ __forceinline__ uint2 XWords(const int8_t* p) { return Aligned<uint2>
 // elements 8t..8t+7 of each, the weights' and the row's, one 8-byte load
 // each. kAlign 16: both rows' blocks 16-byte aligned (the header one
 // load), else 0.
-template <bool kQ5, int NT, int kAlign>
+// A lane's weight words of one Q4_K / Q5_K block, both rows: each row's
+// header (d, dmin, the 6-bit scales and mins as three words), its quants
+// and Q5_K's high bits.
+struct KBlockWords {
+  uint4 head[2];
+  uint2 qs[2][4], qh[2];
+};
+template <bool kQ5, int kAlign>
+__device__ __forceinline__ void LoadKBlockWords(const uint8_t* const (&w)[2], int b, int t,
+                                                KBlockWords& k) {
+  using W = KWeights<kQ5>;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const uint8_t* blk = w[r] + static_cast<int64_t>(b) * W::kBlockBytes;
+    if constexpr (kAlign == 16) {
+      k.head[r] = Aligned<uint4>(blk);
+    } else {
+      k.head[r] = uint4{Word<0>(blk), Word<0>(blk + 4), Word<0>(blk + 8), Word<0>(blk + 12)};
+    }
+#pragma unroll
+    for (int p = 0; p < 4; ++p) k.qs[r][p] = Words2<kAlign>(blk + W::kQsOffset + 32 * p + 8 * t);
+    if constexpr (kQ5) {
+      k.qh[r] = Words2<kAlign>(blk + 16 + 8 * t);
+    } else {
+      k.qh[r] = uint2{0u, 0u};
+    }
+  }
+}
+
+// kAhead: the next block's weight words are loaded before this block's
+// sums (the last block loads its own again, so no load waits on a branch),
+// two blocks' weight loads in flight a warp instead of one. The same sums.
+template <bool kQ5, int NT, int kAlign, bool kAhead = false>
 __device__ __forceinline__ void KQuantMmaSums(const KQuantMmaLane<NT>& l, int b0, int b1,
                                               int step, float (&acc)[NT][4]) {
-  using W = KWeights<kQ5>;
   const int t = threadIdx.x & 3;
+  KBlockWords next;
+  if constexpr (kAhead) {
+    if (b0 < b1) LoadKBlockWords<kQ5, kAlign>(l.w, b0, t, next);
+  }
 #pragma unroll 1
   for (int b = b0; b < b1; b += step) {
-    // Every load of the block first: each row's header (d, dmin, the 6-bit
-    // scales and mins as three words), its quants (and Q5_K's high bits),
-    // then each tile's row bytes and scale.
-    uint4 head[2];
-    uint2 qs[2][4], qh[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const uint8_t* blk = l.w[r] + static_cast<int64_t>(b) * W::kBlockBytes;
-      if constexpr (kAlign == 16) {
-        head[r] = Aligned<uint4>(blk);
-      } else {
-        head[r] = uint4{Word<0>(blk), Word<0>(blk + 4), Word<0>(blk + 8), Word<0>(blk + 12)};
-      }
-#pragma unroll
-      for (int p = 0; p < 4; ++p) qs[r][p] = Words2<kAlign>(blk + W::kQsOffset + 32 * p + 8 * t);
-      if constexpr (kQ5) {
-        qh[r] = Words2<kAlign>(blk + 16 + 8 * t);
-      } else {
-        qh[r] = uint2{0u, 0u};
-      }
+    // Every load of the block first: its weight words (kAhead: the next
+    // block's), then each tile's row bytes and scale.
+    KBlockWords k;
+    if constexpr (kAhead) {
+      k = next;
+      LoadKBlockWords<kQ5, kAlign>(l.w, b + step < b1 ? b + step : b, t, next);
+    } else {
+      LoadKBlockWords<kQ5, kAlign>(l.w, b, t, k);
     }
+    const uint4(&head)[2] = k.head;
+    const uint2(&qs)[2][4] = k.qs;
+    const uint2(&qh)[2] = k.qh;
     uint2 xw[NT][8];
     float dx[NT][2];
 #pragma unroll
@@ -441,7 +467,7 @@ SLUICE_GROUPED_HD inline int64_t KQuantMmaRowBlocks(const RawGroupedMatMul& a) {
 // kLaunchNT entries; NT < kLaunchNT only where the block's entries fit NT
 // tiles). `part` holds kKQuantMmaWarps * 32 * 4 * kLaunchNT floats of
 // shared memory.
-template <int kType, int NT, int kLaunchNT = NT>
+template <int kType, int NT, int kLaunchNT = NT, bool kAhead = false>
 __device__ __forceinline__ void KQuantMmaBlock(const RawGroupedMatMul& a, float* part) {
   constexpr int kEntries = kKQuantMmaEntries * NT;
   const int gi = static_cast<int>(blockIdx.z);
@@ -504,9 +530,9 @@ __device__ __forceinline__ void KQuantMmaBlock(const RawGroupedMatMul& a, float*
         SumsByParity<Block, false>(l, kpart, units, split, acc);
       }
     } else if ((align & 15) == 0) {
-      KQuantMmaSums<kType == kKQuantMmaQ5K, NT, 16>(l, kpart, units, split, acc);
+      KQuantMmaSums<kType == kKQuantMmaQ5K, NT, 16, kAhead>(l, kpart, units, split, acc);
     } else {
-      KQuantMmaSums<kType == kKQuantMmaQ5K, NT, 0>(l, kpart, units, split, acc);
+      KQuantMmaSums<kType == kKQuantMmaQ5K, NT, 0, kAhead>(l, kpart, units, split, acc);
     }
   }
   if (split > 1) {
@@ -537,15 +563,15 @@ __device__ __forceinline__ void KQuantMmaBlock(const RawGroupedMatMul& a, float*
 // groups of a decode batch: 32 sequences over ~70 experts hold ~4 each)
 // takes one tile: half the mma and row loads, the same sums (each (row,
 // entry) sum is the same at any NT).
-template <int kType>
+template <int kType, bool kAhead = false>
 __device__ __forceinline__ void KQuantMmaShrinkingBlock(const RawGroupedMatMul& a, float* part) {
   int64_t begin, end;
   GroupEntries(a, static_cast<int>(blockIdx.z), begin, end);
   const int64_t e0 = begin + static_cast<int64_t>(blockIdx.y) * (2 * kKQuantMmaEntries);
   if (end - e0 <= kKQuantMmaEntries) {
-    KQuantMmaBlock<kType, 1, 2>(a, part);
+    KQuantMmaBlock<kType, 1, 2, kAhead>(a, part);
   } else {
-    KQuantMmaBlock<kType, 2>(a, part);
+    KQuantMmaBlock<kType, 2, 2, kAhead>(a, part);
   }
 }
 

@@ -157,15 +157,24 @@ struct Problem {
 };
 
 // tiles 3: a two-tile launch whose blocks of 8 entries or fewer take one
-// (KQuantMmaShrinkingBlock).
-template <int kType>
-void RunBlock(const RawGroupedMatMul& a, int tiles, float* part) {
+// (KQuantMmaShrinkingBlock). kAhead: the next block's weight words loaded
+// first (Q4_K / Q5_K).
+template <int kType, bool kAhead>
+void RunBlockAs(const RawGroupedMatMul& a, int tiles, float* part) {
   if (tiles == 3) {
-    KQuantMmaShrinkingBlock<kType>(a, part);
+    KQuantMmaShrinkingBlock<kType, kAhead>(a, part);
   } else if (tiles == 2) {
-    KQuantMmaBlock<kType, 2>(a, part);
+    KQuantMmaBlock<kType, 2, 2, kAhead>(a, part);
   } else {
-    KQuantMmaBlock<kType, 1>(a, part);
+    KQuantMmaBlock<kType, 1, 1, kAhead>(a, part);
+  }
+}
+template <int kType>
+void RunBlock(const RawGroupedMatMul& a, int tiles, bool ahead, float* part) {
+  if (ahead) {
+    RunBlockAs<kType, true>(a, tiles, part);
+  } else {
+    RunBlockAs<kType, false>(a, tiles, part);
   }
 }
 
@@ -217,10 +226,13 @@ void ExpectMatches(const Problem& p, uint32_t seed) {
     max_entries = std::max<int64_t>(max_entries, p.group_begin[gi + 1] - p.group_begin[gi]);
   }
   // One n8 tile a warp (blocks of 8 entries), two (blocks of 16), and two
-  // whose blocks of 8 entries or fewer take one: the same sums, so y is
-  // written three times with the same bits.
+  // whose blocks of 8 entries or fewer take one, each with and without the
+  // next block's weights loaded first: the same sums, so y is written six
+  // times with the same bits.
   std::vector<float> y_one, y_up_one;
-  for (const int tiles : {1, 2, 3}) {
+  for (const int arm : {1, 2, 3, 4, 5, 6}) {
+    const int tiles = (arm - 1) % 3 + 1;
+    const bool ahead = arm > 3;  // each shape again with kAhead
     const int64_t block_entries = kKQuantMmaEntries * (tiles == 1 ? 1 : 2);
     const dim3 grid(static_cast<unsigned>(KQuantMmaRowBlocks(a)),
                     static_cast<unsigned>((max_entries + block_entries - 1) / block_entries),
@@ -230,23 +242,23 @@ void ExpectMatches(const Problem& p, uint32_t seed) {
     std::fill(y_up.begin(), y_up.end(), -7.0f);
     emulation::Launch(grid, 32 * kKQuantMmaWarps, [&] {
       if (p.type == GgmlType::kQ1_0) {
-        RunBlock<kKQuantMmaQ1_0>(a, tiles, part.data());
+        RunBlock<kKQuantMmaQ1_0>(a, tiles, ahead, part.data());
       } else if (p.type == GgmlType::kQ6_K) {
-        RunBlock<kKQuantMmaQ6K>(a, tiles, part.data());
+        RunBlock<kKQuantMmaQ6K>(a, tiles, ahead, part.data());
       } else if (p.type == GgmlType::kQ5_K) {
-        RunBlock<kKQuantMmaQ5K>(a, tiles, part.data());
+        RunBlock<kKQuantMmaQ5K>(a, tiles, ahead, part.data());
       } else {
-        RunBlock<kKQuantMmaQ4K>(a, tiles, part.data());
+        RunBlock<kKQuantMmaQ4K>(a, tiles, ahead, part.data());
       }
     });
-    if (tiles == 1) {
+    if (arm == 1) {
       y_one = y;
       y_up_one = y_up;
     } else {
       ASSERT_EQ(std::memcmp(y.data(), y_one.data(), y.size() * sizeof(float)), 0)
-          << tiles << ": two n8 tiles a warp gave other bits than one";
+          << "arm " << arm << ": other bits than one n8 tile a warp";
       ASSERT_EQ(std::memcmp(y_up.data(), y_up_one.data(), y.size() * sizeof(float)), 0)
-          << tiles << ": two n8 tiles a warp gave other bits than one (second matrices)";
+          << "arm " << arm << ": other bits than one n8 tile a warp (second matrices)";
     }
   }
 
