@@ -16,8 +16,8 @@ namespace {
 // / 5 at one / two tiles (64 / 96 registers, 76-256 bytes spilt) was 1-5%
 // slower at 4-32 sequences (H100, run 35); naming a minimum of 1 lets the
 // compiler take up to 167 registers.
-// kAhead: Q4_K / Q5_K blocks load the next block's weight words before
-// their sums (KQuantMmaSums).
+// kAhead: Q4_K / Q5_K / Q1_0 blocks load the next block's weight words
+// before their sums (KQuantMmaSums, SumsByParity).
 template <int kType, int NT, bool kShrink = false, bool kAhead = false>
 __global__ void __launch_bounds__(32 * kKQuantMmaWarps)
     KQuantMmaKernel(const __grid_constant__ RawGroupedMatMul a) {
@@ -50,8 +50,8 @@ Grid GridOf(const RawGroupedMatMul& a) {
   return {KQuantMmaRowBlocks(a), (a.max_entries_per_group + entries - 1) / entries, a.n_groups};
 }
 
-// SLUICE_CUDA_INT8_MMA_AHEAD=1: Q4_K / Q5_K blocks load the next block's
-// weight words first (off until measured); read once.
+// SLUICE_CUDA_INT8_MMA_AHEAD=1: Q4_K / Q5_K / Q1_0 blocks load the next
+// block's weight words first (off until measured); read once.
 bool LoadAhead() {
   static const bool on = [] {
     const char* env = std::getenv("SLUICE_CUDA_INT8_MMA_AHEAD");
@@ -75,9 +75,9 @@ void LaunchAs(const RawGroupedMatMul& a, dim3 grid, CUstream_st* stream) {
 
 template <int kType>
 void Launch(const RawGroupedMatMul& a, dim3 grid, CUstream_st* stream) {
-  constexpr bool kKQuant = kType == kKQuantMmaQ4K || kType == kKQuantMmaQ5K;
-  if (kKQuant && LoadAhead()) {
-    LaunchAs<kType, kKQuant>(a, grid, stream);
+  constexpr bool kAheadType = kType != kKQuantMmaQ6K;
+  if (kAheadType && LoadAhead()) {
+    LaunchAs<kType, kAheadType>(a, grid, stream);
   } else {
     LaunchAs<kType, false>(a, grid, stream);
   }

@@ -328,10 +328,34 @@ __device__ __forceinline__ void Q6KBlock(const KQuantMmaLane<NT>& l, int b, floa
 // (Q6_K's 210, Q1_0's 18) through Block::Sums<kAlign>: with both rows 4-byte
 // aligned (kRowsAligned) even blocks are read with Block::kEvenAlign and
 // odd ones with the other (4 or 2); else each word finds its own way (0).
-template <class Block, bool kRowsAligned, int NT>
+// kAhead (where Block::kLoadsAhead): block b + step's weight words are
+// loaded before block b's sums (the last block loads its own again), two
+// blocks' weight loads in flight a warp. The same sums.
+template <class Block, bool kRowsAligned, int NT, bool kAhead = false>
 __device__ __forceinline__ void SumsByParity(const KQuantMmaLane<NT>& l, int b0, int b1,
                                              int step, float (&acc)[NT][4]) {
   constexpr int kEven = Block::kEvenAlign;
+  if constexpr (kAhead && Block::kLoadsAhead) {
+    using Words = typename Block::Words;
+    auto load = [&](int b, Words& w) {
+      if (!kRowsAligned) {
+        Block::template Load<0>(l, b, w);
+      } else if ((b & 1) == 0) {
+        Block::template Load<kEven>(l, b, w);
+      } else {
+        Block::template Load<6 - kEven>(l, b, w);
+      }
+    };
+    Words next;
+    if (b0 < b1) load(b0, next);
+#pragma unroll 1
+    for (int b = b0; b < b1; b += step) {
+      const Words k = next;
+      load(b + step < b1 ? b + step : b, next);
+      Block::template SumsOf<NT>(l, b, k, acc);
+    }
+    return;
+  }
 #pragma unroll 1
   for (int b = b0; b < b1; b += step) {
     if (!kRowsAligned) {
@@ -352,6 +376,8 @@ __device__ __forceinline__ void SumsByParity(const KQuantMmaLane<NT>& l, int b0,
 // one of qh. Even blocks of aligned rows are aligned (210 b).
 struct Q6KMma {
   static constexpr int kEvenAlign = 4;
+  static constexpr bool kLoadsAhead = false;  // 34 words a lane: too many
+  struct Words {};
   template <int NT, int kAlign>
   __device__ static void Sums(const KQuantMmaLane<NT>& l, int b, float (&acc)[NT][4]) {
     Q6KBlock<NT, kAlign>(l, b, acc);
@@ -366,21 +392,33 @@ __device__ __forceinline__ uint32_t SignBytes(uint32_t v) {
   return 0xFFFFFFFFu ^ (ones * 0xFEu);
 }
 
-// One Q1_0 block b's sums (Q1Mma), its sign words (2 bytes past the
+// One Q1_0 block's words (Q1Mma), its sign words (2 bytes past the
 // block's start) read as kAlign says.
-template <int NT, int kAlign>
-__device__ __forceinline__ void Q1Block(const KQuantMmaLane<NT>& l, int b, float (&acc)[NT][4]) {
-  constexpr int kBlockBytes = 18;
-  const int t = threadIdx.x & 3;
+// A lane's weight words of one Q1_0 block, both rows: the scales and the
+// sign words.
+struct Q1Words {
   float d[2];
   uint32_t bits[2][4];
+};
+template <int NT, int kAlign>
+__device__ __forceinline__ void LoadQ1Words(const KQuantMmaLane<NT>& l, int b, Q1Words& q) {
+  constexpr int kBlockBytes = 18;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const uint8_t* blk = l.w[r] + static_cast<int64_t>(b) * kBlockBytes;
-    d[r] = HalfBits(Aligned<uint16_t>(blk));
+    q.d[r] = HalfBits(Aligned<uint16_t>(blk));
 #pragma unroll
-    for (int c = 0; c < 4; ++c) bits[r][c] = Word<kAlign>(blk + 2 + 4 * c);
+    for (int c = 0; c < 4; ++c) q.bits[r][c] = Word<kAlign>(blk + 2 + 4 * c);
   }
+}
+
+// Block b's sums from its weight words q.
+template <int NT>
+__device__ __forceinline__ void Q1Sums(const KQuantMmaLane<NT>& l, int b, const Q1Words& q,
+                                       float (&acc)[NT][4]) {
+  const int t = threadIdx.x & 3;
+  const float(&d)[2] = q.d;
+  const uint32_t(&bits)[2][4] = q.bits;
   uint2 xw[NT][4];
   float dx[NT][2][4];
 #pragma unroll
@@ -420,9 +458,22 @@ __device__ __forceinline__ void Q1Block(const KQuantMmaLane<NT>& l, int b, float
 // even blocks of aligned rows are 2 off (18 b + 2).
 struct Q1Mma {
   static constexpr int kEvenAlign = 2;
+  static constexpr bool kLoadsAhead = true;
+  using Words = Q1Words;
   template <int NT, int kAlign>
   __device__ static void Sums(const KQuantMmaLane<NT>& l, int b, float (&acc)[NT][4]) {
-    Q1Block<NT, kAlign>(l, b, acc);
+    Q1Words q;
+    LoadQ1Words<NT, kAlign>(l, b, q);
+    Q1Sums<NT>(l, b, q, acc);
+  }
+  template <int kAlign, int NT>
+  __device__ static void Load(const KQuantMmaLane<NT>& l, int b, Q1Words& q) {
+    LoadQ1Words<NT, kAlign>(l, b, q);
+  }
+  template <int NT>
+  __device__ static void SumsOf(const KQuantMmaLane<NT>& l, int b, const Q1Words& q,
+                                float (&acc)[NT][4]) {
+    Q1Sums<NT>(l, b, q, acc);
   }
 };
 
@@ -525,9 +576,9 @@ __device__ __forceinline__ void KQuantMmaBlock(const RawGroupedMatMul& a, float*
     if constexpr (kType == kKQuantMmaQ1_0 || kType == kKQuantMmaQ6K) {
       using Block = std::conditional_t<kType == kKQuantMmaQ1_0, Q1Mma, Q6KMma>;
       if ((align & 3) == 0) {
-        SumsByParity<Block, true>(l, kpart, units, split, acc);
+        SumsByParity<Block, true, NT, kAhead>(l, kpart, units, split, acc);
       } else {
-        SumsByParity<Block, false>(l, kpart, units, split, acc);
+        SumsByParity<Block, false, NT, kAhead>(l, kpart, units, split, acc);
       }
     } else if ((align & 15) == 0) {
       KQuantMmaSums<kType == kKQuantMmaQ5K, NT, 16, kAhead>(l, kpart, units, split, acc);
