@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """results.json of bench/run.sh -> a Markdown table and a PNG plot.
 
-usage: bench/report.py results.json [more results.json ...] --md OUT.md --png OUT.png
+usage: bench/report.py results.json [more results.json ...] --md OUT.md [--png OUT.png]
            [--pcie-gbs 55.2]
 
 Several results.json (one per command on the GPU machine) are merged. Pure
@@ -538,7 +538,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("results", nargs="+")
     ap.add_argument("--md", required=True)
-    ap.add_argument("--png", required=True)
+    ap.add_argument("--png", default="",
+                    help="plot to this PNG (omitted: the markdown alone, e.g. on the GPU machine)")
     ap.add_argument("--batched-png", default="",
                     help="also plot the batched runs (issue 19) to this PNG, where there are any")
     ap.add_argument("--pcie-gbs", type=float, default=55.2,
@@ -547,8 +548,11 @@ def main(argv=None):
     results = load(args.results)
     with open(args.md, "w") as f:
         f.write(markdown(results, args.pcie_gbs))
-    plot(results, args.png, args.pcie_gbs)
-    print(f"wrote {args.md} and {args.png}")
+    if args.png:
+        plot(results, args.png, args.pcie_gbs)
+        print(f"wrote {args.md} and {args.png}")
+    else:
+        print(f"wrote {args.md}")
     if args.batched_png and report_batched.plot(results["batched"], args.batched_png, PALETTE):
         print(f"wrote {args.batched_png}")
 

@@ -162,6 +162,14 @@ class ReportTest(unittest.TestCase):
                                               os.path.join(self.tmp, "none.png"), report.PALETTE))
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "none.png")))
 
+    def test_markdown_alone_without_png(self):
+        md = os.path.join(self.tmp, "alone.md")
+        png = os.path.join(self.tmp, "alone.png")
+        report.main([FIXTURE, "--md", md])
+        with open(md) as f:
+            self.assertEqual(f.read(), self.md)
+        self.assertFalse(os.path.exists(png))
+
     def test_merging_two_files_keeps_models_once(self):
         merged = report.load([FIXTURE, FIXTURE])
         self.assertEqual(len(merged["models"]), 2)
