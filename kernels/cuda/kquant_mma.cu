@@ -3,9 +3,6 @@
 
 #include <cuda_runtime.h>
 
-#include <cstdlib>
-#include <cstring>
-
 #include "kernels/cuda/kquant_mma_device.h"
 
 namespace sluice::cuda::internal {
@@ -29,16 +26,6 @@ __global__ void __launch_bounds__(32 * kKQuantMmaWarps)
   }
 }
 
-// SLUICE_CUDA_INT8_MMA_SHRINK=0 keeps every block of a two-tile launch at
-// two tiles; read once.
-bool ShrinkSmallBlocks() {
-  static const bool on = [] {
-    const char* env = std::getenv("SLUICE_CUDA_INT8_MMA_SHRINK");
-    return env == nullptr || std::strcmp(env, "0") != 0;
-  }();
-  return on;
-}
-
 // The launch's grid for a: row blocks (twice over for a pair), entry
 // blocks (8 KQuantMmaTiles entries each) and groups.
 struct Grid {
@@ -50,20 +37,10 @@ Grid GridOf(const RawGroupedMatMul& a) {
   return {KQuantMmaRowBlocks(a), (a.max_entries_per_group + entries - 1) / entries, a.n_groups};
 }
 
-// SLUICE_CUDA_INT8_MMA_AHEAD=1: Q4_K / Q5_K / Q1_0 blocks load the next
-// block's weight words first (off until measured); read once.
-bool LoadAhead() {
-  static const bool on = [] {
-    const char* env = std::getenv("SLUICE_CUDA_INT8_MMA_AHEAD");
-    return env != nullptr && std::strcmp(env, "1") == 0;
-  }();
-  return on;
-}
-
 template <int kType, bool kAhead>
-void LaunchAs(const RawGroupedMatMul& a, dim3 grid, CUstream_st* stream) {
+void LaunchAs(const RawGroupedMatMul& a, bool shrink, dim3 grid, CUstream_st* stream) {
   if (KQuantMmaTiles(a.max_entries_per_group) == 2) {
-    if (ShrinkSmallBlocks()) {
+    if (shrink) {
       KQuantMmaKernel<kType, 2, true, kAhead><<<grid, 32 * kKQuantMmaWarps, 0, stream>>>(a);
     } else {
       KQuantMmaKernel<kType, 2, false, kAhead><<<grid, 32 * kKQuantMmaWarps, 0, stream>>>(a);
@@ -74,12 +51,12 @@ void LaunchAs(const RawGroupedMatMul& a, dim3 grid, CUstream_st* stream) {
 }
 
 template <int kType>
-void Launch(const RawGroupedMatMul& a, dim3 grid, CUstream_st* stream) {
+void Launch(const RawGroupedMatMul& a, KQuantMmaOptions o, dim3 grid, CUstream_st* stream) {
   constexpr bool kAheadType = kType != kKQuantMmaQ6K;
-  if (kAheadType && LoadAhead()) {
-    LaunchAs<kType, kAheadType>(a, grid, stream);
+  if (kAheadType && o.ahead) {
+    LaunchAs<kType, kAheadType>(a, o.shrink, grid, stream);
   } else {
-    LaunchAs<kType, false>(a, grid, stream);
+    LaunchAs<kType, false>(a, o.shrink, grid, stream);
   }
 }
 
@@ -99,18 +76,18 @@ bool KQuantMmaTakes(const RawGroupedMatMul& a) {
   return g.x <= 2147483647 && g.y <= 65535 && g.z <= 65535;
 }
 
-int LaunchKQuantMma(const RawGroupedMatMul& a, CUstream_st* stream) {
+int LaunchKQuantMma(const RawGroupedMatMul& a, KQuantMmaOptions options, CUstream_st* stream) {
   const Grid g = GridOf(a);
   const dim3 grid(static_cast<unsigned>(g.x), static_cast<unsigned>(g.y),
                   static_cast<unsigned>(g.z));
   if (a.type == kKQuantMmaQ1_0) {
-    Launch<kKQuantMmaQ1_0>(a, grid, stream);
+    Launch<kKQuantMmaQ1_0>(a, options, grid, stream);
   } else if (a.type == kKQuantMmaQ6K) {
-    Launch<kKQuantMmaQ6K>(a, grid, stream);
+    Launch<kKQuantMmaQ6K>(a, options, grid, stream);
   } else if (a.type == kKQuantMmaQ5K) {
-    Launch<kKQuantMmaQ5K>(a, grid, stream);
+    Launch<kKQuantMmaQ5K>(a, options, grid, stream);
   } else {
-    Launch<kKQuantMmaQ4K>(a, grid, stream);
+    Launch<kKQuantMmaQ4K>(a, options, grid, stream);
   }
   return static_cast<int>(cudaGetLastError());
 }

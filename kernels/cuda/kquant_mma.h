@@ -14,9 +14,19 @@ namespace sluice::cuda::internal {
 // pair only through a table of weights, a grid within CUDA's limits.
 bool KQuantMmaTakes(const RawGroupedMatMul& a);
 
+// The launch's variants (their switches are quant_matmul.cc's).
+struct KQuantMmaOptions {
+  // A block of a two-tile launch whose entries fit one tile takes one
+  // (KQuantMmaShrinkingBlock).
+  bool shrink = true;
+  // Q4_K / Q5_K / Q1_0 blocks load the next block's weight words before
+  // their sums (BlocksInTurn).
+  bool ahead = false;
+};
+
 // Launches a's products (KQuantMmaTakes(a)) and returns cudaGetLastError()
 // as an int.
-int LaunchKQuantMma(const RawGroupedMatMul& a, CUstream_st* stream);
+int LaunchKQuantMma(const RawGroupedMatMul& a, KQuantMmaOptions options, CUstream_st* stream);
 
 }  // namespace sluice::cuda::internal
 

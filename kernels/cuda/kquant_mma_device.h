@@ -99,15 +99,6 @@ __device__ __forceinline__ uint2 Words2(const uint8_t* p) {
 // buffer: decode_q8.h).
 __device__ __forceinline__ uint2 XWords(const int8_t* p) { return Aligned<uint2>(p); }
 
-// acc[n][i] (n8 tile n's D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1], as
-// MmaS8 lays them out) += the blocks b0, b0 + step, ... < b1 of the lane's
-// rows against tile n's entries, in that order. Every lane of the warp
-// calls it with the same blocks. Each (row, entry) sum is the same at any
-// NT: the tiles share only the weights' words and scales. The k order
-// inside a sub-block is the mma's to choose (integer sums): lane t holds
-// elements 8t..8t+7 of each, the weights' and the row's, one 8-byte load
-// each. kAlign 16: both rows' blocks 16-byte aligned (the header one
-// load), else 0.
 // A lane's weight words of one Q4_K / Q5_K block, both rows: each row's
 // header (d, dmin, the 6-bit scales and mins as three words), its quants
 // and Q5_K's high bits.
@@ -137,28 +128,48 @@ __device__ __forceinline__ void LoadKBlockWords(const uint8_t* const (&w)[2], in
   }
 }
 
-// kAhead: the next block's weight words are loaded before this block's
-// sums (the last block loads its own again, so no load waits on a branch),
-// two blocks' weight loads in flight a warp instead of one. The same sums.
+// Blocks b0, b0 + step, ... < b1 in turn: load(b, words), then sum(b,
+// words). kAhead: block b + step's words are loaded before block b's sums
+// (the last block loads its own again, so no load waits on a branch), two
+// blocks' weight loads in flight a warp instead of one. The same sums.
+template <bool kAhead, class Words, class Load, class Sum>
+__device__ __forceinline__ void BlocksInTurn(int b0, int b1, int step, Load load, Sum sum) {
+  if constexpr (kAhead) {
+    Words next;
+    if (b0 < b1) load(b0, next);
+#pragma unroll 1
+    for (int b = b0; b < b1; b += step) {
+      const Words k = next;
+      load(b + step < b1 ? b + step : b, next);
+      sum(b, k);
+    }
+  } else {
+#pragma unroll 1
+    for (int b = b0; b < b1; b += step) {
+      Words k;
+      load(b, k);
+      sum(b, k);
+    }
+  }
+}
+
+// acc[n][i] (n8 tile n's D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1], as
+// MmaS8 lays them out) += the blocks b0, b0 + step, ... < b1 of the lane's
+// rows against tile n's entries, in that order. Every lane of the warp
+// calls it with the same blocks. Each (row, entry) sum is the same at any
+// NT: the tiles share only the weights' words and scales. The k order
+// inside a sub-block is the mma's to choose (integer sums): lane t holds
+// elements 8t..8t+7 of each, the weights' and the row's, one 8-byte load
+// each. kAlign 16: both rows' blocks 16-byte aligned (the header one
+// load), else 0.
+// Every load of a block comes first: its weight words (kAhead:
+// BlocksInTurn's), then each tile's row bytes and scale.
 template <bool kQ5, int NT, int kAlign, bool kAhead = false>
 __device__ __forceinline__ void KQuantMmaSums(const KQuantMmaLane<NT>& l, int b0, int b1,
                                               int step, float (&acc)[NT][4]) {
   const int t = threadIdx.x & 3;
-  KBlockWords next;
-  if constexpr (kAhead) {
-    if (b0 < b1) LoadKBlockWords<kQ5, kAlign>(l.w, b0, t, next);
-  }
-#pragma unroll 1
-  for (int b = b0; b < b1; b += step) {
-    // Every load of the block first: its weight words (kAhead: the next
-    // block's), then each tile's row bytes and scale.
-    KBlockWords k;
-    if constexpr (kAhead) {
-      k = next;
-      LoadKBlockWords<kQ5, kAlign>(l.w, b + step < b1 ? b + step : b, t, next);
-    } else {
-      LoadKBlockWords<kQ5, kAlign>(l.w, b, t, k);
-    }
+  auto load = [&](int b, KBlockWords& k) { LoadKBlockWords<kQ5, kAlign>(l.w, b, t, k); };
+  BlocksInTurn<kAhead, KBlockWords>(b0, b1, step, load, [&](int b, const KBlockWords& k) {
     const uint4(&head)[2] = k.head;
     const uint2(&qs)[2][4] = k.qs;
     const uint2(&qh)[2] = k.qh;
@@ -236,7 +247,7 @@ __device__ __forceinline__ void KQuantMmaSums(const KQuantMmaLane<NT>& l, int b0
                      (dmin[r] * dx[n][e]) * static_cast<float>(mi[n][i]);
       }
     }
-  }
+  });
 }
 
 // Q6_K's 6-bit values q (four to a word) as the signed bytes q - 32: q ^ 32
@@ -328,9 +339,8 @@ __device__ __forceinline__ void Q6KBlock(const KQuantMmaLane<NT>& l, int b, floa
 // (Q6_K's 210, Q1_0's 18) through Block::Sums<kAlign>: with both rows 4-byte
 // aligned (kRowsAligned) even blocks are read with Block::kEvenAlign and
 // odd ones with the other (4 or 2); else each word finds its own way (0).
-// kAhead (where Block::kLoadsAhead): block b + step's weight words are
-// loaded before block b's sums (the last block loads its own again), two
-// blocks' weight loads in flight a warp. The same sums.
+// kAhead (where Block::kLoadsAhead): as BlocksInTurn's, through
+// Block::Load and Block::SumsOf.
 template <class Block, bool kRowsAligned, int NT, bool kAhead = false>
 __device__ __forceinline__ void SumsByParity(const KQuantMmaLane<NT>& l, int b0, int b1,
                                              int step, float (&acc)[NT][4]) {
@@ -346,24 +356,19 @@ __device__ __forceinline__ void SumsByParity(const KQuantMmaLane<NT>& l, int b0,
         Block::template Load<6 - kEven>(l, b, w);
       }
     };
-    Words next;
-    if (b0 < b1) load(b0, next);
+    BlocksInTurn<true, Words>(b0, b1, step, load, [&](int b, const Words& k) {
+      Block::template SumsOf<NT>(l, b, k, acc);
+    });
+  } else {
 #pragma unroll 1
     for (int b = b0; b < b1; b += step) {
-      const Words k = next;
-      load(b + step < b1 ? b + step : b, next);
-      Block::template SumsOf<NT>(l, b, k, acc);
-    }
-    return;
-  }
-#pragma unroll 1
-  for (int b = b0; b < b1; b += step) {
-    if (!kRowsAligned) {
-      Block::template Sums<NT, 0>(l, b, acc);
-    } else if ((b & 1) == 0) {
-      Block::template Sums<NT, kEven>(l, b, acc);
-    } else {
-      Block::template Sums<NT, 6 - kEven>(l, b, acc);
+      if (!kRowsAligned) {
+        Block::template Sums<NT, 0>(l, b, acc);
+      } else if ((b & 1) == 0) {
+        Block::template Sums<NT, kEven>(l, b, acc);
+      } else {
+        Block::template Sums<NT, 6 - kEven>(l, b, acc);
+      }
     }
   }
 }
@@ -392,10 +397,8 @@ __device__ __forceinline__ uint32_t SignBytes(uint32_t v) {
   return 0xFFFFFFFFu ^ (ones * 0xFEu);
 }
 
-// One Q1_0 block's words (Q1Mma), its sign words (2 bytes past the
-// block's start) read as kAlign says.
-// A lane's weight words of one Q1_0 block, both rows: the scales and the
-// sign words.
+// A lane's weight words of one Q1_0 block (Q1Mma), both rows: the scales
+// and the sign words (2 bytes past the block's start, read as kAlign says).
 struct Q1Words {
   float d[2];
   uint32_t bits[2][4];
