@@ -1395,12 +1395,32 @@ __global__ void DeltaPrepKernel(DeltaNetShape s, float* beta, float* alpha_g, co
 constexpr int kFusedS = 128;
 constexpr int kFusedCluster = 8;  // the portable cluster size limit
 
-template <int P>
+// The sequence a DeltaFusedKernel block steps (blockIdx.y): its row of
+// qkv, the gate inputs, z and o, and its conv and recurrent states.
+struct FusedSeq {
+  int64_t row;
+  float* conv;
+  float* ssm;
+};
+// The decode program's one sequence: row 0, its states given.
+struct FusedOne {
+  float* conv;
+  float* ssm;
+  __device__ FusedSeq At(int) const { return {0, conv, ssm}; }
+};
+// A batch of sequences of one row each (SeqBatch: conv state in a,
+// recurrent state in b).
+struct FusedMany {
+  SeqBatch b;
+  __device__ FusedSeq At(int i) const { return {b.rows[i].row, b.states[i].a, b.states[i].b}; }
+};
+
+template <int P, typename Seqs>
 __global__ void __launch_bounds__(512 / P)
     DeltaFusedKernel(DeltaNetShape s, const float* qkv, const float* beta_in,
                      const float* alpha_in, const float* dt_bias, const float* a,
-                     const float* kernel, const float* z, const float* norm, float* state,
-                     float* ssm, float* o, float q_scale) {
+                     const float* kernel, const float* z, const float* norm, Seqs seqs,
+                     float* o, float q_scale) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
@@ -1412,6 +1432,14 @@ __global__ void __launch_bounds__(512 / P)
   AwaitPreviousReleaseNext();
   const int G = s.n_k_heads, taps = s.conv_kernel, hist = taps - 1;
   const int ch = 2 * n * G + n * s.n_v_heads;
+  const FusedSeq seq = seqs.At(blockIdx.y);
+  float* state = seq.conv;
+  float* ssm = seq.ssm;
+  qkv += seq.row * ch;
+  beta_in += seq.row * s.n_v_heads;
+  alpha_in += seq.row * s.n_v_heads;
+  z += seq.row * n * s.n_v_heads;
+  o += seq.row * n * s.n_v_heads;
   const int rank = static_cast<int>(cluster.block_rank());
   const int kh = blockIdx.x / cluster.num_blocks();
   const int h = rank / P, part = rank % P;
@@ -1884,9 +1912,12 @@ void PrepareDecodeKernels() {
   if (g_pdl) {  // no large shared memory, but the same carveout as the rest
     AllowSmem(PrepareDownKernel);
     AllowSmem(DeltaPrepKernel);
-    AllowSmem(DeltaFusedKernel<1>);
-    AllowSmem(DeltaFusedKernel<2>);
-    AllowSmem(DeltaFusedKernel<4>);
+    AllowSmem(DeltaFusedKernel<1, FusedOne>);
+    AllowSmem(DeltaFusedKernel<2, FusedOne>);
+    AllowSmem(DeltaFusedKernel<4, FusedOne>);
+    AllowSmem(DeltaFusedKernel<1, FusedMany>);
+    AllowSmem(DeltaFusedKernel<2, FusedMany>);
+    AllowSmem(DeltaFusedKernel<4, FusedMany>);
   }
 }
 
@@ -2344,30 +2375,52 @@ bool DeltaNetDecodeFusedSupports(const DeltaNetShape& s) {
   return FusedParts(s) != 0 && ClusterLaunchOn();
 }
 
-void DeltaNetDecodeFused(const DeltaNetShape& s, const float* qkv, const float* beta,
-                         const float* alpha, const float* dt_bias, const float* a,
-                         const float* conv_kernel, const float* z, const float* norm,
-                         float* conv_state, float* ssm, float* o, Stream stream) {
+namespace {
+
+template <typename Seqs>
+void LaunchDeltaFused(const DeltaNetShape& s, const float* qkv, const float* beta,
+                      const float* alpha, const float* dt_bias, const float* a,
+                      const float* conv_kernel, const float* z, const float* norm, Seqs seqs,
+                      int n_seqs, float* o, Stream stream) {
   const int P = FusedParts(s);
   const int cluster = s.n_v_heads / s.n_k_heads * P;
   const float q_scale = 1.0f / std::sqrt(static_cast<float>(s.state_size));
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(s.n_k_heads * cluster));
+  config.gridDim = dim3(static_cast<unsigned>(s.n_k_heads * cluster), static_cast<unsigned>(n_seqs));
   config.blockDim = dim3(static_cast<unsigned>(512 / P));
   config.stream = stream;
   cudaLaunchAttribute attr[2];
   SetLaunchAttributes(&config, attr, cluster);
   auto launch = [&](auto kernel) {
     cudaLaunchKernelEx(&config, kernel, s, qkv, beta, alpha, dt_bias, a, conv_kernel, z, norm,
-                       conv_state, ssm, o, q_scale);
+                       seqs, o, q_scale);
   };
   if (P == 4) {
-    launch(DeltaFusedKernel<4>);
+    launch(DeltaFusedKernel<4, Seqs>);
   } else if (P == 2) {
-    launch(DeltaFusedKernel<2>);
+    launch(DeltaFusedKernel<2, Seqs>);
   } else {
-    launch(DeltaFusedKernel<1>);
+    launch(DeltaFusedKernel<1, Seqs>);
   }
+}
+
+}  // namespace
+
+void DeltaNetDecodeFused(const DeltaNetShape& s, const float* qkv, const float* beta,
+                         const float* alpha, const float* dt_bias, const float* a,
+                         const float* conv_kernel, const float* z, const float* norm,
+                         float* conv_state, float* ssm, float* o, Stream stream) {
+  LaunchDeltaFused(s, qkv, beta, alpha, dt_bias, a, conv_kernel, z, norm,
+                   FusedOne{conv_state, ssm}, 1, o, stream);
+}
+
+void DeltaNetDecodeFusedSeqs(const DeltaNetShape& s, const float* qkv, const float* beta,
+                             const float* alpha, const float* dt_bias, const float* a,
+                             const float* conv_kernel, const float* z, const float* norm,
+                             const SeqBatch& b, float* o, Stream stream) {
+  if (b.n_seqs <= 0) return;
+  LaunchDeltaFused(s, qkv, beta, alpha, dt_bias, a, conv_kernel, z, norm, FusedMany{b},
+                   b.n_seqs, o, stream);
 }
 
 bool AttendDecodeSupports(const AttentionShape& s) {

@@ -225,6 +225,16 @@ void DeltaNetDecodeFused(const DeltaNetShape& s, const float* qkv, const float* 
                          const float* alpha, const float* dt_bias, const float* a,
                          const float* conv_kernel, const float* z, const float* norm,
                          float* conv_state, float* ssm, float* o, Stream stream);
+// DeltaNetDecodeFused over a batch of sequences of one row each
+// (b.rows[i].n == 1; SeqBatch's states: conv state in a, recurrent state in
+// b), a cluster row of blocks per sequence: the bits of DeltaNetGates,
+// DeltaNetConvSeqs and DeltaNetScanSeqs (ops.h) on those rows, where beta
+// and alpha are the raw projections [row][n_v_heads], qkv the conv's input
+// (all three only read). Where DeltaNetDecodeFusedSupports(s).
+void DeltaNetDecodeFusedSeqs(const DeltaNetShape& s, const float* qkv, const float* beta,
+                             const float* alpha, const float* dt_bias, const float* a,
+                             const float* conv_kernel, const float* z, const float* norm,
+                             const SeqBatch& b, float* o, Stream stream);
 
 // Whether AttendDecode handles the shape: head_dim 64, 128 or 256 (other
 // shapes use Attend).

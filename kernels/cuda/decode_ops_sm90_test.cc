@@ -775,6 +775,109 @@ TEST_F(DecodeProjectSm90Test, DeltaNetFusedAsPrepAndScan) {
   EXPECT_FALSE(DeltaNetDecodeFusedSupports(s64));  // state size 128 only
 }
 
+// DeltaNetDecodeFusedSeqs against the batch pass's launches on the same
+// one-row sequences (DeltaNetGates, DeltaNetConvSeqs, DeltaNetScanSeqs) as
+// bits: o and every sequence's conv and recurrent state, over two steps;
+// qkv, beta and alpha only read.
+void CheckDeltaFusedSeqs(int n_k_heads, int n_v_heads, int n_seqs) {
+  DeltaNetShape s;
+  s.state_size = 128;
+  s.n_k_heads = n_k_heads;
+  s.n_v_heads = n_v_heads;
+  s.conv_kernel = 4;
+  s.eps = 1e-6f;
+  ASSERT_TRUE(DeltaNetDecodeFusedSupports(s)) << n_k_heads << "/" << n_v_heads;
+  std::mt19937 rng(31 + n_v_heads + n_seqs);
+  std::uniform_real_distribution<float> val(-1.f, 1.f);
+  auto random = [&](int64_t n, float scale, float offset = 0.0f) {
+    std::vector<float> v(n);
+    for (float& x : v) x = offset + scale * val(rng);
+    return v;
+  };
+  const int ch = s.channels(), R = s.n_v_heads, S = s.state_size, vd = s.value_dim();
+  const int64_t conv_n = int64_t{ch} * (s.conv_kernel - 1), ssm_n = int64_t{R} * S * S;
+  DeviceBuffer d_kernel = Upload(random(int64_t{ch} * s.conv_kernel, 0.5f));
+  DeviceBuffer d_dt = Upload(random(R, 0.5f)), d_a = Upload(random(R, 0.5f, -1.0f));
+  DeviceBuffer d_norm = Upload(random(S, 0.25f, 1.0f));
+  // Each sequence's states, twice (the reference's and the fused launch's).
+  std::vector<DeviceBuffer> states;
+  std::vector<SeqState> ref_states, fused_states;
+  for (int i = 0; i < n_seqs; ++i) {
+    const std::vector<float> conv0 = random(conv_n, 1.0f), ssm0 = random(ssm_n, 0.1f);
+    for (int copy = 0; copy < 2; ++copy) {
+      states.push_back(Upload(conv0));
+      states.push_back(Upload(ssm0));
+      const SeqState st{states[states.size() - 2].as<float>(), states.back().as<float>()};
+      (copy == 0 ? ref_states : fused_states).push_back(st);
+    }
+  }
+  std::vector<SeqRows> rows;
+  std::vector<int32_t> row_seq;
+  for (int i = 0; i < n_seqs; ++i) {
+    rows.push_back({i, 1, 7 + i, 0});
+    row_seq.push_back(i);
+  }
+  DeviceBuffer d_rows = Upload(rows), d_row_seq = Upload(row_seq);
+  DeviceBuffer d_ref_states = Upload(ref_states), d_fused_states = Upload(fused_states);
+  const SeqBatch b_ref{n_seqs, d_rows.as<const SeqRows>(), d_row_seq.as<const int32_t>(),
+                       d_ref_states.as<const SeqState>()};
+  const SeqBatch b_fused{n_seqs, d_rows.as<const SeqRows>(), d_row_seq.as<const int32_t>(),
+                         d_fused_states.as<const SeqState>()};
+  for (int step = 0; step < 2; ++step) {
+    const std::vector<float> qkv = random(int64_t{n_seqs} * ch, 1.0f);
+    const std::vector<float> z = random(int64_t{n_seqs} * vd, 1.0f);
+    const std::vector<float> beta = random(int64_t{n_seqs} * R, 2.0f);
+    const std::vector<float> alpha = random(int64_t{n_seqs} * R, 2.0f);
+    DeviceBuffer d_qkv = Upload(qkv), d_qkv_ref = Upload(qkv), d_z = Upload(z);
+    DeviceBuffer d_beta = Upload(beta), d_alpha = Upload(alpha);
+    DeviceBuffer d_beta_ref = Upload(beta), d_alpha_ref = Upload(alpha);
+    const std::vector<float> zeros(int64_t{n_seqs} * vd, 0.0f);
+    DeviceBuffer o_ref = Upload(zeros), o_fused = Upload(zeros);
+    DeltaNetGates(s, d_beta_ref.as<float>(), d_alpha_ref.as<float>(), d_dt.as<const float>(),
+                  d_a.as<const float>(), n_seqs, nullptr);
+    DeltaNetConvSeqs(s, d_kernel.as<const float>(), d_qkv_ref.as<float>(), b_ref, n_seqs,
+                     nullptr);
+    DeltaNetScanSeqs(s, d_qkv_ref.as<const float>(), d_beta_ref.as<const float>(),
+                     d_alpha_ref.as<const float>(), d_z.as<const float>(),
+                     d_norm.as<const float>(), b_ref, o_ref.as<float>(), nullptr);
+    DeltaNetDecodeFusedSeqs(s, d_qkv.as<const float>(), d_beta.as<const float>(),
+                            d_alpha.as<const float>(), d_dt.as<const float>(),
+                            d_a.as<const float>(), d_kernel.as<const float>(),
+                            d_z.as<const float>(), d_norm.as<const float>(), b_fused,
+                            o_fused.as<float>(), nullptr);
+    ASSERT_TRUE(LastLaunchError("DeltaNetDecodeFusedSeqs").ok());
+    ASSERT_TRUE(Synchronize(nullptr).ok());
+    const std::string at = std::to_string(n_k_heads) + "/" + std::to_string(n_v_heads) + " x " +
+                           std::to_string(n_seqs) + " step " + std::to_string(step);
+    const std::vector<float> o1 = Read(o_ref, zeros.size()), o2 = Read(o_fused, zeros.size());
+    double scale = 0;
+    for (float v : o1) scale = std::max(scale, static_cast<double>(std::fabs(v)));
+    EXPECT_GT(scale, 0.0) << at;
+    EXPECT_EQ(std::memcmp(o1.data(), o2.data(), 4 * o1.size()), 0) << at << ": o";
+    EXPECT_EQ(Read(d_qkv, qkv.size()), qkv) << at << ": qkv is only read";
+    EXPECT_EQ(Read(d_beta, beta.size()), beta) << at << ": beta is only read";
+    EXPECT_EQ(Read(d_alpha, alpha.size()), alpha) << at << ": alpha is only read";
+    for (int i = 0; i < n_seqs; ++i) {
+      const DeviceBuffer& c1 = states[4 * i];
+      const DeviceBuffer& c2 = states[4 * i + 2];
+      const DeviceBuffer& s1 = states[4 * i + 1];
+      const DeviceBuffer& s2 = states[4 * i + 3];
+      const std::vector<float> a1 = Read(c1, conv_n), a2 = Read(c2, conv_n);
+      const std::vector<float> r1 = Read(s1, ssm_n), r2 = Read(s2, ssm_n);
+      EXPECT_EQ(std::memcmp(a1.data(), a2.data(), 4 * a1.size()), 0)
+          << at << ": conv state of sequence " << i;
+      EXPECT_EQ(std::memcmp(r1.data(), r2.data(), 4 * r1.size()), 0)
+          << at << ": recurrent state of sequence " << i;
+    }
+  }
+}
+
+TEST_F(DecodeProjectSm90Test, DeltaNetFusedOverOneRowSequencesAsTheBatchLaunches) {
+  CheckDeltaFusedSeqs(16, 32, 5);  // bench35: 4 blocks a v head
+  CheckDeltaFusedSeqs(16, 64, 3);  // bench397: 2 blocks a v head
+  CheckDeltaFusedSeqs(1, 8, 2);    // 1 block a v head
+}
+
 TEST_F(DecodeProjectSm90Test, RowsOfF32AreNotStreamed) {
   // An F32 row block of 2048 columns (64 KiB) does not fit the stages: the
   // launch keeps the one-block-per-row-block kernel.

@@ -2,13 +2,19 @@
 
 #include <algorithm>
 
+#include "base/env_switch.h"
 #include "base/status_macros.h"
+#include "kernels/cuda/decode_ops.h"
 #include "kernels/cuda/mla_ops.h"
 #include "kernels/cuda/quant_matmul.h"
 #include "kernels/cuda/route_ops.h"
 
 namespace sluice {
 namespace {
+
+// A decode batch's DeltaNet (one row a sequence) as one cluster launch
+// (DeltaNetDecodeFusedSeqs) instead of gates, conv, norms and scan.
+EnvSwitch delta_fused_batch("SLUICE_CUDA_DELTA_FUSED_BATCH", true);
 
 // The weight type of a block mixer's first product of xn.
 GgmlType MixerInputType(const DeviceLayer& l) {
@@ -34,6 +40,7 @@ class Pass {
       longest = std::max(longest, s.n);
       max_capacity_ = std::max(max_capacity_, s.state->capacity());
     }
+    one_row_each_ = longest == 1 && n_tok == static_cast<int64_t>(seqs.size());
     tensor_cores_ = longest >= cuda::kTensorCoreMinEntries;
     q8_ = !tensor_cores_;
     // Short sequences first, then long chunks only: their rows can be
@@ -198,6 +205,7 @@ class Pass {
   // rows) come first: their rows [0, short_rows_) multiplied apart in 8
   // bits (SplitKindsEnabled); 0 otherwise.
   int64_t short_rows_ = 0;
+  bool one_row_each_ = false;  // every sequence brings one row (a decode step)
   bool tensor_cores_ = true;  // whether its products may take them
   bool q8_ = false;           // whether the others round activations to 8 bits
   mutable int64_t xn_rounded_rows_[2] = {0, 0};  // rows of xn in xn_q8[format]
@@ -322,6 +330,15 @@ absl::Status Pass::DeltaNet(const DeviceDeltaNet& d, int il) const {
   RETURN_IF_ERROR(Project(d.gate, w_.xn, w_.z));
   RETURN_IF_ERROR(ProjectPair(d.beta, d.alpha, d.beta_alpha_table, w_.xn, w_.beta, w_.g));
   Mark("delta.in_proj");
+  if (seqs_.size() > 1 && one_row_each_ && delta_fused_batch.on() &&
+      cuda::DeltaNetDecodeFusedSupports(c_.ssm)) {
+    cuda::DeltaNetDecodeFusedSeqs(c_.ssm, w_.qkv, w_.beta, w_.g, d.dt_bias, d.a, d.conv, w_.z,
+                                  d.norm, Seqs(il), w_.ssm_o, c_.stream);
+    Mark("delta.scan");
+    RETURN_IF_ERROR(Project(d.out, w_.ssm_o, w_.y));
+    Mark("delta.out_proj");
+    return absl::OkStatus();
+  }
   cuda::DeltaNetGates(c_.ssm, w_.beta, w_.g, d.dt_bias, d.a, n_, c_.stream);
   if (seqs_.size() == 1) {
     DeviceState& st = *seqs_[0].state;
