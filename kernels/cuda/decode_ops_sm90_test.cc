@@ -696,24 +696,35 @@ TEST_F(DecodeProjectSm90Test, AttendDecodeLongCacheMatchesAttend) {
   CheckAttendDecode(4608, {0, 700, 4607});
 }
 
-// DeltaNetDecodeFused against DeltaNetDecodePrep + DeltaNetScan (one
-// token) as bits: o, the recurrent state and the conv state, over three
-// steps (each reads the states the last wrote), for k heads read by 1, 2, 4
-// and 8 v heads (4, 4, 2 and 1 blocks a v head).
-void CheckDeltaFused(int n_k_heads, int n_v_heads) {
+// A shape the fused DeltaNet launches take: state 128, 4 conv taps.
+DeltaNetShape FusedShape(int n_k_heads, int n_v_heads) {
   DeltaNetShape s;
   s.state_size = 128;
   s.n_k_heads = n_k_heads;
   s.n_v_heads = n_v_heads;
   s.conv_kernel = 4;
   s.eps = 1e-6f;
+  return s;
+}
+
+// n values offset + scale x, x uniform in [-1, 1).
+std::vector<float> Uniform(std::mt19937& rng, int64_t n, float scale, float offset) {
+  std::uniform_real_distribution<float> val(-1.f, 1.f);
+  std::vector<float> v(n);
+  for (float& x : v) x = offset + scale * val(rng);
+  return v;
+}
+
+// DeltaNetDecodeFused against DeltaNetDecodePrep + DeltaNetScan (one
+// token) as bits: o, the recurrent state and the conv state, over three
+// steps (each reads the states the last wrote), for k heads read by 1, 2, 4
+// and 8 v heads (4, 4, 2 and 1 blocks a v head).
+void CheckDeltaFused(int n_k_heads, int n_v_heads) {
+  const DeltaNetShape s = FusedShape(n_k_heads, n_v_heads);
   ASSERT_TRUE(DeltaNetDecodeFusedSupports(s)) << n_k_heads << "/" << n_v_heads;
   std::mt19937 rng(11 + n_v_heads);
-  std::uniform_real_distribution<float> val(-1.f, 1.f);
   auto random = [&](int64_t n, float scale, float offset = 0.0f) {
-    std::vector<float> v(n);
-    for (float& x : v) x = offset + scale * val(rng);
-    return v;
+    return Uniform(rng, n, scale, offset);
   };
   const int ch = s.channels(), R = s.n_v_heads, S = s.state_size;
   const std::vector<float> kernel = random(int64_t{ch} * s.conv_kernel, 0.5f);
@@ -780,19 +791,11 @@ TEST_F(DecodeProjectSm90Test, DeltaNetFusedAsPrepAndScan) {
 // bits: o and every sequence's conv and recurrent state, over two steps;
 // qkv, beta and alpha only read.
 void CheckDeltaFusedSeqs(int n_k_heads, int n_v_heads, int n_seqs) {
-  DeltaNetShape s;
-  s.state_size = 128;
-  s.n_k_heads = n_k_heads;
-  s.n_v_heads = n_v_heads;
-  s.conv_kernel = 4;
-  s.eps = 1e-6f;
+  const DeltaNetShape s = FusedShape(n_k_heads, n_v_heads);
   ASSERT_TRUE(DeltaNetDecodeFusedSupports(s)) << n_k_heads << "/" << n_v_heads;
   std::mt19937 rng(31 + n_v_heads + n_seqs);
-  std::uniform_real_distribution<float> val(-1.f, 1.f);
   auto random = [&](int64_t n, float scale, float offset = 0.0f) {
-    std::vector<float> v(n);
-    for (float& x : v) x = offset + scale * val(rng);
-    return v;
+    return Uniform(rng, n, scale, offset);
   };
   const int ch = s.channels(), R = s.n_v_heads, S = s.state_size, vd = s.value_dim();
   const int64_t conv_n = int64_t{ch} * (s.conv_kernel - 1), ssm_n = int64_t{R} * S * S;
