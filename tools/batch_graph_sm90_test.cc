@@ -1,12 +1,14 @@
 // A batch's decode steps from captured graphs (CudaModel::BatchByGraph,
 // EnqueueBatch's capture mode) against the same steps run eagerly (a
 // profiled model captures nothing), on the CUDA backend with every expert
-// resident: for 3, 5 and 9 sequences of different prompt lengths, each
-// greedy step's logits bit for bit, and the experts each block acquired
+// resident: for 3, 5, 9, 17 and 33 sequences (the last two past
+// kTensorCoreMinEntries, SLUICE_CUDA_WIDE_BATCH_GRAPHS) of different
+// prompt lengths, each greedy step's logits bit for bit, and the experts
+// each block acquired
 // (counted from the bounds the graph copies out) equal. Models: the qwen3moe
 // and qwen35moe (attention and Gated DeltaNet) F32 goldens and deepseek2's
 // (latent attention). Needs a CUDA device and the goldens; skips elsewhere
-// with the marker tests/run_all.sh counts. Not yet run on a GPU.
+// with the marker tests/run_all.sh counts.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -85,7 +87,7 @@ Run Decode(const std::string& path, bool profile, int n_seqs, int steps) {
 void ExpectGraphsMatchEagerSteps(const std::string& path) {
   // (Two decode through the fused program one at a time where it applies:
   // TwoSequencesDecodeAsAlone.)
-  for (const int n : {3, 5, 9}) {
+  for (const int n : {3, 5, 9, 17, 33}) {
     const Run graph = Decode(path, /*profile=*/false, n, 6);
     const Run eager = Decode(path, /*profile=*/true, n, 6);
     ASSERT_FALSE(graph.logits.empty());

@@ -102,7 +102,7 @@ struct RowRun {
 // distinct routed experts of each block (0 for a block without them).
 //
 // Capture mode (c.graph_bounds set; only without an expert stream, routing
-// observer or source, for fewer than cuda::kTensorCoreMinEntries rows):
+// observer or source, for sequences of one row each):
 // nothing waits for the host, so the launches can be captured into a graph
 // and replayed for any sequences of as many rows: the sequence tables are
 // not filled (UploadSequences does that before each replay), the grouped

@@ -233,7 +233,7 @@ absl::Status CudaModel::AllocateBuffers() {
   ASSIGN_OR_RETURN(host_bounds_, cuda::PinnedBuffer::Create(d.layers.size() *
                                                             (d.moe.n_expert + 1) *
                                                             sizeof(int32_t)));
-  batch_graphs_.resize(cuda::kTensorCoreMinEntries);
+  batch_graphs_.resize(kMaxGraphRows + 1);
   ASSIGN_OR_RETURN(routed_, cuda::CreateEvent());
   if (options_.routing_source != nullptr) {
     ASSIGN_OR_RETURN(host_forced_, cuda::PinnedBuffer::Create(
