@@ -2,7 +2,7 @@
 // EnqueueBatch's capture mode) against the same steps run eagerly (a
 // profiled model captures nothing), on the CUDA backend with every expert
 // resident: for 3, 5, 9, 17 and 33 sequences (the last two past
-// kTensorCoreMinEntries, SLUICE_CUDA_WIDE_BATCH_GRAPHS) of different
+// kTensorCoreMinEntries, WideBatchGraphsEnabled) of different
 // prompt lengths, each greedy step's logits bit for bit, and the experts
 // each block acquired
 // (counted from the bounds the graph copies out) equal. Models: the qwen3moe
@@ -21,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cuda/device.h"
 #include "loader/model_files.h"
+#include "model/cuda/batch_pass.h"
 #include "model/engine.h"
 #include "tools/cuda_parity_testing.h"
 
@@ -87,6 +88,9 @@ Run Decode(const std::string& path, bool profile, int n_seqs, int steps) {
 void ExpectGraphsMatchEagerSteps(const std::string& path) {
   // (Two decode through the fused program one at a time where it applies:
   // TwoSequencesDecodeAsAlone.)
+  // 17 and 33 sequences: graphs past kTensorCoreMinEntries rows, which
+  // WideBatchGraphsEnabled turns on.
+  SetWideBatchGraphsEnabled(true);
   for (const int n : {3, 5, 9, 17, 33}) {
     const Run graph = Decode(path, /*profile=*/false, n, 6);
     const Run eager = Decode(path, /*profile=*/true, n, 6);

@@ -127,6 +127,16 @@ absl::Status EnqueueBatch(const BatchContext& c, int64_t n_tok,
 bool SplitKindsEnabled();
 void SetSplitKindsEnabled(bool enabled);
 
+// Whether CudaModel captures and replays graphs for decode passes of
+// kTensorCoreMinEntries to 64 one-row sequences too, not only for fewer.
+// A decode pass never takes the tensor cores (its longest sequence has one
+// row), so a captured pass picks the kernels an eager one does at any row
+// count, and its grouped products are sized for every row. Off by default
+// until measured on a GPU; SLUICE_CUDA_WIDE_BATCH_GRAPHS=1 turns it on
+// (read once), SetWideBatchGraphsEnabled at any time (tests).
+bool WideBatchGraphsEnabled();
+void SetWideBatchGraphsEnabled(bool enabled);
+
 // Fills the workspace's sequence tables of a pass of several sequences
 // (their rows, positions and states) on c.stream.
 absl::Status UploadSequences(const BatchContext& c, int64_t n_tok,

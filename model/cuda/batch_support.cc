@@ -130,6 +130,7 @@ absl::Status AcquireRouted(const BatchContext& c, int il, int64_t n_tok,
 namespace {
 EnvSwitch split_kinds("SLUICE_CUDA_SPLIT_KINDS", true);
 EnvSwitch overlap_misses("SLUICE_CUDA_OVERLAP_MISSES", false);
+EnvSwitch wide_batch_graphs("SLUICE_CUDA_WIDE_BATCH_GRAPHS", false);
 }  // namespace
 
 bool OverlapMissesEnabled() { return overlap_misses.on(); }
@@ -164,6 +165,10 @@ void SetOverlapMissesEnabled(bool enabled) { overlap_misses.Set(enabled); }
 bool SplitKindsEnabled() { return split_kinds.on(); }
 
 void SetSplitKindsEnabled(bool enabled) { split_kinds.Set(enabled); }
+
+bool WideBatchGraphsEnabled() { return wide_batch_graphs.on(); }
+
+void SetWideBatchGraphsEnabled(bool enabled) { wide_batch_graphs.Set(enabled); }
 
 absl::Status UploadSequences(const BatchContext& c, int64_t n_tok,
                              absl::Span<const PassSequence> seqs) {

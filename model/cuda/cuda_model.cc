@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "base/env_switch.h"
 #include "base/status_macros.h"
 #include "kernels/cuda/quant_matmul.h"
 #include "loader/model_files.h"
@@ -334,20 +333,11 @@ absl::Status CudaModel::ForwardEachAlone(absl::Span<const BatchChunk> pieces,
   return absl::OkStatus();
 }
 
-namespace {
-// Graphs for passes of kTensorCoreMinEntries to kMaxGraphRows one-row
-// sequences too (off: fewer than kTensorCoreMinEntries, as before
-// 2026-12-08). A decode pass never takes the tensor cores (its longest
-// sequence has one row), so a captured pass picks the kernels an eager one
-// does at any row count.
-EnvSwitch wide_batch_graphs("SLUICE_CUDA_WIDE_BATCH_GRAPHS", true);
-}  // namespace
-
 absl::Status CudaModel::BatchByGraph(absl::Span<const PassSequence> seqs,
                                      absl::Span<const RowRun> runs, bool* done) const {
   *done = false;
   const int64_t n = static_cast<int64_t>(seqs.size());
-  const int64_t most = wide_batch_graphs.on() ? kMaxGraphRows : cuda::kTensorCoreMinEntries - 1;
+  const int64_t most = WideBatchGraphsEnabled() ? kMaxGraphRows : cuda::kTensorCoreMinEntries - 1;
   if (!PassGraphApplies() || n > most || n >= static_cast<int64_t>(batch_graphs_.size()) ||
       runs.size() != 1 || runs[0].row != 0 || runs[0].n != n) {
     return absl::OkStatus();

@@ -131,8 +131,8 @@ class CudaModel final : public Model, private DecodeProgram::Host {
   bool DecodesEachAlone(absl::Span<const BatchChunk> pieces) const;
   absl::Status ForwardEachAlone(absl::Span<const BatchChunk> pieces,
                                 std::vector<float>* logits, BatchForwardStats* stats) const;
-  // A pass of at most kMaxGraphRows sequences of one row each
-  // (SLUICE_CUDA_WIDE_BATCH_GRAPHS=0: fewer than kTensorCoreMinEntries),
+  // A pass of fewer than kTensorCoreMinEntries sequences of one row each
+  // (WideBatchGraphsEnabled: at most kMaxGraphRows),
   // each wanting its logits (a decode step of a batch): replayed from the
   // graph captured for that many rows (EnqueueBatch's capture mode) where
   // PassGraphApplies; false in *done where it does not apply. After
