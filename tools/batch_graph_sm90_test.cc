@@ -2,13 +2,12 @@
 // EnqueueBatch's capture mode) against the same steps run eagerly (a
 // profiled model captures nothing), on the CUDA backend with every expert
 // resident: for 3, 5, 9, 17 and 33 sequences (the last two past
-// kTensorCoreMinEntries, WideBatchGraphsEnabled) of different
-// prompt lengths, each greedy step's logits bit for bit, and the experts
-// each block acquired
-// (counted from the bounds the graph copies out) equal. Models: the qwen3moe
-// and qwen35moe (attention and Gated DeltaNet) F32 goldens and deepseek2's
-// (latent attention). Needs a CUDA device and the goldens; skips elsewhere
-// with the marker tests/run_all.sh counts.
+// kTensorCoreMinEntries, WideBatchGraphsEnabled) of different prompt
+// lengths, each greedy step's logits bit for bit, and the experts each
+// block acquired (counted from the bounds the graph copies out) equal.
+// Models: the qwen3moe and qwen35moe (attention and Gated DeltaNet) F32
+// goldens and deepseek2's (latent attention). Needs a CUDA device and the
+// goldens; skips elsewhere with the marker tests/run_all.sh counts.
 #include <algorithm>
 #include <cstdio>
 #include <memory>

@@ -344,17 +344,20 @@ __device__ __forceinline__ void Q6KBlock(const KQuantMmaLane<NT>& l, int b, floa
 template <class Block, bool kRowsAligned, int NT, bool kAhead = false>
 __device__ __forceinline__ void SumsByParity(const KQuantMmaLane<NT>& l, int b0, int b1,
                                              int step, float (&acc)[NT][4]) {
-  constexpr int kEven = Block::kEvenAlign;
+  // f(std::integral_constant<int, kAlign>) with block b's alignment.
+  auto by_parity = [](int b, auto f) {
+    if constexpr (!kRowsAligned) {
+      f(std::integral_constant<int, 0>{});
+    } else if ((b & 1) == 0) {
+      f(std::integral_constant<int, Block::kEvenAlign>{});
+    } else {
+      f(std::integral_constant<int, 6 - Block::kEvenAlign>{});
+    }
+  };
   if constexpr (kAhead && Block::kLoadsAhead) {
     using Words = typename Block::Words;
     auto load = [&](int b, Words& w) {
-      if (!kRowsAligned) {
-        Block::template Load<0>(l, b, w);
-      } else if ((b & 1) == 0) {
-        Block::template Load<kEven>(l, b, w);
-      } else {
-        Block::template Load<6 - kEven>(l, b, w);
-      }
+      by_parity(b, [&](auto align) { Block::template Load<decltype(align)::value>(l, b, w); });
     };
     BlocksInTurn<true, Words>(b0, b1, step, load, [&](int b, const Words& k) {
       Block::template SumsOf<NT>(l, b, k, acc);
@@ -362,13 +365,7 @@ __device__ __forceinline__ void SumsByParity(const KQuantMmaLane<NT>& l, int b0,
   } else {
 #pragma unroll 1
     for (int b = b0; b < b1; b += step) {
-      if (!kRowsAligned) {
-        Block::template Sums<NT, 0>(l, b, acc);
-      } else if ((b & 1) == 0) {
-        Block::template Sums<NT, kEven>(l, b, acc);
-      } else {
-        Block::template Sums<NT, 6 - kEven>(l, b, acc);
-      }
+      by_parity(b, [&](auto align) { Block::template Sums<NT, decltype(align)::value>(l, b, acc); });
     }
   }
 }

@@ -330,17 +330,14 @@ absl::Status Pass::DeltaNet(const DeviceDeltaNet& d, int il) const {
   RETURN_IF_ERROR(Project(d.gate, w_.xn, w_.z));
   RETURN_IF_ERROR(ProjectPair(d.beta, d.alpha, d.beta_alpha_table, w_.xn, w_.beta, w_.g));
   Mark("delta.in_proj");
-  if (seqs_.size() > 1 && one_row_each_ && delta_fused_batch.on() &&
-      cuda::DeltaNetDecodeFusedSupports(c_.ssm)) {
+  // A decode step of several sequences: gates, conv and scan in one launch.
+  const bool fused = seqs_.size() > 1 && one_row_each_ && delta_fused_batch.on() &&
+                     cuda::DeltaNetDecodeFusedSupports(c_.ssm);
+  if (!fused) cuda::DeltaNetGates(c_.ssm, w_.beta, w_.g, d.dt_bias, d.a, n_, c_.stream);
+  if (fused) {
     cuda::DeltaNetDecodeFusedSeqs(c_.ssm, w_.qkv, w_.beta, w_.g, d.dt_bias, d.a, d.conv, w_.z,
                                   d.norm, Seqs(il), w_.ssm_o, c_.stream);
-    Mark("delta.scan");
-    RETURN_IF_ERROR(Project(d.out, w_.ssm_o, w_.y));
-    Mark("delta.out_proj");
-    return absl::OkStatus();
-  }
-  cuda::DeltaNetGates(c_.ssm, w_.beta, w_.g, d.dt_bias, d.a, n_, c_.stream);
-  if (seqs_.size() == 1) {
+  } else if (seqs_.size() == 1) {
     DeviceState& st = *seqs_[0].state;
     cuda::DeltaNetConv(c_.ssm, d.conv, w_.qkv, n_, st.conv(il), c_.stream);
     Mark("delta.gates_conv");

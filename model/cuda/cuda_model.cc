@@ -338,7 +338,7 @@ absl::Status CudaModel::BatchByGraph(absl::Span<const PassSequence> seqs,
   *done = false;
   const int64_t n = static_cast<int64_t>(seqs.size());
   const int64_t most = WideBatchGraphsEnabled() ? kMaxGraphRows : cuda::kTensorCoreMinEntries - 1;
-  if (!PassGraphApplies() || n > most || n >= static_cast<int64_t>(batch_graphs_.size()) ||
+  if (!PassGraphApplies() || n > most ||
       runs.size() != 1 || runs[0].row != 0 || runs[0].n != n) {
     return absl::OkStatus();
   }

@@ -109,7 +109,6 @@ class CudaModel final : public Model, private DecodeProgram::Host {
   // Whether nothing in a pass waits for the host: all experts resident, no
   // routing observed or forced, no profile (decode_graph is off while
   // profiling: the sections' events).
-  static constexpr int64_t kMaxGraphRows = 64;
   bool PassGraphApplies() const {
     return options_.decode_graph && experts_ == nullptr &&
            options_.routing_observer == nullptr && options_.routing_source == nullptr;
@@ -131,9 +130,12 @@ class CudaModel final : public Model, private DecodeProgram::Host {
   bool DecodesEachAlone(absl::Span<const BatchChunk> pieces) const;
   absl::Status ForwardEachAlone(absl::Span<const BatchChunk> pieces,
                                 std::vector<float>* logits, BatchForwardStats* stats) const;
+  // The most one-row sequences a pass replayed from a graph has
+  // (batch_graphs_ holds one for each count up to it).
+  static constexpr int64_t kMaxGraphRows = 64;
   // A pass of fewer than kTensorCoreMinEntries sequences of one row each
-  // (WideBatchGraphsEnabled: at most kMaxGraphRows),
-  // each wanting its logits (a decode step of a batch): replayed from the
+  // (WideBatchGraphsEnabled: at most kMaxGraphRows), each wanting its
+  // logits (a decode step of a batch): replayed from the
   // graph captured for that many rows (EnqueueBatch's capture mode) where
   // PassGraphApplies; false in *done where it does not apply. After
   // FinishPass, CountBatchGraphExperts fills experts_per_layer.
